@@ -1,0 +1,254 @@
+"""Typed data at the edges: the case and family file formats (pydantic).
+
+Everything a user writes by hand enters through these models, so their field names are the
+words of DESIGN.md: a *case* is a labelled decision point, its *label* a set of acceptable
+actions (``tool: null`` allowed) plus the forbidden ones, its *placement* where the state sits in
+its run.  ``tooleffect schema`` prints the JSON Schema of :class:`Case` and :class:`Family`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "Action",
+    "Case",
+    "Family",
+    "ForbiddenAction",
+    "Label",
+    "ParallelGroup",
+    "Placement",
+    "Recorded",
+    "RecordedCall",
+    "Source",
+    "ToolAnnotations",
+    "ToolSpec",
+    "ValidAction",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ToolAnnotations(_Model):
+    """MCP tool annotations (``readOnlyHint`` etc.), as in the MCP specification 2025-03-26."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    title: str | None = None
+    readOnlyHint: bool | None = None  # noqa: N815 - MCP spelling
+    destructiveHint: bool | None = None  # noqa: N815
+    idempotentHint: bool | None = None  # noqa: N815
+    openWorldHint: bool | None = None  # noqa: N815
+
+
+class ToolSpec(_Model):
+    """A function the agent may call: name, description, JSON-schema parameters, annotations.
+
+    Accepts the OpenAI wrapper ``{"type": "function", "function": {...}}`` and unwraps it.
+    """
+
+    name: str = Field(min_length=1)
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    annotations: ToolAnnotations = Field(default_factory=ToolAnnotations)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unwrap_openai(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("type") == "function" and "function" in data:
+            inner = dict(data["function"])
+            if "annotations" in data and "annotations" not in inner:
+                inner["annotations"] = data["annotations"]
+            return inner
+        return data
+
+    @property
+    def read_only(self) -> bool:
+        """True when the tool declares ``readOnlyHint: true`` (MCP)."""
+        return bool(self.annotations.readOnlyHint)
+
+
+class Action(_Model):
+    """One action: ``tool`` is a tool name, or ``None`` for "call no tool" (reply / stop)."""
+
+    tool: str | None
+    args: dict[str, Any] = Field(default_factory=dict)
+    reason: str | None = None
+    text_criteria: str | None = None
+
+    @model_validator(mode="after")
+    def _null_has_no_args(self) -> Action:
+        if self.tool is None and self.args:
+            raise ValueError("an action with tool: null cannot carry args")
+        return self
+
+
+class ParallelGroup(_Model):
+    """Several calls emitted in one turn; one alternative of the valid set."""
+
+    parallel: list[Action] = Field(min_length=2)
+    order_matters: bool = False
+    reason: str | None = None
+
+    @field_validator("parallel")
+    @classmethod
+    def _no_null_members(cls, v: list[Action]) -> list[Action]:
+        if any(a.tool is None for a in v):
+            raise ValueError("a parallel group cannot contain tool: null")
+        return v
+
+
+ValidAction = Union[ParallelGroup, Action]
+
+
+class ForbiddenAction(_Model):
+    """An actively wrong action: a tool name, with ``args`` restricting it (absent = any args)."""
+
+    tool: str = Field(min_length=1)
+    args: dict[str, Any] | None = None
+    reason: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_name(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"tool": data}
+        return data
+
+
+class Label(_Model):
+    """The set of acceptable actions at a decision point, and the forbidden ones apart."""
+
+    valid_actions: list[ValidAction] = Field(min_length=1)
+    forbidden_actions: list[ForbiddenAction] = Field(default_factory=list)
+    labelled_by: list[str] = Field(default_factory=list)
+    notes: str | None = None
+
+    @field_validator("labelled_by", mode="before")
+    @classmethod
+    def _one_labeller(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @property
+    def label_class(self) -> Literal["no_tool", "several", "single"]:
+        """The class (DESIGN.md): ``no_tool`` if null is valid, ``several`` if ≥2 alternatives."""
+        if any(isinstance(a, Action) and a.tool is None for a in self.valid_actions):
+            return "no_tool"
+        return "several" if len(self.valid_actions) >= 2 else "single"
+
+
+class Placement(_Model):
+    """Where the state sits in its run: 0-based ``step`` of ``run_length`` decisions."""
+
+    step: int = Field(ge=0)
+    run_length: int = Field(ge=1)
+    bucket: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _step_in_run(self) -> Placement:
+        if self.step >= self.run_length:
+            raise ValueError(f"step {self.step} is outside a run of {self.run_length} decisions")
+        return self
+
+
+class Source(_Model):
+    """Where the case came from: a trace position, or ``authored`` / ``generated`` by hand."""
+
+    kind: Literal["trace", "authored", "generated", "import"]
+    dataset: str | None = None
+    trace_id: str | None = None
+    position: int | None = None
+    note: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_word(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"kind": data}
+        return data
+
+
+class RecordedCall(_Model):
+    """A tool call as the provider sent it; ``arguments`` may be a JSON string or an object."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    name: str
+    arguments: str | dict[str, Any] | None = None
+    id: str | None = None
+
+
+class Recorded(_Model):
+    """What the agent actually emitted at this decision point (replayed offline)."""
+
+    tool_calls: list[RecordedCall] = Field(default_factory=list)
+    text: str | None = None
+    finish_reason: str | None = None
+
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+
+
+class Case(_Model):
+    """A labelled decision point (DESIGN.md "Words")."""
+
+    id: str
+    placement: Placement
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    tools: list[ToolSpec] | None = None
+    timezone: str | None = None
+    state: dict[str, Any] = Field(default_factory=dict)
+    label: Label | None = None
+    recorded: Recorded | None = None
+    xfail: bool | str = False
+    source: Source
+
+    @field_validator("id")
+    @classmethod
+    def _id_shape(cls, v: str) -> str:
+        if not _ID.match(v):
+            raise ValueError("id must start with a letter or digit and use only A-Z a-z 0-9 _ . : -")
+        return v
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown IANA time zone {v!r}") from exc
+        return v
+
+
+class Policy(_Model):
+    """An agent configuration under test (model, api base, overrides, sampling parameters)."""
+
+    name: str
+    model: str | None = None
+    api_base: str | None = None
+    temperature: float | None = None
+    system_prompt: str | None = None
+    tool_descriptions: dict[str, str] = Field(default_factory=dict)
+
+
+class Family(_Model):
+    """A family file (``cases/<family>/family.yaml``): shared tools, prompt, rules and quota."""
+
+    name: str
+    description: str = ""
+    system_prompt: str | None = None
+    system_prompt_file: str | None = None
+    tools: list[ToolSpec] = Field(default_factory=list)
+    tools_file: str | None = None
+    oracle: str | None = None
+    quota: dict[str, int] | None = None
+    population: dict[str, int] | None = None
+    policies: list[Policy] = Field(default_factory=list)
+    licence: str | None = None

@@ -1,0 +1,186 @@
+"""The family's oracle rule language (``oracle/<family>.yaml``).
+
+A rules file maps ``tool.field`` paths to rules::
+
+    version: 1
+    defaults:                      # per JSON-schema type, for every field without its own rule
+      string: {normalise: [nfkc, strip, collapse_whitespace, casefold]}
+    fields:
+      calendar.create_event.title: {normalise: [nfkc, casefold]}
+      calendar.create_event.start+timezone: {compare: instant}       # judged together
+      modify_items.item_ids+new_item_ids: {compare: paired}          # reordered together
+      calendar.create_event.attendees:
+        order: any
+        predicates: [{superset: [ana@example.com]}]
+      calendar.create_event.start:
+        predicates: [{within: {start: "2025-03-19T09:00", end: "2025-03-19T18:00"}}]
+      mail.reply.body: {compare: free_text, rubric: "acknowledges the booking"}
+      book_reservation.passengers.first_name: {normalise: [casefold]}   # into array items
+      "*.user_id": {compare: exact}                                     # any tool
+
+Paths go through nested objects and array items by field name (no indices).  A key holding
+``+`` names fields of one object judged together.  ``compare`` is one of ``exact``, ``string``,
+``number``, ``boolean``, ``date``, ``datetime``, ``instant`` (date-time + zone field),
+``paired`` (index-paired lists), ``free_text``, ``any`` (every value accepted) and ``none``
+(only the predicates judge).  Predicates: ``within``, ``superset``, ``equals_state``,
+``in_messages``, ``pattern``, ``range``, ``callable``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["COMPARES", "NORMALISERS", "PREDICATES", "Rule", "RuleError", "RuleSet", "load_rules"]
+
+COMPARES = frozenset(
+    {"exact", "string", "number", "boolean", "date", "datetime", "instant", "paired", "free_text", "any", "none"}
+)
+NORMALISERS = frozenset({"nfkc", "casefold", "strip", "collapse_whitespace", "strip_punctuation"})
+PREDICATES = frozenset({"within", "superset", "equals_state", "in_messages", "pattern", "range", "callable"})
+_RULE_KEYS = frozenset({"compare", "normalise", "order", "predicates", "numeric_strings", "threshold", "rubric"})
+
+
+class RuleError(ValueError):
+    """A rules file or rule that cannot be read; the message names the file and the key."""
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How one field (or a group of fields judged together) is compared.
+
+    Attributes:
+        compare: comparator name (see module docstring); ``None`` picks it from the schema.
+        normalise: string normalisers applied to both sides, in order.
+        order: ``"ordered"`` or ``"any"`` for arrays (``"any"`` = multiset, optimal matching).
+        predicates: constraint predicates on the emitted value, each ``{name: argument}``.
+        numeric_strings: accept ``"12"`` where a number is declared.
+        threshold: free-text fallback: minimum token Jaccard similarity (0–1).
+        rubric: free-text rubric for the LLM judge.
+        source: where the rule came from, shown in records (``rule:<key>``, ``default:<type>``).
+    """
+
+    compare: str | None = None
+    normalise: tuple[str, ...] | None = None
+    order: str | None = None
+    predicates: tuple[Mapping[str, Any], ...] = ()
+    numeric_strings: bool = False
+    threshold: float = 0.5
+    rubric: str | None = None
+    source: str = ""
+
+
+def _parse_rule(raw: Any, where: str) -> Rule:
+    if not isinstance(raw, Mapping):
+        raise RuleError(f"{where}: a rule must be a mapping, got {type(raw).__name__}")
+    unknown = set(raw) - _RULE_KEYS
+    if unknown:
+        raise RuleError(f"{where}: unknown rule keys {sorted(unknown)} (known: {sorted(_RULE_KEYS)})")
+    compare = raw.get("compare")
+    if compare is not None and compare not in COMPARES:
+        raise RuleError(f"{where}: compare {compare!r} is not one of {sorted(COMPARES)}")
+    norm = raw.get("normalise")
+    if norm is not None:
+        if isinstance(norm, str):
+            norm = [norm]
+        bad = [n for n in norm if n not in NORMALISERS]
+        if bad:
+            raise RuleError(f"{where}: unknown normalisers {bad} (known: {sorted(NORMALISERS)})")
+    order = raw.get("order")
+    if order is not None and order not in ("ordered", "any"):
+        raise RuleError(f"{where}: order must be 'ordered' or 'any', got {order!r}")
+    preds = raw.get("predicates") or []
+    if not isinstance(preds, list):
+        raise RuleError(f"{where}: predicates must be a list")
+    for p in preds:
+        if not isinstance(p, Mapping) or len(p) != 1 or next(iter(p)) not in PREDICATES:
+            raise RuleError(f"{where}: each predicate is one of {sorted(PREDICATES)} with its argument, got {p!r}")
+    threshold = raw.get("threshold", 0.5)
+    if not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
+        raise RuleError(f"{where}: threshold must be a number in [0, 1]")
+    return Rule(
+        compare=compare,
+        normalise=tuple(norm) if norm is not None else None,
+        order=order,
+        predicates=tuple(preds),
+        numeric_strings=bool(raw.get("numeric_strings", False)),
+        threshold=float(threshold),
+        rubric=raw.get("rubric"),
+        source=where,
+    )
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """Compiled rules: per-field rules keyed ``tool.path``, composites, per-type defaults."""
+
+    fields: Mapping[str, Rule] = field(default_factory=dict)
+    defaults: Mapping[str, Rule] = field(default_factory=dict)
+    composites: Mapping[str, tuple[tuple[tuple[str, ...], Rule], ...]] = field(default_factory=dict)
+
+    def lookup(self, tool: str, path: str) -> Rule | None:
+        """The rule of ``tool.path`` (``path`` without array indices), else of ``*.path``."""
+        return self.fields.get(f"{tool}.{path}") or self.fields.get(f"*.{path}")
+
+    def composites_at(self, tool: str, prefix: str) -> tuple[tuple[tuple[str, ...], Rule], ...]:
+        """Groups of fields judged together inside the object at ``prefix`` (``""`` = top)."""
+        key = f".{prefix}" if prefix else ""
+        return self.composites.get(tool + key, ()) + self.composites.get("*" + key, ())
+
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any] | None, origin: str = "<rules>") -> RuleSet:
+        """Compile a parsed rules document.
+
+        Raises:
+            RuleError: unknown keys, comparators, normalisers or predicates (names ``origin``).
+        """
+        if not raw:
+            return cls()
+        if not isinstance(raw, Mapping):
+            raise RuleError(f"{origin}: the rules document must be a mapping")
+        extra = set(raw) - {"version", "defaults", "fields", "description"}
+        if extra:
+            raise RuleError(f"{origin}: unknown top-level keys {sorted(extra)}")
+        defaults = {t: _parse_rule(r, f"{origin}: defaults.{t}") for t, r in (raw.get("defaults") or {}).items()}
+        defaults = {t: Rule(**{**r.__dict__, "source": f"default:{t}"}) for t, r in defaults.items()}
+        fields_: dict[str, Rule] = {}
+        composites: dict[str, list[tuple[tuple[str, ...], Rule]]] = {}
+        for key, r in (raw.get("fields") or {}).items():
+            rule = _parse_rule(r, f"{origin}: fields.{key}")
+            rule = Rule(**{**rule.__dict__, "source": f"rule:{key}"})
+            head, _, last = key.rpartition(".")
+            if "+" in last:
+                if not head:
+                    raise RuleError(f"{origin}: fields.{key}: a composite key needs a tool name before the fields")
+                names = tuple(last.split("+"))
+                if rule.compare not in ("instant", "paired") or len(names) != 2:
+                    raise RuleError(
+                        f"{origin}: fields.{key}: fields judged together take compare: instant "
+                        "(date-time+zone) or compare: paired (two index-paired lists)"
+                    )
+                composites.setdefault(head, []).append((names, rule))
+            else:
+                if "." not in key:
+                    raise RuleError(f"{origin}: fields.{key}: a rule key is 'tool.field'")
+                fields_[key] = rule
+        return cls(fields_, defaults, {k: tuple(v) for k, v in composites.items()})
+
+
+def load_rules(path: str | Path) -> RuleSet:
+    """Read and compile a YAML (or JSON) rules file.
+
+    Raises:
+        RuleError: the file is missing, does not parse, or holds an unknown rule.
+    """
+    import yaml
+
+    p = Path(path)
+    try:
+        raw = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except FileNotFoundError as exc:
+        raise RuleError(f"{p}: rules file not found") from exc
+    except yaml.YAMLError as exc:
+        raise RuleError(f"{p}: not valid YAML: {exc}") from exc
+    return RuleSet.from_mapping(raw, str(p))

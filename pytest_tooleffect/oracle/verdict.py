@@ -1,0 +1,258 @@
+"""The verdict on one decision (DESIGN.md scoring rules 1–3).
+
+Kind precedence: ``forbidden`` wins over every other failure; then ``malformed_call``,
+``tool_when_none_needed`` (a tool was called, null was valid, the call matched no valid
+action), ``none_when_tool_needed``, ``wrong_tool``, ``right_tool_wrong_args``.
+
+Parallel groups: the emitted calls are matched to one valid alternative as a multiset by an
+optimal assignment (Hungarian method, ``scipy.optimize.linear_sum_assignment``) whose cost is
+the number of failing fields (a name mismatch costs more than any field count); every emitted
+call must be assigned and every call of the alternative present.  Among alternatives whose names
+match, the one with the fewest failing fields is the matched action.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ..models import Action, ForbiddenAction, Label, ParallelGroup, ToolSpec
+from .compare import CompareContext, FieldResult, compare_args
+from .emission import Call, Emission, parse_emission
+from .rules import RuleSet
+
+__all__ = ["KINDS", "PARALLEL_CONVENTION", "Verdict", "score"]
+
+Kind = Literal[
+    "ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed",
+    "forbidden", "right_tool_wrong_args", "malformed_call",
+]
+KINDS: tuple[str, ...] = (
+    "ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed",
+    "forbidden", "right_tool_wrong_args", "malformed_call",
+)
+PARALLEL_CONVENTION = (
+    "a parallel turn is one decision: its calls are matched to one valid alternative as a multiset "
+    "by optimal assignment; every emitted call must be acceptable and every call of the "
+    "alternative present (calls are not scored as separate rows)"
+)
+_NAME_MISMATCH = 10_000
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the oracle decided about one emitted turn.
+
+    Attributes:
+        tool_ok: the tool names (or the abstention) are acceptable.
+        args_ok: names and arguments are acceptable (``True`` for a correct abstention).
+        kind: one of :data:`KINDS`.
+        matched: the valid alternative the turn was matched to (label form), or ``None``.
+        fields: per-field results against the matched alternative, paths ``tool.field``.
+        unruled: ``tool.field`` paths compared raw because no rule covers them.
+        approximate: a free-text field was judged by the deterministic fallback.
+        emitted: the emitted actions, normalised.
+        forbidden: the forbidden entry that was hit, if any.
+        malformed: why call attempts could not be parsed.
+    """
+
+    tool_ok: bool
+    args_ok: bool
+    kind: Kind
+    matched: dict[str, Any] | None = None
+    fields: tuple[FieldResult, ...] = ()
+    unruled: tuple[str, ...] = ()
+    approximate: bool = False
+    emitted: tuple[dict[str, Any], ...] = ()
+    forbidden: dict[str, Any] | None = None
+    malformed: tuple[str, ...] = ()
+
+    @property
+    def passed(self) -> bool:
+        """``kind`` is ``ok`` or ``ok_no_tool``."""
+        return self.kind in ("ok", "ok_no_tool")
+
+    @property
+    def failing_fields(self) -> tuple[FieldResult, ...]:
+        """The fields that failed."""
+        return tuple(f for f in self.fields if not f.ok)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form for records."""
+        return {
+            "tool_ok": self.tool_ok,
+            "args_ok": self.args_ok,
+            "kind": self.kind,
+            "matched": self.matched,
+            "fields": [f.to_dict() for f in self.fields],
+            "unruled": list(self.unruled),
+            "approximate": self.approximate,
+            "emitted": list(self.emitted),
+            "forbidden": self.forbidden,
+            "malformed": list(self.malformed),
+        }
+
+    def one_line(self, label: Label) -> str:
+        """``kind: expected {…}, emitted …`` for a failing test's report."""
+        def show(a: Any) -> str:
+            if isinstance(a, ParallelGroup):
+                return "[" + ", ".join(show(x) for x in a.parallel) + "]"
+            return "null" if a.tool is None else a.tool
+
+        expected = "{" + ", ".join(show(a) for a in label.valid_actions) + "}"
+        emitted = ", ".join(
+            ("null" if e.get("tool") is None else str(e["tool"])) + ("(malformed)" if "malformed" in e else "")
+            for e in self.emitted
+        )
+        extra = ""
+        if self.kind == "right_tool_wrong_args":
+            extra = "; " + "; ".join(f"{f.path}: {f.reason}" for f in self.failing_fields[:3])
+        elif self.kind == "forbidden" and self.forbidden:
+            extra = f"; forbidden: {self.forbidden.get('tool')}"
+        elif self.kind == "malformed_call":
+            extra = "; " + "; ".join(self.malformed[:2])
+        return f"{self.kind}: expected {expected}, emitted {emitted}{extra}"
+
+
+def _as_label(label: Label | Mapping[str, Any]) -> Label:
+    return label if isinstance(label, Label) else Label.model_validate(label)
+
+
+def _as_tools(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> dict[str, ToolSpec]:
+    out = {}
+    for t in tools:
+        spec = t if isinstance(t, ToolSpec) else ToolSpec.model_validate(t)
+        out[spec.name] = spec
+    return out
+
+
+def _prefixed(tool: str, results: Sequence[FieldResult]) -> list[FieldResult]:
+    return [FieldResult(f"{tool}.{r.path}", r.ok, r.rule, r.reason, r.expected, r.got, r.approximate) for r in results]
+
+
+def _hits_forbidden(call: Call, fb: ForbiddenAction, tools: Mapping[str, ToolSpec], rules: RuleSet,
+                    ctx: CompareContext) -> bool:
+    if call.name != fb.tool:
+        return False
+    if not fb.args:
+        return True
+    schema = tools[fb.tool].parameters if fb.tool in tools else {}
+    return all(r.ok for r in compare_args(fb.tool, schema, fb.args, call.args, rules, ctx, subset=True))
+
+
+def _match_group(calls: Sequence[Call], required: Sequence[Action], order_matters: bool,
+                 tools: Mapping[str, ToolSpec], rules: RuleSet, ctx: CompareContext
+                 ) -> tuple[bool, int, list[FieldResult]]:
+    """Return (names match, failing-field count, field results) for the best assignment."""
+    if len(calls) != len(required):
+        return False, _NAME_MISMATCH, []
+    n = len(calls)
+    results: dict[tuple[int, int], list[FieldResult]] = {}
+    cost = [[_NAME_MISMATCH] * n for _ in range(n)]
+    for i, call in enumerate(calls):
+        for j, req in enumerate(required):
+            if order_matters and i != j:
+                continue
+            if call.name != req.tool:
+                continue
+            schema = tools[call.name].parameters if call.name in tools else {}
+            res = _prefixed(call.name, compare_args(call.name, schema, req.args, call.args, rules, ctx))
+            results[(i, j)] = res
+            cost[i][j] = sum(1 for r in res if not r.ok)
+    if n == 1:
+        pairs = [(0, 0)]
+    elif order_matters:
+        pairs = [(i, i) for i in range(n)]
+    else:
+        from scipy.optimize import linear_sum_assignment
+
+        rows, cols = linear_sum_assignment(cost)
+        pairs = list(zip(rows.tolist(), cols.tolist()))
+    if any(cost[i][j] >= _NAME_MISMATCH for i, j in pairs):
+        return False, _NAME_MISMATCH, []
+    fields_: list[FieldResult] = []
+    for i, j in sorted(pairs, key=lambda p: p[1]):
+        fields_.extend(results[(i, j)])
+    return True, sum(cost[i][j] for i, j in pairs), fields_
+
+
+def _alt_dict(alt: Action | ParallelGroup) -> dict[str, Any]:
+    return alt.model_dump(exclude_none=True, exclude_defaults=False)
+
+
+def score(
+    emitted: Any,
+    label: Label | Mapping[str, Any],
+    tools: Sequence[ToolSpec | Mapping[str, Any]],
+    rules: RuleSet | None = None,
+    context: CompareContext | None = None,
+) -> Verdict:
+    """Score one emitted turn against a label.
+
+    Args:
+        emitted: the model turn in any shape :func:`parse_emission` reads, or an
+            :class:`Emission`.
+        label: the label (``valid_actions``, ``forbidden_actions``) as a model or a mapping.
+        tools: the tools offered at the state (specs or mappings).
+        rules: the family's rules; ``None`` = schema rules only.
+        context: time zone, state values, messages and predicates for the comparison.
+
+    Returns:
+        The :class:`Verdict`.
+
+    Raises:
+        pydantic.ValidationError: ``label`` or a tool spec is not valid.
+        TypeError: ``emitted`` is not a readable model turn.
+    """
+    lab = _as_label(label)
+    specs = _as_tools(tools)
+    rules = rules or RuleSet()
+    ctx = context or CompareContext()
+    em = emitted if isinstance(emitted, Emission) else parse_emission(emitted, offered=specs.keys())
+    actions = tuple(em.actions())
+    null_valid = any(isinstance(a, Action) and a.tool is None for a in lab.valid_actions)
+
+    for call in em.calls:
+        for fb in lab.forbidden_actions:
+            if _hits_forbidden(call, fb, specs, rules, ctx):
+                return Verdict(False, False, "forbidden", emitted=actions, malformed=em.malformed,
+                               forbidden=fb.model_dump(exclude_none=True))
+    for name in em.malformed_names:
+        for fb in lab.forbidden_actions:
+            if name and fb.tool == name and not fb.args:
+                return Verdict(False, False, "forbidden", emitted=actions, malformed=em.malformed,
+                               forbidden=fb.model_dump(exclude_none=True))
+    if em.malformed:
+        return Verdict(False, False, "malformed_call", emitted=actions, malformed=em.malformed)
+    if not em.calls:
+        if null_valid:
+            null_alt = next(a for a in lab.valid_actions if isinstance(a, Action) and a.tool is None)
+            return Verdict(True, True, "ok_no_tool", matched=_alt_dict(null_alt), emitted=actions)
+        return Verdict(False, False, "none_when_tool_needed", emitted=actions)
+
+    best: tuple[int, Action | ParallelGroup, list[FieldResult]] | None = None
+    for alt in lab.valid_actions:
+        if isinstance(alt, Action) and alt.tool is None:
+            continue
+        required = alt.parallel if isinstance(alt, ParallelGroup) else [alt]
+        order = alt.order_matters if isinstance(alt, ParallelGroup) else False
+        names_ok, n_fail, res = _match_group(em.calls, required, order, specs, rules, ctx)
+        if names_ok and (best is None or n_fail < best[0]):
+            best = (n_fail, alt, res)
+            if n_fail == 0:
+                break
+    if best is None:
+        kind: Kind = "tool_when_none_needed" if null_valid else "wrong_tool"
+        return Verdict(False, False, kind, emitted=actions)
+    n_fail, alt, res = best
+    unruled = tuple(dict.fromkeys(_strip(r.path) for r in res if r.rule == "raw"))
+    approximate = any(r.approximate for r in res)
+    return Verdict(True, n_fail == 0, "ok" if n_fail == 0 else "right_tool_wrong_args", matched=_alt_dict(alt),
+                   fields=tuple(res), unruled=unruled, approximate=approximate, emitted=actions)
+
+
+def _strip(path: str) -> str:
+    import re
+
+    return re.sub(r"\[\d+\]", "", path)
