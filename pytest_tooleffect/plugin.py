@@ -1,0 +1,386 @@
+"""The pytest plugin: options, collection of case files, the decision fixture, records, report.
+
+Thin by design: state lives in plugin objects kept in ``config.stash``; the scoring is the
+oracle's, the report arithmetic is :mod:`pytest_tooleffect.report`'s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cases import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, load_case_file, load_family
+from .models import Case, Policy
+from .oracle import CompareContext, Verdict, parse_emission, score
+from .records import RecordLog, build_record
+
+__all__ = ["OPT_RECORDS", "OPT_REPORT", "REPLAY", "CaseItem", "Decision", "Settings"]
+
+OPT_REPORT = "--tooleffect-report"
+OPT_RECORDS = "--tooleffect-records"
+OPT_NO_SUMMARY = "--tooleffect-no-summary"
+INI_RECORDS = "tooleffect_records"
+DEFAULT_RECORDS = "reports/tooleffect-records.jsonl"
+
+#: The offline default policy: replay the action the agent actually took (``recorded``).
+REPLAY = Policy(name="replay")
+CLASS_MARKERS = {
+    "single": "the label has exactly one valid action, a tool call",
+    "several": "the label has two or more valid alternatives, none of them no-tool",
+    "no_tool": "calling no tool is among the valid actions",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Options resolved once at configure time."""
+
+    report: Path | None
+    records: Path | None
+    summary: bool
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+def _path_or_none(value: str) -> Path | None:
+    return Path(value) if value else None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("tooleffect", "tool-selection scoring (pytest-tooleffect)")
+    group.addoption(OPT_REPORT, metavar="PATH", type=_path_or_none, default=None,
+                    help="write the per-class report as JSON to PATH")
+    group.addoption(OPT_RECORDS, metavar="PATH", type=str, default=None,
+                    help=f"append one JSON record per scored sample to PATH as it completes "
+                         f"(default: ini {INI_RECORDS} = {DEFAULT_RECORDS}; empty string disables)")
+    group.addoption(OPT_NO_SUMMARY, action="store_true", default=False,
+                    help="do not print the per-class report at the end of the run")
+    parser.addini(INI_RECORDS, "record log path, relative to the rootdir", default=DEFAULT_RECORDS)
+
+
+settings_key = pytest.StashKey[Settings]()
+families_key = pytest.StashKey[dict[Path, "LoadedFamily | FamilyError"]]()
+seen_ids_key = pytest.StashKey[dict[Path, set[str]]]()
+predicates_key = pytest.StashKey[Mapping[str, Callable[..., Any]]]()
+record_key = pytest.StashKey[dict[str, Any]]()
+reporter_key = pytest.StashKey["Reporter"]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for name, doc in CLASS_MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: tooleffect class: {doc}")
+    records_opt = config.getoption(OPT_RECORDS)
+    records = records_opt if records_opt is not None else config.getini(INI_RECORDS)
+    config.stash[settings_key] = Settings(
+        report=config.getoption(OPT_REPORT),
+        records=(Path(config.rootpath) / records) if records else None,
+        summary=not config.getoption(OPT_NO_SUMMARY),
+    )
+    config.stash[families_key] = {}
+    config.stash[seen_ids_key] = {}
+    if not hasattr(config, "workerinput"):
+        reporter = Reporter(config)
+        config.stash[reporter_key] = reporter
+        config.pluginmanager.register(reporter, "tooleffect-reporter")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    reporter = config.stash.get(reporter_key, None)
+    if reporter is not None:
+        reporter.close()
+        config.pluginmanager.unregister(reporter)
+        del config.stash[reporter_key]
+
+
+# ------------------------------------------------------------------------------- collection
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if (
+        file_path.suffix in CASE_SUFFIXES
+        and file_path.name != FAMILY_FILE
+        and (file_path.parent / FAMILY_FILE).is_file()
+    ):
+        return CaseFile.from_parent(parent, path=file_path)
+    return None
+
+
+def _family(config: pytest.Config, directory: Path) -> LoadedFamily | FamilyError:
+    cache = config.stash[families_key]
+    if directory not in cache:
+        try:
+            cache[directory] = load_family(directory)
+        except FamilyError as exc:
+            cache[directory] = exc
+    return cache[directory]
+
+
+def _marker_name(prefix: str, value: str) -> str:
+    return prefix + re.sub(r"\W", "_", value)
+
+
+def _policies(family: LoadedFamily) -> list[Policy]:
+    return [REPLAY]
+
+
+class CaseFile(pytest.File):
+    """A case file: one item per case × policy, sorted by case id."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        config = self.config
+        fam = _family(config, self.path.parent)
+        if isinstance(fam, FamilyError):
+            yield InvalidCaseItem.from_parent(self, name="<family>", problems=[str(fam)])
+            return
+        seen = config.stash[seen_ids_key].setdefault(self.path.parent, set())
+        cases, problems = load_case_file(self.path, fam, seen)
+        by_case: dict[str, list[str]] = {}
+        for p in problems:
+            by_case.setdefault(p.case_id or "<file>", []).append(str(p))
+        for cid in sorted(by_case):
+            yield InvalidCaseItem.from_parent(self, name=f"{cid}[invalid]", problems=by_case[cid])
+        fixtureinfo = None
+        for case in sorted(cases, key=lambda c: c.id):
+            for policy in _policies(fam):
+                item = CaseItem.from_parent(self, name=f"{case.id}[{policy.name}]", callobj=_tooleffect_case,
+                                            fixtureinfo=fixtureinfo, case=case, family=fam, policy=policy)
+                fixtureinfo = item._fixtureinfo
+                self._mark(item, fam, case)
+                yield item
+
+    def _mark(self, item: pytest.Item, fam: LoadedFamily, case: Case) -> None:
+        config = self.config
+        if case.label is not None:
+            item.add_marker(case.label.label_class)
+        for marker in (_marker_name("family_", fam.name), _marker_name("bucket_", case.placement.bucket)):
+            if marker not in _registered(config):
+                config.addinivalue_line("markers", f"{marker}: tooleffect family or position bucket")
+                _registered(config).add(marker)
+            item.add_marker(marker)
+        if case.xfail:
+            reason = case.xfail if isinstance(case.xfail, str) else "case marked xfail"
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+
+
+_registered_key = pytest.StashKey[set[str]]()
+
+
+def _registered(config: pytest.Config) -> set[str]:
+    return config.stash.setdefault(_registered_key, set())
+
+
+def _tooleffect_case(tooleffect_decision: Decision) -> None:
+    """Score the decision made in setup against the case's label."""
+    tooleffect_decision.judge()
+
+
+class CaseItem(pytest.Function):
+    """One case × policy.  Its setup obtains the decision; its call scores it."""
+
+    def __init__(self, *, case: Case, family: LoadedFamily, policy: Policy, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.family = family
+        self.policy = policy
+
+    @property
+    def record_id(self) -> str:
+        """``family/case-id[policy]``."""
+        return f"{self.family.name}/{self.case.id}[{self.policy.name}]"
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, self.record_id
+
+
+class InvalidCaseItem(pytest.Item):
+    """Stands for a case (or file) that failed validation: an error outcome naming the problems."""
+
+    def __init__(self, *, problems: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.problems = problems
+
+    def setup(self) -> None:
+        pytest.fail("invalid case:\n" + "\n".join(self.problems), pytrace=False)
+
+    def runtest(self) -> None:  # pragma: no cover - setup always fails
+        pytest.fail("invalid case", pytrace=False)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"{self.name} (invalid)"
+
+
+@dataclass
+class Decision:
+    """The decision under test at one item: what was emitted and its cost.
+
+    Attributes:
+        item: the test item.
+        emitted: the model turn (any shape :func:`~pytest_tooleffect.oracle.parse_emission` reads).
+        cost: ``input_tokens``, ``output_tokens``, ``latency_ms`` (milliseconds), ``cost_usd``;
+            ``None`` values mean unknown.
+    """
+
+    item: CaseItem
+    emitted: Any
+    cost: dict[str, Any]
+
+    def judge(self) -> Verdict:
+        """Score and attach the record; fail the test (one-line reason) on a failing kind."""
+        item = self.item
+        case, fam = item.case, item.family
+        assert case.label is not None
+        tools = list(case.tools) if case.tools is not None else list(fam.tools)
+        names = [t.name for t in tools]
+        ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages,
+                             predicates=_predicates(item.config))
+        verdict = score(parse_emission(self.emitted, offered=names), case.label, tools, fam.rules, ctx)
+        record = build_record(fam.name, case, item.policy.name, verdict, {t.name: t for t in tools}, self.cost)
+        item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
+        item.stash[record_key] = record
+        if not verdict.passed:
+            pytest.fail(f"{item.record_id}: {verdict.one_line(case.label)}", pytrace=False)
+        return verdict
+
+
+def _predicates(config: pytest.Config) -> Mapping[str, Callable[..., Any]]:
+    if predicates_key not in config.stash:
+        merged: dict[str, Callable[..., Any]] = {}
+        for contributed in config.hook.pytest_tooleffect_predicates():
+            merged.update(contributed or {})
+        config.stash[predicates_key] = merged
+    return config.stash[predicates_key]
+
+
+@pytest.fixture
+def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
+    """The decision at this item, obtained in setup (so a provider failure is an error).
+
+    Replay (no model option): the case's ``recorded`` turn, at no cost; a case with nothing
+    recorded is skipped.
+    """
+    item = request.node
+    if not isinstance(item, CaseItem):
+        raise pytest.UsageError("tooleffect_decision is only available to tooleffect case items")
+    if item.case.label is None:
+        pytest.skip("unlabelled case: nothing to score against")
+    if item.policy.model is None:
+        if item.case.recorded is None:
+            pytest.skip("no recorded action to replay")
+        return Decision(item, item.case.recorded.model_dump(exclude_none=True), {})
+    raise pytest.UsageError(f"policy {item.policy.name}: live model turns are not available")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    if call.when == "call" and record_key in item.stash:
+        report = outcome.get_result()
+        report.tooleffect_record = item.stash[record_key]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any] | None:
+    if call.when == "call" and record_key in item.stash:
+        return {"tooleffect": item.stash[record_key]}
+    return None
+
+
+# ----------------------------------------------------------------------- controller side
+
+
+class Reporter:
+    """Controller-only: collects records from reports (local or from xdist workers), writes the
+    record log as they arrive, and the report at the end."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = config.stash[settings_key]
+        self.records: list[dict[str, Any]] = []
+        self.log: RecordLog | None = None
+        self.report: dict[str, Any] | None = None
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = getattr(report, "tooleffect_record", None)
+        if record is None:
+            return
+        self.records.append(record)
+        if self.settings.records is not None:
+            if self.log is None:
+                self.log = RecordLog(self.settings.records)
+            self.log.write(record)
+
+    def _families_meta(self) -> dict[str, dict[str, Any]]:
+        meta: dict[str, dict[str, Any]] = {}
+        for fam in self.config.stash[families_key].values():
+            if isinstance(fam, LoadedFamily):
+                meta[fam.name] = fam.meta
+        missing = {r["family"] for r in self.records} - set(meta)
+        if missing:  # xdist controller: families were loaded on the workers
+            for path in _family_dirs(self.config):
+                try:
+                    fam = load_family(path)
+                except FamilyError:
+                    continue
+                if fam.name in missing:
+                    meta[fam.name] = fam.meta
+        return meta
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.records:
+            return
+        from .report import dumps, summarise
+
+        status = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "complete"
+        self.report = summarise(self.records, self._families_meta(), status=status)
+        if self.settings.report is not None:
+            path = self.settings.report
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(dumps(self.report) + "\n", encoding="utf-8")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.report is None or not self.settings.summary:
+            return
+        from .report import render_terminal
+
+        terminalreporter.write_sep("=", "tooleffect report")
+        terminalreporter.write(render_terminal(self.report, width=max(100, terminalreporter._tw.fullwidth)))
+        if self.settings.report is not None:
+            terminalreporter.write_line(f"tooleffect report written to {self.settings.report}")
+        if self.settings.records is not None:
+            terminalreporter.write_line(f"tooleffect records written to {self.settings.records}")
+
+    def close(self) -> None:
+        if self.log is not None:
+            self.log.close()
+
+
+def _family_dirs(config: pytest.Config) -> list[Path]:
+    dirs = set()
+    for arg in config.args:
+        p = Path(arg.split("::")[0])
+        p = p if p.is_absolute() else Path(config.invocation_params.dir) / p
+        base = p if p.is_dir() else p.parent
+        if (base / FAMILY_FILE).is_file():
+            dirs.add(base)
+        if p.is_dir():
+            dirs.update(f.parent for f in p.rglob(FAMILY_FILE))
+    return sorted(dirs)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    settings = config.stash.get(settings_key, None)
+    if settings is None:
+        return None
+    return f"tooleffect: policies replay (offline); records {settings.records or 'off'}"
+
+

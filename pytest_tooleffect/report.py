@@ -1,0 +1,346 @@
+"""Records in, the per-class report out (JSON and a terminal table).
+
+One block per family × policy: families are separate populations and are never pooled.
+
+Arithmetic (DESIGN.md "Report arithmetic"): for classes ``i`` with ``n_i`` rows and ``c_i``
+correct, ``r_i = c_i / n_i``; micro-average ``Σc_i / Σn_i = Σ w_i r_i`` with ``w_i = n_i / N``;
+macro-average ``Σ r_i / k`` over the ``k`` classes that have rows.  Percentages display with
+round-half-up on the exact fraction (71.25 → 71.3).  Class intervals are Wilson score
+intervals at 95 % (Wilson, JASA 22(158), 1927), computed by ``scipy.stats.binomtest``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
+from typing import Any
+
+__all__ = [
+    "CLASSES",
+    "REPORT_VERSION",
+    "fingerprint",
+    "percent",
+    "rate_table",
+    "render_terminal",
+    "summarise",
+    "wilson_interval",
+]
+
+REPORT_VERSION = 1
+CLASSES = ("single", "several", "no_tool")
+CONVENTIONS = {
+    "parallel_matching": (
+        "a parallel turn is one decision: its calls are matched to one valid alternative as a multiset by "
+        "optimal assignment; every emitted call must be acceptable and every call of the alternative present"
+    ),
+    "conditioning": (
+        "single-step, teacher-forced: each state's prefix is what the recorded agent did, so these rates are "
+        "an upper bound on self-steered behaviour"
+    ),
+    "class_weights": "w_i = n_i / N come from the sampling quota, not from production",
+    "errors": "provider errors are excluded from every rate and listed apart",
+}
+
+
+def percent(value: Fraction | float | None, digits: int = 1) -> str:
+    """Format a proportion as a percentage, rounding half up (0.7125 → ``"71.3"``).
+
+    Python's ``round`` and ``format`` round half to even on the binary float and print 71.2;
+    this works on the exact fraction.  ``None`` (no rows) formats as ``"–"``.
+    """
+    if value is None:
+        return "–"
+    frac = value if isinstance(value, Fraction) else Fraction(value)
+    d = Decimal(frac.numerator) * 100 / Decimal(frac.denominator)
+    return str(d.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Wilson score interval for ``correct`` successes in ``n`` trials (``None`` if ``n == 0``)."""
+    if n == 0:
+        return None
+    from scipy.stats import binomtest
+
+    ci = binomtest(correct, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def rate_table(counts: Mapping[str, tuple[int, int]]) -> dict[str, Any]:
+    """Per-class rates with micro- and macro-average from ``{class: (correct, n)}``.
+
+    Returns:
+        ``{"classes": {name: {n, correct, rate, weight}}, "micro": Fraction, "macro": Fraction,
+        "N": int}``; rates are :class:`~fractions.Fraction` (``None`` for an empty class).
+        Classes with no rows are left out of the macro-average's ``k``.
+    """
+    total_n = sum(n for _, n in counts.values())
+    total_c = sum(c for c, _ in counts.values())
+    classes: dict[str, dict[str, Any]] = {}
+    rates = []
+    for name, (c, n) in counts.items():
+        r = Fraction(c, n) if n else None
+        classes[name] = {"n": n, "correct": c, "rate": r, "weight": Fraction(n, total_n) if total_n else None}
+        if r is not None:
+            rates.append(r)
+    micro = Fraction(total_c, total_n) if total_n else None
+    macro = sum(rates, Fraction(0)) / len(rates) if rates else None
+    return {"classes": classes, "micro": micro, "macro": macro, "N": total_n}
+
+
+def fingerprint(labels: Iterable[tuple[str, str]]) -> str:
+    """Label-set fingerprint: SHA-256 over sorted ``(case id, label hash)`` pairs, 16 hex digits."""
+    h = hashlib.sha256()
+    for cid, lh in sorted(labels):
+        h.update(f"{cid}\t{lh}\n".encode())
+    return h.hexdigest()[:16]
+
+
+def _pct(r: Fraction | None) -> float | None:
+    return None if r is None else float(Decimal(r.numerator) * 100 / Decimal(r.denominator))
+
+
+def _level(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for cls in CLASSES:
+        rows = [r for r in records if r["class"] == cls]
+        out[cls] = (sum(1 for r in rows if _correct(r, key)), len(rows))
+    return out
+
+
+def _correct(r: Mapping[str, Any], key: str) -> bool:
+    v = r["verdict"]
+    return bool(v["tool_ok"]) if key == "name" else bool(v["tool_ok"] and v["args_ok"])
+
+
+def _jsonable_table(table: Mapping[str, Any], digits: int = 1) -> dict[str, Any]:
+    classes = {}
+    for name, row in table["classes"].items():
+        ci = wilson_interval(row["correct"], row["n"])
+        classes[name] = {
+            "n": row["n"],
+            "correct": row["correct"],
+            "rate_pct": _pct(row["rate"]),
+            "rate_display": percent(row["rate"], digits),
+            "weight": None if row["weight"] is None else float(row["weight"]),
+            "wilson95_pct": None if ci is None else [round(ci[0] * 100, 4), round(ci[1] * 100, 4)],
+        }
+    return {
+        "classes": classes,
+        "micro_pct": _pct(table["micro"]),
+        "micro_display": percent(table["micro"], digits),
+        "macro_pct": _pct(table["macro"]),
+        "macro_display": percent(table["macro"], digits),
+        "N": table["N"],
+    }
+
+
+def _no_tool_failure(r: Mapping[str, Any]) -> str | None:
+    return r.get("no_tool_failure")
+
+
+def _block(family: str, policy: str, recs: Sequence[Mapping[str, Any]], errors: Sequence[Mapping[str, Any]],
+           family_meta: Mapping[str, Any]) -> dict[str, Any]:
+    name_t = rate_table(_level(recs, "name"))
+    full_t = rate_table(_level(recs, "full"))
+    name_j, full_j = _jsonable_table(name_t), _jsonable_table(full_t)
+    classes = {}
+    for cls in CLASSES:
+        classes[cls] = {
+            "n": name_j["classes"][cls]["n"],
+            "weight": name_j["classes"][cls]["weight"],
+            "name": {k: v for k, v in name_j["classes"][cls].items() if k not in ("n", "weight")},
+            "name_args": {k: v for k, v in full_j["classes"][cls].items() if k not in ("n", "weight")},
+        }
+
+    def gap(a: Fraction | None, b: Fraction | None) -> float | None:
+        return None if a is None or b is None else _pct(a - b)
+
+    buckets: dict[str, dict[str, Any]] = {}
+    order = list((family_meta.get("quota") or {}).keys())
+    for b in sorted({r["bucket"] for r in recs}, key=lambda x: (order.index(x) if x in order else len(order), x)):
+        rows = [r for r in recs if r["bucket"] == b]
+        nc = sum(1 for r in rows if _correct(r, "name"))
+        fc = sum(1 for r in rows if _correct(r, "full"))
+        buckets[b] = {
+            "n": len(rows),
+            "classes": dict(Counter(r["class"] for r in rows)),
+            "name_pct": _pct(Fraction(nc, len(rows))), "name_display": percent(Fraction(nc, len(rows))),
+            "name_args_pct": _pct(Fraction(fc, len(rows))), "name_args_display": percent(Fraction(fc, len(rows))),
+        }
+    kinds = Counter(r["verdict"]["kind"] for r in recs)
+    arg_fail: Counter[str] = Counter()
+    unruled: Counter[str] = Counter()
+    for r in recs:
+        v = r["verdict"]
+        for path in v.get("unruled") or []:
+            unruled[path] += 1
+        if v["kind"] == "right_tool_wrong_args":
+            for f in v["fields"]:
+                if not f["ok"]:
+                    import re
+
+                    arg_fail[re.sub(r"\[\d+\]", "", f["path"])] += 1
+    nt_fail = Counter(_no_tool_failure(r) for r in recs if r["class"] == "no_tool" and not r["verdict"]["tool_ok"])
+    cost = _cost(recs)
+    fp = fingerprint((r["case_id"], r["label_hash"]) for r in recs)
+    return {
+        "family": family,
+        "policy": policy,
+        "n_scored": len(recs),
+        "n_errors": len(errors),
+        "n_xfail": sum(1 for r in recs if r.get("xfail")),
+        "classes": classes,
+        "micro": {"name_pct": name_j["micro_pct"], "name_display": name_j["micro_display"],
+                  "name_args_pct": full_j["micro_pct"], "name_args_display": full_j["micro_display"],
+                  "gap_pct": gap(name_t["micro"], full_t["micro"])},
+        "macro": {"name_pct": name_j["macro_pct"], "name_display": name_j["macro_display"],
+                  "name_args_pct": full_j["macro_pct"], "name_args_display": full_j["macro_display"],
+                  "gap_pct": gap(name_t["macro"], full_t["macro"])},
+        "buckets": buckets,
+        "quota": family_meta.get("quota"),
+        "population": family_meta.get("population"),
+        "kinds": {k: kinds.get(k, 0) for k in _KINDS},
+        "argument_failures": dict(arg_fail.most_common()),
+        "no_tool_failures": {k: nt_fail.get(k, 0) for k in ("redundant_read", "unwanted_write", "forbidden", "other")},
+        "unruled_fields": dict(unruled.most_common()),
+        "approximate": sum(1 for r in recs if r["verdict"].get("approximate")),
+        "cost": cost,
+        "errors": [{"id": e["id"], "error": e.get("error")} for e in errors],
+        "label_set_fingerprint": fp,
+    }
+
+
+_KINDS = ("ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed", "forbidden",
+          "right_tool_wrong_args", "malformed_call")
+
+
+def _cost(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def total(key: str) -> tuple[float | None, int]:
+        vals = [r.get("cost", {}).get(key) for r in recs]
+        known = [v for v in vals if v is not None]
+        return (sum(known) if known else None), len(vals) - len(known)
+
+    out: dict[str, Any] = {}
+    for key in ("input_tokens", "output_tokens", "cost_usd"):
+        tot, unknown = total(key)
+        out[key] = tot
+        out[f"{key}_unknown"] = unknown
+    lat = sorted(r["cost"]["latency_ms"] for r in recs if r.get("cost", {}).get("latency_ms") is not None)
+    if lat:
+        import numpy as np
+
+        out["latency_ms_p50"] = float(np.percentile(lat, 50))
+        out["latency_ms_p95"] = float(np.percentile(lat, 95))
+    else:
+        out["latency_ms_p50"] = out["latency_ms_p95"] = None
+    nt = [r for r in recs if r["class"] == "no_tool"]
+    out["no_tool_input_tokens"] = sum(r["cost"].get("input_tokens") or 0 for r in nt) if any(
+        r.get("cost", {}).get("input_tokens") is not None for r in nt) else None
+    return out
+
+
+def summarise(records: Iterable[Mapping[str, Any]], families: Mapping[str, Mapping[str, Any]] | None = None,
+              status: str = "complete") -> dict[str, Any]:
+    """Build the report from records.
+
+    Args:
+        records: record dicts (see :mod:`pytest_tooleffect.records`); ``outcome`` ``"scored"`` or
+            ``"error"``.
+        families: per-family metadata (``quota``, ``population``) by family name.
+        status: ``complete`` or ``interrupted``.
+
+    Returns:
+        The JSON-able report: ``{"version", "status", "conventions", "blocks": [...]}``, one
+        block per family × policy, sorted.
+    """
+    families = families or {}
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    errs: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for r in records:
+        key = (r["family"], r["policy"])
+        (groups if r["outcome"] == "scored" else errs)[key].append(r)
+        groups.setdefault(key, groups.get(key, []))
+    blocks = [_block(f, p, groups[(f, p)], errs.get((f, p), []), families.get(f, {})) for f, p in sorted(groups)]
+    return {"version": REPORT_VERSION, "status": status, "conventions": CONVENTIONS, "blocks": blocks}
+
+
+def render_terminal(report: Mapping[str, Any], width: int = 110) -> str:
+    """Render the report as text tables (rich), one block per family × policy."""
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+
+    buf = StringIO()
+    console = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False)
+    for b in report["blocks"]:
+        console.print(f"[bold]tooleffect: family {b['family']} · policy {b['policy']}[/bold]  "
+                      f"n={b['n_scored']} scored, {b['n_errors']} errors, {b['n_xfail']} xfail · "
+                      f"label set {b['label_set_fingerprint']}")
+        t = Table(show_edge=False, pad_edge=False)
+        for col in ("class", "n", "w", "name ok", "name %", "95% CI", "name+args ok", "name+args %", "95% CI "):
+            t.add_column(col, justify="left" if col == "class" else "right")
+        for cls in CLASSES:
+            c = b["classes"][cls]
+            nm, fa = c["name"], c["name_args"]
+            t.add_row(cls, str(c["n"]), "–" if c["weight"] is None else f"{c['weight']:.3f}",
+                      f"{nm['correct']}/{c['n']}", nm["rate_display"], _ci(nm["wilson95_pct"]),
+                      f"{fa['correct']}/{c['n']}", fa["rate_display"], _ci(fa["wilson95_pct"]))
+        t.add_section()
+        for avg in ("micro", "macro"):
+            a = b[avg]
+            t.add_row(f"{avg}-average", "", "", "", a["name_display"], "", "", a["name_args_display"],
+                      f"gap {percent(_frac(a['gap_pct']))}")
+        console.print(t)
+        if b["buckets"]:
+            bt = Table(show_edge=False, pad_edge=False, title="by position bucket", title_justify="left")
+            for col in ("bucket", "n", "quota", "population", "classes", "name %", "name+args %"):
+                bt.add_column(col, justify="left" if col in ("bucket", "classes") else "right")
+            for name, row in b["buckets"].items():
+                q = (b.get("quota") or {}).get(name)
+                pop = (b.get("population") or {}).get(name)
+                classes = " ".join(f"{k}:{v}" for k, v in sorted(row["classes"].items()))
+                bt.add_row(name, str(row["n"]), "–" if q is None else str(q), "–" if pop is None else str(pop),
+                           classes, row["name_display"], row["name_args_display"])
+            console.print(bt)
+        kinds = ", ".join(f"{k} {v}" for k, v in b["kinds"].items() if v)
+        console.print(f"kinds: {kinds or 'none'}")
+        nt = b["no_tool_failures"]
+        console.print("no_tool failures: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in nt.items()))
+        if b["argument_failures"]:
+            af = ", ".join(f"{k} {v}" for k, v in list(b["argument_failures"].items())[:8])
+            console.print(f"argument failures by tool.field: {af}")
+        if b["unruled_fields"]:
+            console.print(f"unruled fields (compared raw): {', '.join(list(b['unruled_fields'])[:8])}")
+        cost = b["cost"]
+        if cost["input_tokens"] is None and cost["cost_usd"] is None:
+            console.print("cost: not recorded (replayed decisions)")
+        else:
+            console.print(f"cost: {cost['input_tokens']} in / {cost['output_tokens']} out tokens, "
+                          f"${cost['cost_usd'] if cost['cost_usd'] is not None else 'unknown'}, "
+                          f"latency p50 {cost['latency_ms_p50']} ms p95 {cost['latency_ms_p95']} ms")
+        for e in b["errors"][:10]:
+            console.print(f"error (excluded from rates): {e['id']}: {e['error']}")
+        console.print("")
+    conv = report.get("conventions", {})
+    console.print("conventions: " + " | ".join(f"{k}: {v}" for k, v in conv.items()))
+    return buf.getvalue()
+
+
+def _frac(p: float | None) -> Fraction | None:
+    return None if p is None else Fraction(p) / 100
+
+
+def _ci(ci: Sequence[float] | None) -> str:
+    if ci is None:
+        return "–"
+    return f"{percent(Fraction(ci[0]) / 100)}–{percent(Fraction(ci[1]) / 100)}"
+
+
+def dumps(report: Mapping[str, Any]) -> str:
+    """The report as indented JSON."""
+    return json.dumps(report, indent=2, sort_keys=False, ensure_ascii=False)
