@@ -252,3 +252,4 @@ class Family(_Model):
     population: dict[str, int] | None = None
     policies: list[Policy] = Field(default_factory=list)
     licence: str | None = None
+    seed: int | None = None

@@ -118,3 +118,107 @@ def render_state(case: dict[str, Any], gold: list[dict[str, Any]] | None = None,
             lines.append(f"[{role}] {m.get('content')}")
     lines.append("--- what should the agent do next? ---")
     return "\n".join(lines)
+
+
+FAMILY_TEMPLATE = """\
+# tau-airline: GPT-4o's real decisions in tau-bench's airline domain.
+# Source: sierra-research/tau-bench historical_trajectories/gpt-4o-airline.json and the airline
+# tools' schemas; MIT License, Copyright (c) 2024 Sierra (see NOTICE.md).
+# Written by `tooleffect import tau-airline`; labels in labels/ (see LABELLING.md).
+name: tau-airline
+description: >
+  Decision points of GPT-4o acting as tau-bench's airline agent, sampled stratified by position
+  in the run (first / middle / last assistant turn), labelled as sets of acceptable actions.
+system_prompt_file: system_prompt.md
+tools_file: tools.json
+oracle: ../../oracle/tau-airline.yaml
+licence: MIT (tau-bench, Copyright (c) 2024 Sierra); see NOTICE.md
+seed: {seed}
+quota: {quota}
+population: {population}
+"""
+
+
+def _read_labels(path: Path) -> dict[str, dict[str, Any]]:
+    if not path.is_file():
+        return {}
+    out = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                d = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}: line {n}: not valid JSON: {exc.msg}") from exc
+            out[d["id"]] = d
+    return out
+
+
+def merge_agreeing(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Two labels whose valid action sets agree: keep B's actions (with reasons), unite the
+    forbidden lists (dropping any tool that is valid), and name both labellers."""
+    valid = b["valid_actions"]
+    valid_tools = {v.get("tool") for v in valid}
+    forbidden: list[dict[str, Any]] = []
+    for f in [*b.get("forbidden_actions", []), *a.get("forbidden_actions", [])]:
+        f = {"tool": f} if isinstance(f, str) else f
+        if f.get("tool") in valid_tools and not f.get("args"):
+            continue
+        if not any(g.get("tool") == f.get("tool") and g.get("args") == f.get("args") for g in forbidden):
+            forbidden.append(f)
+    by = [*_as_list(a.get("labelled_by")), *_as_list(b.get("labelled_by"))]
+    return {"valid_actions": valid, "forbidden_actions": forbidden, "labelled_by": by}
+
+
+def _as_list(v: Any) -> list[str]:
+    return [] if v is None else [v] if isinstance(v, str) else list(v)
+
+
+def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, int] | None = None,
+                 seed: int = 20241122) -> dict[str, Any]:
+    """Write the ``tau-airline`` family into ``out``.
+
+    Writes ``family.yaml`` (with quota and population per bucket), ``tools.json``,
+    ``system_prompt.md``, ``labels/rules.jsonl`` (pass 1) and ``cases.jsonl``.  Final labels:
+    ``labels/adjudicated.jsonl`` where present, else the merge of pass 1 and
+    ``labels/manual.jsonl`` where their valid sets agree; other states stay unlabelled.
+
+    Returns:
+        Counts: ``{"cases", "labelled", "adjudicated", "agreed", "unlabelled"}``.
+    """
+    from ..labelling import action_set
+    from .tau_airline_rules import rule_label
+
+    cases, sample = sample_states(trajectories, quota, seed)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "labels").mkdir(exist_ok=True)
+    first = next(read_tau_bench(trajectories))
+    (out / "system_prompt.md").write_text(first.system_prompt or "", encoding="utf-8")
+    specs = annotate_tools(json.loads(tools.read_text(encoding="utf-8")))
+    (out / "tools.json").write_text(json.dumps(specs, indent=1) + "\n", encoding="utf-8")
+    (out / "family.yaml").write_text(FAMILY_TEMPLATE.format(
+        seed=seed, quota=json.dumps(sample.quota), population=json.dumps(sample.population)), encoding="utf-8")
+    rules = {c["id"]: {"id": c["id"], **rule_label(c["messages"], c["_gold"])} for c in cases}
+    with open(out / "labels" / "rules.jsonl", "w", encoding="utf-8") as fh:
+        for cid in sorted(rules):
+            fh.write(json.dumps(rules[cid], ensure_ascii=False, sort_keys=True) + "\n")
+    manual = _read_labels(out / "labels" / "manual.jsonl")
+    adjudicated = _read_labels(out / "labels" / "adjudicated.jsonl")
+    counts = {"cases": len(cases), "labelled": 0, "adjudicated": 0, "agreed": 0, "unlabelled": 0}
+    with open(out / "cases.jsonl", "w", encoding="utf-8") as fh:
+        for c in cases:
+            c.pop("_gold")
+            cid = c["id"]
+            label = None
+            if cid in adjudicated:
+                label = {k: v for k, v in adjudicated[cid].items() if k != "id"}
+                counts["adjudicated"] += 1
+            elif cid in manual and action_set(manual[cid]) == action_set(rules[cid]):
+                label = merge_agreeing(rules[cid], manual[cid])
+                counts["agreed"] += 1
+            if label is not None:
+                c["label"] = label
+                counts["labelled"] += 1
+            else:
+                counts["unlabelled"] += 1
+            fh.write(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n")
+    return counts

@@ -1,0 +1,36 @@
+# pytest-tooleffect: `make report` runs the main job offline; `make test` runs the test suite.
+# Both create the virtual environment first (.venv, Python >= 3.11).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup report test bench-collection lint clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The main job: replay GPT-4o's recorded decisions on the shipped cases and print the report.
+# pytest exits 1 when some decisions fail; that is the finding, not a broken run.
+report: $(STAMP)
+	$(BIN)/pytest cases/ -q --no-header -p no:randomly --tooleffect-report reports/tooleffect-report.json \
+	  --json-report --json-report-file reports/pytest-report.json; \
+	  rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
+
+test: $(STAMP)
+	$(BIN)/pytest tests/ -q
+
+bench-collection: $(STAMP)
+	$(BIN)/python bench/collection.py
+
+lint: $(STAMP)
+	$(BIN)/ruff check pytest_tooleffect tests bench
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) reports/*.json reports/*.jsonl

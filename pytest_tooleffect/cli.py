@@ -1,0 +1,129 @@
+"""The ``tooleffect`` command: schemas, importers, labeller agreement, reports from records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _quota(text: str) -> dict[str, int]:
+    try:
+        pairs = [p.split("=", 1) for p in text.split(",") if p]
+        return {k.strip(): int(v) for k, v in pairs}
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"quota is BUCKET=N,BUCKET=N (got {text!r})") from exc
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from .models import Case, Family
+
+    model = {"case": Case, "family": Family}[args.what]
+    print(json.dumps(model.model_json_schema(), indent=2))
+    return 0
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    if args.source != "tau-airline":
+        print(f"tooleffect import: unknown source {args.source!r}", file=sys.stderr)
+        return 2
+    from .importers.tau_airline import build_family
+
+    shared = Path(args.shared)
+    counts = build_family(
+        Path(args.trajectories or shared / "datasets/tau-bench/historical_trajectories/gpt-4o-airline.json"),
+        Path(args.tools or shared / "datasets/tau-bench/airline_tools.json"),
+        Path(args.out), args.quota, args.seed,
+    )
+    print(json.dumps(counts))
+    return 0
+
+
+def _read_jsonl(path: Path) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SystemExit(f"{path}: line {n}: not valid JSON: {exc.msg}") from exc
+        if "id" not in d:
+            raise SystemExit(f"{path}: line {n}: field 'id' is missing")
+        out[d["id"]] = d.get("label", d)
+    return out
+
+
+def _cmd_agree(args: argparse.Namespace) -> int:
+    from .labelling import agreement
+
+    res = agreement(_read_jsonl(Path(args.a)), _read_jsonl(Path(args.b)))
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+
+    def pct(x: float | None) -> str:
+        return "–" if x is None else f"{100 * x:.1f} %"
+
+    print(f"states compared: {res['n']}")
+    print(f"exact-set agreement: names {pct(res['exact_name'])}, actions with arguments {pct(res['exact_action'])}")
+    print(f"Krippendorff's alpha (MASI distance, NLTK): names {res['alpha_masi_name']:.3f}, "
+          f"actions {res['alpha_masi_action']:.3f}")
+    print(f"class agreement: {pct(res['class_agreement'])}")
+    for cls, row in sorted(res["per_class"].items()):
+        print(f"  class {cls} (by A): n={row['n']}, exact names {pct(row['exact_name'])}")
+    kinds: dict[str, int] = {}
+    for d in res["disagreements"]:
+        kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+    print(f"disagreements: {len(res['disagreements'])} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
+    for d in res["disagreements"][: args.show]:
+        print(f"  {d['id']} [{d['kind']}]  A={d['a']}  B={d['b']}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from .records import read_records
+    from .report import dumps, render_terminal, summarise
+
+    report = summarise(read_records(Path(args.records)))
+    print(dumps(report) if args.json else render_terminal(report))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tooleffect`` command line."""
+    parser = argparse.ArgumentParser(prog="tooleffect", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("schema", help="print the JSON Schema of a case or family file")
+    p.add_argument("what", nargs="?", choices=["case", "family"], default="case")
+    p.set_defaults(func=_cmd_schema)
+    p = sub.add_parser("import", help="build a case family from a public dataset")
+    p.add_argument("source", choices=["tau-airline"])
+    p.add_argument("--shared", default="../shared", help="folder holding datasets/ (default ../shared)")
+    p.add_argument("--trajectories", help="tau-bench trajectories JSON (default: from --shared)")
+    p.add_argument("--tools", help="airline tool schemas JSON (default: from --shared)")
+    p.add_argument("--out", default="cases/tau-airline")
+    p.add_argument("--quota", type=_quota, default=None, help="BUCKET=N,... (default first=60,middle=90,last=60)")
+    p.add_argument("--seed", type=int, default=20241122)
+    p.set_defaults(func=_cmd_import)
+    p = sub.add_parser("agree", help="agreement of two labellers' JSONL label files")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--show", type=int, default=20, help="disagreements to list")
+    p.set_defaults(func=_cmd_agree)
+    p = sub.add_parser("report", help="render the report from a record log")
+    p.add_argument("records")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_report)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
