@@ -18,7 +18,7 @@ setup: $(STAMP)
 # The main job: replay GPT-4o's recorded decisions on the shipped cases and print the report.
 # pytest exits 1 when some decisions fail; that is the finding, not a broken run.
 report: $(STAMP)
-	$(BIN)/pytest cases/ -q --no-header -p no:randomly --tooleffect-report reports/tooleffect-report.json \
+	$(BIN)/pytest cases/ -q --no-header --tooleffect-report reports/tooleffect-report.json \
 	  --json-report --json-report-file reports/pytest-report.json; \
 	  rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
 

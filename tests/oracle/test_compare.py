@@ -1,0 +1,165 @@
+"""Argument comparison, table-driven: one row per rule of DESIGN.md scoring rule 4."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.oracle import CompareContext, RuleError, RuleSet, compare_args
+
+S = {"type": "string"}
+N = {"type": "number"}
+I = {"type": "integer"}  # noqa: E741
+B = {"type": "boolean"}
+
+
+def schema(**props: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": props}
+
+
+# (id, schema, rules.fields, expected, got, ctx kwargs, ok)
+ROWS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], bool]] = [
+    ("raw string equal", schema(t=S), {}, {"t": "Q3 review"}, {"t": "Q3 review"}, {}, True),
+    ("raw string differs in case", schema(t=S), {}, {"t": "Q3 review"}, {"t": "Q3 Review"}, {}, False),
+    ("casefold rule", schema(t=S), {"f.t": {"normalise": ["nfkc", "casefold"]}},
+     {"t": "Q3 review"}, {"t": "Q3 Review"}, {}, True),
+    ("nfkc: full-width digits", schema(t=S), {"f.t": {"normalise": ["nfkc"]}}, {"t": "Q3"}, {"t": "Q３"}, {}, True),
+    ("whitespace rule", schema(t=S), {"f.t": {"normalise": ["strip", "collapse_whitespace"]}},
+     {"t": "a b"}, {"t": "  a   b "}, {}, True),
+    ("int equals float by value", schema(x=N), {}, {"x": 12.0}, {"x": 12}, {}, True),
+    ("different number", schema(x=N), {}, {"x": 10}, {"x": 999}, {}, False),
+    ("bool is not a number", schema(x=N), {}, {"x": 1}, {"x": True}, {}, False),
+    ("numeric string rejected by default", schema(x=N), {}, {"x": 12}, {"x": "12"}, {}, False),
+    ("numeric string allowed by rule", schema(x=N), {"f.x": {"numeric_strings": True}}, {"x": 12}, {"x": "12"}, {}, True),
+    ("integer given as 3.5", schema(x=I), {}, {"x": 3}, {"x": 3.5}, {}, False),
+    ("boolean strict", schema(b=B), {}, {"b": True}, {"b": "true"}, {}, False),
+    ("enum exact", schema(c={"type": "string", "enum": ["economy", "business"]}), {}, {"c": "economy"},
+     {"c": "Economy"}, {}, False),
+    ("enum equal", schema(c={"type": "string", "enum": ["economy", "business"]}), {}, {"c": "economy"},
+     {"c": "economy"}, {}, True),
+    ("date formats", schema(d={"type": "string", "format": "date"}), {}, {"d": "2024-05-01"},
+     {"d": "2024-05-01T00:00:00"}, {}, True),
+    ("date rule", schema(d=S), {"f.d": {"compare": "date"}}, {"d": "2024-05-01"}, {"d": "2024-05-02"}, {}, False),
+    ("date-time same instant across offsets", schema(t={"type": "string", "format": "date-time"}), {},
+     {"t": "2025-03-19T14:00:00+01:00"}, {"t": "2025-03-19T13:00:00Z"}, {}, True),
+    ("naive time read in the user's zone", schema(t={"type": "string", "format": "date-time"}), {},
+     {"t": "2025-03-19T14:00:00"}, {"t": "2025-03-19T13:00:00Z"}, {"timezone": "Europe/Madrid"}, True),
+    ("UTC written for local time is an hour off", schema(t={"type": "string", "format": "date-time"}), {},
+     {"t": "2025-03-19T14:00:00"}, {"t": "2025-03-19T14:00:00Z"}, {"timezone": "Europe/Madrid"}, False),
+    ("naive vs zoned without a zone", schema(t={"type": "string", "format": "date-time"}), {},
+     {"t": "2025-03-19T14:00:00"}, {"t": "2025-03-19T14:00:00Z"}, {}, False),
+    ("instant composite", schema(at=S, tz=S), {"f.at+tz": {"compare": "instant"}},
+     {"at": "2023-11-01T22:00:00", "tz": "Europe/Paris"}, {"at": "2023-11-01T21:00:00", "tz": "Europe/London"}, {},
+     True),
+    ("instant composite, wrong", schema(at=S, tz=S), {"f.at+tz": {"compare": "instant"}},
+     {"at": "2023-11-01T22:00:00", "tz": "Europe/Paris"}, {"at": "2023-11-01T22:00:00", "tz": "Europe/London"}, {},
+     False),
+    ("ordered list", schema(xs={"type": "array", "items": S}), {}, {"xs": ["a", "b"]}, {"xs": ["b", "a"]}, {}, False),
+    ("list as a set", schema(xs={"type": "array", "items": S}), {"f.xs": {"order": "any"}}, {"xs": ["a", "b"]},
+     {"xs": ["b", "a"]}, {}, True),
+    ("multiset keeps counts", schema(xs={"type": "array", "items": S}), {"f.xs": {"order": "any"}},
+     {"xs": ["a", "a", "b"]}, {"xs": ["a", "b", "b"]}, {}, False),
+    ("paired lists reordered together", schema(a={"type": "array", "items": S}, b={"type": "array", "items": S}),
+     {"f.a+b": {"compare": "paired"}}, {"a": ["1", "2"], "b": ["x", "y"]}, {"a": ["2", "1"], "b": ["y", "x"]}, {},
+     True),
+    ("paired lists broken pairing", schema(a={"type": "array", "items": S}, b={"type": "array", "items": S}),
+     {"f.a+b": {"compare": "paired"}}, {"a": ["1", "2"], "b": ["x", "y"]}, {"a": ["2", "1"], "b": ["x", "y"]}, {},
+     False),
+    ("nested object, rule by path", schema(p={"type": "object", "properties": {"name": S}}),
+     {"f.p.name": {"normalise": ["casefold"]}}, {"p": {"name": "Ana"}}, {"p": {"name": "ANA"}}, {}, True),
+    ("array of objects, rule into items", schema(ps={"type": "array", "items": {"type": "object",
+                                                                                "properties": {"name": S}}}),
+     {"f.ps.name": {"normalise": ["casefold"]}}, {"ps": [{"name": "Ana"}]}, {"ps": [{"name": "ANA"}]}, {}, True),
+    ("invented nested key fails", schema(p={"type": "object", "properties": {"name": S}}), {},
+     {"p": {"name": "Ana"}}, {"p": {"name": "Ana", "x": 1}}, {}, False),
+    ("default filled on both sides", schema(n={"type": "integer", "default": 10}), {}, {}, {"n": 10}, {}, True),
+    ("optional set to a non-default", schema(n={"type": "integer", "default": 10}), {}, {}, {"n": 5}, {}, False),
+    ("optional the label leaves out, no default", schema(q=S), {}, {}, {"q": "x"}, {}, False),
+    ("alternatives", schema(u={"type": "string"}), {}, {"u": {"$any_of": ["celsius", "C"]}}, {"u": "C"}, {}, True),
+    ("alternatives: may be omitted", schema(u={"type": "string"}), {}, {"u": {"$any_of": ["celsius", {"$omitted": True}]}},
+     {}, {}, True),
+    ("alternatives: none match", schema(u={"type": "string"}), {}, {"u": {"$any_of": ["celsius"]}}, {"u": "K"}, {},
+     False),
+    ("any value", schema(note=S), {"f.note": {"compare": "any"}}, {}, {"note": "whatever"}, {}, True),
+    ("within window", schema(t=S), {"f.t": {"compare": "none", "predicates": [
+        {"within": {"start": "2025-03-19T09:00", "end": "2025-03-19T18:00"}}]}}, {},
+     {"t": "2025-03-19T14:00:00+01:00"}, {"timezone": "Europe/Madrid"}, True),
+    ("outside window", schema(t=S), {"f.t": {"compare": "none", "predicates": [
+        {"within": {"start": "2025-03-19T09:00", "end": "2025-03-19T18:00"}}]}}, {},
+     {"t": "2025-03-19T19:00:00+01:00"}, {"timezone": "Europe/Madrid"}, False),
+    ("superset of attendees", schema(a={"type": "array", "items": S}), {"f.a": {"predicates": [
+        {"superset": ["ana@x.org", "bo@x.org"]}]}}, {}, {"a": ["Bo@x.org", "ana@x.org", "cy@x.org"]}, {}, True),
+    ("superset missing one", schema(a={"type": "array", "items": S}), {"f.a": {"predicates": [
+        {"superset": ["ana@x.org", "bo@x.org"]}]}}, {}, {"a": ["ana@x.org"]}, {}, False),
+    ("equals a value in the state", schema(tid=S), {"f.tid": {"predicates": [{"equals_state": "thread_id"}]}}, {},
+     {"tid": "th-8831"}, {"state": {"thread_id": "th-8831"}}, True),
+    ("in messages", schema(uid=S), {"f.uid": {"predicates": [{"in_messages": True}]}}, {}, {"uid": "mia_li_3668"},
+     {"messages": [{"role": "user", "content": "I am mia_li_3668"}]}, True),
+    ("not in messages", schema(uid=S), {"f.uid": {"predicates": [{"in_messages": True}]}}, {}, {"uid": "bob_1"},
+     {"messages": [{"role": "user", "content": "I am mia_li_3668"}]}, False),
+    ("pattern", schema(code=S), {"f.code": {"predicates": [{"pattern": "[A-Z]{3}"}]}}, {}, {"code": "JFK"}, {}, True),
+    ("range", schema(n=N), {"f.n": {"predicates": [{"range": {"min": 1, "max": 5}}]}}, {}, {"n": 9}, {}, False),
+    ("value and predicate both", schema(n=N), {"f.n": {"predicates": [{"range": {"min": 1, "max": 5}}]}},
+     {"n": 3}, {"n": 4}, {}, False),
+]
+
+
+@pytest.mark.parametrize(("sch", "fields", "expected", "got", "ctx", "ok"), [r[1:] for r in ROWS],
+                         ids=[r[0] for r in ROWS])
+def test_compare(sch: dict[str, Any], fields: dict[str, Any], expected: dict[str, Any], got: dict[str, Any],
+                 ctx: dict[str, Any], ok: bool) -> None:
+    rules = RuleSet.from_mapping({"fields": fields})
+    results = compare_args("f", sch, expected, got, rules, CompareContext(**ctx))
+    assert all(r.ok for r in results) is ok, [r.to_dict() for r in results]
+
+
+def test_callable_predicate() -> None:
+    def even(value: Any, ctx: CompareContext, mod: int = 2) -> tuple[bool, str]:
+        return value % mod == 0, f"{value} is odd"
+
+    rules = RuleSet.from_mapping({"fields": {"f.n": {"predicates": [{"callable": {"name": "even", "mod": 2}}]}}})
+    ctx = CompareContext(predicates={"even": even})
+    assert all(r.ok for r in compare_args("f", schema(n=I), {}, {"n": 4}, rules, ctx))
+    bad = compare_args("f", schema(n=I), {}, {"n": 3}, rules, ctx)
+    assert [r.reason for r in bad] == ["3 is odd"]
+    missing = compare_args("f", schema(n=I), {}, {"n": 4}, rules, CompareContext())
+    assert "no predicate registered" in missing[0].reason
+
+
+def test_free_text_fallback_is_approximate() -> None:
+    rules = RuleSet.from_mapping({"fields": {"f.body": {"compare": "free_text", "threshold": 0.5}}})
+    res = compare_args("f", schema(body=S), {"body": "Booked the Q3 review for Tuesday"},
+                       {"body": "I booked the Q3 review on Tuesday"}, rules)
+    assert res[0].ok and res[0].approximate
+    res = compare_args("f", schema(body=S), {"body": "Booked the Q3 review for Tuesday"}, {"body": "No."}, rules)
+    assert not res[0].ok and res[0].approximate
+
+
+def test_unruled_fields_are_marked_raw() -> None:
+    res = compare_args("f", schema(t=S, n=N), {"t": "a", "n": 1}, {"t": "a", "n": 1})
+    rules = {r.path: r.rule for r in res}
+    assert rules == {"t": "raw", "n": "schema:number"}
+    ruled = compare_args("f", schema(t=S), {"t": "a"}, {"t": "a"},
+                         RuleSet.from_mapping({"defaults": {"string": {"normalise": ["strip"]}}}))
+    assert ruled[0].rule == "default:string"
+
+
+def test_forbidden_subset_mode_judges_only_label_keys() -> None:
+    res = compare_args("f", schema(a=S, b=S), {"a": "x"}, {"a": "x", "b": "y"}, subset=True)
+    assert [r.path for r in res] == ["a"] and res[0].ok
+
+
+@pytest.mark.parametrize(("doc", "message"), [
+    ({"fields": {"f.x": {"compare": "fuzzy"}}}, "compare 'fuzzy'"),
+    ({"fields": {"f.x": {"normalise": ["soundex"]}}}, "unknown normalisers"),
+    ({"fields": {"f.x": {"predicates": [{"near": 1}]}}}, "each predicate"),
+    ({"fields": {"f.x": {"colour": "red"}}}, "unknown rule keys"),
+    ({"fields": {"f.a+b": {"compare": "string"}}}, "fields judged together"),
+    ({"fields": {"x": {"compare": "any"}}}, "a rule key is 'tool.field'"),
+    ({"rules": {}}, "unknown top-level keys"),
+])
+def test_rule_errors_name_the_key(doc: dict[str, Any], message: str) -> None:
+    with pytest.raises(RuleError, match=message) as exc:
+        RuleSet.from_mapping(doc, "oracle/demo.yaml")
+    assert "oracle/demo.yaml" in str(exc.value)

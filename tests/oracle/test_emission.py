@@ -1,0 +1,71 @@
+"""Provider output → actions, for every shape the oracle reads (DESIGN.md scoring rule 1)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.oracle import Call, parse_emission
+
+OFFERED = ["get_weather", "calendar.create_event"]
+
+CASES: list[tuple[str, Any, list[Call], int]] = [
+    ("chat message, string args",
+     {"role": "assistant", "content": None, "tool_calls": [
+         {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+     [Call("get_weather", {"city": "Oslo"})], 0),
+    ("chat message, object args", {"tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+     [Call("get_weather", {"city": "Oslo"})], 0),
+    ("compact recorded form, empty-string args", {"tool_calls": [{"name": "get_weather", "arguments": ""}]},
+     [Call("get_weather", {})], 0),
+    ("null args", {"tool_calls": [{"name": "get_weather", "arguments": None}]}, [Call("get_weather", {})], 0),
+    ("full chat completion", {"choices": [{"message": {"tool_calls": [
+        {"function": {"name": "get_weather", "arguments": "{}"}}]}, "finish_reason": "tool_calls"}]},
+     [Call("get_weather", {})], 0),
+    ("responses API items", {"output": [
+        {"type": "message", "content": [{"type": "output_text", "text": "checking"}]},
+        {"type": "function_call", "name": "get_weather", "arguments": '{"city": "Rome"}', "call_id": "x"}]},
+     [Call("get_weather", {"city": "Rome"})], 0),
+    ("anthropic tool_use blocks", [{"type": "text", "text": "ok"},
+                                   {"type": "tool_use", "id": "t", "name": "get_weather", "input": {"city": "Bern"}}],
+     [Call("get_weather", {"city": "Bern"})], 0),
+    ("gemini functionCall parts", {"candidates": [{"content": {"parts": [
+        {"functionCall": {"name": "get_weather", "args": {"city": "Lima"}}}]}}]},
+     [Call("get_weather", {"city": "Lima"})], 0),
+    ("no call, plain text", {"content": "It is sunny."}, [], 0),
+    ("finish_reason stop does not hide calls",
+     {"tool_calls": [{"name": "get_weather", "arguments": "{}"}], "finish_reason": "stop"}, [Call("get_weather", {})], 0),
+    ("invalid JSON args", {"tool_calls": [{"name": "get_weather", "arguments": '{"city": '}]}, [], 1),
+    ("args that are a JSON list", {"tool_calls": [{"name": "get_weather", "arguments": "[1, 2]"}]}, [], 1),
+    ("call without a name", {"tool_calls": [{"name": "", "arguments": "{}"}]}, [], 1),
+    ("<tool_call> tags in text", {"content": '<tool_call>{"name": "get_weather", "arguments": {}}</tool_call>'}, [], 1),
+    ("[TOOL_CALLS] marker", {"content": '[TOOL_CALLS] [{"name": "get_weather", "arguments": {}}]'}, [], 1),
+    ("python tag", {"content": '<|python_tag|>get_weather.call(city="Oslo")'}, [], 1),
+    ("<function=…> form", {"content": '<function=get_weather>{"city": "Oslo"}</function>'}, [], 1),
+    ("bare JSON naming an offered tool", {"content": '{"name": "get_weather", "arguments": {"city": "Oslo"}}'}, [], 1),
+    ("fenced JSON naming an offered tool", {"content": '```json\n{"name": "calendar.create_event", "parameters": {}}\n```'},
+     [], 1),
+    ("JSON answer naming no tool is text", {"content": '{"name": "Ada Lovelace", "born": 1815}'}, [], 0),
+]
+
+
+@pytest.mark.parametrize(("output", "calls", "n_malformed"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_parse_emission(output: Any, calls: list[Call], n_malformed: int) -> None:
+    em = parse_emission(output, offered=OFFERED)
+    assert list(em.calls) == calls
+    assert len(em.malformed) == n_malformed
+    assert em.is_null == (not calls and not n_malformed)
+
+
+def test_model_dump_objects_are_read() -> None:
+    class Resp:
+        def model_dump(self) -> dict[str, Any]:
+            return {"choices": [{"message": {"content": "hi"}}]}
+
+    assert parse_emission(Resp()).is_null
+
+
+def test_unreadable_output_raises() -> None:
+    with pytest.raises(TypeError, match="cannot read a model turn"):
+        parse_emission(42)

@@ -1,0 +1,120 @@
+"""Verdict kinds, their precedence, alternatives and parallel matching (scoring rules 2–3)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.oracle import KINDS, score
+
+TOOLS = [
+    {"name": "read_thread", "parameters": {"type": "object", "properties": {"thread_id": {"type": "string"}}},
+     "annotations": {"readOnlyHint": True}},
+    {"name": "list_availability", "parameters": {"type": "object", "properties": {"who": {"type": "string"}}},
+     "annotations": {"readOnlyHint": True}},
+    {"name": "calendar.create_event", "parameters": {"type": "object", "properties": {
+        "title": {"type": "string"}, "start": {"type": "string", "format": "date-time"}}}},
+    {"name": "mail.reply", "parameters": {"type": "object", "properties": {
+        "thread_id": {"type": "string"}, "kind": {"type": "string", "enum": ["ack", "question"]}}}},
+]
+
+SEED_LABEL = {  # the seed's tsel-0142
+    "valid_actions": [{"tool": None, "reason": "confirmation received"},
+                      {"tool": "mail.reply", "args": {"thread_id": "th-8831", "kind": "ack"}}],
+    "forbidden_actions": ["list_availability", "calendar.create_event"],
+}
+
+
+def call(name: str, **args: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": args}
+
+
+def turn(*calls: dict[str, Any], text: str | None = None) -> dict[str, Any]:
+    return {"tool_calls": list(calls), "text": text}
+
+
+ROWS: list[tuple[str, dict[str, Any], dict[str, Any], tuple[bool, bool, str]]] = [
+    ("abstention where null is valid", turn(text="Great!"), SEED_LABEL, (True, True, "ok_no_tool")),
+    ("acceptable acknowledgement", turn(call("mail.reply", thread_id="th-8831", kind="ack")), SEED_LABEL,
+     (True, True, "ok")),
+    ("redundant read where null is valid", turn(call("read_thread", thread_id="th-8831")), SEED_LABEL,
+     (False, False, "tool_when_none_needed")),
+    # the seed's sketch let tool_when_none_needed overwrite forbidden: forbidden must win
+    ("forbidden write in the no-tool class", turn(call("calendar.create_event", title="x")), SEED_LABEL,
+     (False, False, "forbidden")),
+    ("forbidden beats malformed", turn(call("list_availability", who="a"),
+                                       {"name": "mail.reply", "arguments": "{bad"}), SEED_LABEL,
+     (False, False, "forbidden")),
+    ("malformed call naming a forbidden tool", turn(text='<tool_call>{"name": "list_availability"}</tool_call>'),
+     SEED_LABEL, (False, False, "forbidden")),
+    ("malformed call otherwise", turn(text='<tool_call>{"name": "read_thread"}</tool_call>'), SEED_LABEL,
+     (False, False, "malformed_call")),
+    ("right tool, wrong enum", turn(call("mail.reply", thread_id="th-8831", kind="question")), SEED_LABEL,
+     (True, False, "right_tool_wrong_args")),
+    ("no call where a tool is needed", turn(text="Done."),
+     {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}]}, (False, False, "none_when_tool_needed")),
+    ("wrong tool", turn(call("list_availability", who="a")),
+     {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}]}, (False, False, "wrong_tool")),
+    ("forbidden only with those args", turn(call("read_thread", thread_id="other")),
+     {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}],
+      "forbidden_actions": [{"tool": "read_thread", "args": {"thread_id": "secret"}}]},
+     (True, False, "right_tool_wrong_args")),
+    ("forbidden args hit", turn(call("read_thread", thread_id="secret")),
+     {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}],
+      "forbidden_actions": [{"tool": "read_thread", "args": {"thread_id": "secret"}}]},
+     (False, False, "forbidden")),
+    ("extra call beyond the single valid action", turn(call("read_thread", thread_id="t"), call("list_availability", who="a")),
+     {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}]}, (False, False, "wrong_tool")),
+    ("parallel group, reversed order", turn(call("list_availability", who="b"), call("list_availability", who="a")),
+     {"valid_actions": [{"parallel": [{"tool": "list_availability", "args": {"who": "a"}},
+                                      {"tool": "list_availability", "args": {"who": "b"}}]}]}, (True, True, "ok")),
+    ("parallel group, order matters", turn(call("list_availability", who="b"), call("list_availability", who="a")),
+     {"valid_actions": [{"parallel": [{"tool": "list_availability", "args": {"who": "a"}},
+                                      {"tool": "list_availability", "args": {"who": "b"}}], "order_matters": True}]},
+     (True, False, "right_tool_wrong_args")),
+    ("parallel group, a call missing", turn(call("list_availability", who="a")),
+     {"valid_actions": [{"parallel": [{"tool": "list_availability", "args": {"who": "a"}},
+                                      {"tool": "read_thread", "args": {"thread_id": "t"}}]}]}, (False, False, "wrong_tool")),
+]
+
+
+@pytest.mark.parametrize(("emitted", "label", "want"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
+def test_kind(emitted: dict[str, Any], label: dict[str, Any], want: tuple[bool, bool, str]) -> None:
+    v = score(emitted, label, TOOLS)
+    assert (v.tool_ok, v.args_ok, v.kind) == want, v.to_dict()
+    assert v.kind in KINDS
+
+
+def test_fewest_failing_fields_picks_the_matched_action() -> None:
+    label = {"valid_actions": [
+        {"tool": "mail.reply", "args": {"thread_id": "a", "kind": "question"}},
+        {"tool": "mail.reply", "args": {"thread_id": "b", "kind": "ack"}},
+    ]}
+    v = score(turn(call("mail.reply", thread_id="b", kind="question")), label, TOOLS)
+    assert v.kind == "right_tool_wrong_args"
+    # both alternatives fail one field; the first in label order wins the tie
+    assert v.matched == {"tool": "mail.reply", "args": {"thread_id": "a", "kind": "question"}}
+    v = score(turn(call("mail.reply", thread_id="x", kind="ack")), {"valid_actions": [
+        {"tool": "mail.reply", "args": {"thread_id": "a", "kind": "question"}},
+        {"tool": "mail.reply", "args": {"thread_id": "b", "kind": "ack"}}]}, TOOLS)
+    assert v.matched["args"]["thread_id"] == "b"
+    assert [f.path for f in v.failing_fields] == ["mail.reply.thread_id"]
+
+
+def test_parallel_assignment_is_optimal_not_greedy() -> None:
+    # first-fit would pair the first emitted call with the first required call (same name) and fail
+    label = {"valid_actions": [{"parallel": [
+        {"tool": "mail.reply", "args": {"thread_id": "t1", "kind": "ack"}},
+        {"tool": "mail.reply", "args": {"thread_id": "t2", "kind": "question"}}]}]}
+    v = score(turn(call("mail.reply", thread_id="t2", kind="question"), call("mail.reply", thread_id="t1", kind="ack")),
+              label, TOOLS)
+    assert (v.tool_ok, v.args_ok, v.kind) == (True, True, "ok")
+
+
+def test_one_line_reason_names_kind_expected_and_emitted() -> None:
+    from pytest_tooleffect.models import Label
+
+    label = Label.model_validate(SEED_LABEL)
+    v = score(turn(call("read_thread", thread_id="th-8831")), label, TOOLS)
+    assert v.one_line(label) == "tool_when_none_needed: expected {null, mail.reply}, emitted read_thread"
