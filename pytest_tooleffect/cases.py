@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from .models import Action, Case, Family, Label, ParallelGroup, ToolSpec
@@ -27,8 +28,6 @@ CASE_SUFFIXES = (".jsonl", ".yaml", ".yml")
 
 
 def _yaml_load(text: str) -> Any:
-    import yaml
-
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 

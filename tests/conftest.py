@@ -8,4 +8,3 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TOOLEFFECT_SHARED", REPO.parent / "shared"))
 
-pytest_plugins = ["pytester"]

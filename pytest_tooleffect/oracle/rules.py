@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 __all__ = ["COMPARES", "NORMALISERS", "PREDICATES", "Rule", "RuleError", "RuleSet", "load_rules"]
 
 COMPARES = frozenset(
@@ -174,8 +176,6 @@ def load_rules(path: str | Path) -> RuleSet:
     Raises:
         RuleError: the file is missing, does not parse, or holds an unknown rule.
     """
-    import yaml
-
     p = Path(path)
     try:
         raw = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

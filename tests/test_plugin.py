@@ -1,0 +1,170 @@
+"""The plugin as users run it: pytester end to end, outcomes, markers, records, report, xdist."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+import pytest_tooleffect
+
+from tests.demo_family import write_demo
+
+REPORT_SCHEMA = json.loads((Path(pytest_tooleffect.__file__).parent / "report.schema.json").read_text())
+
+
+def _report(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    jsonschema.validate(data, REPORT_SCHEMA)
+    return data
+
+
+def test_outcomes_records_and_report(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path)
+    result = pytester.runpytest("cases/", "-rA", "--tooleffect-report=out/report.json",
+                                "--json-report", "--json-report-file=out/pytest.json")
+    result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
+    result.stdout.fnmatch_lines([
+        "*demo/c-create-utc[[]replay[]]: right_tool_wrong_args: expected {calendar.create_event}, emitted "
+        "calendar.create_event; calendar.create_event.start: *different instants*",
+        "*demo/e-redundant[[]replay[]]: tool_when_none_needed: expected {null}, emitted read_thread*",
+        "*tooleffect: family demo * policy replay*",
+        "*SKIPPED*no recorded action to replay*",
+    ])
+    rep = _report(pytester.path / "out" / "report.json")
+    (block,) = rep["blocks"]
+    assert block["n_scored"] == 6 and block["n_xfail"] == 1
+    assert block["classes"]["single"]["n"] == 3 and block["classes"]["no_tool"]["n"] == 3
+    assert block["classes"]["single"]["name"]["correct"] == 3
+    assert block["classes"]["single"]["name_args"]["correct"] == 2
+    assert block["classes"]["no_tool"]["name"]["correct"] == 1
+    assert block["kinds"]["forbidden"] == 1 and block["kinds"]["tool_when_none_needed"] == 1
+    assert block["no_tool_failures"] == {"redundant_read": 1, "unwanted_write": 0, "forbidden": 1, "other": 0}
+    assert block["argument_failures"] == {"calendar.create_event.start": 1}
+    assert block["quota"] == {"first": 2, "middle": 2, "last": 3}
+    assert list(block["buckets"]) == ["first", "middle", "last"]
+    # per-sample records: JSON report metadata and the JSONL log agree
+    pj = json.loads((pytester.path / "out" / "pytest.json").read_text())
+    meta = {t["nodeid"]: t["metadata"]["tooleffect"] for t in pj["tests"] if "metadata" in t}
+    assert len(meta) == 6
+    log = [json.loads(line) for line in (pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in log) == sorted(r["id"] for r in meta.values())
+    utc = next(r for r in log if r["case_id"] == "c-create-utc")
+    assert utc["verdict"]["kind"] == "right_tool_wrong_args"
+    assert utc["cost"] == {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None}
+
+
+def test_item_ids_are_stable_and_sorted(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path)
+    result = pytester.runpytest("cases/", "--collect-only", "-q")
+    ids = [line for line in result.outlines if "::" in line]
+    assert ids == sorted(ids)
+    assert "cases/demo/cases.jsonl::a-read[replay]" in ids
+
+
+@pytest.mark.parametrize(("expr", "passed", "failed"), [("no_tool", 1, 1), ("single", 2, 1),
+                                                        ("bucket_middle", 1, 1), ("family_demo and single", 2, 1)])
+def test_markers_select(pytester: pytest.Pytester, expr: str, passed: int, failed: int) -> None:
+    write_demo(pytester.path)
+    result = pytester.runpytest("cases/", "-m", expr)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) == passed and outcomes.get("failed", 0) == failed
+
+
+def test_invalid_cases_are_errors_and_the_rest_runs(pytester: pytest.Pytester) -> None:
+    from tests.demo_family import CASES, READ, case
+
+    bad = [
+        case("h-unknown-tool", "last", {"valid_actions": [{"tool": "send_fax"}]}, {"tool_calls": []}),
+        case("i-bad-arg", "last", {"valid_actions": [{"tool": "read_thread", "args": {"thread": "x"}}]},
+             {"tool_calls": []}),
+        case("j-bad-type", "last", {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": 7}}]},
+             {"tool_calls": []}),
+        {**case("k-no-result", "last", {"valid_actions": [{"tool": None}]}, {"tool_calls": []}),
+         "messages": [{"role": "user", "content": "hi"},
+                      {"role": "assistant", "tool_calls": [{"id": "c1", "function": READ}]},
+                      {"role": "user", "content": "well?"}]},
+        case("a-read", "first", {"valid_actions": [{"tool": None}]}, {"tool_calls": []}),  # duplicate id
+        {**case("l-bad-zone", "last", {"valid_actions": [{"tool": None}]}, {"tool_calls": []}), "timezone": "Mars/Base"},
+        case("m-both", "last", {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}],
+                                "forbidden_actions": ["read_thread"]}, {"tool_calls": []}),
+    ]
+    write_demo(pytester.path, CASES + bad, extra_lines=["{not json"])
+    result = pytester.runpytest("cases/")
+    result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1, errors=8)
+    result.stdout.fnmatch_lines_random([
+        "*cases.jsonl: case h-unknown-tool: label.valid_actions[[]0[]].tool: unknown tool 'send_fax'*",
+        "*cases.jsonl: case i-bad-arg: label.valid_actions[[]0[]].args.thread: not in the schema of read_thread*",
+        "*cases.jsonl: case j-bad-type: label.valid_actions[[]0[]].args.thread_id: 7 is not of type 'string'*",
+        "*cases.jsonl: case k-no-result: messages[[]1[]].tool_calls: call read_thread (c1) has no tool result*",
+        "*cases.jsonl: case a-read: id: duplicate case id in family demo*",
+        "*cases.jsonl: case l-bad-zone: timezone: Value error, unknown IANA time zone 'Mars/Base'*",
+        "*cases.jsonl: case m-both: label.forbidden_actions[[]0[]]: read_thread is both valid*",
+        "*cases.jsonl: file: <file>: line 15 is not valid JSON*",
+    ])
+
+
+def test_broken_family_file_is_one_error(pytester: pytest.Pytester) -> None:
+    fam = write_demo(pytester.path)
+    (fam / "family.yaml").write_text("name: demo\ntools: [{name: x, parameters: 3}]\n")
+    result = pytester.runpytest("cases/")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*family.yaml: tools[[]0[]].parameters: *"])
+
+
+def test_user_predicates_through_the_hook(pytester: pytest.Pytester) -> None:
+    from tests.demo_family import case
+
+    fam = write_demo(pytester.path, [
+        case("p-hours", "middle", {"valid_actions": [{"tool": "calendar.create_event", "args": {"title": "x"}}]},
+             {"tool_calls": [{"name": "calendar.create_event",
+                              "arguments": '{"title": "x", "start": "2025-03-19T20:00:00+01:00"}'}]}),
+    ])
+    (pytester.path / "oracle" / "demo.yaml").write_text(
+        "fields:\n  calendar.create_event.start:\n    predicates: [{callable: {name: business_hours, end: 18}}]\n")
+    pytester.makeconftest("""
+        def pytest_tooleffect_predicates():
+            def business_hours(value, ctx, start=9, end=18):
+                from pytest_tooleffect.oracle.compare import parse_datetime
+                t = parse_datetime(value, ctx.timezone)
+                return start <= t.hour < end, f"{t:%H:%M} is outside {start}:00-{end}:00"
+            return {"business_hours": business_hours}
+
+        def pytest_tooleffect_modify_record(record, item):
+            record["checked_by"] = "conftest"
+    """)
+    assert fam.is_dir()
+    result = pytester.runpytest("cases/", "--tooleffect-report=r.json")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*calendar.create_event.start: 20:00 is outside 9:00-18:00*"])
+    log = (pytester.path / "reports" / "tooleffect-records.jsonl").read_text()
+    assert json.loads(log)["checked_by"] == "conftest"
+
+
+def _blocks_without_timing(path: Path) -> list[dict[str, Any]]:
+    return _report(path)["blocks"]
+
+
+def test_xdist_gives_the_same_report(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    write_demo(pytester.path)
+    r0 = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "0", "--tooleffect-report=r0.json",
+                                       "--tooleffect-records=l0.jsonl")
+    r2 = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "2", "--tooleffect-report=r2.json",
+                                       "--tooleffect-records=l2.jsonl")
+    r0.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
+    r2.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
+    assert _blocks_without_timing(pytester.path / "r0.json") == _blocks_without_timing(pytester.path / "r2.json")
+    l0 = sorted((pytester.path / "l0.jsonl").read_text().splitlines())
+    l2 = sorted((pytester.path / "l2.jsonl").read_text().splitlines())
+    assert l0 == l2 and len(l0) == 6
+
+
+def test_no_summary_and_no_records(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path)
+    result = pytester.runpytest("cases/", "--tooleffect-no-summary", "--tooleffect-records=")
+    assert "tooleffect report" not in result.stdout.str()
+    assert not (pytester.path / "reports").exists()

@@ -1,0 +1,86 @@
+"""Report arithmetic: the seed's table from DESIGN.md, round-half-up, Wilson intervals, blocks."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.report import percent, rate_table, summarise, wilson_interval
+
+SEED = {"single": (179, 187), "several": (21, 22), "no_tool": (13, 31)}
+
+
+def test_seed_arithmetic() -> None:
+    t = rate_table(SEED)
+    assert t["N"] == 240
+    assert t["micro"] == Fraction(213, 240)
+    assert percent(t["micro"]) == "88.8"  # 88.75 rounds half up
+    assert [percent(t["classes"][c]["rate"]) for c in ("single", "several", "no_tool")] == ["95.7", "95.5", "41.9"]
+    assert percent(t["macro"]) == "77.7"
+    # micro = Σ w_i r_i with w_i = n_i / N
+    assert sum(t["classes"][c]["weight"] * t["classes"][c]["rate"] for c in SEED) == t["micro"]
+    assert sum(t["classes"][c]["weight"] for c in SEED) == 1
+    # a class's most possible effect on micro is its weight (w_j · d with d ≤ 1)
+    moved = rate_table({**SEED, "no_tool": (31, 31)})
+    assert moved["micro"] - t["micro"] == t["classes"]["no_tool"]["weight"] * (1 - t["classes"]["no_tool"]["rate"])
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (Fraction(7125, 10000), "71.3"), (0.7125, "71.3"), (Fraction(71, 1000) * 10, "71.0"),
+    (Fraction(1, 8), "12.5"), (Fraction(2, 3), "66.7"), (Fraction(0), "0.0"), (Fraction(1), "100.0"), (None, "–"),
+])
+def test_round_half_up(value: Any, shown: str) -> None:
+    assert percent(value) == shown
+    if value == 0.7125:
+        assert f"{100 * value:.1f}" == "71.2"  # why the project does not use format()
+
+
+def test_wilson_interval_matches_the_closed_form() -> None:
+    c, n, z = 13, 31, 1.959963984540054
+    p = c / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    lo, hi = wilson_interval(c, n)  # type: ignore[misc]
+    assert lo == pytest.approx(centre - half, abs=1e-9)
+    assert hi == pytest.approx(centre + half, abs=1e-9)
+    assert wilson_interval(0, 0) is None
+
+
+def _rec(family: str, cls: str, tool_ok: bool, args_ok: bool, kind: str, bucket: str = "last",
+         policy: str = "replay", outcome: str = "scored", **extra: Any) -> dict[str, Any]:
+    return {"family": family, "policy": policy, "case_id": f"{cls}-{kind}-{bucket}-{extra.get('n', 0)}",
+            "label_hash": "h", "class": cls, "bucket": bucket, "outcome": outcome, "xfail": False,
+            "verdict": None if outcome == "error" else {"tool_ok": tool_ok, "args_ok": args_ok, "kind": kind,
+                                                        "fields": extra.get("fields", []), "unruled": []},
+            "no_tool_failure": extra.get("ntf"), "cost": {"input_tokens": None, "output_tokens": None,
+                                                         "latency_ms": None, "cost_usd": None},
+            "id": f"{family}/{cls}[{policy}]", "error": extra.get("error")}
+
+
+def test_families_are_never_pooled_and_errors_are_excluded() -> None:
+    recs = [
+        _rec("a", "single", True, True, "ok", n=1),
+        _rec("a", "no_tool", False, False, "tool_when_none_needed", ntf="redundant_read", n=2),
+        _rec("a", "no_tool", False, False, "forbidden", ntf="forbidden", n=3),
+        _rec("a", "single", True, False, "right_tool_wrong_args", n=4,
+             fields=[{"path": "f.start", "ok": False}, {"path": "f.items[0].id", "ok": False}]),
+        _rec("a", "single", False, False, "", outcome="error", error={"type": "Timeout", "message": "t"}, n=5),
+        _rec("b", "several", True, True, "ok", n=6),
+    ]
+    rep = summarise(recs, {"a": {"quota": {"last": 4}, "population": {"last": 40}}})
+    assert rep["version"] == 1 and rep["status"] == "complete"
+    a, b = rep["blocks"]
+    assert (a["family"], b["family"]) == ("a", "b")
+    assert a["n_scored"] == 4 and a["n_errors"] == 1
+    assert a["classes"]["single"]["name"]["correct"] == 2 and a["classes"]["single"]["name_args"]["correct"] == 1
+    assert a["micro"]["name_display"] == "50.0" and a["micro"]["name_args_display"] == "25.0"
+    assert a["macro"]["name_display"] == "50.0"  # (2/2 + 0/2) / 2: classes with no rows are left out
+    assert a["no_tool_failures"] == {"redundant_read": 1, "unwanted_write": 0, "forbidden": 1, "other": 0}
+    assert a["argument_failures"] == {"f.start": 1, "f.items.id": 1}
+    assert a["errors"] == [{"id": "a/single[replay]", "error": {"type": "Timeout", "message": "t"}}]
+    assert a["quota"] == {"last": 4} and a["buckets"]["last"]["n"] == 4
+    assert b["classes"]["several"]["n"] == 1 and b["micro"]["name_display"] == "100.0"
+    assert a["label_set_fingerprint"] != b["label_set_fingerprint"]
