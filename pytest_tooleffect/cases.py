@@ -7,6 +7,7 @@ others: :func:`load_case_file` returns the good cases and a :class:`CaseProblem`
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
@@ -18,7 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from .models import Action, Case, Family, Label, ParallelGroup, ToolSpec
-from .oracle.compare import ANY_OF, OMITTED
+from .oracle.compare import ANY_OF, OMITTED, parse_date, parse_datetime
 from .oracle.rules import RuleError, RuleSet, load_rules
 
 __all__ = ["FAMILY_FILE", "CaseProblem", "FamilyError", "LoadedFamily", "label_hash", "load_case_file", "load_family"]
@@ -119,16 +120,12 @@ def _loc(loc: Sequence[Any]) -> str:
 
 
 def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """Yield ``(line or index, raw case, parse error)``."""
+    """Yield ``(line or index, raw case, parse error)``; a JSONL case comes as its line's text."""
     text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
         for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                yield n, json.loads(line), None
-            except json.JSONDecodeError as exc:
-                yield n, None, f"line {n} is not valid JSON: {exc.msg} (column {exc.colno})"
+            if line.strip():
+                yield n, line, None
         return
     try:
         doc = _yaml_load(text)
@@ -144,6 +141,33 @@ def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None]]:
         return
     for n, raw in enumerate(doc):
         yield n, raw, None
+
+
+def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
+    """Validate one raw case (a JSONL line's text, or a parsed mapping)."""
+    try:
+        if isinstance(raw, str):
+            return Case.model_validate_json(raw)
+        if not isinstance(raw, Mapping):
+            return [CaseProblem(fname, f"#{n}", "<case>", f"a case is a mapping, got {type(raw).__name__}")]
+        return Case.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors()
+        if isinstance(raw, str) and errors and errors[0]["type"] == "json_invalid":
+            try:
+                json.loads(raw)
+            except json.JSONDecodeError as jexc:
+                return [CaseProblem(fname, None, "<file>",
+                                    f"line {n} is not valid JSON: {jexc.msg} (column {jexc.colno})")]
+        try:
+            doc = json.loads(raw) if isinstance(raw, str) else raw
+        except json.JSONDecodeError:
+            doc = None
+        cid = doc.get("id") if isinstance(doc, Mapping) else None
+        if isinstance(raw, str) and not isinstance(doc, Mapping):
+            return [CaseProblem(fname, f"line {n}", "<case>", "a case is a JSON object")]
+        cid_s = str(cid) if cid is not None else f"#{n}"
+        return [CaseProblem(fname, cid_s, _loc(e["loc"]), e["msg"]) for e in errors]
 
 
 def label_hash(label: Label | None) -> str:
@@ -180,17 +204,53 @@ def _check_args(tool: ToolSpec, args: Mapping[str, Any], where: str) -> list[str
     return problems
 
 
+_VALIDATORS: dict[tuple[int, str], tuple[ToolSpec, Any]] = {}
+
+
+def _is_datetime(value: str) -> bool:
+    try:
+        parse_datetime(value, None)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_date(value: str) -> bool:
+    try:
+        parse_date(value)
+    except ValueError:
+        return False
+    return True
+
+
+#: Label times may be naive (read in the case's time zone), so the formats accept ISO 8601
+#: with or without an offset.
+_FORMATS = {"date-time": _is_datetime, "date": _is_date}
+
+
 def _schema_errors(tool: ToolSpec, key: str, value: Any, where: str) -> list[str]:
+    """Validate one label value against its parameter's JSON schema (``fastjsonschema``,
+    compiled once per tool parameter)."""
     sub = (tool.parameters.get("properties") or {}).get(key)
     if not isinstance(sub, Mapping):
         return []
-    import jsonschema
+    import fastjsonschema
 
-    try:
-        validator = jsonschema.validators.validator_for(sub)(sub)
-        return [f"{where}: {e.message}" for e in validator.iter_errors(value)][:3]
-    except jsonschema.SchemaError:
+    cache_key = (id(tool), key)
+    entry = _VALIDATORS.get(cache_key)
+    if entry is None:
+        try:
+            check = fastjsonschema.compile(dict(sub), formats=_FORMATS)
+        except (fastjsonschema.JsonSchemaDefinitionException, TypeError, ValueError):
+            check = None
+        entry = _VALIDATORS[cache_key] = (tool, check)
+    if entry[1] is None:
         return []
+    try:
+        entry[1](value)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        return [f"{where}: {value!r} {exc.message.removeprefix('data').strip()}"]
+    return []
 
 
 def _history_problems(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
@@ -277,20 +337,27 @@ def load_case_file(path: Path, family: LoadedFamily, seen: set[str] | None = Non
         raws = list(_raw_cases(path))
     except (OSError, UnicodeDecodeError) as exc:
         return [], [CaseProblem(fname, None, "<file>", f"cannot read: {exc}")]
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # thousands of long-lived models: generational GC passes would rescan them all
+    try:
+        _load_all(raws, fname, family, seen, cases, problems)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    # the cases live for the whole run: keep later collections from rescanning them
+    gc.freeze()
+    return cases, problems
+
+
+def _load_all(raws: list[tuple[int, Any, str | None]], fname: str, family: LoadedFamily, seen: set[str],
+              cases: list[Case], problems: list[CaseProblem]) -> None:
     for n, raw, error in raws:
         if error:
             problems.append(CaseProblem(fname, None, "<file>", error))
             continue
-        cid = raw.get("id") if isinstance(raw, Mapping) else None
-        cid_s = str(cid) if cid is not None else f"#{n}"
-        if not isinstance(raw, Mapping):
-            problems.append(CaseProblem(fname, cid_s, "<case>", f"a case is a mapping, got {type(raw).__name__}"))
-            continue
-        try:
-            case = Case.model_validate({k: v for k, v in raw.items() if not k.startswith("_")})
-        except ValidationError as exc:
-            for e in exc.errors():
-                problems.append(CaseProblem(fname, cid_s, _loc(e["loc"]), e["msg"]))
+        case = _parse_case(n, raw, fname)
+        if isinstance(case, list):
+            problems += case
             continue
         if case.id in seen:
             problems.append(CaseProblem(fname, case.id, "id", f"duplicate case id in family {family.name}"))
@@ -301,4 +368,3 @@ def load_case_file(path: Path, family: LoadedFamily, seen: set[str] | None = Non
             problems += [CaseProblem(fname, case.id, f, m) for f, m in bad]
             continue
         cases.append(case)
-    return cases, problems

@@ -158,24 +158,27 @@ class CaseFile(pytest.File):
                 yield item
 
     def _mark(self, item: pytest.Item, fam: LoadedFamily, case: Case) -> None:
-        config = self.config
+        names = [_marker_name("family_", fam.name), _marker_name("bucket_", case.placement.bucket)]
         if case.label is not None:
-            item.add_marker(case.label.label_class)
-        for marker in (_marker_name("family_", fam.name), _marker_name("bucket_", case.placement.bucket)):
-            if marker not in _registered(config):
-                config.addinivalue_line("markers", f"{marker}: tooleffect family or position bucket")
-                _registered(config).add(marker)
-            item.add_marker(marker)
+            names.append(case.label.label_class)
+        for name in names:
+            item.add_marker(_marker(self.config, name))
         if case.xfail:
             reason = case.xfail if isinstance(case.xfail, str) else "case marked xfail"
             item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
 
 
-_registered_key = pytest.StashKey[set[str]]()
+_markers_key = pytest.StashKey[dict[str, pytest.MarkDecorator]]()
 
 
-def _registered(config: pytest.Config) -> set[str]:
-    return config.stash.setdefault(_registered_key, set())
+def _marker(config: pytest.Config, name: str) -> pytest.MarkDecorator:
+    """One registered marker per name, built once (classes, ``family_*``, ``bucket_*``)."""
+    cache = config.stash.setdefault(_markers_key, {})
+    if name not in cache:
+        if name not in CLASS_MARKERS:
+            config.addinivalue_line("markers", f"{name}: tooleffect family or position bucket")
+        cache[name] = getattr(pytest.mark, name)
+    return cache[name]
 
 
 def _tooleffect_case(tooleffect_decision: Decision) -> None:

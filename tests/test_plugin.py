@@ -98,7 +98,7 @@ def test_invalid_cases_are_errors_and_the_rest_runs(pytester: pytest.Pytester) -
     result.stdout.fnmatch_lines_random([
         "*cases.jsonl: case h-unknown-tool: label.valid_actions[[]0[]].tool: unknown tool 'send_fax'*",
         "*cases.jsonl: case i-bad-arg: label.valid_actions[[]0[]].args.thread: not in the schema of read_thread*",
-        "*cases.jsonl: case j-bad-type: label.valid_actions[[]0[]].args.thread_id: 7 is not of type 'string'*",
+        "*cases.jsonl: case j-bad-type: label.valid_actions[[]0[]].args.thread_id: 7 must be string*",
         "*cases.jsonl: case k-no-result: messages[[]1[]].tool_calls: call read_thread (c1) has no tool result*",
         "*cases.jsonl: case a-read: id: duplicate case id in family demo*",
         "*cases.jsonl: case l-bad-zone: timezone: Value error, unknown IANA time zone 'Mars/Base'*",

@@ -147,7 +147,7 @@ def parse_datetime(value: Any, zone: str | None) -> datetime:
     return dt
 
 
-def _parse_date(value: Any) -> date:
+def parse_date(value: Any) -> date:
     if isinstance(value, date) and not isinstance(value, datetime):
         return value
     if isinstance(value, str):
@@ -363,7 +363,7 @@ class _Comparer:
     def _temporal(self, fmt: str, e: Any, g: Any, path: str, src: str) -> FieldResult:
         try:
             if fmt == "date":
-                ok = _parse_date(g) == _parse_date(e)
+                ok = parse_date(g) == parse_date(e)
                 return FieldResult(path, ok, src, "" if ok else "different date", e, g)
             ge, gg = parse_datetime(e, self.ctx.timezone), parse_datetime(g, self.ctx.timezone)
         except ValueError as exc:
