@@ -18,11 +18,13 @@ setup: $(STAMP)
 # The main job: replay GPT-4o's recorded decisions on the shipped cases and print the report.
 # pytest exits 1 when some decisions fail; that is the finding, not a broken run.
 report: $(STAMP)
-	$(BIN)/pytest cases/ -q --no-header --tooleffect-report reports/tooleffect-report.json \
+	$(BIN)/pytest cases/ -q --no-header -rN --tooleffect-report reports/tooleffect-report.json \
 	  --json-report --json-report-file reports/pytest-report.json; \
 	  rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
 
 test: $(STAMP)
+	$(BIN)/ruff check pytest_tooleffect tests bench
+	$(BIN)/mypy
 	$(BIN)/pytest tests/ -q
 
 bench-collection: $(STAMP)

@@ -73,6 +73,7 @@ def load_family(directory: Path) -> LoadedFamily:
 
     Raises:
         FamilyError: the family file or a file it names is missing or invalid.
+
     """
     path = directory / FAMILY_FILE
     try:
@@ -183,14 +184,14 @@ def label_hash(label: Label | None) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _check_args(tool: ToolSpec, args: Mapping[str, Any], where: str) -> list[str]:
-    """Label args must be declared by the tool's schema and valid against it."""
+def _check_args(tool: ToolSpec, args: Mapping[str, Any], where: str) -> list[tuple[str, str]]:
+    """Label args must be declared by the tool's schema and valid against it: ``(field, message)``."""
     problems = []
     props = tool.parameters.get("properties") or {}
     open_schema = tool.parameters.get("additionalProperties") is True
     for key in args:
         if key not in props and not open_schema:
-            problems.append(f"{where}.args.{key}: not in the schema of {tool.name}")
+            problems.append((f"{where}.args.{key}", f"not in the schema of {tool.name}"))
     plain = {}
     for k, v in args.items():
         if isinstance(v, Mapping) and ANY_OF in v:
@@ -228,9 +229,10 @@ def _is_date(value: str) -> bool:
 _FORMATS = {"date-time": _is_datetime, "date": _is_date}
 
 
-def _schema_errors(tool: ToolSpec, key: str, value: Any, where: str) -> list[str]:
+def _schema_errors(tool: ToolSpec, key: str, value: Any, where: str) -> list[tuple[str, str]]:
     """Validate one label value against its parameter's JSON schema (``fastjsonschema``,
-    compiled once per tool parameter)."""
+    compiled once per tool parameter).
+    """
     sub = (tool.parameters.get("properties") or {}).get(key)
     if not isinstance(sub, Mapping):
         return []
@@ -249,7 +251,7 @@ def _schema_errors(tool: ToolSpec, key: str, value: Any, where: str) -> list[str
     try:
         entry[1](value)
     except fastjsonschema.JsonSchemaValueException as exc:
-        return [f"{where}: {value!r} {exc.message.removeprefix('data').strip()}"]
+        return [(where, f"{value!r} {exc.message.removeprefix('data').strip()}")]
     return []
 
 
@@ -269,16 +271,16 @@ def _history_problems(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, 
         if role == "assistant":
             for k, tc in enumerate(m.get("tool_calls") or []):
                 fn = tc.get("function", tc) if isinstance(tc, Mapping) else {}
-                cid = tc.get("id") if isinstance(tc, Mapping) else None
-                pending[cid or f"#{i}.{k}"] = (i, str(fn.get("name")))
+                call_id = tc.get("id") if isinstance(tc, Mapping) else None
+                pending[call_id or f"#{i}.{k}"] = (i, str(fn.get("name")))
         elif role == "tool":
-            cid = m.get("tool_call_id")
-            if cid in pending:
-                pending.pop(cid)
-            elif cid is None and pending:
+            result_id = m.get("tool_call_id")
+            if result_id in pending:
+                pending.pop(result_id)
+            elif result_id is None and pending:
                 pending.pop(next(iter(pending)))
             else:
-                problems.append((f"messages[{i}]", f"tool result for unknown call {cid!r}"))
+                problems.append((f"messages[{i}]", f"tool result for unknown call {result_id!r}"))
     for cid, (j, name) in pending.items():
         problems.append((f"messages[{j}].tool_calls", f"call {name} ({cid}) has no tool result"))
     return problems
@@ -290,6 +292,7 @@ def validate_case(case: Case, family: LoadedFamily) -> list[tuple[str, str]]:
 
     Returns:
         ``(field, message)`` pairs; empty when the case is usable.
+
     """
     problems = _history_problems(case.messages)
     tools = {t.name: t for t in case.tools} if case.tools is not None else dict(family.tools_by_name)
@@ -304,13 +307,13 @@ def validate_case(case: Case, family: LoadedFamily) -> list[tuple[str, str]]:
             if a.tool not in tools:
                 problems.append((f"{where}.tool", f"unknown tool {a.tool!r} (offered: {', '.join(sorted(tools))})"))
                 continue
-            problems += [(w.split(": ", 1)[0], w.split(": ", 1)[1]) for w in _check_args(tools[a.tool], a.args, where)]
+            problems += _check_args(tools[a.tool], a.args, where)
     for i, fb in enumerate(case.label.forbidden_actions):
         where = f"label.forbidden_actions[{i}]"
         if fb.tool not in tools:
             problems.append((f"{where}.tool", f"unknown tool {fb.tool!r}"))
         elif fb.args:
-            problems += [(w.split(": ", 1)[0], w.split(": ", 1)[1]) for w in _check_args(tools[fb.tool], fb.args, where)]
+            problems += _check_args(tools[fb.tool], fb.args, where)
         for k, alt in enumerate(case.label.valid_actions):
             if isinstance(alt, Action) and alt.tool == fb.tool and not fb.args:
                 problems.append((where, f"{fb.tool} is both valid (valid_actions[{k}]) and forbidden"))
@@ -328,6 +331,7 @@ def load_case_file(path: Path, family: LoadedFamily, seen: set[str] | None = Non
 
     Returns:
         ``(cases, problems)``: the usable cases, and one problem per unusable case or file.
+
     """
     seen = seen if seen is not None else set()
     cases: list[Case] = []

@@ -77,6 +77,7 @@ def agreement(a: Mapping[str, Mapping[str, Any]], b: Mapping[str, Mapping[str, A
     Returns:
         ``{"n", "exact_name", "exact_action", "alpha_masi_name", "alpha_masi_action",
         "class_agreement", "per_class", "disagreements": [...]}``; shares are fractions in [0, 1].
+
     """
     ids = sorted(set(a) & set(b))
     n = len(ids)

@@ -9,7 +9,7 @@ its run.  ``tooleffect schema`` prints the JSON Schema of :class:`Case` and :cla
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -102,7 +102,7 @@ class ParallelGroup(_Model):
         return v
 
 
-ValidAction = Union[ParallelGroup, Action]
+ValidAction = ParallelGroup | Action
 
 
 class ForbiddenAction(_Model):

@@ -7,7 +7,7 @@ oracle's, the report arithmetic is :mod:`pytest_tooleffect.report`'s.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -230,6 +230,7 @@ class Decision:
         emitted: the model turn (any shape :func:`~pytest_tooleffect.oracle.parse_emission` reads).
         cost: ``input_tokens``, ``output_tokens``, ``latency_ms`` (milliseconds), ``cost_usd``;
             ``None`` values mean unknown.
+
     """
 
     item: CaseItem
@@ -282,12 +283,14 @@ def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
     raise pytest.UsageError(f"policy {item.policy.name}: live model turns are not available")
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    outcome = yield
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
     if call.when == "call" and record_key in item.stash:
-        report = outcome.get_result()
-        report.tooleffect_record = item.stash[record_key]
+        report.tooleffect_record = item.stash[record_key]  # type: ignore[attr-defined]
+    return report
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -302,7 +305,8 @@ def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None])
 
 class Reporter:
     """Controller-only: collects records from reports (local or from xdist workers), writes the
-    record log as they arrive, and the report at the end."""
+    record log as they arrive, and the report at the end.
+    """
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config

@@ -36,6 +36,7 @@ def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec])
         ``forbidden``; ``redundant_read`` when every called tool declares ``readOnlyHint``;
         ``unwanted_write`` when any called tool does not; ``other`` for the rest (malformed
         calls); ``None`` when the case is not in the no-tool class or the decision passed.
+
     """
     if case.label is None or case.label.label_class != "no_tool" or verdict.tool_ok:
         return None

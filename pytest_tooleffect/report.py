@@ -76,6 +76,7 @@ def rate_table(counts: Mapping[str, tuple[int, int]]) -> dict[str, Any]:
         ``{"classes": {name: {n, correct, rate, weight}}, "micro": Fraction, "macro": Fraction,
         "N": int}``; rates are :class:`~fractions.Fraction` (``None`` for an empty class).
         Classes with no rows are left out of the macro-average's ``k``.
+
     """
     total_n = sum(n for _, n in counts.values())
     total_c = sum(c for c, _ in counts.values())
@@ -256,6 +257,7 @@ def summarise(records: Iterable[Mapping[str, Any]], families: Mapping[str, Mappi
     Returns:
         The JSON-able report: ``{"version", "status", "conventions", "blocks": [...]}``, one
         block per family × policy, sorted.
+
     """
     families = families or {}
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)

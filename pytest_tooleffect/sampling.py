@@ -42,6 +42,7 @@ def stratified_sample(
 
     Returns:
         The sample; within a bucket items keep their input order.
+
     """
     rng = random.Random(seed)
     reservoirs: dict[str, list[tuple[int, T]]] = {b: [] for b in quota}

@@ -41,6 +41,7 @@ class DecisionPoint:
         messages: the messages before the turn, without the system prompt.
         recorded: the assistant turn itself (``tool_calls`` / ``content``).
         position: index of the assistant message in the run's full message list.
+
     """
 
     run_id: str
@@ -62,6 +63,7 @@ def position_bucket(step: int, run_length: int, buckets: int | None = None) -> s
 
     Returns:
         The bucket name.  A run of one decision is ``last`` (its only decision is the stop).
+
     """
     if buckets is None:
         if step == run_length - 1:
@@ -94,6 +96,7 @@ def read_tau_bench(path: str | Path) -> Iterator[Run]:
 
     Raises:
         ValueError: an element without ``traj`` (names the file and the element index).
+
     """
     import ijson
 

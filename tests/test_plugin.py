@@ -10,7 +10,6 @@ import jsonschema
 import pytest
 
 import pytest_tooleffect
-
 from tests.demo_family import write_demo
 
 REPORT_SCHEMA = json.loads((Path(pytest_tooleffect.__file__).parent / "report.schema.json").read_text())

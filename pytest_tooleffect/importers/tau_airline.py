@@ -74,6 +74,7 @@ def sample_states(
     Returns:
         ``(cases, sample)``: case dicts (``label`` absent) sorted by id, and the raw sample with
         the quota and the population count per bucket.
+
     """
     sample = stratified_sample(_keyed_points(trajectories), quota or DEFAULT_QUOTA, seed=seed)
     cases = []
@@ -155,7 +156,8 @@ def _read_labels(path: Path) -> dict[str, dict[str, Any]]:
 
 def merge_agreeing(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     """Two labels whose valid action sets agree: keep B's actions (with reasons), unite the
-    forbidden lists (dropping any tool that is valid), and name both labellers."""
+    forbidden lists (dropping any tool that is valid), and name both labellers.
+    """
     valid = b["valid_actions"]
     valid_tools = {v.get("tool") for v in valid}
     forbidden: list[dict[str, Any]] = []
@@ -184,6 +186,7 @@ def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, in
 
     Returns:
         Counts: ``{"cases", "labelled", "adjudicated", "agreed", "unlabelled"}``.
+
     """
     from ..labelling import action_set
     from .tau_airline_rules import rule_label

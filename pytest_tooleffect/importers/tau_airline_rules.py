@@ -77,6 +77,7 @@ def rule_label(messages: Sequence[Mapping[str, Any]], gold: Sequence[Mapping[str
 
     Returns:
         A label mapping: ``valid_actions``, ``forbidden_actions``, ``labelled_by``.
+
     """
     history = _calls(messages)
     gold_calls = [(g["name"], dict(g.get("kwargs") or {})) for g in gold]

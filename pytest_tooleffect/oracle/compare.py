@@ -42,6 +42,7 @@ class FieldResult:
         expected: the label's value (``None`` when the label leaves it to predicates).
         got: the emitted value.
         approximate: judged by the deterministic free-text fallback instead of a judge.
+
     """
 
     path: str
@@ -77,6 +78,7 @@ class CompareContext:
         messages: the state's messages (``in_messages`` searches their text).
         predicates: user callables by name (registered through ``pytest_tooleffect_predicates``).
         judge: free-text judge ``(rubric, expected, got) -> (ok, reason)``; ``None`` = fallback.
+
     """
 
     timezone: str | None = None
@@ -124,6 +126,7 @@ def parse_datetime(value: Any, zone: str | None) -> datetime:
 
     Raises:
         ValueError: not a date-time string, or ``zone`` is unknown.
+
     """
     if isinstance(value, datetime):
         dt = value
@@ -311,9 +314,11 @@ class _Comparer:
             ok = e is None and g is None
             return [FieldResult(path, ok, src or "schema:null", "" if ok else "null against a value", e, g)]
         if "enum" in schema and compare is None:
-            ok = g in schema["enum"] and (g == e or (isinstance(g, str) and isinstance(e, str)
-                                                    and unicodedata.normalize("NFKC", g) == unicodedata.normalize("NFKC", e)))
-            reason = "" if ok else ("not one of the schema's enum values" if g not in schema["enum"] else "different enum value")
+            same = g == e or (isinstance(g, str) and isinstance(e, str)
+                              and unicodedata.normalize("NFKC", g) == unicodedata.normalize("NFKC", e))
+            ok = g in schema["enum"] and same
+            reason = ("" if ok else "different enum value" if g in schema["enum"]
+                      else "not one of the schema's enum values")
             return [FieldResult(path, ok, "schema:enum", reason, e, g)]
         if compare == "number" or kind in ("number", "integer"):
             return [self._number(rule, kind, e, g, path, src or f"schema:{kind or 'number'}")]
@@ -391,7 +396,8 @@ class _Comparer:
             return [FieldResult(path, False, src, "not an array", e, g)]
         if not isinstance(e, list):
             return [FieldResult(path, False, src, "label value is not an array", e, g)]
-        items = schema.get("items") if isinstance(schema.get("items"), Mapping) else {}
+        raw_items = schema.get("items")
+        items: Mapping[str, Any] = raw_items if isinstance(raw_items, Mapping) else {}
         item_rule = self._rule(path + "[]")
         if rule is None or rule.order != "any":
             if len(e) != len(g):
@@ -562,6 +568,7 @@ def compare_args(tool: str, schema: Mapping[str, Any], expected: Mapping[str, An
     Returns:
         One :class:`FieldResult` per judged leaf or group; the call's arguments are acceptable
         when every result is ``ok``.
+
     """
     comparer = _Comparer(tool, rules or RuleSet(), ctx or CompareContext())
     return comparer.object(schema or {}, expected, got, "", subset=subset)

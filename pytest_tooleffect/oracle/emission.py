@@ -186,6 +186,7 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
 
     Raises:
         TypeError: ``output`` is not one of the accepted shapes.
+
     """
     if hasattr(output, "model_dump") and not isinstance(output, Mapping):
         output = output.model_dump()

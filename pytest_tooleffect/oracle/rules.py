@@ -62,6 +62,7 @@ class Rule:
         threshold: free-text fallback: minimum token Jaccard similarity (0–1).
         rubric: free-text rubric for the LLM judge.
         source: where the rule came from, shown in records (``rule:<key>``, ``default:<type>``).
+
     """
 
     compare: str | None = None
@@ -137,6 +138,7 @@ class RuleSet:
 
         Raises:
             RuleError: unknown keys, comparators, normalisers or predicates (names ``origin``).
+
         """
         if not raw:
             return cls()
@@ -175,6 +177,7 @@ def load_rules(path: str | Path) -> RuleSet:
 
     Raises:
         RuleError: the file is missing, does not parse, or holds an unknown rule.
+
     """
     p = Path(path)
     try:

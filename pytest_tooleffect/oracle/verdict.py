@@ -14,7 +14,7 @@ match, the one with the fewest failing fields is the matched action.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..models import Action, ForbiddenAction, Label, ParallelGroup, ToolSpec
@@ -55,6 +55,7 @@ class Verdict:
         emitted: the emitted actions, normalised.
         forbidden: the forbidden entry that was hit, if any.
         malformed: why call attempts could not be parsed.
+
     """
 
     tool_ok: bool
@@ -204,6 +205,7 @@ def score(
     Raises:
         pydantic.ValidationError: ``label`` or a tool spec is not valid.
         TypeError: ``emitted`` is not a readable model turn.
+
     """
     lab = _as_label(label)
     specs = _as_tools(tools)

@@ -1,0 +1,31 @@
+"""The README's family, case and rules examples are valid as written."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from pytest_tooleffect.cases import load_case_file, load_family
+from pytest_tooleffect.oracle import RuleSet, score
+from tests.conftest import REPO
+
+README = (REPO / "README.md").read_text()
+BLOCKS = re.findall(r"```yaml\n(.*?)```", README, re.S)
+
+
+def test_readme_examples_load_and_score(tmp_path: Path) -> None:
+    family, cases, rules = BLOCKS[:3]
+    fam_dir = tmp_path / "cases" / "scheduling"
+    fam_dir.mkdir(parents=True)
+    (tmp_path / "oracle").mkdir()
+    (fam_dir / "family.yaml").write_text(family.replace("# cases/scheduling/family.yaml\n", ""))
+    (fam_dir / "cases.yaml").write_text(cases)
+    (tmp_path / "oracle" / "scheduling.yaml").write_text("fields: {}\n")
+    fam = load_family(fam_dir)
+    loaded, problems = load_case_file(fam_dir / "cases.yaml", fam)
+    assert problems == [] and [c.id for c in loaded] == ["tsel-0142"]
+    case = loaded[0]
+    assert case.label is not None and case.label.label_class == "no_tool"
+    v = score(case.recorded.model_dump() if case.recorded else None, case.label, fam.tools, fam.rules)
+    assert v.kind == "tool_when_none_needed"  # read_thread is not in the set; nothing forbids it
+    RuleSet.from_mapping(__import__("yaml").safe_load(rules), "README rules")
