@@ -1,0 +1,28 @@
+"""pytest-tooleffect: measure how well an LLM agent chooses its tools, including choosing none.
+
+Public surface: :func:`score` (one decision against a label), the :class:`Verdict` it returns,
+and the models of the case format.  The pytest plugin itself is :mod:`pytest_tooleffect.plugin`.
+"""
+
+from __future__ import annotations
+
+from .models import Action, Case, Family, ForbiddenAction, Label, ParallelGroup, Policy, ToolSpec
+from .oracle import KINDS, CompareContext, RuleSet, Verdict, load_rules, parse_emission, score
+
+__all__ = [
+    "KINDS",
+    "Action",
+    "Case",
+    "CompareContext",
+    "Family",
+    "ForbiddenAction",
+    "Label",
+    "ParallelGroup",
+    "Policy",
+    "RuleSet",
+    "ToolSpec",
+    "Verdict",
+    "load_rules",
+    "parse_emission",
+    "score",
+]

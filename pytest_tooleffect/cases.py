@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from .models import Action, Case, Family, Label, ParallelGroup, ToolSpec
 from .oracle.compare import ANY_OF, OMITTED, parse_date, parse_datetime
 from .oracle.rules import RuleError, RuleSet, load_rules
+from .traces import position_bucket
 
 __all__ = ["FAMILY_FILE", "CaseProblem", "FamilyError", "LoadedFamily", "label_hash", "load_case_file", "load_family"]
 
@@ -295,6 +296,10 @@ def validate_case(case: Case, family: LoadedFamily) -> list[tuple[str, str]]:
 
     """
     problems = _history_problems(case.messages)
+    p = case.placement
+    if p.bucket in ("first", "middle", "last") and p.bucket != position_bucket(p.step, p.run_length):
+        problems.append(("placement.bucket", f"step {p.step} of {p.run_length} is bucket "
+                         f"{position_bucket(p.step, p.run_length)!r}, not {p.bucket!r}"))
     tools = {t.name: t for t in case.tools} if case.tools is not None else dict(family.tools_by_name)
     if case.label is None:
         return problems

@@ -35,6 +35,10 @@ def _cmd_import(args: argparse.Namespace) -> int:
     from .importers.tau_airline import build_family
 
     shared = Path(args.shared)
+    if not args.trajectories and not (shared / "datasets").is_dir():
+        print(f"tooleffect import: {shared.resolve()}/datasets not found; run from the repository root "
+              "(../shared beside it) or pass --shared DIR", file=sys.stderr)
+        return 2
     counts = build_family(
         Path(args.trajectories or shared / "datasets/tau-bench/historical_trajectories/gpt-4o-airline.json"),
         Path(args.tools or shared / "datasets/tau-bench/airline_tools.json"),
@@ -87,10 +91,25 @@ def _cmd_agree(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
+    from .cases import FAMILY_FILE, FamilyError, load_family
     from .records import read_records
     from .report import dumps, render_terminal, summarise
 
-    report = summarise(read_records(Path(args.records)))
+    meta = {}
+    root = Path(args.cases)
+    for fam_file in sorted(root.rglob(FAMILY_FILE)) if root.is_dir() else []:
+        try:
+            fam = load_family(fam_file.parent)
+        except FamilyError as exc:
+            print(f"tooleffect report: skipping {exc}", file=sys.stderr)
+            continue
+        meta[fam.name] = fam.meta
+    try:
+        records = read_records(Path(args.records))
+    except (OSError, ValueError) as exc:
+        print(f"tooleffect report: {args.records}: {exc}", file=sys.stderr)
+        return 2
+    report = summarise(records, meta)
     print(dumps(report) if args.json else render_terminal(report))
     return 0
 
@@ -119,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=_cmd_agree)
     p = sub.add_parser("report", help="render the report from a record log")
     p.add_argument("records")
+    p.add_argument("--cases", default="cases", help="folder of the families (for quota and population)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_report)
     args = parser.parse_args(argv)

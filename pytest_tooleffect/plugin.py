@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Generator, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from pydantic import ValidationError
 
 from .cases import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, load_case_file, load_family
+from .model_turn import Price, ProviderError
 from .models import Case, Policy
 from .oracle import CompareContext, Verdict, parse_emission, score
 from .records import RecordLog, build_record
@@ -24,6 +27,11 @@ __all__ = ["OPT_RECORDS", "OPT_REPORT", "REPLAY", "CaseItem", "Decision", "Setti
 OPT_REPORT = "--tooleffect-report"
 OPT_RECORDS = "--tooleffect-records"
 OPT_NO_SUMMARY = "--tooleffect-no-summary"
+OPT_MODEL = "--tooleffect-model"
+OPT_API_BASE = "--tooleffect-api-base"
+OPT_POLICY = "--tooleffect-policy"
+OPT_TIMEOUT = "--tooleffect-timeout"
+OPT_PRICES = "--tooleffect-prices"
 INI_RECORDS = "tooleffect_records"
 DEFAULT_RECORDS = "reports/tooleffect-records.jsonl"
 
@@ -43,6 +51,12 @@ class Settings:
     report: Path | None
     records: Path | None
     summary: bool
+    model: str | None = None
+    api_base: str | None = None
+    policies: tuple[str, ...] = ()
+    timeout_s: float = 60.0
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    pyproject_policies: Mapping[str, Policy] = field(default_factory=dict)
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -55,6 +69,49 @@ def _path_or_none(value: str) -> Path | None:
     return Path(value) if value else None
 
 
+def _positive_float(value: str) -> float:
+    import argparse
+
+    try:
+        f = float(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
+    if f <= 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must be positive")
+    return f
+
+
+def _load_prices(path: Path | None) -> dict[str, Price]:
+    if path is None:
+        return {}
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        return {str(m): Price(float(p["input_per_mtok"]), float(p["output_per_mtok"])) for m, p in raw.items()}
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise pytest.UsageError(f"{OPT_PRICES} {path}: {exc!r}; expected {{model: {{input_per_mtok: USD, "
+                                f"output_per_mtok: USD}}}}") from exc
+
+
+def _pyproject_policies(config: pytest.Config) -> dict[str, Policy]:
+    path = Path(config.rootpath) / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    import tomllib
+
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise pytest.UsageError(f"{path}: {exc}") from exc
+    table = doc.get("tool", {}).get("tooleffect", {}).get("policies", {})
+    out = {}
+    for name, spec in table.items():
+        try:
+            out[name] = Policy.model_validate({"name": name, **spec})
+        except ValidationError as exc:
+            raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.{name}]: {exc}") from exc
+    return out
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("tooleffect", "tool-selection scoring (pytest-tooleffect)")
     group.addoption(OPT_REPORT, metavar="PATH", type=_path_or_none, default=None,
@@ -64,6 +121,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          f"(default: ini {INI_RECORDS} = {DEFAULT_RECORDS}; empty string disables)")
     group.addoption(OPT_NO_SUMMARY, action="store_true", default=False,
                     help="do not print the per-class report at the end of the run")
+    group.addoption(OPT_MODEL, metavar="PROVIDER/MODEL", default=None,
+                    help="ask this litellm model for the decision at every labelled state (a policy of that name)")
+    group.addoption(OPT_API_BASE, metavar="URL", default=None,
+                    help="api base for --tooleffect-model (a local vLLM, Ollama or llama.cpp server)")
+    group.addoption(OPT_POLICY, metavar="NAME", action="append", default=[],
+                    help="run a named policy (from the family file or [tool.tooleffect.policies] in "
+                         "pyproject.toml; 'replay' replays recorded decisions); repeatable")
+    group.addoption(OPT_TIMEOUT, metavar="SECONDS", type=_positive_float, default=60.0,
+                    help="timeout of one model call in seconds (default 60)")
+    group.addoption(OPT_PRICES, metavar="PATH", type=_path_or_none, default=None,
+                    help="YAML or JSON prices for models litellm's cost map does not know: "
+                         "{model: {input_per_mtok: USD, output_per_mtok: USD}}")
     parser.addini(INI_RECORDS, "record log path, relative to the rootdir", default=DEFAULT_RECORDS)
 
 
@@ -84,6 +153,12 @@ def pytest_configure(config: pytest.Config) -> None:
         report=config.getoption(OPT_REPORT),
         records=(Path(config.rootpath) / records) if records else None,
         summary=not config.getoption(OPT_NO_SUMMARY),
+        model=config.getoption(OPT_MODEL),
+        api_base=config.getoption(OPT_API_BASE),
+        policies=tuple(dict.fromkeys(config.getoption(OPT_POLICY))),
+        timeout_s=config.getoption(OPT_TIMEOUT),
+        prices=_load_prices(config.getoption(OPT_PRICES)),
+        pyproject_policies=_pyproject_policies(config),
     )
     config.stash[families_key] = {}
     config.stash[seen_ids_key] = {}
@@ -128,8 +203,23 @@ def _marker_name(prefix: str, value: str) -> str:
     return prefix + re.sub(r"\W", "_", value)
 
 
-def _policies(family: LoadedFamily) -> list[Policy]:
-    return [REPLAY]
+def _policies(settings: Settings, family: LoadedFamily) -> list[Policy] | str:
+    """The policies this family runs under, or the reason a named policy cannot be found."""
+    chosen: list[Policy] = []
+    if settings.model:
+        chosen.append(Policy(name=settings.model, model=settings.model, api_base=settings.api_base))
+    own = {p.name: p for p in family.family.policies}
+    for name in settings.policies:
+        if name == REPLAY.name:
+            chosen.append(REPLAY)
+        elif name in own:
+            chosen.append(own[name])
+        elif name in settings.pyproject_policies:
+            chosen.append(settings.pyproject_policies[name])
+        else:
+            known = sorted({REPLAY.name, *own, *settings.pyproject_policies})
+            return f"policy {name!r} is not defined for family {family.name} (known: {', '.join(known)})"
+    return chosen or [REPLAY]
 
 
 class CaseFile(pytest.File):
@@ -148,9 +238,13 @@ class CaseFile(pytest.File):
             by_case.setdefault(p.case_id or "<file>", []).append(str(p))
         for cid in sorted(by_case):
             yield InvalidCaseItem.from_parent(self, name=f"{cid}[invalid]", problems=by_case[cid])
+        policies = _policies(config.stash[settings_key], fam)
+        if isinstance(policies, str):
+            yield InvalidCaseItem.from_parent(self, name="<policy>", problems=[f"{self.path}: {policies}"])
+            return
         fixtureinfo = None
         for case in sorted(cases, key=lambda c: c.id):
-            for policy in _policies(fam):
+            for policy in policies:
                 item = CaseItem.from_parent(self, name=f"{case.id}[{policy.name}]", callobj=_tooleffect_case,
                                             fixtureinfo=fixtureinfo, case=case, family=fam, policy=policy)
                 fixtureinfo = item._fixtureinfo
@@ -221,6 +315,14 @@ class InvalidCaseItem(pytest.Item):
         return self.path, 0, f"{self.name} (invalid)"
 
 
+class ProviderFailed(pytest.fail.Exception):  # type: ignore[name-defined,misc]
+    """A provider failure raised in setup: pytest reports an error (never a failed decision)."""
+
+    def __init__(self, error: ProviderError) -> None:
+        super().__init__(f"provider error (not scored): {error.kind}: {error.message}", pytrace=False)
+        self.error = error
+
+
 @dataclass
 class Decision:
     """The decision under test at one item: what was emitted and its cost.
@@ -236,6 +338,7 @@ class Decision:
     item: CaseItem
     emitted: Any
     cost: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def judge(self) -> Verdict:
         """Score and attach the record; fail the test (one-line reason) on a failing kind."""
@@ -247,7 +350,8 @@ class Decision:
         ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages,
                              predicates=_predicates(item.config))
         verdict = score(parse_emission(self.emitted, offered=names), case.label, tools, fam.rules, ctx)
-        record = build_record(fam.name, case, item.policy.name, verdict, {t.name: t for t in tools}, self.cost)
+        record = build_record(fam.name, case, item.policy.name, verdict, {t.name: t for t in tools}, self.cost,
+                              extra={"model": item.policy.model, **self.extra})
         item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
         item.stash[record_key] = record
         if not verdict.passed:
@@ -280,7 +384,18 @@ def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
         if item.case.recorded is None:
             pytest.skip("no recorded action to replay")
         return Decision(item, item.case.recorded.model_dump(exclude_none=True), {})
-    raise pytest.UsageError(f"policy {item.policy.name}: live model turns are not available")
+    from .model_turn import run_turn
+
+    settings = item.config.stash[settings_key]
+    tools = list(item.case.tools) if item.case.tools is not None else list(item.family.tools)
+    api_key = "unused-local-key" if item.policy.api_base else None
+    try:
+        turn = run_turn(item.case, tools, item.family.system_prompt, item.policy, settings.timeout_s,
+                        settings.prices, api_key=api_key)
+    except ProviderError as exc:
+        raise ProviderFailed(exc) from None
+    extra = {"provider_tool_names": turn.provider_names} if turn.provider_names else {}
+    return Decision(item, turn.emitted, turn.cost, extra)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -288,14 +403,23 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if call.when == "call" and record_key in item.stash:
+    if call.when == "setup" and call.excinfo is not None and isinstance(call.excinfo.value, ProviderFailed):
+        assert isinstance(item, CaseItem)
+        exc = call.excinfo.value.error
+        case = item.case
+        tools = list(case.tools) if case.tools is not None else list(item.family.tools)
+        item.stash[record_key] = build_record(
+            item.family.name, case, item.policy.name, None, {t.name: t for t in tools},
+            error={"type": exc.kind, "message": exc.message}, extra={"model": item.policy.model})
+        item.config.hook.pytest_tooleffect_modify_record(record=item.stash[record_key], item=item)
+    if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, "tooleffect_record"):
         report.tooleffect_record = item.stash[record_key]  # type: ignore[attr-defined]
     return report
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_json_runtest_metadata(item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any] | None:
-    if call.when == "call" and record_key in item.stash:
+    if call.when in ("setup", "call") and record_key in item.stash:
         return {"tooleffect": item.stash[record_key]}
     return None
 
@@ -360,7 +484,7 @@ class Reporter:
         from .report import render_terminal
 
         terminalreporter.write_sep("=", "tooleffect report")
-        terminalreporter.write(render_terminal(self.report, width=max(100, terminalreporter._tw.fullwidth)))
+        terminalreporter.write(render_terminal(self.report, width=max(120, terminalreporter._tw.fullwidth)))
         if self.settings.report is not None:
             terminalreporter.write_line(f"tooleffect report written to {self.settings.report}")
         if self.settings.records is not None:
@@ -388,6 +512,26 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     settings = config.stash.get(settings_key, None)
     if settings is None:
         return None
-    return f"tooleffect: policies replay (offline); records {settings.records or 'off'}"
+    live = [p for p in ([settings.model] if settings.model else []) + list(settings.policies)]
+    policies = ", ".join(live) if live else "replay (offline)"
+    return f"tooleffect: policies {policies}; records {settings.records or 'off'}"
 
 
+
+
+@pytest.fixture
+def tooleffect_score(request: pytest.FixtureRequest) -> Callable[..., Verdict]:
+    """Score one decision inside an ordinary test: ``verdict = tooleffect_score(emitted, label, tools)``.
+
+    The same as :func:`pytest_tooleffect.score`, with the predicates registered through
+    ``pytest_tooleffect_predicates`` available to rules.  Extra keyword arguments: ``rules``
+    (a :class:`~pytest_tooleffect.oracle.RuleSet`), ``timezone``, ``state``, ``messages``.
+    """
+    predicates = _predicates(request.config)
+
+    def _score(emitted: Any, label: Any, tools: Any, *, rules: Any = None, timezone: str | None = None,
+               state: Mapping[str, Any] | None = None, messages: Any = ()) -> Verdict:
+        ctx = CompareContext(timezone=timezone, state=state or {}, messages=messages, predicates=predicates)
+        return score(emitted, label, tools, rules, ctx)
+
+    return _score

@@ -143,6 +143,19 @@ def _no_tool_failure(r: Mapping[str, Any]) -> str | None:
     return r.get("no_tool_failure")
 
 
+def _bucket_key(bucket: str, quota: Mapping[str, int] | None) -> tuple[int, int, str]:
+    """Order buckets as the quota lists them, else first / middle / last, then q1, q2, … by number."""
+    order = list(quota or {})
+    if bucket in order:
+        return (0, order.index(bucket), "")
+    if bucket in ("first", "middle", "last"):
+        return (1, ("first", "middle", "last").index(bucket), "")
+    import re
+
+    m = re.fullmatch(r"q(\d+)", bucket)
+    return (2, int(m.group(1)), "") if m else (3, 0, bucket)
+
+
 def _block(family: str, policy: str, recs: Sequence[Mapping[str, Any]], errors: Sequence[Mapping[str, Any]],
            family_meta: Mapping[str, Any]) -> dict[str, Any]:
     name_t = rate_table(_level(recs, "name"))
@@ -161,8 +174,7 @@ def _block(family: str, policy: str, recs: Sequence[Mapping[str, Any]], errors: 
         return None if a is None or b is None else _pct(a - b)
 
     buckets: dict[str, dict[str, Any]] = {}
-    order = list((family_meta.get("quota") or {}).keys())
-    for b in sorted({r["bucket"] for r in recs}, key=lambda x: (order.index(x) if x in order else len(order), x)):
+    for b in sorted({r["bucket"] for r in recs}, key=lambda x: _bucket_key(x, family_meta.get("quota"))):
         rows = [r for r in recs if r["bucket"] == b]
         nc = sum(1 for r in rows if _correct(r, "name"))
         fc = sum(1 for r in rows if _correct(r, "full"))
@@ -267,7 +279,36 @@ def summarise(records: Iterable[Mapping[str, Any]], families: Mapping[str, Mappi
         (groups if r["outcome"] == "scored" else errs)[key].append(r)
         groups.setdefault(key, groups.get(key, []))
     blocks = [_block(f, p, groups[(f, p)], errs.get((f, p), []), families.get(f, {})) for f, p in sorted(groups)]
-    return {"version": REPORT_VERSION, "status": status, "conventions": CONVENTIONS, "blocks": blocks}
+    comparisons = []
+    for fam in sorted({f for f, _ in groups}):
+        policies = sorted(p for f, p in groups if f == fam)
+        if len(policies) > 1:
+            comparisons.append(_comparison(fam, {p: groups[(fam, p)] for p in policies}))
+    return {"version": REPORT_VERSION, "status": status, "conventions": CONVENTIONS, "blocks": blocks,
+            "comparisons": comparisons}
+
+
+def _headline(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    name_t, full_t = rate_table(_level(recs, "name")), rate_table(_level(recs, "full"))
+    return {
+        "n": len(recs),
+        "classes_n": {c: name_t["classes"][c]["n"] for c in CLASSES},
+        "name_micro_display": percent(name_t["micro"]), "name_macro_display": percent(name_t["macro"]),
+        "name_args_micro_display": percent(full_t["micro"]), "name_args_macro_display": percent(full_t["macro"]),
+        "classes_name_display": {c: percent(name_t["classes"][c]["rate"]) for c in CLASSES},
+    }
+
+
+def _comparison(family: str, by_policy: Mapping[str, Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """Policies side by side on one family: on all the cases each scored, and on the shared cases."""
+    shared = set.intersection(*({r["case_id"] for r in recs} for recs in by_policy.values()))
+    return {
+        "family": family,
+        "policies": list(by_policy),
+        "shared_n": len(shared),
+        "all": {p: _headline(recs) for p, recs in by_policy.items()},
+        "shared": {p: _headline([r for r in recs if r["case_id"] in shared]) for p, recs in by_policy.items()},
+    }
 
 
 def render_terminal(report: Mapping[str, Any], width: int = 110) -> str:
@@ -299,7 +340,8 @@ def render_terminal(report: Mapping[str, Any], width: int = 110) -> str:
                       f"gap {percent(_frac(a['gap_pct']))}")
         console.print(t)
         if b["buckets"]:
-            bt = Table(show_edge=False, pad_edge=False, title="by position bucket", title_justify="left")
+            console.print("by position bucket")
+            bt = Table(show_edge=False, pad_edge=False)
             for col in ("bucket", "n", "quota", "population", "classes", "name %", "name+args %"):
                 bt.add_column(col, justify="left" if col in ("bucket", "classes") else "right")
             for name, row in b["buckets"].items():
@@ -328,9 +370,34 @@ def render_terminal(report: Mapping[str, Any], width: int = 110) -> str:
         for e in b["errors"][:10]:
             console.print(f"error (excluded from rates): {e['id']}: {e['error']}")
         console.print("")
+    for comp in report.get("comparisons", []):
+        _render_comparison(console, comp)
     conv = report.get("conventions", {})
     console.print("conventions: " + " | ".join(f"{k}: {v}" for k, v in conv.items()))
     return buf.getvalue()
+
+
+def _render_comparison(console: Any, comp: Mapping[str, Any]) -> None:
+    from rich.table import Table
+
+    for view, title in (("all", "every case each policy scored"),
+                        ("shared", f"the {comp['shared_n']} cases every policy scored")):
+        console.print(f"policies side by side · family {comp['family']} · {title}")
+        t = Table(show_edge=False, pad_edge=False)
+        t.add_column("")
+        for p in comp["policies"]:
+            t.add_column(p, justify="right")
+        rows = comp[view]
+        t.add_row("n", *(str(rows[p]["n"]) for p in comp["policies"]))
+        for cls in CLASSES:
+            t.add_row(f"{cls} name %", *(f"{rows[p]['classes_name_display'][cls]} (n={rows[p]['classes_n'][cls]})"
+                                          for p in comp["policies"]))
+        for key, label in (("name_micro_display", "name micro"), ("name_macro_display", "name macro"),
+                           ("name_args_micro_display", "name+args micro"),
+                           ("name_args_macro_display", "name+args macro")):
+            t.add_row(label, *(rows[p][key] for p in comp["policies"]))
+        console.print(t)
+    console.print("")
 
 
 def _frac(p: float | None) -> Fraction | None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import yaml
+
+from pytest_tooleffect import Policy
 from pytest_tooleffect.cases import load_case_file, load_family
 from pytest_tooleffect.oracle import RuleSet, score
 from tests.conftest import REPO
@@ -14,7 +17,10 @@ BLOCKS = re.findall(r"```yaml\n(.*?)```", README, re.S)
 
 
 def test_readme_examples_load_and_score(tmp_path: Path) -> None:
-    family, cases, rules = BLOCKS[:3]
+    family = next(b for b in BLOCKS if b.startswith("# cases/scheduling/family.yaml"))
+    cases = next(b for b in BLOCKS if b.startswith("# cases/scheduling/cases.yaml"))
+    rules = next(b for b in BLOCKS if b.startswith("defaults:"))
+    policies = next(b for b in BLOCKS if b.startswith("policies:"))
     fam_dir = tmp_path / "cases" / "scheduling"
     fam_dir.mkdir(parents=True)
     (tmp_path / "oracle").mkdir()
@@ -28,4 +34,6 @@ def test_readme_examples_load_and_score(tmp_path: Path) -> None:
     assert case.label is not None and case.label.label_class == "no_tool"
     v = score(case.recorded.model_dump() if case.recorded else None, case.label, fam.tools, fam.rules)
     assert v.kind == "tool_when_none_needed"  # read_thread is not in the set; nothing forbids it
-    RuleSet.from_mapping(__import__("yaml").safe_load(rules), "README rules")
+    RuleSet.from_mapping(yaml.safe_load(rules), "README rules")
+    for p in yaml.safe_load(policies)["policies"]:
+        Policy.model_validate(p)

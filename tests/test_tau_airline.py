@@ -81,7 +81,7 @@ def test_rule_labeller() -> None:
 
 def test_main_job_scores_gpt4o_with_a_no_tool_class(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
-    out = subprocess.run([sys.executable, "-m", "pytest", "cases/", "-q", "-p", "no:cacheprovider",
+    out = subprocess.run([sys.executable, "-m", "pytest", "cases/tau-airline", "-q", "-p", "no:cacheprovider",
                           f"--tooleffect-report={report}", f"--tooleffect-records={tmp_path / 'r.jsonl'}"],
                          cwd=REPO, capture_output=True, text=True)
     assert out.returncode in (0, 1), out.stdout[-3000:] + out.stderr[-3000:]

@@ -399,6 +399,8 @@ class _Comparer:
         raw_items = schema.get("items")
         items: Mapping[str, Any] = raw_items if isinstance(raw_items, Mapping) else {}
         item_rule = self._rule(path + "[]")
+        if item_rule is None and rule is not None and rule.normalise is not None:
+            item_rule = Rule(normalise=rule.normalise, source=rule.source)  # normalise applies to the items
         if rule is None or rule.order != "any":
             if len(e) != len(g):
                 return [FieldResult(path, False, src, f"{len(g)} items where the label has {len(e)}", e, g)]

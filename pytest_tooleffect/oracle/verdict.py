@@ -101,7 +101,9 @@ class Verdict:
                 return "[" + ", ".join(show(x) for x in a.parallel) + "]"
             return "null" if a.tool is None else a.tool
 
-        expected = "{" + ", ".join(show(a) for a in label.valid_actions) + "}"
+        shown = [show(a) for a in label.valid_actions]
+        counts = {n: shown.count(n) for n in shown}
+        expected = "{" + ", ".join(n if counts[n] == 1 else f"{n} ×{counts[n]}" for n in dict.fromkeys(shown)) + "}"
         emitted = ", ".join(
             ("null" if e.get("tool") is None else str(e["tool"])) + ("(malformed)" if "malformed" in e else "")
             for e in self.emitted

@@ -163,3 +163,12 @@ def test_rule_errors_name_the_key(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(RuleError, match=message) as exc:
         RuleSet.from_mapping(doc, "oracle/demo.yaml")
     assert "oracle/demo.yaml" in str(exc.value)
+
+
+def test_array_rule_normalise_applies_to_items() -> None:
+    rules = RuleSet.from_mapping({"fields": {"f.xs": {"order": "any", "normalise": ["casefold"]}}})
+    sch = schema(xs={"type": "array", "items": S})
+    assert all(r.ok for r in compare_args("f", sch, {"xs": ["A@x.org", "b@x.org"]}, {"xs": ["B@X.org", "a@x.org"]},
+                                          rules))
+    item_key = RuleSet.from_mapping({"fields": {"f.xs": {"order": "any"}, "f.xs[]": {"normalise": ["casefold"]}}})
+    assert all(r.ok for r in compare_args("f", sch, {"xs": ["A@x.org"]}, {"xs": ["a@X.org"]}, item_key))

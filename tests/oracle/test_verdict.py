@@ -118,3 +118,6 @@ def test_one_line_reason_names_kind_expected_and_emitted() -> None:
     label = Label.model_validate(SEED_LABEL)
     v = score(turn(call("read_thread", thread_id="th-8831")), label, TOOLS)
     assert v.one_line(label) == "tool_when_none_needed: expected {null, mail.reply}, emitted read_thread"
+    twice = Label.model_validate({"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}},
+                                                    {"tool": "read_thread", "args": {"thread_id": "b"}}]})
+    assert score(turn(), twice, TOOLS).one_line(twice) == "none_when_tool_needed: expected {read_thread ×2}, emitted null"

@@ -1,0 +1,251 @@
+"""One model turn through litellm: request building, reversible tool names, cost, faults.
+
+litellm is imported lazily (it costs seconds) with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` set
+first, so the bundled cost map is used and nothing is fetched.  Tool names that providers
+reject (the OpenAI and Anthropic rule is ``^[a-zA-Z0-9_-]{1,64}$``; ``calendar.create_event``
+breaks it) are mapped to safe names before the call, in the tool list and in the history, and
+mapped back after it; the record keeps both.
+
+A provider failure (timeout, connection error, 4xx/5xx, an invalid body) raises
+:class:`ProviderError`; the plugin raises it during setup, so pytest reports an error, never a
+failed decision.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .models import Case, Policy, ToolSpec
+
+__all__ = ["NameMap", "Price", "ProviderError", "Turn", "build_request", "import_litellm", "name_map", "run_turn"]
+
+SAFE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+class ProviderError(Exception):
+    """The provider failed; not a decision of the agent.
+
+    Attributes:
+        kind: the exception's class name (``Timeout``, ``InternalServerError``, …).
+        message: the provider's message, shortened.
+    """
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+
+
+@dataclass(frozen=True)
+class NameMap:
+    """Reversible mapping between tool names and provider-safe names."""
+
+    to_provider: Mapping[str, str]
+    to_original: Mapping[str, str]
+
+    def out(self, name: str) -> str:
+        """Original → provider-safe (unknown names pass through)."""
+        return self.to_provider.get(name, name)
+
+    def back(self, name: str) -> str:
+        """Provider-safe → original (unknown names pass through)."""
+        return self.to_original.get(name, name)
+
+
+def name_map(names: Iterable[str]) -> NameMap:
+    """Map each name to a provider-safe one, keeping safe names as they are.
+
+    Unsafe characters become ``_``; a name over 64 characters is cut and suffixed with a hash;
+    a clash gets a numeric suffix.  The mapping is injective, so it reverses exactly.
+    """
+    names = list(dict.fromkeys(names))
+    taken = {n for n in names if SAFE_NAME.match(n)}
+    out: dict[str, str] = {}
+    for n in names:
+        if SAFE_NAME.match(n):
+            out[n] = n
+            continue
+        base = re.sub(r"[^a-zA-Z0-9_-]", "_", n) or "tool"
+        if len(base) > 64:
+            base = base[:55] + "_" + hashlib.sha1(n.encode()).hexdigest()[:8]
+        cand, k = base, 1
+        while cand in taken:
+            k += 1
+            suffix = f"_{k}"
+            cand = base[: 64 - len(suffix)] + suffix
+        taken.add(cand)
+        out[n] = cand
+    return NameMap(out, {v: k for k, v in out.items()})
+
+
+def _map_history(messages: Sequence[Mapping[str, Any]], names: NameMap) -> list[dict[str, Any]]:
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("tool_calls"):
+            calls = []
+            for tc in m["tool_calls"]:
+                tc = dict(tc)
+                if isinstance(tc.get("function"), Mapping):
+                    fn = dict(tc["function"])
+                    fn["name"] = names.out(fn.get("name", ""))
+                    tc["function"] = fn
+                    tc.setdefault("type", "function")
+                calls.append(tc)
+            m["tool_calls"] = calls
+        if m.get("role") == "tool" and m.get("name"):
+            m["name"] = names.out(m["name"])
+        out.append(m)
+    return out
+
+
+def build_request(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy
+                  ) -> tuple[dict[str, Any], NameMap]:
+    """The litellm ``completion`` keyword arguments for one decision, and the name map.
+
+    The policy's system prompt and tool descriptions override the family's.
+    """
+    names = name_map([t.name for t in tools])
+    messages: list[dict[str, Any]] = []
+    prompt = policy.system_prompt if policy.system_prompt is not None else system_prompt
+    history = [m for m in case.messages if not (prompt is not None and m.get("role") == "system")]
+    if prompt:
+        messages.append({"role": "system", "content": prompt})
+    messages += _map_history(history, names)
+    specs = [{"type": "function", "function": {
+        "name": names.out(t.name),
+        "description": policy.tool_descriptions.get(t.name, t.description),
+        "parameters": t.parameters or {"type": "object", "properties": {}},
+    }} for t in tools]
+    kwargs: dict[str, Any] = {"model": policy.model, "messages": messages}
+    if specs:
+        kwargs["tools"] = specs
+    if policy.api_base:
+        kwargs["api_base"] = policy.api_base
+    if policy.temperature is not None:
+        kwargs["temperature"] = policy.temperature
+    return kwargs, names
+
+
+_LITELLM: Any = None
+
+
+def import_litellm() -> Any:
+    """Import litellm once, with the local cost map and its debug output off."""
+    global _LITELLM
+    if _LITELLM is None:
+        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        import litellm as module
+
+        litellm: Any = module
+        litellm.suppress_debug_info = True
+        litellm.set_verbose = False
+        litellm.drop_params = True
+        _LITELLM = litellm
+    return _LITELLM
+
+
+@dataclass(frozen=True)
+class Price:
+    """A user price for a model litellm's cost map does not know, in USD per million tokens."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+
+@dataclass
+class Turn:
+    """A model's answer at one decision point.
+
+    Attributes:
+        emitted: the assistant message (OpenAI shape) with tool names mapped back.
+        cost: ``input_tokens``, ``output_tokens``, ``latency_ms`` (ms), ``cost_usd`` (``None`` when
+            the price is unknown), ``priced_by`` (``litellm``, ``user``, or ``None``).
+        provider_names: the names the provider used, where they differ from the originals.
+    """
+
+    emitted: dict[str, Any]
+    cost: dict[str, Any]
+    provider_names: dict[str, str] = field(default_factory=dict)
+
+
+def _price(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
+           usage: Mapping[str, int | None]) -> tuple[float | None, str | None]:
+    try:
+        litellm.get_model_info(model=model)
+        known = True
+    except Exception:  # litellm raises several types for an unmapped model
+        known = False
+    if known:
+        try:
+            return float(litellm.completion_cost(completion_response=response, model=model)), "litellm"
+        except Exception:  # noqa: S110 - fall through to the user's table
+            pass
+    price = prices.get(model) or prices.get(model.split("/", 1)[-1])
+    if price is not None and usage.get("input_tokens") is not None:
+        cost = ((usage["input_tokens"] or 0) * price.input_per_mtok
+                + (usage["output_tokens"] or 0) * price.output_per_mtok) / 1e6
+        return cost, "user"
+    return None, None
+
+
+def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
+             timeout_s: float = 60.0, prices: Mapping[str, Price] | None = None,
+             api_key: str | None = None) -> Turn:
+    """Ask the policy's model for its decision at one state (one litellm call, no retries).
+
+    Args:
+        case: the state.
+        tools: the tools offered there.
+        system_prompt: the family's system prompt (a policy override wins).
+        policy: model, api base, temperature, overrides.
+        timeout_s: request timeout in seconds.
+        prices: per-model prices for models the cost map does not know.
+        api_key: passed to litellm (local servers accept any key).
+
+    Returns:
+        The :class:`Turn`.
+
+    Raises:
+        ProviderError: the provider failed or answered with an unreadable body.
+    """
+    if not policy.model:
+        raise ValueError(f"policy {policy.name} has no model")
+    litellm = import_litellm()
+    kwargs, names = build_request(case, tools, system_prompt, policy)
+    if api_key is not None:
+        kwargs["api_key"] = api_key
+    t0 = time.perf_counter()
+    try:
+        response = litellm.completion(**kwargs, timeout=timeout_s, num_retries=0, max_retries=0)
+    except Exception as exc:  # every provider failure is an error outcome, never a verdict
+        raise ProviderError(type(exc).__name__, " ".join(str(exc).split())[:500]) from exc
+    latency_ms = (time.perf_counter() - t0) * 1000
+    try:
+        data = response.model_dump()
+        message = dict(data["choices"][0]["message"])
+    except Exception as exc:
+        raise ProviderError("InvalidResponse", f"no choices[0].message in the response: {exc}") from exc
+    provider_names: dict[str, str] = {}
+    calls = []
+    for tc in message.get("tool_calls") or []:
+        tc = dict(tc)
+        fn = dict(tc.get("function") or {})
+        original = names.back(fn.get("name") or "")
+        if original != fn.get("name"):
+            provider_names[original] = fn.get("name") or ""
+        fn["name"] = original
+        tc["function"] = fn
+        calls.append(tc)
+    message["tool_calls"] = calls
+    usage = data.get("usage") or {}
+    tokens = {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
+    cost_usd, priced_by = _price(litellm, policy.model, response, prices or {}, tokens)
+    cost = {**tokens, "latency_ms": round(latency_ms, 3), "cost_usd": cost_usd, "priced_by": priced_by}
+    return Turn(emitted=message, cost=cost, provider_names=provider_names)

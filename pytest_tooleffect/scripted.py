@@ -1,0 +1,225 @@
+"""A scripted model server on 127.0.0.1: the default test double for a model.
+
+It speaks three wire formats over real HTTP, so litellm's own client code runs end to end:
+
+* OpenAI chat completions: ``POST /v1/chat/completions`` (``openai/<name>`` with
+  ``api_base=server.base_url``);
+* Anthropic messages: ``POST /v1/messages`` (``anthropic/<name>`` with
+  ``api_base=server.root_url``);
+* Gemini ``generateContent``: ``POST /v1beta/models/<name>:generateContent``.
+
+Each request is answered by the *script*: a callable taking the decoded request body and
+returning a :class:`Reply`, or a list of replies used in turn (the last one repeats).  A reply is
+a decision (tool calls and/or text, with token usage) or a fault: ``status`` (an HTTP error
+code), ``delay_s`` (answer late, e.g. past the client's timeout) or ``raw_body`` (an invalid
+body).  Example::
+
+    with ScriptedServer([Reply(tool_calls=[("get_weather", '{"city": "Oslo"}')])]) as srv:
+        litellm.completion(model="openai/test", api_base=srv.base_url, api_key="x", messages=[...])
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["Reply", "ScriptedServer"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One scripted answer.
+
+    Attributes:
+        tool_calls: ``(name, arguments)`` pairs; ``arguments`` a JSON string or an object.
+        text: the assistant's text (``None`` for none).
+        prompt_tokens: usage reported to the client.
+        completion_tokens: usage reported to the client.
+        status: HTTP status to answer with (an error body for ≥ 400).
+        delay_s: seconds to wait before answering (seconds).
+        raw_body: bytes to send instead of a JSON body (an invalid response).
+        finish_reason: OpenAI ``finish_reason`` (default: ``tool_calls`` when calls, else ``stop``).
+    """
+
+    tool_calls: Sequence[tuple[str, Any]] = ()
+    text: str | None = None
+    prompt_tokens: int = 100
+    completion_tokens: int = 20
+    status: int = 200
+    delay_s: float = 0.0
+    raw_body: bytes | None = None
+    finish_reason: str | None = None
+
+
+Script = Callable[[dict[str, Any]], Reply] | Sequence[Reply]
+
+
+def _args_str(arguments: Any) -> str:
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def _args_obj(arguments: Any) -> Any:
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments) if arguments else {}
+        except json.JSONDecodeError:
+            return {"_unparsable": arguments}
+    return arguments
+
+
+def openai_body(reply: Reply, model: str, n: int) -> dict[str, Any]:
+    """An OpenAI chat-completion response body for ``reply``."""
+    calls = [{"id": f"call_{n}_{i}", "type": "function", "function": {"name": name, "arguments": _args_str(args)}}
+             for i, (name, args) in enumerate(reply.tool_calls)]
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": f"chatcmpl-{n}", "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": message,
+                     "finish_reason": reply.finish_reason or ("tool_calls" if calls else "stop")}],
+        "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+                  "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+    }
+
+
+def anthropic_body(reply: Reply, model: str, n: int) -> dict[str, Any]:
+    """An Anthropic messages response body for ``reply``."""
+    content: list[dict[str, Any]] = []
+    if reply.text:
+        content.append({"type": "text", "text": reply.text})
+    for i, (name, args) in enumerate(reply.tool_calls):
+        content.append({"type": "tool_use", "id": f"toolu_{n}_{i}", "name": name, "input": _args_obj(args)})
+    return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": model, "content": content,
+            "stop_reason": "tool_use" if reply.tool_calls else "end_turn", "stop_sequence": None,
+            "usage": {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens}}
+
+
+def gemini_body(reply: Reply, model: str, n: int) -> dict[str, Any]:
+    """A Gemini ``generateContent`` response body for ``reply``."""
+    parts: list[dict[str, Any]] = []
+    if reply.text:
+        parts.append({"text": reply.text})
+    for name, args in reply.tool_calls:
+        parts.append({"functionCall": {"name": name, "args": _args_obj(args)}})
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": reply.prompt_tokens, "candidatesTokenCount": reply.completion_tokens,
+                              "totalTokenCount": reply.prompt_tokens + reply.completion_tokens},
+            "modelVersion": model}
+
+
+@dataclass
+class _State:
+    script: Script
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def next_reply(self, body: dict[str, Any]) -> tuple[Reply, int]:
+        with self.lock:
+            n = len(self.requests)
+            self.requests.append(body)
+        if callable(self.script):
+            return self.script(body), n
+        seq = list(self.script)
+        return seq[min(n, len(seq) - 1)], n
+
+
+class ScriptedServer:
+    """A threaded HTTP server on ``127.0.0.1`` answering model requests from a script.
+
+    Attributes:
+        requests: decoded request bodies, in arrival order (with ``_path`` added).
+    """
+
+    def __init__(self, script: Script, port: int = 0) -> None:
+        if not callable(script) and not list(script):
+            raise ValueError("a scripted server needs at least one reply")
+        self._state = _State(script)
+        state = self._state
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+                return
+
+            def do_POST(self) -> None:  # noqa: N802 - stdlib name
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b"{}"
+                try:
+                    body = json.loads(raw or b"{}")
+                except json.JSONDecodeError:
+                    body = {}
+                body["_path"] = self.path
+                reply, n = state.next_reply(body)
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                model = str(body.get("model") or self.path.rsplit("/", 1)[-1].split(":")[0])
+                if reply.raw_body is not None:
+                    payload, status = reply.raw_body, reply.status
+                elif reply.status >= 400:
+                    payload = json.dumps({"error": {"message": f"scripted failure {reply.status}",
+                                                    "type": "server_error", "code": reply.status}}).encode()
+                    status = reply.status
+                else:
+                    if self.path.endswith("/messages"):
+                        doc = anthropic_body(reply, model, n)
+                    elif ":generateContent" in self.path:
+                        doc = gemini_body(reply, model, n)
+                    else:
+                        doc = openai_body(reply, model, n)
+                    payload, status = json.dumps(doc).encode(), 200
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                    return
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._httpd.daemon_threads = True
+        self._thread: threading.Thread | None = None
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Request bodies received so far."""
+        return self._state.requests
+
+    @property
+    def port(self) -> int:
+        """The bound port on 127.0.0.1."""
+        return int(self._httpd.server_address[1])
+
+    @property
+    def root_url(self) -> str:
+        """``http://127.0.0.1:PORT`` (Anthropic and Gemini api base)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` (OpenAI api base)."""
+        return self.root_url + "/v1"
+
+    def start(self) -> ScriptedServer:
+        """Serve in a background thread."""
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="scripted-model", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> ScriptedServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,205 @@
+"""Live model turns through litellm's real HTTP path, against scripted servers on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.scripted import Reply, ScriptedServer
+from tests.demo_family import FAMILY, RULES
+
+CREATE = {"tool": "calendar.create_event", "args": {"title": "Q3 review", "start": "2025-03-19T14:00:00"}}
+NULL = {"tool": None}
+
+
+def _case(cid: str, label: dict[str, Any]) -> dict[str, Any]:
+    return {"id": cid, "placement": {"step": 0, "run_length": 1, "bucket": "last"}, "timezone": "Europe/Madrid",
+            "messages": [{"role": "user", "content": f"[{cid}] please help"}], "label": label,
+            "recorded": {"tool_calls": []}, "source": "authored"}
+
+
+CASES = [
+    _case("call-dotted", {"valid_actions": [CREATE]}),
+    _case("no-call", {"valid_actions": [NULL]}),
+    _case("malformed", {"valid_actions": [NULL]}),
+    _case("server-500", {"valid_actions": [NULL]}),
+    _case("bad-body", {"valid_actions": [NULL]}),
+    _case("timeout", {"valid_actions": [NULL]}),
+]
+
+REPLIES = {
+    "call-dotted": Reply(tool_calls=[("calendar_create_event",
+                                      '{"title": "Q3 Review", "start": "2025-03-19T13:00:00Z"}')],
+                         prompt_tokens=1000, completion_tokens=50),
+    "no-call": Reply(text="Happy to help - anything else?", prompt_tokens=800, completion_tokens=10),
+    "malformed": Reply(text='<tool_call>{"name": "read_thread", "arguments": {"thread_id": "t"}}</tool_call>'),
+    "server-500": Reply(status=500),
+    "bad-body": Reply(raw_body=b"<html>upstream proxy error</html>"),
+    "timeout": Reply(delay_s=4.0),
+}
+
+
+def script(body: dict[str, Any]) -> Reply:
+    text = json.dumps(body.get("messages") or body.get("contents") or [])
+    for cid, reply in REPLIES.items():
+        if f"[{cid}]" in text:
+            return reply
+    return Reply(text="?")
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(script) as srv:
+        yield srv
+
+
+def _family(root: Path, cases: list[dict[str, Any]] = CASES, extra_family: str = "") -> None:
+    fam = root / "cases" / "demo"
+    fam.mkdir(parents=True, exist_ok=True)
+    (root / "oracle").mkdir(exist_ok=True)
+    (fam / "family.yaml").write_text(FAMILY + extra_family)
+    (root / "oracle" / "demo.yaml").write_text(RULES)
+    (fam / "cases.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
+
+
+def _records(root: Path) -> dict[str, dict[str, Any]]:
+    lines = (root / "reports" / "tooleffect-records.jsonl").read_text().splitlines()
+    return {json.loads(x)["case_id"]: json.loads(x) for x in lines}
+
+
+def test_openai_over_http(pytester: pytest.Pytester, server: ScriptedServer) -> None:
+    _family(pytester.path)
+    result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={server.base_url}",
+                                "--tooleffect-timeout=1.5", "--tooleffect-report=r.json", "--json-report",
+                                "--json-report-file=j.json")
+    result.assert_outcomes(passed=2, failed=1, errors=3)
+    result.stdout.fnmatch_lines_random([
+        "*demo/malformed[[]openai/local-test[]]: malformed_call*",
+        "*provider error (not scored): InternalServerError*",
+        "*provider error (not scored): Timeout*",
+    ])
+    recs = _records(pytester.path)
+    dotted = recs["call-dotted"]
+    assert dotted["verdict"]["kind"] == "ok"  # title casefolded by the family rule; 13:00Z is 14:00 Madrid
+    assert dotted["provider_tool_names"] == {"calendar.create_event": "calendar_create_event"}
+    assert dotted["verdict"]["emitted"] == [{"tool": "calendar.create_event", "args": {
+        "title": "Q3 Review", "start": "2025-03-19T13:00:00Z"}}]
+    assert dotted["cost"]["input_tokens"] == 1000 and dotted["cost"]["output_tokens"] == 50
+    assert dotted["cost"]["cost_usd"] is None and dotted["cost"]["priced_by"] is None  # unknown model: never 0
+    assert dotted["cost"]["latency_ms"] > 0
+    assert recs["no-call"]["verdict"]["kind"] == "ok_no_tool"
+    assert recs["malformed"]["verdict"]["kind"] == "malformed_call"
+    for cid, kind in (("server-500", "InternalServerError"), ("bad-body", "InternalServerError"),
+                      ("timeout", "Timeout")):
+        assert recs[cid]["outcome"] == "error" and recs[cid]["verdict"] is None
+        assert recs[cid]["error"]["type"] in (kind, "APIError", "APIConnectionError"), recs[cid]["error"]
+    (block,) = json.loads((pytester.path / "r.json").read_text())["blocks"]
+    assert block["n_scored"] == 3 and block["n_errors"] == 3
+    assert block["classes"]["no_tool"]["n"] == 2  # errors are excluded from every rate
+    assert block["cost"]["input_tokens"] > 0 and block["cost"]["cost_usd"] is None
+    assert block["cost"]["cost_usd_unknown"] == 3
+    assert block["cost"]["no_tool_input_tokens"] >= 800
+    pj = json.loads((pytester.path / "j.json").read_text())
+    errors = [t for t in pj["tests"] if t["outcome"] == "error"]
+    assert len(errors) == 3 and all(t["metadata"]["tooleffect"]["outcome"] == "error" for t in errors)
+    # the dotted name went out provider-safe, in the tool list
+    req = next(r for r in server.requests if "[call-dotted]" in json.dumps(r.get("messages")))
+    assert {t["function"]["name"] for t in req["tools"]} == {"read_thread", "calendar_create_event"}
+    assert req["messages"][0] == {"role": "system", "content": "You schedule meetings."}
+
+
+def test_prices_from_a_user_table(pytester: pytest.Pytester, server: ScriptedServer) -> None:
+    _family(pytester.path, CASES[:2])
+    pytester.makefile(".yaml", prices="openai/local-test: {input_per_mtok: 2.0, output_per_mtok: 10.0}\n")
+    result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={server.base_url}",
+                                "--tooleffect-prices=prices.yaml")
+    result.assert_outcomes(passed=2)
+    recs = _records(pytester.path)
+    assert recs["call-dotted"]["cost"]["cost_usd"] == pytest.approx((1000 * 2.0 + 50 * 10.0) / 1e6)
+    assert recs["call-dotted"]["cost"]["priced_by"] == "user"
+
+
+def test_known_model_priced_by_litellm(pytester: pytest.Pytester, server: ScriptedServer) -> None:
+    _family(pytester.path, CASES[1:2])
+    result = pytester.runpytest("cases/", "--tooleffect-model=openai/gpt-4o", f"--tooleffect-api-base={server.base_url}")
+    result.assert_outcomes(passed=1)
+    cost = _records(pytester.path)["no-call"]["cost"]
+    assert cost["priced_by"] == "litellm"
+    assert cost["cost_usd"] == pytest.approx(800 * 2.5e-6 + 10 * 1e-5)  # gpt-4o in litellm's bundled map
+
+
+@pytest.mark.parametrize(("model", "base"), [("anthropic/claude-local-test", "root_url"),
+                                             ("gemini/gemini-local-test", "root_url")])
+def test_anthropic_and_gemini_formats(pytester: pytest.Pytester, server: ScriptedServer, model: str, base: str) -> None:
+    _family(pytester.path, CASES[:3])
+    result = pytester.runpytest("cases/", f"--tooleffect-model={model}", f"--tooleffect-api-base={getattr(server, base)}")
+    result.assert_outcomes(passed=2, failed=1)
+    recs = _records(pytester.path)
+    assert recs["call-dotted"]["verdict"]["kind"] == "ok"
+    assert recs["call-dotted"]["cost"]["input_tokens"] == 1000
+    assert recs["malformed"]["verdict"]["kind"] == "malformed_call"
+
+
+POLICIES = """\
+policies:
+  - {name: terse, model: openai/local-test, temperature: 0.0, system_prompt: Be brief.,
+     tool_descriptions: {read_thread: Read a mail thread.}}
+"""
+
+
+def test_named_policies_side_by_side(pytester: pytest.Pytester, server: ScriptedServer) -> None:
+    cases = [{**c, "recorded": {"tool_calls": [], "text": "ok"}} for c in CASES[:2]]
+    _family(pytester.path, cases, extra_family=POLICIES.replace(
+        "tool_descriptions", f"api_base: '{server.base_url}',\n     tool_descriptions"))
+    pytester.makepyprojecttoml(f"""
+        [tool.tooleffect.policies.other]
+        model = "openai/local-test"
+        api_base = "{server.base_url}"
+    """)
+    result = pytester.runpytest("cases/", "--tooleffect-policy=replay", "--tooleffect-policy=terse",
+                                "--tooleffect-policy=other", "--tooleffect-report=r.json")
+    result.assert_outcomes(passed=5, failed=1)  # replay's recorded text fails call-dotted
+    rep = json.loads((pytester.path / "r.json").read_text())
+    assert [b["policy"] for b in rep["blocks"]] == ["other", "replay", "terse"]
+    (comp,) = rep["comparisons"]
+    assert comp["policies"] == ["other", "replay", "terse"] and comp["shared_n"] == 2
+    assert comp["all"]["replay"]["name_micro_display"] == "50.0"
+    assert comp["all"]["terse"]["name_micro_display"] == "100.0"
+    result.stdout.fnmatch_lines(["*policies side by side * family demo * the 2 cases every policy scored*"])
+    terse = next(r for r in server.requests if r.get("messages", [{}])[0].get("content") == "Be brief.")
+    assert terse["temperature"] == 0.0
+    described = next(t for t in terse["tools"] if t["function"]["name"] == "read_thread")["function"]
+    assert described["description"] == "Read a mail thread."
+
+
+def test_unknown_policy_is_a_clear_error(pytester: pytest.Pytester) -> None:
+    _family(pytester.path, CASES[:1])
+    result = pytester.runpytest("cases/", "--tooleffect-policy=nope")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*policy 'nope' is not defined for family demo (known: replay)*"])
+
+
+def test_score_fixture_and_function(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("""
+        from pytest_tooleffect import score
+
+        TOOLS = [{"name": "get_weather", "parameters": {"type": "object",
+                  "properties": {"city": {"type": "string"}}, "required": ["city"]}}]
+        LABEL = {"valid_actions": [{"tool": None}, {"tool": "get_weather", "args": {"city": "Oslo"}}]}
+
+        def test_function():
+            verdict = score({"tool_calls": [{"name": "get_weather", "arguments": '{"city": "Oslo"}'}]}, LABEL, TOOLS)
+            assert verdict.kind == "ok" and verdict.passed
+
+        def test_fixture(tooleffect_score):
+            verdict = tooleffect_score({"content": "It's sunny"}, LABEL, TOOLS)
+            assert verdict.kind == "ok_no_tool"
+            verdict = tooleffect_score({"tool_calls": [{"name": "get_weather", "arguments": '{"city": "Rome"}'}]},
+                                       LABEL, TOOLS)
+            assert verdict.kind == "right_tool_wrong_args"
+    """)
+    pytester.runpytest().assert_outcomes(passed=2)
