@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from .models import Action, Case, Family, Label, ParallelGroup, ToolSpec
+from .models import Case, Family, Label, ParallelGroup, ToolSpec
 from .oracle.compare import ANY_OF, OMITTED, parse_date, parse_datetime
 from .oracle.rules import RuleError, RuleSet, load_rules
 from .traces import position_bucket
@@ -29,8 +29,20 @@ FAMILY_FILE = "family.yaml"
 CASE_SUFFIXES = (".jsonl", ".yaml", ".yml")
 
 
+class _JSONLikeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML's safe loader without implicit timestamps: case data stays JSON-like (a date-time
+    stays the string the author wrote, as it would in JSONL).
+    """
+
+
+_JSONLikeLoader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
 def _yaml_load(text: str) -> Any:
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return yaml.load(text, Loader=_JSONLikeLoader)
 
 
 class FamilyError(ValueError):
@@ -64,6 +76,13 @@ class LoadedFamily:
     tools_by_name: Mapping[str, ToolSpec] = field(default_factory=dict)
 
     @property
+    def referenced_files(self) -> frozenset[Path]:
+        """Files the family file names (rules, tools, prompt): never collected as case files."""
+        fam = self.family
+        named = [fam.oracle, fam.tools_file, fam.system_prompt_file]
+        return frozenset((self.directory / n).resolve() for n in named if n)
+
+    @property
     def meta(self) -> dict[str, Any]:
         """What the report needs from the family: quota and population per bucket."""
         return {"quota": self.family.quota, "population": self.family.population}
@@ -74,35 +93,55 @@ def load_family(directory: Path) -> LoadedFamily:
 
     Raises:
         FamilyError: the family file or a file it names is missing or invalid.
-
     """
     path = directory / FAMILY_FILE
     try:
-        raw = _yaml_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise FamilyError(f"{path}: cannot read: {exc}") from exc
-    except Exception as exc:
+        return _load_family(directory, path)
+    except FamilyError:
+        raise
+    except Exception as exc:  # any unreadable input becomes one clear error, never a crash
+        raise FamilyError(f"{path}: {type(exc).__name__}: {exc}") from exc
+
+
+def _read(path: Path, what: str, family_file: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FamilyError(f"{family_file}: {what} {path}: cannot read: {exc}") from exc
+
+
+def _load_family(directory: Path, path: Path) -> LoadedFamily:
+    try:
+        raw = _yaml_load(_read(path, "family file", path))
+    except yaml.YAMLError as exc:
         raise FamilyError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(raw, Mapping):
         raise FamilyError(f"{path}: a family file is a mapping")
     raw = dict(raw)
     raw.setdefault("name", directory.name)
     if raw.get("tools_file"):
+        if not isinstance(raw["tools_file"], str):
+            raise FamilyError(f"{path}: tools_file: a path to a JSON list of tool specs")
         tf = directory / raw["tools_file"]
         try:
-            raw["tools"] = [*json.loads(tf.read_text(encoding="utf-8")), *raw.get("tools", [])]
-        except (OSError, json.JSONDecodeError) as exc:
-            raise FamilyError(f"{path}: tools_file {tf}: {exc}") from exc
+            listed = json.loads(_read(tf, "tools_file", path))
+        except json.JSONDecodeError as exc:
+            raise FamilyError(f"{path}: tools_file {tf}: not valid JSON: {exc}") from exc
+        if not isinstance(listed, list):
+            raise FamilyError(f"{path}: tools_file {tf}: holds a JSON {type(listed).__name__}, not a list of tools")
+        inline = raw.get("tools") or []
+        raw["tools"] = [*listed, *(inline if isinstance(inline, list) else [inline])]
     try:
         fam = Family.model_validate(raw)
     except ValidationError as exc:
         raise FamilyError("; ".join(f"{path}: {_loc(e['loc'])}: {e['msg']}" for e in exc.errors())) from exc
+    for t in fam.tools:
+        props = t.parameters.get("properties", {})
+        if not isinstance(props, Mapping) or t.parameters.get("type", "object") != "object":
+            raise FamilyError(f"{path}: tools.{t.name}.parameters: an object schema with a properties mapping")
     prompt = fam.system_prompt
     if fam.system_prompt_file:
-        try:
-            prompt = (directory / fam.system_prompt_file).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise FamilyError(f"{path}: system_prompt_file: {exc}") from exc
+        prompt = _read(directory / fam.system_prompt_file, "system_prompt_file", path)
     try:
         rules = load_rules(directory / fam.oracle) if fam.oracle else RuleSet()
     except RuleError as exc:
@@ -111,6 +150,10 @@ def load_family(directory: Path) -> LoadedFamily:
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise FamilyError(f"{path}: tools: duplicate tool names {dup}")
+    if names:
+        unknown = rules.unknown_tools(names)
+        if unknown:
+            raise FamilyError(f"{path}: oracle: rules for tools the family does not offer: {', '.join(unknown)}")
     return LoadedFamily(fam.name, directory, fam, tuple(fam.tools), prompt, rules, {t.name: t for t in fam.tools})
 
 
@@ -123,9 +166,9 @@ def _loc(loc: Sequence[Any]) -> str:
 
 def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None]]:
     """Yield ``(line or index, raw case, parse error)``; a JSONL case comes as its line's text."""
-    text = path.read_text(encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")
     if path.suffix == ".jsonl":
-        for n, line in enumerate(text.splitlines(), 1):
+        for n, line in enumerate(text.split("\n"), 1):
             if line.strip():
                 yield n, line, None
         return
@@ -194,10 +237,19 @@ def _check_args(tool: ToolSpec, args: Mapping[str, Any], where: str) -> list[tup
         if key not in props and not open_schema:
             problems.append((f"{where}.args.{key}", f"not in the schema of {tool.name}"))
     plain = {}
+    required = set(tool.parameters.get("required") or [])
     for k, v in args.items():
         if isinstance(v, Mapping) and ANY_OF in v:
-            for alt in v[ANY_OF]:
-                if not (isinstance(alt, Mapping) and alt.get(OMITTED)):
+            alts = v[ANY_OF]
+            if set(v) != {ANY_OF} or not isinstance(alts, list) or not alts:
+                problems.append((f"{where}.args.{k}", f"{ANY_OF} takes a non-empty list of alternatives and nothing "
+                                 "else beside it"))
+                continue
+            for alt in alts:
+                if isinstance(alt, Mapping) and alt.get(OMITTED):
+                    if k in required:
+                        problems.append((f"{where}.args.{k}", f"{OMITTED}: a required argument cannot be omitted"))
+                else:
                     problems += _schema_errors(tool, k, alt, f"{where}.args.{k}")
         elif k in props:
             plain[k] = v
@@ -270,13 +322,29 @@ def _history_problems(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, 
                                  f"messages[{i}]"))
             pending.clear()
         if role == "assistant":
-            for k, tc in enumerate(m.get("tool_calls") or []):
-                fn = tc.get("function", tc) if isinstance(tc, Mapping) else {}
-                call_id = tc.get("id") if isinstance(tc, Mapping) else None
-                pending[call_id or f"#{i}.{k}"] = (i, str(fn.get("name")))
+            calls = m.get("tool_calls") or []
+            if not isinstance(calls, list):
+                problems.append((f"messages[{i}].tool_calls", "must be a list of tool calls"))
+                continue
+            for k, tc in enumerate(calls):
+                fn = tc.get("function", tc) if isinstance(tc, Mapping) else None
+                if not isinstance(fn, Mapping):
+                    problems.append((f"messages[{i}].tool_calls[{k}]", "a tool call is {id, function: {name, "
+                                     "arguments}}"))
+                    continue
+                call_id = tc.get("id")
+                if call_id is not None and not isinstance(call_id, str):
+                    problems.append((f"messages[{i}].tool_calls[{k}].id", "must be a string"))
+                    continue
+                key = call_id or f"#{i}.{k}"
+                if key in pending:
+                    problems.append((f"messages[{i}].tool_calls[{k}].id", f"duplicate call id {call_id!r}"))
+                pending[key] = (i, str(fn.get("name")))
         elif role == "tool":
             result_id = m.get("tool_call_id")
-            if result_id in pending:
+            if result_id is not None and not isinstance(result_id, str):
+                problems.append((f"messages[{i}].tool_call_id", "must be a string"))
+            elif result_id in pending:
                 pending.pop(result_id)
             elif result_id is None and pending:
                 pending.pop(next(iter(pending)))
@@ -320,8 +388,10 @@ def validate_case(case: Case, family: LoadedFamily) -> list[tuple[str, str]]:
         elif fb.args:
             problems += _check_args(tools[fb.tool], fb.args, where)
         for k, alt in enumerate(case.label.valid_actions):
-            if isinstance(alt, Action) and alt.tool == fb.tool and not fb.args:
-                problems.append((where, f"{fb.tool} is both valid (valid_actions[{k}]) and forbidden"))
+            members = alt.parallel if isinstance(alt, ParallelGroup) else [alt]
+            for a in members:
+                if a.tool == fb.tool and (not fb.args or all(a.args.get(key) == val for key, val in fb.args.items())):
+                    problems.append((where, f"{fb.tool} is both valid (valid_actions[{k}]) and forbidden"))
     return problems
 
 
@@ -364,7 +434,11 @@ def _load_all(raws: list[tuple[int, Any, str | None]], fname: str, family: Loade
         if error:
             problems.append(CaseProblem(fname, None, "<file>", error))
             continue
-        case = _parse_case(n, raw, fname)
+        try:
+            case = _parse_case(n, raw, fname)
+        except (RecursionError, ValueError, TypeError) as exc:
+            problems.append(CaseProblem(fname, f"line {n}", "<case>", f"cannot read: {type(exc).__name__}: {exc}"))
+            continue
         if isinstance(case, list):
             problems += case
             continue
@@ -372,7 +446,10 @@ def _load_all(raws: list[tuple[int, Any, str | None]], fname: str, family: Loade
             problems.append(CaseProblem(fname, case.id, "id", f"duplicate case id in family {family.name}"))
             continue
         seen.add(case.id)
-        bad = validate_case(case, family)
+        try:
+            bad = validate_case(case, family)
+        except Exception as exc:  # a case shape the checks did not foresee: report it, go on
+            bad = [("<case>", f"cannot validate: {type(exc).__name__}: {exc}")]
         if bad:
             problems += [CaseProblem(fname, case.id, f, m) for f, m in bad]
             continue

@@ -173,11 +173,15 @@ class Source(_Model):
 
 
 class RecordedCall(_Model):
-    """A tool call as the provider sent it; ``arguments`` may be a JSON string or an object."""
+    """A tool call as the provider sent it; ``arguments`` may be a JSON string or an object.
+
+    Anything else a provider may send (no name, arguments that are a number or a list) is kept
+    as it was, so the oracle scores it as a ``malformed_call`` instead of rejecting the case.
+    """
 
     model_config = ConfigDict(extra="allow", frozen=True)
-    name: str
-    arguments: str | dict[str, Any] | None = None
+    name: Any = None
+    arguments: Any = None
     id: str | None = None
 
 

@@ -92,6 +92,21 @@ def _load_prices(path: Path | None) -> dict[str, Price]:
                                 f"output_per_mtok: USD}}}}") from exc
 
 
+def _check_writable(option: str, path: Path) -> None:
+    """Refuse, before any test runs, an output path that cannot be written."""
+    if path.is_dir():
+        raise pytest.UsageError(f"{option} {path}: is a directory; give a file path")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        existed = path.exists()
+        with open(path, "a", encoding="utf-8"):
+            pass
+        if not existed:
+            path.unlink()
+    except OSError as exc:
+        raise pytest.UsageError(f"{option} {path}: cannot be written: {exc.strerror or exc}") from exc
+
+
 def _pyproject_policies(config: pytest.Config) -> dict[str, Policy]:
     path = Path(config.rootpath) / "pyproject.toml"
     if not path.is_file():
@@ -163,6 +178,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[families_key] = {}
     config.stash[seen_ids_key] = {}
     if not hasattr(config, "workerinput"):
+        settings = config.stash[settings_key]
+        for opt, out in ((OPT_RECORDS, settings.records), (OPT_REPORT, settings.report)):
+            if out is not None:
+                _check_writable(opt, out)
         reporter = Reporter(config)
         config.stash[reporter_key] = reporter
         config.pluginmanager.register(reporter, "tooleffect-reporter")
@@ -185,15 +204,27 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         and file_path.name != FAMILY_FILE
         and (file_path.parent / FAMILY_FILE).is_file()
     ):
+        fam = _family(parent.config, file_path.parent)
+        if isinstance(fam, LoadedFamily) and file_path.resolve() in fam.referenced_files:
+            return None  # the family's own rules or tools file, not a case file
         return CaseFile.from_parent(parent, path=file_path)
     return None
+
+
+_family_names_key = pytest.StashKey[dict[str, Path]]()
 
 
 def _family(config: pytest.Config, directory: Path) -> LoadedFamily | FamilyError:
     cache = config.stash[families_key]
     if directory not in cache:
         try:
-            cache[directory] = load_family(directory)
+            fam = load_family(directory)
+            names = config.stash.setdefault(_family_names_key, {})
+            other = names.setdefault(fam.name, directory)
+            if other != directory:
+                raise FamilyError(f"{directory / FAMILY_FILE}: name: family {fam.name!r} is also defined in {other}; "
+                                  "families are separate populations and need distinct names")
+            cache[directory] = fam
         except FamilyError as exc:
             cache[directory] = exc
     return cache[directory]
@@ -349,7 +380,16 @@ class Decision:
         names = [t.name for t in tools]
         ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages,
                              predicates=_predicates(item.config))
-        verdict = score(parse_emission(self.emitted, offered=names), case.label, tools, fam.rules, ctx)
+        try:
+            verdict = score(parse_emission(self.emitted, offered=names), case.label, tools, fam.rules, ctx)
+        except Exception as exc:  # a rule, predicate or input the oracle cannot judge: not the agent's failure
+            error = {"type": "OracleError", "message": f"{type(exc).__name__}: {exc}"[:500]}
+            record = build_record(fam.name, case, item.policy.name, None, {t.name: t for t in tools}, self.cost,
+                                  error=error, extra={"model": item.policy.model, **self.extra})
+            item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
+            item.stash[record_key] = record
+            pytest.fail(f"{item.record_id}: scoring error (not counted as a decision): {error['message']}",
+                        pytrace=False)
         record = build_record(fam.name, case, item.policy.name, verdict, {t.name: t for t in tools}, self.cost,
                               extra={"model": item.policy.model, **self.extra})
         item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)

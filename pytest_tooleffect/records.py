@@ -83,7 +83,9 @@ def build_record(
     }
     if extra:
         rec.update(extra)
-    return rec
+    # records cross process boundaries (xdist) and land in JSON files: keep them JSON values only
+    safe: dict[str, Any] = json.loads(json.dumps(rec, default=str))
+    return safe
 
 
 class RecordLog:

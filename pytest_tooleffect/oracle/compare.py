@@ -124,9 +124,12 @@ def _zone(name: str | None) -> Any:
 def parse_datetime(value: Any, zone: str | None) -> datetime:
     """Parse an ISO 8601 date-time; a naive value is read in ``zone`` when one is given.
 
-    Raises:
-        ValueError: not a date-time string, or ``zone`` is unknown.
+    Only ISO 8601 is accepted (``dateutil.parser.isoparse``; a space may separate date and
+    time): free-form text such as ``"Monday 10am"`` or ``"10:00 EST"`` would be completed from
+    today's date or lose its zone, so it is rejected rather than guessed.
 
+    Raises:
+        ValueError: not an ISO 8601 date-time, or ``zone`` is unknown.
     """
     if isinstance(value, datetime):
         dt = value
@@ -134,12 +137,9 @@ def parse_datetime(value: Any, zone: str | None) -> datetime:
         from dateutil import parser
 
         try:
-            dt = parser.isoparse(value)
-        except (ValueError, OverflowError):
-            try:
-                dt = parser.parse(value)
-            except (ValueError, OverflowError) as exc:
-                raise ValueError(f"{value!r} is not a date-time") from exc
+            dt = parser.isoparse(value.strip())
+        except (ValueError, OverflowError) as exc:
+            raise ValueError(f"{value!r} is not an ISO 8601 date-time") from exc
     else:
         raise ValueError(f"{value!r} is not a date-time string")
     if dt.tzinfo is None and zone:
@@ -164,7 +164,10 @@ def parse_date(value: Any) -> date:
 def _same_instant(a: datetime, b: datetime) -> tuple[bool, str]:
     if (a.tzinfo is None) != (b.tzinfo is None):
         return False, "one time is naive and the user's time zone is unknown"
-    if a == b:
+    # aware times compare as POSIX timestamps: datetime's == across zones is False for a time in
+    # a DST fold or gap (PEP 495), although both name the same instant
+    same = a.timestamp() == b.timestamp() if a.tzinfo is not None else a == b
+    if same:
         return True, ""
     return False, f"{a.isoformat()} and {b.isoformat()} are different instants"
 
@@ -223,7 +226,9 @@ class _Comparer:
             if subset and not any(n in expected for n in names):
                 continue
             done.update(names)
-            results.append(self._composite(props, names, rule, exp, emi, path))
+            judged = self._composite(props, names, rule, exp, emi, path)
+            if judged is not None:
+                results.append(judged)
         keys = list(expected) if subset else list(dict.fromkeys([*props, *expected]))
         for key in keys:
             if key in done or (key not in props and not open_schema and key not in expected):
@@ -362,7 +367,10 @@ class _Comparer:
             return FieldResult(path, False, src, "not an integer", e, g)
         if not _is_number(e):
             return FieldResult(path, False, src, "label value is not a number", e, g)
-        ok = gv == e or math.isclose(gv, e, rel_tol=1e-9, abs_tol=0.0)
+        try:
+            ok = gv == e or math.isclose(gv, e, rel_tol=1e-9, abs_tol=0.0)
+        except OverflowError:
+            ok = False
         return FieldResult(path, ok, src, "" if ok else "different number", e, g)
 
     def _temporal(self, fmt: str, e: Any, g: Any, path: str, src: str) -> FieldResult:
@@ -415,19 +423,50 @@ class _Comparer:
                   item_rule: Rule | None) -> tuple[bool, str]:
         if len(e) != len(g):
             return False, f"{len(g)} items where the label has {len(e)}"
-        fits = [[all(r.ok for r in self.value(items, ei, gi, f"{path}[{j}]", item_rule)) for ei in e]
-                for j, gi in enumerate(g)]
-        if _perfect_matching(fits):
-            return True, ""
-        return False, "items do not match the label's items one to one (compared as a set)"
+        keys_e, keys_g = self._scalar_keys(items, e, item_rule), self._scalar_keys(items, g, item_rule)
+        if keys_e is not None and keys_g is not None:  # plain scalars: compare canonical forms as multisets
+            from collections import Counter
+
+            ok = Counter(keys_e) == Counter(keys_g)
+        else:
+            fits = [[all(r.ok for r in self.value(items, ei, gi, f"{path}[{j}]", item_rule)) for ei in e]
+                    for j, gi in enumerate(g)]
+            ok = _perfect_matching(fits)
+        return (True, "") if ok else (False, "items do not match the label's items one to one (compared as a set)")
+
+    def _scalar_keys(self, items: Mapping[str, Any], values: Sequence[Any], rule: Rule | None) -> list[Any] | None:
+        """Canonical forms of scalar items whose comparison is plain equality after normalisation."""
+        if rule is not None and (rule.predicates or rule.compare not in (None, "string", "exact")):
+            return None
+        if items.get("format") in ("date", "date-time") or "enum" in items:
+            return None
+        steps = rule.normalise if rule is not None and rule.normalise is not None else None
+        if steps is None and (rule is None or rule.compare is None):
+            default = self.rules.defaults.get("string")
+            steps = default.normalise if default is not None else None
+        out: list[Any] = []
+        for v in values:
+            if isinstance(v, str):
+                out.append(("s", normalise_string(v, steps or ())))
+            elif isinstance(v, bool) or v is None:
+                out.append(("b", v))
+            elif isinstance(v, int):
+                out.append(("n", v))
+            elif isinstance(v, float) and v.is_integer():
+                out.append(("n", int(v)))
+            else:
+                return None
+        return out
 
     def _composite(self, props: Mapping[str, Any], names: tuple[str, ...], rule: Rule,
-                   exp: Mapping[str, Any], emi: Mapping[str, Any], path: str) -> FieldResult:
+                   exp: Mapping[str, Any], emi: Mapping[str, Any], path: str) -> FieldResult | None:
         cpath = self._p(path, "+".join(names))
         e = [exp.get(n, _MISSING) for n in names]
         g = [emi.get(n, _MISSING) for n in names]
         shown_e = {n: v for n, v in zip(names, e) if v is not _MISSING}
         shown_g = {n: v for n, v in zip(names, g) if v is not _MISSING}
+        if all(v is _MISSING for v in (*e, *g)):
+            return None  # the group is absent on both sides: nothing to judge
         if any(v is _MISSING for v in g):
             return FieldResult(cpath, False, rule.source, "a field of the group is missing", shown_e, shown_g)
         if any(v is _MISSING for v in e):
@@ -455,8 +494,15 @@ class _Comparer:
             return all(all(r.ok for r in self.value(s, a, b, f"{cpath}[{j}]", self._rule(self._p(path, n) + "[]")))
                        for s, a, b, n in zip(item_schemas, er, gr, names))
 
-        fits = [[row_ok(er, gr, j) for er in e_rows] for j, gr in enumerate(g_rows)]
-        ok = _perfect_matching(fits)
+        col_rules = [self._rule(self._p(path, n) + "[]") for n in names]
+        e_cols = [self._scalar_keys(sch, col, r) for sch, col, r in zip(item_schemas, e, col_rules)]
+        g_cols = [self._scalar_keys(sch, col, r) for sch, col, r in zip(item_schemas, g, col_rules)]
+        if all(c is not None for c in (*e_cols, *g_cols)):  # scalar pairs: multisets of canonical tuples
+            from collections import Counter
+
+            ok = Counter(zip(*e_cols)) == Counter(zip(*g_cols))
+        else:
+            ok = _perfect_matching([[row_ok(er, gr, j) for er in e_rows] for j, gr in enumerate(g_rows)])
         return FieldResult(cpath, ok, rule.source, "" if ok else "pairs differ (compared as a set of pairs)",
                            shown_e, shown_g)
 
@@ -537,20 +583,19 @@ def _lookup(state: Mapping[str, Any], dotted: str) -> Any:
 
 
 def _perfect_matching(fits: Sequence[Sequence[bool]]) -> bool:
-    """Is there a one-to-one assignment using only fitting pairs? (Kuhn's augmenting paths.)"""
+    """Is there a one-to-one assignment using only fitting pairs?
+
+    Solved as an assignment problem (``scipy.optimize.linear_sum_assignment``, cost 0 for a
+    fitting pair and 1 otherwise): a perfect matching exists iff the optimum costs 0.
+    """
     n = len(fits)
-    match_of: dict[int, int] = {}
+    if n == 0:
+        return True
+    from scipy.optimize import linear_sum_assignment
 
-    def augment(j: int, seen: set[int]) -> bool:
-        for i, ok in enumerate(fits[j]):
-            if ok and i not in seen:
-                seen.add(i)
-                if i not in match_of or augment(match_of[i], seen):
-                    match_of[i] = j
-                    return True
-        return False
-
-    return all(augment(j, set()) for j in range(n))
+    cost = [[0 if ok else 1 for ok in row] for row in fits]
+    rows, cols = linear_sum_assignment(cost)
+    return all(cost[r][c] == 0 for r, c in zip(rows, cols))
 
 
 def compare_args(tool: str, schema: Mapping[str, Any], expected: Mapping[str, Any], got: Mapping[str, Any],

@@ -87,6 +87,10 @@ class _Builder:
                 self.malformed.append(f"arguments of {name} are not valid JSON: {exc.msg}")
                 self.malformed_names.append(name)
                 return
+            except (ValueError, RecursionError) as exc:  # e.g. an integer past Python's digit limit
+                self.malformed.append(f"arguments of {name} cannot be read: {type(exc).__name__}")
+                self.malformed_names.append(name)
+                return
         if not isinstance(arguments, Mapping):
             self.malformed.append(f"arguments of {name} are a JSON {type(arguments).__name__}, not an object")
             self.malformed_names.append(name)
@@ -122,7 +126,7 @@ def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool) ->
         return found
     try:
         obj = json.loads(body)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON (or too deep / too large to be a call)
         return found
     for item in obj if isinstance(obj, list) else [obj]:
         if not isinstance(item, Mapping):
@@ -151,9 +155,23 @@ def _from_block(b: _Builder, block: Mapping[str, Any]) -> None:
         b.texts.append(block["text"])
 
 
+def _from_part(b: _Builder, part: Any) -> None:
+    if not isinstance(part, Mapping):
+        raise TypeError(f"cannot read a model turn from a part that is a {type(part).__name__}")
+    _from_block(b, part)
+
+
 def _from_message(b: _Builder, msg: Mapping[str, Any]) -> None:
-    for tc in msg.get("tool_calls") or []:
-        fn = tc.get("function") if isinstance(tc.get("function"), Mapping) else tc
+    calls = msg.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise TypeError(f"tool_calls must be a list, got {type(calls).__name__}")
+    for tc in calls:
+        if not isinstance(tc, Mapping):
+            b.malformed.append(f"a tool call that is a {type(tc).__name__}, not an object")
+            b.malformed_names.append("")
+            continue
+        inner = tc.get("function")
+        fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tc
         args = fn.get("arguments", fn.get("args", fn.get("input")))
         b.add(fn.get("name"), args)
     legacy = msg.get("function_call")
@@ -191,18 +209,25 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
     if hasattr(output, "model_dump") and not isinstance(output, Mapping):
         output = output.model_dump()
     b = _Builder()
+
+    def first(key: str) -> Mapping[str, Any]:
+        head = output[key][0]
+        if not isinstance(head, Mapping):
+            raise TypeError(f"cannot read a model turn: {key}[0] is a {type(head).__name__}")
+        return head
+
     if isinstance(output, Mapping):
         if isinstance(output.get("choices"), Sequence) and output["choices"]:
-            _from_message(b, output["choices"][0].get("message") or {})
+            _from_message(b, first("choices").get("message") or {})
         elif isinstance(output.get("output"), list):
             for item in output["output"]:
-                _from_block(b, item)
+                _from_part(b, item)
         elif isinstance(output.get("candidates"), list) and output["candidates"]:
-            for part in (output["candidates"][0].get("content") or {}).get("parts", []):
-                _from_block(b, part)
+            for part in (first("candidates").get("content") or {}).get("parts", []):
+                _from_part(b, part)
         elif isinstance(output.get("parts"), list):
             for part in output["parts"]:
-                _from_block(b, part)
+                _from_part(b, part)
         else:
             _from_message(b, output)
     elif isinstance(output, Sequence) and not isinstance(output, (str, bytes)):

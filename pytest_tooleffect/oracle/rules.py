@@ -28,7 +28,7 @@ Paths go through nested objects and array items by field name (no indices).  A k
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,6 +88,8 @@ def _parse_rule(raw: Any, where: str) -> Rule:
     if norm is not None:
         if isinstance(norm, str):
             norm = [norm]
+        if not isinstance(norm, list) or not all(isinstance(n, str) for n in norm):
+            raise RuleError(f"{where}: normalise is a list of normaliser names")
         bad = [n for n in norm if n not in NORMALISERS]
         if bad:
             raise RuleError(f"{where}: unknown normalisers {bad} (known: {sorted(NORMALISERS)})")
@@ -100,9 +102,14 @@ def _parse_rule(raw: Any, where: str) -> Rule:
     for p in preds:
         if not isinstance(p, Mapping) or len(p) != 1 or next(iter(p)) not in PREDICATES:
             raise RuleError(f"{where}: each predicate is one of {sorted(PREDICATES)} with its argument, got {p!r}")
+        _check_predicate(*next(iter(p.items())), where)
     threshold = raw.get("threshold", 0.5)
-    if not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 1:
         raise RuleError(f"{where}: threshold must be a number in [0, 1]")
+    if not isinstance(raw.get("numeric_strings", False), bool):
+        raise RuleError(f"{where}: numeric_strings must be true or false")
+    if raw.get("rubric") is not None and not isinstance(raw.get("rubric"), str):
+        raise RuleError(f"{where}: rubric must be text")
     return Rule(
         compare=compare,
         normalise=tuple(norm) if norm is not None else None,
@@ -113,6 +120,45 @@ def _parse_rule(raw: Any, where: str) -> Rule:
         rubric=raw.get("rubric"),
         source=where,
     )
+
+
+def _check_predicate(name: str, arg: Any, where: str) -> None:
+    """Reject predicate arguments that could only fail at scoring time."""
+    import re
+
+    def bad(expected: str) -> RuleError:
+        return RuleError(f"{where}: predicate {name} takes {expected}, got {arg!r}")
+
+    if name == "within":
+        if not isinstance(arg, Mapping) or not set(arg) <= {"start", "end"} or not arg:
+            raise bad("{start: ISO date-time, end: ISO date-time}")
+        from .compare import parse_datetime
+
+        for key, value in arg.items():
+            try:
+                parse_datetime(value, None)
+            except ValueError as exc:
+                raise RuleError(f"{where}: predicate within.{key}: {exc}") from exc
+    elif name == "superset" and not isinstance(arg, (list, str)):
+        raise bad("a list of required members, or the name of a list in the state")
+    elif name == "equals_state" and not isinstance(arg, str):
+        raise bad("the dotted name of a state value")
+    elif name == "in_messages" and arg is not True:
+        raise bad("true")
+    elif name == "pattern":
+        if not isinstance(arg, str):
+            raise bad("a regular expression")
+        try:
+            re.compile(arg)
+        except re.error as exc:
+            raise RuleError(f"{where}: predicate pattern: invalid regular expression: {exc}") from exc
+    elif name == "range":
+        if (not isinstance(arg, Mapping) or not arg or not set(arg) <= {"min", "max"}
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in arg.values())):
+            raise bad("{min: number, max: number}")
+    elif name == "callable":
+        if not (isinstance(arg, str) or (isinstance(arg, Mapping) and isinstance(arg.get("name"), str))):
+            raise bad("a registered name, or {name: NAME, **parameters}")
 
 
 @dataclass(frozen=True)
@@ -126,6 +172,17 @@ class RuleSet:
     def lookup(self, tool: str, path: str) -> Rule | None:
         """The rule of ``tool.path`` (``path`` without array indices), else of ``*.path``."""
         return self.fields.get(f"{tool}.{path}") or self.fields.get(f"*.{path}")
+
+    def unknown_tools(self, tools: Sequence[str]) -> list[str]:
+        """Rule keys naming a tool outside ``tools`` (a typo would otherwise be ignored)."""
+        keys = [*self.fields, *self.composites]
+        out = []
+        for key in keys:
+            if key.startswith("*"):
+                continue
+            if not any(key == t or key.startswith(t + ".") for t in tools):
+                out.append(key)
+        return sorted(set(out))
 
     def composites_at(self, tool: str, prefix: str) -> tuple[tuple[tuple[str, ...], Rule], ...]:
         """Groups of fields judged together inside the object at ``prefix`` (``""`` = top)."""
@@ -146,7 +203,16 @@ class RuleSet:
             raise RuleError(f"{origin}: the rules document must be a mapping")
         extra = set(raw) - {"version", "defaults", "fields", "description"}
         if extra:
-            raise RuleError(f"{origin}: unknown top-level keys {sorted(extra)}")
+            raise RuleError(f"{origin}: unknown top-level keys {sorted(map(str, extra))}")
+        for section in ("defaults", "fields"):
+            value = raw.get(section)
+            if value is not None and not isinstance(value, Mapping):
+                raise RuleError(f"{origin}: {section} must be a mapping")
+            if any(not isinstance(k, str) for k in value or {}):
+                raise RuleError(f"{origin}: {section}: every key is text ('tool.field')")
+        unknown_types = set(raw.get("defaults") or {}) - {"string", "number", "integer", "boolean", "array", "object"}
+        if unknown_types:
+            raise RuleError(f"{origin}: defaults: unknown JSON-schema types {sorted(unknown_types)}")
         defaults = {t: _parse_rule(r, f"{origin}: defaults.{t}") for t, r in (raw.get("defaults") or {}).items()}
         defaults = {t: Rule(**{**r.__dict__, "source": f"default:{t}"}) for t, r in defaults.items()}
         fields_: dict[str, Rule] = {}
@@ -186,4 +252,6 @@ def load_rules(path: str | Path) -> RuleSet:
         raise RuleError(f"{p}: rules file not found") from exc
     except yaml.YAMLError as exc:
         raise RuleError(f"{p}: not valid YAML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RuleError(f"{p}: cannot read: {exc}") from exc
     return RuleSet.from_mapping(raw, str(p))

@@ -172,3 +172,44 @@ def test_array_rule_normalise_applies_to_items() -> None:
                                           rules))
     item_key = RuleSet.from_mapping({"fields": {"f.xs": {"order": "any"}, "f.xs[]": {"normalise": ["casefold"]}}})
     assert all(r.ok for r in compare_args("f", sch, {"xs": ["A@x.org"]}, {"xs": ["a@X.org"]}, item_key))
+
+
+def test_instants_in_a_dst_fold_and_gap() -> None:
+    sch = schema(t={"type": "string", "format": "date-time"})
+    ctx = CompareContext(timezone="Europe/Madrid")
+    # 02:30 on 26 Oct 2025 happens twice in Madrid; fold=0 is 00:30Z
+    assert all(r.ok for r in compare_args("f", sch, {"t": "2025-10-26T00:30:00Z"}, {"t": "2025-10-26T02:30:00"},
+                                          ctx=ctx))
+    assert all(r.ok for r in compare_args("f", sch, {"t": "2025-03-30T01:30:00Z"}, {"t": "2025-03-30T02:30:00"},
+                                          ctx=ctx))
+
+
+@pytest.mark.parametrize("text", ["2025-03-19T10:00 EST", "Monday 10am", "10:00", "March 5", "04/03/2025"])
+def test_only_iso_date_times(text: str) -> None:
+    sch = schema(t={"type": "string", "format": "date-time"})
+    (res,) = compare_args("f", sch, {"t": "2025-03-19T10:00:00"}, {"t": text}, ctx=CompareContext(timezone="UTC"))
+    assert not res.ok and "ISO 8601" in res.reason
+
+
+def test_composite_absent_on_both_sides_is_not_judged() -> None:
+    rules = RuleSet.from_mapping({"fields": {"f.at+tz": {"compare": "instant"}}})
+    assert compare_args("f", schema(at=S, tz=S, x=S), {"x": "a"}, {"x": "a"}, rules)[0].path == "x"
+
+
+def test_large_unordered_lists_are_matched_without_recursion() -> None:
+    sch = schema(xs={"type": "array", "items": S}, os={"type": "array", "items": {
+        "type": "object", "properties": {"k": S}}}, a={"type": "array", "items": S}, b={"type": "array", "items": S})
+    rules = RuleSet.from_mapping({"fields": {"f.xs": {"order": "any"}, "f.os": {"order": "any"},
+                                             "f.a+b": {"compare": "paired"}}})
+    n = 2000
+    e = {"xs": [f"v{i % 7}" for i in range(n)], "os": [{"k": "same"}] * 300,
+         "a": ["x"] * n, "b": [str(i % 3) for i in range(n)]}
+    g = {"xs": list(reversed(e["xs"])), "os": [{"k": "same"}] * 300, "a": ["x"] * n, "b": list(reversed(e["b"]))}
+    assert all(r.ok for r in compare_args("f", sch, e, g, rules))
+    g["xs"][0] = "other"
+    assert not all(r.ok for r in compare_args("f", sch, e, g, rules))
+
+
+def test_huge_integers_do_not_crash() -> None:
+    (res,) = compare_args("f", schema(x=N), {"x": 0.5}, {"x": 10 ** 400})
+    assert not res.ok

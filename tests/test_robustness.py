@@ -1,0 +1,179 @@
+"""Bad input: a clear error naming file, case id and field, and the rest of the run goes on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.demo_family import CASES, READ, case, write_demo
+
+GOOD = CASES[:4]  # 3 pass, 1 fails
+
+
+def _line(c: dict[str, Any]) -> str:
+    return json.dumps(c, ensure_ascii=False)
+
+
+@pytest.mark.parametrize(("name", "bad", "message"), [
+    ("tool_calls not a list", {"messages": [{"role": "assistant", "tool_calls": 5}]},
+     "messages[[]0[]].tool_calls: must be a list"),
+    ("function is a string", {"messages": [{"role": "assistant", "tool_calls": [{"id": "c1", "function": "x"}]}]},
+     "messages[[]0[]].tool_calls[[]0[]]: a tool call is*"),
+    ("call id is a list", {"messages": [{"role": "assistant", "tool_calls": [{"id": ["c"], "function": READ}]}]},
+     "messages[[]0[]].tool_calls[[]0[]].id: must be a string"),
+    ("$any_of not a list", {"label": {"valid_actions": [{"tool": "read_thread",
+                                                          "args": {"thread_id": {"$any_of": 5}}}]}},
+     "*args.thread_id: $any_of takes a non-empty list*"),
+    ("$omitted on a required argument", {"label": {"valid_actions": [{"tool": "read_thread",
+                                                                     "args": {"thread_id": {"$any_of": [
+                                                                         "t", {"$omitted": True}]}}}]}},
+     "*args.thread_id: $omitted: a required argument cannot be omitted"),
+    ("forbidden member of a valid parallel group", {"label": {
+        "valid_actions": [{"parallel": [{"tool": "read_thread", "args": {"thread_id": "a"}},
+                                        {"tool": "read_thread", "args": {"thread_id": "b"}}]}],
+        "forbidden_actions": ["read_thread"]}}, "*read_thread is both valid*"),
+    ("forbidden args identical to a valid action", {"label": {
+        "valid_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}}],
+        "forbidden_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}}]}}, "*read_thread is both valid*"),
+    ("bucket does not match the step", {"placement": {"step": 1, "run_length": 3, "bucket": "last"}},
+     "*placement.bucket: step 1 of 3 is bucket 'middle', not 'last'"),
+    ("free-form date in a label", {"label": {"valid_actions": [{"tool": "calendar.create_event", "args": {
+        "title": "x", "start": "Monday 10am"}}]}}, "*args.start: 'Monday 10am' must be date-time"),
+])
+def test_bad_case_is_one_error(pytester: pytest.Pytester, name: str, bad: dict[str, Any], message: str) -> None:
+    broken = {**case("zz-bad", "last", {"valid_actions": [{"tool": None}]}, {"tool_calls": []}), **bad}
+    write_demo(pytester.path, [*GOOD, broken])
+    result = pytester.runpytest("cases/")
+    result.assert_outcomes(passed=3, failed=1, errors=1)
+    result.stdout.fnmatch_lines([f"*cases.jsonl: case zz-bad: {message}*"])
+
+
+def test_unreadable_lines_do_not_stop_the_run(pytester: pytest.Pytester) -> None:
+    deep = "[" * 3000 + "]" * 3000
+    huge = '{"id": "big", "n": ' + "9" * 5000 + "}"
+    write_demo(pytester.path, GOOD, extra_lines=[deep, huge, "\ufeff{}", "[1, 2]"])
+    result = pytester.runpytest("cases/")
+    outcomes = result.parseoutcomes()
+    assert outcomes["passed"] == 3 and outcomes["failed"] == 1 and outcomes["errors"] >= 3
+    assert "INTERNALERROR" not in result.stdout.str() and "Interrupted" not in result.stdout.str()
+
+
+def test_unicode_line_separators_and_bom(pytester: pytest.Pytester) -> None:
+    fam = write_demo(pytester.path, [])
+    c = case("u1", "last", {"valid_actions": [{"tool": None}]}, {"tool_calls": [], "text": "a\u2028b\x1cc"})
+    c["messages"] = [{"role": "user", "content": "line\u2028separator\u2029and\x85more"}]
+    (fam / "cases.jsonl").write_text("\ufeff" + _line(c) + "\n", encoding="utf-8")
+    pytester.runpytest("cases/").assert_outcomes(passed=1)
+
+
+def test_yaml_timestamps_stay_strings_and_xdist_survives(pytester: pytest.Pytester) -> None:
+    fam = write_demo(pytester.path, [])
+    (fam / "cases.jsonl").unlink()
+    (fam / "more.yaml").write_text("""
+- id: dt1
+  placement: {step: 0, run_length: 1, bucket: last}
+  timezone: Europe/Madrid
+  messages: [{role: user, content: book it}]
+  label: {valid_actions: [{tool: calendar.create_event, args: {title: x, start: 2025-03-19T14:00:00}}]}
+  recorded: {tool_calls: [{name: calendar.create_event, arguments: {title: x, start: 2025-03-19T13:00:00Z}}]}
+  source: authored
+""")
+    result = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "2", "--tooleffect-report=r.json")
+    result.assert_outcomes(passed=1)
+    assert json.loads((pytester.path / "r.json").read_text())["blocks"][0]["n_scored"] == 1
+
+
+@pytest.mark.parametrize("option", ["--tooleffect-records", "--tooleffect-report"])
+def test_unwritable_outputs_are_refused_up_front(pytester: pytest.Pytester, option: str) -> None:
+    write_demo(pytester.path, GOOD)
+    (pytester.path / "adir").mkdir()
+    result = pytester.runpytest("cases/", f"{option}=adir")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{option} *adir: is a directory*"])
+
+
+def test_scoring_errors_are_errors_not_decisions(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, [case("p1", "middle", {"valid_actions": [{"tool": "read_thread",
+                                                                        "args": {"thread_id": "th-1"}}]},
+                                    {"tool_calls": [READ]}), *GOOD[3:]])
+    (pytester.path / "oracle" / "demo.yaml").write_text(
+        "fields:\n  read_thread.thread_id: {predicates: [{callable: boom}]}\n")
+    pytester.makeconftest("""
+        def pytest_tooleffect_predicates():
+            def boom(value, ctx):
+                raise RuntimeError("predicate exploded")
+            return {"boom": boom}
+    """)
+    result = pytester.runpytest("cases/", "--tooleffect-report=r.json")
+    result.stdout.fnmatch_lines(["*demo/p1[[]replay[]]: scoring error (not counted as a decision): "
+                                 "RuntimeError: predicate exploded*"])
+    (block,) = json.loads((pytester.path / "r.json").read_text())["blocks"]
+    assert block["n_scored"] == 1 and block["n_errors"] == 1
+    assert block["errors"][0]["error"]["type"] == "OracleError"
+
+
+@pytest.mark.parametrize(("setup", "message"), [
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_bytes(b"fields: {\xff\xfe: 1}"), "*cannot read*"),
+    (lambda fam, root: ((root / "oracle" / "demo.yaml").unlink(), (root / "oracle" / "demo.yaml").mkdir()),
+     "*cannot read*"),
+    (lambda fam, root: (fam / "family.yaml").write_text("name: demo\ntools_file: 5\n"), "*tools_file: a path*"),
+    (lambda fam, root: ((fam / "t.json").write_text("5"), (fam / "family.yaml").write_text(
+        "name: demo\ntools_file: t.json\n")), "*holds a JSON int, not a list of tools"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text("fields: [1, 2]\n"), "*fields must be a mapping"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  read_thread.thread_id: {predicates: [{pattern: '('}]}\n"), "*invalid regular expression*"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  read_thred.thread_id: {compare: exact}\n"), "*rules for tools the family does not offer: "
+                                                                  "read_thred.thread_id"),
+    (lambda fam, root: (fam / "family.yaml").write_text(
+        "name: demo\ntools: [{name: x, parameters: {type: object, properties: [1]}}]\n"), "*parameters*"),
+])
+def test_bad_family_is_one_error(pytester: pytest.Pytester, setup: Any, message: str) -> None:
+    fam = write_demo(pytester.path, GOOD)
+    setup(fam, pytester.path)
+    result = pytester.runpytest("cases/")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines([message])
+
+
+def test_rules_file_beside_the_cases_is_not_a_case_file(pytester: pytest.Pytester) -> None:
+    fam = write_demo(pytester.path, GOOD)
+    (fam / "rules.yaml").write_text((pytester.path / "oracle" / "demo.yaml").read_text())
+    text = (fam / "family.yaml").read_text().replace("oracle: ../../oracle/demo.yaml", "oracle: rules.yaml")
+    (fam / "family.yaml").write_text(text)
+    pytester.runpytest("cases/").assert_outcomes(passed=3, failed=1)
+
+
+def test_two_families_with_one_name_are_refused(pytester: pytest.Pytester) -> None:
+    fam = write_demo(pytester.path, GOOD)
+    twin = pytester.path / "cases" / "twin"
+    twin.mkdir()
+    for f in fam.iterdir():
+        (twin / f.name).write_text(f.read_text())
+    result = pytester.runpytest("cases/")
+    result.stdout.fnmatch_lines(["*family 'demo' is also defined in*"])
+    result.assert_outcomes(passed=3, failed=1, errors=1)
+
+
+def test_malformed_recorded_calls_are_scored_as_malformed(pytester: pytest.Pytester) -> None:
+    null = {"valid_actions": [{"tool": None}]}
+    write_demo(pytester.path, [case("m1", "last", null, {"tool_calls": [{"name": "read_thread", "arguments": 5}]}),
+                               case("m2", "last", null, {"tool_calls": [{"arguments": "{}"}]}),
+                               case("m3", "last", null, {"tool_calls": [{"name": "read_thread",
+                                                                         "arguments": [1, 2]}]})])
+    result = pytester.runpytest("cases/", "--tooleffect-report=r.json")
+    result.assert_outcomes(failed=3)
+    (block,) = json.loads((pytester.path / "r.json").read_text())["blocks"]
+    assert block["kinds"]["malformed_call"] == 3
+
+
+def test_report_command_errors_cleanly(tmp_path: Path) -> None:
+    from pytest_tooleffect.cli import main
+
+    bad = tmp_path / "r.jsonl"
+    bad.write_text("not json\n")
+    assert main(["report", str(bad)]) == 2
+    assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
