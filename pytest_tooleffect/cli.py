@@ -114,6 +114,72 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _turn_key(messages: Sequence[Any]) -> str:
+    """What identifies a state on the wire: roles, texts and called tool names (no system prompt)."""
+    rows = []
+    for m in messages:
+        if not isinstance(m, dict) or m.get("role") == "system":
+            continue
+        content = m.get("content")
+        if isinstance(content, list):
+            content = " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        names = [str((tc.get("function") or {}).get("name")) for tc in m.get("tool_calls") or []]
+        rows.append([m.get("role"), content or "", names])
+    return json.dumps(rows, sort_keys=True)
+
+
+def replay_index(cases_dir: Path) -> dict[str, Any]:
+    """Map the wire form of every recorded state under ``cases_dir`` to its recorded turn."""
+    from .cases import CASE_SUFFIXES, FAMILY_FILE, FamilyError, load_case_file, load_family
+    from .model_turn import build_request
+    from .models import Policy
+    from .scripted import Reply
+
+    index: dict[str, Any] = {}
+    for fam_file in sorted(cases_dir.rglob(FAMILY_FILE)):
+        try:
+            fam = load_family(fam_file.parent)
+        except FamilyError as exc:
+            print(f"tooleffect serve: skipping {exc}", file=sys.stderr)
+            continue
+        for path in sorted(fam_file.parent.iterdir()):
+            if path.suffix not in CASE_SUFFIXES or path.name == FAMILY_FILE or path.resolve() in fam.referenced_files:
+                continue
+            cases, _ = load_case_file(path, fam)
+            for case in cases:
+                if case.recorded is None:
+                    continue
+                tools = list(case.tools) if case.tools is not None else list(fam.tools)
+                request, names = build_request(case, tools, fam.system_prompt, Policy(name="serve", model="x"))
+                calls = []
+                for c in case.recorded.tool_calls:
+                    args = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
+                    calls.append((names.out(c.name) if isinstance(c.name, str) else "", args))
+                index[_turn_key(request["messages"])] = Reply(tool_calls=calls, text=case.recorded.text)
+    return index
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import time
+
+    from .scripted import Reply, ScriptedServer
+
+    index = replay_index(Path(args.cases))
+    missing = Reply(status=404)
+
+    def script(body: dict[str, Any]) -> Reply:
+        return index.get(_turn_key(body.get("messages") or []), missing)
+
+    with ScriptedServer(script, port=args.port) as srv:
+        print(f"tooleffect serve: {len(index)} recorded states at {srv.base_url} (OpenAI chat format); "
+              "Ctrl-C stops", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tooleffect`` command line."""
     parser = argparse.ArgumentParser(prog="tooleffect", description=__doc__)
@@ -141,6 +207,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cases", default="cases", help="folder of the families (for quota and population)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_report)
+    p = sub.add_parser("serve", help="serve the recorded decisions of the cases as a local OpenAI-compatible model")
+    p.add_argument("--cases", default="cases")
+    p.add_argument("--port", type=int, default=8011)
+    p.set_defaults(func=_cmd_serve)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

@@ -29,6 +29,7 @@ CASES = [
     _case("server-500", {"valid_actions": [NULL]}),
     _case("bad-body", {"valid_actions": [NULL]}),
     _case("timeout", {"valid_actions": [NULL]}),
+    _case("client-400", {"valid_actions": [NULL]}),
 ]
 
 REPLIES = {
@@ -40,6 +41,7 @@ REPLIES = {
     "server-500": Reply(status=500),
     "bad-body": Reply(raw_body=b"<html>upstream proxy error</html>"),
     "timeout": Reply(delay_s=4.0),
+    "client-400": Reply(status=400),
 }
 
 
@@ -76,7 +78,7 @@ def test_openai_over_http(pytester: pytest.Pytester, server: ScriptedServer) -> 
     result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={server.base_url}",
                                 "--tooleffect-timeout=1.5", "--tooleffect-report=r.json", "--json-report",
                                 "--json-report-file=j.json")
-    result.assert_outcomes(passed=2, failed=1, errors=3)
+    result.assert_outcomes(passed=2, failed=1, errors=4)
     result.stdout.fnmatch_lines_random([
         "*demo/malformed[[]openai/local-test[]]: malformed_call*",
         "*provider error (not scored): InternalServerError*",
@@ -94,18 +96,18 @@ def test_openai_over_http(pytester: pytest.Pytester, server: ScriptedServer) -> 
     assert recs["no-call"]["verdict"]["kind"] == "ok_no_tool"
     assert recs["malformed"]["verdict"]["kind"] == "malformed_call"
     for cid, kind in (("server-500", "InternalServerError"), ("bad-body", "InternalServerError"),
-                      ("timeout", "Timeout")):
+                      ("timeout", "Timeout"), ("client-400", "BadRequestError")):
         assert recs[cid]["outcome"] == "error" and recs[cid]["verdict"] is None
         assert recs[cid]["error"]["type"] in (kind, "APIError", "APIConnectionError"), recs[cid]["error"]
     (block,) = json.loads((pytester.path / "r.json").read_text())["blocks"]
-    assert block["n_scored"] == 3 and block["n_errors"] == 3
+    assert block["n_scored"] == 3 and block["n_errors"] == 4
     assert block["classes"]["no_tool"]["n"] == 2  # errors are excluded from every rate
     assert block["cost"]["input_tokens"] > 0 and block["cost"]["cost_usd"] is None
     assert block["cost"]["cost_usd_unknown"] == 3
     assert block["cost"]["no_tool_input_tokens"] >= 800
     pj = json.loads((pytester.path / "j.json").read_text())
     errors = [t for t in pj["tests"] if t["outcome"] == "error"]
-    assert len(errors) == 3 and all(t["metadata"]["tooleffect"]["outcome"] == "error" for t in errors)
+    assert len(errors) == 4 and all(t["metadata"]["tooleffect"]["outcome"] == "error" for t in errors)
     # the dotted name went out provider-safe, in the tool list
     req = next(r for r in server.requests if "[call-dotted]" in json.dumps(r.get("messages")))
     assert {t["function"]["name"] for t in req["tools"]} == {"read_thread", "calendar_create_event"}
@@ -203,3 +205,29 @@ def test_score_fixture_and_function(pytester: pytest.Pytester) -> None:
             assert verdict.kind == "right_tool_wrong_args"
     """)
     pytester.runpytest().assert_outcomes(passed=2)
+
+
+def test_live_path_reproduces_replay(tmp_path: Path) -> None:
+    """The scheduling family through litellm, answered with its recorded turns, scores exactly as replay."""
+    import subprocess
+    import sys
+
+    from pytest_tooleffect.cli import _turn_key, replay_index
+    from tests.conftest import REPO
+
+    index = replay_index(REPO / "cases")
+    with ScriptedServer(lambda body: index.get(_turn_key(body.get("messages") or []), Reply(status=404))) as srv:
+        reports = {}
+        for name, extra in (("replay", []), ("live", ["--tooleffect-model=openai/recorded-agent",
+                                                      f"--tooleffect-api-base={srv.base_url}"])):
+            out = tmp_path / f"{name}.json"
+            run = subprocess.run([sys.executable, "-m", "pytest", "cases/scheduling", "-q", "-p", "no:cacheprovider",
+                                  f"--tooleffect-report={out}", "--tooleffect-records=", *extra],
+                                 cwd=REPO, capture_output=True, text=True)
+            assert run.returncode == 1, run.stdout[-2000:]
+            reports[name] = json.loads(out.read_text())["blocks"][0]
+    live, replay = reports["live"], reports["replay"]
+    assert live["n_errors"] == 0 and live["n_scored"] == replay["n_scored"] >= 40
+    for key in ("classes", "micro", "macro", "kinds", "argument_failures", "no_tool_failures", "buckets"):
+        assert live[key] == replay[key], key
+    assert live["cost"]["input_tokens"] > 0 and replay["cost"]["input_tokens"] is None

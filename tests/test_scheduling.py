@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 from pytest_tooleffect.cases import load_case_file, load_family
 from pytest_tooleffect.oracle import CompareContext, score
 from tests.conftest import REPO
 
 FAMILY = REPO / "cases" / "scheduling"
+
+
+def _harness_predicates() -> dict:
+    spec = importlib.util.spec_from_file_location("harness_conftest", REPO / "conftest.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.pytest_tooleffect_predicates()
 
 
 def test_family_is_valid_and_covers_every_class() -> None:
@@ -21,10 +31,22 @@ def test_family_is_valid_and_covers_every_class() -> None:
     for c in cases:
         assert c.label is not None
         v = score(c.recorded.model_dump(exclude_none=True) if c.recorded else None, c.label, fam.tools, fam.rules,
-                  CompareContext(timezone=c.timezone, state=c.state, messages=c.messages))
+                  CompareContext(timezone=c.timezone, state=c.state, messages=c.messages,
+                                 predicates=_harness_predicates()))
         kinds[c.id] = v
     dup = [v for cid, v in kinds.items() if cid.startswith("sch-dup")]
     assert dup and all(v.kind == "forbidden" for v in dup)
     tz = [v for v in kinds.values() if v.kind == "right_tool_wrong_args"]
     assert tz and all(any(f.path == "calendar.create_event.start" and "different instants" in f.reason
                           for f in v.failing_fields) for v in tz)
+
+
+def test_working_hours_predicate() -> None:
+    from pytest_tooleffect.oracle import CompareContext
+
+    check = _harness_predicates()["working_hours"]
+    ctx = CompareContext(timezone="Europe/Madrid")
+    assert check("2025-03-19T14:00:00", ctx)[0]
+    assert check("2025-03-19T13:00:00Z", ctx)[0]
+    ok, reason = check("2025-03-19T20:30:00Z", ctx)
+    assert not ok and "21:30 is outside" in reason
