@@ -164,7 +164,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from .scripted import Reply, ScriptedServer
 
-    index = replay_index(Path(args.cases))
+    index: dict[str, Reply] = replay_index(Path(args.cases))
     missing = Reply(status=404)
 
     def script(body: dict[str, Any]) -> Reply:
