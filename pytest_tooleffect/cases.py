@@ -85,7 +85,8 @@ class LoadedFamily:
     @property
     def meta(self) -> dict[str, Any]:
         """What the report needs from the family: quota and population per bucket."""
-        return {"quota": self.family.quota, "population": self.family.population}
+        return {"quota": self.family.quota, "population": self.family.population,
+                "production": self.family.production}
 
 
 def load_family(directory: Path) -> LoadedFamily:

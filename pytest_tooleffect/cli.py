@@ -114,6 +114,143 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_sample(args: argparse.Namespace) -> int:
+    import yaml
+
+    from .sampling import sample_cases
+    from .traces import TraceError
+
+    out = Path(args.out)
+    quota = args.quota or ({f"q{i + 1}": args.per_bucket for i in range(args.buckets)} if args.buckets
+                           else {"first": 20, "middle": 20, "last": 20})
+    try:
+        cases, sample, hints = sample_cases(args.traces, quota, args.format, args.buckets, args.seed)
+    except (TraceError, OSError) as exc:
+        print(f"tooleffect sample: {exc}", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    fam_path = out / "family.yaml"
+    family: dict[str, Any] = {}
+    if fam_path.is_file():
+        family = yaml.safe_load(fam_path.read_text(encoding="utf-8")) or {}
+    family.setdefault("name", out.name)
+    if hints["system_prompt"] and "system_prompt" not in family and "system_prompt_file" not in family:
+        family["system_prompt"] = hints["system_prompt"]
+    if args.tools:
+        family["tools_file"] = str(Path(args.tools).resolve())
+    elif hints["tools"] and "tools" not in family and "tools_file" not in family:
+        family["tools"] = hints["tools"]
+    family["seed"] = args.seed
+    family["quota"] = dict(sample.quota)
+    family["population"] = dict(sample.population)
+    fam_path.write_text(yaml.safe_dump(family, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    with open(out / args.name, "w", encoding="utf-8") as fh:
+        for c in cases:
+            fh.write(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n")
+    drawn = {b: len(v) for b, v in sample.items.items()}
+    print(json.dumps({"cases": len(cases), "drawn": drawn, "quota": sample.quota, "population": sample.population,
+                      "out": str(out / args.name)}))
+    return 0
+
+
+def _cmd_label(args: argparse.Namespace) -> int:
+    from .labelling import read_labels, render
+
+    if args.action == "export":
+        n = 0
+        with open(args.out, "w", encoding="utf-8") as fh:
+            for path in args.files:
+                for line in Path(path).read_text(encoding="utf-8-sig").split("\n"):
+                    if not line.strip():
+                        continue
+                    c = json.loads(line)
+                    fh.write(json.dumps({
+                        "id": c["id"], "state": render(c["id"], c["placement"], c["messages"]),
+                        "valid_actions": [], "forbidden_actions": [], "labelled_by": args.labeller,
+                    }, ensure_ascii=False) + "\n")
+                    n += 1
+        print(f"tooleffect label export: {n} states to {args.out}; fill valid_actions (tool: null allowed) "
+              "and forbidden_actions, keep labelled_by")
+        return 0
+    # import: labels into a case file
+    from pydantic import ValidationError
+
+    from .models import Label
+
+    try:
+        labels = read_labels(Path(args.labels))
+    except ValueError as exc:
+        print(f"tooleffect label import: {exc}", file=sys.stderr)
+        return 2
+    target = Path(args.files[0])
+    lines = [ln for ln in target.read_text(encoding="utf-8-sig").split("\n") if ln.strip()]
+    done, skipped, bad = 0, 0, 0
+    out_lines = []
+    for line in lines:
+        c = json.loads(line)
+        lab = labels.get(str(c["id"]))
+        if lab is not None and lab.get("valid_actions"):
+            keep = ("valid_actions", "forbidden_actions", "labelled_by", "notes")
+            label = {k: v for k, v in lab.items() if k in keep}
+            try:
+                Label.model_validate(label)
+            except ValidationError as exc:
+                print(f"{args.labels}: case {c['id']}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}",
+                      file=sys.stderr)
+                bad += 1
+            else:
+                c["label"] = label
+                done += 1
+        else:
+            skipped += 1
+        out_lines.append(json.dumps(c, ensure_ascii=False, sort_keys=True))
+    Path(args.out or target).write_text("\n".join(out_lines) + "\n", encoding="utf-8")
+    print(f"tooleffect label import: {done} labelled, {skipped} without a label, {bad} invalid")
+    return 0 if not bad else 1
+
+
+def _cmd_merge(args: argparse.Namespace) -> int:
+    from .labelling import merge, read_labels
+
+    try:
+        labellers = [read_labels(Path(p)) for p in args.labels]
+        adjudicated = read_labels(Path(args.adjudicated)) if args.adjudicated else {}
+    except ValueError as exc:
+        print(f"tooleffect merge: {exc}", file=sys.stderr)
+        return 2
+    final, pending = merge(labellers, adjudicated)
+    with open(args.out, "w", encoding="utf-8") as fh:
+        for i, lab in sorted(final.items()):
+            fh.write(json.dumps({"id": i, **lab}, ensure_ascii=False, sort_keys=True) + "\n")
+    print(f"tooleffect merge: {len(final)} final labels to {args.out}; {len(pending)} need adjudication")
+    if pending:
+        path = Path(args.out).with_suffix(".adjudicate.jsonl")
+        with open(path, "w", encoding="utf-8") as fh:
+            for i in pending:
+                fh.write(json.dumps({"id": i, "labels": [lab.get(i) for lab in labellers]}, ensure_ascii=False) + "\n")
+        print(f"  listed in {path}: " + ", ".join(pending[:20]) + (" …" if len(pending) > 20 else ""))
+    return 0
+
+
+def _cmd_generate(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from .authored import generate
+
+    try:
+        counts = generate(Path(args.spec), Path(args.out))
+    except ValidationError as exc:
+        for e in exc.errors():
+            loc = ".".join(str(x) for x in e["loc"])
+            print(f"{args.spec}: {loc}: {e['msg']}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"tooleffect generate: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(counts))
+    return 0
+
+
 def _turn_key(messages: Sequence[Any]) -> str:
     """What identifies a state on the wire: roles, texts and called tool names (no system prompt)."""
     rows = []
@@ -207,6 +344,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cases", default="cases", help="folder of the families (for quota and population)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_report)
+    p = sub.add_parser("sample", help="sample decision points from traces, stratified by position bucket")
+    p.add_argument("traces", nargs="+",
+                   help="trace files (OpenAI chat JSONL, tau-bench JSON, OpenTelemetry GenAI JSON)")
+    p.add_argument("--out", required=True, help="the family folder, e.g. cases/<family>/")
+    p.add_argument("--name", default="cases.jsonl", help="case file to write in --out")
+    p.add_argument("--format", default="auto", choices=["auto", "openai", "tau-bench", "otel"])
+    p.add_argument("--quota", type=_quota, default=None, help="BUCKET=N,... (default first=20,middle=20,last=20)")
+    p.add_argument("--buckets", type=int, default=None, help="N quantile buckets q1..qN instead of first/middle/last")
+    p.add_argument("--per-bucket", type=int, default=20, help="quota per quantile bucket with --buckets")
+    p.add_argument("--tools", help="a JSON list of tool specs for the family (else the traces' own)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_cmd_sample)
+    p = sub.add_parser("label", help="export states for labelling, or import labels into a case file")
+    p.add_argument("action", choices=["export", "import"])
+    p.add_argument("files", nargs="+", help="export: case files; import: the case file to label")
+    p.add_argument("--out", help="export: the labelling file to write; import: case file to write (default: in place)")
+    p.add_argument("--labels", help="import: the filled labelling file")
+    p.add_argument("--labeller", default=None, help="export: the labeller's name written into labelled_by")
+    p.set_defaults(func=_cmd_label)
+    p = sub.add_parser("merge", help="final labels from several labellers; lists what needs adjudication")
+    p.add_argument("labels", nargs="+")
+    p.add_argument("--out", required=True)
+    p.add_argument("--adjudicated", help="a JSONL of adjudicated labels (they win)")
+    p.set_defaults(func=_cmd_merge)
+    p = sub.add_parser("generate", help="an authored family from notes x placements (see pytest_tooleffect.authored)")
+    p.add_argument("spec")
+    p.add_argument("--out", required=True)
+    p.set_defaults(func=_cmd_generate)
     p = sub.add_parser("serve", help="serve the recorded decisions of the cases as a local OpenAI-compatible model")
     p.add_argument("--cases", default="cases")
     p.add_argument("--port", type=int, default=8011)

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-__all__ = ["agreement", "label_class", "name_set", "action_set"]
+__all__ = ["action_set", "agreement", "label_class", "merge", "merge_agreeing", "name_set", "read_labels", "render"]
 
 
 def _canon(args: Any) -> str:
@@ -110,3 +111,103 @@ def agreement(a: Mapping[str, Mapping[str, Any]], b: Mapping[str, Mapping[str, A
         "per_class": per_class,
         "disagreements": disagreements,
     }
+
+
+def render(case_id: str, placement: Mapping[str, Any], messages: Sequence[Mapping[str, Any]],
+           header: Sequence[str] = (), width: int = 2500) -> str:
+    """Render a state readably for a labeller: the conversation so far, never ``recorded``.
+
+    Tool results longer than ``width`` characters are cut.
+    """
+    p = placement
+    lines = [f"## STATE {case_id}  (decision {p['step'] + 1} of {p['run_length']}, bucket {p['bucket']})", *header]
+    lines.append("--- conversation so far (system prompt omitted) ---")
+    for m in messages:
+        role = m.get("role")
+        if role == "assistant" and m.get("tool_calls"):
+            if m.get("content"):
+                lines.append(f"[assistant] {m['content']}")
+            for tc in m["tool_calls"]:
+                fn = tc.get("function", tc)
+                lines.append(f"[assistant → CALL] {fn.get('name')} {fn.get('arguments')}")
+        elif role == "tool":
+            body = str(m.get("content"))
+            if len(body) > width:
+                body = body[:width] + " …(truncated)"
+            lines.append(f"[tool result: {m.get('name') or m.get('tool_call_id')}] {body}")
+        elif role != "system":
+            lines.append(f"[{role}] {m.get('content')}")
+    lines.append("--- what should the agent do next? ---")
+    return "\n".join(lines)
+
+
+def read_labels(path: Path) -> dict[str, dict[str, Any]]:
+    """Read a JSONL label file (``{"id", "valid_actions", "forbidden_actions", "labelled_by"}`` per
+    line; a case line with a ``label`` works too) keyed by id; a missing file reads as empty.
+
+    Raises:
+        ValueError: a line that is not JSON or has no ``id`` (names the file and line).
+    """
+    if not path.is_file():
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for n, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: line {n}: not valid JSON: {exc.msg}") from exc
+        if not isinstance(d, dict) or "id" not in d:
+            raise ValueError(f"{path}: line {n}: field 'id' is missing")
+        label = d.get("label", d)
+        out[str(d["id"])] = {"id": d["id"], **(label if isinstance(label, dict) else {})}
+    return out
+
+
+def _as_list(v: Any) -> list[str]:
+    return [] if v is None else [v] if isinstance(v, str) else list(v)
+
+
+def merge_agreeing(*labels: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge labels whose valid action sets agree: the last label's actions (with its reasons),
+    the forbidden lists united (dropping any tool that is valid), every labeller named.
+    """
+    valid = list(labels[-1]["valid_actions"])
+    valid_tools = {v.get("tool") for v in valid}
+    forbidden: list[dict[str, Any]] = []
+    for lab in reversed(labels):
+        for f in lab.get("forbidden_actions") or []:
+            f = {"tool": f} if isinstance(f, str) else dict(f)
+            if f.get("tool") in valid_tools and not f.get("args"):
+                continue
+            if not any(g.get("tool") == f.get("tool") and g.get("args") == f.get("args") for g in forbidden):
+                forbidden.append(f)
+    by = list(dict.fromkeys(b for lab in labels for b in _as_list(lab.get("labelled_by"))))
+    return {"valid_actions": valid, "forbidden_actions": forbidden, "labelled_by": by}
+
+
+def merge(labellers: Sequence[Mapping[str, Mapping[str, Any]]],
+          adjudicated: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Produce the final label set from several labellers' labels (keyed by case id).
+
+    A case whose valid action sets agree across every labeller that labelled it gets the merged
+    label; an adjudicated case takes its adjudication; the rest need adjudication.
+
+    Returns:
+        ``(final labels by id, ids that need adjudication)``.
+    """
+    adjudicated = adjudicated or {}
+    ids = sorted({i for lab in labellers for i in lab} | set(adjudicated))
+    final: dict[str, dict[str, Any]] = {}
+    pending = []
+    for i in ids:
+        if i in adjudicated:
+            final[i] = {k: v for k, v in adjudicated[i].items() if k != "id"}
+            continue
+        these = [lab[i] for lab in labellers if i in lab and lab[i].get("valid_actions")]
+        if these and len({action_set(t) for t in these}) == 1:
+            final[i] = merge_agreeing(*these)
+        else:
+            pending.append(i)
+    return final, pending

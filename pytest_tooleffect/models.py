@@ -48,7 +48,8 @@ class ToolAnnotations(_Model):
 class ToolSpec(_Model):
     """A function the agent may call: name, description, JSON-schema parameters, annotations.
 
-    Accepts the OpenAI wrapper ``{"type": "function", "function": {...}}`` and unwraps it.
+    Accepts the OpenAI wrapper ``{"type": "function", "function": {...}}`` and the flat
+    Responses-API / OpenTelemetry form ``{"type": "function", "name": ..., "parameters": ...}``.
     """
 
     name: str = Field(min_length=1)
@@ -59,11 +60,13 @@ class ToolSpec(_Model):
     @model_validator(mode="before")
     @classmethod
     def _unwrap_openai(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("type") == "function" and "function" in data:
-            inner = dict(data["function"])
-            if "annotations" in data and "annotations" not in inner:
-                inner["annotations"] = data["annotations"]
-            return inner
+        if isinstance(data, dict) and data.get("type") == "function":
+            if isinstance(data.get("function"), dict):  # chat-completions form
+                inner = dict(data["function"])
+                if "annotations" in data and "annotations" not in inner:
+                    inner["annotations"] = data["annotations"]
+                return inner
+            return {k: v for k, v in data.items() if k not in ("type", "strict")}  # Responses-API form
         return data
 
     @property
@@ -254,6 +257,7 @@ class Family(_Model):
     oracle: str | None = None
     quota: dict[str, int] | None = None
     population: dict[str, int] | None = None
+    production: dict[str, float] | None = None
     policies: list[Policy] = Field(default_factory=list)
     licence: str | None = None
     seed: int | None = None

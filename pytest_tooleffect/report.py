@@ -143,6 +143,36 @@ def _no_tool_failure(r: Mapping[str, Any]) -> str | None:
     return r.get("no_tool_failure")
 
 
+def _post_stratified(recs: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Estimate the production rate from per-bucket rates, weighted by production shares.
+
+    ``estimate = Σ_b P_b · r_b`` over the buckets with scored rows, with ``P_b`` the family's
+    ``production`` shares when given, else its ``population`` counts normalised (the population
+    the sample was drawn from), renormalised over the buckets present.  A standard
+    post-stratification estimator (e.g. Lohr, *Sampling: Design and Analysis*, §4.4); it is an
+    estimate, labelled so, and only as good as the weights.
+    """
+    weights = meta.get("production") or meta.get("population")
+    source = "production" if meta.get("production") else "population"
+    if not weights:
+        return None
+    present = {r["bucket"] for r in recs}
+    w = {b: float(v) for b, v in weights.items() if b in present and float(v) > 0}
+    total = sum(w.values())
+    if not total:
+        return None
+    out: dict[str, Any] = {"weights_from": source, "weights": {b: v / total for b, v in w.items()}}
+    for level in ("name", "full"):
+        est = Fraction(0)
+        for b, wb in w.items():
+            rows = [r for r in recs if r["bucket"] == b]
+            est += Fraction(wb / total) * Fraction(sum(1 for r in rows if _correct(r, level)), len(rows))
+        key = "name" if level == "name" else "name_args"
+        out[f"{key}_pct"] = _pct(est)
+        out[f"{key}_display"] = percent(est)
+    return out
+
+
 def _bucket_key(bucket: str, quota: Mapping[str, int] | None) -> tuple[int, int, str]:
     """Order buckets as the quota lists them, else first / middle / last, then q1, q2, … by number."""
     order = list(quota or {})
@@ -184,6 +214,7 @@ def _block(family: str, policy: str, recs: Sequence[Mapping[str, Any]], errors: 
             "name_pct": _pct(Fraction(nc, len(rows))), "name_display": percent(Fraction(nc, len(rows))),
             "name_args_pct": _pct(Fraction(fc, len(rows))), "name_args_display": percent(Fraction(fc, len(rows))),
         }
+    estimate = _post_stratified(recs, family_meta)
     kinds = Counter(r["verdict"]["kind"] for r in recs)
     arg_fail: Counter[str] = Counter()
     unruled: Counter[str] = Counter()
@@ -224,6 +255,7 @@ def _block(family: str, policy: str, recs: Sequence[Mapping[str, Any]], errors: 
         "cost": cost,
         "errors": [{"id": e["id"], "error": e.get("error")} for e in errors],
         "label_set_fingerprint": fp,
+        "post_stratified_estimate": estimate,
     }
 
 
@@ -351,6 +383,11 @@ def render_terminal(report: Mapping[str, Any], width: int = 110) -> str:
                 bt.add_row(name, str(row["n"]), "–" if q is None else str(q), "–" if pop is None else str(pop),
                            classes, row["name_display"], row["name_args_display"])
             console.print(bt)
+        est = b.get("post_stratified_estimate")
+        if est:
+            console.print(f"post-stratified estimate of the production rate (an estimate; bucket weights from "
+                          f"the family's {est['weights_from']}): name {est['name_display']} %, "
+                          f"name+args {est['name_args_display']} %")
         kinds = ", ".join(f"{k} {v}" for k, v in b["kinds"].items() if v)
         console.print(f"kinds: {kinds or 'none'}")
         nt = b["no_tool_failures"]

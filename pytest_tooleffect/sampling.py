@@ -14,9 +14,9 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["StratifiedSample", "stratified_sample"]
+__all__ = ["StratifiedSample", "sample_cases", "stratified_sample"]
 
 T = TypeVar("T")
 
@@ -62,3 +62,58 @@ def stratified_sample(
                 res[j] = (seen, item)
     drawn = {b: [it for _, it in sorted(r, key=lambda p: p[0])] for b, r in reservoirs.items()}
     return StratifiedSample(items=drawn, quota=dict(quota), population=population)
+
+
+def _case_id(run_id: str, step: int) -> str:
+    import re
+
+    base = re.sub(r"[^A-Za-z0-9_.:-]+", "-", run_id).strip("-") or "run"
+    if not base[0].isalnum():
+        base = "r" + base
+    return f"{base}-s{step:02d}"
+
+
+def sample_cases(
+    paths: Iterable[str], quota: Mapping[str, int], fmt: str = "auto", buckets: int | None = None, seed: int = 0
+) -> tuple[list[dict[str, Any]], StratifiedSample[Any], dict[str, Any]]:
+    """Sample decision points from trace files into unlabelled case dicts.
+
+    Args:
+        paths: trace files, read in order (each streamed where its format allows).
+        quota: decision points wanted per position bucket.
+        fmt: ``auto``, ``openai``, ``tau-bench`` or ``otel`` (see :func:`~pytest_tooleffect.traces.read_runs`).
+        buckets: ``None`` for first / middle / last, else ``N`` quantile buckets ``q1``..``qN``.
+        seed: sampling seed.
+
+    Returns:
+        ``(cases sorted by id, the sample with quota and population, family hints)``; the hints
+        hold the first system prompt and tool list seen.
+    """
+    from .traces import decision_points, position_bucket, read_runs, recorded_from_message
+
+    hints: dict[str, Any] = {"system_prompt": None, "tools": None}
+
+    def keyed() -> Any:
+        for path in paths:
+            for run in read_runs(path, fmt):
+                if hints["system_prompt"] is None and run.system_prompt:
+                    hints["system_prompt"] = run.system_prompt
+                if hints["tools"] is None and run.tools:
+                    hints["tools"] = run.tools
+                for dp in decision_points(run):
+                    yield position_bucket(dp.step, dp.run_length, buckets), (str(path), dp)
+
+    sample = stratified_sample(keyed(), quota, seed=seed)
+    cases = []
+    for bucket, drawn in sample.items.items():
+        for path, dp in drawn:
+            cases.append({
+                "id": _case_id(dp.run_id, dp.step),
+                "placement": {"step": dp.step, "run_length": dp.run_length, "bucket": bucket},
+                "messages": dp.messages,
+                "recorded": recorded_from_message(dp.recorded),
+                "source": {"kind": "trace", "dataset": path.rsplit("/", 1)[-1], "trace_id": dp.run_id,
+                           "position": dp.position},
+            })
+    cases.sort(key=lambda c: c["id"])
+    return cases, sample, hints

@@ -84,3 +84,21 @@ def test_families_are_never_pooled_and_errors_are_excluded() -> None:
     assert a["quota"] == {"last": 4} and a["buckets"]["last"]["n"] == 4
     assert b["classes"]["several"]["n"] == 1 and b["micro"]["name_display"] == "100.0"
     assert a["label_set_fingerprint"] != b["label_set_fingerprint"]
+
+
+def test_post_stratified_estimate() -> None:
+    recs = [_rec("a", "single", True, True, "ok", bucket="first", n=1),
+            _rec("a", "single", False, False, "wrong_tool", bucket="first", n=2),
+            _rec("a", "no_tool", True, True, "ok_no_tool", bucket="last", n=3),
+            _rec("a", "no_tool", True, False, "right_tool_wrong_args", bucket="last", n=4)]
+    (block,) = summarise(recs, {"a": {"quota": {"first": 2, "last": 2}, "population": {"first": 30, "last": 10}}})[
+        "blocks"]
+    est = block["post_stratified_estimate"]
+    assert est["weights_from"] == "population" and est["weights"] == {"first": 0.75, "last": 0.25}
+    assert est["name_display"] == "62.5"  # 0.75 * 1/2 + 0.25 * 2/2
+    assert est["name_args_display"] == "50.0"  # 0.75 * 1/2 + 0.25 * 1/2
+    (block,) = summarise(recs, {"a": {"population": {"first": 30, "last": 10},
+                                      "production": {"first": 0.5, "last": 0.5}}})["blocks"]
+    assert block["post_stratified_estimate"]["weights_from"] == "production"
+    assert block["post_stratified_estimate"]["name_display"] == "75.0"
+    assert summarise(recs, {})["blocks"][0]["post_stratified_estimate"] is None

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from ..labelling import merge_agreeing, read_labels, render
 from ..sampling import StratifiedSample, stratified_sample
 from ..traces import DecisionPoint, Run, decision_points, position_bucket, read_tau_bench, recorded_from_message
 
@@ -94,31 +95,12 @@ def sample_states(
 
 
 def render_state(case: dict[str, Any], gold: list[dict[str, Any]] | None = None, width: int = 2500) -> str:
-    """Render a state readably for a human labeller (never shows ``recorded`` or a label)."""
-    p = case["placement"]
-    lines = [f"## STATE {case['id']}  (decision {p['step'] + 1} of {p['run_length']}, bucket {p['bucket']})"]
+    """Render a τ-bench state for a labeller, with the task's gold actions as a reference."""
+    header = []
     if gold is not None:
-        lines.append("Task's gold actions (reference for arguments; the task's end result):")
-        for a in gold:
-            lines.append(f"  - {a['name']} {json.dumps(a.get('kwargs', {}), sort_keys=True)}")
-    lines.append("--- conversation so far (system policy omitted) ---")
-    for m in case["messages"]:
-        role = m.get("role")
-        if role == "assistant" and m.get("tool_calls"):
-            if m.get("content"):
-                lines.append(f"[assistant] {m['content']}")
-            for tc in m["tool_calls"]:
-                fn = tc.get("function", tc)
-                lines.append(f"[assistant → CALL] {fn['name']} {fn.get('arguments')}")
-        elif role == "tool":
-            body = str(m.get("content"))
-            if len(body) > width:
-                body = body[:width] + " …(truncated)"
-            lines.append(f"[tool result: {m.get('name')}] {body}")
-        else:
-            lines.append(f"[{role}] {m.get('content')}")
-    lines.append("--- what should the agent do next? ---")
-    return "\n".join(lines)
+        header.append("Task's gold actions (reference for arguments; the task's end result):")
+        header += [f"  - {a['name']} {json.dumps(a.get('kwargs', {}), sort_keys=True)}" for a in gold]
+    return render(case["id"], case["placement"], case["messages"], header, width)
 
 
 FAMILY_TEMPLATE = """\
@@ -138,41 +120,6 @@ seed: {seed}
 quota: {quota}
 population: {population}
 """
-
-
-def _read_labels(path: Path) -> dict[str, dict[str, Any]]:
-    if not path.is_file():
-        return {}
-    out = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                d = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}: line {n}: not valid JSON: {exc.msg}") from exc
-            out[d["id"]] = d
-    return out
-
-
-def merge_agreeing(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Two labels whose valid action sets agree: keep B's actions (with reasons), unite the
-    forbidden lists (dropping any tool that is valid), and name both labellers.
-    """
-    valid = b["valid_actions"]
-    valid_tools = {v.get("tool") for v in valid}
-    forbidden: list[dict[str, Any]] = []
-    for f in [*b.get("forbidden_actions", []), *a.get("forbidden_actions", [])]:
-        f = {"tool": f} if isinstance(f, str) else f
-        if f.get("tool") in valid_tools and not f.get("args"):
-            continue
-        if not any(g.get("tool") == f.get("tool") and g.get("args") == f.get("args") for g in forbidden):
-            forbidden.append(f)
-    by = [*_as_list(a.get("labelled_by")), *_as_list(b.get("labelled_by"))]
-    return {"valid_actions": valid, "forbidden_actions": forbidden, "labelled_by": by}
-
-
-def _as_list(v: Any) -> list[str]:
-    return [] if v is None else [v] if isinstance(v, str) else list(v)
 
 
 def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, int] | None = None,
@@ -204,8 +151,8 @@ def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, in
     with open(out / "labels" / "rules.jsonl", "w", encoding="utf-8") as fh:
         for cid in sorted(rules):
             fh.write(json.dumps(rules[cid], ensure_ascii=False, sort_keys=True) + "\n")
-    manual = _read_labels(out / "labels" / "manual.jsonl")
-    adjudicated = _read_labels(out / "labels" / "adjudicated.jsonl")
+    manual = read_labels(out / "labels" / "manual.jsonl")
+    adjudicated = read_labels(out / "labels" / "adjudicated.jsonl")
     counts = {"cases": len(cases), "labelled": 0, "adjudicated": 0, "agreed": 0, "unlabelled": 0}
     with open(out / "cases.jsonl", "w", encoding="utf-8") as fh:
         for c in cases:

@@ -181,7 +181,7 @@ def _match_group(calls: Sequence[Call], required: Sequence[Action], order_matter
 
 
 def _alt_dict(alt: Action | ParallelGroup) -> dict[str, Any]:
-    return alt.model_dump(exclude_none=True, exclude_defaults=False)
+    return alt.model_dump(mode="json", exclude_defaults=True)  # keeps tool: None (required)
 
 
 def score(

@@ -1,0 +1,192 @@
+"""From traces to labelled sets: readers, the stratified sampler, authored families, labelling,
+agreement and merge, on the τ-bench trajectories and the OpenAI-JSONL and OTel examples."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.cli import main
+from pytest_tooleffect.labelling import agreement, merge
+from pytest_tooleffect.sampling import stratified_sample
+from pytest_tooleffect.traces import TraceError, decision_points, read_openai_jsonl, read_otel, read_runs
+from tests.conftest import REPO, SHARED
+
+EXAMPLES = REPO / "examples"
+TAU = SHARED / "datasets" / "tau-bench" / "historical_trajectories" / "gpt-4o-airline.json"
+
+
+def _points(runs: Any) -> list[Any]:
+    return [dp for run in runs for dp in decision_points(run)]
+
+
+def test_openai_jsonl_reader() -> None:
+    runs = list(read_openai_jsonl(EXAMPLES / "traces" / "openai-chat.jsonl"))
+    assert [r.run_id for r in runs] == ["run-001", "run-002", "run-003", "run-004"]
+    points = _points(runs)
+    assert len(points) == 10 and sum(1 for p in points if p.step == p.run_length - 1) == 4
+    dentist = [p for p in points if p.run_id == "run-002"][0]
+    assert dentist.recorded["tool_calls"][0]["function"]["arguments"] == {"title": "Dentist",
+                                                                          "start": "2025-04-02T09:30:00"}
+    assert runs[0].tools and runs[0].system_prompt
+
+
+def test_otel_reader() -> None:
+    runs = list(read_otel(EXAMPLES / "traces" / "otel-genai.json"))
+    assert [len(_points([r])) for r in runs] == [3, 2, 1]  # execute_tool spans are not decisions
+    first = _points(runs[:1])
+    assert first[0].recorded["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert first[1].messages[-1] == {"role": "tool", "tool_call_id": "call_1", "content": "4°C, rain"}
+    assert first[2].recorded["content"] == "You're welcome!"
+    assert runs[0].system_prompt == "You are a helpful assistant with weather and calendar tools."
+
+
+def test_otel_indexed_attributes(tmp_path: Path) -> None:
+    span = {"traceId": "t1", "startTimeUnixNano": "5", "attributes": {
+        "gen_ai.operation.name": "chat", "gen_ai.prompt.0.role": "user", "gen_ai.prompt.0.content": "hi",
+        "gen_ai.completion.0.role": "assistant", "gen_ai.completion.0.tool_calls.0.name": "f",
+        "gen_ai.completion.0.tool_calls.0.arguments": "{\"x\": 1}"}}
+    path = tmp_path / "spans.json"
+    path.write_text(json.dumps([span]))
+    (run,) = read_otel(path)
+    (dp,) = decision_points(run)
+    assert dp.messages == [{"role": "user", "content": "hi"}]
+    assert dp.recorded["tool_calls"][0]["function"] == {"name": "f", "arguments": "{\"x\": 1}"}
+
+
+def test_bad_traces_name_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": []}\nnot json\n')
+    with pytest.raises(TraceError, match=r"bad.jsonl: line 2: not valid JSON"):
+        list(read_openai_jsonl(bad))
+    with pytest.raises(TraceError, match="unknown trace format"):
+        read_runs(bad, "csv")
+
+
+def _sample(tmp_path: Path, name: str, *args: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    import yaml
+
+    out = tmp_path / name
+    assert main(["sample", *args, "--out", str(out)]) == 0
+    cases = [json.loads(x) for x in (out / "cases.jsonl").read_text().splitlines()]
+    return cases, yaml.safe_load((out / "family.yaml").read_text())
+
+
+def test_sampler_on_tau_bench_rederives_the_shipped_states(tmp_path: Path) -> None:
+    cases, family = _sample(tmp_path, "tau", str(TAU), "--quota", "first=60,middle=90,last=60", "--seed", "20241122")
+    assert family["quota"] == {"first": 60, "middle": 90, "last": 60}
+    assert family["population"] == {"first": 200, "middle": 2054, "last": 200}
+    shipped = [json.loads(x) for x in (REPO / "cases" / "tau-airline" / "cases.jsonl").read_text().splitlines()]
+    key = lambda c: (c["source"]["trace_id"], c["placement"]["step"])  # noqa: E731
+    assert {key(c) for c in cases} == {key(c) for c in shipped}
+    again, _ = _sample(tmp_path, "tau2", str(TAU), "--quota", "first=60,middle=90,last=60", "--seed", "20241122")
+    assert again == cases  # seeded and reproducible
+    other, _ = _sample(tmp_path, "tau3", str(TAU), "--quota", "first=60,middle=90,last=60", "--seed", "7")
+    assert {key(c) for c in other} != {key(c) for c in cases}
+
+
+def test_quantile_buckets(tmp_path: Path) -> None:
+    cases, family = _sample(tmp_path, "q", str(TAU), "--buckets", "4", "--per-bucket", "5")
+    assert family["quota"] == {"q1": 5, "q2": 5, "q3": 5, "q4": 5}
+    assert sum(family["population"].values()) == 2454
+    assert sorted({c["placement"]["bucket"] for c in cases}) == ["q1", "q2", "q3", "q4"]
+
+
+def test_stratified_sample_keeps_quota_and_counts_population() -> None:
+    items = [("a" if i % 10 else "b", i) for i in range(1000)]
+    s = stratified_sample(items, {"a": 5, "b": 200}, seed=3)
+    assert s.population == {"a": 900, "b": 100}
+    assert len(s.items["a"]) == 5 and len(s.items["b"]) == 100
+    assert s.items["a"] == sorted(s.items["a"])
+
+
+@pytest.mark.parametrize(("trace", "quota"), [("openai-chat.jsonl", "first=2,middle=2,last=4"),
+                                              ("otel-genai.json", "first=2,middle=1,last=3")])
+def test_round_trip_sample_label_agree_merge_run(tmp_path: Path, trace: str, quota: str) -> None:
+    cases, _ = _sample(tmp_path, "fam", str(EXAMPLES / "traces" / trace), "--quota", quota)
+    fam = tmp_path / "fam"
+    for who in ("ana", "bo"):
+        assert main(["label", "export", str(fam / "cases.jsonl"), "--out", str(tmp_path / f"{who}.jsonl"),
+                     "--labeller", who]) == 0
+    rows = {who: [json.loads(x) for x in (tmp_path / f"{who}.jsonl").read_text().splitlines()] for who in ("ana", "bo")}
+    assert all("state" in r and "recorded" not in r and "[user]" in r["state"] for r in rows["ana"])
+    def as_action(call: dict[str, Any]) -> dict[str, Any]:
+        args = call["arguments"]
+        return {"tool": call["name"], "args": json.loads(args) if isinstance(args, str) else args}
+
+    for who, labelled in rows.items():
+        for i, r in enumerate(labelled):
+            rec = cases[i]["recorded"]["tool_calls"]
+            if rec and not (who == "bo" and i == 0):  # the labellers disagree on the first state
+                acts = [as_action(c) for c in rec]
+                r["valid_actions"] = [acts[0] if len(acts) == 1 else {"parallel": acts}]
+            else:
+                r["valid_actions"] = [{"tool": None}]
+        (tmp_path / f"{who}.jsonl").write_text("\n".join(json.dumps(r) for r in labelled) + "\n")
+    assert main(["agree", str(tmp_path / "ana.jsonl"), str(tmp_path / "bo.jsonl")]) == 0
+    assert main(["merge", str(tmp_path / "ana.jsonl"), str(tmp_path / "bo.jsonl"),
+                 "--out", str(tmp_path / "final.jsonl")]) == 0
+    final = [json.loads(x) for x in (tmp_path / "final.jsonl").read_text().splitlines()]
+    pending = (tmp_path / "final.adjudicate.jsonl")
+    first_has_call = bool(cases[0]["recorded"]["tool_calls"])
+    assert len(final) == len(cases) - int(first_has_call)
+    assert pending.exists() == first_has_call
+    assert all(f["labelled_by"] == ["ana", "bo"] for f in final)
+    assert main(["label", "import", str(fam / "cases.jsonl"), "--labels", str(tmp_path / "final.jsonl")]) == 0
+    run = subprocess.run([sys.executable, "-m", "pytest", str(fam), "-q", "-p", "no:cacheprovider",
+                          "--tooleffect-records=", f"--rootdir={tmp_path}"], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert run.returncode in (0, 1), run.stdout[-2000:]
+    assert f"{len(final)} passed" in run.stdout  # each labelled state replays the action its label names
+
+
+def test_agreement_statistics_against_an_independent_computation() -> None:
+    import krippendorff
+
+    a = {"1": {"valid_actions": [{"tool": "x"}]}, "2": {"valid_actions": [{"tool": "y"}]},
+         "3": {"valid_actions": [{"tool": "x"}]}, "4": {"valid_actions": [{"tool": None}]},
+         "5": {"valid_actions": [{"tool": "y"}]}}
+    b = {"1": {"valid_actions": [{"tool": "x"}]}, "2": {"valid_actions": [{"tool": "y"}]},
+         "3": {"valid_actions": [{"tool": "y"}]}, "4": {"valid_actions": [{"tool": None}]},
+         "5": {"valid_actions": [{"tool": "y"}]}}
+    res = agreement(a, b)
+    # singleton sets: MASI is 0 for equal and 1 for disjoint sets, i.e. the nominal distance
+    codes = {"x": 0, "y": 1, None: 2}
+    data = [[codes[a[i]["valid_actions"][0]["tool"]] for i in sorted(a)],
+            [codes[b[i]["valid_actions"][0]["tool"]] for i in sorted(b)]]
+    expected = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
+    assert res["alpha_masi_name"] == pytest.approx(expected)
+    assert res["exact_name"] == pytest.approx(0.8)
+    assert [d["kind"] for d in res["disagreements"]] == ["conflict"]
+    c = {"1": {"valid_actions": [{"tool": "x"}, {"tool": None}]}}
+    assert agreement(c, {"1": a["1"]})["disagreements"][0]["kind"] == "both_defensible"
+
+
+def test_merge_adjudication_wins() -> None:
+    a = {"1": {"valid_actions": [{"tool": "x"}], "labelled_by": "ana"}, "2": {"valid_actions": [{"tool": "x"}]}}
+    b = {"1": {"valid_actions": [{"tool": "x"}], "forbidden_actions": ["z"], "labelled_by": "bo"},
+         "2": {"valid_actions": [{"tool": "y"}]}}
+    final, pending = merge([a, b])
+    assert pending == ["2"] and final["1"]["forbidden_actions"] == [{"tool": "z"}]
+    assert final["1"]["labelled_by"] == ["ana", "bo"]
+    final, pending = merge([a, b], {"2": {"id": "2", "valid_actions": [{"tool": "y"}], "labelled_by": ["adj"]}})
+    assert pending == [] and final["2"]["labelled_by"] == ["adj"]
+
+
+def test_authored_family_generation(tmp_path: Path) -> None:
+    out = tmp_path / "cases" / "scheduling-notes"
+    assert main(["generate", str(EXAMPLES / "authored" / "scheduling-notes.yaml"), "--out", str(out)]) == 0
+    cases = [json.loads(x) for x in (out / "cases.jsonl").read_text().splitlines()]
+    assert len(cases) == 8 and all(c["source"]["kind"] == "generated" for c in cases)
+    assert any(c["id"] == "after-booking--thanks" and c["label"]["valid_actions"] == [{"tool": None,
+               "reason": "the meeting exists; nothing left to do"}] for c in cases)
+    from pytest_tooleffect.cases import load_case_file, load_family
+
+    loaded, problems = load_case_file(out / "cases.jsonl", load_family(out))
+    assert problems == [] and len(loaded) == 8
+    assert {c.label.label_class for c in loaded if c.label} == {"no_tool", "single"}
