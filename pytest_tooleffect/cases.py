@@ -251,12 +251,32 @@ def _check_args(tool: ToolSpec, args: Mapping[str, Any], where: str) -> list[tup
                     if k in required:
                         problems.append((f"{where}.args.{k}", f"{OMITTED}: a required argument cannot be omitted"))
                 else:
-                    problems += _schema_errors(tool, k, alt, f"{where}.args.{k}")
+                    problems += _schema_errors(tool, k, _first_alternatives(alt), f"{where}.args.{k}")
         elif k in props:
             plain[k] = v
     for k, v in plain.items():
-        problems += _schema_errors(tool, k, v, f"{where}.args.{k}")
+        problems += _schema_errors(tool, k, _first_alternatives(v), f"{where}.args.{k}")
     return problems
+
+
+def _first_alternatives(value: Any) -> Any:
+    """A nested label value with each inner ``$any_of`` replaced by its first non-omitted
+    alternative (and omitted-only keys dropped), so the schema can check it.
+    """
+    if isinstance(value, Mapping):
+        if ANY_OF in value and isinstance(value[ANY_OF], list):
+            kept = [a for a in value[ANY_OF] if not (isinstance(a, Mapping) and a.get(OMITTED)) and a is not None]
+            return _first_alternatives(kept[0]) if kept else None
+        out = {}
+        for k, v in value.items():
+            inner = _first_alternatives(v)
+            if inner is None and isinstance(v, Mapping) and ANY_OF in v:
+                continue
+            out[k] = inner
+        return out
+    if isinstance(value, list):
+        return [_first_alternatives(v) for v in value]
+    return value
 
 
 _VALIDATORS: dict[tuple[int, str], tuple[ToolSpec, Any]] = {}
@@ -288,7 +308,7 @@ def _schema_errors(tool: ToolSpec, key: str, value: Any, where: str) -> list[tup
     compiled once per tool parameter).
     """
     sub = (tool.parameters.get("properties") or {}).get(key)
-    if not isinstance(sub, Mapping):
+    if not isinstance(sub, Mapping) or value is None:  # null: an explicit null the label allows
         return []
     import fastjsonschema
 

@@ -29,12 +29,23 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _cmd_import(args: argparse.Namespace) -> int:
-    if args.source != "tau-airline":
-        print(f"tooleffect import: unknown source {args.source!r}", file=sys.stderr)
-        return 2
+    shared = Path(args.shared)
+    if args.source == "bfcl":
+        from .importers.bfcl import import_bfcl
+
+        src = shared / "datasets" / "bfcl"
+        if not src.is_dir():
+            print(f"tooleffect import: {src.resolve()} not found; pass --shared DIR", file=sys.stderr)
+            return 2
+        try:
+            counts = import_bfcl(src, Path(args.out or "bfcl"), args.category or None)
+        except (ValueError, OSError) as exc:
+            print(f"tooleffect import: {exc}", file=sys.stderr)
+            return 2
+        print(json.dumps(counts))
+        return 0
     from .importers.tau_airline import build_family
 
-    shared = Path(args.shared)
     if not args.trajectories and not (shared / "datasets").is_dir():
         print(f"tooleffect import: {shared.resolve()}/datasets not found; run from the repository root "
               "(../shared beside it) or pass --shared DIR", file=sys.stderr)
@@ -42,7 +53,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
     counts = build_family(
         Path(args.trajectories or shared / "datasets/tau-bench/historical_trajectories/gpt-4o-airline.json"),
         Path(args.tools or shared / "datasets/tau-bench/airline_tools.json"),
-        Path(args.out), args.quota, args.seed,
+        Path(args.out or "cases/tau-airline"), args.quota, args.seed,
     )
     print(json.dumps(counts))
     return 0
@@ -325,11 +336,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("what", nargs="?", choices=["case", "family"], default="case")
     p.set_defaults(func=_cmd_schema)
     p = sub.add_parser("import", help="build a case family from a public dataset")
-    p.add_argument("source", choices=["tau-airline"])
+    p.add_argument("source", choices=["tau-airline", "bfcl"])
     p.add_argument("--shared", default="../shared", help="folder holding datasets/ (default ../shared)")
     p.add_argument("--trajectories", help="tau-bench trajectories JSON (default: from --shared)")
     p.add_argument("--tools", help="airline tool schemas JSON (default: from --shared)")
-    p.add_argument("--out", default="cases/tau-airline")
+    p.add_argument("--out", default=None, help="default cases/tau-airline, or bfcl/ for BFCL (one family per category)")
+    p.add_argument("--category", action="append", help="bfcl: a category to import (repeatable; default all)")
     p.add_argument("--quota", type=_quota, default=None, help="BUCKET=N,... (default first=60,middle=90,last=60)")
     p.add_argument("--seed", type=int, default=20241122)
     p.set_defaults(func=_cmd_import)

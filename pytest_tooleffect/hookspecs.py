@@ -23,8 +23,9 @@ def pytest_tooleffect_predicates() -> Mapping[str, Callable[..., Any]] | None:
 
         def pytest_tooleffect_predicates():
             def business_hours(value, ctx, start=9, end=18):
+                from zoneinfo import ZoneInfo
                 from pytest_tooleffect.oracle.compare import parse_datetime
-                t = parse_datetime(value, ctx.timezone)
+                t = parse_datetime(value, ctx.timezone).astimezone(ZoneInfo(ctx.timezone))
                 return start <= t.hour < end, f"{value} is outside {start}:00-{end}:00"
             return {"business_hours": business_hours}
 

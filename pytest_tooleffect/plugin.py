@@ -94,17 +94,19 @@ def _load_prices(path: Path | None) -> dict[str, Price]:
 
 def _check_writable(option: str, path: Path) -> None:
     """Refuse, before any test runs, an output path that cannot be written."""
+    import os
+
     if path.is_dir():
         raise pytest.UsageError(f"{option} {path}: is a directory; give a file path")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        existed = path.exists()
-        with open(path, "a", encoding="utf-8"):
-            pass
-        if not existed:
-            path.unlink()
-    except OSError as exc:
-        raise pytest.UsageError(f"{option} {path}: cannot be written: {exc.strerror or exc}") from exc
+    if path.exists():
+        ok = os.access(path, os.W_OK)
+    else:  # nothing is created here: the nearest existing folder must let us create the path
+        parent = path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        ok = parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
+    if not ok:
+        raise pytest.UsageError(f"{option} {path}: cannot be written (permission or not a folder)")
 
 
 def _pyproject_policies(config: pytest.Config) -> dict[str, Policy]:
@@ -132,7 +134,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(OPT_REPORT, metavar="PATH", type=_path_or_none, default=None,
                     help="write the per-class report as JSON to PATH")
     group.addoption(OPT_RECORDS, metavar="PATH", type=str, default=None,
-                    help=f"append one JSON record per scored sample to PATH as it completes "
+                    help=f"write one JSON record per scored sample to PATH as it completes, a new file each run "
                          f"(default: ini {INI_RECORDS} = {DEFAULT_RECORDS}; empty string disables)")
     group.addoption(OPT_NO_SUMMARY, action="store_true", default=False,
                     help="do not print the per-class report at the end of the run")
@@ -271,7 +273,8 @@ class CaseFile(pytest.File):
             yield InvalidCaseItem.from_parent(self, name=f"{cid}[invalid]", problems=by_case[cid])
         policies = _policies(config.stash[settings_key], fam)
         if isinstance(policies, str):
-            yield InvalidCaseItem.from_parent(self, name="<policy>", problems=[f"{self.path}: {policies}"])
+            yield InvalidCaseItem.from_parent(self, name="<policy>", problems=[f"{self.path}: {policies}"],
+                                              heading="cannot run this family")
             return
         fixtureinfo = None
         for case in sorted(cases, key=lambda c: c.id):
@@ -332,12 +335,13 @@ class CaseItem(pytest.Function):
 class InvalidCaseItem(pytest.Item):
     """Stands for a case (or file) that failed validation: an error outcome naming the problems."""
 
-    def __init__(self, *, problems: list[str], **kwargs: Any) -> None:
+    def __init__(self, *, problems: list[str], heading: str = "invalid case", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.problems = problems
+        self.heading = heading
 
     def setup(self) -> None:
-        pytest.fail("invalid case:\n" + "\n".join(self.problems), pytrace=False)
+        pytest.fail(f"{self.heading}:\n" + "\n".join(self.problems), pytrace=False)
 
     def runtest(self) -> None:  # pragma: no cover - setup always fails
         pytest.fail("invalid case", pytrace=False)

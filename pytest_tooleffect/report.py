@@ -230,7 +230,7 @@ def _block(family: str, policy: str, recs: Sequence[Mapping[str, Any]], errors: 
                     arg_fail[re.sub(r"\[\d+\]", "", f["path"])] += 1
     nt_fail = Counter(_no_tool_failure(r) for r in recs if r["class"] == "no_tool" and not r["verdict"]["tool_ok"])
     cost = _cost(recs)
-    fp = fingerprint((r["case_id"], r["label_hash"]) for r in recs)
+    fp = fingerprint((r["case_id"], r["label_hash"]) for r in [*recs, *errors])
     return {
         "family": family,
         "policy": policy,
@@ -399,13 +399,18 @@ def render_terminal(report: Mapping[str, Any], width: int = 110) -> str:
             console.print(f"unruled fields (compared raw): {', '.join(list(b['unruled_fields'])[:8])}")
         cost = b["cost"]
         if cost["input_tokens"] is None and cost["cost_usd"] is None:
-            console.print("cost: not recorded (replayed decisions)")
+            console.print("cost: not recorded" + (" (replayed decisions)" if b["policy"] == "replay" else ""))
         else:
-            console.print(f"cost: {cost['input_tokens']} in / {cost['output_tokens']} out tokens, "
-                          f"${cost['cost_usd'] if cost['cost_usd'] is not None else 'unknown'}, "
-                          f"latency p50 {cost['latency_ms_p50']} ms p95 {cost['latency_ms_p95']} ms")
+            money = f"${cost['cost_usd']:.6f}" if cost["cost_usd"] is not None else "unknown"
+            if cost["cost_usd"] is not None and cost["cost_usd_unknown"]:
+                money += f" (+{cost['cost_usd_unknown']} decisions unpriced)"
+            console.print(f"cost: {cost['input_tokens']} in / {cost['output_tokens']} out tokens, {money}, "
+                          f"latency p50 {cost['latency_ms_p50']:.0f} ms p95 {cost['latency_ms_p95']:.0f} ms; "
+                          f"input tokens on no-tool rows {cost['no_tool_input_tokens']}")
         for e in b["errors"][:10]:
             console.print(f"error (excluded from rates): {e['id']}: {e['error']}")
+        if len(b["errors"]) > 10:
+            console.print(f"… and {len(b['errors']) - 10} more errors (all in the JSON report and the record log)")
         console.print("")
     for comp in report.get("comparisons", []):
         _render_comparison(console, comp)
