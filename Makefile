@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup report test bench-collection lint clean
+.PHONY: setup report test bench-collection bfcl-conformance lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,17 @@ test: $(STAMP)
 
 bench-collection: $(STAMP)
 	$(BIN)/python bench/collection.py
+
+# BFCL conformance and speed: bfcl-eval (pinned) without its dependencies, in its own environment.
+BFCL_VENV := .venv-bfcl
+$(BFCL_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(BFCL_VENV)
+	$(BFCL_VENV)/bin/python -m pip install --quiet -e .
+	$(BFCL_VENV)/bin/python -m pip install --quiet --no-deps bfcl-eval==2026.3.23
+	touch $(BFCL_VENV)/.installed
+
+bfcl-conformance: $(BFCL_VENV)/.installed
+	$(BFCL_VENV)/bin/python bench/bfcl_conformance.py
 
 lint: $(STAMP)
 	$(BIN)/ruff check pytest_tooleffect tests bench

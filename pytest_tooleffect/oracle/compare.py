@@ -16,6 +16,7 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from datetime import date, datetime
 from typing import Any
 
@@ -30,7 +31,7 @@ OMITTED = "$omitted"
 _MISSING = object()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class FieldResult:
     """The verdict on one field (or group of fields judged together).
 
@@ -88,8 +89,12 @@ class CompareContext:
     judge: Callable[[str | None, Any, Any], tuple[bool, str]] | None = None
 
 
+_INDEX = re.compile(r"\[\d+\]")
+
+
+@lru_cache(maxsize=4096)
 def _strip_indices(path: str) -> str:
-    return re.sub(r"\[\d+\]", "", path)
+    return _INDEX.sub("", path) if "[" in path else path
 
 
 # ---------------------------------------------------------------- normalisers and parsers
@@ -221,8 +226,8 @@ class _Comparer:
         exp = self._with_defaults(props, expected)
         emi = self._with_defaults(props, got)
         done: set[str] = set()
-        prefix = _strip_indices(path)
-        for names, rule in self.rules.composites_at(self.tool, prefix):
+        composites = self.rules.composites_at(self.tool, _strip_indices(path)) if self.rules.composites else ()
+        for names, rule in composites:
             if subset and not any(n in expected for n in names):
                 continue
             done.update(names)
@@ -248,11 +253,13 @@ class _Comparer:
         return f"{path}.{key}" if path else key
 
     @staticmethod
-    def _with_defaults(props: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    def _with_defaults(props: Mapping[str, Any], values: Mapping[str, Any]) -> Mapping[str, Any]:
+        missing = [k for k, sub in props.items() if k not in values and isinstance(sub, Mapping) and "default" in sub]
+        if not missing:
+            return values
         out = dict(values)
-        for key, sub in props.items():
-            if key not in out and isinstance(sub, Mapping) and "default" in sub:
-                out[key] = sub["default"]
+        for key in missing:
+            out[key] = props[key]["default"]
         return out
 
     def _rule(self, path: str) -> Rule | None:

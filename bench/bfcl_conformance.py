@@ -1,0 +1,266 @@
+"""Hold the oracle against BFCL's own AST checker on the same entries: agreement and speed.
+
+Runs in a separate environment that has bfcl-eval installed **without its dependencies**
+(``make bfcl-conformance`` builds ``.venv-bfcl``). BFCL's ``ast_checker`` imports
+``bfcl_eval.constants.model_config``, which imports every provider SDK; this script puts a small
+stand-in for that one module into ``sys.modules`` before importing the checker. The stand-in
+answers ``MODEL_CONFIG_MAPPING[name].underscore_to_dot`` with ``False`` (function names keep
+their dots), the only thing the checker reads from it.
+
+For every AST-scored entry (simple, multiple, parallel, parallel_multiple and their live
+variants) it generates model outputs systematically: the first acceptable value of every
+parameter, then perturbations (another function, a required parameter missing, an extra
+parameter, a wrong type, an int where a float is declared, string case and spacing variants, an
+optional parameter omitted or set to its default, parallel calls reordered, a call missing, a
+call added, arguments as a JSON string instead of an object). Each output is scored by BFCL's
+checker and by the oracle; the agreement matrix is printed per perturbation, and every
+disagreement is either matched to a documented deliberate difference (README, "How we differ
+from BFCL") or printed as unexplained. Then both are timed on the same outputs, and the ratio of
+decisions per second is printed (oracle / BFCL; target >= 1.0).
+
+Run: ``make bfcl-conformance`` (or ``.venv-bfcl/bin/python bench/bfcl_conformance.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import sys
+import time
+import types
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("TOOLEFFECT_SHARED", REPO.parent / "shared"))
+sys.path.insert(0, str(REPO))
+
+
+def _stub_model_config() -> None:
+    """Stand-in for bfcl_eval.constants.model_config (which imports every provider SDK)."""
+
+    class _Config:
+        underscore_to_dot = False
+
+    class _Mapping(dict):  # type: ignore[type-arg]
+        def __missing__(self, key: str) -> _Config:
+            return _Config()
+
+    module = types.ModuleType("bfcl_eval.constants.model_config")
+    module.MODEL_CONFIG_MAPPING = _Mapping()  # type: ignore[attr-defined]
+    sys.modules["bfcl_eval.constants.model_config"] = module
+
+
+_stub_model_config()
+from bfcl_eval.constants.enums import Language  # noqa: E402
+from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker  # noqa: E402
+
+from pytest_tooleffect.importers.bfcl import CATEGORIES, _omit_required, _tool, label_from_ground_truth  # noqa: E402
+from pytest_tooleffect.cases import LoadedFamily, validate_case  # noqa: E402
+from pytest_tooleffect.models import Case, Family, Label, ToolSpec  # noqa: E402
+from pytest_tooleffect.oracle import RuleSet, parse_emission, score  # noqa: E402
+
+AST_CATEGORIES = [c for c, (_, answer) in CATEGORIES.items() if answer is not None]
+RULES = RuleSet.from_mapping({"defaults": {"string": {"normalise": ["nfkc", "strip", "casefold"]}}})
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def first_value(alternatives: list[Any]) -> tuple[bool, Any]:
+    """(present, value): the first acceptable value; ``""`` first means the parameter may be omitted."""
+    if not isinstance(alternatives, list):
+        return True, alternatives
+    for a in alternatives:
+        if a == "":
+            continue
+        if isinstance(a, dict):
+            return True, {k: v for k, (present, v) in ((k, first_value(vs)) for k, vs in a.items()) if present}
+        return True, a
+    return False, None
+
+
+def first_output(ground_truth: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for call in ground_truth:
+        ((name, params),) = call.items()
+        args = {}
+        for p, alts in params.items():
+            present, value = first_value(alts)
+            if present:
+                args[p] = value
+        out.append({name: args})
+    return out
+
+
+def _spec(functions: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    return next((f for f in functions if f["name"] == name), {})
+
+
+def perturbations(entry: dict[str, Any], gt: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Named model outputs for one entry (each a list of {function: {param: value}})."""
+    functions = entry["function"]
+    base = first_output(gt)
+    outs: dict[str, list[dict[str, Any]]] = {"first": base, "args_json_string": base}
+    name0, args0 = next(iter(base[0].items()))
+    spec0 = _spec(functions, name0).get("parameters", {})
+    props0 = spec0.get("properties", {})
+    required0 = spec0.get("required", [])
+    others = [f["name"] for f in functions if f["name"] != name0]
+    outs["other_function"] = [{others[0] if others else "not_offered_fn": args0}, *base[1:]]
+    if required0 and required0[0] in args0:
+        outs["required_missing"] = [{name0: {k: v for k, v in args0.items() if k != required0[0]}}, *base[1:]]
+    outs["extra_param"] = [{name0: {**args0, "zz_extra": 1}}, *base[1:]]
+    for p, v in args0.items():
+        wrong = 12345 if isinstance(v, str) else "not-a-number" if isinstance(v, (int, float)) and not isinstance(
+            v, bool) else None
+        if wrong is not None:
+            outs["wrong_type"] = [{name0: {**args0, p: wrong}}, *base[1:]]
+            break
+    for p, v in args0.items():
+        if props0.get(p, {}).get("type") == "float" and isinstance(v, float) and v.is_integer():
+            outs["int_for_float"] = [{name0: {**args0, p: int(v)}}, *base[1:]]
+            break
+    for p, v in args0.items():
+        if isinstance(v, str) and v.strip() and v.upper() != v:
+            outs["string_case"] = [{name0: {**args0, p: v.upper()}}, *base[1:]]
+            outs["string_spacing"] = [{name0: {**args0, p: f"  {v} "}}, *base[1:]]
+            break
+    call0 = next(iter(gt[0].values()))
+    for p, alts in call0.items():
+        if "" in alts and p in args0 and p not in required0:
+            outs["optional_omitted"] = [{name0: {k: v for k, v in args0.items() if k != p}}, *base[1:]]
+            break
+    for p, spec in props0.items():
+        if p not in required0 and "default" in spec and spec["default"] is not None and p in call0:
+            outs["optional_at_default"] = [{name0: {**args0, p: spec["default"]}}, *base[1:]]
+            break
+    if len(base) > 1:
+        outs["calls_reordered"] = list(reversed(base))
+        outs["call_missing"] = base[:-1]
+    outs["call_added"] = [*base, copy.deepcopy(base[0])]
+    return outs
+
+
+def bfcl_valid(entry: dict[str, Any], output: list[dict[str, Any]], gt: list[dict[str, Any]], category: str) -> bool:
+    result = ast_checker(entry["function"], output, gt, Language.PYTHON, category, "stub_model")
+    return bool(result["valid"])
+
+
+def emitted(output: list[dict[str, Any]], as_string: bool) -> dict[str, Any]:
+    calls = []
+    for call in output:
+        ((name, args),) = call.items()
+        calls.append({"name": name, "arguments": json.dumps(args) if as_string else args})
+    return {"tool_calls": calls}
+
+
+def explain(category: str, pert: str, bfcl_ok: bool, ours_ok: bool, entry: dict[str, Any], gt: Any,
+            output: Any, rejected: bool) -> str | None:
+    """Match a disagreement to a deliberate difference (README, "How we differ from BFCL")."""
+    if rejected:
+        return "ground truth breaks the function's own schema (rejected on import)"
+    if pert == "calls_reordered" and ours_ok and not bfcl_ok:
+        return "parallel calls matched by optimal assignment, not first fit"
+    if pert == "optional_at_default" and ours_ok and not bfcl_ok:
+        return "explicit default equals omitted"
+    if pert == "int_for_float" and ours_ok and not bfcl_ok:
+        return "numbers compare by value at every level"
+    if pert in ("string_case", "string_spacing") and bfcl_ok and not ours_ok:
+        return "strings keep punctuation and inner spaces"
+    if pert == "call_added" and not ours_ok and bfcl_ok:
+        return "a duplicated call is not the parallel group"
+    return None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--categories", nargs="*", default=AST_CATEGORIES)
+    ap.add_argument("--show", type=int, default=15, help="unexplained disagreements to print")
+    args = ap.parse_args()
+    src = SHARED / "datasets" / "bfcl"
+    work = []  # (category, entry, gt, perturbation, output, label, tools)
+    rejected_ids: set[str] = set()
+    family = LoadedFamily("bfcl", REPO, Family(name="bfcl"), (), None, RULES)
+    for category in args.categories:
+        data_file, answer_file = CATEGORIES[category]
+        answers = {a["id"]: a["ground_truth"] for a in _jsonl(src / answer_file)}  # type: ignore[operator]
+        for entry in _jsonl(src / data_file):
+            gt = answers[entry["id"]]
+            tools = [_tool(f) for f in entry["function"]]
+            label_doc = label_from_ground_truth(gt)
+            _omit_required(label_doc, tools)
+            label = Label.model_validate(label_doc)
+            specs = [ToolSpec.model_validate(t) for t in tools]
+            case = Case.model_validate({"id": "x", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+                                        "messages": entry["question"][0], "tools": tools, "label": label_doc,
+                                        "source": "import"})
+            if validate_case(case, family):
+                rejected_ids.add(entry["id"])
+            for pert, output in perturbations(entry, gt).items():
+                work.append((category, entry, gt, pert, output, label, specs))
+    matrix: dict[str, Counter[str]] = defaultdict(Counter)
+    explained: Counter[str] = Counter()
+    unexplained = []
+    bfcl_results, our_results = [], []
+    for category, entry, gt, pert, output, label, specs in work:
+        try:
+            b = bfcl_valid(entry, output, gt, category)
+        except Exception:  # BFCL's checker raises on some outputs: count as invalid
+            b = False
+        o = score(emitted(output, pert == "args_json_string"), label, specs, RULES).passed
+        bfcl_results.append(b)
+        our_results.append(o)
+        cell = ("both pass" if b and o else "both fail" if not b and not o
+                else "BFCL pass, oracle fail" if b else "BFCL fail, oracle pass")
+        matrix[pert][cell] += 1
+        if b != o:
+            why = explain(category, pert, b, o, entry, gt, output, entry["id"] in rejected_ids)
+            if why:
+                explained[why] += 1
+            else:
+                unexplained.append((category, entry["id"], pert, b, o, output))
+    cells = ["both pass", "both fail", "BFCL pass, oracle fail", "BFCL fail, oracle pass"]
+    print(f"{len(work)} outputs over {len({(w[0], w[1]['id']) for w in work})} BFCL entries "
+          f"({', '.join(args.categories)})")
+    print(f"{'perturbation':<22}" + "".join(f"{c:>24}" for c in cells))
+    for pert in sorted(matrix):
+        print(f"{pert:<22}" + "".join(f"{matrix[pert][c]:>24}" for c in cells))
+    total = Counter()
+    for row in matrix.values():
+        total.update(row)
+    print(f"{'all':<22}" + "".join(f"{total[c]:>24}" for c in cells))
+    agree = total["both pass"] + total["both fail"]
+    print(f"agreement: {agree}/{len(work)} = {100 * agree / len(work):.2f} %")
+    print("explained disagreements (deliberate differences):")
+    for why, n in explained.most_common():
+        print(f"  {n:6d}  {why}")
+    print(f"unexplained disagreements: {len(unexplained)}")
+    for category, eid, pert, b, o, output in unexplained[: args.show]:
+        print(f"  {eid} [{pert}] BFCL {'pass' if b else 'fail'}, oracle {'pass' if o else 'fail'}: "
+              f"{json.dumps(output)[:300]}")
+    # speed: the same outputs, each checker in a tight loop
+    t0 = time.perf_counter()
+    for category, entry, gt, pert, output, _, _ in work:
+        try:
+            bfcl_valid(entry, output, gt, category)
+        except Exception:  # noqa: S110
+            pass
+    t_bfcl = time.perf_counter() - t0
+    prepared = [(parse_emission(emitted(o, p == "args_json_string")), lab, sp) for _, _, _, p, o, lab, sp in work]
+    t0 = time.perf_counter()
+    for em, lab, sp in prepared:
+        score(em, lab, sp, RULES)
+    t_ours = time.perf_counter() - t0
+    n = len(work)
+    print(f"speed: BFCL checker {n / t_bfcl:,.0f} decisions/s, oracle {n / t_ours:,.0f} decisions/s, "
+          f"ratio oracle/BFCL {t_bfcl / t_ours:.2f} (target >= 1.0)")
+    sys.exit(1 if unexplained else 0)
+
+
+if __name__ == "__main__":
+    main()
