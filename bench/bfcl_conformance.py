@@ -58,8 +58,8 @@ _stub_model_config()
 from bfcl_eval.constants.enums import Language  # noqa: E402
 from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker  # noqa: E402
 
-from pytest_tooleffect.importers.bfcl import CATEGORIES, _omit_required, _tool, label_from_ground_truth  # noqa: E402
 from pytest_tooleffect.cases import LoadedFamily, validate_case  # noqa: E402
+from pytest_tooleffect.importers.bfcl import CATEGORIES, _omit_required, _tool, label_from_ground_truth  # noqa: E402
 from pytest_tooleffect.models import Case, Family, Label, ToolSpec  # noqa: E402
 from pytest_tooleffect.oracle import RuleSet, parse_emission, score  # noqa: E402
 
@@ -240,12 +240,12 @@ def main() -> None:
     for why, n in explained.most_common():
         print(f"  {n:6d}  {why}")
     print(f"unexplained disagreements: {len(unexplained)}")
-    for category, eid, pert, b, o, output in unexplained[: args.show]:
+    for _category, eid, pert, b, o, output in unexplained[: args.show]:
         print(f"  {eid} [{pert}] BFCL {'pass' if b else 'fail'}, oracle {'pass' if o else 'fail'}: "
               f"{json.dumps(output)[:300]}")
     # speed: the same outputs, each checker in a tight loop
     t0 = time.perf_counter()
-    for category, entry, gt, pert, output, _, _ in work:
+    for category, entry, gt, _pert, output, _, _ in work:
         try:
             bfcl_valid(entry, output, gt, category)
         except Exception:  # noqa: S110

@@ -16,8 +16,8 @@ import re
 import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from datetime import date, datetime
+from functools import lru_cache
 from typing import Any
 
 from .rules import Rule, RuleSet
