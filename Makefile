@@ -25,7 +25,7 @@ report: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check pytest_tooleffect tests bench
 	$(BIN)/mypy
-	$(BIN)/pytest tests/ -q
+	$(BIN)/pytest tests/ -q -n 2
 
 bench-collection: $(STAMP)
 	$(BIN)/python bench/collection.py

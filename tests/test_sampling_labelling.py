@@ -105,10 +105,18 @@ def test_stratified_sample_keeps_quota_and_counts_population() -> None:
     assert s.items["a"] == sorted(s.items["a"])
 
 
-@pytest.mark.parametrize(("trace", "quota"), [("openai-chat.jsonl", "first=2,middle=2,last=4"),
-                                              ("otel-genai.json", "first=2,middle=1,last=3")])
-def test_round_trip_sample_label_agree_merge_run(tmp_path: Path, trace: str, quota: str) -> None:
-    cases, _ = _sample(tmp_path, "fam", str(EXAMPLES / "traces" / trace), "--quota", quota)
+@pytest.mark.parametrize(("trace", "quota"), [(EXAMPLES / "traces" / "openai-chat.jsonl", "first=2,middle=2,last=4"),
+                                              (EXAMPLES / "traces" / "otel-genai.json", "first=2,middle=1,last=3"),
+                                              (TAU, "first=3,middle=3,last=3")], ids=["openai", "otel", "tau-bench"])
+def test_round_trip_sample_label_agree_merge_run(tmp_path: Path, trace: Path, quota: str) -> None:
+    cases, _ = _sample(tmp_path, "fam", str(trace), "--quota", quota)
+    if trace == TAU:  # the tau-bench tools are not in the traces: give them to the family
+        import yaml
+
+        fam_file = tmp_path / "fam" / "family.yaml"
+        fam = yaml.safe_load(fam_file.read_text())
+        fam["tools_file"] = str(SHARED / "datasets" / "tau-bench" / "airline_tools.json")
+        fam_file.write_text(yaml.safe_dump(fam))
     fam = tmp_path / "fam"
     for who in ("ana", "bo"):
         assert main(["label", "export", str(fam / "cases.jsonl"), "--out", str(tmp_path / f"{who}.jsonl"),
