@@ -78,10 +78,16 @@ def first_value(alternatives: list[Any]) -> tuple[bool, Any]:
     for a in alternatives:
         if a == "":
             continue
-        if isinstance(a, dict):
-            return True, {k: v for k, (present, v) in ((k, first_value(vs)) for k, vs in a.items()) if present}
-        return True, a
+        return True, _first_nested(a)
     return False, None
+
+
+def _first_nested(a: Any) -> Any:
+    if isinstance(a, dict):
+        return {k: v for k, (present, v) in ((k, first_value(vs)) for k, vs in a.items()) if present}
+    if isinstance(a, list):
+        return [_first_nested(x) if isinstance(x, dict) else x for x in a]
+    return a
 
 
 def first_output(ground_truth: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -171,6 +177,11 @@ def explain(category: str, pert: str, bfcl_ok: bool, ours_ok: bool, entry: dict[
     if pert == "int_for_float" and ours_ok and not bfcl_ok:
         return "numbers compare by value at every level"
     if pert in ("string_case", "string_spacing") and bfcl_ok and not ours_ok:
+        (name, args), = output[0].items()
+        spec = _spec(entry["function"], name).get("parameters", {}).get("properties", {})
+        changed = [p for p, v in args.items() if isinstance(v, str) and (v != v.strip() or v.isupper())]
+        if any("enum" in spec.get(p, {}) for p in changed):
+            return "enum values compare exactly"
         return "strings keep punctuation and inner spaces"
     if pert == "call_added" and not ours_ok and bfcl_ok:
         return "a duplicated call is not the parallel group"

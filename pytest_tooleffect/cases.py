@@ -256,7 +256,25 @@ def _check_args(tool: ToolSpec, args: Mapping[str, Any], where: str) -> list[tup
             plain[k] = v
     for k, v in plain.items():
         problems += _schema_errors(tool, k, _first_alternatives(v), f"{where}.args.{k}")
+        problems += _undeclared(props.get(k), _first_alternatives(v), f"{where}.args.{k}", tool.name)
     return problems
+
+
+def _undeclared(schema: Any, value: Any, where: str, tool: str) -> list[tuple[str, str]]:
+    """Keys inside nested objects that their schema does not declare (the oracle fails them)."""
+    if not isinstance(schema, Mapping):
+        return []
+    if isinstance(value, Mapping):
+        props = schema.get("properties")
+        if not isinstance(props, Mapping) or schema.get("additionalProperties") is True:
+            return []
+        out = [(f"{where}.{k}", f"not in the schema of {tool}") for k in value if k not in props]
+        for k, v in value.items():
+            out += _undeclared(props.get(k), v, f"{where}.{k}", tool)
+        return out
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _undeclared(schema.get("items"), v, f"{where}[{i}]", tool)]
+    return []
 
 
 def _first_alternatives(value: Any) -> Any:

@@ -38,6 +38,8 @@ def _line(c: dict[str, Any]) -> str:
     ("forbidden args identical to a valid action", {"label": {
         "valid_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}}],
         "forbidden_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}}]}}, "*read_thread is both valid*"),
+    ("object where a string is declared", {"label": {"valid_actions": [{"tool": "calendar.create_event", "args": {
+        "title": {"text": "x"}, "start": "2025-03-19T10:00:00"}}]}}, "*args.title: {'text': 'x'} must be string*"),
     ("bucket does not match the step", {"placement": {"step": 1, "run_length": 3, "bucket": "last"}},
      "*placement.bucket: step 1 of 3 is bucket 'middle', not 'last'"),
     ("free-form date in a label", {"label": {"valid_actions": [{"tool": "calendar.create_event", "args": {

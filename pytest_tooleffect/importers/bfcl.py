@@ -100,6 +100,8 @@ def _value(alternatives: Any) -> Any:
 def _nested(value: Any) -> Any:
     if isinstance(value, Mapping):  # a dict value: each key holds its own alternatives
         return {k: _value(v) for k, v in value.items()}
+    if isinstance(value, list):  # dicts inside a list carry their own alternatives too
+        return [_nested(v) if isinstance(v, Mapping) else v for v in value]
     return value
 
 

@@ -241,6 +241,11 @@ class _Comparer:
             sub = props.get(key, {})
             e, g = exp.get(key, _MISSING), emi.get(key, _MISSING)
             fpath = self._p(path, key)
+            if key in required and key not in got and not subset:
+                # a required argument must be sent even when the schema gives it a default
+                results.append(FieldResult(fpath, False, "schema", "required argument missing",
+                                           None if e is _MISSING else e, None))
+                continue
             if isinstance(e, Mapping) and ANY_OF in e:
                 results.extend(self._alternatives(sub, e[ANY_OF], g, fpath, key in required))
                 continue
