@@ -262,6 +262,40 @@ def _cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    import datetime
+
+    from .judge import Judge, JudgeError, calibrate
+    from .labelling import read_labels
+
+    try:
+        pairs = list(read_labels(Path(args.pairs)).values())
+    except ValueError as exc:
+        print(f"tooleffect calibrate-judge: {exc}", file=sys.stderr)
+        return 2
+    bad = [p["id"] for p in pairs if p.get("human") not in ("pass", "fail") or "expected" not in p or "got" not in p]
+    if bad:
+        print(f"tooleffect calibrate-judge: {args.pairs}: pairs {bad[:5]} need expected, got and human: pass|fail",
+              file=sys.stderr)
+        return 2
+    judge = Judge(args.judge_model, args.api_base, Path(args.cache) if args.cache else None)
+    try:
+        result = calibrate(judge, pairs)
+    except JudgeError as exc:
+        print(f"tooleffect calibrate-judge: {exc}", file=sys.stderr)
+        return 2
+    result["measured_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    result["pairs_file"] = args.pairs
+    result["usage"] = judge.usage.to_dict()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    lo, hi = result["kappa_ci95"]
+    print(f"judge {result['model']} on {result['n']} pairs: agreement {100 * result['agreement']:.1f} %, "
+          f"Cohen's kappa {result['kappa']:.3f} (95 % CI {lo:.3f} to {hi:.3f}); written to {out}")
+    return 0
+
+
 def _turn_key(messages: Sequence[Any]) -> str:
     """What identifies a state on the wire: roles, texts and called tool names (no system prompt)."""
     rows = []
@@ -384,6 +418,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("spec")
     p.add_argument("--out", required=True)
     p.set_defaults(func=_cmd_generate)
+    p = sub.add_parser("calibrate-judge", help="Cohen's kappa of an LLM judge against hand-labelled free-text pairs")
+    p.add_argument("pairs", help="JSONL: {id, rubric, expected, got, human: pass|fail}")
+    p.add_argument("--judge-model", required=True)
+    p.add_argument("--api-base", default=None)
+    p.add_argument("--cache", default=None, help="folder for cached verdicts (default: none)")
+    p.add_argument("--out", default="reports/judge-calibration.json")
+    p.set_defaults(func=_cmd_calibrate)
     p = sub.add_parser("serve", help="serve the recorded decisions of the cases as a local OpenAI-compatible model")
     p.add_argument("--cases", default="cases")
     p.add_argument("--port", type=int, default=8011)

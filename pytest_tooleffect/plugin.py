@@ -6,6 +6,7 @@ oracle's, the report arithmetic is :mod:`pytest_tooleffect.report`'s.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,10 @@ OPT_API_BASE = "--tooleffect-api-base"
 OPT_POLICY = "--tooleffect-policy"
 OPT_TIMEOUT = "--tooleffect-timeout"
 OPT_PRICES = "--tooleffect-prices"
+OPT_JUDGE = "--tooleffect-judge-model"
+OPT_JUDGE_BASE = "--tooleffect-judge-api-base"
+OPT_JUDGE_CAL = "--tooleffect-judge-calibration"
+INI_JUDGE_CACHE = "tooleffect_judge_cache"
 INI_RECORDS = "tooleffect_records"
 DEFAULT_RECORDS = "reports/tooleffect-records.jsonl"
 
@@ -57,6 +62,10 @@ class Settings:
     timeout_s: float = 60.0
     prices: Mapping[str, Price] = field(default_factory=dict)
     pyproject_policies: Mapping[str, Policy] = field(default_factory=dict)
+    judge_model: str | None = None
+    judge_api_base: str | None = None
+    judge_cache: Path | None = None
+    judge_calibration: Path | None = None
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -90,6 +99,10 @@ def _load_prices(path: Path | None) -> dict[str, Price]:
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise pytest.UsageError(f"{OPT_PRICES} {path}: {exc!r}; expected {{model: {{input_per_mtok: USD, "
                                 f"output_per_mtok: USD}}}}") from exc
+
+
+def _rooted(config: pytest.Config, value: str) -> Path | None:
+    return Path(config.rootpath) / value if value else None
 
 
 def _check_writable(option: str, path: Path) -> None:
@@ -150,7 +163,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(OPT_PRICES, metavar="PATH", type=_path_or_none, default=None,
                     help="YAML or JSON prices for models litellm's cost map does not know: "
                          "{model: {input_per_mtok: USD, output_per_mtok: USD}}")
+    group.addoption(OPT_JUDGE, metavar="PROVIDER/MODEL", default=None,
+                    help="LLM judge (through litellm) for argument fields the oracle rules declare free_text; "
+                         "without it a deterministic comparator is used and marked approximate")
+    group.addoption(OPT_JUDGE_BASE, metavar="URL", default=None, help="api base for the judge model")
+    group.addoption(OPT_JUDGE_CAL, metavar="PATH", type=_path_or_none, default=Path("reports/judge-calibration.json"),
+                    help="the judge's last calibration (tooleffect calibrate-judge), named in the report")
     parser.addini(INI_RECORDS, "record log path, relative to the rootdir", default=DEFAULT_RECORDS)
+    parser.addini(INI_JUDGE_CACHE, "folder of cached judge verdicts, relative to the rootdir (empty: no cache)",
+                  default=".tooleffect-cache/judge")
 
 
 settings_key = pytest.StashKey[Settings]()
@@ -176,6 +197,10 @@ def pytest_configure(config: pytest.Config) -> None:
         timeout_s=config.getoption(OPT_TIMEOUT),
         prices=_load_prices(config.getoption(OPT_PRICES)),
         pyproject_policies=_pyproject_policies(config),
+        judge_model=config.getoption(OPT_JUDGE),
+        judge_api_base=config.getoption(OPT_JUDGE_BASE),
+        judge_cache=_rooted(config, config.getini(INI_JUDGE_CACHE)),
+        judge_calibration=config.getoption(OPT_JUDGE_CAL),
     )
     config.stash[families_key] = {}
     config.stash[seen_ids_key] = {}
@@ -382,8 +407,10 @@ class Decision:
         assert case.label is not None
         tools = list(case.tools) if case.tools is not None else list(fam.tools)
         names = [t.name for t in tools]
+        judge = _judge(item.config)
+        before = judge.usage.to_dict() if judge is not None else None
         ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages,
-                             predicates=_predicates(item.config))
+                             predicates=_predicates(item.config), judge=judge)
         try:
             verdict = score(parse_emission(self.emitted, offered=names), case.label, tools, fam.rules, ctx)
         except Exception as exc:  # a rule, predicate or input the oracle cannot judge: not the agent's failure
@@ -394,13 +421,35 @@ class Decision:
             item.stash[record_key] = record
             pytest.fail(f"{item.record_id}: scoring error (not counted as a decision): {error['message']}",
                         pytrace=False)
+        extra: dict[str, Any] = {"model": item.policy.model, **self.extra}
+        if judge is not None and before is not None:
+            after = judge.usage.to_dict()
+            spent = {k: (None if after[k] is None or before[k] is None else after[k] - before[k]) for k in after}
+            if spent["calls"] or spent["cached"]:
+                extra["judge"] = {"model": judge.model, **spent}
         record = build_record(fam.name, case, item.policy.name, verdict, {t.name: t for t in tools}, self.cost,
-                              extra={"model": item.policy.model, **self.extra})
+                              extra=extra)
         item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
         item.stash[record_key] = record
         if not verdict.passed:
             pytest.fail(f"{item.record_id}: {verdict.one_line(case.label)}", pytrace=False)
         return verdict
+
+
+_judge_key = pytest.StashKey[Any]()
+
+
+def _judge(config: pytest.Config) -> Any:
+    """The run's judge (one per process), or ``None`` without ``--tooleffect-judge-model``."""
+    if _judge_key not in config.stash:
+        settings = config.stash[settings_key]
+        judge = None
+        if settings.judge_model:
+            from .judge import Judge
+
+            judge = Judge(settings.judge_model, settings.judge_api_base, settings.judge_cache, settings.timeout_s)
+        config.stash[_judge_key] = judge
+    return config.stash[_judge_key]
 
 
 def _predicates(config: pytest.Config) -> Mapping[str, Callable[..., Any]]:
@@ -517,10 +566,30 @@ class Reporter:
 
         status = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "complete"
         self.report = summarise(self.records, self._families_meta(), status=status)
+        self.report["judge"] = self._judge_info()
         if self.settings.report is not None:
             path = self.settings.report
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(dumps(self.report) + "\n", encoding="utf-8")
+
+    def _judge_info(self) -> dict[str, Any]:
+        settings = self.settings
+        if not settings.judge_model:
+            return {"model": None, "note": "no judge: free-text fields use the deterministic comparator (approximate)"}
+        calibration: Any = "not measured"
+        path = settings.judge_calibration
+        if path is not None and path.is_file():
+            try:
+                cal = json.loads(path.read_text(encoding="utf-8"))
+                if cal.get("model") == settings.judge_model:
+                    calibration = {k: cal.get(k) for k in ("n", "agreement", "kappa", "kappa_ci95", "measured_at")}
+            except (OSError, ValueError):
+                calibration = "not measured (unreadable calibration file)"
+        spent = [r["judge"] for r in self.records if r.get("judge")]
+        usage = {k: sum(j[k] or 0 for j in spent) for k in ("calls", "cached", "input_tokens", "output_tokens")}
+        costs = [j["cost_usd"] for j in spent]
+        usage["cost_usd"] = None if any(c is None for c in costs) else sum(costs)
+        return {"model": settings.judge_model, "calibration": calibration, "usage": usage}
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.report is None or not self.settings.summary:
@@ -529,6 +598,17 @@ class Reporter:
 
         terminalreporter.write_sep("=", "tooleffect report")
         terminalreporter.write(render_terminal(self.report, width=max(120, terminalreporter._tw.fullwidth)))
+        judge = self.report.get("judge") or {}
+        if judge.get("model"):
+            cal = judge["calibration"]
+            measured = (f"Cohen's kappa {cal['kappa']:.2f} [{cal['kappa_ci95'][0]:.2f}, {cal['kappa_ci95'][1]:.2f}] "
+                        f"on {cal['n']} hand-labelled pairs" if isinstance(cal, dict) else cal)
+            u = judge["usage"]
+            money = "unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.6f}"
+            terminalreporter.write_line(
+                f"judge {judge['model']}: last measured agreement {measured}; {u['calls']} calls, "
+                f"{u['cached']} cached, {u['input_tokens']} in / {u['output_tokens']} out tokens, {money} "
+                "(apart from the agent's cost)")
         if self.settings.report is not None:
             terminalreporter.write_line(f"tooleffect report written to {self.settings.report}")
         if self.settings.records is not None:

@@ -1,0 +1,134 @@
+"""The LLM judge for free-text fields, over litellm's HTTP path against a scripted server."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.judge import Judge, JudgeError, calibrate
+from pytest_tooleffect.scripted import Reply, ScriptedServer
+from tests.conftest import REPO
+
+
+def verdicts(body: dict[str, Any]) -> Reply:
+    """A stand-in judge: passes when the emitted text repeats the reference's first number."""
+    prompt = body["messages"][-1]["content"]
+    ref = re.search(r"Reference text.*?: (.*)", prompt).group(1)  # type: ignore[union-attr]
+    got = re.search(r"Emitted text.*?: (.*)", prompt).group(1)  # type: ignore[union-attr]
+    number = re.search(r"\d+", ref)
+    ok = (number.group(0) in got) if number else len(set(ref.lower().split()) & set(got.lower().split())) >= 3
+    doc = {"verdict": "pass" if ok else "fail", "reason": "same number" if ok else "differs"}
+    return Reply(text=json.dumps(doc), prompt_tokens=200, completion_tokens=12)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ScriptedServer]:
+    with ScriptedServer(verdicts) as srv:
+        yield srv
+
+
+def test_judge_calls_and_caches(server: ScriptedServer, tmp_path: Path) -> None:
+    judge = Judge("openai/judge-test", server.base_url, tmp_path / "cache")
+    assert judge("same day", "Booked for 15:00", "I booked it for 15:00") == (True, "same number")
+    assert judge("same day", "Booked for 15:00", "Booked for 16:00")[0] is False
+    n = len(server.requests)
+    assert judge("same day", "Booked for 15:00", "I booked it for 15:00") == (True, "same number")
+    assert len(server.requests) == n  # answered from the cache
+    assert judge.usage.calls == 2 and judge.usage.cached == 1 and judge.usage.input_tokens == 400
+    assert judge.usage.cost_usd is None  # a model the cost map does not know: unknown, not zero
+    request = server.requests[-1]
+    assert request["response_format"]["type"] == "json_schema" and request["temperature"] == 0
+
+
+def test_unreadable_verdict_is_an_error(tmp_path: Path) -> None:
+    with ScriptedServer([Reply(text="I think it is fine")]) as srv:
+        with pytest.raises(JudgeError, match="judge openai/j"):
+            Judge("openai/j", srv.base_url)("r", "a", "b")
+
+
+def test_calibration_kappa(server: ScriptedServer) -> None:
+    pairs = [json.loads(x) for x in (REPO / "examples" / "judge" / "pairs.jsonl").read_text().splitlines()]
+    res = calibrate(Judge("openai/judge-test", server.base_url), pairs)
+    table = [res["table"]["human_fail"], res["table"]["human_pass"]]  # rows: human; columns: judge fail/pass
+    n = res["n"]
+    po = (table[0][0] + table[1][1]) / n
+    pe = ((table[0][0] + table[0][1]) * (table[0][0] + table[1][0])
+          + (table[1][0] + table[1][1]) * (table[0][1] + table[1][1])) / n ** 2
+    assert n == len(pairs) == 16
+    assert res["kappa"] == pytest.approx((po - pe) / (1 - pe))  # Cohen (1960)
+    assert -1 <= res["kappa_ci95"][0] <= res["kappa"] <= res["kappa_ci95"][1] <= 1
+    assert len(res["disagreements"]) == n - round(po * n)
+
+
+FAMILY = """\
+name: replies
+tools:
+  - name: mail.reply
+    parameters: {type: object, properties: {thread_id: {type: string}, body: {type: string}}, required: [thread_id]}
+oracle: ../../oracle/replies.yaml
+"""
+
+
+def test_plugin_uses_the_judge_and_reports_it(pytester: pytest.Pytester, server: ScriptedServer) -> None:
+    fam = pytester.path / "cases" / "replies"
+    fam.mkdir(parents=True)
+    (pytester.path / "oracle").mkdir()
+    (fam / "family.yaml").write_text(FAMILY)
+    (pytester.path / "oracle" / "replies.yaml").write_text(
+        "fields:\n  mail.reply.body: {compare: free_text, rubric: confirms the booked time}\n")
+    cases = []
+    for cid, got in (("same", "Done - it is booked for 15:00."), ("other", "Done - it is booked for 16:00.")):
+        cases.append({"id": cid, "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+                      "messages": [{"role": "user", "content": "book it"}], "source": "authored",
+                      "label": {"valid_actions": [{"tool": "mail.reply", "args": {"thread_id": "t",
+                                                                                  "body": "Booked for 15:00."}}]},
+                      "recorded": {"tool_calls": [{"name": "mail.reply",
+                                                   "arguments": json.dumps({"thread_id": "t", "body": got})}]}})
+    (fam / "cases.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
+    args = ["cases/", "--tooleffect-judge-model=openai/judge-test", f"--tooleffect-judge-api-base={server.base_url}",
+            "--tooleffect-report=r.json"]
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*judge openai/judge-test: last measured agreement not measured; 2 calls, 0 cached*"])
+    recs = {json.loads(x)["case_id"]: json.loads(x) for x in
+            (pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines()}
+    field = recs["same"]["verdict"]["fields"][-1]
+    assert field["rule"].endswith("(judge)") and not recs["same"]["verdict"]["approximate"]
+    assert recs["same"]["judge"]["calls"] == 1 and recs["same"]["judge"]["input_tokens"] == 200
+    assert recs["same"]["cost"]["input_tokens"] is None  # the agent's cost stays apart
+    # a calibration file for this judge is named in the next report; verdicts come from the cache
+    (pytester.path / "reports" / "judge-calibration.json").write_text(json.dumps(
+        {"model": "openai/judge-test", "n": 16, "agreement": 0.9, "kappa": 0.8, "kappa_ci95": [0.5, 1.0]}))
+    result = pytester.runpytest(*args)
+    result.stdout.fnmatch_lines(["*judge openai/judge-test: last measured agreement Cohen's kappa 0.80 "
+                                 "[[]0.50, 1.00[]] on 16 hand-labelled pairs; 0 calls, 2 cached*"])
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["judge"]["calibration"]["kappa"] == 0.8
+
+
+def test_without_a_judge_free_text_is_approximate() -> None:
+    from pytest_tooleffect.oracle import RuleSet, score
+
+    rules = RuleSet.from_mapping({"fields": {"r.body": {"compare": "free_text", "threshold": 0.5}}})
+    tools = [{"name": "r", "parameters": {"type": "object", "properties": {"body": {"type": "string"}}}}]
+    v = score({"tool_calls": [{"name": "r", "arguments": {"body": "booked for 15:00 today"}}]},
+              {"valid_actions": [{"tool": "r", "args": {"body": "booked today for 15:00"}}]}, tools, rules)
+    assert v.passed and v.approximate
+
+
+def test_calibrate_command(server: ScriptedServer, tmp_path: Path) -> None:
+    from pytest_tooleffect.cli import main
+
+    out = tmp_path / "cal.json"
+    assert main(["calibrate-judge", str(REPO / "examples" / "judge" / "pairs.jsonl"), "--judge-model",
+                 "openai/judge-test", "--api-base", server.base_url, "--out", str(out)]) == 0
+    cal = json.loads(out.read_text())
+    assert cal["model"] == "openai/judge-test" and cal["n"] == 16 and "measured_at" in cal
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x", "expected": "a", "got": "b"}\n')
+    assert main(["calibrate-judge", str(bad), "--judge-model", "openai/judge-test"]) == 2
