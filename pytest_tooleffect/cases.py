@@ -328,6 +328,8 @@ def _schema_errors(tool: ToolSpec, key: str, value: Any, where: str) -> list[tup
     sub = (tool.parameters.get("properties") or {}).get(key)
     if not isinstance(sub, Mapping) or value is None:  # null: an explicit null the label allows
         return []
+    if "$ref" in json.dumps(sub):  # never resolve references (a remote one would be fetched): skip the check
+        return []
     import fastjsonschema
 
     cache_key = (id(tool), key)

@@ -44,17 +44,28 @@ def _cmd_import(args: argparse.Namespace) -> int:
             return 2
         print(json.dumps(counts))
         return 0
-    from .importers.tau_airline import build_family
+    from .importers.tau_airline import DEFAULT_QUOTA, build_family
+
+    if args.quota is not None:
+        unknown = set(args.quota) - set(DEFAULT_QUOTA)
+        if unknown or any(n <= 0 for n in args.quota.values()):
+            print(f"tooleffect import: --quota buckets are {', '.join(DEFAULT_QUOTA)} with positive counts "
+                  f"(got {args.quota})", file=sys.stderr)
+            return 2
 
     if not args.trajectories and not (shared / "datasets").is_dir():
         print(f"tooleffect import: {shared.resolve()}/datasets not found; run from the repository root "
               "(../shared beside it) or pass --shared DIR", file=sys.stderr)
         return 2
-    counts = build_family(
-        Path(args.trajectories or shared / "datasets/tau-bench/historical_trajectories/gpt-4o-airline.json"),
-        Path(args.tools or shared / "datasets/tau-bench/airline_tools.json"),
-        Path(args.out or "cases/tau-airline"), args.quota, args.seed,
-    )
+    try:
+        counts = build_family(
+            Path(args.trajectories or shared / "datasets/tau-bench/historical_trajectories/gpt-4o-airline.json"),
+            Path(args.tools or shared / "datasets/tau-bench/airline_tools.json"),
+            Path(args.out or "cases/tau-airline"), args.quota, args.seed,
+        )
+    except Exception as exc:  # unreadable inputs: one line, not a traceback
+        print(f"tooleffect import: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(counts))
     return 0
 
@@ -77,7 +88,21 @@ def _read_jsonl(path: Path) -> dict[str, dict[str, Any]]:
 def _cmd_agree(args: argparse.Namespace) -> int:
     from .labelling import agreement
 
-    res = agreement(_read_jsonl(Path(args.a)), _read_jsonl(Path(args.b)))
+    try:
+        a, b = _read_jsonl(Path(args.a)), _read_jsonl(Path(args.b))
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"tooleffect agree: {exc}", file=sys.stderr)
+        return 2
+    for path, labels in ((args.a, a), (args.b, b)):
+        for cid, lab in labels.items():
+            acts = lab.get("valid_actions") if isinstance(lab, dict) else None
+            if not isinstance(acts, list) or not all(isinstance(x, dict) for x in acts):
+                print(f"tooleffect agree: {path}: case {cid}: valid_actions must be a list of actions", file=sys.stderr)
+                return 2
+    if not set(a) & set(b):
+        print(f"tooleffect agree: {args.a} and {args.b} share no case ids", file=sys.stderr)
+        return 2
+    res = agreement(a, b)
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
@@ -120,6 +145,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         print(f"tooleffect report: {args.records}: {exc}", file=sys.stderr)
         return 2
+    need = ("family", "policy", "case_id", "label_hash", "class", "bucket", "outcome")
+    for n, r in enumerate(records, 1):
+        missing = [k for k in need if not isinstance(r, dict) or k not in r]
+        if missing or (r.get("outcome") == "scored" and not isinstance(r.get("verdict"), dict)):
+            what = missing or ["verdict"]
+            print(f"tooleffect report: {args.records}: record {n}: not a tooleffect record (missing {what})",
+                  file=sys.stderr)
+            return 2
     report = summarise(records, meta)
     print(dumps(report) if args.json else render_terminal(report))
     return 0
@@ -188,6 +221,9 @@ def _cmd_label(args: argparse.Namespace) -> int:
 
     from .models import Label
 
+    if not args.labels or not Path(args.labels).is_file():
+        print(f"tooleffect label import: --labels {args.labels}: no such file", file=sys.stderr)
+        return 2
     try:
         labels = read_labels(Path(args.labels))
     except ValueError as exc:
@@ -223,6 +259,10 @@ def _cmd_label(args: argparse.Namespace) -> int:
 def _cmd_merge(args: argparse.Namespace) -> int:
     from .labelling import merge, read_labels
 
+    missing = [p for p in [*args.labels, *([args.adjudicated] if args.adjudicated else [])] if not Path(p).is_file()]
+    if missing:
+        print(f"tooleffect merge: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
     try:
         labellers = [read_labels(Path(p)) for p in args.labels]
         adjudicated = read_labels(Path(args.adjudicated)) if args.adjudicated else {}
@@ -318,6 +358,7 @@ def replay_index(cases_dir: Path) -> dict[str, Any]:
     from .scripted import Reply
 
     index: dict[str, Any] = {}
+    ambiguous = 0
     for fam_file in sorted(cases_dir.rglob(FAMILY_FILE)):
         try:
             fam = load_family(fam_file.parent)
@@ -337,7 +378,13 @@ def replay_index(cases_dir: Path) -> dict[str, Any]:
                 for c in case.recorded.tool_calls:
                     args = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
                     calls.append((names.out(c.name) if isinstance(c.name, str) else "", args))
-                index[_turn_key(request["messages"])] = Reply(tool_calls=calls, text=case.recorded.text)
+                key = _turn_key(request["messages"])
+                if key in index:
+                    ambiguous += 1
+                index[key] = Reply(tool_calls=calls, text=case.recorded.text)
+    if ambiguous:
+        print(f"tooleffect serve: {ambiguous} states share their messages with another; the last recorded turn "
+              "answers for all of them", file=sys.stderr)
     return index
 
 
@@ -346,13 +393,21 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     from .scripted import Reply, ScriptedServer
 
+    if not Path(args.cases).is_dir():
+        print(f"tooleffect serve: --cases {args.cases}: no such folder", file=sys.stderr)
+        return 2
     index: dict[str, Reply] = replay_index(Path(args.cases))
     missing = Reply(status=404)
 
     def script(body: dict[str, Any]) -> Reply:
         return index.get(_turn_key(body.get("messages") or []), missing)
 
-    with ScriptedServer(script, port=args.port) as srv:
+    try:
+        server = ScriptedServer(script, port=args.port)
+    except (OSError, OverflowError) as exc:
+        print(f"tooleffect serve: port {args.port}: {exc}", file=sys.stderr)
+        return 2
+    with server as srv:
         print(f"tooleffect serve: {len(index)} recorded states at {srv.base_url} (OpenAI chat format); "
               "Ctrl-C stops", flush=True)
         try:

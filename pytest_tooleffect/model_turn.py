@@ -13,6 +13,7 @@ failed decision.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import os
 import re
@@ -175,8 +176,20 @@ class Turn:
     provider_names: dict[str, str] = field(default_factory=dict)
 
 
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="tooleffect-model")
+    return _POOL
+
+
 def _price(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
            usage: Mapping[str, int | None]) -> tuple[float | None, str | None]:
+    if usage.get("input_tokens") is None:
+        return None, None
     try:
         litellm.get_model_info(model=model)
         known = True
@@ -222,8 +235,13 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
     if api_key is not None:
         kwargs["api_key"] = api_key
     t0 = time.perf_counter()
+    future = _pool().submit(litellm.completion, **kwargs, timeout=timeout_s, num_retries=0, max_retries=0)
     try:
-        response = litellm.completion(**kwargs, timeout=timeout_s, num_retries=0, max_retries=0)
+        # the client's timeout bounds each read; this bounds the whole answer (a server that drips bytes)
+        response = future.result(timeout=timeout_s + 1.0)
+    except concurrent.futures.TimeoutError as exc:
+        future.cancel()
+        raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s") from exc
     except Exception as exc:  # every provider failure is an error outcome, never a verdict
         raise ProviderError(type(exc).__name__, " ".join(str(exc).split())[:500]) from exc
     latency_ms = (time.perf_counter() - t0) * 1000
@@ -246,6 +264,8 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
     message["tool_calls"] = calls
     usage = data.get("usage") or {}
     tokens = {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
+    if not usage:  # a provider that reports no usage: tokens and cost are unknown, not zero
+        tokens = {"input_tokens": None, "output_tokens": None}
     cost_usd, priced_by = _price(litellm, policy.model, response, prices or {}, tokens)
     cost = {**tokens, "latency_ms": round(latency_ms, 3), "cost_usd": cost_usd, "priced_by": priced_by}
     return Turn(emitted=message, cost=cost, provider_names=provider_names)

@@ -80,24 +80,34 @@ def _path_or_none(value: str) -> Path | None:
 
 def _positive_float(value: str) -> float:
     import argparse
+    import math
 
     try:
         f = float(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
-    if f <= 0:
+    if not math.isfinite(f) or f <= 0:
         raise argparse.ArgumentTypeError(f"{value!r} must be positive")
     return f
 
 
 def _load_prices(path: Path | None) -> dict[str, Price]:
+    import math
+
     if path is None:
         return {}
     try:
         raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        return {str(m): Price(float(p["input_per_mtok"]), float(p["output_per_mtok"])) for m, p in raw.items()}
+        prices = {}
+        for m, p in raw.items():
+            values = [p["input_per_mtok"], p["output_per_mtok"]]
+            if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
+                   for v in values):
+                raise ValueError(f"{m}: prices are finite numbers >= 0")
+            prices[str(m)] = Price(float(values[0]), float(values[1]))
+        return prices
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise pytest.UsageError(f"{OPT_PRICES} {path}: {exc!r}; expected {{model: {{input_per_mtok: USD, "
+        raise pytest.UsageError(f"{OPT_PRICES} {path}: {exc}; expected {{model: {{input_per_mtok: USD, "
                                 f"output_per_mtok: USD}}}}") from exc
 
 
@@ -132,13 +142,24 @@ def _pyproject_policies(config: pytest.Config) -> dict[str, Policy]:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"{path}: {exc}") from exc
-    table = doc.get("tool", {}).get("tooleffect", {}).get("policies", {})
+    tool = doc.get("tool", {})
+    section = tool.get("tooleffect", {}) if isinstance(tool, dict) else {}
+    table = section.get("policies", {}) if isinstance(section, dict) else None
+    if not isinstance(table, dict):
+        raise pytest.UsageError(f"{path}: [tool.tooleffect.policies] must be a table of policy tables")
     out = {}
     for name, spec in table.items():
+        if not isinstance(spec, dict):
+            raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.{name}] must be a table (model = ...)")
         try:
-            out[name] = Policy.model_validate({"name": name, **spec})
+            out[name] = Policy.model_validate({**spec, "name": name})
         except ValidationError as exc:
             raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.{name}]: {exc}") from exc
+        if name == REPLAY.name:
+            raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.replay]: 'replay' is the built-in offline "
+                                    "policy; choose another name")
+        if not out[name].model:
+            raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.{name}]: model is required")
     return out
 
 
@@ -264,9 +285,16 @@ def _marker_name(prefix: str, value: str) -> str:
 def _policies(settings: Settings, family: LoadedFamily) -> list[Policy] | str:
     """The policies this family runs under, or the reason a named policy cannot be found."""
     chosen: list[Policy] = []
+    if settings.model == REPLAY.name:
+        return "--tooleffect-model replay: 'replay' is the built-in offline policy, not a model"
     if settings.model:
         chosen.append(Policy(name=settings.model, model=settings.model, api_base=settings.api_base))
     own = {p.name: p for p in family.family.policies}
+    for p in family.family.policies:
+        if p.name == REPLAY.name or not p.name or not p.model:
+            return (f"policies: {p.name!r}: a named policy needs a name other than 'replay' and a model")
+    if len(own) != len(family.family.policies):
+        return "policies: two policies share a name"
     for name in settings.policies:
         if name == REPLAY.name:
             chosen.append(REPLAY)
@@ -532,14 +560,22 @@ class Reporter:
         self.log: RecordLog | None = None
         self.report: dict[str, Any] | None = None
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # a new log each run that addresses case families, even when nothing gets scored
+        if self.settings.records is not None and _family_dirs(self.config):
+            try:
+                self.log = RecordLog(self.settings.records)
+            except OSError as exc:
+                raise pytest.UsageError(f"{OPT_RECORDS} {self.settings.records}: {exc}") from exc
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = getattr(report, "tooleffect_record", None)
         if record is None:
             return
         self.records.append(record)
-        if self.settings.records is not None:
-            if self.log is None:
-                self.log = RecordLog(self.settings.records)
+        if self.log is None and self.settings.records is not None:
+            self.log = RecordLog(self.settings.records)
+        if self.log is not None:
             self.log.write(record)
 
     def _families_meta(self) -> dict[str, dict[str, Any]]:
@@ -560,7 +596,7 @@ class Reporter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.records:
+        if not self.records and self.settings.report is None:
             return
         from .report import dumps, summarise
 
@@ -569,8 +605,11 @@ class Reporter:
         self.report["judge"] = self._judge_info()
         if self.settings.report is not None:
             path = self.settings.report
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(dumps(self.report) + "\n", encoding="utf-8")
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(dumps(self.report) + "\n", encoding="utf-8")
+            except OSError as exc:
+                session.config.get_terminal_writer().line(f"tooleffect: cannot write {path}: {exc}", red=True)
 
     def _judge_info(self) -> dict[str, Any]:
         settings = self.settings
@@ -592,7 +631,7 @@ class Reporter:
         return {"model": settings.judge_model, "calibration": calibration, "usage": usage}
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.report is None or not self.settings.summary:
+        if self.report is None or not self.settings.summary or not self.records:
             return
         from .report import render_terminal
 

@@ -110,6 +110,18 @@ class RecordLog:
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    """Read a record log back (for ``tooleffect report``)."""
+    """Read a record log back (for ``tooleffect report``).
+
+    Raises:
+        ValueError: a line that is not JSON (names the line).
+    """
+    out = []
     with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"line {n} is not JSON ({exc.msg}); a torn last line means the run was cut") from exc
+    return out

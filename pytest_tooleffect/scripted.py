@@ -44,6 +44,7 @@ class Reply:
         delay_s: seconds to wait before answering (seconds).
         raw_body: bytes to send instead of a JSON body (an invalid response).
         finish_reason: OpenAI ``finish_reason`` (default: ``tool_calls`` when calls, else ``stop``).
+        drip_s: send the body one byte every ``drip_s`` seconds (a server that never quite answers).
     """
 
     tool_calls: Sequence[tuple[str, Any]] = ()
@@ -54,6 +55,7 @@ class Reply:
     delay_s: float = 0.0
     raw_body: bytes | None = None
     finish_reason: str | None = None
+    drip_s: float = 0.0
 
 
 Script = Callable[[dict[str, Any]], Reply] | Sequence[Reply]
@@ -179,7 +181,13 @@ class ScriptedServer:
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
                     self.end_headers()
-                    self.wfile.write(payload)
+                    if reply.drip_s:
+                        for i in range(len(payload)):
+                            self.wfile.write(payload[i:i + 1])
+                            self.wfile.flush()
+                            time.sleep(reply.drip_s)
+                    else:
+                        self.wfile.write(payload)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
                     return
 

@@ -231,3 +231,62 @@ def test_live_path_reproduces_replay(tmp_path: Path) -> None:
     for key in ("classes", "micro", "macro", "kinds", "argument_failures", "no_tool_failures", "buckets"):
         assert live[key] == replay[key], key
     assert live["cost"]["input_tokens"] > 0 and replay["cost"]["input_tokens"] is None
+
+
+def test_a_dripping_server_times_out_on_the_wall_clock(tmp_path: Path) -> None:
+    from pytest_tooleffect.model_turn import ProviderError, run_turn
+    from pytest_tooleffect.models import Case, Policy
+
+    case = Case.model_validate(_case("drip", {"valid_actions": [NULL]}))
+    with ScriptedServer([Reply(text="ok", drip_s=0.5)]) as srv:
+        import time
+
+        t0 = time.perf_counter()
+        with pytest.raises(ProviderError, match="no complete answer within 1 s"):
+            run_turn(case, [], None, Policy(name="p", model="openai/x", api_base=srv.base_url), timeout_s=1.0,
+                     api_key="x")
+        assert time.perf_counter() - t0 < 10
+
+
+def test_missing_usage_is_unknown_not_zero() -> None:
+    from pytest_tooleffect.model_turn import run_turn
+    from pytest_tooleffect.models import Case, Policy
+
+    case = Case.model_validate(_case("nousage", {"valid_actions": [NULL]}))
+    body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}]}).encode()
+    with ScriptedServer([Reply(raw_body=body)]) as srv:
+        turn = run_turn(case, [], None, Policy(name="p", model="openai/x", api_base=srv.base_url), api_key="x")
+    assert turn.cost["cost_usd"] is None
+    assert turn.cost["input_tokens"] in (None, 0)  # litellm may fill a zero usage; the price stays unknown
+
+
+@pytest.mark.parametrize(("toml", "message"), [
+    ("[tool.tooleffect]\npolicies = 5\n", "must be a table of policy tables"),
+    ("[tool.tooleffect.policies]\ngpt = 5\n", "policies.gpt] must be a table"),
+    ("[tool.tooleffect.policies.terse]\ntemperature = 0.0\n", "model is required"),
+    ("[tool.tooleffect.policies.replay]\nmodel = \"openai/x\"\n", "'replay' is the built-in offline policy"),
+])
+def test_bad_pyproject_policies_are_usage_errors(pytester: pytest.Pytester, toml: str, message: str) -> None:
+    _family(pytester.path, CASES[1:2])
+    pytester.makepyprojecttoml(toml)
+    result = pytester.runpytest("cases/")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_bad_prices_are_usage_errors(pytester: pytest.Pytester) -> None:
+    _family(pytester.path, CASES[1:2])
+    pytester.makefile(".yaml", prices="m: {input_per_mtok: .nan, output_per_mtok: 1}\n")
+    result = pytester.runpytest("cases/", "--tooleffect-prices=prices.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*prices are finite numbers >= 0*"])
+
+
+def test_stale_outputs_are_replaced_when_nothing_is_scored(pytester: pytest.Pytester) -> None:
+    _family(pytester.path, CASES[1:2])
+    pytester.runpytest("cases/", "--tooleffect-report=r.json").assert_outcomes(passed=1)  # replays a null
+    assert (pytester.path / "reports" / "tooleffect-records.jsonl").read_text()
+    pytester.runpytest("cases/", "--tooleffect-report=r.json", "-k", "nothing-matches")
+    assert (pytester.path / "reports" / "tooleffect-records.jsonl").read_text() == ""
+    assert json.loads((pytester.path / "r.json").read_text())["blocks"] == []

@@ -479,6 +479,9 @@ class _Comparer:
         shown_g = {n: v for n, v in zip(names, g) if v is not _MISSING}
         if all(v is _MISSING for v in (*e, *g)):
             return None  # the group is absent on both sides: nothing to judge
+        if rule.compare == "instant":  # the zone field may be absent: the user's zone applies
+            e = [e[0], None if e[1] is _MISSING else e[1]]
+            g = [g[0], None if g[1] is _MISSING else g[1]]
         if any(v is _MISSING for v in g):
             return FieldResult(cpath, False, rule.source, "a field of the group is missing", shown_e, shown_g)
         if any(v is _MISSING for v in e):
@@ -543,6 +546,8 @@ class _Comparer:
             return inside, "" if inside else f"{g} is outside the window {arg.get('start')} – {arg.get('end')}"
         if name == "superset":
             required = arg if isinstance(arg, list) else _lookup(ctx.state, str(arg))
+            if required is _MISSING:
+                raise LookupError(f"superset: the state has no value {arg!r}")
             if not isinstance(g, list) or not isinstance(required, list):
                 return False, "superset: needs a list"
             have = {_norm_item(x) for x in g}
@@ -551,7 +556,7 @@ class _Comparer:
         if name == "equals_state":
             want = _lookup(ctx.state, str(arg))
             if want is _MISSING:
-                return False, f"equals_state: the state has no value {arg!r}"
+                raise LookupError(f"equals_state: the state has no value {arg!r}")
             ok = _norm_item(g) == _norm_item(want)
             return ok, "" if ok else f"{g!r} is not the state's {arg} ({want!r})"
         if name == "in_messages":
@@ -571,8 +576,8 @@ class _Comparer:
             fname = arg if isinstance(arg, str) else arg.get("name")
             params = {} if isinstance(arg, str) else {k: v for k, v in arg.items() if k != "name"}
             fn = ctx.predicates.get(fname)
-            if fn is None:
-                return False, f"no predicate registered under {fname!r}"
+            if fn is None:  # a configuration error, not the agent's: the item becomes a scoring error
+                raise LookupError(f"no predicate registered under {fname!r} (pytest_tooleffect_predicates)")
             res = fn(g, ctx, **params)
             if isinstance(res, tuple):
                 return bool(res[0]), str(res[1])

@@ -94,6 +94,8 @@ ROWS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, 
         {"superset": ["ana@x.org", "bo@x.org"]}]}}, {}, {"a": ["ana@x.org"]}, {}, False),
     ("equals a value in the state", schema(tid=S), {"f.tid": {"predicates": [{"equals_state": "thread_id"}]}}, {},
      {"tid": "th-8831"}, {"state": {"thread_id": "th-8831"}}, True),
+    ("differs from the value in the state", schema(tid=S), {"f.tid": {"predicates": [{"equals_state": "thread_id"}]}},
+     {}, {"tid": "th-1"}, {"state": {"thread_id": "th-8831"}}, False),
     ("in messages", schema(uid=S), {"f.uid": {"predicates": [{"in_messages": True}]}}, {}, {"uid": "mia_li_3668"},
      {"messages": [{"role": "user", "content": "I am mia_li_3668"}]}, True),
     ("not in messages", schema(uid=S), {"f.uid": {"predicates": [{"in_messages": True}]}}, {}, {"uid": "bob_1"},
@@ -123,8 +125,18 @@ def test_callable_predicate() -> None:
     assert all(r.ok for r in compare_args("f", schema(n=I), {}, {"n": 4}, rules, ctx))
     bad = compare_args("f", schema(n=I), {}, {"n": 3}, rules, ctx)
     assert [r.reason for r in bad] == ["3 is odd"]
-    missing = compare_args("f", schema(n=I), {}, {"n": 4}, rules, CompareContext())
-    assert "no predicate registered" in missing[0].reason
+    with pytest.raises(LookupError, match="no predicate registered under 'even'"):
+        compare_args("f", schema(n=I), {}, {"n": 4}, rules, CompareContext())  # configuration, not the agent
+
+
+def test_instant_group_without_a_zone_field_uses_the_users_zone() -> None:
+    rules = RuleSet.from_mapping({"fields": {"f.start+timezone": {"compare": "instant"}}})
+    sch = schema(start={"type": "string"})
+    ctx = CompareContext(timezone="Europe/Madrid")
+    same = compare_args("f", sch, {"start": "2025-03-19T14:00:00"}, {"start": "2025-03-19T13:00:00Z"}, rules, ctx)
+    assert all(r.ok for r in same)
+    off = compare_args("f", sch, {"start": "2025-03-19T14:00:00"}, {"start": "2025-03-19T14:00:00Z"}, rules, ctx)
+    assert not all(r.ok for r in off)
 
 
 def test_free_text_fallback_is_approximate() -> None:
