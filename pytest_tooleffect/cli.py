@@ -70,27 +70,16 @@ def _cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_jsonl(path: Path) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SystemExit(f"{path}: line {n}: not valid JSON: {exc.msg}") from exc
-        if "id" not in d:
-            raise SystemExit(f"{path}: line {n}: field 'id' is missing")
-        out[d["id"]] = d.get("label", d)
-    return out
-
-
 def _cmd_agree(args: argparse.Namespace) -> int:
-    from .labelling import agreement
+    from .labelling import agreement, read_labels
 
+    missing = [p for p in (args.a, args.b) if not Path(p).is_file()]
+    if missing:
+        print(f"tooleffect agree: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
     try:
-        a, b = _read_jsonl(Path(args.a)), _read_jsonl(Path(args.b))
-    except (OSError, UnicodeDecodeError) as exc:
+        a, b = read_labels(Path(args.a)), read_labels(Path(args.b))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         print(f"tooleffect agree: {exc}", file=sys.stderr)
         return 2
     for path, labels in ((args.a, a), (args.b, b)):
