@@ -130,8 +130,11 @@ def _as_tools(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> dict[str, ToolSp
     return out
 
 
-def _prefixed(tool: str, results: Sequence[FieldResult]) -> list[FieldResult]:
-    return [FieldResult(f"{tool}.{r.path}", r.ok, r.rule, r.reason, r.expected, r.got, r.approximate) for r in results]
+def _prefixed(tool: str, results: list[FieldResult]) -> list[FieldResult]:
+    """Give fresh results their ``tool.`` path prefix (in place: they are not shared yet)."""
+    for r in results:
+        r.path = f"{tool}.{r.path}"
+    return results
 
 
 def _hits_forbidden(call: Call, fb: ForbiddenAction, tools: Mapping[str, ToolSpec], rules: RuleSet,
