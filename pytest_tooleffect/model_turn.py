@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import concurrent.futures
 import hashlib
+import json
 import os
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .models import Case, Policy, ToolSpec
 
-__all__ = ["NameMap", "Price", "ProviderError", "Turn", "build_request", "import_litellm", "name_map", "run_turn"]
+__all__ = ["ModelCache", "NameMap", "Price", "ProviderError", "Turn", "build_request", "import_litellm", "name_map",
+           "run_turn"]
 
 SAFE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -160,6 +163,53 @@ class Price:
     output_per_mtok: float
 
 
+@dataclass(frozen=True)
+class ModelCache:
+    """On-disk cache of model answers keyed by policy (model, parameters, prompt overrides), state
+    and trial: one JSON file per key under ``directory``.
+
+    litellm 1.110's own cache has no disk backend (its ``local`` cache lives in memory), so answers
+    are stored here: the request keyword arguments litellm gets (which hold the policy's model,
+    temperature, system prompt and tool descriptions, and the state's messages and tools), plus
+    the trial number, hashed with SHA-256.
+
+    Attributes:
+        directory: where answers are stored.
+        read: answer from the cache when a key is present.
+        write: store fresh answers.
+    """
+
+    directory: Path
+    read: bool = True
+    write: bool = True
+
+    @staticmethod
+    def key(kwargs: Mapping[str, Any], trial: int) -> str:
+        """The cache key of one request."""
+        doc = {k: v for k, v in kwargs.items() if k != "api_key"}
+        return hashlib.sha256(json.dumps([doc, trial], sort_keys=True, default=str).encode()).hexdigest()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """A stored answer, or ``None``."""
+        path = self.directory / f"{key}.json"
+        if not self.read or not path.is_file():
+            return None
+        try:
+            doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return doc
+
+    def put(self, key: str, doc: Mapping[str, Any]) -> None:
+        """Store an answer (atomically: written aside, then renamed)."""
+        if not self.write:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        tmp = self.directory / f"{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(doc, default=str), encoding="utf-8")
+        os.replace(tmp, self.directory / f"{key}.json")
+
+
 @dataclass
 class Turn:
     """A model's answer at one decision point.
@@ -174,6 +224,7 @@ class Turn:
     emitted: dict[str, Any]
     cost: dict[str, Any]
     provider_names: dict[str, str] = field(default_factory=dict)
+    cached: bool = False
 
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None
@@ -210,7 +261,7 @@ def _price(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
 
 def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
              timeout_s: float = 60.0, prices: Mapping[str, Price] | None = None,
-             api_key: str | None = None) -> Turn:
+             api_key: str | None = None, cache: ModelCache | None = None, trial: int = 1) -> Turn:
     """Ask the policy's model for its decision at one state (one litellm call, no retries).
 
     Args:
@@ -221,6 +272,8 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
         timeout_s: request timeout in seconds.
         prices: per-model prices for models the cost map does not know.
         api_key: passed to litellm (local servers accept any key).
+        cache: answer from / store into this on-disk cache.
+        trial: the trial number (part of the cache key, so repeated trials stay distinct).
 
     Returns:
         The :class:`Turn`.
@@ -230,8 +283,13 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
     """
     if not policy.model:
         raise ValueError(f"policy {policy.name} has no model")
-    litellm = import_litellm()
     kwargs, names = build_request(case, tools, system_prompt, policy)
+    key = ModelCache.key(kwargs, trial) if cache is not None else ""
+    hit = cache.get(key) if cache is not None else None
+    if hit is not None:
+        return Turn(emitted=hit["emitted"], cost=hit["cost"], provider_names=hit.get("provider_names", {}),
+                    cached=True)
+    litellm = import_litellm()
     if api_key is not None:
         kwargs["api_key"] = api_key
     t0 = time.perf_counter()
@@ -268,4 +326,6 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
         tokens = {"input_tokens": None, "output_tokens": None}
     cost_usd, priced_by = _price(litellm, policy.model, response, prices or {}, tokens)
     cost = {**tokens, "latency_ms": round(latency_ms, 3), "cost_usd": cost_usd, "priced_by": priced_by}
+    if cache is not None:
+        cache.put(key, {"emitted": message, "cost": cost, "provider_names": provider_names})
     return Turn(emitted=message, cost=cost, provider_names=provider_names)

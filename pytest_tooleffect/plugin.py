@@ -37,6 +37,10 @@ OPT_JUDGE = "--tooleffect-judge-model"
 OPT_JUDGE_BASE = "--tooleffect-judge-api-base"
 OPT_JUDGE_CAL = "--tooleffect-judge-calibration"
 INI_JUDGE_CACHE = "tooleffect_judge_cache"
+OPT_REPEATS = "--tooleffect-repeats"
+OPT_CACHE = "--tooleffect-cache"
+INI_MODEL_CACHE = "tooleffect_model_cache"
+CACHE_MODES = ("off", "read", "write", "readwrite")
 INI_RECORDS = "tooleffect_records"
 DEFAULT_RECORDS = "reports/tooleffect-records.jsonl"
 
@@ -66,6 +70,9 @@ class Settings:
     judge_api_base: str | None = None
     judge_cache: Path | None = None
     judge_calibration: Path | None = None
+    repeats: int = 1
+    cache_mode: str = "off"
+    cache_dir: Path | None = None
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -89,6 +96,18 @@ def _positive_float(value: str) -> float:
     if not math.isfinite(f) or f <= 0:
         raise argparse.ArgumentTypeError(f"{value!r} must be positive")
     return f
+
+
+def _positive_int(value: str) -> int:
+    import argparse
+
+    try:
+        n = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from exc
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
+    return n
 
 
 def _load_prices(path: Path | None) -> dict[str, Price]:
@@ -190,6 +209,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(OPT_JUDGE_BASE, metavar="URL", default=None, help="api base for the judge model")
     group.addoption(OPT_JUDGE_CAL, metavar="PATH", type=_path_or_none, default=Path("reports/judge-calibration.json"),
                     help="the judge's last calibration (tooleffect calibrate-judge), named in the report")
+    group.addoption(OPT_REPEATS, metavar="K", type=_positive_int, default=1,
+                    help="run each case x policy K times (trials); the report adds pass^k and the share of cases "
+                         "whose verdict flips between trials")
+    group.addoption(OPT_CACHE, choices=CACHE_MODES, default="off",
+                    help="on-disk cache of model answers keyed by policy, state and trial (default off)")
+    parser.addini(INI_MODEL_CACHE, "folder of cached model answers, relative to the rootdir",
+                  default=".tooleffect-cache/model")
     parser.addini(INI_RECORDS, "record log path, relative to the rootdir", default=DEFAULT_RECORDS)
     parser.addini(INI_JUDGE_CACHE, "folder of cached judge verdicts, relative to the rootdir (empty: no cache)",
                   default=".tooleffect-cache/judge")
@@ -222,6 +248,9 @@ def pytest_configure(config: pytest.Config) -> None:
         judge_api_base=config.getoption(OPT_JUDGE_BASE),
         judge_cache=_rooted(config, config.getini(INI_JUDGE_CACHE)),
         judge_calibration=config.getoption(OPT_JUDGE_CAL),
+        repeats=config.getoption(OPT_REPEATS),
+        cache_mode=config.getoption(OPT_CACHE),
+        cache_dir=_rooted(config, config.getini(INI_MODEL_CACHE)),
     )
     config.stash[families_key] = {}
     config.stash[seen_ids_key] = {}
@@ -330,13 +359,16 @@ class CaseFile(pytest.File):
                                               heading="cannot run this family")
             return
         fixtureinfo = None
+        repeats = config.stash[settings_key].repeats
         for case in sorted(cases, key=lambda c: c.id):
             for policy in policies:
-                item = CaseItem.from_parent(self, name=f"{case.id}[{policy.name}]", callobj=_tooleffect_case,
-                                            fixtureinfo=fixtureinfo, case=case, family=fam, policy=policy)
-                fixtureinfo = item._fixtureinfo
-                self._mark(item, fam, case)
-                yield item
+                for trial in range(1, repeats + 1):
+                    name = f"{case.id}[{policy.name}]" if repeats == 1 else f"{case.id}[{policy.name}:{trial}]"
+                    item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case, fixtureinfo=fixtureinfo,
+                                                case=case, family=fam, policy=policy, trial=trial)
+                    fixtureinfo = item._fixtureinfo
+                    self._mark(item, fam, case)
+                    yield item
 
     def _mark(self, item: pytest.Item, fam: LoadedFamily, case: Case) -> None:
         names = [_marker_name("family_", fam.name), _marker_name("bucket_", case.placement.bucket)]
@@ -370,16 +402,18 @@ def _tooleffect_case(tooleffect_decision: Decision) -> None:
 class CaseItem(pytest.Function):
     """One case × policy.  Its setup obtains the decision; its call scores it."""
 
-    def __init__(self, *, case: Case, family: LoadedFamily, policy: Policy, **kwargs: Any) -> None:
+    def __init__(self, *, case: Case, family: LoadedFamily, policy: Policy, trial: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
         self.family = family
         self.policy = policy
+        self.trial = trial
 
     @property
     def record_id(self) -> str:
-        """``family/case-id[policy]``."""
-        return f"{self.family.name}/{self.case.id}[{self.policy.name}]"
+        """``family/case-id[policy]`` (``[policy:trial]`` with repeats)."""
+        trial = f":{self.trial}" if self.config.stash[settings_key].repeats > 1 else ""
+        return f"{self.family.name}/{self.case.id}[{self.policy.name}{trial}]"
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, self.record_id
@@ -449,7 +483,7 @@ class Decision:
             item.stash[record_key] = record
             pytest.fail(f"{item.record_id}: scoring error (not counted as a decision): {error['message']}",
                         pytrace=False)
-        extra: dict[str, Any] = {"model": item.policy.model, **self.extra}
+        extra: dict[str, Any] = {"model": item.policy.model, "trial": item.trial, **self.extra}
         if judge is not None and before is not None:
             after = judge.usage.to_dict()
             spent = {k: (None if after[k] is None or before[k] is None else after[k] - before[k]) for k in after}
@@ -505,17 +539,21 @@ def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
         if item.case.recorded is None:
             pytest.skip("no recorded action to replay")
         return Decision(item, item.case.recorded.model_dump(exclude_none=True), {})
-    from .model_turn import run_turn
+    from .model_turn import ModelCache, run_turn
 
     settings = item.config.stash[settings_key]
     tools = list(item.case.tools) if item.case.tools is not None else list(item.family.tools)
     api_key = "unused-local-key" if item.policy.api_base else None
+    cache = None
+    if settings.cache_mode != "off" and settings.cache_dir is not None:
+        cache = ModelCache(settings.cache_dir, read="read" in settings.cache_mode, write="write" in settings.cache_mode)
     try:
         turn = run_turn(item.case, tools, item.family.system_prompt, item.policy, settings.timeout_s,
-                        settings.prices, api_key=api_key)
+                        settings.prices, api_key=api_key, cache=cache, trial=item.trial)
     except ProviderError as exc:
         raise ProviderFailed(exc) from None
-    extra = {"provider_tool_names": turn.provider_names} if turn.provider_names else {}
+    extra: dict[str, Any] = {"provider_tool_names": turn.provider_names} if turn.provider_names else {}
+    extra["cached"] = turn.cached
     return Decision(item, turn.emitted, turn.cost, extra)
 
 

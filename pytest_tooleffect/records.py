@@ -62,9 +62,10 @@ def build_record(
 ) -> dict[str, Any]:
     """Build one record (see module docstring)."""
     assert case.label is not None
+    trial = (extra or {}).get("trial", 1)
     rec: dict[str, Any] = {
         "version": RECORD_VERSION,
-        "id": f"{family}/{case.id}[{policy}]",
+        "id": f"{family}/{case.id}[{policy}]" if trial == 1 else f"{family}/{case.id}[{policy}:{trial}]",
         "family": family,
         "case_id": case.id,
         "policy": policy,

@@ -143,6 +143,28 @@ def _no_tool_failure(r: Mapping[str, Any]) -> str | None:
     return r.get("no_tool_failure")
 
 
+def _repeats(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """pass^k over repeated trials, and the share of cases whose verdict flips between trials.
+
+    pass^k (Yao et al., "τ-bench", 2024) is the chance that all of k trials of a case pass,
+    estimated without bias from n ≥ k trials with c passes as C(c, k) / C(n, k), averaged over cases.
+    """
+    from math import comb
+
+    trials: dict[str, list[bool]] = defaultdict(list)
+    for r in recs:
+        trials[r["case_id"]].append(r["verdict"]["kind"] in ("ok", "ok_no_tool"))
+    k_max = max((len(v) for v in trials.values()), default=0)
+    if k_max < 2:
+        return None
+    pass_hat = {}
+    for k in range(1, k_max + 1):
+        values = [comb(sum(v), k) / comb(len(v), k) for v in trials.values() if len(v) >= k]
+        pass_hat[str(k)] = sum(values) / len(values)
+    flips = sum(1 for v in trials.values() if len(set(v)) > 1)
+    return {"trials": k_max, "cases": len(trials), "pass_hat_k": pass_hat, "flip_share": flips / len(trials)}
+
+
 def _post_stratified(recs: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> dict[str, Any] | None:
     """Estimate the production rate from per-bucket rates, weighted by production shares.
 
@@ -215,6 +237,7 @@ def _block(family: str, policy: str, recs: Sequence[Mapping[str, Any]], errors: 
             "name_args_pct": _pct(Fraction(fc, len(rows))), "name_args_display": percent(Fraction(fc, len(rows))),
         }
     estimate = _post_stratified(recs, family_meta)
+    repeats = _repeats(recs)
     kinds = Counter(r["verdict"]["kind"] for r in recs)
     arg_fail: Counter[str] = Counter()
     unruled: Counter[str] = Counter()
@@ -256,6 +279,7 @@ def _block(family: str, policy: str, recs: Sequence[Mapping[str, Any]], errors: 
         "errors": [{"id": e["id"], "error": e.get("error")} for e in errors],
         "label_set_fingerprint": fp,
         "post_stratified_estimate": estimate,
+        "repeats": repeats,
     }
 
 
@@ -285,6 +309,27 @@ def _cost(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     nt = [r for r in recs if r["class"] == "no_tool"]
     out["no_tool_input_tokens"] = sum(r["cost"].get("input_tokens") or 0 for r in nt) if any(
         r.get("cost", {}).get("input_tokens") is not None for r in nt) else None
+
+    def spend(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        tokens = [r["cost"].get("input_tokens") for r in rows]
+        money = [r["cost"].get("cost_usd") for r in rows]
+        return {"n": len(rows),
+                "input_tokens": sum(t for t in tokens if t is not None) if any(t is not None for t in tokens) else None,
+                "cost_usd": sum(m for m in money if m is not None) if any(m is not None for m in money) else None,
+                "cost_usd_unknown": sum(1 for m in money if m is None)}
+
+    out["by_class"] = {c: spend([r for r in recs if r["class"] == c]) for c in CLASSES}
+    out["by_kind"] = {k: spend([r for r in recs if r["verdict"]["kind"] == k]) for k in _KINDS
+                      if any(r["verdict"]["kind"] == k for r in recs)}
+    # the waste the no-tool class stands for: what decisions whose right answer was no tool spent
+    out["no_tool_spend"] = spend(nt)
+    priced = [r for r in recs if r["cost"].get("cost_usd") is not None or r["cost"].get("input_tokens") is not None]
+    top = sorted(priced, key=lambda r: (r["cost"].get("cost_usd") or 0, r["cost"].get("input_tokens") or 0),
+                 reverse=True)[:10]
+    out["most_expensive"] = [
+        {"id": r["id"], "kind": r["verdict"]["kind"], "input_tokens": r["cost"].get("input_tokens"),
+         "output_tokens": r["cost"].get("output_tokens"), "cost_usd": r["cost"].get("cost_usd")} for r in top]
+    out["from_cache"] = sum(1 for r in recs if r.get("cached"))
     return out
 
 
@@ -388,6 +433,11 @@ def render_terminal(report: Mapping[str, Any], width: int = 110) -> str:
             console.print(f"post-stratified estimate of the production rate (an estimate; bucket weights from "
                           f"the family's {est['weights_from']}): name {est['name_display']} %, "
                           f"name+args {est['name_args_display']} %")
+        rep = b.get("repeats")
+        if rep:
+            ks = ", ".join(f"pass^{k} {100 * v:.1f} %" for k, v in rep["pass_hat_k"].items())
+            console.print(f"repeats: {rep['trials']} trials of {rep['cases']} cases: {ks}; verdict flips between "
+                          f"trials on {100 * rep['flip_share']:.1f} % of cases")
         kinds = ", ".join(f"{k} {v}" for k, v in b["kinds"].items() if v)
         console.print(f"kinds: {kinds or 'none'}")
         nt = b["no_tool_failures"]
@@ -407,6 +457,18 @@ def render_terminal(report: Mapping[str, Any], width: int = 110) -> str:
             console.print(f"cost: {cost['input_tokens']} in / {cost['output_tokens']} out tokens, {money}, "
                           f"latency p50 {cost['latency_ms_p50']:.0f} ms p95 {cost['latency_ms_p95']:.0f} ms; "
                           f"input tokens on no-tool rows {cost['no_tool_input_tokens']}")
+        if cost.get("from_cache"):
+            console.print(f"{cost['from_cache']} decisions came from the model cache (their cost is what they "
+                          "cost when first made)")
+        nts = cost.get("no_tool_spend") or {}
+        if nts.get("input_tokens") is not None:
+            money = "unknown" if nts["cost_usd"] is None else f"${nts['cost_usd']:.6f}"
+            console.print(f"spent on decisions whose right answer included no tool: {nts['input_tokens']} input "
+                          f"tokens, {money}")
+        top = cost.get("most_expensive") or []
+        if top and top[0].get("input_tokens") is not None:
+            console.print("most expensive decisions: " + "; ".join(
+                f"{t['id']} ({t['kind']}, {t['input_tokens']} in)" for t in top[:5]))
         for e in b["errors"][:10]:
             console.print(f"error (excluded from rates): {e['id']}: {e['error']}")
         if len(b["errors"]) > 10:

@@ -290,3 +290,30 @@ def test_stale_outputs_are_replaced_when_nothing_is_scored(pytester: pytest.Pyte
     pytester.runpytest("cases/", "--tooleffect-report=r.json", "-k", "nothing-matches")
     assert (pytester.path / "reports" / "tooleffect-records.jsonl").read_text() == ""
     assert json.loads((pytester.path / "r.json").read_text())["blocks"] == []
+
+
+def test_repeats_pass_hat_k_cache_and_cost_views(pytester: pytest.Pytester) -> None:
+    """Three trials per case against a server that alternates, then the same run from the cache."""
+    answers = iter([Reply(text="fine"), Reply(tool_calls=[("read_thread", '{"thread_id": "t"}')]),
+                    Reply(text="fine")] * 4)
+    with ScriptedServer(lambda body: next(answers)) as srv:
+        _family(pytester.path, CASES[1:2])  # no-call: null is the only valid action
+        args = ["cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={srv.base_url}",
+                "--tooleffect-repeats=3", "--tooleffect-cache=readwrite", "--tooleffect-report=r.json"]
+        first = pytester.runpytest(*args)
+        first.assert_outcomes(passed=2, failed=1)
+        block = json.loads((pytester.path / "r.json").read_text())["blocks"][0]
+        rep = block["repeats"]
+        assert rep["trials"] == 3 and rep["cases"] == 1 and rep["flip_share"] == 1.0
+        assert rep["pass_hat_k"] == {"1": pytest.approx(2 / 3), "2": pytest.approx(1 / 3), "3": 0.0}
+        first.stdout.fnmatch_lines(["*repeats: 3 trials of 1 cases: pass^1 66.7 %, pass^2 33.3 %, pass^3 0.0 %*"])
+        assert block["cost"]["by_kind"]["tool_when_none_needed"]["n"] == 1
+        assert block["cost"]["no_tool_spend"]["input_tokens"] == 300
+        assert len(block["cost"]["most_expensive"]) == 3
+        requests = len(srv.requests)
+        second = pytester.runpytest(*args)
+        second.assert_outcomes(passed=2, failed=1)  # the same verdicts, deterministically
+        assert len(srv.requests) == requests  # every answer came from the cache
+        recs = [json.loads(x) for x in (pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines()]
+        assert all(r["cached"] for r in recs) and sorted(r["trial"] for r in recs) == [1, 2, 3]
+        assert json.loads((pytester.path / "r.json").read_text())["blocks"][0]["cost"]["from_cache"] == 3
