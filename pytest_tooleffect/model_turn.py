@@ -27,7 +27,7 @@ from typing import Any
 from .models import Case, Policy, ToolSpec
 
 __all__ = ["ModelCache", "NameMap", "Price", "ProviderError", "Turn", "build_request", "import_litellm", "name_map",
-           "run_turn"]
+           "run_turn", "set_concurrency", "shutdown", "submit_turn", "wait_turn"]
 
 SAFE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -228,12 +228,30 @@ class Turn:
 
 
 _POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_CONCURRENCY = 8
+
+
+def set_concurrency(n: int) -> None:
+    """Model turns in flight at once in this process (a new pool from the next call on)."""
+    global _CONCURRENCY, _POOL
+    if n != _CONCURRENCY and _POOL is not None:
+        _POOL.shutdown(wait=False, cancel_futures=True)
+        _POOL = None
+    _CONCURRENCY = max(1, n)
+
+
+def shutdown(cancel: bool = True) -> None:
+    """Stop the pool; with ``cancel``, turns not yet started are dropped (Ctrl-C)."""
+    global _POOL
+    if _POOL is not None:
+        _POOL.shutdown(wait=False, cancel_futures=cancel)
+        _POOL = None
 
 
 def _pool() -> concurrent.futures.ThreadPoolExecutor:
     global _POOL
     if _POOL is None:
-        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="tooleffect-model")
+        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=_CONCURRENCY, thread_name_prefix="tooleffect-model")
     return _POOL
 
 
@@ -259,27 +277,14 @@ def _price(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
     return None, None
 
 
-def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
-             timeout_s: float = 60.0, prices: Mapping[str, Price] | None = None,
-             api_key: str | None = None, cache: ModelCache | None = None, trial: int = 1) -> Turn:
-    """Ask the policy's model for its decision at one state (one litellm call, no retries).
+def submit_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
+                timeout_s: float = 60.0, prices: Mapping[str, Price] | None = None, api_key: str | None = None,
+                cache: ModelCache | None = None, trial: int = 1, retries: int = 0) -> concurrent.futures.Future[Turn]:
+    """Start one model turn on the shared pool and return its future (see :func:`run_turn`).
 
-    Args:
-        case: the state.
-        tools: the tools offered there.
-        system_prompt: the family's system prompt (a policy override wins).
-        policy: model, api base, temperature, overrides.
-        timeout_s: request timeout in seconds.
-        prices: per-model prices for models the cost map does not know.
-        api_key: passed to litellm (local servers accept any key).
-        cache: answer from / store into this on-disk cache.
-        trial: the trial number (part of the cache key, so repeated trials stay distinct).
-
-    Returns:
-        The :class:`Turn`.
-
-    Raises:
-        ProviderError: the provider failed or answered with an unreadable body.
+    A cached answer comes back as an already completed future.  The pool's size is the
+    concurrency set by :func:`set_concurrency`; the calls are litellm's own blocking client, one
+    per pool thread, each waiting on the network with the GIL released.
     """
     if not policy.model:
         raise ValueError(f"policy {policy.name} has no model")
@@ -287,19 +292,23 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
     key = ModelCache.key(kwargs, trial) if cache is not None else ""
     hit = cache.get(key) if cache is not None else None
     if hit is not None:
-        return Turn(emitted=hit["emitted"], cost=hit["cost"], provider_names=hit.get("provider_names", {}),
-                    cached=True)
-    litellm = import_litellm()
+        done: concurrent.futures.Future[Turn] = concurrent.futures.Future()
+        done.set_result(Turn(emitted=hit["emitted"], cost=hit["cost"], provider_names=hit.get("provider_names", {}),
+                             cached=True))
+        return done
     if api_key is not None:
         kwargs["api_key"] = api_key
+    import_litellm()  # here, once, before any pool thread needs it (a module must not be imported by two threads)
+    return _pool().submit(_call, kwargs, names, policy.model, timeout_s, prices or {}, cache, key, retries)
+
+
+def _call(kwargs: dict[str, Any], names: NameMap, model: str, timeout_s: float, prices: Mapping[str, Price],
+          cache: ModelCache | None, key: str, retries: int) -> Turn:
+    litellm = import_litellm()
     t0 = time.perf_counter()
-    future = _pool().submit(litellm.completion, **kwargs, timeout=timeout_s, num_retries=0, max_retries=0)
     try:
-        # the client's timeout bounds each read; this bounds the whole answer (a server that drips bytes)
-        response = future.result(timeout=timeout_s + 1.0)
-    except concurrent.futures.TimeoutError as exc:
-        future.cancel()
-        raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s") from exc
+        # litellm retries 429s, 5xx and timeouts itself, with exponential backoff
+        response = litellm.completion(**kwargs, timeout=timeout_s, num_retries=retries, max_retries=0)
     except Exception as exc:  # every provider failure is an error outcome, never a verdict
         raise ProviderError(type(exc).__name__, " ".join(str(exc).split())[:500]) from exc
     latency_ms = (time.perf_counter() - t0) * 1000
@@ -324,8 +333,50 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
     tokens = {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
     if not usage:  # a provider that reports no usage: tokens and cost are unknown, not zero
         tokens = {"input_tokens": None, "output_tokens": None}
-    cost_usd, priced_by = _price(litellm, policy.model, response, prices or {}, tokens)
+    cost_usd, priced_by = _price(litellm, model, response, prices, tokens)
     cost = {**tokens, "latency_ms": round(latency_ms, 3), "cost_usd": cost_usd, "priced_by": priced_by}
     if cache is not None:
         cache.put(key, {"emitted": message, "cost": cost, "provider_names": provider_names})
     return Turn(emitted=message, cost=cost, provider_names=provider_names)
+
+
+def wait_turn(future: concurrent.futures.Future[Turn], timeout_s: float, retries: int = 0) -> Turn:
+    """Wait for a turn, bounded on the wall clock (the client's timeout bounds each read only).
+
+    Raises:
+        ProviderError: the call failed, or no complete answer came in time.
+    """
+    bound = timeout_s * (retries + 1) + 2.0 * retries + 1.0
+    try:
+        return future.result(timeout=bound)
+    except concurrent.futures.TimeoutError as exc:
+        future.cancel()
+        raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s") from exc
+
+
+def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
+             timeout_s: float = 60.0, prices: Mapping[str, Price] | None = None,
+             api_key: str | None = None, cache: ModelCache | None = None, trial: int = 1, retries: int = 0) -> Turn:
+    """Ask the policy's model for its decision at one state (one litellm call, ``retries`` more on
+    429/5xx/timeouts).
+
+    Args:
+        case: the state.
+        tools: the tools offered there.
+        system_prompt: the family's system prompt (a policy override wins).
+        policy: model, api base, temperature, overrides.
+        timeout_s: request timeout in seconds.
+        prices: per-model prices for models the cost map does not know.
+        api_key: passed to litellm (local servers accept any key).
+        cache: answer from / store into this on-disk cache.
+        trial: the trial number (part of the cache key, so repeated trials stay distinct).
+        retries: litellm's ``num_retries``.
+
+    Returns:
+        The :class:`Turn`.
+
+    Raises:
+        ProviderError: the provider failed or answered with an unreadable body.
+    """
+    future = submit_turn(case, tools, system_prompt, policy, timeout_s, prices, api_key, cache, trial, retries)
+    return wait_turn(future, timeout_s, retries)

@@ -41,6 +41,9 @@ OPT_REPEATS = "--tooleffect-repeats"
 OPT_CACHE = "--tooleffect-cache"
 INI_MODEL_CACHE = "tooleffect_model_cache"
 CACHE_MODES = ("off", "read", "write", "readwrite")
+OPT_CONCURRENCY = "--tooleffect-concurrency"
+OPT_RETRIES = "--tooleffect-retries"
+PREFETCH_GROUP = 64  # live items per xdist_group chunk: a worker prefetches the chunk it is handed
 INI_RECORDS = "tooleffect_records"
 DEFAULT_RECORDS = "reports/tooleffect-records.jsonl"
 
@@ -73,6 +76,8 @@ class Settings:
     repeats: int = 1
     cache_mode: str = "off"
     cache_dir: Path | None = None
+    concurrency: int = 8
+    retries: int = 2
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -107,6 +112,18 @@ def _positive_int(value: str) -> int:
         raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from exc
     if n < 1:
         raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
+    return n
+
+
+def _non_negative_int(value: str) -> int:
+    import argparse
+
+    try:
+        n = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from exc
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{value!r} must not be negative")
     return n
 
 
@@ -212,6 +229,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(OPT_REPEATS, metavar="K", type=_positive_int, default=1,
                     help="run each case x policy K times (trials); the report adds pass^k and the share of cases "
                          "whose verdict flips between trials")
+    group.addoption(OPT_CONCURRENCY, metavar="N", type=_positive_int, default=8,
+                    help="model turns in flight at once in each process (default 8); with -n W up to W x N in all")
+    group.addoption(OPT_RETRIES, metavar="N", type=_non_negative_int, default=2,
+                    help="litellm retries of a model call on 429, 5xx and timeouts, with backoff (default 2)")
     group.addoption(OPT_CACHE, choices=CACHE_MODES, default="off",
                     help="on-disk cache of model answers keyed by policy, state and trial (default off)")
     parser.addini(INI_MODEL_CACHE, "folder of cached model answers, relative to the rootdir",
@@ -251,9 +272,15 @@ def pytest_configure(config: pytest.Config) -> None:
         repeats=config.getoption(OPT_REPEATS),
         cache_mode=config.getoption(OPT_CACHE),
         cache_dir=_rooted(config, config.getini(INI_MODEL_CACHE)),
+        concurrency=config.getoption(OPT_CONCURRENCY),
+        retries=config.getoption(OPT_RETRIES),
     )
     config.stash[families_key] = {}
     config.stash[seen_ids_key] = {}
+    if config.stash[settings_key].model or config.stash[settings_key].policies:
+        from .model_turn import set_concurrency
+
+        set_concurrency(config.stash[settings_key].concurrency)
     if not hasattr(config, "workerinput"):
         settings = config.stash[settings_key]
         for opt, out in ((OPT_RECORDS, settings.records), (OPT_REPORT, settings.report)):
@@ -262,6 +289,13 @@ def pytest_configure(config: pytest.Config) -> None:
         reporter = Reporter(config)
         config.stash[reporter_key] = reporter
         config.pluginmanager.register(reporter, "tooleffect-reporter")
+
+
+def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+    """Ctrl-C: drop model turns not yet started; finished records are already on disk."""
+    from .model_turn import shutdown
+
+    shutdown(cancel=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -539,7 +573,30 @@ def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
         if item.case.recorded is None:
             pytest.skip("no recorded action to replay")
         return Decision(item, item.case.recorded.model_dump(exclude_none=True), {})
-    from .model_turn import ModelCache, run_turn
+    from .model_turn import wait_turn
+
+    settings = item.config.stash[settings_key]
+    future = _prefetched(item.config).pop(item.nodeid, None) or _submit(item)
+    try:
+        turn = wait_turn(future, settings.timeout_s, settings.retries)
+    except ProviderError as exc:
+        raise ProviderFailed(exc) from None
+    extra: dict[str, Any] = {"provider_tool_names": turn.provider_names} if turn.provider_names else {}
+    extra["cached"] = turn.cached
+    return Decision(item, turn.emitted, turn.cost, extra)
+
+
+_prefetch_key = pytest.StashKey[dict[str, Any]]()
+_groups_key = pytest.StashKey[dict[str, list["CaseItem"]]]()
+
+
+def _prefetched(config: pytest.Config) -> dict[str, Any]:
+    return config.stash.setdefault(_prefetch_key, {})
+
+
+def _submit(item: CaseItem) -> Any:
+    """Start the item's model turn on the shared pool (or take it from the cache)."""
+    from .model_turn import ModelCache, submit_turn
 
     settings = item.config.stash[settings_key]
     tools = list(item.case.tools) if item.case.tools is not None else list(item.family.tools)
@@ -547,14 +604,58 @@ def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
     cache = None
     if settings.cache_mode != "off" and settings.cache_dir is not None:
         cache = ModelCache(settings.cache_dir, read="read" in settings.cache_mode, write="write" in settings.cache_mode)
-    try:
-        turn = run_turn(item.case, tools, item.family.system_prompt, item.policy, settings.timeout_s,
-                        settings.prices, api_key=api_key, cache=cache, trial=item.trial)
-    except ProviderError as exc:
-        raise ProviderFailed(exc) from None
-    extra: dict[str, Any] = {"provider_tool_names": turn.provider_names} if turn.provider_names else {}
-    extra["cached"] = turn.cached
-    return Decision(item, turn.emitted, turn.cost, extra)
+    return submit_turn(item.case, tools, item.family.system_prompt, item.policy, settings.timeout_s,
+                       settings.prices, api_key=api_key, cache=cache, trial=item.trial, retries=settings.retries)
+
+
+def _live(item: pytest.Item) -> bool:
+    return (isinstance(item, CaseItem) and item.policy.model is not None and item.case.label is not None)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Group live items in chunks (``xdist_group``) so a worker knows which items it will run."""
+    if config.stash[settings_key].concurrency <= 1:
+        return
+    groups: dict[str, list[CaseItem]] = {}
+    live = [it for it in items if _live(it)]
+    for n, item in enumerate(live):
+        assert isinstance(item, CaseItem)
+        name = f"tooleffect-{n // PREFETCH_GROUP}"
+        groups.setdefault(name, []).append(item)
+        item.add_marker(pytest.mark.xdist_group(name=name))
+    config.stash[_groups_key] = groups
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Prefetch model turns so that each item only waits for its own answer.
+
+    Without xdist every live item runs here, so all are queued at the first one (the pool keeps
+    ``--tooleffect-concurrency`` in flight).  Under xdist with ``--dist loadgroup`` a worker is
+    handed whole chunks of live items, so it queues the chunk of the item it starts.  Under other
+    ``--dist`` modes a worker does not know its items: it looks one item ahead.
+    """
+    config = item.config
+    if not _live(item) or config.stash[settings_key].concurrency <= 1:
+        return
+    prefetched = _prefetched(config)
+    groups = config.stash.get(_groups_key, {})
+    worker = hasattr(config, "workerinput")
+    dist = getattr(config.option, "dist", "no")
+    if not worker:
+        batch: list[Any] = [it for group in groups.values() for it in group] if not prefetched else []
+    elif dist == "loadgroup":
+        batch = next((g for g in groups.values() if item in g), [])
+    else:
+        batch = [nextitem] if nextitem is not None and _live(nextitem) else []
+    for it in [item, *batch]:
+        assert isinstance(it, CaseItem)
+        if it.nodeid not in prefetched and not it.config.stash.get(_done_key, set()).__contains__(it.nodeid):
+            prefetched[it.nodeid] = _submit(it)
+    config.stash.setdefault(_done_key, set()).add(item.nodeid)
+
+
+_done_key = pytest.StashKey[set[str]]()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -135,7 +135,8 @@ class ScriptedServer:
     """A threaded HTTP server on ``127.0.0.1`` answering model requests from a script.
 
     Attributes:
-        requests: decoded request bodies, in arrival order (with ``_path`` added).
+        requests: decoded request bodies, in arrival order (with ``_path`` and ``_received``, a
+            ``time.monotonic()`` reading, added).
     """
 
     def __init__(self, script: Script, port: int = 0) -> None:
@@ -158,6 +159,7 @@ class ScriptedServer:
                 except json.JSONDecodeError:
                     body = {}
                 body["_path"] = self.path
+                body["_received"] = time.monotonic()
                 reply, n = state.next_reply(body)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)

@@ -76,7 +76,8 @@ def _records(root: Path) -> dict[str, dict[str, Any]]:
 def test_openai_over_http(pytester: pytest.Pytester, server: ScriptedServer) -> None:
     _family(pytester.path)
     result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={server.base_url}",
-                                "--tooleffect-timeout=1.5", "--tooleffect-report=r.json", "--json-report",
+                                "--tooleffect-timeout=1.5", "--tooleffect-retries=0", "--tooleffect-report=r.json",
+                                "--json-report",
                                 "--json-report-file=j.json")
     result.assert_outcomes(passed=2, failed=1, errors=4)
     result.stdout.fnmatch_lines_random([
@@ -317,3 +318,28 @@ def test_repeats_pass_hat_k_cache_and_cost_views(pytester: pytest.Pytester) -> N
         recs = [json.loads(x) for x in (pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines()]
         assert all(r["cached"] for r in recs) and sorted(r["trial"] for r in recs) == [1, 2, 3]
         assert json.loads((pytester.path / "r.json").read_text())["blocks"][0]["cost"]["from_cache"] == 3
+
+
+def test_retries_recover_from_a_transient_500(pytester: pytest.Pytester) -> None:
+    with ScriptedServer([Reply(status=500), Reply(text="fine")]) as srv:
+        _family(pytester.path, CASES[1:2])
+        result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test",
+                                    f"--tooleffect-api-base={srv.base_url}", "--tooleffect-retries=2")
+        result.assert_outcomes(passed=1)
+        assert len(srv.requests) == 2
+
+
+def test_concurrent_turns_overlap(pytester: pytest.Pytester) -> None:
+    """Ten turns of 0.6 s each with concurrency 10 are all in flight together."""
+    cases = [_case(f"c{i}", {"valid_actions": [NULL]}) for i in range(10)]
+    with ScriptedServer([Reply(text="fine", delay_s=0.6)]) as srv:
+        _family(pytester.path, cases)
+        result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test",
+                                    f"--tooleffect-api-base={srv.base_url}", "--tooleffect-concurrency=10",
+                                    "--tooleffect-report=r.json")
+        result.assert_outcomes(passed=10)
+        arrivals = sorted(r["_received"] for r in srv.requests)
+    assert len(arrivals) == 10
+    assert arrivals[-1] - arrivals[0] < 0.6  # one after another would spread them over 5.4 s
+    block = json.loads((pytester.path / "r.json").read_text())["blocks"][0]
+    assert block["cost"]["latency_ms_p50"] >= 550  # each decision's own latency is the server's delay
