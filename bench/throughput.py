@@ -1,0 +1,121 @@
+"""Harness throughput against a fixed-latency local OpenAI-compatible endpoint.
+
+Starts a scripted server on 127.0.0.1 that answers every request after a fixed delay with a tool
+call, imports BFCL (simple + multiple) into a scratch folder, and runs N cases through the
+plugin at concurrency C, then the same N requests through a bare asyncio + litellm loop with a
+semaphore of C, in the same run.  Prints:
+
+* our wall time over the physical limit (N × delay ÷ C), start-up (imports and collection,
+  measured by a ``--collect-only`` run) reported apart;
+* the harness's own CPU time per decision beside the bare loop's (goal: at most 1.5×).
+
+The issue also asks for inspect-ai on the same cases; that comparison is not part of this script.
+
+Run: ``.venv/bin/python bench/throughput.py [--cases 1000] [--delay 0.5] [--concurrency 8]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+SHARED = Path(os.environ.get("TOOLEFFECT_SHARED", REPO.parent / "shared"))
+
+from pytest_tooleffect.scripted import Reply, ScriptedServer  # noqa: E402
+
+
+def run_child(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
+    """Wall seconds, CPU seconds (user + system) of a child process, and its output tail."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, _ = proc.communicate()
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, out[-600:]
+
+
+async def bare_loop(base_url: str, requests: list[dict], concurrency: int) -> float:
+    import litellm
+
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(req: dict) -> None:
+        async with sem:
+            await litellm.acompletion(model="openai/bench", api_base=base_url, api_key="x", **req)
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one(r) for r in requests))
+    return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", type=int, default=1000)
+    ap.add_argument("--delay", type=float, default=0.5)
+    ap.add_argument("--concurrency", type=int, default=8)
+    args = ap.parse_args()
+    limit = args.cases * args.delay / args.concurrency
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "pytest.ini").write_text("[pytest]\n")
+        subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "import", "bfcl", "--shared", str(SHARED),
+                        "--out", str(root / "bfcl"), "--category", "simple", "--category", "multiple",
+                        "--category", "live_multiple"], check=True, stdout=subprocess.DEVNULL)
+        # keep the first N cases across the families
+        kept = 0
+        for fam in sorted((root / "bfcl").iterdir()):
+            lines = (fam / "cases.jsonl").read_text().splitlines()
+            take = lines[: max(0, args.cases - kept)]
+            kept += len(take)
+            (fam / "cases.jsonl").write_text("\n".join(take) + ("\n" if take else ""))
+        requests = []
+        for fam in sorted((root / "bfcl").iterdir()):
+            for line in (fam / "cases.jsonl").read_text().splitlines():
+                c = json.loads(line)
+                tools = [{"type": "function", "function": {"name": t["name"].replace(".", "_"),
+                                                           "parameters": t["parameters"]}} for t in c["tools"]]
+                requests.append({"messages": c["messages"], "tools": tools})
+        reply = Reply(tool_calls=[("calculate_triangle_area", '{"base": 10, "height": 5}')], delay_s=args.delay)
+        with ScriptedServer([reply]) as srv:
+            common = [sys.executable, "-m", "pytest", "bfcl", "-q", "-p", "no:cacheprovider", "--tooleffect-records=",
+                      "--tooleffect-no-summary", "--tooleffect-model=openai/bench",
+                      f"--tooleffect-api-base={srv.base_url}", f"--tooleffect-concurrency={args.concurrency}",
+                      "--tooleffect-retries=0", "--tb=no", "-rN"]
+            startup_wall, startup_cpu, _ = run_child([*common, "--collect-only"], root)
+            import_wall, import_cpu, _ = run_child([sys.executable, "-c", "import litellm"], root)
+            startup_wall += import_wall  # the plugin imports litellm at the first live item
+            startup_cpu += import_cpu
+            wall, ours_cpu, tail = run_child(common, root)
+            served = len(srv.requests)
+            t_cpu0 = time.process_time()
+            bare_wall = asyncio.run(bare_loop(srv.base_url, requests, args.concurrency))
+            bare_cpu = time.process_time() - t_cpu0
+    n = len(requests)
+    print(f"{n} cases, delay {args.delay} s, concurrency {args.concurrency}: physical limit {limit:.1f} s")
+    print(f"pytest-tooleffect: wall {wall:.1f} s (start-up {startup_wall:.1f} s of it: imports, collection and "
+          f"litellm's import), "
+          f"{served} requests served; {tail.strip().splitlines()[-1] if tail.strip() else ''}")
+    print(f"  wall / limit: {wall / limit:.2f}   (wall - start-up) / limit: {(wall - startup_wall) / limit:.2f}"
+          "   (target <= 1.2)")
+    print(f"bare asyncio + litellm loop: wall {bare_wall:.1f} s, wall / limit {bare_wall / limit:.2f}")
+    ours_per = (ours_cpu - startup_cpu) / n * 1000
+    bare_per = bare_cpu / n * 1000
+    print(f"CPU per decision: harness {ours_per:.1f} ms, bare loop {bare_per:.1f} ms, "
+          f"ratio {ours_per / bare_per:.2f} (goal <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()
