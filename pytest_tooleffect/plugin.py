@@ -253,6 +253,8 @@ reporter_key = pytest.StashKey["Reporter"]()
 def pytest_configure(config: pytest.Config) -> None:
     for name, doc in CLASS_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: tooleffect class: {doc}")
+    if not config.pluginmanager.hasplugin("xdist"):  # live items carry it for --dist loadgroup
+        config.addinivalue_line("markers", "xdist_group(name): group of live tooleffect items (pytest-xdist)")
     records_opt = config.getoption(OPT_RECORDS)
     records = records_opt if records_opt is not None else config.getini(INI_RECORDS)
     config.stash[settings_key] = Settings(
