@@ -614,6 +614,7 @@ def _live(item: pytest.Item) -> bool:
     return (isinstance(item, CaseItem) and item.policy.model is not None and item.case.label is not None)
 
 
+@pytest.hookimpl(trylast=True)  # after -k / -m deselection: only items that will run are grouped
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     """Group live items in chunks (``xdist_group``) so a worker knows which items it will run."""
     if config.stash[settings_key].concurrency <= 1:
@@ -641,23 +642,22 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if not _live(item) or config.stash[settings_key].concurrency <= 1:
         return
     prefetched = _prefetched(config)
+    submitted = config.stash.setdefault(_submitted_key, set())
     groups = config.stash.get(_groups_key, {})
-    worker = hasattr(config, "workerinput")
-    dist = getattr(config.option, "dist", "no")
-    if not worker:
-        batch: list[Any] = [it for group in groups.values() for it in group] if not prefetched else []
-    elif dist == "loadgroup":
+    if not hasattr(config, "workerinput"):
+        batch: list[Any] = [it for group in groups.values() for it in group]
+    elif getattr(config.option, "dist", "no") == "loadgroup":
         batch = next((g for g in groups.values() if item in g), [])
     else:
         batch = [nextitem] if nextitem is not None and _live(nextitem) else []
     for it in [item, *batch]:
         assert isinstance(it, CaseItem)
-        if it.nodeid not in prefetched and not it.config.stash.get(_done_key, set()).__contains__(it.nodeid):
+        if it.nodeid not in submitted:
+            submitted.add(it.nodeid)
             prefetched[it.nodeid] = _submit(it)
-    config.stash.setdefault(_done_key, set()).add(item.nodeid)
 
 
-_done_key = pytest.StashKey[set[str]]()
+_submitted_key = pytest.StashKey[set[str]]()
 
 
 @pytest.hookimpl(wrapper=True)

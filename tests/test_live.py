@@ -238,7 +238,10 @@ def test_a_dripping_server_times_out_on_the_wall_clock(tmp_path: Path) -> None:
     from pytest_tooleffect.model_turn import ProviderError, run_turn
     from pytest_tooleffect.models import Case, Policy
 
+    from pytest_tooleffect.model_turn import import_litellm
+
     case = Case.model_validate(_case("drip", {"valid_actions": [NULL]}))
+    import_litellm()  # its import takes seconds and is not part of the bound being tested
     with ScriptedServer([Reply(text="ok", drip_s=0.5)]) as srv:
         import time
 
