@@ -40,7 +40,7 @@ REPLIES = {
     "malformed": Reply(text='<tool_call>{"name": "read_thread", "arguments": {"thread_id": "t"}}</tool_call>'),
     "server-500": Reply(status=500),
     "bad-body": Reply(raw_body=b"<html>upstream proxy error</html>"),
-    "timeout": Reply(delay_s=4.0),
+    "timeout": Reply(delay_s=8.0),
     "client-400": Reply(status=400),
 }
 
@@ -76,7 +76,7 @@ def _records(root: Path) -> dict[str, dict[str, Any]]:
 def test_openai_over_http(pytester: pytest.Pytester, server: ScriptedServer) -> None:
     _family(pytester.path)
     result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={server.base_url}",
-                                "--tooleffect-timeout=1.5", "--tooleffect-retries=0", "--tooleffect-report=r.json",
+                                "--tooleffect-timeout=3", "--tooleffect-retries=0", "--tooleffect-report=r.json",
                                 "--json-report",
                                 "--json-report-file=j.json")
     result.assert_outcomes(passed=2, failed=1, errors=4)
