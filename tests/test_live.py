@@ -235,10 +235,8 @@ def test_live_path_reproduces_replay(tmp_path: Path) -> None:
 
 
 def test_a_dripping_server_times_out_on_the_wall_clock(tmp_path: Path) -> None:
-    from pytest_tooleffect.model_turn import ProviderError, run_turn
+    from pytest_tooleffect.model_turn import ProviderError, import_litellm, run_turn
     from pytest_tooleffect.models import Case, Policy
-
-    from pytest_tooleffect.model_turn import import_litellm
 
     case = Case.model_validate(_case("drip", {"valid_actions": [NULL]}))
     import_litellm()  # its import takes seconds and is not part of the bound being tested
