@@ -414,7 +414,8 @@ class CaseFile(pytest.File):
             item.add_marker(_marker(self.config, name))
         if case.xfail:
             reason = case.xfail if isinstance(case.xfail, str) else "case marked xfail"
-            item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+            # only the agent's failing decision is the expected failure: a provider error stays an error
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=False, raises=DecisionFailed))
 
 
 _markers_key = pytest.StashKey[dict[str, pytest.MarkDecorator]]()
@@ -471,6 +472,10 @@ class InvalidCaseItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"{self.name} (invalid)"
+
+
+class DecisionFailed(pytest.fail.Exception):  # type: ignore[name-defined,misc]
+    """The agent's decision is not acceptable (the one-line reason is the message)."""
 
 
 class ProviderFailed(pytest.fail.Exception):  # type: ignore[name-defined,misc]
@@ -530,7 +535,7 @@ class Decision:
         item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
         item.stash[record_key] = record
         if not verdict.passed:
-            pytest.fail(f"{item.record_id}: {verdict.one_line(case.label)}", pytrace=False)
+            raise DecisionFailed(f"{item.record_id}: {verdict.one_line(case.label)}", pytrace=False)
         return verdict
 
 

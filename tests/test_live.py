@@ -344,3 +344,10 @@ def test_concurrent_turns_overlap(pytester: pytest.Pytester) -> None:
     assert arrivals[-1] - arrivals[0] < 0.6  # one after another would spread them over 5.4 s
     block = json.loads((pytester.path / "r.json").read_text())["blocks"][0]
     assert block["cost"]["latency_ms_p50"] >= 550  # each decision's own latency is the server's delay
+
+
+def test_provider_error_on_an_xfail_case_is_an_error(pytester: pytest.Pytester) -> None:
+    _family(pytester.path, [{**CASES[1], "xfail": "known over-eager reply"}])
+    result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test",
+                                "--tooleffect-api-base=http://127.0.0.1:9/v1", "--tooleffect-retries=0")
+    result.assert_outcomes(errors=1)  # not xfailed: the provider failed, the agent decided nothing
