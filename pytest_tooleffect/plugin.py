@@ -103,28 +103,25 @@ def _positive_float(value: str) -> float:
     return f
 
 
-def _positive_int(value: str) -> int:
-    import argparse
+def _int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type=`` for whole numbers ≥ ``minimum``."""
 
-    try:
-        n = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from exc
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at least 1")
-    return n
+    def parse(value: str) -> int:
+        import argparse
+
+        try:
+            n = int(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from exc
+        if n < minimum:
+            raise argparse.ArgumentTypeError(f"{value!r} must be at least {minimum}")
+        return n
+
+    return parse
 
 
-def _non_negative_int(value: str) -> int:
-    import argparse
-
-    try:
-        n = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from exc
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must not be negative")
-    return n
+_positive_int = _int_at_least(1)
+_non_negative_int = _int_at_least(0)
 
 
 def _load_prices(path: Path | None) -> dict[str, Price]:
