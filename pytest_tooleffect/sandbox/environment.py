@@ -1,0 +1,252 @@
+"""The sandbox provider interface, its registry, and the client for one sandbox.
+
+A *provider* gives each test item a *sandbox*: a running copy of ``sandbox/service.py`` whose
+world it resets to the case's seed rows.  Lifecycle (the shape of inspect_ai's sandbox
+environments): :meth:`SandboxProvider.session_init` once per process, :meth:`item_init` per
+item, :meth:`item_cleanup` per item (told whether the item was interrupted and whether to keep
+the sandbox), :meth:`session_cleanup` once at the end (also on Ctrl-C).
+
+Providers register by name (:func:`register_provider`); :func:`provider_class` looks one up.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+__all__ = [
+    "Sandbox",
+    "SandboxError",
+    "SandboxProvider",
+    "SandboxRefused",
+    "ToolResult",
+    "World",
+    "provider_class",
+    "register_provider",
+    "registered_providers",
+]
+
+
+class SandboxError(Exception):
+    """A sandbox could not be provisioned or stopped answering (an error outcome, never a verdict)."""
+
+
+class SandboxRefused(SandboxError):
+    """The service answered but refused the request (an unknown table, column, world or tool)."""
+
+
+@dataclass(frozen=True)
+class World:
+    """What an item's sandbox is reset to.
+
+    Attributes:
+        name: the world module in the image (``sandbox/worlds/<name>.py``).
+        rows: seed rows, ``{table: [{column: value}]}``.
+        faults: per tool, ``{"kind": "status"|"timeout"|"malformed"|"slow", ...}``.
+        timezone: IANA zone naive times are read in (default UTC).
+    """
+
+    name: str
+    rows: Mapping[str, Any] = field(default_factory=dict)
+    faults: Mapping[str, Any] = field(default_factory=dict)
+    timezone: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """One executed tool call.
+
+    Attributes:
+        content: the text the agent reads back (JSON, or cut short under a ``malformed`` fault).
+        error: whether the tool answered with an error.
+        fault: the injected fault kind that fired, or ``None``.
+        latency_ms: round trip over the socket, milliseconds.
+    """
+
+    content: str
+    error: bool
+    fault: str | None
+    latency_ms: float
+
+
+class Sandbox:
+    """Client for one running sandbox service on a unix socket (one persistent connection).
+
+    Args:
+        socket_path: the service's socket.
+        sandbox_id: the provider's id for it (a container id for Docker).
+        timeout_s: per request, seconds.
+    """
+
+    def __init__(self, socket_path: Path, sandbox_id: str, timeout_s: float = 30.0) -> None:
+        self.socket_path = socket_path
+        self.id = sandbox_id
+        self.timeout_s = timeout_s
+        self._sock: socket.socket | None = None
+        self._file: Any = None
+        self.info: dict[str, Any] = {}
+
+    def _connect(self) -> None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout_s)
+        try:
+            sock.connect(str(self.socket_path))
+        except OSError:
+            sock.close()
+            raise
+        self._sock, self._file = sock, sock.makefile("rwb")
+
+    def request(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        """Send one request and return the answer.
+
+        Raises:
+            SandboxError: the service is unreachable, closed the connection or refused the request.
+        """
+        try:
+            if self._file is None:
+                self._connect()
+            self._file.write(json.dumps(payload, ensure_ascii=False, default=str).encode() + b"\n")
+            self._file.flush()
+            line = self._file.readline()
+        except OSError as exc:
+            self.close()
+            raise SandboxError(f"sandbox {self.id[:12]}: {type(exc).__name__}: {exc}") from None
+        if not line:
+            self.close()
+            raise SandboxError(f"sandbox {self.id[:12]}: the service closed the connection")
+        answer: dict[str, Any] = json.loads(line)
+        if not answer.get("ok"):
+            raise SandboxRefused(f"sandbox refused the request: {answer.get('error')}")
+        return answer
+
+    def wait_ready(self, deadline_s: float = 30.0, alive: Callable[[], bool] | None = None) -> None:
+        """Poll until the service answers ``ping``.
+
+        Raises:
+            SandboxError: not ready before ``deadline_s`` seconds, or ``alive()`` turned false.
+        """
+        end = time.monotonic() + deadline_s
+        while True:
+            try:
+                self.info = self.request({"op": "ping"})
+                return
+            except (SandboxError, FileNotFoundError, ConnectionRefusedError):
+                if time.monotonic() > end or (alive is not None and not alive()):
+                    where = self.socket_path
+                    raise SandboxError(f"sandbox {self.id[:12]} did not start answering on {where}") from None
+                time.sleep(0.005)
+
+    def reset(self, world: World) -> dict[str, int]:
+        """Replace the world with ``world``'s seed rows and faults; returns rows per table."""
+        answer = self.request({"op": "reset", "world": world.name, "rows": dict(world.rows),
+                               "faults": dict(world.faults), "timezone": world.timezone})
+        rows: dict[str, int] = answer["rows"]
+        return rows
+
+    def call(self, name: str, arguments: Any) -> ToolResult:
+        """Run one tool call in the sandbox."""
+        start = time.perf_counter()
+        answer = self.request({"op": "call", "name": name, "arguments": arguments})
+        return ToolResult(answer["content"], bool(answer["error"]), answer.get("fault"),
+                          (time.perf_counter() - start) * 1000)
+
+    def snapshot(self) -> dict[str, list[dict[str, Any]]]:
+        """Every row of every table, ``{table: [row]}``."""
+        tables: dict[str, list[dict[str, Any]]] = self.request({"op": "snapshot"})["tables"]
+        return tables
+
+    def close(self) -> None:
+        """Close the connection (the service keeps running)."""
+        for closable in (self._file, self._sock):
+            if closable is not None:
+                try:
+                    closable.close()
+                except OSError:
+                    pass
+        self._sock = self._file = None
+
+
+class SandboxProvider(ABC):
+    """A source of sandboxes (see the module docstring for the lifecycle).
+
+    Class attributes:
+        name: the registry name (``--tooleffect-sandbox=NAME``).
+    """
+
+    name: ClassVar[str]
+
+    def __init__(self, run_id: str, owner_pid: int, label: str = "") -> None:
+        self.run_id = run_id
+        self.owner_pid = owner_pid
+        self.label = label
+
+    @abstractmethod
+    def session_init(self) -> None:
+        """Prepare (check the engine and the image, sweep leftovers).
+
+        Raises:
+            SandboxError: the provider cannot run here.
+        """
+
+    @abstractmethod
+    def item_init(self, world: World, item_id: str) -> Sandbox:
+        """A sandbox whose world is ``world``.
+
+        Raises:
+            SandboxError: provisioning failed.
+        """
+
+    @abstractmethod
+    def item_cleanup(self, sandbox: Sandbox, *, interrupted: bool, keep: bool) -> str | None:
+        """Give the sandbox back after its item.
+
+        Args:
+            sandbox: what :meth:`item_init` returned.
+            interrupted: the item did not finish (its world is in an unknown state): discard it.
+            keep: leave it running for inspection (returns how to reach it).
+
+        Returns:
+            A note on where a kept sandbox is, else ``None``.
+        """
+
+    @abstractmethod
+    def session_cleanup(self) -> None:
+        """Remove every sandbox this provider started (kept ones excepted)."""
+
+    def restrictions(self) -> dict[str, bool]:
+        """Isolation measures by name, ``True`` when in force (empty for in-process providers)."""
+        return {}
+
+
+_REGISTRY: dict[str, type[SandboxProvider]] = {}
+
+
+def register_provider(cls: type[SandboxProvider]) -> type[SandboxProvider]:
+    """Class decorator: register a provider under ``cls.name``."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registered_providers() -> list[str]:
+    """Registered provider names, sorted."""
+    from . import docker, local  # noqa: F401  (registration)
+
+    return sorted(_REGISTRY)
+
+
+def provider_class(name: str) -> type[SandboxProvider]:
+    """The provider registered as ``name``.
+
+    Raises:
+        KeyError: no such provider (the message lists the registered ones).
+    """
+    names = registered_providers()
+    if name not in _REGISTRY:
+        raise KeyError(f"unknown sandbox provider {name!r} (registered: {', '.join(names)})")
+    return _REGISTRY[name]

@@ -1,0 +1,196 @@
+"""Build the sandbox image locally, from this machine's apt sources; never pull.
+
+Steps (:func:`build_image`):
+
+1. ``tooleffect-sandbox-base:<hash>``: a Debian root filesystem made by ``mmdebstrap`` from the
+   deb822 files in ``/etc/apt/sources.list.d/*.sources`` (read at build time; no mirror host is
+   written anywhere here), with the variant and packages of ``sandbox/rootfs.json``, piped into
+   ``docker import``.
+2. ``tooleffect-sandbox:<hash of sandbox/>``: ``sandbox/Dockerfile`` layers the service on that
+   base through the engine's build API with ``pull=False``.
+
+Both steps are skipped when their tag exists, so the image is rebuilt only when ``sandbox/``
+(or, for the base, the sources or the recipe) changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .environment import SandboxError
+
+__all__ = ["IMAGE_REPOSITORY", "build_image", "context_dir", "context_hash", "docker_client", "image_tag",
+           "require_image", "sources_files"]
+
+IMAGE_REPOSITORY = "tooleffect-sandbox"
+BASE_REPOSITORY = "tooleffect-sandbox-base"
+SOURCES_GLOB = "/etc/apt/sources.list.d/*.sources"
+
+
+def context_dir() -> Path:
+    """The image's build context: the checkout's ``sandbox/``, else the copy inside the package."""
+    package = Path(__file__).resolve().parents[1]
+    for candidate in (package.parent / "sandbox", package / "_sandbox"):
+        if (candidate / "service.py").is_file():
+            return candidate
+    raise SandboxError(f"no sandbox build context (looked for sandbox/service.py beside {package})")
+
+
+def _files(context: Path) -> list[Path]:
+    return sorted(p for p in context.rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts and not p.name.endswith((".pyc", ".pyo")))
+
+
+def context_hash(context: Path | None = None) -> str:
+    """SHA-256 (first 12 hex digits) over the build context's relative paths and contents."""
+    context = context or context_dir()
+    digest = hashlib.sha256()
+    for path in _files(context):
+        digest.update(path.relative_to(context).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def image_tag(context: Path | None = None) -> str:
+    """``tooleffect-sandbox:<context hash>``."""
+    return f"{IMAGE_REPOSITORY}:{context_hash(context)}"
+
+
+def sources_files(pattern: str = SOURCES_GLOB) -> list[Path]:
+    """The machine's deb822 apt sources with ``Types: deb``.
+
+    Raises:
+        SandboxError: none found.
+    """
+    import glob
+
+    found = [Path(p) for p in sorted(glob.glob(pattern))
+             if any(line.split(":", 1)[0].strip() == "Types" and "deb" in line.split(":", 1)[1].split()
+                    for line in Path(p).read_text().splitlines() if ":" in line)]
+    if not found:
+        raise SandboxError(f"no apt sources with 'Types: deb' in {pattern}: cannot make a root filesystem")
+    return found
+
+
+def _suite(files: list[Path]) -> str:
+    for path in files:
+        for line in path.read_text().splitlines():
+            if line.startswith("Suites:") and line.split(":", 1)[1].split():
+                return line.split(":", 1)[1].split()[0]
+    raise SandboxError(f"no Suites: line in {', '.join(map(str, files))}")
+
+
+def docker_client() -> Any:
+    """A Docker SDK client for the local engine, checked with ``ping``.
+
+    Raises:
+        SandboxError: the SDK is missing or no engine answers (the message says how to start one).
+    """
+    try:
+        import docker
+    except ImportError as exc:  # pragma: no cover - a dependency
+        raise SandboxError(f"the docker SDK is not installed: {exc}") from None
+    try:
+        client = docker.from_env(timeout=120)
+        client.ping()
+    except Exception as exc:
+        raise SandboxError(
+            f"no Docker engine answers ({type(exc).__name__}: {exc}); install Debian's docker.io and start "
+            "dockerd (`make docker` does both)") from None
+    return client
+
+
+def _image_exists(client: Any, tag: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def require_image(client: Any, tag: str) -> None:
+    """Raise unless ``tag`` exists locally (a container start would otherwise try a registry).
+
+    Raises:
+        SandboxError: the image is missing (the message says how to build it).
+    """
+    if not _image_exists(client, tag):
+        raise SandboxError(f"sandbox image {tag} is not built: run `tooleffect sandbox build` (or "
+                           "`make sandbox-image`); images are built locally and never pulled")
+
+
+def build_base(client: Any, context: Path, log: Callable[[str], None]) -> str:
+    """Make (or find) the imported Debian root filesystem; returns its tag.
+
+    Raises:
+        SandboxError: mmdebstrap or docker import failed, or mmdebstrap is missing.
+    """
+    recipe = json.loads((context / "rootfs.json").read_text())
+    files = sources_files()
+    suite = _suite(files)
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True).encode())
+    for path in files:
+        digest.update(path.read_bytes())
+    tag = f"{BASE_REPOSITORY}:{digest.hexdigest()[:12]}"
+    if _image_exists(client, tag):
+        return tag
+    for tool, package in (("mmdebstrap", "mmdebstrap"), ("docker", "docker.io")):
+        if shutil.which(tool) is None:
+            raise SandboxError(f"{tool} is not installed (Debian package {package})")
+    cmd = ["mmdebstrap", "--quiet", f"--variant={recipe.get('variant', 'essential')}"]
+    if recipe.get("include"):
+        cmd.append("--include=" + ",".join(recipe["include"]))
+    cmd += [f"--dpkgopt=path-exclude={p}" for p in recipe.get("dpkg_exclude", [])]
+    cmd += [suite, "-", *map(str, files)]
+    log(f"mmdebstrap {suite} from {', '.join(map(str, files))} | docker import - {tag}")
+    maker = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    importer = subprocess.run(["docker", "import", "-", tag], stdin=maker.stdout, capture_output=True)
+    assert maker.stdout is not None
+    maker.stdout.close()
+    made_err = maker.stderr.read().decode(errors="replace") if maker.stderr else ""
+    maker.wait()
+    if maker.returncode != 0 or importer.returncode != 0:
+        if _image_exists(client, tag):
+            client.images.remove(tag, force=True)
+        raise SandboxError(f"building the root filesystem failed: mmdebstrap exit {maker.returncode}: "
+                           f"{made_err.strip()[-800:]}; docker import exit {importer.returncode}: "
+                           f"{importer.stderr.decode(errors='replace').strip()[-400:]}")
+    return tag
+
+
+def build_image(context: Path | None = None, *, force: bool = False,
+                log: Callable[[str], None] = lambda _m: None) -> str:
+    """Build ``tooleffect-sandbox:<hash>`` unless it exists; returns the tag.
+
+    Args:
+        context: the build context (default :func:`context_dir`).
+        force: rebuild the service layer even when the tag exists.
+        log: progress lines.
+
+    Raises:
+        SandboxError: no engine, no sources, or a build step failed.
+    """
+    context = context or context_dir()
+    client = docker_client()
+    tag = image_tag(context)
+    if not force and _image_exists(client, tag):
+        log(f"{tag} is up to date")
+        return tag
+    base = build_base(client, context, log)
+    log(f"building {tag} on {base}")
+    import docker
+
+    try:
+        client.images.build(path=str(context), tag=tag, buildargs={"BASE": base}, pull=False, rm=True,
+                            forcerm=True, labels={"tooleffect.context-hash": tag.split(":", 1)[1]})
+    except (docker.errors.BuildError, docker.errors.APIError) as exc:
+        raise SandboxError(f"building {tag} failed: {exc}") from None
+    return tag
