@@ -1,11 +1,13 @@
 # pytest-tooleffect: `make report` runs the main job offline; `make test` runs the test suite.
-# Both create the virtual environment first (.venv, Python >= 3.11).
+# Both create the virtual environment first (.venv, Python >= 3.11), make sure a Docker engine
+# answers (Debian's docker.io, dockerd started when none answers) and build the sandbox image
+# locally (never pulled; rebuilt only when sandbox/ changes).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup report test bench-collection bfcl-conformance lint clean
+.PHONY: setup docker sandbox-image report test bench-collection bench-sandbox bfcl-conformance lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,20 +17,29 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+docker:
+	scripts/ensure-docker
+
+sandbox-image: $(STAMP) docker
+	$(BIN)/tooleffect sandbox build
+
 # The main job: replay GPT-4o's recorded decisions on the shipped cases and print the report.
 # pytest exits 1 when some decisions fail; that is the finding, not a broken run.
-report: $(STAMP)
+report: $(STAMP) sandbox-image
 	$(BIN)/pytest cases/ -q --no-header -rN --tooleffect-report reports/tooleffect-report.json \
 	  --json-report --json-report-file reports/pytest-report.json; \
 	  rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
 
-test: $(STAMP)
-	$(BIN)/ruff check pytest_tooleffect tests bench
+test: $(STAMP) sandbox-image
+	$(BIN)/ruff check pytest_tooleffect tests bench sandbox
 	$(BIN)/mypy
 	$(BIN)/pytest tests/ -q -n 2
 
 bench-collection: $(STAMP)
 	$(BIN)/python bench/collection.py
+
+bench-sandbox: $(STAMP) sandbox-image
+	$(BIN)/python bench/sandbox.py
 
 # BFCL conformance and speed: bfcl-eval (pinned) without its dependencies, in its own environment.
 BFCL_VENV := .venv-bfcl
@@ -42,7 +53,7 @@ bfcl-conformance: $(BFCL_VENV)/.installed
 	$(BFCL_VENV)/bin/python bench/bfcl_conformance.py
 
 lint: $(STAMP)
-	$(BIN)/ruff check pytest_tooleffect tests bench
+	$(BIN)/ruff check pytest_tooleffect tests bench sandbox
 	$(BIN)/mypy
 
 clean:

@@ -74,6 +74,7 @@ class LoadedFamily:
     system_prompt: str | None
     rules: RuleSet
     tools_by_name: Mapping[str, ToolSpec] = field(default_factory=dict)
+    world_layout: Mapping[str, Mapping[str, Any]] | None = None
 
     @property
     def referenced_files(self) -> frozenset[Path]:
@@ -155,7 +156,17 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
         unknown = rules.unknown_tools(names)
         if unknown:
             raise FamilyError(f"{path}: oracle: rules for tools the family does not offer: {', '.join(unknown)}")
-    return LoadedFamily(fam.name, directory, fam, tuple(fam.tools), prompt, rules, {t.name: t for t in fam.tools})
+    layout = None
+    if fam.sandbox is not None:
+        from .sandbox.environment import SandboxError
+        from .sandbox.image import world_layout
+
+        try:
+            layout = world_layout(fam.sandbox.world)
+        except SandboxError as exc:
+            raise FamilyError(f"{path}: sandbox.world: {exc}") from exc
+    return LoadedFamily(fam.name, directory, fam, tuple(fam.tools), prompt, rules, {t.name: t for t in fam.tools},
+                        layout)
 
 
 def _loc(loc: Sequence[Any]) -> str:
@@ -396,6 +407,49 @@ def _history_problems(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, 
     return problems
 
 
+def _world_problems(case: Case, family: LoadedFamily, tools: Mapping[str, ToolSpec]) -> list[tuple[str, str]]:
+    """The world's rows, the effects' tables and columns, and the faults' tools exist."""
+    if case.world is None:
+        return []
+    layout = family.world_layout
+    if layout is None:
+        return [("world", f"family {family.name} declares no sandbox (family.yaml: sandbox: {{world: NAME}})")]
+    problems: list[tuple[str, str]] = []
+    for table, rows in case.world.items():
+        if table not in layout:
+            problems.append((f"world.{table}", f"no table {table!r} (tables: {', '.join(layout)})"))
+            continue
+        columns = layout[table]["columns"]
+        key = layout[table]["key"]
+        seen: set[Any] = set()
+        for i, row in enumerate(rows):
+            for col in row:
+                if col not in columns:
+                    problems.append((f"world.{table}[{i}].{col}", f"no column {col!r} in {table}"))
+            if key not in row:
+                problems.append((f"world.{table}[{i}]", f"missing key column {key!r}"))
+            elif repr(row[key]) in seen:
+                problems.append((f"world.{table}[{i}].{key}", f"duplicate key {row[key]!r}"))
+            else:
+                seen.add(repr(row[key]))
+    for group in ("expected_effects", "forbidden_effects"):
+        for i, effect in enumerate(getattr(case, group)):
+            where = f"{group}[{i}]"
+            named = [effect.table] if effect.table else list(effect.unchanged or effect.only_changed or [])
+            for table in named:
+                if table not in layout:
+                    problems.append((where, f"no table {table!r} (tables: {', '.join(layout)})"))
+            if effect.table in layout:
+                for part in ("where", "every"):
+                    for col in getattr(effect, part):
+                        if col not in layout[effect.table]["columns"]:
+                            problems.append((f"{where}.{part}.{col}", f"no column {col!r} in {effect.table}"))
+    for tool in case.faults:
+        if tool not in tools:
+            problems.append((f"faults.{tool}", f"unknown tool {tool!r} (offered: {', '.join(sorted(tools))})"))
+    return problems
+
+
 def validate_case(case: Case, family: LoadedFamily) -> list[tuple[str, str]]:
     """Checks beyond the model: tools named in the label exist, label args fit the schema,
     no valid action is also forbidden, every tool call in the history has its result.
@@ -410,6 +464,7 @@ def validate_case(case: Case, family: LoadedFamily) -> list[tuple[str, str]]:
         problems.append(("placement.bucket", f"step {p.step} of {p.run_length} is bucket "
                          f"{position_bucket(p.step, p.run_length)!r}, not {p.bucket!r}"))
     tools = {t.name: t for t in case.tools} if case.tools is not None else dict(family.tools_by_name)
+    problems += _world_problems(case, family, tools)
     if case.label is None:
         return problems
     for i, alt in enumerate(case.label.valid_actions):

@@ -406,6 +406,42 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             return 0
 
 
+def _cmd_sandbox(args: argparse.Namespace) -> int:
+    from .sandbox.environment import SandboxError
+    from .sandbox.image import build_image, context_dir, docker_client, image_tag
+
+    try:
+        if args.action == "build":
+            tag = build_image(force=args.force, log=lambda m: print(m, file=sys.stderr))
+            print(tag)
+            return 0
+        if args.action == "tag":
+            print(image_tag())
+            return 0
+        from .sandbox.docker import KEPT_PREFIX, LABEL, sweep_leftovers
+
+        client = docker_client()
+        if args.action == "clean":
+            removed = sweep_leftovers(client)
+            if args.kept:
+                for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
+                    if container.name.startswith(KEPT_PREFIX):
+                        container.remove(force=True)
+                        removed.append(container.id)
+            print(f"removed {len(removed)} sandbox container(s)")
+            return 0
+        listed = client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
+        print(f"image {image_tag()} (context {context_dir()})")
+        for container in listed:
+            labels = container.labels
+            print(f"{container.short_id} {container.name} {container.status} run={labels.get(LABEL + '.run', '?')[:8]} "
+                  f"worker={labels.get(LABEL + '.worker', '?')}")
+        return 0
+    except SandboxError as exc:
+        print(f"tooleffect sandbox {args.action}: {exc}", file=sys.stderr)
+        return 2
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tooleffect`` command line."""
     parser = argparse.ArgumentParser(prog="tooleffect", description=__doc__)
@@ -469,6 +505,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cache", default=None, help="folder for cached verdicts (default: none)")
     p.add_argument("--out", default="reports/judge-calibration.json")
     p.set_defaults(func=_cmd_calibrate)
+    p = sub.add_parser("sandbox", help="build the sandbox image (locally, never pulled), list or clean containers")
+    p.add_argument("action", choices=["build", "tag", "list", "clean"],
+                   help="build: the image unless its tag exists; tag: print the tag of sandbox/; list: sandbox "
+                        "containers; clean: remove those of runs that are gone")
+    p.add_argument("--force", action="store_true", help="build: rebuild the service layer")
+    p.add_argument("--kept", action="store_true", help="clean: also remove containers kept for inspection")
+    p.set_defaults(func=_cmd_sandbox)
     p = sub.add_parser("serve", help="serve the recorded decisions of the cases as a local OpenAI-compatible model")
     p.add_argument("--cases", default="cases")
     p.add_argument("--port", type=int, default=8011)

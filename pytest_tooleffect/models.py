@@ -16,13 +16,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 __all__ = [
     "Action",
     "Case",
+    "Effect",
     "Family",
+    "Fault",
     "ForbiddenAction",
     "Label",
     "ParallelGroup",
     "Placement",
     "Recorded",
     "RecordedCall",
+    "SandboxSpec",
     "Source",
     "ToolAnnotations",
     "ToolSpec",
@@ -199,6 +202,99 @@ class Recorded(_Model):
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 
 
+class Effect(_Model):
+    """One condition on the world after the decision's tool calls ran in the sandbox.
+
+    Three forms (exactly one of ``table``, ``unchanged``, ``only_changed``):
+
+    * ``{table, where?, change?, count? | at_least? / at_most?, every?}``: the rows of ``table``
+      that match ``where`` (all rows when empty) in the end state, or, with ``change``, the rows
+      the step inserted / updated / deleted.  Their number must be ``count`` (or within
+      ``at_least``..``at_most``; with no bound given: at least one), and each must also match
+      ``every``.  Example: ``{table: events, where: {thread_id: th-8831, start:
+      "2025-03-20T14:00:00"}, count: 1}`` = exactly one event for that thread at 14:00 in the
+      case's zone.
+    * ``{unchanged: [tables]}``: those tables are exactly as seeded.
+    * ``{only_changed: [tables]}``: every other table is exactly as seeded.
+
+    As a forbidden effect the condition must *not* hold: ``{table: events, change: insert}`` =
+    "no event created".  Values compare by column type (see :mod:`pytest_tooleffect.oracle.effects`).
+    """
+
+    table: str | None = None
+    where: dict[str, Any] = Field(default_factory=dict)
+    change: Literal["insert", "update", "delete"] | None = None
+    count: int | None = Field(default=None, ge=0)
+    at_least: int | None = Field(default=None, ge=0)
+    at_most: int | None = Field(default=None, ge=0)
+    every: dict[str, Any] = Field(default_factory=dict)
+    unchanged: list[str] | None = None
+    only_changed: list[str] | None = None
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Effect:
+        forms = [n for n in ("table", "unchanged", "only_changed") if getattr(self, n) is not None]
+        if len(forms) != 1:
+            raise ValueError("an effect names exactly one of table, unchanged, only_changed")
+        if self.table is None and (self.where or self.change or self.every or self.count is not None
+                                   or self.at_least is not None or self.at_most is not None):
+            raise ValueError("where / change / count / at_least / at_most / every go with table")
+        if self.count is not None and (self.at_least is not None or self.at_most is not None):
+            raise ValueError("give count, or at_least / at_most, not both")
+        return self
+
+    def describe(self) -> str:
+        """A one-line reading of the condition (its ``description`` when given)."""
+        if self.description:
+            return self.description
+        if self.unchanged is not None:
+            return f"unchanged: {', '.join(self.unchanged)}"
+        if self.only_changed is not None:
+            return f"only {', '.join(self.only_changed)} changed"
+        where = ", ".join(f"{k}={v}" for k, v in self.where.items())
+        done = {"insert": "inserted", "update": "updated", "delete": "deleted"}
+        rows = f"{self.table} rows {done[self.change]}" if self.change else f"{self.table} rows"
+        if self.count is not None:
+            bound = f"exactly {self.count}"
+        elif self.at_least is not None or self.at_most is not None:
+            bound = f"{self.at_least or 0}..{'' if self.at_most is None else self.at_most}"
+        else:
+            bound = "at least 1"
+        return f"{bound} {rows}" + (f" where {where}" if where else "") + (f", each with {self.every}"
+                                                                          if self.every else "")
+
+
+class Fault(_Model):
+    """A fault the sandbox injects into a tool's next ``times`` calls.
+
+    ``kind``: ``status`` (an HTTP-style error answer, ``status`` 503 by default; the call does
+    not run), ``timeout`` (no answer for ``after_ms`` ms, then a timeout error; the call does not
+    run), ``malformed`` (the call runs but its answer is cut short), ``slow`` (the call runs
+    after ``ms`` ms).  Shorthands: ``503`` → ``{kind: status, status: 503}``; ``timeout``,
+    ``malformed``; ``{slow: 800}`` → ``{kind: slow, ms: 800}``.
+    """
+
+    kind: Literal["status", "timeout", "malformed", "slow"]
+    status: int = Field(default=503, ge=400, le=599)
+    after_ms: float = Field(default=200.0, ge=0, le=60_000)
+    ms: float = Field(default=200.0, ge=0, le=60_000)
+    times: int = Field(default=1, ge=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, data: Any) -> Any:
+        if isinstance(data, bool):
+            return data
+        if isinstance(data, int):
+            return {"kind": "status", "status": data}
+        if isinstance(data, str):
+            return {"kind": data}
+        if isinstance(data, dict) and "kind" not in data and "slow" in data:
+            return {"kind": "slow", "ms": data["slow"], **{k: v for k, v in data.items() if k != "slow"}}
+        return data
+
+
 class Case(_Model):
     """A labelled decision point (DESIGN.md "Words")."""
 
@@ -212,6 +308,16 @@ class Case(_Model):
     recorded: Recorded | None = None
     xfail: bool | str = False
     source: Source
+    world: dict[str, list[dict[str, Any]]] | None = None
+    expected_effects: list[Effect] = Field(default_factory=list)
+    forbidden_effects: list[Effect] = Field(default_factory=list)
+    faults: dict[str, Fault] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _effects_need_world(self) -> Case:
+        if self.world is None and (self.expected_effects or self.forbidden_effects or self.faults):
+            raise ValueError("expected_effects, forbidden_effects and faults need a world (the seed rows)")
+        return self
 
     @field_validator("id")
     @classmethod
@@ -245,6 +351,12 @@ class Policy(_Model):
     tool_descriptions: dict[str, str] = Field(default_factory=dict)
 
 
+class SandboxSpec(_Model):
+    """A family's sandbox: the world module its cases' ``world`` rows seed (``sandbox/worlds/<world>.py``)."""
+
+    world: str
+
+
 class Family(_Model):
     """A family file (``cases/<family>/family.yaml``): shared tools, prompt, rules and quota."""
 
@@ -261,3 +373,4 @@ class Family(_Model):
     policies: list[Policy] = Field(default_factory=list)
     licence: str | None = None
     seed: int | None = None
+    sandbox: SandboxSpec | None = None

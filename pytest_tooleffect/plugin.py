@@ -22,6 +22,7 @@ from .model_turn import Price, ProviderError
 from .models import Case, Policy
 from .oracle import CompareContext, Verdict, parse_emission, score
 from .records import RecordLog, build_record
+from .sandboxing import tooleffect_sandbox  # noqa: F401  (the fixture, defined with the sandbox support)
 
 __all__ = ["OPT_RECORDS", "OPT_REPORT", "REPLAY", "CaseItem", "Decision", "Settings"]
 
@@ -232,6 +233,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="litellm retries of a model call on 429, 5xx and timeouts, with backoff (default 2)")
     group.addoption(OPT_CACHE, choices=CACHE_MODES, default="off",
                     help="on-disk cache of model answers keyed by policy, state and trial (default off)")
+    from . import sandboxing
+
+    sandboxing.addoptions(group, parser)
     parser.addini(INI_MODEL_CACHE, "folder of cached model answers, relative to the rootdir",
                   default=".tooleffect-cache/model")
     parser.addini(INI_RECORDS, "record log path, relative to the rootdir", default=DEFAULT_RECORDS)
@@ -276,6 +280,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.stash[families_key] = {}
     config.stash[seen_ids_key] = {}
+    from . import sandboxing
+
+    sandboxing.configure(config)
     if config.stash[settings_key].model or config.stash[settings_key].policies:
         from .model_turn import set_concurrency
 
@@ -499,6 +506,7 @@ class Decision:
     emitted: Any
     cost: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
+    sandbox_run: Any = None  # a sandboxing.SandboxRun when the case declares a world
 
     def judge(self) -> Verdict:
         """Score and attach the record; fail the test (one-line reason) on a failing kind."""
@@ -527,12 +535,21 @@ class Decision:
             spent = {k: (None if after[k] is None or before[k] is None else after[k] - before[k]) for k in after}
             if spent["calls"] or spent["cached"]:
                 extra["judge"] = {"model": judge.model, **spent}
+        effect = None
+        if self.sandbox_run is not None:
+            from .sandboxing import judge as judge_effect
+
+            effect, fields = judge_effect(item, self.sandbox_run)
+            extra.update(fields)
         record = build_record(fam.name, case, item.policy.name, verdict, {t.name: t for t in tools}, self.cost,
                               extra=extra)
         item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
         item.stash[record_key] = record
-        if not verdict.passed:
-            raise DecisionFailed(f"{item.record_id}: {verdict.one_line(case.label)}", pytrace=False)
+        reasons = [] if verdict.passed else [verdict.one_line(case.label)]
+        if effect is not None and not effect.passed:
+            reasons.append(f"effect {effect.kind}: " + "; ".join(effect.failures))
+        if reasons:
+            raise DecisionFailed(f"{item.record_id}: " + " | ".join(reasons), pytrace=False)
         return verdict
 
 
@@ -576,7 +593,12 @@ def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
     if item.policy.model is None:
         if item.case.recorded is None:
             pytest.skip("no recorded action to replay")
-        return Decision(item, item.case.recorded.model_dump(exclude_none=True), {})
+        decision = Decision(item, item.case.recorded.model_dump(exclude_none=True), {})
+        if item.case.world is not None:
+            from .sandboxing import execute
+
+            execute(request, decision)
+        return decision
     from .model_turn import wait_turn
 
     settings = item.config.stash[settings_key]
@@ -587,7 +609,12 @@ def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
         raise ProviderFailed(exc) from None
     extra: dict[str, Any] = {"provider_tool_names": turn.provider_names} if turn.provider_names else {}
     extra["cached"] = turn.cached
-    return Decision(item, turn.emitted, turn.cost, extra)
+    decision = Decision(item, turn.emitted, turn.cost, extra)
+    if item.case.world is not None:
+        from .sandboxing import execute
+
+        execute(request, decision)
+    return decision
 
 
 _prefetch_key = pytest.StashKey[dict[str, Any]]()

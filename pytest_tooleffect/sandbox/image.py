@@ -26,7 +26,7 @@ from typing import Any
 from .environment import SandboxError
 
 __all__ = ["IMAGE_REPOSITORY", "build_image", "context_dir", "context_hash", "docker_client", "image_tag",
-           "require_image", "sources_files"]
+           "require_image", "sources_files", "world_layout"]
 
 IMAGE_REPOSITORY = "tooleffect-sandbox"
 BASE_REPOSITORY = "tooleffect-sandbox-base"
@@ -40,6 +40,28 @@ def context_dir() -> Path:
         if (candidate / "service.py").is_file():
             return candidate
     raise SandboxError(f"no sandbox build context (looked for sandbox/service.py beside {package})")
+
+
+def world_layout(name: str, context: Path | None = None) -> dict[str, dict[str, Any]]:
+    """A world's tables, ``{table: {"key": column, "columns": {column: type}}}``, read from
+    ``sandbox/worlds/<name>.py`` without starting anything.
+
+    Raises:
+        SandboxError: no such world, or it declares no ``TABLES``.
+    """
+    import importlib.util
+
+    path = (context or context_dir()) / "worlds" / f"{name}.py"
+    if not name.isidentifier() or not path.is_file():
+        raise SandboxError(f"unknown sandbox world {name!r} (no {path})")
+    spec = importlib.util.spec_from_file_location(f"tooleffect_world_layout_{name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tables = getattr(module, "TABLES", None)
+    if not isinstance(tables, dict):
+        raise SandboxError(f"{path} declares no TABLES")
+    return {t: {"key": v["key"], "columns": dict(v["columns"])} for t, v in tables.items()}
 
 
 def _files(context: Path) -> list[Path]:
