@@ -280,6 +280,57 @@ def _block(family: str, policy: str, recs: Sequence[Mapping[str, Any]], errors: 
         "label_set_fingerprint": fp,
         "post_stratified_estimate": estimate,
         "repeats": repeats,
+        "effects": _effects(recs),
+    }
+
+
+def _effects(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Effect-level rates (rows run in a sandbox), recovery from injected faults, single-step vs
+    self-steered rates on the same cases, and the sandbox isolation in force.
+    """
+    rows = [r for r in recs if r.get("effect") is not None]
+    if not rows:
+        return None
+    counts = {cls: (sum(1 for r in rows if r["class"] == cls and r["effect"]["passed"]),
+                    sum(1 for r in rows if r["class"] == cls)) for cls in CLASSES}
+    table = _jsonable_table(rate_table(counts))
+    kinds = Counter(r["effect"]["kind"] for r in rows)
+    recovery = Counter(r.get("recovery") for r in rows if r.get("recovery") is not None)
+    observed = sum(v for k, v in recovery.items() if k != "not_observed")
+    recovered = sum(recovery.get(k, 0) for k in ("retried", "other_path", "told_user"))
+    steered = [r for r in rows if (r.get("rollout") or {}).get("limit", 1) > 1]
+    rollout = None
+    if steered:
+        single = sum(1 for r in steered if _correct(r, "full"))
+        end = sum(1 for r in steered if r["effect"]["passed"])
+        steps = [r["rollout"]["steps"] for r in steered]
+        rollout = {
+            "n": len(steered), "limit": max(r["rollout"]["limit"] for r in steered),
+            "single_step_pct": _pct(Fraction(single, len(steered))),
+            "single_step_display": percent(Fraction(single, len(steered))),
+            "self_steered_pct": _pct(Fraction(end, len(steered))),
+            "self_steered_display": percent(Fraction(end, len(steered))),
+            "mean_steps": round(sum(steps) / len(steps), 2),
+            "stopped": dict(Counter(r["rollout"]["stopped"] for r in steered)),
+        }
+    in_force = sorted({x for r in rows for x in (r.get("sandbox") or {}).get("restrictions", [])})
+    missing = sorted({x for r in rows for x in (r.get("sandbox") or {}).get("restrictions_missing", [])})
+    return {
+        "n": len(rows),
+        "classes": {cls: {"n": table["classes"][cls]["n"], **{k: v for k, v in table["classes"][cls].items()
+                                                              if k not in ("n", "weight")}} for cls in CLASSES},
+        "micro_pct": table["micro_pct"], "micro_display": table["micro_display"],
+        "macro_pct": table["macro_pct"], "macro_display": table["macro_display"],
+        "kinds": {k: kinds.get(k, 0) for k in ("ok", "forbidden_effect", "unexpected_change", "effect_missing")},
+        "recovery": {
+            "observed": observed, "recovered": recovered,
+            "rate_pct": _pct(Fraction(recovered, observed)) if observed else None,
+            "rate_display": percent(Fraction(recovered, observed)) if observed else "–",
+            "by_kind": {k: recovery.get(k, 0) for k in ("retried", "other_path", "told_user", "none", "not_observed")},
+        },
+        "rollout": rollout,
+        "sandbox": {"providers": sorted({(r.get("sandbox") or {}).get("provider", "?") for r in rows}),
+                    "restrictions": in_force, "restrictions_missing": missing},
     }
 
 
@@ -402,20 +453,33 @@ def render_terminal(report: Mapping[str, Any], width: int = 110) -> str:
                       f"n={b['n_scored']} scored, {b['n_errors']} errors, {b['n_xfail']} xfail · "
                       f"label set {b['label_set_fingerprint']}")
         t = Table(show_edge=False, pad_edge=False)
-        for col in ("class", "n", "w", "name ok", "name %", "95% CI", "name+args ok", "name+args %", "95% CI "):
+        eff = b.get("effects")
+        cols = ["class", "n", "w", "name ok", "name %", "95% CI", "name+args ok", "name+args %", "95% CI "]
+        if eff:
+            cols += ["effect ok", "effect %"]
+        for col in cols:
             t.add_column(col, justify="left" if col == "class" else "right")
         for cls in CLASSES:
             c = b["classes"][cls]
             nm, fa = c["name"], c["name_args"]
-            t.add_row(cls, str(c["n"]), "–" if c["weight"] is None else f"{c['weight']:.3f}",
-                      f"{nm['correct']}/{c['n']}", nm["rate_display"], _ci(nm["wilson95_pct"]),
-                      f"{fa['correct']}/{c['n']}", fa["rate_display"], _ci(fa["wilson95_pct"]))
+            row = [cls, str(c["n"]), "–" if c["weight"] is None else f"{c['weight']:.3f}",
+                   f"{nm['correct']}/{c['n']}", nm["rate_display"], _ci(nm["wilson95_pct"]),
+                   f"{fa['correct']}/{c['n']}", fa["rate_display"], _ci(fa["wilson95_pct"])]
+            if eff:
+                e = eff["classes"][cls]
+                row += [f"{e['correct']}/{e['n']}", e["rate_display"]]
+            t.add_row(*row)
         t.add_section()
         for avg in ("micro", "macro"):
             a = b[avg]
-            t.add_row(f"{avg}-average", "", "", "", a["name_display"], "", "", a["name_args_display"],
-                      f"gap {percent(_frac(a['gap_pct']))}")
+            row = [f"{avg}-average", "", "", "", a["name_display"], "", "", a["name_args_display"],
+                   f"gap {percent(_frac(a['gap_pct']))}"]
+            if eff:
+                row += ["", eff[f"{avg}_display"]]
+            t.add_row(*row)
         console.print(t)
+        if eff:
+            _render_effects(console, eff)
         if b["buckets"]:
             console.print("by position bucket")
             bt = Table(show_edge=False, pad_edge=False)
@@ -479,6 +543,25 @@ def render_terminal(report: Mapping[str, Any], width: int = 110) -> str:
     conv = report.get("conventions", {})
     console.print("conventions: " + " | ".join(f"{k}: {v}" for k, v in conv.items()))
     return buf.getvalue()
+
+
+def _render_effects(console: Any, eff: Mapping[str, Any]) -> None:
+    kinds = ", ".join(f"{k} {v}" for k, v in eff["kinds"].items() if v)
+    console.print(f"effects ({eff['n']} decisions run in a sandbox): {kinds}")
+    rec = eff["recovery"]
+    if rec["observed"] or rec["by_kind"]["not_observed"]:
+        by = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in rec["by_kind"].items() if v)
+        console.print(f"recovery from injected faults: {rec['rate_display']} ({rec['recovered']}/{rec['observed']} "
+                      f"observed; {by})")
+    ro = eff.get("rollout")
+    if ro:
+        console.print(f"rollouts (up to {ro['limit']} steps, {ro['n']} cases): single-step (teacher-forced, upper "
+                      f"bound) {ro['single_step_display']} % · self-steered end state {ro['self_steered_display']} % "
+                      f"· mean {ro['mean_steps']} steps")
+    sb = eff["sandbox"]
+    missing = f"; not in force: {', '.join(sb['restrictions_missing'])}" if sb["restrictions_missing"] else ""
+    console.print(f"sandbox {'/'.join(sb['providers'])}: {', '.join(sb['restrictions']) or 'no isolation'}"
+                  f"{missing}")
 
 
 def _render_comparison(console: Any, comp: Mapping[str, Any]) -> None:

@@ -34,6 +34,7 @@ OPT_ROLLOUT = "--tooleffect-rollout"
 INI_SANDBOX = "tooleffect_sandbox"
 INI_KEEP = "tooleffect_keep_sandbox"
 INI_POOL = "tooleffect_sandbox_pool"
+INI_IMAGE = "tooleffect_sandbox_image"
 KEEP_MODES = ("never", "failed", "always")
 #: fault kinds after which the agent has something to recover from (``slow`` still answers)
 FAILING_FAULTS = ("status", "timeout", "malformed")
@@ -46,6 +47,7 @@ class SandboxSettings:
     provider: str  # "docker", "local" or "off"
     keep: str  # never | failed | always
     pool: bool
+    image: str | None  # None: the tag of the sandbox/ build context
     rollout: int  # steps a policy may take (1 = the single teacher-forced decision)
     run_id: str
     owner_pid: int
@@ -87,6 +89,8 @@ def addoptions(group: Any, parser: pytest.Parser) -> None:
     parser.addini(INI_KEEP, "keep sandboxes for inspection: never | failed | always", default="never")
     parser.addini(INI_POOL, "reuse warm sandbox containers within a process, reset between items", type="bool",
                   default=True)
+    parser.addini(INI_IMAGE, "sandbox image tag (default: tooleffect-sandbox:<hash of the sandbox/ build context>)",
+                  default="")
 
 
 def configure(config: pytest.Config) -> None:
@@ -103,7 +107,8 @@ def configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"ini {INI_KEEP}: expected one of {', '.join(KEEP_MODES)}, got {keep!r}")
     workerinput = getattr(config, "workerinput", None)
     config.stash[sandbox_settings_key] = SandboxSettings(
-        provider=provider, keep=keep, pool=bool(config.getini(INI_POOL)), rollout=config.getoption(OPT_ROLLOUT),
+        provider=provider, keep=keep, pool=bool(config.getini(INI_POOL)), image=config.getini(INI_IMAGE) or None,
+        rollout=config.getoption(OPT_ROLLOUT),
         run_id=workerinput["tooleffect_run_id"] if workerinput else uuid.uuid4().hex,
         owner_pid=int(workerinput["tooleffect_owner_pid"]) if workerinput else os.getpid(),
         worker=workerinput["workerid"] if workerinput else "main",
@@ -131,7 +136,9 @@ def provider(config: pytest.Config) -> SandboxProvider:
 
         settings = config.stash[sandbox_settings_key]
         cls = provider_class(settings.provider)
-        kwargs: dict[str, Any] = {"pool": settings.pool} if settings.provider == "docker" else {}
+        kwargs: dict[str, Any] = {}
+        if settings.provider == "docker":
+            kwargs = {"pool": settings.pool, "image": settings.image}
         made = cls(settings.run_id, settings.owner_pid, settings.worker, **kwargs)
         try:
             made.session_init()
@@ -296,10 +303,16 @@ def execute(request: pytest.FixtureRequest, decision: Decision) -> None:
             messages += _history(steps[-1])
             state = item.case.model_copy(update={"messages": messages})
             run_settings = item.config.stash[settings_key]
+            cache = None
+            if run_settings.cache_mode != "off" and run_settings.cache_dir is not None:
+                from .model_turn import ModelCache
+
+                cache = ModelCache(run_settings.cache_dir, read="read" in run_settings.cache_mode,
+                                   write="write" in run_settings.cache_mode)
             try:
                 turn = run_turn(state, tools, item.family.system_prompt, item.policy, run_settings.timeout_s,
                                 run_settings.prices, api_key="unused-local-key" if item.policy.api_base else None,
-                                trial=item.trial, retries=run_settings.retries)
+                                cache=cache, trial=item.trial, retries=run_settings.retries)
             except ProviderError as exc:
                 raise ProviderFailed(exc) from None
             steps.append(_execute(sandbox, turn.emitted, offered, len(steps) + 1, turn.cost))
@@ -337,6 +350,16 @@ def recovery(run: SandboxRun) -> str | None:
     return None
 
 
+def _total_cost(steps: list[StepRun]) -> dict[str, Any]:
+    """Tokens, latency (ms) and money summed over a rollout's steps (``None`` when any is unknown)."""
+    out: dict[str, Any] = {}
+    for key in ("input_tokens", "output_tokens", "latency_ms", "cost_usd"):
+        values = [s.cost.get(key) for s in steps]
+        known = [float(v) for v in values if v is not None]
+        out[key] = None if len(known) < len(values) else round(sum(known), 6)
+    return out
+
+
 def judge(item: CaseItem, run: SandboxRun) -> tuple[EffectVerdict, dict[str, Any]]:
     """The effect verdict of the end state and the record fields for the sandbox part."""
     layout = item.family.world_layout
@@ -348,12 +371,14 @@ def judge(item: CaseItem, run: SandboxRun) -> tuple[EffectVerdict, dict[str, Any
     fields: dict[str, Any] = {
         "effect": verdict.to_dict(),
         "sandbox": {"provider": run.provider, "id": run.sandbox_id[:12],
+                    "run": item.config.stash[sandbox_settings_key].run_id,
+                    "worker": item.config.stash[sandbox_settings_key].worker,
                     "restrictions": sorted(k for k, v in run.restrictions.items() if v),
                     "restrictions_missing": sorted(k for k, v in run.restrictions.items() if not v)},
         "steps": [{"step": s.step, "calls": s.calls, "text": s.text, "cost": s.cost} for s in run.steps],
         "rollout": {"steps": len(run.steps), "stopped": run.stopped,
                     "limit": item.config.stash[sandbox_settings_key].rollout,
-                    "self_steered": len(run.steps) > 1},
+                    "self_steered": len(run.steps) > 1, "cost": _total_cost(run.steps)},
         "faults": sorted(case.faults),
         "recovery": rec,
     }

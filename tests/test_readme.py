@@ -37,3 +37,18 @@ def test_readme_examples_load_and_score(tmp_path: Path) -> None:
     RuleSet.from_mapping(yaml.safe_load(rules), "README rules")
     for p in yaml.safe_load(policies)["policies"]:
         Policy.model_validate(p)
+
+
+def test_readme_sandbox_example_is_a_valid_world_case() -> None:
+    from pytest_tooleffect.cases import validate_case
+    from pytest_tooleffect.models import Case
+
+    block = next(b for b in BLOCKS if b.startswith("world:"))
+    fam = load_family(REPO / "cases" / "scheduling")
+    case = Case.model_validate({
+        "id": "readme-world", "placement": {"step": 0, "run_length": 1, "bucket": "last"}, "source": "authored",
+        "timezone": "Europe/Madrid", "messages": [{"role": "user", "content": "hi"}],
+        "label": {"valid_actions": [{"tool": None}]}, **yaml.safe_load(block)})
+    assert validate_case(case, fam) == []
+    assert case.faults["calendar.create_event"].status == 503
+    assert [e.describe() for e in case.forbidden_effects] == ["no event created"]

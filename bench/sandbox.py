@@ -1,0 +1,110 @@
+"""Sandbox provisioning per item: a warm pooled container reset over its socket, against a fresh
+container per item (the peer), in one run against the real Docker engine.
+
+Per item we time what an item waits for before its first tool call (``item_init``: take a
+container and reset its world to the case's seed rows) and what it costs after (``item_cleanup``:
+back to the pool, or remove the container).  A ``docker exec`` of ``true`` in a running
+container is timed too, as the floor of any reset done from outside the service.
+
+Target (issue #4): pooled p50 at least 10x faster than fresh, and under 20 ms.
+
+    python bench/sandbox.py [--items 60] [--fresh-items 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import yaml  # noqa: E402
+
+from pytest_tooleffect.sandbox.docker import DockerProvider  # noqa: E402
+from pytest_tooleffect.sandbox.environment import World  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile (linear interpolation, as numpy's default)."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    lo, hi = int(pos), min(int(pos) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def worlds() -> list[World]:
+    """The shipped scheduling cases' worlds (their seed rows and time zones)."""
+    cases = yaml.safe_load((REPO / "cases" / "scheduling" / "cases.yaml").read_text())
+    return [World("scheduling", c["world"], {}, c.get("timezone")) for c in cases]
+
+
+def run(provider: DockerProvider, items: list[World]) -> tuple[list[float], list[float]]:
+    """Provision, use and release one sandbox per item; returns init and cleanup times (ms)."""
+    init, cleanup = [], []
+    for n, world in enumerate(items):
+        t0 = time.perf_counter()
+        box = provider.item_init(world, f"item-{n}")
+        t1 = time.perf_counter()
+        box.call("read_thread", {"thread_id": world.rows["threads"][0]["thread_id"]})
+        t2 = time.perf_counter()
+        provider.item_cleanup(box, interrupted=False, keep=False)
+        t3 = time.perf_counter()
+        init.append((t1 - t0) * 1000)
+        cleanup.append((t3 - t2) * 1000)
+    return init, cleanup
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, default=60, help="items through the pooled provider")
+    parser.add_argument("--fresh-items", type=int, default=20, help="items through fresh containers")
+    args = parser.parse_args()
+    available = worlds()
+    pooled_items = [available[i % len(available)] for i in range(args.items)]
+    fresh_items = [available[i % len(available)] for i in range(args.fresh_items)]
+
+    pooled = DockerProvider(uuid.uuid4().hex, os.getpid(), "bench", pool=True)
+    pooled.session_init()
+    warm = pooled.item_init(pooled_items[0], "warm-up")  # the pool's first start is not per-item cost
+    pooled.item_cleanup(warm, interrupted=False, keep=False)
+    try:
+        p_init, p_clean = run(pooled, pooled_items)
+        container = pooled.client.containers.get(pooled.containers()[0])
+        execs = []
+        for _ in range(10):
+            t0 = time.perf_counter()
+            container.exec_run(["true"])
+            execs.append((time.perf_counter() - t0) * 1000)
+    finally:
+        pooled.session_cleanup()
+    fresh = DockerProvider(uuid.uuid4().hex, os.getpid(), "bench", pool=False)
+    fresh.session_init()
+    try:
+        f_init, f_clean = run(fresh, fresh_items)
+    finally:
+        fresh.session_cleanup()
+
+    print(f"sandbox provisioning per item, {len(p_init)} pooled items and {len(f_init)} fresh-container items "
+          f"(scheduling worlds, Docker {pooled.client.version()['Version']}):")
+    print(f"{'':28}{'p50 ms':>10}{'p95 ms':>10}")
+    for label, values in (("pooled: take + reset", p_init), ("pooled: give back", p_clean),
+                          ("fresh: start + ready + reset", f_init), ("fresh: remove", f_clean),
+                          ("docker exec true", execs)):
+        print(f"{label:28}{quantile(values, 0.5):>10.1f}{quantile(values, 0.95):>10.1f}")
+    ratio = statistics.median(f_init) / statistics.median(p_init)
+    total = (statistics.median(f_init) + statistics.median(f_clean)) / (statistics.median(p_init)
+                                                                          + statistics.median(p_clean))
+    print(f"ratio fresh / pooled p50 (provisioning): {ratio:.0f}x (target >= 10x); with cleanup: {total:.0f}x")
+    print(f"pooled p50 {statistics.median(p_init):.1f} ms (target < 20 ms)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

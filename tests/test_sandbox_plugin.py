@@ -1,0 +1,262 @@
+"""World cases in a pytest run: the sandboxed scheduling family, per-worker pools, Ctrl-C, kept
+sandboxes, bad world input, injected faults and self-steered rollouts (against a real Docker
+engine and a local OpenAI-compatible server).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import docker
+import pytest
+import yaml
+
+from pytest_tooleffect.scripted import Reply, ScriptedServer
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+FAULTY_ON_EFFECT = {"sch-dup-01": "forbidden_effect", "sch-dup-02": "forbidden_effect",
+                    "sch-dup-03": "forbidden_effect", "sch-one-04": "effect_missing", "sch-one-07": "effect_missing",
+                    "sch-sev-06": "effect_missing"}
+
+
+def _scheduling(pytester: pytest.Pytester) -> None:
+    shutil.copytree(REPO / "cases" / "scheduling", pytester.path / "cases" / "scheduling")
+    (pytester.path / "oracle").mkdir()
+    shutil.copy(REPO / "oracle" / "scheduling.yaml", pytester.path / "oracle" / "scheduling.yaml")
+    shutil.copy(REPO / "conftest.py", pytester.path / "conftest.py")
+
+
+def _records(path: Path) -> dict[str, dict[str, Any]]:
+    return {r["case_id"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def _run_containers(run: str) -> list[Any]:
+    client = docker.from_env()
+    try:
+        return list(client.containers.list(all=True, filters={"label": f"tooleffect.run={run}"}))
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_scheduling_runs_in_docker_and_its_faults_fail_on_their_effect(pytester: pytest.Pytester,
+                                                                       workers: int) -> None:
+    _scheduling(pytester)
+    result = pytester.runpytest("cases/", "-n", str(workers), "--tooleffect-records", "rec.jsonl",
+                                "--tooleffect-report", "report.json")
+    result.assert_outcomes(passed=36, failed=13)
+    recs = _records(pytester.path / "rec.jsonl")
+    assert len(recs) == 49
+    assert all(r["sandbox"]["provider"] == "docker" and r["effect"] is not None for r in recs.values())
+    for cid, kind in FAULTY_ON_EFFECT.items():
+        assert recs[cid]["effect"]["kind"] == kind, cid
+    dup = recs["sch-dup-02"]["effect"]
+    assert [e["thread_id"] for e in dup["diff"]["events"]["inserted"]] == ["th-5521"]
+    assert any("exactly one event for th-5521 (found 2)" in f for f in dup["failures"])
+    tz = recs["sch-one-04"]["effect"]["diff"]["events"]["inserted"][0]
+    assert tz["start"] == "2025-03-19T14:00:00+00:00"  # 14:00Z, an hour after the 14:00 Madrid the label asks for
+    assert sum(1 for r in recs.values() if r["effect"]["passed"]) == 39
+    report = json.loads((pytester.path / "report.json").read_text())
+    eff = report["blocks"][0]["effects"]
+    assert eff["n"] == 49 and eff["micro_display"] == "79.6"
+    assert eff["sandbox"]["restrictions"] == sorted(["network_none", "read_only_root", "cap_drop_all",
+                                                     "no_new_privileges", "non_root_user", "init", "pids_limit",
+                                                     "memory_limit"])
+    result.stdout.fnmatch_lines(["*effect ok*effect %*", "*effects (49 decisions run in a sandbox)*",
+                                 "*sandbox docker: cap_drop_all, init*"])
+    runs = {r["sandbox"]["run"] for r in recs.values()}
+    assert len(runs) == 1
+    assert _run_containers(runs.pop()) == []  # every container removed at the end
+    by_worker: dict[str, set[str]] = {}
+    for r in recs.values():
+        by_worker.setdefault(r["sandbox"]["worker"], set()).add(r["sandbox"]["id"])
+    if workers:
+        assert len(by_worker) == 2
+        ids = list(by_worker.values())
+        assert not ids[0] & ids[1]  # no container served two workers
+    assert all(len(ids) == 1 for ids in by_worker.values())  # one warm container per process
+
+
+def test_ctrl_c_removes_the_containers_and_keeps_finished_records(pytester: pytest.Pytester) -> None:
+    _scheduling(pytester)
+    with open(pytester.path / "conftest.py", "a") as fh:
+        fh.write("\n\n_seen = []\n\ndef pytest_runtest_call(item):\n    _seen.append(item)\n"
+                 "    if len(_seen) == 6:\n        raise KeyboardInterrupt\n")
+    result = pytester.runpytest("cases/", "-p", "no:randomly", "--tooleffect-records", "rec.jsonl")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    recs = _records(pytester.path / "rec.jsonl")
+    assert len(recs) == 5
+    run = next(iter(recs.values()))["sandbox"]["run"]
+    assert _run_containers(run) == []
+
+
+def test_keep_failed_leaves_the_failed_items_container(pytester: pytest.Pytester) -> None:
+    _scheduling(pytester)
+    result = pytester.runpytest("cases/", "-k", "sch-dup-01 or sch-conf-01", "--tooleffect-keep-sandbox=failed",
+                                "--tooleffect-records", "rec.jsonl", "-rA")
+    result.assert_outcomes(passed=1, failed=1)
+    recs = _records(pytester.path / "rec.jsonl")
+    run = recs["sch-dup-01"]["sandbox"]["run"]
+    left = _run_containers(run)
+    try:
+        assert len(left) == 1 and left[0].name.startswith("tooleffect-kept-") and left[0].status == "running"
+        result.stdout.fnmatch_lines([f"*sandbox kept: container tooleffect-kept-{left[0].id[:12]}*"])
+    finally:
+        for c in left:
+            c.remove(force=True)
+
+
+BAD_CASES = [
+    {"id": "bad-world", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+     "messages": [{"role": "user", "content": "hi"}], "source": "authored",
+     "label": {"valid_actions": [{"tool": None}]}, "recorded": {"text": "hello"},
+     "world": {"calendar": [{"id": 1}], "threads": [{"thread_id": "t", "colour": "red"}]},
+     "expected_effects": [{"table": "events", "where": {"room": "A"}}],
+     "faults": {"book_flight": 503}},
+    {"id": "bad-effect", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+     "messages": [{"role": "user", "content": "hi"}], "source": "authored",
+     "label": {"valid_actions": [{"tool": None}]}, "recorded": {"text": "hello"},
+     "world": {"threads": [{"thread_id": "t"}]},
+     "expected_effects": [{"table": "events", "count": 1, "at_most": 2}]},
+    {"id": "good", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+     "messages": [{"role": "user", "content": "hi"}], "source": "authored",
+     "label": {"valid_actions": [{"tool": None}]}, "recorded": {"text": "hello"},
+     "world": {"threads": [{"thread_id": "t"}]}, "expected_effects": [{"unchanged": ["events"]}]},
+]
+
+
+def test_bad_world_input_names_file_case_and_field_and_the_rest_runs(pytester: pytest.Pytester) -> None:
+    _scheduling(pytester)
+    (pytester.path / "cases" / "scheduling" / "cases.yaml").unlink()
+    (pytester.path / "cases" / "scheduling" / "bad.yaml").write_text(yaml.safe_dump(BAD_CASES))
+    result = pytester.runpytest("cases/", "-rA")
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines([
+        "*bad.yaml: case bad-effect: expected_effects[[]0[]]: *give count, or at_least / at_most, not both*",
+        "*bad.yaml: case bad-world: world.calendar: no table 'calendar'*",
+        "*bad.yaml: case bad-world: world.threads[[]0[]].colour: no column 'colour' in threads*",
+        "*bad.yaml: case bad-world: expected_effects[[]0[]].where.room: no column 'room' in events*",
+        "*bad.yaml: case bad-world: faults.book_flight: unknown tool 'book_flight'*",
+    ])
+
+
+def test_a_world_case_in_a_family_without_a_sandbox_is_an_error(pytester: pytest.Pytester) -> None:
+    _scheduling(pytester)
+    family = pytester.path / "cases" / "scheduling" / "family.yaml"
+    family.write_text(family.read_text().replace("sandbox: {world: scheduling}", ""))
+    result = pytester.runpytest("cases/", "-k", "sch-conf-01")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*case sch-conf-01: world: family scheduling declares no sandbox*"])
+
+
+def test_missing_image_is_an_error_outcome_not_a_verdict(pytester: pytest.Pytester) -> None:
+    _scheduling(pytester)
+    result = pytester.runpytest("cases/", "-k", "sch-conf-01 or sch-dup-01", "--tooleffect-records", "rec.jsonl",
+                                "-o", "tooleffect_sandbox_image=tooleffect-sandbox:not-built")
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines(["*sandbox error (not scored): sandbox image tooleffect-sandbox:not-built is not "
+                                 "built*never pulled*"])
+
+
+# ------------------------------------------------------------------------- faults and rollouts
+
+ROLLOUT_CASES = [
+    ("retry", {"calendar.create_event": 503}),
+    ("give-up", {"calendar.create_event": {"kind": "timeout", "after_ms": 30}}),
+    ("duplicate", {}),
+]
+CREATE_ARGS = {"thread_id": "th-9001", "title": "Roadmap sync", "start": "2025-03-20T14:00:00",
+               "attendees": ["tom.okafor@northwind.co.uk"]}
+STEPS = {  # what the scripted model answers at each step of each case
+    "retry": [Reply(tool_calls=[("calendar_create_event", CREATE_ARGS)]),
+              Reply(tool_calls=[("calendar_create_event", CREATE_ARGS)]),
+              Reply(text="Booked: Roadmap sync, Thursday 14:00.")],
+    "give-up": [Reply(tool_calls=[("calendar_create_event", CREATE_ARGS)]),
+                Reply(text="The calendar did not answer, so nothing is booked yet; shall I try again later?")],
+    "duplicate": [Reply(tool_calls=[("read_thread", {"thread_id": "th-9001"})]),
+                  Reply(tool_calls=[("calendar_create_event", CREATE_ARGS)]),
+                  Reply(tool_calls=[("calendar_create_event", CREATE_ARGS)]),
+                  Reply(text="Done.")],
+}
+
+
+def _rollout_case(name: str, faults: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": f"ro-{name}", "placement": {"step": 0, "run_length": 3, "bucket": "first"}, "source": "authored",
+        "timezone": "Europe/Madrid", "state": {"thread_id": "th-9001"},
+        "messages": [{"role": "user", "content": f"[{name}] Tom and I agreed on Thursday 20 March 14:00 for the "
+                                                 "roadmap sync (th-9001). Please book it."}],
+        "label": {"valid_actions": [{"tool": "calendar.create_event", "args": CREATE_ARGS},
+                                    {"tool": "read_thread", "args": {"thread_id": "th-9001"}}]},
+        "world": {"threads": [{"thread_id": "th-9001", "subject": "Roadmap sync",
+                               "participants": ["elena.marin@alba-labs.eu", "tom.okafor@northwind.co.uk"]}]},
+        "expected_effects": [{"table": "events", "where": {"thread_id": "th-9001", "start": "2025-03-20T14:00:00"},
+                              "count": 1}, {"only_changed": ["events"]}],
+        "faults": faults,
+    }
+
+
+def _script(body: dict[str, Any]) -> Reply:
+    messages = body.get("messages") or []
+    text = json.dumps(messages[:2])
+    for name, replies in STEPS.items():
+        if f"[{name}]" in text:
+            step = sum(1 for m in messages if m.get("role") == "assistant")
+            return replies[min(step, len(replies) - 1)]
+    return Reply(status=404)
+
+
+def test_rollouts_with_faults_report_recovery_and_single_step_beside_self_steered(
+        pytester: pytest.Pytester) -> None:
+    _scheduling(pytester)
+    folder = pytester.path / "cases" / "scheduling"
+    (folder / "cases.yaml").unlink()
+    (folder / "rollouts.yaml").write_text(yaml.safe_dump([_rollout_case(n, f) for n, f in ROLLOUT_CASES]))
+    with ScriptedServer(_script) as srv:
+        result = pytester.runpytest("cases/", "--tooleffect-model", "openai/scripted", "--tooleffect-api-base",
+                                    srv.base_url, "--tooleffect-rollout", "3", "--tooleffect-records", "rec.jsonl",
+                                    "--tooleffect-report", "report.json")
+        requests = srv.requests
+    result.assert_outcomes(passed=1, failed=2)
+    recs = _records(pytester.path / "rec.jsonl")
+    retry, give_up, dup = recs["ro-retry"], recs["ro-give-up"], recs["ro-duplicate"]
+    assert [r["verdict"]["kind"] for r in (retry, give_up, dup)] == ["ok", "ok", "ok"]  # every first step is right
+    assert retry["recovery"] == "retried" and retry["effect"]["passed"]
+    assert [c["fault"] for c in retry["steps"][0]["calls"]] == ["status"]
+    assert {k: v for k, v in retry["rollout"].items() if k != "cost"} == {"steps": 3, "stopped": "no_tool",
+                                                                         "limit": 3, "self_steered": True}
+    assert retry["rollout"]["cost"]["input_tokens"] == 300 and retry["rollout"]["cost"]["output_tokens"] == 60
+    assert give_up["recovery"] == "told_user" and give_up["effect"]["kind"] == "effect_missing"
+    assert dup["recovery"] is None and dup["rollout"]["stopped"] == "max_steps"
+    assert dup["effect"]["kind"] == "effect_missing" and "found 2" in dup["effect"]["failures"][0]
+    assert all(s["cost"]["input_tokens"] == 100 and s["cost"]["latency_ms"] > 0 for s in dup["steps"])
+    # the model saw the tool results of its own calls, the injected 503 among them
+    second = [r for r in requests if "[retry]" in json.dumps(r["messages"][:2])][1]["messages"]
+    assert second[-1]["role"] == "tool" and json.loads(second[-1]["content"])["error"]["status"] == 503
+    eff = json.loads((pytester.path / "report.json").read_text())["blocks"][0]["effects"]
+    assert eff["recovery"] == {"observed": 2, "recovered": 2, "rate_pct": 100.0, "rate_display": "100.0",
+                               "by_kind": {"retried": 1, "other_path": 0, "told_user": 1, "none": 0,
+                                           "not_observed": 0}}
+    assert eff["rollout"]["single_step_display"] == "100.0" and eff["rollout"]["self_steered_display"] == "33.3"
+    result.stdout.fnmatch_lines(["*recovery from injected faults: 100.0 (2/2 observed; retried 1, told user 1)*",
+                                 "*single-step (teacher-forced, upper bound) 100.0 % · self-steered end state "
+                                 "33.3 %*"])
+
+
+def test_replay_fault_is_not_observed_without_a_rollout(pytester: pytest.Pytester) -> None:
+    _scheduling(pytester)
+    folder = pytester.path / "cases" / "scheduling"
+    (folder / "cases.yaml").unlink()
+    case = _rollout_case("retry", {"calendar.create_event": 503})
+    case["recorded"] = {"tool_calls": [{"name": "calendar.create_event", "arguments": json.dumps(CREATE_ARGS)}]}
+    (folder / "one.yaml").write_text(yaml.safe_dump([case]))
+    result = pytester.runpytest("cases/", "--tooleffect-sandbox=local", "--tooleffect-records", "rec.jsonl")
+    result.assert_outcomes(failed=1)
+    rec = _records(pytester.path / "rec.jsonl")["ro-retry"]
+    assert rec["recovery"] == "not_observed" and rec["effect"]["kind"] == "effect_missing"
+    assert rec["sandbox"]["provider"] == "local" and rec["sandbox"]["restrictions"] == []

@@ -1,0 +1,232 @@
+"""Sandbox providers: one conformance suite run against the local and the Docker provider, and
+the Docker provider's isolation, cleanup and image checks against the real engine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.sandbox import SandboxError, SandboxProvider, SandboxRefused, World, provider_class
+from pytest_tooleffect.sandbox.docker import KEPT_PREFIX, LABEL, RESTRICTIONS, DockerProvider
+
+THREAD = {"thread_id": "th-1", "subject": "Design review", "participants": ["elena@x.eu", "tom@y.uk"],
+          "messages": [{"from": "tom@y.uk", "text": "Thursday 14:00?"}]}
+WORLD = World("scheduling", {"threads": [THREAD]}, {}, "Europe/Madrid")
+CREATE = {"thread_id": "th-1", "title": "Design review", "start": "2025-03-20T14:00:00", "attendees": ["tom@y.uk"]}
+
+
+@pytest.fixture(params=["local", "docker"])
+def provider(request: pytest.FixtureRequest) -> Iterator[SandboxProvider]:
+    prov = provider_class(request.param)(uuid.uuid4().hex, os.getpid(), "test")
+    prov.session_init()
+    yield prov
+    prov.session_cleanup()
+
+
+def test_call_runs_against_the_seeded_world(provider: SandboxProvider) -> None:
+    box = provider.item_init(WORLD, "t")
+    read = box.call("read_thread", {"thread_id": "th-1"})
+    assert json.loads(read.content)["subject"] == "Design review"
+    made = box.call("calendar.create_event", CREATE)
+    assert not made.error
+    assert json.loads(made.content)["start"] == "2025-03-20T14:00:00+01:00"
+    events = box.snapshot()["events"]
+    assert [(e["thread_id"], e["start"]) for e in events] == [("th-1", "2025-03-20T13:00:00+00:00")]
+    missing = box.call("read_thread", {"thread_id": "th-404"})
+    assert missing.error and json.loads(missing.content)["error"]["status"] == 404
+    provider.item_cleanup(box, interrupted=False, keep=False)
+
+
+def test_the_next_item_sees_the_seed_again(provider: SandboxProvider) -> None:
+    first = provider.item_init(WORLD, "a")
+    first.call("calendar.create_event", CREATE)
+    first_id = first.id
+    provider.item_cleanup(first, interrupted=False, keep=False)
+    second = provider.item_init(WORLD, "b")
+    assert second.snapshot()["events"] == []
+    assert second.id == first_id  # the warm sandbox was reused, reset in place
+    provider.item_cleanup(second, interrupted=False, keep=False)
+
+
+def test_an_interrupted_item_discards_its_sandbox(provider: SandboxProvider) -> None:
+    first = provider.item_init(WORLD, "a")
+    provider.item_cleanup(first, interrupted=True, keep=False)
+    second = provider.item_init(WORLD, "b")
+    assert second.id != first.id
+    provider.item_cleanup(second, interrupted=False, keep=False)
+
+
+def test_faults_fire_then_the_tool_works(provider: SandboxProvider) -> None:
+    faults = {"calendar.create_event": {"kind": "status", "status": 503, "times": 1},
+              "read_thread": {"kind": "malformed", "times": 2},
+              "list_availability": {"kind": "timeout", "after_ms": 50},
+              "mail.reply": {"kind": "slow", "ms": 60}}
+    box = provider.item_init(World("scheduling", {"threads": [THREAD]}, faults, "Europe/Madrid"), "t")
+    failed = box.call("calendar.create_event", CREATE)
+    assert failed.fault == "status" and failed.error
+    assert json.loads(failed.content) == {"error": {"status": 503, "message": "Service Unavailable"}}
+    assert box.snapshot()["events"] == []  # a 503 does not run the call
+    assert box.call("calendar.create_event", CREATE).fault is None
+    assert len(box.snapshot()["events"]) == 1
+    cut = box.call("read_thread", {"thread_id": "th-1"})
+    assert cut.fault == "malformed"
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(cut.content)
+    late = box.call("list_availability", {"attendees": ["tom@y.uk"], "window_start": "2025-03-20T09:00:00",
+                                          "window_end": "2025-03-20T18:00:00"})
+    assert late.fault == "timeout" and late.latency_ms >= 50
+    slow = box.call("mail.reply", {"thread_id": "th-1", "kind": "ack"})
+    assert slow.fault == "slow" and not slow.error and slow.latency_ms >= 60
+    assert len(box.snapshot()["replies"]) == 1
+    provider.item_cleanup(box, interrupted=False, keep=False)
+
+
+def test_a_bad_world_is_refused_and_the_provider_goes_on(provider: SandboxProvider) -> None:
+    with pytest.raises(SandboxRefused, match="no table 'calendar'"):
+        provider.item_init(World("scheduling", {"calendar": [{}]}), "t")
+    with pytest.raises(SandboxRefused, match="no column 'colour'"):
+        provider.item_init(World("scheduling", {"threads": [dict(THREAD, colour="red")]}), "t")
+    with pytest.raises(SandboxRefused, match="unknown world"):
+        provider.item_init(World("no_such_world"), "t")
+    box = provider.item_init(WORLD, "t")
+    assert box.snapshot()["threads"][0]["thread_id"] == "th-1"
+    provider.item_cleanup(box, interrupted=False, keep=False)
+
+
+# ------------------------------------------------------------------------------ Docker only
+
+
+@pytest.fixture
+def docker_provider() -> Iterator[DockerProvider]:
+    prov = DockerProvider(uuid.uuid4().hex, os.getpid(), "test")
+    prov.session_init()
+    yield prov
+    prov.session_cleanup()
+
+
+def _exec(container: Any, code: str) -> str:
+    result = container.exec_run(["python3", "-c", code])
+    output: bytes = result.output
+    return output.decode()
+
+
+def test_every_restriction_is_in_force_on_the_container(docker_provider: DockerProvider) -> None:
+    box = docker_provider.item_init(WORLD, "t")
+    assert docker_provider.restrictions() == {"network_none": True, **dict.fromkeys(RESTRICTIONS, True)}
+    attrs = docker_provider.client.containers.get(box.id).attrs
+    host = attrs["HostConfig"]
+    assert host["NetworkMode"] == "none"
+    assert host["ReadonlyRootfs"] is True
+    assert host["CapDrop"] == ["ALL"]
+    assert host["SecurityOpt"] == ["no-new-privileges"]
+    assert host["Init"] is True
+    assert host["PidsLimit"] == 64
+    assert host["Memory"] == 256 * 1024 * 1024
+    assert attrs["Config"]["User"] == "65534:65534"
+    labels = attrs["Config"]["Labels"]
+    assert labels[f"{LABEL}.run"] == docker_provider.run_id
+    assert labels[f"{LABEL}.pid"] == str(os.getpid())
+    assert box.info["uid"] == 65534
+    docker_provider.item_cleanup(box, interrupted=False, keep=False)
+
+
+def test_a_tool_in_the_sandbox_cannot_reach_the_network_or_write_outside_its_state(
+        docker_provider: DockerProvider) -> None:
+    box = docker_provider.item_init(WORLD, "t")
+    container = docker_provider.client.containers.get(box.id)
+    probe = """
+import json, socket
+out = {}
+for host, port in [("127.0.0.1", 9), ("10.0.0.1", 80), ("1.1.1.1", 53)]:
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+        out[host] = "connected"
+    except OSError as exc:
+        out[host] = type(exc).__name__
+try:
+    socket.getaddrinfo("deb.debian.org", 80)
+    out["dns"] = "resolved"
+except OSError as exc:
+    out["dns"] = type(exc).__name__
+for path in ["/etc/x", "/opt/tooleffect/x", "/tmp/x", "/run/tooleffect/x", "/home/x", "/state/x"]:
+    try:
+        open(path, "w").write("x")
+        out[path] = "written"
+    except OSError as exc:
+        out[path] = type(exc).__name__
+print(json.dumps(out))
+"""
+    out = json.loads(_exec(container, probe))
+    assert out["127.0.0.1"] == "ConnectionRefusedError"  # only the container's own loopback exists
+    assert out["10.0.0.1"] == "OSError" and out["1.1.1.1"] == "OSError"  # network unreachable
+    assert out["dns"] == "gaierror"
+    for path in ["/etc/x", "/opt/tooleffect/x", "/tmp/x", "/run/tooleffect/x", "/home/x"]:
+        assert out[path] in ("OSError", "PermissionError"), (path, out[path])
+    assert out["/state/x"] == "written"
+    assert box.call("read_thread", {"thread_id": "th-1"}).error is False  # the service still answers
+    docker_provider.item_cleanup(box, interrupted=False, keep=False)
+
+
+def test_cleanup_removes_containers_by_id_and_keep_leaves_one_for_inspection() -> None:
+    prov = DockerProvider(uuid.uuid4().hex, os.getpid(), "test")
+    prov.session_init()
+    kept = prov.item_init(WORLD, "a")
+    other = prov.item_init(WORLD, "b")
+    note = prov.item_cleanup(kept, interrupted=False, keep=True)
+    prov.item_cleanup(other, interrupted=False, keep=False)
+    started = [kept.id, other.id]
+    prov.session_cleanup()
+    client = prov.client
+    remaining = {c.id: c for c in client.containers.list(all=True, filters={"label": f"{LABEL}.run={prov.run_id}"})}
+    try:
+        assert list(remaining) == [kept.id]
+        assert remaining[kept.id].name == f"{KEPT_PREFIX}{kept.id[:12]}" and remaining[kept.id].status == "running"
+        assert note is not None and kept.id[:12] in note
+        assert other.id in started and other.id not in remaining
+    finally:
+        for c in remaining.values():
+            c.remove(force=True)
+
+
+def test_leftovers_of_a_crashed_run_are_removed_at_the_next_start() -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    crashed = DockerProvider(uuid.uuid4().hex, dead.pid, "test")
+    crashed.session_init()
+    box = crashed.item_init(WORLD, "t")  # never cleaned up: the run "crashed"
+    live = DockerProvider(uuid.uuid4().hex, os.getpid(), "test")
+    live.session_init()
+    try:
+        assert box.id in live.swept
+        assert not live.client.containers.list(all=True, filters={"id": box.id})
+    finally:
+        live.session_cleanup()
+        crashed.session_cleanup()
+
+
+def test_a_missing_image_is_a_clear_error_and_nothing_starts() -> None:
+    prov = DockerProvider(uuid.uuid4().hex, os.getpid(), "test", image="tooleffect-sandbox:not-built")
+    with pytest.raises(SandboxError, match="tooleffect-sandbox:not-built is not built.*never pulled"):
+        prov.session_init()
+
+
+def test_fresh_mode_starts_a_container_per_item() -> None:
+    prov = DockerProvider(uuid.uuid4().hex, os.getpid(), "test", pool=False)
+    prov.session_init()
+    try:
+        first = prov.item_init(WORLD, "a")
+        prov.item_cleanup(first, interrupted=False, keep=False)
+        second = prov.item_init(WORLD, "b")
+        assert second.id != first.id
+        assert not prov.client.containers.list(all=True, filters={"id": first.id})
+        prov.item_cleanup(second, interrupted=False, keep=False)
+    finally:
+        prov.session_cleanup()
