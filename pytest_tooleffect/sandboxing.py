@@ -113,6 +113,7 @@ def configure(config: pytest.Config) -> None:
         owner_pid=int(workerinput["tooleffect_owner_pid"]) if workerinput else os.getpid(),
         worker=workerinput["workerid"] if workerinput else "main",
     )
+    _notes.clear()
     config.pluginmanager.register(sys.modules[__name__], "tooleffect-sandbox")
 
 
@@ -168,6 +169,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
         report.tooleffect_kept = item.stash[kept_key]  # type: ignore[attr-defined]
         report.sections.append(("tooleffect sandbox", item.stash[kept_key]))
     return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect kept-sandbox notes (from this process or, under xdist, from the workers' reports)."""
+    note = getattr(report, "tooleffect_kept", None)
+    if note and report.when == "teardown":
+        _notes.append(f"{report.nodeid}: {note}")
+
+
+_notes: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """List the sandboxes kept for inspection."""
+    if hasattr(config, "workerinput") or not _notes:
+        return
+    terminalreporter.write_sep("-", "tooleffect sandboxes kept for inspection")
+    for line in _notes:
+        terminalreporter.write_line(line)
 
 
 def world_of(item: CaseItem) -> World:
