@@ -230,3 +230,22 @@ def test_fresh_mode_starts_a_container_per_item() -> None:
         prov.item_cleanup(second, interrupted=False, keep=False)
     finally:
         prov.session_cleanup()
+
+
+def test_a_restriction_the_engine_refuses_is_probed_out_and_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_tooleffect.sandbox import docker as docker_provider_module
+
+    refused = {**RESTRICTIONS, "cpuset_99": {"cpuset_cpus": "99"}}  # no CPU 99 here: the engine refuses to start
+    monkeypatch.setattr(docker_provider_module, "RESTRICTIONS", refused)
+    prov = DockerProvider(uuid.uuid4().hex, os.getpid(), "test")
+    prov.session_init()
+    try:
+        box = prov.item_init(WORLD, "t")
+        assert prov.restrictions() == {"network_none": True, **dict.fromkeys(RESTRICTIONS, True), "cpuset_99": False}
+        host = prov.client.containers.get(box.id).attrs["HostConfig"]
+        assert host["ReadonlyRootfs"] is True and host["CpusetCpus"] == ""
+        assert box.call("read_thread", {"thread_id": "th-1"}).error is False
+        prov.item_cleanup(box, interrupted=False, keep=False)
+    finally:
+        prov.session_cleanup()
+    assert not prov.client.containers.list(all=True, filters={"label": f"{LABEL}.run={prov.run_id}"})
