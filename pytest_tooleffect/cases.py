@@ -224,7 +224,7 @@ def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
         if isinstance(raw, str) and not isinstance(doc, Mapping):
             return [CaseProblem(fname, f"line {n}", "<case>", "a case is a JSON object")]
         cid_s = str(cid) if cid is not None else f"#{n}"
-        return [CaseProblem(fname, cid_s, _loc(e["loc"]), e["msg"]) for e in errors]
+        return [CaseProblem(fname, cid_s, _loc(e["loc"]), e["msg"].removeprefix("Value error, ")) for e in errors]
 
 
 def label_hash(label: Label | None) -> str:
@@ -407,10 +407,26 @@ def _history_problems(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, 
     return problems
 
 
+def _column_value_problem(column_type: str, value: Any) -> str | None:
+    """Why ``value`` cannot seed a column of ``column_type`` (TEXT, INTEGER, REAL, JSON, DATETIME)."""
+    if value is None or column_type == "JSON":
+        return None
+    if column_type == "TEXT" and not isinstance(value, str):
+        return f"a TEXT column takes a string, not {type(value).__name__}"
+    if column_type == "INTEGER" and (not isinstance(value, int) or isinstance(value, bool)):
+        return f"an INTEGER column takes a whole number, not {type(value).__name__}"
+    if column_type == "REAL" and (not isinstance(value, int | float) or isinstance(value, bool)):
+        return f"a REAL column takes a number, not {type(value).__name__}"
+    if column_type == "DATETIME" and not (isinstance(value, str) and _is_datetime(value)):
+        return f"a DATETIME column takes an ISO 8601 date-time, not {value!r}"
+    return None
+
+
 def _world_problems(case: Case, family: LoadedFamily, tools: Mapping[str, ToolSpec]) -> list[tuple[str, str]]:
     """The world's rows, the effects' tables and columns, and the faults' tools exist."""
     if case.world is None:
-        return []
+        return [(name, "needs a world (the seed rows its conditions are about)")
+                for name in ("expected_effects", "forbidden_effects", "faults") if getattr(case, name)]
     layout = family.world_layout
     if layout is None:
         return [("world", f"family {family.name} declares no sandbox (family.yaml: sandbox: {{world: NAME}})")]
@@ -423,9 +439,11 @@ def _world_problems(case: Case, family: LoadedFamily, tools: Mapping[str, ToolSp
         key = layout[table]["key"]
         seen: set[Any] = set()
         for i, row in enumerate(rows):
-            for col in row:
+            for col, value in row.items():
                 if col not in columns:
                     problems.append((f"world.{table}[{i}].{col}", f"no column {col!r} in {table}"))
+                elif (why := _column_value_problem(columns[col], value)) is not None:
+                    problems.append((f"world.{table}[{i}].{col}", why))
             if key not in row:
                 problems.append((f"world.{table}[{i}]", f"missing key column {key!r}"))
             elif repr(row[key]) in seen:

@@ -313,12 +313,6 @@ class Case(_Model):
     forbidden_effects: list[Effect] = Field(default_factory=list)
     faults: dict[str, Fault] = Field(default_factory=dict)
 
-    @model_validator(mode="after")
-    def _effects_need_world(self) -> Case:
-        if self.world is None and (self.expected_effects or self.forbidden_effects or self.faults):
-            raise ValueError("expected_effects, forbidden_effects and faults need a world (the seed rows)")
-        return self
-
     @field_validator("id")
     @classmethod
     def _id_shape(cls, v: str) -> str:

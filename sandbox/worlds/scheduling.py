@@ -59,6 +59,15 @@ def _thread(db: sqlite3.Connection, thread_id: str) -> tuple[Any, ...]:
     return tuple(row)
 
 
+def _new_id(db: sqlite3.Connection, table: str, key: str, prefix: str, first: int) -> str:
+    """The first ``prefix<n>`` (n from ``first`` + the row count) not yet taken in ``table``."""
+    (n,) = db.execute(f'SELECT COUNT(*) FROM "{table}"').fetchone()
+    n += first
+    while db.execute(f'SELECT 1 FROM "{table}" WHERE "{key}" = ?', (f"{prefix}{n}",)).fetchone():
+        n += 1
+    return f"{prefix}{n}"
+
+
 def _local(instant_utc: str, zone: str) -> str:
     return datetime.fromisoformat(instant_utc).astimezone(ZoneInfo(zone)).isoformat()
 
@@ -118,8 +127,7 @@ def create_event(db: sqlite3.Connection, arguments: dict[str, Any], zone: str) -
     unknown = sorted(set(arguments) - {"thread_id", "title", "start", "attendees", "duration_minutes"})
     if unknown:
         raise ToolError(f"unknown argument {unknown[0]!r}")
-    (count,) = db.execute("SELECT COUNT(*) FROM events").fetchone()
-    event_id = f"ev-{50001 + count}"
+    event_id = _new_id(db, "events", "event_id", "ev-", 50001)
     db.execute("INSERT INTO events (event_id, thread_id, title, start, duration_minutes, attendees) "
                "VALUES (?, ?, ?, ?, ?, ?)",
                (event_id, thread_id, title, utc_text(start), minutes, json.dumps(attendees, sort_keys=True)))
@@ -137,8 +145,7 @@ def reply(db: sqlite3.Connection, arguments: dict[str, Any], zone: str) -> dict[
     body = arguments.get("body")
     if body is not None and not isinstance(body, str):
         raise ToolError("body must be text")
-    (count,) = db.execute("SELECT COUNT(*) FROM replies").fetchone()
-    reply_id = f"re-{70001 + count}"
+    reply_id = _new_id(db, "replies", "reply_id", "re-", 70001)
     db.execute("INSERT INTO replies (reply_id, thread_id, kind, body) VALUES (?, ?, ?, ?)",
                (reply_id, thread_id, kind, body))
     return {"status": "sent", "reply_id": reply_id}

@@ -1,0 +1,56 @@
+"""World, effects and faults in case files: checked at load time against the world's tables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_tooleffect.cases import load_case_file, load_family
+from tests.conftest import REPO
+
+
+def _load(tmp_path: Path, **fields: Any) -> list[str]:
+    fam_dir = tmp_path / "cases" / "scheduling"
+    fam_dir.mkdir(parents=True)
+    (tmp_path / "oracle").mkdir()
+    (tmp_path / "oracle" / "scheduling.yaml").write_text((REPO / "oracle" / "scheduling.yaml").read_text())
+    (fam_dir / "family.yaml").write_text((REPO / "cases" / "scheduling" / "family.yaml").read_text())
+    case = {"id": "w1", "placement": {"step": 0, "run_length": 1, "bucket": "last"}, "source": "authored",
+            "messages": [{"role": "user", "content": "hi"}], "label": {"valid_actions": [{"tool": None}]},
+            "world": {"threads": [{"thread_id": "th-1"}]}, **fields}
+    (fam_dir / "c.yaml").write_text(yaml.safe_dump([case]))
+    _, problems = load_case_file(fam_dir / "c.yaml", load_family(fam_dir))
+    return [f"{p.field}: {p.message}" for p in problems]
+
+
+@pytest.mark.parametrize(("fields", "expected"), [
+    ({}, []),
+    ({"world": {"events": [{"event_id": "e1", "start": "next Tuesday"}]}},
+     ["world.events[0].start: a DATETIME column takes an ISO 8601 date-time, not 'next Tuesday'"]),
+    ({"world": {"events": [{"event_id": "e1", "duration_minutes": "30"}]}},
+     ["world.events[0].duration_minutes: an INTEGER column takes a whole number, not str"]),
+    ({"world": {"threads": [{"thread_id": 7}]}},
+     ["world.threads[0].thread_id: a TEXT column takes a string, not int"]),
+    ({"world": {"threads": [{"thread_id": "a"}, {"thread_id": "a"}]}},
+     ["world.threads[1].thread_id: duplicate key 'a'"]),
+    ({"world": {"threads": [{"subject": "no key"}]}}, ["world.threads[0]: missing key column 'thread_id'"]),
+    ({"forbidden_effects": [{"unchanged": ["calendar"]}]},
+     ["forbidden_effects[0]: no table 'calendar' (tables: threads, events, busy, replies)"]),
+    ({"expected_effects": [{"table": "events", "every": {"room": "A"}}]},
+     ["expected_effects[0].every.room: no column 'room' in events"]),
+    ({"faults": {"calendar.create_event": {"kind": "explode"}}}, ["faults.calendar.create_event.kind"]),
+    ({"faults": {"read_thread": {"kind": "slow", "ms": -5}}}, ["faults.read_thread.ms"]),
+    ({"faults": {"read_thread": 200}}, ["faults.read_thread.status"]),
+    ({"world": None, "expected_effects": [{"unchanged": ["events"]}], "faults": {"read_thread": 503}},
+     ["expected_effects: needs a world", "faults: needs a world"]),
+    ({"expected_effects": [{"table": "events", "count": 1, "at_most": 2}]},
+     ["expected_effects[0]: give count, or at_least / at_most, not both"]),
+])
+def test_world_problems_name_the_field(tmp_path: Path, fields: dict[str, Any], expected: list[str]) -> None:
+    problems = _load(tmp_path, **fields)
+    assert len(problems) == len(expected), problems
+    for got, want in zip(problems, expected):
+        assert got.startswith(want), (got, want)
