@@ -11,13 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import docker
+import jsonschema
 import pytest
 import yaml
 
+import pytest_tooleffect
 from pytest_tooleffect.scripted import Reply, ScriptedServer
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+REPORT_SCHEMA = json.loads((Path(pytest_tooleffect.__file__).parent / "report.schema.json").read_text())
 
 FAULTY_ON_EFFECT = {"sch-dup-01": "forbidden_effect", "sch-dup-02": "forbidden_effect",
                     "sch-dup-03": "forbidden_effect", "sch-one-04": "effect_missing", "sch-one-07": "effect_missing",
@@ -62,6 +65,7 @@ def test_scheduling_runs_in_docker_and_its_faults_fail_on_their_effect(pytester:
     assert tz["start"] == "2025-03-19T14:00:00+00:00"  # 14:00Z, an hour after the 14:00 Madrid the label asks for
     assert sum(1 for r in recs.values() if r["effect"]["passed"]) == 39
     report = json.loads((pytester.path / "report.json").read_text())
+    jsonschema.validate(report, REPORT_SCHEMA)
     eff = report["blocks"][0]["effects"]
     assert eff["n"] == 49 and eff["micro_display"] == "79.6"
     assert eff["sandbox"]["restrictions"] == sorted(["network_none", "read_only_root", "cap_drop_all",
@@ -238,7 +242,9 @@ def test_rollouts_with_faults_report_recovery_and_single_step_beside_self_steere
     # the model saw the tool results of its own calls, the injected 503 among them
     second = [r for r in requests if "[retry]" in json.dumps(r["messages"][:2])][1]["messages"]
     assert second[-1]["role"] == "tool" and json.loads(second[-1]["content"])["error"]["status"] == 503
-    eff = json.loads((pytester.path / "report.json").read_text())["blocks"][0]["effects"]
+    report = json.loads((pytester.path / "report.json").read_text())
+    jsonschema.validate(report, REPORT_SCHEMA)
+    eff = report["blocks"][0]["effects"]
     assert eff["recovery"] == {"observed": 2, "recovered": 2, "rate_pct": 100.0, "rate_display": "100.0",
                                "by_kind": {"retried": 1, "other_path": 0, "told_user": 1, "none": 0,
                                            "not_observed": 0}}
