@@ -205,7 +205,7 @@ def test_leftovers_of_a_crashed_run_are_removed_at_the_next_start() -> None:
     live = DockerProvider(uuid.uuid4().hex, os.getpid(), "test")
     live.session_init()
     try:
-        assert box.id in live.swept
+        # gone at the next start (under xdist another worker's start may be the one that swept it)
         assert not live.client.containers.list(all=True, filters={"id": box.id})
     finally:
         live.session_cleanup()
