@@ -234,7 +234,7 @@ class _Node:
 
 def _compile(tool: str, schema: Any, rpath: str, rule: Rule | None, rules: RuleSet) -> _Node:
     """Compile the schema at rule path ``rpath`` (judged by ``rule``) and everything below it."""
-    if not isinstance(schema, Mapping):
+    if type(schema) is not dict and not isinstance(schema, Mapping):
         schema = {}
     compare = rule.compare if rule else None
     src = rule.source if rule else ""
@@ -255,16 +255,20 @@ def _compile(tool: str, schema: Any, rpath: str, rule: Rule | None, rules: RuleS
     if steps is None and default is not None and (rule is None or rule.normalise is None):
         steps, str_src = default.normalise, src or default.source
     node.str_steps, node.str_src, node.str_raw = steps, str_src, steps is None and not str_src
-    raw_props = schema.get("properties") or {}
-    props: Mapping[str, Any] = raw_props if isinstance(raw_props, Mapping) else {}
+    # objects (a leaf keeps the defaults: no properties, open, nothing required)
+    raw_props = schema.get("properties")
+    props: Mapping[str, Any] = raw_props if raw_props and isinstance(raw_props, Mapping) else {}
     for key, sub in props.items():
         child = _Comparer.join(rpath, key)
         node.props[key] = _compile(tool, sub, child, rules.lookup(tool, child), rules)
-    node.required = frozenset(schema.get("required") or ())
+    if "required" in schema:
+        node.required = frozenset(schema["required"] or ())
     node.open = schema.get("additionalProperties") is True or (not props and "properties" not in schema)
-    node.defaults = tuple((k, sub["default"]) for k, sub in props.items()
-                          if isinstance(sub, Mapping) and "default" in sub)
-    node.composites = rules.composites_at(tool, rpath) if rules.composites else ()
+    if props:
+        node.defaults = tuple((k, sub["default"]) for k, sub in props.items()
+                              if isinstance(sub, Mapping) and "default" in sub)
+    if rules.composites:
+        node.composites = rules.composites_at(tool, rpath)
     return node
 
 
@@ -303,13 +307,13 @@ class _Comparer:
         results: list[FieldResult] = []
         open_schema = node.open
         static_paths = path == node.rpath  # not inside an array: display paths are the rule paths
-        if not subset:
+        if not subset and not open_schema and not got.keys() <= props.keys():
             for key in got:
-                if key not in props and not open_schema:
+                if key not in props:
                     results.append(FieldResult(self.join(path, key), False, "schema",
                                                "argument not in the tool's schema", None, got[key]))
-        exp = self._with_defaults(node, expected)
-        emi = self._with_defaults(node, got)
+        exp = self._with_defaults(node, expected) if node.defaults else expected
+        emi = self._with_defaults(node, got) if node.defaults else got
         done: set[str] = set()
         for names, rule in node.composites:
             if subset and not any(n in expected for n in names):
@@ -320,7 +324,7 @@ class _Comparer:
                 results.append(judged)
         if subset:
             keys: Iterable[str] = expected
-        elif all(k in props for k in expected):
+        elif expected.keys() <= props.keys():
             keys = props
         else:
             keys = dict.fromkeys([*props, *expected])
