@@ -49,7 +49,8 @@ class Verdict:
         tool_ok: the tool names (or the abstention) are acceptable.
         args_ok: names and arguments are acceptable (``True`` for a correct abstention).
         kind: one of :data:`KINDS`.
-        matched: the valid alternative the turn was matched to (label form), or ``None``.
+        matched: the valid alternative the turn was matched to (label form), or ``None``; shared
+            with the label's compiled form, so read it, never change it (:meth:`to_dict` copies it).
         fields: per-field results against the matched alternative, paths ``tool.field``.
         unruled: ``tool.field`` paths compared raw because no rule covers them.
         approximate: a free-text field was judged by the deterministic fallback.
@@ -86,7 +87,7 @@ class Verdict:
             "tool_ok": self.tool_ok,
             "args_ok": self.args_ok,
             "kind": self.kind,
-            "matched": self.matched,
+            "matched": _fresh(self.matched),  # records may be edited in place by hooks
             "fields": [f.to_dict() for f in self.fields],
             "unruled": list(self.unruled),
             "approximate": self.approximate,
@@ -146,7 +147,7 @@ class _Alternative:
 
     calls: tuple[Action, ...]
     order_matters: bool
-    form: dict[str, Any]  # copied into each verdict that matches it (records may be edited in place)
+    form: dict[str, Any]  # the verdict's ``matched`` (shared: verdicts are read-only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +306,7 @@ def score(
         return Verdict(False, False, "malformed_call", emitted=actions, malformed=em.malformed)
     if not em.calls:
         if lab.null_form is not None:
-            return Verdict(True, True, "ok_no_tool", matched=_fresh(lab.null_form), emitted=actions)
+            return Verdict(True, True, "ok_no_tool", matched=lab.null_form, emitted=actions)
         return Verdict(False, False, "none_when_tool_needed", emitted=actions)
 
     best: tuple[int, _Alternative, list[FieldResult]] | None = None
@@ -321,7 +322,7 @@ def score(
     n_fail, alt, res = best
     unruled = tuple(dict.fromkeys(_strip(r.path) for r in res if r.rule == "raw"))
     approximate = any(r.approximate for r in res)
-    return Verdict(True, n_fail == 0, "ok" if n_fail == 0 else "right_tool_wrong_args", matched=_fresh(alt.form),
+    return Verdict(True, n_fail == 0, "ok" if n_fail == 0 else "right_tool_wrong_args", matched=alt.form,
                    fields=tuple(res), unruled=unruled, approximate=approximate, emitted=actions)
 
 
