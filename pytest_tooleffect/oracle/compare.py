@@ -14,10 +14,9 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from functools import lru_cache
 from typing import Any
 
 from .rules import Rule, RuleSet
@@ -87,14 +86,6 @@ class CompareContext:
     messages: Sequence[Mapping[str, Any]] = ()
     predicates: Mapping[str, Predicate] = field(default_factory=dict)
     judge: Callable[[str | None, Any, Any], tuple[bool, str]] | None = None
-
-
-_INDEX = re.compile(r"\[\d+\]")
-
-
-@lru_cache(maxsize=4096)
-def _strip_indices(path: str) -> str:
-    return _INDEX.sub("", path) if "[" in path else path
 
 
 # ---------------------------------------------------------------- normalisers and parsers
@@ -205,6 +196,103 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+_DYNAMIC = "<dynamic>"  # a node's kind that depends on the value (a type list holding "null")
+
+
+@dataclass(slots=True, eq=False)
+class _Node:
+    """One position of a tool's schema, compiled once per rule set (see :func:`_compile`).
+
+    Everything the comparator would otherwise look up per value is read here: the rule that
+    applies, the schema type, the string normalisers, and for objects the children, required
+    keys and defaults.  Paths are rule paths: no array indices (``passengers.first_name``).
+    """
+
+    schema: Mapping[str, Any]
+    rpath: str
+    rule: Rule | None
+    compare: str | None = None
+    src: str = ""
+    kind: str | None = None
+    temporal: str | None = None
+    temporal_src: str = ""
+    enum: Any = None
+    default: Any = _MISSING
+    str_steps: tuple[str, ...] | None = None
+    str_src: str = ""
+    str_raw: bool = False
+    # objects
+    props: dict[str, _Node] = field(default_factory=dict)
+    required: frozenset[str] = frozenset()
+    open: bool = False
+    defaults: tuple[tuple[str, Any], ...] = ()
+    composites: tuple[tuple[tuple[str, ...], Rule], ...] = ()
+    extras: dict[str, _Node] = field(default_factory=dict)  # keys an open schema does not declare
+    # arrays (compiled on first use)
+    items: _Node | None = None
+
+
+def _compile(tool: str, schema: Any, rpath: str, rule: Rule | None, rules: RuleSet) -> _Node:
+    """Compile the schema at rule path ``rpath`` (judged by ``rule``) and everything below it."""
+    if type(schema) is not dict and not isinstance(schema, Mapping):
+        schema = {}
+    compare = rule.compare if rule else None
+    src = rule.source if rule else ""
+    node = _Node(schema, rpath, rule, compare, src)
+    t = schema.get("type")
+    node.kind = _DYNAMIC if isinstance(t, list) else _schema_type(schema, None)
+    fmt = schema.get("format")
+    if compare in ("datetime", "date") or (compare is None and fmt in ("date-time", "date")):
+        node.temporal = "date" if (compare == "date" or (compare is None and fmt == "date")) else "date-time"
+        node.temporal_src = src or f"schema:{node.temporal}"
+    if "enum" in schema and compare is None:
+        node.enum = schema["enum"]
+    node.default = schema.get("default", _MISSING)
+    # strings: the field's normalisers, else the family's string default, else compared raw
+    steps = rule.normalise if rule and rule.normalise is not None else None
+    str_src = src
+    default = rules.defaults.get("string")
+    if steps is None and default is not None and (rule is None or rule.normalise is None):
+        steps, str_src = default.normalise, src or default.source
+    node.str_steps, node.str_src, node.str_raw = steps, str_src, steps is None and not str_src
+    # objects (a leaf keeps the defaults: no properties, open, nothing required)
+    raw_props = schema.get("properties")
+    props: Mapping[str, Any] = raw_props if raw_props and isinstance(raw_props, Mapping) else {}
+    for key, sub in props.items():
+        child = _Comparer.join(rpath, key)
+        node.props[key] = _compile(tool, sub, child, rules.lookup(tool, child), rules)
+    if "required" in schema:
+        node.required = frozenset(schema["required"] or ())
+    node.open = schema.get("additionalProperties") is True or (not props and "properties" not in schema)
+    if props:
+        node.defaults = tuple((k, sub["default"]) for k, sub in props.items()
+                              if isinstance(sub, Mapping) and "default" in sub)
+    if rules.composites:
+        node.composites = rules.composites_at(tool, rpath)
+    return node
+
+
+_PLAN_LIMIT = 4096
+
+
+def _plan(tool: str, schema: Mapping[str, Any], rules: RuleSet) -> _Node:
+    """The compiled root of ``tool``'s parameters schema, cached on ``rules``.
+
+    The cache is keyed by the schema object's identity (it holds the schema, so the identity
+    stays unique): a schema is read once, so it must not change after its first comparison
+    (``ToolSpec`` is frozen).
+    """
+    key = (tool, id(schema))
+    hit = rules.compiled.get(key)
+    if hit is not None and hit[0] is schema:
+        return hit[1]  # type: ignore[no-any-return]
+    if len(rules.compiled) >= _PLAN_LIMIT:
+        rules.compiled.clear()
+    node = _compile(tool, schema, "", None, rules)
+    rules.compiled[key] = (schema, node)
+    return node
+
+
 class _Comparer:
     def __init__(self, tool: str, rules: RuleSet, ctx: CompareContext) -> None:
         self.tool = tool
@@ -212,35 +300,48 @@ class _Comparer:
         self.ctx = ctx
 
     # -- entry points
-    def object(self, schema: Mapping[str, Any], expected: Mapping[str, Any], got: Mapping[str, Any],
+    def object(self, node: _Node, expected: Mapping[str, Any], got: Mapping[str, Any],
                path: str, subset: bool = False) -> list[FieldResult]:
-        props: Mapping[str, Any] = schema.get("properties") or {}
-        required = set(schema.get("required") or [])
+        props = node.props
+        required = node.required
         results: list[FieldResult] = []
-        open_schema = schema.get("additionalProperties") is True or (not props and "properties" not in schema)
-        if not subset:
+        open_schema = node.open
+        static_paths = path == node.rpath  # not inside an array: display paths are the rule paths
+        if not subset and not open_schema and not got.keys() <= props.keys():
             for key in got:
-                if key not in props and not open_schema:
-                    results.append(FieldResult(self._p(path, key), False, "schema",
+                if key not in props:
+                    results.append(FieldResult(self.join(path, key), False, "schema",
                                                "argument not in the tool's schema", None, got[key]))
-        exp = self._with_defaults(props, expected)
-        emi = self._with_defaults(props, got)
+        exp = self._with_defaults(node, expected) if node.defaults else expected
+        emi = self._with_defaults(node, got) if node.defaults else got
         done: set[str] = set()
-        composites = self.rules.composites_at(self.tool, _strip_indices(path)) if self.rules.composites else ()
-        for names, rule in composites:
+        for names, rule in node.composites:
             if subset and not any(n in expected for n in names):
                 continue
             done.update(names)
-            judged = self._composite(props, names, rule, exp, emi, path)
+            judged = self._composite(node, names, rule, exp, emi, path)
             if judged is not None:
                 results.append(judged)
-        keys = list(expected) if subset else list(dict.fromkeys([*props, *expected]))
+        if subset:
+            keys: Iterable[str] = expected
+        elif expected.keys() <= props.keys():
+            keys = props
+        else:
+            keys = dict.fromkeys([*props, *expected])
         for key in keys:
-            if key in done or (key not in props and not open_schema and key not in expected):
+            if key in done:
                 continue
-            sub = props.get(key, {})
+            sub = props.get(key)
+            if sub is None:
+                if not open_schema and key not in expected:
+                    continue
+                sub = node.extras.get(key)
+                if sub is None:
+                    rpath = self.join(node.rpath, key)
+                    sub = node.extras[key] = _compile(self.tool, {}, rpath, self.rules.lookup(self.tool, rpath),
+                                                      self.rules)
             e, g = exp.get(key, _MISSING), emi.get(key, _MISSING)
-            fpath = self._p(path, key)
+            fpath = sub.rpath if static_paths else self.join(path, key)
             if key in required and key not in got and not subset:
                 # a required argument must be sent even when the schema gives it a default
                 results.append(FieldResult(fpath, False, "schema", "required argument missing",
@@ -254,31 +355,28 @@ class _Comparer:
 
     # -- helpers
     @staticmethod
-    def _p(path: str, key: str) -> str:
+    def join(path: str, key: str) -> str:
+        """``path.key``, or ``key`` at the top."""
         return f"{path}.{key}" if path else key
 
     @staticmethod
-    def _with_defaults(props: Mapping[str, Any], values: Mapping[str, Any]) -> Mapping[str, Any]:
-        missing = [k for k, sub in props.items() if k not in values and isinstance(sub, Mapping) and "default" in sub]
+    def _with_defaults(node: _Node, values: Mapping[str, Any]) -> Mapping[str, Any]:
+        missing = [(k, v) for k, v in node.defaults if k not in values]
         if not missing:
             return values
         out = dict(values)
-        for key in missing:
-            out[key] = props[key]["default"]
+        out.update(missing)
         return out
 
-    def _rule(self, path: str) -> Rule | None:
-        return self.rules.lookup(self.tool, _strip_indices(path))
-
-    def _alternatives(self, schema: Mapping[str, Any], alts: Sequence[Any], got: Any, path: str,
+    def _alternatives(self, node: _Node, alts: Sequence[Any], got: Any, path: str,
                       required: bool) -> list[FieldResult]:
         best: list[FieldResult] | None = None
         for alt in alts:
             if isinstance(alt, Mapping) and alt.get(OMITTED):
-                if got is _MISSING or (isinstance(schema, Mapping) and got == schema.get("default", _MISSING)):
+                if got is _MISSING or got == node.default:
                     return [FieldResult(path, True, "label:$any_of", "", alt, None)]
                 continue
-            res = self._field(schema, alt, got, path, required)
+            res = self._field(node, alt, got, path, required)
             if all(r.ok for r in res):
                 return res
             if best is None:
@@ -289,80 +387,86 @@ class _Comparer:
         return [FieldResult(r.path, r.ok, r.rule, r.reason + " (no alternative matched)" if not r.ok else "",
                             list(alts) if r.path == path else r.expected, r.got, r.approximate) for r in best]
 
-    def _field(self, schema: Mapping[str, Any], e: Any, g: Any, path: str, required: bool) -> list[FieldResult]:
-        rule = self._rule(path)
-        compare = rule.compare if rule else None
+    def _field(self, node: _Node, e: Any, g: Any, path: str, required: bool) -> list[FieldResult]:
+        rule = node.rule
+        if rule is None:  # schema rules only
+            if g is _MISSING:
+                if e is _MISSING and required:
+                    return [FieldResult(path, False, "schema", "required argument missing", None, None)]
+                if e is _MISSING:
+                    return []
+                return [FieldResult(path, False, "schema", "argument missing", e, None)]
+            if e is _MISSING:
+                return [FieldResult(path, False, "label", "argument the label leaves out (and no default)", None, g)]
+            return self.value(node, e, g, path)
+        compare = rule.compare
         shown_g = None if g is _MISSING else g
         shown_e = None if e is _MISSING else e
         if g is _MISSING:
             if e is _MISSING:
-                if required and not (rule and compare in ("any", "none")):
+                if required and compare not in ("any", "none"):
                     return [FieldResult(path, False, "schema", "required argument missing", None, None)]
-                if rule and rule.predicates and compare != "any":
+                if rule.predicates and compare != "any":
                     return [FieldResult(path, False, rule.source, "argument missing; predicates need it")]
                 return []
-            return [FieldResult(path, False, rule.source if rule else "schema", "argument missing", shown_e, None)]
+            return [FieldResult(path, False, rule.source, "argument missing", shown_e, None)]
         if compare == "any":
-            return [self._predicates(rule, schema, g, path, shown_e) if rule and rule.predicates
-                    else FieldResult(path, True, rule.source if rule else "rule", "", shown_e, shown_g)]
+            return [self._predicates(rule, node.schema, g, path, shown_e) if rule.predicates
+                    else FieldResult(path, True, rule.source, "", shown_e, shown_g)]
         if e is _MISSING:
-            if rule and (rule.predicates or compare == "none"):
-                return [self._predicates(rule, schema, g, path, None)]
+            if rule.predicates or compare == "none":
+                return [self._predicates(rule, node.schema, g, path, None)]
             return [FieldResult(path, False, "label", "argument the label leaves out (and no default)", None, g)]
-        results = self.value(schema, e, g, path, rule)
-        if rule and rule.predicates and all(r.ok for r in results):
-            return [self._predicates(rule, schema, g, path, e)]
+        results = self.value(node, e, g, path)
+        if rule.predicates and all(r.ok for r in results):
+            return [self._predicates(rule, node.schema, g, path, e)]
         return results
 
-    def value(self, schema: Mapping[str, Any], e: Any, g: Any, path: str, rule: Rule | None) -> list[FieldResult]:
-        """Compare one value; returns the leaf results."""
-        compare = rule.compare if rule else None
-        src = rule.source if rule else ""
+    def value(self, node: _Node, e: Any, g: Any, path: str) -> list[FieldResult]:
+        """Compare one value at ``node``; returns the leaf results."""
+        compare = node.compare
+        src = node.src
         if compare == "none":
             return [FieldResult(path, True, src, "", e, g)]
-        kind = _schema_type(schema, g)
+        kind = _schema_type(node.schema, g) if node.kind is _DYNAMIC else node.kind
         if compare == "free_text":
-            return [self._free_text(rule, e, g, path)]
-        if compare in ("datetime", "date") or (compare is None and isinstance(schema.get("format"), str)
-                                               and schema["format"] in ("date-time", "date")):
-            fmt = "date" if (compare == "date" or (compare is None and schema.get("format") == "date")) else "date-time"
-            return [self._temporal(fmt, e, g, path, src or f"schema:{fmt}")]
+            return [self._free_text(node.rule, e, g, path)]
+        if node.temporal is not None:
+            return [self._temporal(node.temporal, e, g, path, node.temporal_src)]
         if e is None or g is None:
             ok = e is None and g is None
             return [FieldResult(path, ok, src or "schema:null", "" if ok else "null against a value", e, g)]
-        if "enum" in schema and compare is None:
+        if node.enum is not None:
+            enum = node.enum
             same = g == e or (isinstance(g, str) and isinstance(e, str)
                               and unicodedata.normalize("NFKC", g) == unicodedata.normalize("NFKC", e))
-            ok = g in schema["enum"] and same
-            reason = ("" if ok else "different enum value" if g in schema["enum"]
+            ok = g in enum and same
+            reason = ("" if ok else "different enum value" if g in enum
                       else "not one of the schema's enum values")
             return [FieldResult(path, ok, "schema:enum", reason, e, g)]
-        if compare == "number" or kind in ("number", "integer"):
-            return [self._number(rule, kind, e, g, path, src or f"schema:{kind or 'number'}")]
+        if compare == "number" or kind == "number" or kind == "integer":
+            return [self._number(node.rule, kind, e, g, path, src or f"schema:{kind or 'number'}")]
         if compare == "boolean" or kind == "boolean":
             ok = isinstance(g, bool) and isinstance(e, bool) and g == e
             reason = "" if ok else ("not a boolean" if not isinstance(g, bool) else "different value")
             return [FieldResult(path, ok, src or "schema:boolean", reason, e, g)]
         if kind == "array" or (kind is None and isinstance(e, list) and isinstance(g, list)):
-            return self._array(schema, e, g, path, rule)
+            return self._array(node, e, g, path)
         if kind == "object" or (kind is None and isinstance(e, Mapping) and isinstance(g, Mapping)):
             if not isinstance(g, Mapping):
                 return [FieldResult(path, False, "schema:object", "not an object", e, g)]
             if not isinstance(e, Mapping):
                 return [FieldResult(path, False, "schema:object", "label value is not an object", e, g)]
-            return self.object(schema, e, g, path)
+            return self.object(node, e, g, path)
         if compare == "string" or kind == "string" or (kind is None and isinstance(e, str)):
             if not isinstance(g, str):
                 return [FieldResult(path, False, src or "schema:string", "not a string", e, g)]
-            steps = rule.normalise if rule and rule.normalise is not None else None
-            default = self.rules.defaults.get("string")
-            if steps is None and default is not None and (rule is None or rule.normalise is None):
-                steps, src = default.normalise, src or default.source
-            if steps is None and not src:
+            steps = node.str_steps
+            if node.str_raw:
                 ok = g == e
                 return [FieldResult(path, ok, "raw", "" if ok else "different string (compared raw: no rule)", e, g)]
-            ok = normalise_string(g, steps or ()) == normalise_string(str(e), steps or ())
-            return [FieldResult(path, ok, src, "" if ok else "different string after normalisation", e, g)]
+            ok = g == e or normalise_string(g, steps or ()) == normalise_string(str(e), steps or ())
+            return [FieldResult(path, ok, node.str_src, "" if ok else "different string after normalisation", e, g)]
         ok = g == e and type(g) is type(e) or (_is_number(g) and _is_number(e) and g == e)
         return [FieldResult(path, ok, src or "raw", "" if ok else "different value (compared raw: no rule)", e, g)]
 
@@ -410,47 +514,56 @@ class _Comparer:
         return FieldResult(path, ok, src + " (fallback)", "" if ok else f"token overlap {sim:.2f} < {threshold:.2f}",
                            e, g, approximate=True)
 
-    def _array(self, schema: Mapping[str, Any], e: Any, g: Any, path: str, rule: Rule | None) -> list[FieldResult]:
+    def _items(self, node: _Node) -> _Node:
+        """The compiled items of an array node (rule path ``<array>[]``, else the array's normalisers)."""
+        if node.items is None:
+            item_rule = self.rules.lookup(self.tool, node.rpath + "[]")
+            rule = node.rule
+            if item_rule is None and rule is not None and rule.normalise is not None:
+                item_rule = Rule(normalise=rule.normalise, source=rule.source)  # normalise applies to the items
+            raw_items = node.schema.get("items")
+            node.items = _compile(self.tool, raw_items if isinstance(raw_items, Mapping) else {}, node.rpath,
+                                  item_rule, self.rules)
+        return node.items
+
+    def _array(self, node: _Node, e: Any, g: Any, path: str) -> list[FieldResult]:
+        rule = node.rule
         src = rule.source if rule else "schema:array"
         if not isinstance(g, list):
             return [FieldResult(path, False, src, "not an array", e, g)]
         if not isinstance(e, list):
             return [FieldResult(path, False, src, "label value is not an array", e, g)]
-        raw_items = schema.get("items")
-        items: Mapping[str, Any] = raw_items if isinstance(raw_items, Mapping) else {}
-        item_rule = self._rule(path + "[]")
-        if item_rule is None and rule is not None and rule.normalise is not None:
-            item_rule = Rule(normalise=rule.normalise, source=rule.source)  # normalise applies to the items
+        items = self._items(node)
         if rule is None or rule.order != "any":
             if len(e) != len(g):
                 return [FieldResult(path, False, src, f"{len(g)} items where the label has {len(e)}", e, g)]
             out: list[FieldResult] = []
             for i, (ei, gi) in enumerate(zip(e, g)):
-                out.extend(self.value(items, ei, gi, f"{path}[{i}]", item_rule))
+                out.extend(self.value(items, ei, gi, f"{path}[{i}]"))
             return out or [FieldResult(path, True, src, "", e, g)]
-        ok, reason = self._multiset(items, e, g, path, item_rule)
+        ok, reason = self._multiset(items, e, g, path)
         return [FieldResult(path, ok, src, reason, e, g)]
 
-    def _multiset(self, items: Mapping[str, Any], e: Sequence[Any], g: Sequence[Any], path: str,
-                  item_rule: Rule | None) -> tuple[bool, str]:
+    def _multiset(self, items: _Node, e: Sequence[Any], g: Sequence[Any], path: str) -> tuple[bool, str]:
         if len(e) != len(g):
             return False, f"{len(g)} items where the label has {len(e)}"
-        keys_e, keys_g = self._scalar_keys(items, e, item_rule), self._scalar_keys(items, g, item_rule)
+        keys_e, keys_g = self._scalar_keys(items, e), self._scalar_keys(items, g)
         if keys_e is not None and keys_g is not None:  # plain scalars: compare canonical forms as multisets
             from collections import Counter
 
             ok = Counter(keys_e) == Counter(keys_g)
         else:
-            fits = [[all(r.ok for r in self.value(items, ei, gi, f"{path}[{j}]", item_rule)) for ei in e]
+            fits = [[all(r.ok for r in self.value(items, ei, gi, f"{path}[{j}]")) for ei in e]
                     for j, gi in enumerate(g)]
             ok = _perfect_matching(fits)
         return (True, "") if ok else (False, "items do not match the label's items one to one (compared as a set)")
 
-    def _scalar_keys(self, items: Mapping[str, Any], values: Sequence[Any], rule: Rule | None) -> list[Any] | None:
+    def _scalar_keys(self, items: _Node, values: Sequence[Any]) -> list[Any] | None:
         """Canonical forms of scalar items whose comparison is plain equality after normalisation."""
+        rule = items.rule
         if rule is not None and (rule.predicates or rule.compare not in (None, "string", "exact")):
             return None
-        if items.get("format") in ("date", "date-time") or "enum" in items:
+        if items.schema.get("format") in ("date", "date-time") or "enum" in items.schema:
             return None
         steps = rule.normalise if rule is not None and rule.normalise is not None else None
         if steps is None and (rule is None or rule.compare is None):
@@ -470,9 +583,9 @@ class _Comparer:
                 return None
         return out
 
-    def _composite(self, props: Mapping[str, Any], names: tuple[str, ...], rule: Rule,
+    def _composite(self, node: _Node, names: tuple[str, ...], rule: Rule,
                    exp: Mapping[str, Any], emi: Mapping[str, Any], path: str) -> FieldResult | None:
-        cpath = self._p(path, "+".join(names))
+        cpath = self.join(path, "+".join(names))
         e = [exp.get(n, _MISSING) for n in names]
         g = [emi.get(n, _MISSING) for n in names]
         shown_e = {n: v for n, v in zip(names, e) if v is not _MISSING}
@@ -499,19 +612,23 @@ class _Comparer:
             return FieldResult(cpath, False, rule.source, "paired fields must both be arrays", shown_e, shown_g)
         if len(set(map(len, e))) != 1 or len(set(map(len, g))) != 1:
             return FieldResult(cpath, False, rule.source, "paired arrays differ in length", shown_e, shown_g)
-        item_schemas = [(props.get(n) or {}).get("items") or {} for n in names]
         e_rows, g_rows = list(zip(*e)), list(zip(*g))
         if len(e_rows) != len(g_rows):
             return FieldResult(cpath, False, rule.source, f"{len(g_rows)} pairs where the label has {len(e_rows)}",
                                shown_e, shown_g)
+        # each column's items, judged by the rule at <field>[] (found under the group's path)
+        cols = []
+        for n in names:
+            sub = node.props.get(n)
+            item_schema = (sub.schema.get("items") if sub is not None else None) or {}
+            col_rule = self.rules.lookup(self.tool, self.join(node.rpath, n) + "[]")
+            cols.append(_compile(self.tool, item_schema, self.join(node.rpath, "+".join(names)), col_rule, self.rules))
 
         def row_ok(er: Sequence[Any], gr: Sequence[Any], j: int) -> bool:
-            return all(all(r.ok for r in self.value(s, a, b, f"{cpath}[{j}]", self._rule(self._p(path, n) + "[]")))
-                       for s, a, b, n in zip(item_schemas, er, gr, names))
+            return all(all(r.ok for r in self.value(c, a, b, f"{cpath}[{j}]")) for c, a, b in zip(cols, er, gr))
 
-        col_rules = [self._rule(self._p(path, n) + "[]") for n in names]
-        e_cols = [self._scalar_keys(sch, col, r) for sch, col, r in zip(item_schemas, e, col_rules)]
-        g_cols = [self._scalar_keys(sch, col, r) for sch, col, r in zip(item_schemas, g, col_rules)]
+        e_cols = [self._scalar_keys(c, col) for c, col in zip(cols, e)]
+        g_cols = [self._scalar_keys(c, col) for c, col in zip(cols, g)]
         if all(c is not None for c in (*e_cols, *g_cols)):  # scalar pairs: multisets of canonical tuples
             from collections import Counter
 
@@ -634,5 +751,10 @@ def compare_args(tool: str, schema: Mapping[str, Any], expected: Mapping[str, An
         when every result is ``ok``.
 
     """
-    comparer = _Comparer(tool, rules or RuleSet(), ctx or CompareContext())
-    return comparer.object(schema or {}, expected, got, "", subset=subset)
+    rules = rules or _NO_RULES
+    comparer = _Comparer(tool, rules, ctx or _NO_CONTEXT)
+    return comparer.object(_plan(tool, schema or {}, rules), expected, got, "", subset=subset)
+
+
+_NO_RULES = RuleSet()
+_NO_CONTEXT = CompareContext()

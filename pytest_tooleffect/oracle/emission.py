@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Call", "Emission", "parse_emission"]
@@ -60,22 +60,31 @@ class Emission:
         """The emitted actions as dicts; ``[{"tool": None}]`` for no call."""
         if self.is_null:
             return [{"tool": None}]
-        out = [c.to_dict() for c in self.calls]
+        out = [{"tool": c.name, "args": dict(c.args)} for c in self.calls]
         out += [{"tool": n, "malformed": r} for n, r in zip(self.malformed_names, self.malformed)]
         return out
 
 
-@dataclass
+def _is_mapping(value: Any) -> bool:
+    return type(value) is dict or isinstance(value, Mapping)  # the exact check first: ABC checks are slower
+
+
 class _Builder:
-    calls: list[Call] = field(default_factory=list)
-    malformed: list[str] = field(default_factory=list)
-    malformed_names: list[str] = field(default_factory=list)
-    texts: list[str] = field(default_factory=list)
+    __slots__ = ("calls", "malformed", "malformed_names", "texts")
+
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.malformed: list[str] = []
+        self.malformed_names: list[str] = []
+        self.texts: list[str] = []
 
     def add(self, name: Any, arguments: Any) -> None:
         if not isinstance(name, str) or not name:
             self.malformed.append("tool call without a name")
             self.malformed_names.append("")
+            return
+        if type(arguments) is dict:  # the common case, decoded already
+            self.calls.append(Call(name, dict(arguments)))
             return
         if arguments is None or arguments == "":
             self.calls.append(Call(name, {}))
@@ -166,18 +175,18 @@ def _from_message(b: _Builder, msg: Mapping[str, Any]) -> None:
     if not isinstance(calls, list):
         raise TypeError(f"tool_calls must be a list, got {type(calls).__name__}")
     for tc in calls:
-        if not isinstance(tc, Mapping):
+        if not _is_mapping(tc):
             b.malformed.append(f"a tool call that is a {type(tc).__name__}, not an object")
             b.malformed_names.append("")
             continue
         inner = tc.get("function")
-        fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tc
-        args = fn.get("arguments", fn.get("args", fn.get("input")))
+        fn: Mapping[str, Any] = inner if inner is not None and _is_mapping(inner) else tc
+        args = fn["arguments"] if "arguments" in fn else fn["args"] if "args" in fn else fn.get("input")
         b.add(fn.get("name"), args)
     legacy = msg.get("function_call")
-    if isinstance(legacy, Mapping):
+    if legacy is not None and _is_mapping(legacy):
         b.add(legacy.get("name"), legacy.get("arguments"))
-    content = msg.get("content", msg.get("text"))
+    content = msg["content"] if "content" in msg else msg.get("text")
     if isinstance(content, str):
         b.texts.append(content)
     elif isinstance(content, list):
@@ -206,7 +215,7 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
         TypeError: ``output`` is not one of the accepted shapes.
 
     """
-    if hasattr(output, "model_dump") and not isinstance(output, Mapping):
+    if type(output) is not dict and hasattr(output, "model_dump") and not isinstance(output, Mapping):
         output = output.model_dump()
     b = _Builder()
 
@@ -216,7 +225,7 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
             raise TypeError(f"cannot read a model turn: {key}[0] is a {type(head).__name__}")
         return head
 
-    if isinstance(output, Mapping):
+    if _is_mapping(output):
         if isinstance(output.get("choices"), Sequence) and output["choices"]:
             _from_message(b, first("choices").get("message") or {})
         elif isinstance(output.get("output"), list):
@@ -239,7 +248,7 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
         pass
     else:
         raise TypeError(f"cannot read a model turn from {type(output).__name__}")
-    text = "\n".join(t for t in b.texts if t) or None
+    text = ("\n".join(t for t in b.texts if t) or None) if b.texts else None
     if text:
         for name, reason in _text_channel_calls(text, offered, bool(b.calls)):
             b.malformed.append(reason)

@@ -163,11 +163,17 @@ def _check_predicate(name: str, arg: Any, where: str) -> None:
 
 @dataclass(frozen=True)
 class RuleSet:
-    """Compiled rules: per-field rules keyed ``tool.path``, composites, per-type defaults."""
+    """Compiled rules: per-field rules keyed ``tool.path``, composites, per-type defaults.
+
+    ``compiled`` caches each tool schema compiled under these rules (filled by the comparator;
+    keyed by tool name and schema identity, so a schema must not change once compared).
+    """
 
     fields: Mapping[str, Rule] = field(default_factory=dict)
     defaults: Mapping[str, Rule] = field(default_factory=dict)
     composites: Mapping[str, tuple[tuple[tuple[str, ...], Rule], ...]] = field(default_factory=dict)
+    compiled: dict[tuple[str, int], tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False,
+                                                             compare=False)
 
     def lookup(self, tool: str, path: str) -> Rule | None:
         """The rule of ``tool.path`` (``path`` without array indices), else of ``*.path``."""

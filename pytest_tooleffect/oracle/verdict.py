@@ -13,6 +13,7 @@ match, the one with the fewest failing fields is the matched action.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -48,7 +49,8 @@ class Verdict:
         tool_ok: the tool names (or the abstention) are acceptable.
         args_ok: names and arguments are acceptable (``True`` for a correct abstention).
         kind: one of :data:`KINDS`.
-        matched: the valid alternative the turn was matched to (label form), or ``None``.
+        matched: the valid alternative the turn was matched to (label form), or ``None``; shared
+            with the label's compiled form, so read it, never change it (:meth:`to_dict` copies it).
         fields: per-field results against the matched alternative, paths ``tool.field``.
         unruled: ``tool.field`` paths compared raw because no rule covers them.
         approximate: a free-text field was judged by the deterministic fallback.
@@ -85,7 +87,7 @@ class Verdict:
             "tool_ok": self.tool_ok,
             "args_ok": self.args_ok,
             "kind": self.kind,
-            "matched": self.matched,
+            "matched": _fresh(self.matched),  # records may be edited in place by hooks
             "fields": [f.to_dict() for f in self.fields],
             "unruled": list(self.unruled),
             "approximate": self.approximate,
@@ -130,6 +132,59 @@ def _as_tools(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> dict[str, ToolSp
     return out
 
 
+def _fresh(value: Any) -> Any:
+    """A copy of a JSON-like value that shares no dict or list with the original."""
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Alternative:
+    """A tool alternative of a label: its calls, whether their order matters, its label form."""
+
+    calls: tuple[Action, ...]
+    order_matters: bool
+    form: dict[str, Any]  # the verdict's ``matched`` (shared: verdicts are read-only)
+
+
+@dataclass(frozen=True, slots=True)
+class _CompiledLabel:
+    """What scoring reads from a label, taken out of the pydantic models once."""
+
+    alternatives: tuple[_Alternative, ...]
+    null_form: dict[str, Any] | None  # label form of the null alternative, when null is valid
+    forbidden: tuple[ForbiddenAction, ...]
+
+
+_LABELS: dict[int, tuple[Label, _CompiledLabel]] = {}
+_LABEL_LIMIT = 4096
+
+
+def _compiled(label: Label) -> _CompiledLabel:
+    """The label's scoring form, cached by identity (labels are frozen models; the cache holds them)."""
+    hit = _LABELS.get(id(label))
+    if hit is not None and hit[0] is label:
+        return hit[1]
+    alternatives = []
+    null_form = None
+    for alt in label.valid_actions:
+        if isinstance(alt, ParallelGroup):
+            alternatives.append(_Alternative(tuple(alt.parallel), alt.order_matters, _alt_dict(alt)))
+        elif alt.tool is None:
+            if null_form is None:
+                null_form = _alt_dict(alt)
+        else:
+            alternatives.append(_Alternative((alt,), False, _alt_dict(alt)))
+    compiled = _CompiledLabel(tuple(alternatives), null_form, tuple(label.forbidden_actions))
+    if len(_LABELS) >= _LABEL_LIMIT:
+        _LABELS.clear()
+    _LABELS[id(label)] = (label, compiled)
+    return compiled
+
+
 def _prefixed(tool: str, results: list[FieldResult]) -> list[FieldResult]:
     """Give fresh results their ``tool.`` path prefix (in place: they are not shared yet)."""
     for r in results:
@@ -147,6 +202,14 @@ def _hits_forbidden(call: Call, fb: ForbiddenAction, tools: Mapping[str, ToolSpe
     return all(r.ok for r in compare_args(fb.tool, schema, fb.args, call.args, rules, ctx, subset=True))
 
 
+def _failing(results: list[FieldResult]) -> int:
+    n = 0
+    for r in results:
+        if not r.ok:
+            n += 1
+    return n
+
+
 def _match_group(calls: Sequence[Call], required: Sequence[Action], order_matters: bool,
                  tools: Mapping[str, ToolSpec], rules: RuleSet, ctx: CompareContext
                  ) -> tuple[bool, int, list[FieldResult]]:
@@ -154,6 +217,13 @@ def _match_group(calls: Sequence[Call], required: Sequence[Action], order_matter
     if len(calls) != len(required):
         return False, _NAME_MISMATCH, []
     n = len(calls)
+    if n == 1:  # one call against one: no assignment to choose
+        call, req = calls[0], required[0]
+        if call.name != req.tool:
+            return False, _NAME_MISMATCH, []
+        schema = tools[call.name].parameters if call.name in tools else {}
+        res = _prefixed(call.name, compare_args(call.name, schema, req.args, call.args, rules, ctx))
+        return True, _failing(res), res
     results: dict[tuple[int, int], list[FieldResult]] = {}
     cost = [[_NAME_MISMATCH] * n for _ in range(n)]
     for i, call in enumerate(calls):
@@ -165,10 +235,8 @@ def _match_group(calls: Sequence[Call], required: Sequence[Action], order_matter
             schema = tools[call.name].parameters if call.name in tools else {}
             res = _prefixed(call.name, compare_args(call.name, schema, req.args, call.args, rules, ctx))
             results[(i, j)] = res
-            cost[i][j] = sum(1 for r in res if not r.ok)
-    if n == 1:
-        pairs = [(0, 0)]
-    elif order_matters:
+            cost[i][j] = _failing(res)
+    if order_matters:
         pairs = [(i, i) for i in range(n)]
     else:
         from scipy.optimize import linear_sum_assignment
@@ -185,6 +253,10 @@ def _match_group(calls: Sequence[Call], required: Sequence[Action], order_matter
 
 def _alt_dict(alt: Action | ParallelGroup) -> dict[str, Any]:
     return alt.model_dump(mode="json", exclude_defaults=True)  # keeps tool: None (required)
+
+
+_NO_RULES = RuleSet()
+_NO_CONTEXT = CompareContext()
 
 
 def score(
@@ -212,54 +284,50 @@ def score(
         TypeError: ``emitted`` is not a readable model turn.
 
     """
-    lab = _as_label(label)
+    lab = _compiled(_as_label(label))
     specs = _as_tools(tools)
-    rules = rules or RuleSet()
-    ctx = context or CompareContext()
+    rules = rules or _NO_RULES
+    ctx = context or _NO_CONTEXT
     em = emitted if isinstance(emitted, Emission) else parse_emission(emitted, offered=specs.keys())
     actions = tuple(em.actions())
-    null_valid = any(isinstance(a, Action) and a.tool is None for a in lab.valid_actions)
 
-    for call in em.calls:
-        for fb in lab.forbidden_actions:
-            if _hits_forbidden(call, fb, specs, rules, ctx):
-                return Verdict(False, False, "forbidden", emitted=actions, malformed=em.malformed,
-                               forbidden=fb.model_dump(exclude_none=True))
-    for name in em.malformed_names:
-        for fb in lab.forbidden_actions:
-            if name and fb.tool == name and not fb.args:
-                return Verdict(False, False, "forbidden", emitted=actions, malformed=em.malformed,
-                               forbidden=fb.model_dump(exclude_none=True))
+    if lab.forbidden:
+        for call in em.calls:
+            for fb in lab.forbidden:
+                if _hits_forbidden(call, fb, specs, rules, ctx):
+                    return Verdict(False, False, "forbidden", emitted=actions, malformed=em.malformed,
+                                   forbidden=fb.model_dump(exclude_none=True))
+        for name in em.malformed_names:
+            for fb in lab.forbidden:
+                if name and fb.tool == name and not fb.args:
+                    return Verdict(False, False, "forbidden", emitted=actions, malformed=em.malformed,
+                                   forbidden=fb.model_dump(exclude_none=True))
     if em.malformed:
         return Verdict(False, False, "malformed_call", emitted=actions, malformed=em.malformed)
     if not em.calls:
-        if null_valid:
-            null_alt = next(a for a in lab.valid_actions if isinstance(a, Action) and a.tool is None)
-            return Verdict(True, True, "ok_no_tool", matched=_alt_dict(null_alt), emitted=actions)
+        if lab.null_form is not None:
+            return Verdict(True, True, "ok_no_tool", matched=lab.null_form, emitted=actions)
         return Verdict(False, False, "none_when_tool_needed", emitted=actions)
 
-    best: tuple[int, Action | ParallelGroup, list[FieldResult]] | None = None
-    for alt in lab.valid_actions:
-        if isinstance(alt, Action) and alt.tool is None:
-            continue
-        required = alt.parallel if isinstance(alt, ParallelGroup) else [alt]
-        order = alt.order_matters if isinstance(alt, ParallelGroup) else False
-        names_ok, n_fail, res = _match_group(em.calls, required, order, specs, rules, ctx)
+    best: tuple[int, _Alternative, list[FieldResult]] | None = None
+    for alt in lab.alternatives:
+        names_ok, n_fail, res = _match_group(em.calls, alt.calls, alt.order_matters, specs, rules, ctx)
         if names_ok and (best is None or n_fail < best[0]):
             best = (n_fail, alt, res)
             if n_fail == 0:
                 break
     if best is None:
-        kind: Kind = "tool_when_none_needed" if null_valid else "wrong_tool"
+        kind: Kind = "tool_when_none_needed" if lab.null_form is not None else "wrong_tool"
         return Verdict(False, False, kind, emitted=actions)
     n_fail, alt, res = best
     unruled = tuple(dict.fromkeys(_strip(r.path) for r in res if r.rule == "raw"))
     approximate = any(r.approximate for r in res)
-    return Verdict(True, n_fail == 0, "ok" if n_fail == 0 else "right_tool_wrong_args", matched=_alt_dict(alt),
+    return Verdict(True, n_fail == 0, "ok" if n_fail == 0 else "right_tool_wrong_args", matched=alt.form,
                    fields=tuple(res), unruled=unruled, approximate=approximate, emitted=actions)
 
 
-def _strip(path: str) -> str:
-    import re
+_INDEX = re.compile(r"\[\d+\]")
 
-    return re.sub(r"\[\d+\]", "", path)
+
+def _strip(path: str) -> str:
+    return _INDEX.sub("", path) if "[" in path else path

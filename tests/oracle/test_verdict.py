@@ -102,6 +102,24 @@ def test_fewest_failing_fields_picks_the_matched_action() -> None:
     assert [f.path for f in v.failing_fields] == ["mail.reply.thread_id"]
 
 
+def test_compiled_label_and_tools_are_reused_without_leaking_edits() -> None:
+    from pytest_tooleffect.models import Label, ToolSpec
+    from pytest_tooleffect.oracle import RuleSet
+
+    label = Label.model_validate({"valid_actions": [{"tool": "mail.reply", "args": {"thread_id": "a", "kind": "ack"}}]})
+    tools = [ToolSpec.model_validate(t) for t in TOOLS]
+    rules = RuleSet()
+    first = score(turn(call("mail.reply", thread_id="a", kind="ack")), label, tools, rules)
+    record = first.to_dict()
+    record["matched"]["args"]["thread_id"] = "edited by a hook"  # records may be edited in place
+    second = score(turn(call("mail.reply", thread_id="b", kind="ack")), label, tools, rules)
+    assert first.kind == "ok"
+    assert second.kind == "right_tool_wrong_args"
+    assert second.matched == {"tool": "mail.reply", "args": {"thread_id": "a", "kind": "ack"}}
+    assert [(f.path, f.expected, f.got) for f in second.failing_fields] == [("mail.reply.thread_id", "a", "b")]
+    assert len(rules.compiled) == 1  # the tool's schema was compiled once for both decisions
+
+
 def test_parallel_assignment_is_optimal_not_greedy() -> None:
     # first-fit would pair the first emitted call with the first required call (same name) and fail
     label = {"valid_actions": [{"parallel": [
