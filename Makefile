@@ -29,6 +29,7 @@ report: $(STAMP) sandbox-image
 	$(BIN)/pytest cases/ -q --no-header -rN --tooleffect-report reports/tooleffect-report.json \
 	  --json-report --json-report-file reports/pytest-report.json; \
 	  rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
+	$(BIN)/python scripts/report-errors reports/tooleffect-report.json
 
 test: $(STAMP) sandbox-image
 	$(BIN)/ruff check pytest_tooleffect tests bench sandbox

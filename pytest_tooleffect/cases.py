@@ -75,6 +75,7 @@ class LoadedFamily:
     rules: RuleSet
     tools_by_name: Mapping[str, ToolSpec] = field(default_factory=dict)
     world_layout: Mapping[str, Mapping[str, Any]] | None = None
+    world_tools: frozenset[str] = frozenset()
 
     @property
     def referenced_files(self) -> frozenset[Path]:
@@ -156,17 +157,17 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
         unknown = rules.unknown_tools(names)
         if unknown:
             raise FamilyError(f"{path}: oracle: rules for tools the family does not offer: {', '.join(unknown)}")
-    layout = None
+    layout, world_tools = None, frozenset[str]()
     if fam.sandbox is not None:
         from .sandbox.environment import SandboxError
-        from .sandbox.image import world_layout
+        from .sandbox.image import world_spec
 
         try:
-            layout = world_layout(fam.sandbox.world)
+            layout, world_tools = world_spec(fam.sandbox.world)
         except SandboxError as exc:
             raise FamilyError(f"{path}: sandbox.world: {exc}") from exc
     return LoadedFamily(fam.name, directory, fam, tuple(fam.tools), prompt, rules, {t.name: t for t in fam.tools},
-                        layout)
+                        layout, world_tools)
 
 
 def _loc(loc: Sequence[Any]) -> str:
@@ -415,11 +416,30 @@ def _column_value_problem(column_type: str, value: Any) -> str | None:
         return f"a TEXT column takes a string, not {type(value).__name__}"
     if column_type == "INTEGER" and (not isinstance(value, int) or isinstance(value, bool)):
         return f"an INTEGER column takes a whole number, not {type(value).__name__}"
+    if column_type == "INTEGER" and not -(2**63) <= value < 2**63:
+        return f"{value} does not fit an INTEGER column (64-bit)"
     if column_type == "REAL" and (not isinstance(value, int | float) or isinstance(value, bool)):
         return f"a REAL column takes a number, not {type(value).__name__}"
     if column_type == "DATETIME" and not (isinstance(value, str) and _is_datetime(value)):
         return f"a DATETIME column takes an ISO 8601 date-time, not {value!r}"
     return None
+
+
+def _condition_problem(column_type: str, value: Any) -> str | None:
+    """Why ``value`` can never match a column of ``column_type`` in an effect's where / every."""
+    if isinstance(value, Mapping) and any(str(k).startswith("$") for k in value):
+        if set(value) != {"$any_of"}:
+            return f"only $any_of is understood here, not {', '.join(sorted(map(str, value)))}"
+        options = value["$any_of"]
+        if not isinstance(options, list) or not options:
+            return "$any_of takes a non-empty list of values"
+        for option in options:
+            if (why := _condition_problem(column_type, option)) is not None:
+                return f"$any_of: {why}"
+        return None
+    if column_type == "JSON" and isinstance(value, str):
+        return None  # a JSON column may hold a string
+    return _column_value_problem(column_type, value)
 
 
 def _world_problems(case: Case, family: LoadedFamily, tools: Mapping[str, ToolSpec]) -> list[tuple[str, str]]:
@@ -444,8 +464,8 @@ def _world_problems(case: Case, family: LoadedFamily, tools: Mapping[str, ToolSp
                     problems.append((f"world.{table}[{i}].{col}", f"no column {col!r} in {table}"))
                 elif (why := _column_value_problem(columns[col], value)) is not None:
                     problems.append((f"world.{table}[{i}].{col}", why))
-            if key not in row:
-                problems.append((f"world.{table}[{i}]", f"missing key column {key!r}"))
+            if row.get(key) is None:
+                problems.append((f"world.{table}[{i}]", f"missing key column {key!r} (or null)"))
             elif repr(row[key]) in seen:
                 problems.append((f"world.{table}[{i}].{key}", f"duplicate key {row[key]!r}"))
             else:
@@ -457,14 +477,21 @@ def _world_problems(case: Case, family: LoadedFamily, tools: Mapping[str, ToolSp
             for table in named:
                 if table not in layout:
                     problems.append((where, f"no table {table!r} (tables: {', '.join(layout)})"))
+            if group == "forbidden_effects" and effect.table is None:
+                problems.append((where, "unchanged / only_changed are conditions to expect, not to forbid"))
             if effect.table in layout:
                 for part in ("where", "every"):
-                    for col in getattr(effect, part):
+                    for col, value in getattr(effect, part).items():
                         if col not in layout[effect.table]["columns"]:
                             problems.append((f"{where}.{part}.{col}", f"no column {col!r} in {effect.table}"))
+                        elif (why := _condition_problem(layout[effect.table]["columns"][col], value)) is not None:
+                            problems.append((f"{where}.{part}.{col}", why))
     for tool in case.faults:
         if tool not in tools:
             problems.append((f"faults.{tool}", f"unknown tool {tool!r} (offered: {', '.join(sorted(tools))})"))
+        elif tool not in family.world_tools:
+            problems.append((f"faults.{tool}", f"the sandbox world does not implement {tool!r}, so no fault "
+                             "can fire there"))
     return problems
 
 

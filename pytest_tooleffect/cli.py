@@ -418,7 +418,7 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
         if args.action == "tag":
             print(image_tag())
             return 0
-        from .sandbox.docker import KEPT_PREFIX, LABEL, sweep_leftovers
+        from .sandbox.docker import KEPT_PREFIX, LABEL, remove_container, sweep_leftovers
 
         client = docker_client()
         if args.action == "clean":
@@ -426,7 +426,7 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
             if args.kept:
                 for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
                     if container.name.startswith(KEPT_PREFIX):
-                        container.remove(force=True)
+                        remove_container(container)
                         removed.append(container.id)
             print(f"removed {len(removed)} sandbox container(s)")
             return 0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
 
 __all__ = [
     "Action",
@@ -224,12 +224,12 @@ class Effect(_Model):
     table: str | None = None
     where: dict[str, Any] = Field(default_factory=dict)
     change: Literal["insert", "update", "delete"] | None = None
-    count: int | None = Field(default=None, ge=0)
-    at_least: int | None = Field(default=None, ge=0)
-    at_most: int | None = Field(default=None, ge=0)
+    count: StrictInt | None = Field(default=None, ge=0)
+    at_least: StrictInt | None = Field(default=None, ge=0)
+    at_most: StrictInt | None = Field(default=None, ge=0)
     every: dict[str, Any] = Field(default_factory=dict)
-    unchanged: list[str] | None = None
-    only_changed: list[str] | None = None
+    unchanged: list[str] | None = Field(default=None, min_length=1)
+    only_changed: list[str] | None = Field(default=None, min_length=1)
     description: str | None = None
 
     @model_validator(mode="after")
@@ -242,6 +242,8 @@ class Effect(_Model):
             raise ValueError("where / change / count / at_least / at_most / every go with table")
         if self.count is not None and (self.at_least is not None or self.at_most is not None):
             raise ValueError("give count, or at_least / at_most, not both")
+        if self.at_least is not None and self.at_most is not None and self.at_least > self.at_most:
+            raise ValueError(f"at_least {self.at_least} is more than at_most {self.at_most}: it can never hold")
         return self
 
     def describe(self) -> str:
@@ -271,14 +273,15 @@ class Fault(_Model):
     ``kind``: ``status`` (an HTTP-style error answer, ``status`` 503 by default; the call does
     not run), ``timeout`` (no answer for ``after_ms`` ms, then a timeout error; the call does not
     run), ``malformed`` (the call runs but its answer is cut short), ``slow`` (the call runs
-    after ``ms`` ms).  Shorthands: ``503`` → ``{kind: status, status: 503}``; ``timeout``,
+    after ``ms`` ms); delays are at most 20,000 ms (the sandbox client waits 30 s).
+    Shorthands: ``503`` → ``{kind: status, status: 503}``; ``timeout``,
     ``malformed``; ``{slow: 800}`` → ``{kind: slow, ms: 800}``.
     """
 
     kind: Literal["status", "timeout", "malformed", "slow"]
     status: int = Field(default=503, ge=400, le=599)
-    after_ms: float = Field(default=200.0, ge=0, le=60_000)
-    ms: float = Field(default=200.0, ge=0, le=60_000)
+    after_ms: float = Field(default=200.0, ge=0, le=20_000)
+    ms: float = Field(default=200.0, ge=0, le=20_000)
     times: int = Field(default=1, ge=1)
 
     @model_validator(mode="before")

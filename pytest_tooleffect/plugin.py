@@ -22,7 +22,10 @@ from .model_turn import Price, ProviderError
 from .models import Case, Policy
 from .oracle import CompareContext, Verdict, parse_emission, score
 from .records import RecordLog, build_record
-from .sandboxing import tooleffect_sandbox  # noqa: F401  (the fixture, defined with the sandbox support)
+from .sandboxing import (
+    SandboxFailed,
+    tooleffect_sandbox,  # noqa: F401  (the fixture, defined with the sandbox support)
+)
 
 __all__ = ["OPT_RECORDS", "OPT_REPORT", "REPLAY", "CaseItem", "Decision", "Settings"]
 
@@ -519,8 +522,13 @@ class Decision:
         before = judge.usage.to_dict() if judge is not None else None
         ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages,
                              predicates=_predicates(item.config), judge=judge)
+        effect = None
         try:
             verdict = score(parse_emission(self.emitted, offered=names), case.label, tools, fam.rules, ctx)
+            if self.sandbox_run is not None:
+                from .sandboxing import judge as judge_effect
+
+                effect, effect_fields = judge_effect(item, self.sandbox_run)
         except Exception as exc:  # a rule, predicate or input the oracle cannot judge: not the agent's failure
             error = {"type": "OracleError", "message": f"{type(exc).__name__}: {exc}"[:500]}
             record = build_record(fam.name, case, item.policy.name, None, {t.name: t for t in tools}, self.cost,
@@ -535,12 +543,8 @@ class Decision:
             spent = {k: (None if after[k] is None or before[k] is None else after[k] - before[k]) for k in after}
             if spent["calls"] or spent["cached"]:
                 extra["judge"] = {"model": judge.model, **spent}
-        effect = None
-        if self.sandbox_run is not None:
-            from .sandboxing import judge as judge_effect
-
-            effect, fields = judge_effect(item, self.sandbox_run)
-            extra.update(fields)
+        if effect is not None:
+            extra.update(effect_fields)
         record = build_record(fam.name, case, item.policy.name, verdict, {t.name: t for t in tools}, self.cost,
                               extra=extra)
         item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
@@ -694,7 +698,8 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    if call.when == "setup" and call.excinfo is not None and isinstance(call.excinfo.value, ProviderFailed):
+    if call.when == "setup" and call.excinfo is not None and isinstance(call.excinfo.value,
+                                                                        (ProviderFailed, SandboxFailed)):
         assert isinstance(item, CaseItem)
         exc = call.excinfo.value.error
         case = item.case

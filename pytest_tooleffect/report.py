@@ -298,7 +298,9 @@ def _effects(recs: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     recovery = Counter(r.get("recovery") for r in rows if r.get("recovery") is not None)
     observed = sum(v for k, v in recovery.items() if k != "not_observed")
     recovered = sum(recovery.get(k, 0) for k in ("retried", "other_path", "told_user"))
-    steered = [r for r in rows if (r.get("rollout") or {}).get("limit", 1) > 1]
+    # rollouts happen only for a live policy: a replayed decision is never self-steered
+    steered = [r for r in rows if (r.get("rollout") or {}).get("limit", 1) > 1
+               and r["rollout"].get("stopped") != "replay"]
     rollout = None
     if steered:
         single = sum(1 for r in steered if _correct(r, "full"))
@@ -551,13 +553,13 @@ def _render_effects(console: Any, eff: Mapping[str, Any]) -> None:
     rec = eff["recovery"]
     if rec["observed"] or rec["by_kind"]["not_observed"]:
         by = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in rec["by_kind"].items() if v)
-        console.print(f"recovery from injected faults: {rec['rate_display']} ({rec['recovered']}/{rec['observed']} "
+        console.print(f"recovery from injected faults: {rec['rate_display']} % ({rec['recovered']}/{rec['observed']} "
                       f"observed; {by})")
     ro = eff.get("rollout")
     if ro:
         console.print(f"rollouts (up to {ro['limit']} steps, {ro['n']} cases): single-step (teacher-forced, upper "
-                      f"bound) {ro['single_step_display']} % · self-steered end state {ro['self_steered_display']} % "
-                      f"· mean {ro['mean_steps']} steps")
+                      f"bound; first decision, name + args) {ro['single_step_display']} % · self-steered (end state "
+                      f"meets the effects) {ro['self_steered_display']} % · mean {ro['mean_steps']} steps")
     sb = eff["sandbox"]
     missing = f"; not in force: {', '.join(sb['restrictions_missing'])}" if sb["restrictions_missing"] else ""
     console.print(f"sandbox {'/'.join(sb['providers'])}: {', '.join(sb['restrictions']) or 'no isolation'}"

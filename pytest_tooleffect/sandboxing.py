@@ -26,7 +26,8 @@ from .sandbox.environment import Sandbox, SandboxError, SandboxProvider, World
 if TYPE_CHECKING:
     from .plugin import CaseItem, Decision
 
-__all__ = ["OPT_KEEP", "OPT_ROLLOUT", "OPT_SANDBOX", "SandboxSettings", "StepRun", "tooleffect_sandbox"]
+__all__ = ["OPT_KEEP", "OPT_ROLLOUT", "OPT_SANDBOX", "SandboxFailed", "SandboxSettings", "StepRun",
+           "tooleffect_sandbox"]
 
 OPT_SANDBOX = "--tooleffect-sandbox"
 OPT_KEEP = "--tooleffect-keep-sandbox"
@@ -38,6 +39,22 @@ INI_IMAGE = "tooleffect_sandbox_image"
 KEEP_MODES = ("never", "failed", "always")
 #: fault kinds after which the agent has something to recover from (``slow`` still answers)
 FAILING_FAULTS = ("status", "timeout", "malformed")
+
+
+@dataclass(frozen=True)
+class SandboxFailure:
+    """What an error record says about a sandbox failure (``kind``, ``message``)."""
+
+    kind: str
+    message: str
+
+
+class SandboxFailed(pytest.fail.Exception):  # type: ignore[name-defined,misc]
+    """A sandbox failure in setup: an error outcome with an error record, never a verdict."""
+
+    def __init__(self, record_id: str, message: str) -> None:
+        super().__init__(f"{record_id}: sandbox error (not scored): {message}", pytrace=False)
+        self.error = SandboxFailure("SandboxError", message)
 
 
 @dataclass(frozen=True)
@@ -105,10 +122,14 @@ def configure(config: pytest.Config) -> None:
     keep = config.getoption(OPT_KEEP) or config.getini(INI_KEEP)
     if keep not in KEEP_MODES:
         raise pytest.UsageError(f"ini {INI_KEEP}: expected one of {', '.join(KEEP_MODES)}, got {keep!r}")
+    rollout = config.getoption(OPT_ROLLOUT)
+    if rollout > 1 and not (config.getoption("--tooleffect-model") or config.getoption("--tooleffect-policy")):
+        raise pytest.UsageError(f"{OPT_ROLLOUT} {rollout}: a rollout needs a live policy (--tooleffect-model or "
+                                "--tooleffect-policy); a replay is one recorded decision")
     workerinput = getattr(config, "workerinput", None)
     config.stash[sandbox_settings_key] = SandboxSettings(
         provider=provider, keep=keep, pool=bool(config.getini(INI_POOL)), image=config.getini(INI_IMAGE) or None,
-        rollout=config.getoption(OPT_ROLLOUT),
+        rollout=rollout,
         run_id=workerinput["tooleffect_run_id"] if workerinput else uuid.uuid4().hex,
         owner_pid=int(workerinput["tooleffect_owner_pid"]) if workerinput else os.getpid(),
         worker=workerinput["workerid"] if workerinput else "main",
@@ -219,7 +240,7 @@ def tooleffect_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     else:
         problem = ""
     if problem:
-        pytest.fail(f"{item.record_id}: sandbox error (not scored): {problem}", pytrace=False)
+        raise SandboxFailed(item.record_id, problem)
     yield sandbox
     report = item.stash.get(call_report_key, None)
     keep_mode = item.config.stash[sandbox_settings_key].keep
@@ -295,7 +316,7 @@ def execute(request: pytest.FixtureRequest, decision: Decision) -> None:
     policy) let the policy go on from the results until it calls no tool or N steps are taken.
 
     Raises:
-        pytest.fail.Exception: the sandbox failed (an error outcome: this runs in setup).
+        SandboxFailed: the sandbox failed (an error outcome: this runs in setup).
         ProviderFailed: a rollout step's model call failed (an error outcome).
     """
     from .plugin import ProviderFailed, settings_key
@@ -342,7 +363,7 @@ def execute(request: pytest.FixtureRequest, decision: Decision) -> None:
     else:
         problem = ""
     if problem:
-        pytest.fail(f"{item.record_id}: sandbox error (not scored): {problem}", pytrace=False)
+        raise SandboxFailed(item.record_id, problem)
     prov = provider(item.config)
     decision.sandbox_run = SandboxRun(before, after, steps, stopped, sandbox.id, prov.restrictions(), prov.name)
 

@@ -214,10 +214,15 @@ class World:
             db.execute("ROLLBACK")
             return {"ok": True, "content": json.dumps({"error": {"status": exc.status, "message": str(exc)}}),
                     "error": True, "fault": kind}
-        except (TypeError, ValueError, KeyError) as exc:
+        except (TypeError, ValueError, KeyError, OverflowError) as exc:
             db.execute("ROLLBACK")
-            return {"ok": True, "content": json.dumps({"error": {"status": 400, "message": f"bad arguments: {exc}"}}),
-                    "error": True, "fault": kind}
+            refusal = {"error": {"status": 400, "message": f"bad arguments: {exc}"}}
+            return {"ok": True, "content": json.dumps(refusal), "error": True, "fault": kind}
+        except Exception as exc:  # the tool failed on these arguments (a full disk, say): its answer, not a crash
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            failure = {"error": {"status": 500, "message": f"{type(exc).__name__}: {exc}"[:500]}}
+            return {"ok": True, "content": json.dumps(failure), "error": True, "fault": kind}
         db.execute("COMMIT")
         content = json.dumps(result, ensure_ascii=False)
         if kind == "malformed":
@@ -277,7 +282,10 @@ class Handler(socketserver.StreamRequestHandler):
                     answer = handle(self.server.world, json.loads(line))
             except (RequestError, json.JSONDecodeError, sqlite3.Error) as exc:
                 answer = {"ok": False, "error": f"{exc}"}
-            self.wfile.write(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
+            except Exception as exc:  # never let one request take the connection down
+                answer = {"ok": False, "error": f"internal error: {type(exc).__name__}: {exc}"[:500]}
+            # ASCII-escaped JSON: a lone surrogate in an argument stays representable
+            self.wfile.write(json.dumps(answer).encode() + b"\n")
             self.wfile.flush()
 
 

@@ -165,6 +165,9 @@ def test_missing_image_is_an_error_outcome_not_a_verdict(pytester: pytest.Pytest
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*sandbox error (not scored): sandbox image tooleffect-sandbox:not-built is not "
                                  "built*never pulled*"])
+    recs = _records(pytester.path / "rec.jsonl")  # the errors are recorded, and excluded from every rate
+    assert {r["outcome"] for r in recs.values()} == {"error"}
+    assert all(r["error"]["type"] == "SandboxError" and "not built" in r["error"]["message"] for r in recs.values())
 
 
 # ------------------------------------------------------------------------- faults and rollouts
@@ -249,9 +252,9 @@ def test_rollouts_with_faults_report_recovery_and_single_step_beside_self_steere
                                "by_kind": {"retried": 1, "other_path": 0, "told_user": 1, "none": 0,
                                            "not_observed": 0}}
     assert eff["rollout"]["single_step_display"] == "100.0" and eff["rollout"]["self_steered_display"] == "33.3"
-    result.stdout.fnmatch_lines(["*recovery from injected faults: 100.0 (2/2 observed; retried 1, told user 1)*",
-                                 "*single-step (teacher-forced, upper bound) 100.0 % · self-steered end state "
-                                 "33.3 %*"])
+    result.stdout.fnmatch_lines(["*recovery from injected faults: 100.0 % (2/2 observed; retried 1, told user 1)*",
+                                 "*single-step (teacher-forced, upper bound; first decision, name + args) 100.0 %*",
+                                 "*self-steered (end state meets the effects) 33.3 %*"])  # (rich wraps the line)
 
 
 def test_replay_fault_is_not_observed_without_a_rollout(pytester: pytest.Pytester) -> None:
@@ -266,3 +269,10 @@ def test_replay_fault_is_not_observed_without_a_rollout(pytester: pytest.Pyteste
     rec = _records(pytester.path / "rec.jsonl")["ro-retry"]
     assert rec["recovery"] == "not_observed" and rec["effect"]["kind"] == "effect_missing"
     assert rec["sandbox"]["provider"] == "local" and rec["sandbox"]["restrictions"] == []
+
+
+def test_a_rollout_without_a_live_policy_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    _scheduling(pytester)
+    result = pytester.runpytest("cases/", "--tooleffect-rollout", "3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--tooleffect-rollout 3: a rollout needs a live policy*"])

@@ -197,11 +197,12 @@ def test_cleanup_removes_containers_by_id_and_keep_leaves_one_for_inspection() -
 
 
 def test_leftovers_of_a_crashed_run_are_removed_at_the_next_start() -> None:
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    crashed = DockerProvider(uuid.uuid4().hex, dead.pid, "test")
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    crashed = DockerProvider(uuid.uuid4().hex, owner.pid, "test")
     crashed.session_init()
-    box = crashed.item_init(WORLD, "t")  # never cleaned up: the run "crashed"
+    box = crashed.item_init(WORLD, "t")  # never cleaned up: its run "crashes" now
+    owner.kill()
+    owner.wait()
     live = DockerProvider(uuid.uuid4().hex, os.getpid(), "test")
     live.session_init()
     try:
@@ -249,3 +250,14 @@ def test_a_restriction_the_engine_refuses_is_probed_out_and_reported(monkeypatch
     finally:
         prov.session_cleanup()
     assert not prov.client.containers.list(all=True, filters={"label": f"{LABEL}.run={prov.run_id}"})
+
+
+def test_hostile_arguments_get_a_tool_answer_not_a_dead_sandbox(provider: SandboxProvider) -> None:
+    box = provider.item_init(WORLD, "t")
+    far = box.call("calendar.create_event", dict(CREATE, start="9999-12-31T23:59:59-12:00"))
+    assert far.error and json.loads(far.content)["error"]["status"] == 400  # out of range: refused, not a crash
+    odd = box.call("calendar.create_event", dict(CREATE, title="a\ud800b"))  # a lone surrogate, valid JSON
+    assert odd.error and "surrogates not allowed" in json.loads(odd.content)["error"]["message"]
+    assert box.snapshot()["events"] == []  # both refused, nothing half-written
+    assert box.call("read_thread", {"thread_id": "th-1"}).error is False  # the same sandbox goes on
+    provider.item_cleanup(box, interrupted=False, keep=False)

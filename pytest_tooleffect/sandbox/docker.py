@@ -28,7 +28,7 @@ from typing import Any
 from .environment import Sandbox, SandboxError, SandboxProvider, SandboxRefused, World, register_provider
 from .image import docker_client, image_tag, require_image
 
-__all__ = ["RESTRICTIONS", "DockerProvider", "sweep_leftovers"]
+__all__ = ["RESTRICTIONS", "DockerProvider", "remove_container", "sweep_leftovers"]
 
 LABEL = "tooleffect"
 SOCKET_DIR = "/run/tooleffect"
@@ -71,9 +71,17 @@ def sweep_leftovers(client: Any) -> list[str]:
             pid = 0
         if pid and _alive(pid):
             continue
-        container.remove(force=True)
+        remove_container(container)
         removed.append(container.id)
     return removed
+
+
+def remove_container(container: Any) -> None:
+    """Remove a sandbox container and its host socket directory (label ``tooleffect.socket_dir``)."""
+    _remove(container)
+    folder = (container.labels or {}).get(f"{LABEL}.socket_dir", "")
+    if folder.startswith("/tmp/te-") and "/" not in folder[len("/tmp/"):]:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 class _Slot:
@@ -150,7 +158,8 @@ class DockerProvider(SandboxProvider):
         folder = Path(tempfile.mkdtemp(prefix="te-", dir="/tmp"))
         folder.chmod(0o777)
         labels = {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.pid": str(self.owner_pid),
-                  f"{LABEL}.host": socket.gethostname(), f"{LABEL}.worker": self.label or "main"}
+                  f"{LABEL}.host": socket.gethostname(), f"{LABEL}.worker": self.label or "main",
+                  f"{LABEL}.socket_dir": str(folder)}
         spec = (DockerContainer(self.image)
                 .with_name(f"tooleffect-{self.run_id[:8]}-{self.label or 'main'}-{n}")
                 .with_volume_mapping(str(folder), SOCKET_DIR, "rw")
@@ -158,11 +167,13 @@ class DockerProvider(SandboxProvider):
                 .with_kwargs(labels=labels, **self._create_kwargs(names)))
         try:
             spec.start()
-        except Exception as exc:
+        except BaseException as exc:  # Ctrl-C during the start too: nothing may be left running
             container = spec._container
             if container is not None:
                 _remove(container)
             shutil.rmtree(folder, ignore_errors=True)
+            if not isinstance(exc, Exception):
+                raise
             raise SandboxError(f"starting a sandbox container failed: {type(exc).__name__}: {exc}") from None
         container = spec.get_wrapped_container()
         sandbox = Sandbox(folder / "sock", container.id)
@@ -176,9 +187,15 @@ class DockerProvider(SandboxProvider):
         try:
             sandbox.wait_ready(30.0, alive=running)
         except SandboxError as exc:
-            logs = container.logs(tail=20).decode(errors="replace").strip()
+            try:
+                logs = container.logs(tail=20).decode(errors="replace").strip()
+            except Exception as gone:  # removed meanwhile (a sweep, a user)
+                logs = f"unavailable ({type(gone).__name__})"
             self._discard(slot)
             raise SandboxError(f"{exc}; container log: {logs[-600:] or '(empty)'}") from None
+        except BaseException:
+            self._discard(slot)
+            raise
         folder.chmod(0o755)  # the socket exists: from now on the container cannot write here
         return slot
 
@@ -257,6 +274,14 @@ class DockerProvider(SandboxProvider):
             self._discard(slot)
         self._idle.clear()
         self._busy.clear()
+        if self.client is not None:  # anything of this process's a start left behind (by label)
+            filters = {"label": [f"{LABEL}.run={self.run_id}", f"{LABEL}.worker={self.label or 'main'}"]}
+            try:
+                for container in self.client.containers.list(all=True, filters=filters):
+                    if container.id not in self._kept and not container.name.startswith(KEPT_PREFIX):
+                        remove_container(container)
+            except Exception:  # the engine is gone: nothing more can be removed from here
+                pass
 
     def containers(self) -> list[str]:
         """Ids of the containers this provider has running (kept ones excluded)."""

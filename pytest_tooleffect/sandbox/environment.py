@@ -111,7 +111,7 @@ class Sandbox:
         try:
             if self._file is None:
                 self._connect()
-            self._file.write(json.dumps(payload, ensure_ascii=False, default=str).encode() + b"\n")
+            self._file.write(json.dumps(payload, default=str).encode() + b"\n")  # ASCII: surrogates survive
             self._file.flush()
             line = self._file.readline()
         except OSError as exc:

@@ -26,7 +26,7 @@ from typing import Any
 from .environment import SandboxError
 
 __all__ = ["IMAGE_REPOSITORY", "build_image", "context_dir", "context_hash", "docker_client", "image_tag",
-           "require_image", "sources_files", "world_layout"]
+           "require_image", "sources_files", "world_layout", "world_spec"]
 
 IMAGE_REPOSITORY = "tooleffect-sandbox"
 BASE_REPOSITORY = "tooleffect-sandbox-base"
@@ -49,6 +49,15 @@ def world_layout(name: str, context: Path | None = None) -> dict[str, dict[str, 
     Raises:
         SandboxError: no such world, or it declares no ``TABLES``.
     """
+    return world_spec(name, context)[0]
+
+
+def world_spec(name: str, context: Path | None = None) -> tuple[dict[str, dict[str, Any]], frozenset[str]]:
+    """A world's tables (as :func:`world_layout`) and the names of the tools it implements.
+
+    Raises:
+        SandboxError: no such world, or it declares no ``TABLES`` / ``TOOLS``.
+    """
     import importlib.util
 
     path = (context or context_dir()) / "worlds" / f"{name}.py"
@@ -59,9 +68,11 @@ def world_layout(name: str, context: Path | None = None) -> dict[str, dict[str, 
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     tables = getattr(module, "TABLES", None)
-    if not isinstance(tables, dict):
-        raise SandboxError(f"{path} declares no TABLES")
-    return {t: {"key": v["key"], "columns": dict(v["columns"])} for t, v in tables.items()}
+    tools = getattr(module, "TOOLS", None)
+    if not isinstance(tables, dict) or not isinstance(tools, dict):
+        raise SandboxError(f"{path} declares no TABLES or no TOOLS")
+    return ({t: {"key": v["key"], "columns": dict(v["columns"])} for t, v in tables.items()},
+            frozenset(tools))
 
 
 def _files(context: Path) -> list[Path]:

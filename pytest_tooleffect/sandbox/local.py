@@ -77,7 +77,9 @@ class LocalProvider(SandboxProvider):
         return slot[0]
 
     def item_cleanup(self, sandbox: Sandbox, *, interrupted: bool, keep: bool) -> str | None:
-        slot = self._busy.pop(id(sandbox))
+        slot = self._busy.pop(id(sandbox), None)
+        if slot is None:  # already stopped by session_cleanup (Ctrl-C)
+            return None
         if keep:
             return f"local sandbox kept until the end of the session: {slot[2]}"
         if interrupted:

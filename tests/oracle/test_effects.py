@@ -106,3 +106,11 @@ def test_value_matches_by_column_type(want: Any, got: Any, ctype: str, same: boo
 def test_effect_forms_are_validated(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="effect|count|where"):
         Effect.model_validate(bad)
+
+
+@pytest.mark.parametrize(("local", "stored"), [
+    ("2025-10-26T02:30:00", "2025-10-26T00:30:00+00:00"),  # Madrid's repeated hour (first pass, +02:00)
+    ("2025-03-30T02:30:00", "2025-03-30T01:30:00+00:00"),  # Madrid's skipped hour, read forward as +01:00
+])
+def test_datetimes_at_a_daylight_saving_change_compare_as_instants(local: str, stored: str) -> None:
+    assert value_matches(local, stored, "DATETIME", "Europe/Madrid")
