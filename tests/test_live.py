@@ -407,3 +407,37 @@ def test_bad_rate_limits_are_usage_errors(pytester: pytest.Pytester, args: list[
     result = pytester.runpytest("cases/", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_interrupt_drops_turns_not_yet_finished() -> None:
+    """Ctrl-C (shutdown): with one turn in flight at a time, the queued turns never reach the server."""
+    import time
+
+    from pytest_tooleffect.model_turn import (
+        ProviderError,
+        import_litellm,
+        set_concurrency,
+        shutdown,
+        submit_turn,
+        wait_turn,
+    )
+    from pytest_tooleffect.models import Case, Policy
+
+    import_litellm()
+    set_concurrency(1)
+    try:
+        with ScriptedServer([Reply(text="slow", delay_s=1.0)]) as srv:
+            policy = Policy(name="p", model="openai/x", api_base=srv.base_url)
+            futures = [submit_turn(Case.model_validate(_case(f"q{i}", {"valid_actions": [NULL]})), [], None, policy,
+                                   timeout_s=5.0, api_key="x") for i in range(4)]
+            deadline = time.monotonic() + 10
+            while not srv.requests and time.monotonic() < deadline:
+                time.sleep(0.01)
+            shutdown(cancel=True)
+            for f in futures:
+                with pytest.raises(ProviderError, match="cancelled"):
+                    wait_turn(f, 5.0)
+            time.sleep(0.3)
+            assert len(srv.requests) == 1  # the three queued turns were dropped before they started
+    finally:
+        set_concurrency(8)
