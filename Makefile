@@ -7,7 +7,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup docker sandbox-image report test bench-collection bench-sandbox bfcl-conformance lint clean
+.PHONY: setup docker sandbox-image report test bench-collection bench-sandbox bench-throughput bfcl-conformance lint \
+  clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +53,19 @@ $(BFCL_VENV)/.installed: pyproject.toml
 
 bfcl-conformance: $(BFCL_VENV)/.installed
 	$(BFCL_VENV)/bin/python bench/bfcl_conformance.py
+
+# Harness throughput against a local fixed-latency server, beside a bare asyncio + litellm loop and
+# inspect-ai (pinned, in its own environment) on the same 1,000 BFCL cases, endpoint and concurrency.
+INSPECT_VENV := .venv-inspect
+$(INSPECT_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(INSPECT_VENV)
+	$(INSPECT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(INSPECT_VENV)/bin/python -m pip install --quiet inspect-ai==0.3.285 openai
+	touch $(INSPECT_VENV)/.installed
+
+bench-throughput: $(STAMP) $(INSPECT_VENV)/.installed
+	$(BIN)/python bench/throughput.py --cases 1000 --delay 2.0 --concurrency 32 \
+	  --inspect-python $(INSPECT_VENV)/bin/python
 
 lint: $(STAMP)
 	$(BIN)/ruff check pytest_tooleffect tests bench sandbox

@@ -3,15 +3,18 @@
 Starts a scripted server on 127.0.0.1 that answers every request after a fixed delay with a tool
 call, imports BFCL (simple + multiple) into a scratch folder, and runs N cases through the
 plugin at concurrency C, then the same N requests through a bare asyncio + litellm loop with a
-semaphore of C, in the same run.  Prints:
+semaphore of C, then through inspect-ai (its own environment, ``.venv-inspect``: see
+bench/inspect_throughput.py) with ``max_connections`` C, all in the same run against the same
+server.  Prints:
 
 * our wall time over the physical limit (N × delay ÷ C), start-up (imports and collection,
   measured by a ``--collect-only`` run) reported apart;
-* the harness's own CPU time per decision beside the bare loop's (goal: at most 1.5×).
+* our wall time over inspect-ai's, in all and without start-up on both sides;
+* CPU time per decision for the harness, the bare loop and inspect-ai (goal: the harness at
+  most 1.5× the bare loop's).
 
-The issue also asks for inspect-ai on the same cases; that comparison is not part of this script.
-
-Run: ``.venv/bin/python bench/throughput.py [--cases 1000] [--delay 0.5] [--concurrency 8]``
+Run: ``make bench-throughput`` (1,000 cases, 2 s delay, concurrency 32: a 62.5 s limit), or
+``.venv/bin/python bench/throughput.py [--cases 1000] [--delay 2.0] [--concurrency 32]``
 """
 
 from __future__ import annotations
@@ -47,6 +50,24 @@ def run_child(cmd: list[str], cwd: Path) -> tuple[float, float, str]:
     return wall, cpu, out[-600:]
 
 
+def run_inspect(python: Path, requests: Path, base_url: str, concurrency: int, cwd: Path
+                ) -> tuple[float, float, dict] | str:
+    """inspect-ai's run: child wall seconds, child CPU seconds and its JSON line, or why it could not run."""
+    if not python.is_file():
+        return f"no {python} (run `make bench-throughput`, which builds it)"
+    cmd = [str(python.absolute()), str(REPO / "bench" / "inspect_throughput.py"), str(requests), "--base-url", base_url,
+           "--concurrency", str(concurrency)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        return f"inspect-ai exited {proc.returncode}: {(proc.stderr or proc.stdout)[-800:]}"
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 async def bare_loop(base_url: str, requests: list[dict], concurrency: int) -> float:
     import litellm
 
@@ -64,8 +85,10 @@ async def bare_loop(base_url: str, requests: list[dict], concurrency: int) -> fl
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=1000)
-    ap.add_argument("--delay", type=float, default=0.5)
-    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--delay", type=float, default=2.0)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--inspect-python", type=Path, default=REPO / ".venv-inspect" / "bin" / "python",
+                    help="the interpreter of the environment with inspect-ai installed")
     args = ap.parse_args()
     limit = args.cases * args.delay / args.concurrency
     with tempfile.TemporaryDirectory() as tmp:
@@ -88,6 +111,7 @@ def main() -> None:
                 tools = [{"type": "function", "function": {"name": t["name"].replace(".", "_"),
                                                            "parameters": t["parameters"]}} for t in c["tools"]]
                 requests.append({"messages": c["messages"], "tools": tools})
+        (root / "requests.json").write_text(json.dumps(requests))
         reply = Reply(tool_calls=[("calculate_triangle_area", '{"base": 10, "height": 5}')], delay_s=args.delay)
         with ScriptedServer([reply]) as srv:
             common = [sys.executable, "-m", "pytest", "bfcl", "-q", "-p", "no:cacheprovider", "--tooleffect-records=",
@@ -103,6 +127,9 @@ def main() -> None:
             t_cpu0 = time.process_time()
             bare_wall = asyncio.run(bare_loop(srv.base_url, requests, args.concurrency))
             bare_cpu = time.process_time() - t_cpu0
+            before = len(srv.requests)
+            inspect = run_inspect(args.inspect_python, root / "requests.json", srv.base_url, args.concurrency, root)
+            inspect_served = len(srv.requests) - before
     n = len(requests)
     print(f"{n} cases, delay {args.delay} s, concurrency {args.concurrency}: physical limit {limit:.1f} s")
     print(f"pytest-tooleffect: wall {wall:.1f} s (start-up {startup_wall:.1f} s of it: imports, collection and "
@@ -115,6 +142,18 @@ def main() -> None:
     bare_per = bare_cpu / n * 1000
     print(f"CPU per decision: harness {ours_per:.1f} ms, bare loop {bare_per:.1f} ms, "
           f"ratio {ours_per / bare_per:.2f} (goal <= 1.5)")
+    if isinstance(inspect, str):
+        print(f"inspect-ai: not run: {inspect}")
+        return
+    i_wall, _, doc = inspect
+    i_eval = doc["eval_wall_s"]
+    print(f"inspect-ai: wall {i_wall:.1f} s (start-up {i_wall - i_eval:.1f} s of it: imports, dataset, log), "
+          f"{inspect_served} requests served, {doc['samples']} samples, {doc['errors']} errors, "
+          f"{doc['tool_calls']} with a tool call; wall / limit {i_wall / limit:.2f}, "
+          f"eval() / limit {i_eval / limit:.2f}")
+    print(f"  ours / inspect-ai: wall {wall / i_wall:.2f}   without start-up "
+          f"{(wall - startup_wall) / i_eval:.2f}   (target < 1)")
+    print(f"  CPU per decision: inspect-ai {doc['eval_cpu_s'] / n * 1000:.1f} ms (its eval() only)")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,11 @@ reject (the OpenAI and Anthropic rule is ``^[a-zA-Z0-9_-]{1,64}$``; ``calendar.c
 breaks it) are mapped to safe names before the call, in the tool list and in the history, and
 mapped back after it; the record keeps both.
 
+Turns run as ``litellm.acompletion`` coroutines on one event loop thread per process
+(:func:`submit_turn` returns a :class:`concurrent.futures.Future`), at most the concurrency set by
+:func:`set_concurrency` in flight, each request admitted first by the run-wide rate limit set by
+:func:`set_rate_limit` (:mod:`pytest_tooleffect.ratelimit`).
+
 A provider failure (timeout, connection error, 4xx/5xx, an invalid body) raises
 :class:`ProviderError`; the plugin raises it during setup, so pytest reports an error, never a
 failed decision.
@@ -13,11 +18,13 @@ failed decision.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import hashlib
 import json
 import os
 import re
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,9 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from .models import Case, Policy, ToolSpec
+from .ratelimit import RateLimit, RateLimitTooSmall
 
 __all__ = ["ModelCache", "NameMap", "Price", "ProviderError", "Turn", "build_request", "import_litellm", "name_map",
-           "run_turn", "set_concurrency", "shutdown", "submit_turn", "wait_turn"]
+           "run_turn", "set_concurrency", "set_rate_limit", "shutdown", "submit_turn", "wait_turn"]
 
 SAFE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -219,40 +227,70 @@ class Turn:
         cost: ``input_tokens``, ``output_tokens``, ``latency_ms`` (ms), ``cost_usd`` (``None`` when
             the price is unknown), ``priced_by`` (``litellm``, ``user``, or ``None``).
         provider_names: the names the provider used, where they differ from the originals.
+        cached: the answer came from the on-disk cache (no request was made).
+        rate_wait_ms: milliseconds spent waiting for the run-wide rate limit (not part of
+            ``latency_ms``).
     """
 
     emitted: dict[str, Any]
     cost: dict[str, Any]
     provider_names: dict[str, str] = field(default_factory=dict)
     cached: bool = False
+    rate_wait_ms: float = 0.0
 
 
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
 _CONCURRENCY = 8
+_LOOP: asyncio.AbstractEventLoop | None = None
+_LOOP_LOCK = threading.Lock()
+_SEMAPHORE: asyncio.Semaphore | None = None  # touched by the loop thread only
+_LIMIT: RateLimit | None = None
 
 
 def set_concurrency(n: int) -> None:
-    """Model turns in flight at once in this process (a new pool from the next call on)."""
-    global _CONCURRENCY, _POOL
-    if n != _CONCURRENCY and _POOL is not None:
-        _POOL.shutdown(wait=False, cancel_futures=True)
-        _POOL = None
+    """Model turns in flight at once in this process (from the next turn that starts on)."""
+    global _CONCURRENCY, _SEMAPHORE
+    if max(1, n) != _CONCURRENCY:
+        _SEMAPHORE = None
     _CONCURRENCY = max(1, n)
 
 
+def set_rate_limit(limit: RateLimit | None) -> None:
+    """Admit every model request through ``limit`` (shared by the run's processes); ``None``: no limit."""
+    global _LIMIT
+    _LIMIT = limit
+
+
 def shutdown(cancel: bool = True) -> None:
-    """Stop the pool; with ``cancel``, turns not yet started are dropped (Ctrl-C)."""
-    global _POOL
-    if _POOL is not None:
-        _POOL.shutdown(wait=False, cancel_futures=cancel)
-        _POOL = None
+    """With ``cancel``, drop every turn not yet finished (Ctrl-C): those waiting for a slot never
+    start, those in flight have their requests closed.  The event loop thread stays for later turns.
+    """
+    loop = _LOOP
+    if loop is None or not cancel:
+        return
+
+    def cancel_all() -> None:
+        for task in asyncio.all_tasks(loop):
+            task.cancel()
+
+    loop.call_soon_threadsafe(cancel_all)
 
 
-def _pool() -> concurrent.futures.ThreadPoolExecutor:
-    global _POOL
-    if _POOL is None:
-        _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=_CONCURRENCY, thread_name_prefix="tooleffect-model")
-    return _POOL
+def _loop() -> asyncio.AbstractEventLoop:
+    """The process's event loop for model turns, running on a daemon thread."""
+    global _LOOP
+    with _LOOP_LOCK:
+        if _LOOP is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(target=loop.run_forever, name="tooleffect-model", daemon=True).start()
+            _LOOP = loop
+    return _LOOP
+
+
+def _semaphore() -> asyncio.Semaphore:
+    global _SEMAPHORE
+    if _SEMAPHORE is None:
+        _SEMAPHORE = asyncio.Semaphore(_CONCURRENCY)
+    return _SEMAPHORE
 
 
 def _price(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
@@ -280,11 +318,12 @@ def _price(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
 def submit_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
                 timeout_s: float = 60.0, prices: Mapping[str, Price] | None = None, api_key: str | None = None,
                 cache: ModelCache | None = None, trial: int = 1, retries: int = 0) -> concurrent.futures.Future[Turn]:
-    """Start one model turn on the shared pool and return its future (see :func:`run_turn`).
+    """Start one model turn on the process's event loop and return its future (see :func:`run_turn`).
 
-    A cached answer comes back as an already completed future.  The pool's size is the
-    concurrency set by :func:`set_concurrency`; the calls are litellm's own blocking client, one
-    per pool thread, each waiting on the network with the GIL released.
+    A cached answer comes back as an already completed future.  Otherwise the turn is a
+    coroutine around ``litellm.acompletion`` on one event loop thread per process; at most the
+    concurrency set by :func:`set_concurrency` are in flight, and each request is admitted by the
+    rate limit set by :func:`set_rate_limit` first.
     """
     if not policy.model:
         raise ValueError(f"policy {policy.name} has no model")
@@ -298,20 +337,114 @@ def submit_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None
         return done
     if api_key is not None:
         kwargs["api_key"] = api_key
-    import_litellm()  # here, once, before any pool thread needs it (a module must not be imported by two threads)
-    return _pool().submit(_call, kwargs, names, policy.model, timeout_s, prices or {}, cache, key, retries)
+    import_litellm()  # here, in the caller's thread, once: its import takes seconds
+    coro = _turn(kwargs, names, policy.model, timeout_s, prices or {}, cache, key, retries, _LIMIT)
+    return asyncio.run_coroutine_threadsafe(coro, _loop())
 
 
-def _call(kwargs: dict[str, Any], names: NameMap, model: str, timeout_s: float, prices: Mapping[str, Price],
-          cache: ModelCache | None, key: str, retries: int) -> Turn:
-    litellm = import_litellm()
+def _wall_bound(timeout_s: float, retries: int) -> float:
+    """The wall-clock bound of one answer in seconds, retries and their backoff included.
+
+    The client's timeout bounds each read only, so a server that drips bytes would otherwise
+    never time out.
+    """
+    return timeout_s * (retries + 1) + 2.0 * retries + 1.0
+
+
+def _provider_error(exc: BaseException) -> ProviderError:
+    return ProviderError(type(exc).__name__, " ".join(str(exc).split())[:500])
+
+
+async def _admit(limit: RateLimit, tokens: int, flight_s: float) -> tuple[int, float]:
+    """Wait until the rate limit admits one request; its slot and the seconds waited."""
+    t0 = time.perf_counter()
+    while True:
+        slot, wait_s = limit.try_acquire(tokens, flight_s)
+        if slot is not None:
+            return slot, time.perf_counter() - t0
+        await asyncio.sleep(wait_s)
+
+
+def _estimate_tokens(litellm: Any, kwargs: Mapping[str, Any]) -> int:
+    """The request's input tokens by litellm's counter (the model's tokenizer, else tiktoken's)."""
+    try:
+        return int(litellm.token_counter(model=kwargs["model"], messages=kwargs["messages"],
+                                         tools=kwargs.get("tools")))
+    except Exception:  # a counter that cannot read the request: a rough count of its characters
+        return len(json.dumps(kwargs["messages"], default=str)) // 4 + 1
+
+
+async def _complete(litellm: Any, kwargs: dict[str, Any], timeout_s: float, retries: int,
+                    limit: RateLimit | None) -> tuple[Any, float, float]:
+    """One answer: the litellm response, seconds spent on the provider, seconds waited for the limit.
+
+    Without a rate limit litellm retries 429s, 5xx and timeouts itself (``num_retries``, with
+    backoff).  With one, every attempt is a request the limit must admit, so the attempts are
+    made here, each admitted first, with litellm's retry rule and backoff between them.
+    """
+    bound = _wall_bound(timeout_s, retries)
+    if limit is None:
+        t0 = time.perf_counter()
+        call = litellm.acompletion(**kwargs, timeout=timeout_s, num_retries=retries, max_retries=0)
+        return await _bounded(call, bound, timeout_s), time.perf_counter() - t0, 0.0
+    estimate = _estimate_tokens(litellm, kwargs)
+    waited = spent = 0.0
+    for attempt in range(retries + 1):
+        flight_s = max(0.0, bound - spent)
+        try:
+            slot, w = await _admit(limit, estimate, flight_s + 1.0)
+        except RateLimitTooSmall as exc:
+            raise ProviderError("RateLimit", str(exc)) from None
+        waited += w
+        t0 = time.perf_counter()
+        try:
+            call = litellm.acompletion(**kwargs, timeout=timeout_s, num_retries=0, max_retries=0)
+            response = await _bounded(call, flight_s, timeout_s)
+        except ProviderError as exc:
+            limit.settle(slot)
+            spent += time.perf_counter() - t0
+            cause = exc.__cause__
+            if attempt == retries or spent >= bound or not _retryable(litellm, cause):
+                raise
+            await asyncio.sleep(min(2.0, 0.5 * 2 ** attempt))
+            spent += min(2.0, 0.5 * 2 ** attempt)
+            continue
+        spent += time.perf_counter() - t0
+        usage = getattr(response, "usage", None)
+        used = (getattr(usage, "prompt_tokens", None) or 0) + (getattr(usage, "completion_tokens", None) or 0)
+        limit.settle(slot, used or None)
+        return response, spent, waited
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _retryable(litellm: Any, exc: BaseException | None) -> bool:
+    """Whether to retry, by litellm's rule: timeouts, connection errors, 408, 409, 429 and 5xx."""
+    if exc is None:
+        return True  # our own wall-clock timeout
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return bool(litellm._should_retry(status))
+    return isinstance(exc, (litellm.Timeout, litellm.APIConnectionError))
+
+
+async def _bounded(call: Any, bound: float, timeout_s: float) -> Any:
+    """Await ``call`` for at most ``bound`` seconds; every failure becomes a :class:`ProviderError`."""
     t0 = time.perf_counter()
     try:
-        # litellm retries 429s, 5xx and timeouts itself, with exponential backoff
-        response = litellm.completion(**kwargs, timeout=timeout_s, num_retries=retries, max_retries=0)
+        return await asyncio.wait_for(call, bound)
+    except asyncio.CancelledError:
+        raise
     except Exception as exc:  # every provider failure is an error outcome, never a verdict
-        raise ProviderError(type(exc).__name__, " ".join(str(exc).split())[:500]) from exc
-    latency_ms = (time.perf_counter() - t0) * 1000
+        if isinstance(exc, TimeoutError) or time.perf_counter() - t0 >= bound:
+            raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s") from None
+        raise _provider_error(exc) from exc
+
+
+async def _turn(kwargs: dict[str, Any], names: NameMap, model: str, timeout_s: float, prices: Mapping[str, Price],
+                cache: ModelCache | None, key: str, retries: int, limit: RateLimit | None) -> Turn:
+    litellm = import_litellm()
+    async with _semaphore():
+        response, spent_s, waited_s = await _complete(litellm, kwargs, timeout_s, retries, limit)
     try:
         data = response.model_dump()
         message = dict(data["choices"][0]["message"])
@@ -334,24 +467,24 @@ def _call(kwargs: dict[str, Any], names: NameMap, model: str, timeout_s: float, 
     if not usage:  # a provider that reports no usage: tokens and cost are unknown, not zero
         tokens = {"input_tokens": None, "output_tokens": None}
     cost_usd, priced_by = _price(litellm, model, response, prices, tokens)
-    cost = {**tokens, "latency_ms": round(latency_ms, 3), "cost_usd": cost_usd, "priced_by": priced_by}
+    cost = {**tokens, "latency_ms": round(spent_s * 1000, 3), "cost_usd": cost_usd, "priced_by": priced_by}
     if cache is not None:
         cache.put(key, {"emitted": message, "cost": cost, "provider_names": provider_names})
-    return Turn(emitted=message, cost=cost, provider_names=provider_names)
+    return Turn(emitted=message, cost=cost, provider_names=provider_names, rate_wait_ms=round(waited_s * 1000, 3))
 
 
 def wait_turn(future: concurrent.futures.Future[Turn], timeout_s: float, retries: int = 0) -> Turn:
-    """Wait for a turn, bounded on the wall clock (the client's timeout bounds each read only).
+    """Wait for a turn.  The turn itself is bounded on the wall clock (``timeout_s`` per attempt,
+    retries and backoff included) from the moment its request may start: time spent waiting for
+    a concurrency slot or the rate limit is not part of the bound.
 
     Raises:
         ProviderError: the call failed, or no complete answer came in time.
     """
-    bound = timeout_s * (retries + 1) + 2.0 * retries + 1.0
     try:
-        return future.result(timeout=bound)
-    except concurrent.futures.TimeoutError as exc:
-        future.cancel()
-        raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s") from exc
+        return future.result()
+    except concurrent.futures.CancelledError as exc:
+        raise ProviderError("Cancelled", "the model turn was cancelled (interrupted run)") from exc
 
 
 def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,

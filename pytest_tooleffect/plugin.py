@@ -47,6 +47,12 @@ INI_MODEL_CACHE = "tooleffect_model_cache"
 CACHE_MODES = ("off", "read", "write", "readwrite")
 OPT_CONCURRENCY = "--tooleffect-concurrency"
 OPT_RETRIES = "--tooleffect-retries"
+OPT_RPM = "--tooleffect-rpm"
+OPT_TPM = "--tooleffect-tpm"
+INI_RPM = "tooleffect_rpm"
+INI_TPM = "tooleffect_tpm"
+INI_RATE_WINDOW = "tooleffect_rate_window"
+RATE_STATE = "tooleffect_rate_state"  # workerinput key: the controller's rate-limit state file
 PREFETCH_GROUP = 64  # live items per xdist_group chunk: a worker prefetches the chunk it is handed
 INI_RECORDS = "tooleffect_records"
 DEFAULT_RECORDS = "reports/tooleffect-records.jsonl"
@@ -82,6 +88,9 @@ class Settings:
     cache_dir: Path | None = None
     concurrency: int = 8
     retries: int = 2
+    rpm: int | None = None
+    tpm: int | None = None
+    rate_window_s: float = 60.0
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -234,6 +243,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="model turns in flight at once in each process (default 8); with -n W up to W x N in all")
     group.addoption(OPT_RETRIES, metavar="N", type=_non_negative_int, default=2,
                     help="litellm retries of a model call on 429, 5xx and timeouts, with backoff (default 2)")
+    group.addoption(OPT_RPM, metavar="N", type=_positive_int, default=None,
+                    help=f"run-wide limit of model requests per minute, over all xdist workers (ini {INI_RPM})")
+    group.addoption(OPT_TPM, metavar="N", type=_positive_int, default=None,
+                    help=f"run-wide limit of model tokens (input + output) per minute, over all xdist workers "
+                         f"(ini {INI_TPM})")
+    parser.addini(INI_RPM, "run-wide model requests per minute (empty: no limit)", default="")
+    parser.addini(INI_TPM, "run-wide model tokens per minute (empty: no limit)", default="")
+    parser.addini(INI_RATE_WINDOW, "seconds the rate limits count over (default 60: per minute)", default="60")
     group.addoption(OPT_CACHE, choices=CACHE_MODES, default="off",
                     help="on-disk cache of model answers keyed by policy, state and trial (default off)")
     from . import sandboxing
@@ -280,6 +297,7 @@ def pytest_configure(config: pytest.Config) -> None:
         cache_dir=_rooted(config, config.getini(INI_MODEL_CACHE)),
         concurrency=config.getoption(OPT_CONCURRENCY),
         retries=config.getoption(OPT_RETRIES),
+        **_rate_settings(config),
     )
     config.stash[families_key] = {}
     config.stash[seen_ids_key] = {}
@@ -290,6 +308,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from .model_turn import set_concurrency
 
         set_concurrency(config.stash[settings_key].concurrency)
+        _start_rate_limit(config)
     if not hasattr(config, "workerinput"):
         settings = config.stash[settings_key]
         for opt, out in ((OPT_RECORDS, settings.records), (OPT_REPORT, settings.report)):
@@ -307,7 +326,65 @@ def pytest_keyboard_interrupt(excinfo: pytest.ExceptionInfo[BaseException]) -> N
     shutdown(cancel=True)
 
 
+def _rate_settings(config: pytest.Config) -> dict[str, Any]:
+    """``rpm``, ``tpm`` and ``rate_window_s`` from the options, else the ini keys."""
+    out: dict[str, Any] = {}
+    for key, opt, ini in (("rpm", OPT_RPM, INI_RPM), ("tpm", OPT_TPM, INI_TPM)):
+        value = config.getoption(opt)
+        raw = str(config.getini(ini)).strip()
+        if value is None and raw:
+            try:
+                value = _positive_int(raw)
+            except Exception as exc:
+                raise pytest.UsageError(f"ini {ini} = {raw!r}: {exc}") from None
+        out[key] = value
+    raw = str(config.getini(INI_RATE_WINDOW)).strip() or "60"
+    try:
+        out["rate_window_s"] = _positive_float(raw)
+    except Exception as exc:
+        raise pytest.UsageError(f"ini {INI_RATE_WINDOW} = {raw!r}: {exc}") from None
+    return out
+
+
+_rate_dir_key = pytest.StashKey[Path]()
+
+
+def _start_rate_limit(config: pytest.Config) -> None:
+    """One limiter state file per run: the controller creates it, xdist workers get its path."""
+    settings = config.stash[settings_key]
+    if settings.rpm is None and settings.tpm is None:
+        return
+    from .model_turn import set_rate_limit
+    from .ratelimit import RateLimit
+
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and RATE_STATE in workerinput:
+        path = Path(workerinput[RATE_STATE])
+    else:
+        import tempfile
+
+        config.stash[_rate_dir_key] = Path(tempfile.mkdtemp(prefix="tooleffect-rate-"))
+        path = config.stash[_rate_dir_key] / "limiter.sqlite"
+    set_rate_limit(RateLimit(path, settings.rpm, settings.tpm, settings.rate_window_s))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """On the xdist controller, hand each worker the run's rate-limit state file."""
+    rate_dir = node.config.stash.get(_rate_dir_key, None)
+    if rate_dir is not None:
+        node.workerinput[RATE_STATE] = str(rate_dir / "limiter.sqlite")
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
+    rate_dir = config.stash.get(_rate_dir_key, None)
+    if rate_dir is not None:
+        import shutil
+
+        from .model_turn import set_rate_limit
+
+        set_rate_limit(None)
+        shutil.rmtree(rate_dir, ignore_errors=True)
     reporter = config.stash.get(reporter_key, None)
     if reporter is not None:
         reporter.close()
@@ -613,6 +690,7 @@ def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
         raise ProviderFailed(exc) from None
     extra: dict[str, Any] = {"provider_tool_names": turn.provider_names} if turn.provider_names else {}
     extra["cached"] = turn.cached
+    extra["rate_wait_ms"] = turn.rate_wait_ms
     decision = Decision(item, turn.emitted, turn.cost, extra)
     if item.case.world is not None:
         from .sandboxing import execute
@@ -823,6 +901,8 @@ class Reporter:
                 f"judge {judge['model']}: last measured agreement {measured}; {u['calls']} calls, "
                 f"{u['cached']} cached, {u['input_tokens']} in / {u['output_tokens']} out tokens, {money} "
                 "(apart from the agent's cost)")
+        if self.settings.rpm is not None or self.settings.tpm is not None:
+            terminalreporter.write_line(_rate_line(self.settings, self.records))
         if self.settings.report is not None:
             terminalreporter.write_line(f"tooleffect report written to {self.settings.report}")
         if self.settings.records is not None:
@@ -831,6 +911,16 @@ class Reporter:
     def close(self) -> None:
         if self.log is not None:
             self.log.close()
+
+
+def _rate_line(settings: Settings, records: list[dict[str, Any]]) -> str:
+    """One summary line: the limits and the time model turns waited for them."""
+    waits = [r.get("rate_wait_ms") or 0.0 for r in records if "rate_wait_ms" in r]
+    limits = " and ".join(f"{n} {what}" for n, what in ((settings.rpm, "requests"), (settings.tpm, "tokens"))
+                          if n is not None)
+    return (f"tooleffect rate limit: {limits} per {settings.rate_window_s:g} s over all workers; "
+            f"{sum(1 for w in waits if w > 0)} of {len(waits)} model turns waited for it, "
+            f"{sum(waits) / 1000:.1f} s in all (not counted in latency)")
 
 
 def _family_dirs(config: pytest.Config) -> list[Path]:

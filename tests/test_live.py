@@ -351,3 +351,93 @@ def test_provider_error_on_an_xfail_case_is_an_error(pytester: pytest.Pytester) 
     result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test",
                                 "--tooleffect-api-base=http://127.0.0.1:9/v1", "--tooleffect-retries=0")
     result.assert_outcomes(errors=1)  # not xfailed: the provider failed, the agent decided nothing
+
+
+def test_rate_limit_holds_across_xdist_workers(pytester: pytest.Pytester) -> None:
+    """12 turns on two workers at 4 requests per 1 s window (the per-minute window scaled down)."""
+    cases = [_case(f"r{i:02d}", {"valid_actions": [NULL]}) for i in range(12)]
+    with ScriptedServer([Reply(text="fine")]) as srv:
+        _family(pytester.path, cases)
+        result = pytester.runpytest("cases/", "-n", "2", "-v", "--tooleffect-model=openai/local-test",
+                                    f"--tooleffect-api-base={srv.base_url}", "--tooleffect-rpm=4",
+                                    "-o", "tooleffect_rate_window=1")
+        result.assert_outcomes(passed=12)
+        arrivals = sorted(r["_received"] for r in srv.requests)
+    result.stdout.fnmatch_lines_random(["*[[]gw0[]]*PASSED*", "*[[]gw1[]]*PASSED*"])  # both workers asked
+    result.stdout.fnmatch_lines(["*tooleffect rate limit: 4 requests per 1 s over all workers; "
+                                 "* of 12 model turns waited for it*(not counted in latency)*"])
+    assert len(arrivals) == 12
+    slack = 0.15  # admission to arrival at the server: the local HTTP hop, on a shared machine
+    assert max(sum(1 for u in arrivals if t <= u < t + 1 - slack) for t in arrivals) <= 4
+    assert arrivals[-1] - arrivals[0] >= 2 - slack  # 12 at 4 per window need two more windows
+    recs = list(_records(pytester.path).values())
+    longest = max(recs, key=lambda r: r["rate_wait_ms"])
+    assert longest["rate_wait_ms"] >= 500
+    assert longest["cost"]["latency_ms"] < longest["rate_wait_ms"]  # the wait is not the decision's latency
+
+
+def test_retries_pass_through_the_rate_limit(tmp_path: Path) -> None:
+    """A 500 then an answer, at 1 request per 2 s: the retry waits for the limit, and says so."""
+    from pytest_tooleffect.model_turn import run_turn, set_rate_limit
+    from pytest_tooleffect.models import Case, Policy
+    from pytest_tooleffect.ratelimit import RateLimit
+
+    case = Case.model_validate(_case("retry", {"valid_actions": [NULL]}))
+    set_rate_limit(RateLimit(tmp_path / "limit.sqlite", rpm=1, window_s=2.0))
+    try:
+        with ScriptedServer([Reply(status=500), Reply(text="fine")]) as srv:
+            turn = run_turn(case, [], None, Policy(name="p", model="openai/x", api_base=srv.base_url),
+                            api_key="x", retries=2)
+            first, second = (r["_received"] for r in srv.requests)
+    finally:
+        set_rate_limit(None)
+    assert turn.emitted["content"] == "fine"
+    assert second - first >= 2 - 0.1
+    assert turn.rate_wait_ms >= 1000  # the backoff (0.5 s) is the call's; the rest was the limit's
+    assert turn.cost["latency_ms"] < 2000
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--tooleffect-rpm=0"], "must be at least 1"),
+    (["-o", "tooleffect_tpm=lots"], "ini tooleffect_tpm = 'lots'*not a whole number"),
+    (["-o", "tooleffect_rate_window=0"], "ini tooleffect_rate_window = '0'*must be positive"),
+])
+def test_bad_rate_limits_are_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:
+    _family(pytester.path, CASES[1:2])
+    result = pytester.runpytest("cases/", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_interrupt_drops_turns_not_yet_finished() -> None:
+    """Ctrl-C (shutdown): with one turn in flight at a time, the queued turns never reach the server."""
+    import time
+
+    from pytest_tooleffect.model_turn import (
+        ProviderError,
+        import_litellm,
+        set_concurrency,
+        shutdown,
+        submit_turn,
+        wait_turn,
+    )
+    from pytest_tooleffect.models import Case, Policy
+
+    import_litellm()
+    set_concurrency(1)
+    try:
+        with ScriptedServer([Reply(text="slow", delay_s=1.0)]) as srv:
+            policy = Policy(name="p", model="openai/x", api_base=srv.base_url)
+            futures = [submit_turn(Case.model_validate(_case(f"q{i}", {"valid_actions": [NULL]})), [], None, policy,
+                                   timeout_s=5.0, api_key="x") for i in range(4)]
+            deadline = time.monotonic() + 10
+            while not srv.requests and time.monotonic() < deadline:
+                time.sleep(0.01)
+            shutdown(cancel=True)
+            for f in futures:
+                with pytest.raises(ProviderError, match="cancelled"):
+                    wait_turn(f, 5.0)
+            time.sleep(0.3)
+            assert len(srv.requests) == 1  # the three queued turns were dropped before they started
+    finally:
+        set_concurrency(8)

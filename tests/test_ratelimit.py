@@ -1,0 +1,108 @@
+"""The run-wide rate limit: the sliding window, token reconciliation, and sharing across processes."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_tooleffect.ratelimit import RateLimit, RateLimitTooSmall
+
+
+def _max_in_window(times: list[float], window: float) -> int:
+    times = sorted(times)
+    return max(sum(1 for u in times if t <= u < t + window) for t in times)
+
+
+def _call(limit: RateLimit, now: float, tokens: int = 0) -> int | None:
+    """One request admitted at ``now`` and answered at once (settled at ``now``)."""
+    slot, _ = limit.try_acquire(tokens, now=now)
+    if slot is not None:
+        limit.settle(slot, now=now)
+    return slot
+
+
+def test_requests_per_window_and_the_wait_it_names(tmp_path: Path) -> None:
+    limit = RateLimit(tmp_path / "s.sqlite", rpm=3, window_s=10.0)
+    assert [_call(limit, t) is not None for t in (0.0, 1.0, 2.0)] == [True, True, True]
+    slot, wait = limit.try_acquire(now=3.0)
+    assert slot is None and wait == pytest.approx(7.0, abs=1e-3)  # the request at 0 leaves the window at 10
+    assert limit.try_acquire(now=9.9)[0] is None
+    assert _call(limit, 10.0) is not None
+    slot, wait = limit.try_acquire(now=10.5)
+    assert slot is None and wait == pytest.approx(0.5, abs=1e-3)  # next to leave: the request at 1
+
+
+def test_a_request_in_flight_counts_until_it_ends(tmp_path: Path) -> None:
+    """The provider may see a request as late as its answer: it stays in the window till then."""
+    limit = RateLimit(tmp_path / "s.sqlite", rpm=1, window_s=1.0)
+    slot, _ = limit.try_acquire(flight_s=5.0, now=0.0)
+    assert slot is not None
+    assert limit.try_acquire(now=3.0) == (None, pytest.approx(1.0, abs=1e-3))  # ends no sooner than now
+    limit.settle(slot, now=3.5)
+    assert limit.try_acquire(now=4.0) == (None, pytest.approx(0.5, abs=1e-3))
+    assert limit.try_acquire(now=4.5)[0] is not None
+    limit2 = RateLimit(tmp_path / "t.sqlite", rpm=1, window_s=1.0)
+    assert limit2.try_acquire(flight_s=5.0, now=0.0)[0] is not None  # never settled (a crashed worker)
+    assert limit2.try_acquire(now=5.9)[0] is None
+    assert limit2.try_acquire(now=6.0)[0] is not None  # it expires a window after its bound
+
+
+def test_tokens_are_estimated_then_settled(tmp_path: Path) -> None:
+    limit = RateLimit(tmp_path / "s.sqlite", tpm=100, window_s=10.0)
+    first, _ = limit.try_acquire(40, now=0.0)
+    assert first is not None and _call(limit, 1.0, 40) is not None
+    limit.settle(first, now=0.0)
+    slot, wait = limit.try_acquire(40, now=2.0)
+    assert slot is None and wait == pytest.approx(8.0, abs=1e-3)  # 40 + 40 + 40 > 100 until the first leaves
+    limit.settle(first, 10, now=0.0)  # the first request really used 10 tokens
+    assert limit.try_acquire(40, now=2.0)[0] is not None  # 10 + 40 + 40 <= 100
+    with pytest.raises(RateLimitTooSmall, match="exceed the limit of 100 tokens per 10 s"):
+        limit.try_acquire(101, now=3.0)
+
+
+def test_both_limits_wait_for_the_later_of_the_two(tmp_path: Path) -> None:
+    limit = RateLimit(tmp_path / "s.sqlite", rpm=2, tpm=100, window_s=10.0)
+    assert _call(limit, 0.0, 90) is not None  # tokens full until 10
+    slot, wait = limit.try_acquire(20, now=1.0)
+    assert slot is None and wait == pytest.approx(9.0, abs=1e-3)
+    assert _call(limit, 2.0, 5) is not None
+    slot, wait = limit.try_acquire(5, now=3.0)  # two requests in the window: the rpm limit binds
+    assert slot is None and wait == pytest.approx(7.0, abs=1e-3)
+
+
+@pytest.mark.parametrize("kwargs", [{"rpm": 0}, {"tpm": -1}, {"rpm": 1, "window_s": 0.0}])
+def test_invalid_limits_are_refused(tmp_path: Path, kwargs: dict[str, float]) -> None:
+    with pytest.raises(ValueError):
+        RateLimit(tmp_path / "s.sqlite", **kwargs)  # type: ignore[arg-type]
+
+
+def _hammer(path: str, n: int, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    limit = RateLimit(Path(path), rpm=4, window_s=0.5)
+    admitted = []
+    while len(admitted) < n:
+        slot, wait = limit.try_acquire(flight_s=1.0)
+        if slot is None:
+            time.sleep(wait)
+        else:
+            admitted.append(time.monotonic())
+            limit.settle(slot)
+    out.put(admitted)
+
+
+def test_the_limit_holds_over_processes(tmp_path: Path) -> None:
+    """Three processes, six requests each, 4 per 0.5 s in all: never more than 4 in any 0.5 s."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_hammer, args=(str(tmp_path / "s.sqlite"), 6, out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    times = [t for _ in procs for t in out.get(timeout=60)]
+    for p in procs:
+        p.join(timeout=10)
+    assert len(times) == 18
+    # each time is read just after admission, a little late: allow the lateness of a loaded machine
+    assert _max_in_window(times, 0.5 - 0.1) <= 4
+    assert max(times) - min(times) >= 2.0  # 18 requests at 4 per window need four more windows
