@@ -707,16 +707,23 @@ def _prefetched(config: pytest.Config) -> dict[str, Any]:
     return config.stash.setdefault(_prefetch_key, {})
 
 
+def model_cache(settings: Settings) -> Any:
+    """The run's on-disk model cache (a :class:`~pytest_tooleffect.model_turn.ModelCache`), or ``None``."""
+    if settings.cache_mode == "off" or settings.cache_dir is None:
+        return None
+    from .model_turn import ModelCache
+
+    return ModelCache(settings.cache_dir, read="read" in settings.cache_mode, write="write" in settings.cache_mode)
+
+
 def _submit(item: CaseItem) -> Any:
     """Start the item's model turn on the shared pool (or take it from the cache)."""
-    from .model_turn import ModelCache, submit_turn
+    from .model_turn import submit_turn
 
     settings = item.config.stash[settings_key]
     tools = list(item.case.tools) if item.case.tools is not None else list(item.family.tools)
     api_key = "unused-local-key" if item.policy.api_base else None
-    cache = None
-    if settings.cache_mode != "off" and settings.cache_dir is not None:
-        cache = ModelCache(settings.cache_dir, read="read" in settings.cache_mode, write="write" in settings.cache_mode)
+    cache = model_cache(settings)
     return submit_turn(item.case, tools, item.family.system_prompt, item.policy, settings.timeout_s,
                        settings.prices, api_key=api_key, cache=cache, trial=item.trial, retries=settings.retries)
 

@@ -236,11 +236,7 @@ def tooleffect_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
         prov = provider(item.config)
         sandbox = prov.item_init(world_of(item), item.nodeid)
     except SandboxError as exc:
-        problem = str(exc)
-    else:
-        problem = ""
-    if problem:
-        raise SandboxFailed(item.record_id, problem)
+        raise SandboxFailed(item.record_id, str(exc)) from None
     yield sandbox
     report = item.stash.get(call_report_key, None)
     keep_mode = item.config.stash[sandbox_settings_key].keep
@@ -319,7 +315,7 @@ def execute(request: pytest.FixtureRequest, decision: Decision) -> None:
         SandboxFailed: the sandbox failed (an error outcome: this runs in setup).
         ProviderFailed: a rollout step's model call failed (an error outcome).
     """
-    from .plugin import ProviderFailed, settings_key
+    from .plugin import ProviderFailed, model_cache, settings_key
 
     item = decision.item
     settings = item.config.stash[sandbox_settings_key]
@@ -344,12 +340,7 @@ def execute(request: pytest.FixtureRequest, decision: Decision) -> None:
             messages += _history(steps[-1])
             state = item.case.model_copy(update={"messages": messages})
             run_settings = item.config.stash[settings_key]
-            cache = None
-            if run_settings.cache_mode != "off" and run_settings.cache_dir is not None:
-                from .model_turn import ModelCache
-
-                cache = ModelCache(run_settings.cache_dir, read="read" in run_settings.cache_mode,
-                                   write="write" in run_settings.cache_mode)
+            cache = model_cache(run_settings)
             try:
                 turn = run_turn(state, tools, item.family.system_prompt, item.policy, run_settings.timeout_s,
                                 run_settings.prices, api_key="unused-local-key" if item.policy.api_base else None,
@@ -359,11 +350,7 @@ def execute(request: pytest.FixtureRequest, decision: Decision) -> None:
             steps.append(_execute(sandbox, turn.emitted, offered, len(steps) + 1, turn.cost))
         after = sandbox.snapshot()
     except SandboxError as exc:
-        problem = str(exc)
-    else:
-        problem = ""
-    if problem:
-        raise SandboxFailed(item.record_id, problem)
+        raise SandboxFailed(item.record_id, str(exc)) from None
     prov = provider(item.config)
     decision.sandbox_run = SandboxRun(before, after, steps, stopped, sandbox.id, prov.restrictions(), prov.name)
 
