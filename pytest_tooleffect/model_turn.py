@@ -356,13 +356,17 @@ def _provider_error(exc: BaseException) -> ProviderError:
 
 
 async def _admit(limit: RateLimit, tokens: int, flight_s: float) -> tuple[int, float]:
-    """Wait until the rate limit admits one request; its slot and the seconds waited."""
-    t0 = time.perf_counter()
+    """Wait until the rate limit admits one request; its slot and the seconds held back (slept,
+    so a request admitted at once counts as not having waited).
+    """
+    held = 0.0
     while True:
         slot, wait_s = limit.try_acquire(tokens, flight_s)
         if slot is not None:
-            return slot, time.perf_counter() - t0
+            return slot, held
+        t0 = time.perf_counter()
         await asyncio.sleep(wait_s)
+        held += time.perf_counter() - t0
 
 
 def _estimate_tokens(litellm: Any, kwargs: Mapping[str, Any]) -> int:
