@@ -360,8 +360,8 @@ async def _admit(limit: RateLimit, tokens: int, flight_s: float) -> tuple[int, f
     so a request admitted at once counts as not having waited).
     """
     held = 0.0
-    while True:
-        slot, wait_s = limit.try_acquire(tokens, flight_s)
+    while True:  # in a thread: another process holding the file's lock must not stall the event loop
+        slot, wait_s = await asyncio.to_thread(limit.try_acquire, tokens, flight_s)
         if slot is not None:
             return slot, held
         t0 = time.perf_counter()
@@ -398,14 +398,14 @@ async def _complete(litellm: Any, kwargs: dict[str, Any], timeout_s: float, retr
         try:
             slot, w = await _admit(limit, estimate, flight_s + 1.0)
         except RateLimitTooSmall as exc:
-            raise ProviderError("RateLimit", str(exc)) from None
+            raise ProviderError("RateLimit", f"{exc} (raise --tooleffect-tpm / ini tooleffect_tpm)") from None
         waited += w
         t0 = time.perf_counter()
         try:
             call = litellm.acompletion(**kwargs, timeout=timeout_s, num_retries=0, max_retries=0)
             response = await _bounded(call, flight_s, timeout_s)
         except ProviderError as exc:
-            limit.settle(slot)
+            await asyncio.to_thread(limit.settle, slot)
             spent += time.perf_counter() - t0
             cause = exc.__cause__
             if attempt == retries or spent >= bound or not _retryable(litellm, cause):
@@ -416,7 +416,7 @@ async def _complete(litellm: Any, kwargs: dict[str, Any], timeout_s: float, retr
         spent += time.perf_counter() - t0
         usage = getattr(response, "usage", None)
         used = (getattr(usage, "prompt_tokens", None) or 0) + (getattr(usage, "completion_tokens", None) or 0)
-        limit.settle(slot, used or None)
+        await asyncio.to_thread(limit.settle, slot, used or None)
         return response, spent, waited
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -440,7 +440,8 @@ async def _bounded(call: Any, bound: float, timeout_s: float) -> Any:
         raise
     except Exception as exc:  # every provider failure is an error outcome, never a verdict
         if isinstance(exc, TimeoutError) or time.perf_counter() - t0 >= bound:
-            raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s") from None
+            raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s per attempt "
+                                           f"({bound:g} s in all)") from None
         raise _provider_error(exc) from exc
 
 

@@ -52,6 +52,7 @@ OPT_TPM = "--tooleffect-tpm"
 INI_RPM = "tooleffect_rpm"
 INI_TPM = "tooleffect_tpm"
 INI_RATE_WINDOW = "tooleffect_rate_window"
+INI_RATE_FILE = "tooleffect_rate_file"  # a limiter state file shared by every run that names it
 RATE_STATE = "tooleffect_rate_state"  # workerinput key: the controller's rate-limit state file
 PREFETCH_GROUP = 64  # live items per xdist_group chunk: a worker prefetches the chunk it is handed
 INI_RECORDS = "tooleffect_records"
@@ -251,6 +252,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(INI_RPM, "run-wide model requests per minute (empty: no limit)", default="")
     parser.addini(INI_TPM, "run-wide model tokens per minute (empty: no limit)", default="")
     parser.addini(INI_RATE_WINDOW, "seconds the rate limits count over (default 60: per minute)", default="60")
+    parser.addini(INI_RATE_FILE, "limiter state file shared by all runs that name it, relative to the rootdir "
+                  "(empty: one private file per run, shared by its xdist workers only)", default="")
     group.addoption(OPT_CACHE, choices=CACHE_MODES, default="off",
                     help="on-disk cache of model answers keyed by policy, state and trial (default off)")
     from . import sandboxing
@@ -347,6 +350,7 @@ def _rate_settings(config: pytest.Config) -> dict[str, Any]:
 
 
 _rate_dir_key = pytest.StashKey[Path]()
+_rate_file_key = pytest.StashKey[Path]()
 
 
 def _start_rate_limit(config: pytest.Config) -> None:
@@ -358,8 +362,13 @@ def _start_rate_limit(config: pytest.Config) -> None:
     from .ratelimit import RateLimit
 
     workerinput = getattr(config, "workerinput", None)
+    shared = _rooted(config, config.getini(INI_RATE_FILE))
     if workerinput is not None and RATE_STATE in workerinput:
         path = Path(workerinput[RATE_STATE])
+    elif shared is not None:  # several runs (other terminals, CI jobs on one host) share one limit
+        shared.parent.mkdir(parents=True, exist_ok=True)
+        path = shared
+        config.stash[_rate_file_key] = path
     else:
         import tempfile
 
@@ -374,6 +383,8 @@ def pytest_configure_node(node: Any) -> None:
     rate_dir = node.config.stash.get(_rate_dir_key, None)
     if rate_dir is not None:
         node.workerinput[RATE_STATE] = str(rate_dir / "limiter.sqlite")
+    elif _rate_file_key in node.config.stash:
+        node.workerinput[RATE_STATE] = str(node.config.stash[_rate_file_key])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

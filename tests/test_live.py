@@ -376,6 +376,24 @@ def test_rate_limit_holds_across_xdist_workers(pytester: pytest.Pytester) -> Non
     assert longest["cost"]["latency_ms"] < longest["rate_wait_ms"]  # the wait is not the decision's latency
 
 
+def test_a_named_rate_file_is_shared_by_consecutive_runs(pytester: pytest.Pytester) -> None:
+    """Two runs naming one state file share one limit: the second waits for the first's requests."""
+    cases = [_case(f"s{i}", {"valid_actions": [NULL]}) for i in range(3)]
+    with ScriptedServer([Reply(text="fine")]) as srv:
+        _family(pytester.path, cases)
+        args = ["cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={srv.base_url}",
+                "--tooleffect-rpm=3", "-o", "tooleffect_rate_window=20", "-o", "tooleffect_rate_file=state/limit.db"]
+        pytester.runpytest(*args).assert_outcomes(passed=3)
+        second = pytester.runpytest(*args)
+        second.assert_outcomes(passed=3)
+        arrivals = sorted(r["_received"] for r in srv.requests)
+    assert (pytester.path / "state" / "limit.db").is_file()  # kept for the next run
+    assert len(arrivals) == 6
+    # the window (20 s) outlasts the second run's start-up: its requests waited for the first run's
+    assert arrivals[3] - arrivals[0] >= 20 - 0.3
+    second.stdout.fnmatch_lines(["*tooleffect rate limit: 3 requests per 20 s*; [123] of 3 model turns waited for it*"])
+
+
 def test_retries_pass_through_the_rate_limit(tmp_path: Path) -> None:
     """A 500 then an answer, at 1 request per 2 s: the retry waits for the limit, and says so."""
     from pytest_tooleffect.model_turn import run_turn, set_rate_limit
