@@ -460,7 +460,8 @@ def render_terminal(report: Mapping[str, Any], width: int = 110) -> str:
         if eff:
             cols += ["effect ok", "effect %"]
         for col in cols:
-            t.add_column(col, justify="left" if col == "class" else "right")
+            t.add_column(col, justify="left" if col == "class" else "right", no_wrap=col == "class",
+                         min_width=13 if col == "class" else None)
         for cls in CLASSES:
             c = b["classes"][cls]
             nm, fa = c["name"], c["name_args"]
