@@ -459,3 +459,16 @@ def test_interrupt_drops_turns_not_yet_finished() -> None:
             assert len(srv.requests) == 1  # the three queued turns were dropped before they started
     finally:
         set_concurrency(8)
+
+
+def test_a_limit_that_makes_the_run_long_is_announced(pytester: pytest.Pytester) -> None:
+    cases = [_case(f"w{i}", {"valid_actions": [NULL]}) for i in range(7)]
+    _family(pytester.path, cases)
+    result = pytester.runpytest("cases/", "--collect-only", "-q", "--tooleffect-model=openai/local-test",
+                                "--tooleffect-api-base=http://127.0.0.1:9/v1", "--tooleffect-rpm=2")
+    # 7 turns at 2 per minute: three more windows after the first, 3 min, under ten: nothing said
+    assert "take at least" not in result.stdout.str()
+    slow = pytester.runpytest("cases/", "--collect-only", "-q", "--tooleffect-model=openai/local-test",
+                              "--tooleffect-api-base=http://127.0.0.1:9/v1", "--tooleffect-rpm=1",
+                              "-o", "tooleffect_rate_window=120")
+    slow.stdout.fnmatch_lines(["*tooleffect: at 1 requests per 120 s, 7 live model turns take at least 12 min*"])
