@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 import pytest_tooleffect
+from pytest_tooleffect.sandbox.docker import remove_container
 from pytest_tooleffect.scripted import Reply, ScriptedServer
 from tests.conftest import REPO
 
@@ -112,7 +113,7 @@ def test_keep_failed_leaves_the_failed_items_container(pytester: pytest.Pytester
         result.stdout.fnmatch_lines([f"*sandbox kept: container tooleffect-kept-{left[0].id[:12]}*"])
     finally:
         for c in left:
-            c.remove(force=True)
+            remove_container(c)  # the container and its socket folder
 
 
 BAD_CASES = [

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.sandbox import SandboxError, SandboxProvider, SandboxRefused, World, provider_class
-from pytest_tooleffect.sandbox.docker import KEPT_PREFIX, LABEL, RESTRICTIONS, DockerProvider
+from pytest_tooleffect.sandbox.docker import KEPT_PREFIX, LABEL, RESTRICTIONS, DockerProvider, remove_container
 
 THREAD = {"thread_id": "th-1", "subject": "Design review", "participants": ["elena@x.eu", "tom@y.uk"],
           "messages": [{"from": "tom@y.uk", "text": "Thursday 14:00?"}]}
@@ -193,7 +193,7 @@ def test_cleanup_removes_containers_by_id_and_keep_leaves_one_for_inspection() -
         assert other.id in started and other.id not in remaining
     finally:
         for c in remaining.values():
-            c.remove(force=True)
+            remove_container(c)  # the container and its socket folder
 
 
 def test_leftovers_of_a_crashed_run_are_removed_at_the_next_start() -> None:
