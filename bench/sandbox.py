@@ -32,11 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def quantile(values: list[float], q: float) -> float:
-    """The q-quantile (linear interpolation, as numpy's default)."""
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo, hi = int(pos), min(int(pos) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+    """The q-quantile, q in hundredths (statistics.quantiles, inclusive: numpy's default method)."""
+    return statistics.quantiles(values, n=100, method="inclusive")[round(q * 100) - 1]
 
 
 def worlds() -> list[World]:

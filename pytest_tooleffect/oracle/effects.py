@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
-from zoneinfo import ZoneInfo
+
+from .compare import parse_datetime
 
 __all__ = ["EFFECT_KINDS", "EffectVerdict", "diff_worlds", "judge_effects"]
 
@@ -85,16 +86,11 @@ def _text(value: str) -> str:
 
 
 def _instant(value: Any, zone: str) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    text = value.strip()
-    if text.endswith(("Z", "z")):
-        text = text[:-1] + "+00:00"
+    """``value`` as an aware instant (naive: read in ``zone``), or ``None`` when it is not one."""
     try:
-        parsed = datetime.fromisoformat(text)
+        return parse_datetime(value, zone)
     except ValueError:
         return None
-    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=ZoneInfo(zone))
 
 
 def _canon(value: Any) -> Any:

@@ -136,7 +136,7 @@ class Sandbox:
             try:
                 self.info = self.request({"op": "ping"})
                 return
-            except (SandboxError, FileNotFoundError, ConnectionRefusedError):
+            except SandboxError:  # request() turns every socket error into one
                 if time.monotonic() > end or (alive is not None and not alive()):
                     where = self.socket_path
                     raise SandboxError(f"sandbox {self.id[:12]} did not start answering on {where}") from None

@@ -26,7 +26,7 @@ from typing import Any
 from .environment import SandboxError
 
 __all__ = ["IMAGE_REPOSITORY", "build_image", "context_dir", "context_hash", "docker_client", "image_tag",
-           "require_image", "sources_files", "world_layout", "world_spec"]
+           "require_image", "sources_files", "world_spec"]
 
 IMAGE_REPOSITORY = "tooleffect-sandbox"
 BASE_REPOSITORY = "tooleffect-sandbox-base"
@@ -42,18 +42,9 @@ def context_dir() -> Path:
     raise SandboxError(f"no sandbox build context (looked for sandbox/service.py beside {package})")
 
 
-def world_layout(name: str, context: Path | None = None) -> dict[str, dict[str, Any]]:
-    """A world's tables, ``{table: {"key": column, "columns": {column: type}}}``, read from
-    ``sandbox/worlds/<name>.py`` without starting anything.
-
-    Raises:
-        SandboxError: no such world, or it declares no ``TABLES``.
-    """
-    return world_spec(name, context)[0]
-
-
 def world_spec(name: str, context: Path | None = None) -> tuple[dict[str, dict[str, Any]], frozenset[str]]:
-    """A world's tables (as :func:`world_layout`) and the names of the tools it implements.
+    """A world's tables, ``{table: {"key": column, "columns": {column: type}}}``, and the names of the
+    tools it implements, read from ``sandbox/worlds/<name>.py`` without starting anything.
 
     Raises:
         SandboxError: no such world, or it declares no ``TABLES`` / ``TOOLS``.
