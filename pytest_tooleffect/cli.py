@@ -418,24 +418,22 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
         if args.action == "tag":
             print(image_tag())
             return 0
-        from .sandbox.docker import KEPT_PREFIX, LABEL, remove_container, sweep_leftovers
+        from .sandbox.docker import KEPT_PREFIX, LABEL, remove_container, sandbox_containers, sweep_leftovers
 
         client = docker_client()
         if args.action == "clean":
             removed = sweep_leftovers(client)
             if args.kept:
-                for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-                    if container.name.startswith(KEPT_PREFIX):
-                        remove_container(container)
+                for container, name, labels in sandbox_containers(client):
+                    if name.startswith(KEPT_PREFIX):
+                        remove_container(container, labels)
                         removed.append(container.id)
             print(f"removed {len(removed)} sandbox container(s)")
             return 0
-        listed = client.containers.list(all=True, filters={"label": f"{LABEL}=1"})
         print(f"image {image_tag()} (context {context_dir()})")
-        for container in listed:
-            labels = container.labels
-            print(f"{container.short_id} {container.name} {container.status} run={labels.get(LABEL + '.run', '?')[:8]} "
-                  f"worker={labels.get(LABEL + '.worker', '?')}")
+        for container, name, labels in sandbox_containers(client):
+            print(f"{container.short_id} {name} {container.attrs.get('State', '?')} "
+                  f"run={labels.get(LABEL + '.run', '?')[:8]} worker={labels.get(LABEL + '.worker', '?')}")
         return 0
     except SandboxError as exc:
         print(f"tooleffect sandbox {args.action}: {exc}", file=sys.stderr)

@@ -28,7 +28,7 @@ from typing import Any
 from .environment import Sandbox, SandboxError, SandboxProvider, SandboxRefused, World, register_provider
 from .image import docker_client, image_tag, require_image
 
-__all__ = ["RESTRICTIONS", "DockerProvider", "remove_container", "sweep_leftovers"]
+__all__ = ["RESTRICTIONS", "DockerProvider", "remove_container", "sandbox_containers", "sweep_leftovers"]
 
 LABEL = "tooleffect"
 SOCKET_DIR = "/run/tooleffect"
@@ -57,13 +57,25 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def sandbox_containers(client: Any, *labels: str) -> list[tuple[Any, str, dict[str, str]]]:
+    """The sandbox containers with these labels (``key=value``), as ``(container, name, labels)``.
+
+    One sparse list call: the SDK's full listing inspects each container in turn and fails when
+    another run removes one in between.
+    """
+    found = []
+    for container in client.containers.list(all=True, sparse=True, filters={"label": [f"{LABEL}=1", *labels]}):
+        names = container.attrs.get("Names") or ["/"]
+        found.append((container, names[0].lstrip("/"), dict(container.attrs.get("Labels") or {})))
+    return found
+
+
 def sweep_leftovers(client: Any) -> list[str]:
     """Remove tooleffect containers of this host whose owning process is gone; returns their ids."""
     removed = []
     host = socket.gethostname()
-    for container in client.containers.list(all=True, filters={"label": f"{LABEL}=1"}):
-        labels = container.labels
-        if container.name.startswith(KEPT_PREFIX) or labels.get(f"{LABEL}.host") != host:
+    for container, name, labels in sandbox_containers(client):
+        if name.startswith(KEPT_PREFIX) or labels.get(f"{LABEL}.host") != host:
             continue
         try:
             pid = int(labels.get(f"{LABEL}.pid", "0"))
@@ -71,15 +83,25 @@ def sweep_leftovers(client: Any) -> list[str]:
             pid = 0
         if pid and _alive(pid):
             continue
-        remove_container(container)
+        remove_container(container, labels)
         removed.append(container.id)
     return removed
 
 
-def remove_container(container: Any) -> None:
-    """Remove a sandbox container and its host socket directory (label ``tooleffect.socket_dir``)."""
+def remove_container(container: Any, labels: dict[str, str] | None = None) -> None:
+    """Remove a sandbox container and its host socket directory (label ``tooleffect.socket_dir``).
+
+    Args:
+        container: a Docker SDK container.
+        labels: its labels when already known (a sparse listing's), else read from it.
+    """
+    if labels is None:
+        try:
+            labels = dict(container.labels)
+        except Exception:  # gone already, or a sparse object
+            labels = {}
     _remove(container)
-    folder = (container.labels or {}).get(f"{LABEL}.socket_dir", "")
+    folder = labels.get(f"{LABEL}.socket_dir", "")
     if folder.startswith("/tmp/te-") and "/" not in folder[len("/tmp/"):]:
         shutil.rmtree(folder, ignore_errors=True)
 
@@ -275,11 +297,11 @@ class DockerProvider(SandboxProvider):
         self._idle.clear()
         self._busy.clear()
         if self.client is not None:  # anything of this process's a start left behind (by label)
-            filters = {"label": [f"{LABEL}.run={self.run_id}", f"{LABEL}.worker={self.label or 'main'}"]}
             try:
-                for container in self.client.containers.list(all=True, filters=filters):
-                    if container.id not in self._kept and not container.name.startswith(KEPT_PREFIX):
-                        remove_container(container)
+                for container, name, labels in sandbox_containers(
+                        self.client, f"{LABEL}.run={self.run_id}", f"{LABEL}.worker={self.label or 'main'}"):
+                    if container.id not in self._kept and not name.startswith(KEPT_PREFIX):
+                        remove_container(container, labels)
             except Exception:  # the engine is gone: nothing more can be removed from here
                 pass
 
