@@ -21,7 +21,7 @@ from typing import Any
 
 from .rules import Rule, RuleSet
 
-__all__ = ["ANY_OF", "OMITTED", "CompareContext", "FieldResult", "compare_args"]
+__all__ = ["ANY_OF", "OMITTED", "ArgsPlan", "CompareContext", "FieldResult", "args_plan", "compare_args"]
 
 #: Label value holding alternatives: ``{"$any_of": [v1, v2, {"$omitted": true}]}``.
 ANY_OF = "$any_of"
@@ -308,10 +308,7 @@ class _Comparer:
         open_schema = node.open
         static_paths = path == node.rpath  # not inside an array: display paths are the rule paths
         if not subset and not open_schema and not got.keys() <= props.keys():
-            for key in got:
-                if key not in props:
-                    results.append(FieldResult(self.join(path, key), False, "schema",
-                                               "argument not in the tool's schema", None, got[key]))
+            results.extend(self.undeclared(node, got, path))
         exp = self._with_defaults(node, expected) if node.defaults else expected
         emi = self._with_defaults(node, got) if node.defaults else got
         done: set[str] = set()
@@ -335,23 +332,36 @@ class _Comparer:
             if sub is None:
                 if not open_schema and key not in expected:
                     continue
-                sub = node.extras.get(key)
-                if sub is None:
-                    rpath = self.join(node.rpath, key)
-                    sub = node.extras[key] = _compile(self.tool, {}, rpath, self.rules.lookup(self.tool, rpath),
-                                                      self.rules)
+                sub = self.extra(node, key)
             e, g = exp.get(key, _MISSING), emi.get(key, _MISSING)
             fpath = sub.rpath if static_paths else self.join(path, key)
-            if key in required and key not in got and not subset:
-                # a required argument must be sent even when the schema gives it a default
-                results.append(FieldResult(fpath, False, "schema", "required argument missing",
-                                           None if e is _MISSING else e, None))
-                continue
-            if isinstance(e, Mapping) and ANY_OF in e:
-                results.extend(self._alternatives(sub, e[ANY_OF], g, fpath, key in required))
-                continue
-            results.extend(self._field(sub, e, g, fpath, key in required))
+            results.extend(self.key(sub, e, g, fpath, key in required, not subset and key not in got))
         return results
+
+    def undeclared(self, node: _Node, got: Mapping[str, Any], path: str) -> list[FieldResult]:
+        """A failing result for each emitted key that ``node``'s (closed) schema does not declare."""
+        return [FieldResult(self.join(path, key), False, "schema", "argument not in the tool's schema", None, value)
+                for key, value in got.items() if key not in node.props]
+
+    def key(self, sub: _Node, e: Any, g: Any, path: str, required: bool, absent: bool) -> list[FieldResult]:
+        """One key of an object: the label's ``e`` against the emitted ``g``, defaults filled in.
+
+        ``absent``: the key is not in the emitted arguments (before defaults were filled in).
+        """
+        if required and absent:
+            # a required argument must be sent even when the schema gives it a default
+            return [FieldResult(path, False, "schema", "required argument missing", None if e is _MISSING else e, None)]
+        if isinstance(e, Mapping) and ANY_OF in e:
+            return self._alternatives(sub, e[ANY_OF], g, path, required)
+        return self._field(sub, e, g, path, required)
+
+    def extra(self, node: _Node, key: str) -> _Node:
+        """The compiled node of ``key``, which ``node``'s schema does not declare (compiled once)."""
+        sub = node.extras.get(key)
+        if sub is None:
+            rpath = self.join(node.rpath, key)
+            sub = node.extras[key] = _compile(self.tool, {}, rpath, self.rules.lookup(self.tool, rpath), self.rules)
+        return sub
 
     # -- helpers
     @staticmethod
@@ -700,6 +710,216 @@ class _Comparer:
                 return bool(res[0]), str(res[1])
             return bool(res), "" if res else f"predicate {fname} rejected {g!r}"
         return False, f"unknown predicate {name}"
+
+
+# ---------------------------------------------------------------- a label call, compiled
+
+
+class _Accept:
+    """The acceptable values of one scalar field, keyed by canonical form.
+
+    Comparing an emitted value then takes one normalisation and one dictionary lookup instead
+    of a comparison per alternative.  A key holds the first alternative with that canonical form
+    and the rule name its result carries.  Canonical forms are chosen so that equal forms mean
+    the comparator would accept the value (strings: the field's normalisers; numbers: value;
+    enum members: NFKC; booleans and null: identity), so a hit is the comparator's verdict; a miss
+    goes to the comparator, which says why.
+    """
+
+    __slots__ = ("canon", "default", "enum", "omit_at", "omitted", "values")
+
+    def __init__(self, canon: Callable[[Any], Any], values: dict[Any, tuple[Any, str, int]],
+                 omitted: tuple[int, Any] | None, default: Any, enum: Sequence[Any] | None) -> None:
+        self.canon = canon
+        self.values = values
+        # the first "$omitted" alternative (index, value): tried in order, it takes the schema default
+        self.omit_at: int
+        self.omitted: Any
+        self.omit_at, self.omitted = omitted if omitted is not None else (-1, None)
+        self.default = default
+        self.enum = enum
+
+    def match(self, g: Any) -> tuple[Any, str, Any] | None:
+        """(alternative, rule, value shown) for an acceptable emitted value ``g``, else ``None``."""
+        key = self.canon(g)
+        if key is _MISSING:
+            return None
+        hit = self.values.get(key)
+        if hit is None:
+            return None
+        if self.enum is not None and g is not None and g not in self.enum:
+            return None
+        if 0 <= self.omit_at < hit[2] and g == self.default:  # the earlier "$omitted" alternative takes it
+            return self.omitted, "label:$any_of", None
+        return hit[0], hit[1], g
+
+
+def _scalar(g: Any) -> bool:
+    return g is None or type(g) in (str, int, float, bool)
+
+
+def _accepting(node: _Node, e: Any) -> _Accept | None:
+    """The :class:`_Accept` of a field whose label value (or ``$any_of`` alternatives) is ``e``.
+
+    ``None`` when the field is not a plain scalar judged by value alone: a rule with a
+    comparator or predicates, a date or date-time, an object or array, a type that depends on
+    the value, or an alternative the canonical forms cannot express.
+    """
+    rule = node.rule
+    if rule is not None and (rule.compare is not None or rule.predicates or rule.numeric_strings):
+        return None
+    if node.temporal is not None or node.kind not in ("string", "number", "integer", "boolean"):
+        return None
+    any_of = isinstance(e, Mapping) and ANY_OF in e
+    alts = e[ANY_OF] if any_of else [e]
+    if not isinstance(alts, list):
+        return None
+    src = node.src
+    canon: Callable[[Any], Any]
+    if node.enum is not None:
+        canon, rule_name = _canon_enum, "schema:enum"
+        if not all(_scalar(v) for v in node.enum):
+            return None
+    elif node.kind == "boolean":
+        canon, rule_name = _canon_bool, src or "schema:boolean"
+    elif node.kind in ("number", "integer"):
+        canon, rule_name = (_canon_int if node.kind == "integer" else _canon_number), src or f"schema:{node.kind}"
+        numbers = [a for a in alts if _is_number(a)]
+        try:  # tolerance would let an earlier alternative accept a value equal to a later one
+            if any(a != b and math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0) for a in numbers for b in numbers):
+                return None
+        except OverflowError:
+            return None
+    else:
+        steps = node.str_steps or ()
+        canon = (lambda g: g if type(g) is str else _MISSING) if node.str_raw else (
+            lambda g: normalise_string(g, steps) if type(g) is str else _MISSING)
+        rule_name = "raw" if node.str_raw else node.str_src
+    values: dict[Any, tuple[Any, str, int]] = {}
+    omitted: tuple[int, Any] | None = None
+    for i, alt in enumerate(alts):
+        if any_of and isinstance(alt, Mapping) and alt.get(OMITTED):
+            omitted = omitted or (i, alt)
+            continue
+        if alt is None:
+            values.setdefault(_NULL, (None, src or "schema:null", i))
+            continue
+        if not _scalar(alt) or (type(alt) is float and alt != alt):
+            return None
+        key = canon(alt)
+        if key is _MISSING:
+            return None  # an alternative the field's type can never accept: the comparator says so
+        values.setdefault(key, (alt, rule_name, i))
+    return _Accept(lambda g: _NULL if g is None else canon(g), values, omitted, node.default, node.enum)
+
+
+_NULL = object()  # canonical form of null
+
+
+def _canon_bool(g: Any) -> Any:
+    return g if type(g) is bool else _MISSING
+
+
+def _canon_number(g: Any) -> Any:
+    return g if type(g) is int or (type(g) is float and g == g) else _MISSING
+
+
+def _canon_int(g: Any) -> Any:
+    return g if type(g) is int or (type(g) is float and g.is_integer()) else _MISSING
+
+
+def _canon_enum(g: Any) -> Any:
+    if type(g) is str:
+        return unicodedata.normalize("NFKC", g)
+    return g if type(g) in (int, float, bool) and g == g else _MISSING
+
+
+@dataclass(slots=True, eq=False)
+class _Key:
+    """One key of a compiled label call."""
+
+    key: str
+    node: _Node
+    path: str  # display path, ``tool.key``
+    expected: Any  # the label's value, the schema default filled in
+    default: Any  # what an omitted emitted value reads as
+    required: bool
+    accept: _Accept | None
+
+
+class ArgsPlan:
+    """A label call's arguments compiled against its tool's schema under a rule set.
+
+    :meth:`run` gives the same results as :func:`compare_args` (paths prefixed ``tool.``), with
+    each scalar field's acceptable values looked up by canonical form (:class:`_Accept`); a
+    field the lookup does not accept, and every object whose schema has fields judged together,
+    goes to the comparator.  Built by :func:`args_plan`.
+    """
+
+    __slots__ = ("expected", "keys", "node", "rules", "tool")
+
+    def __init__(self, tool: str, node: _Node, expected: Mapping[str, Any], rules: RuleSet) -> None:
+        self.tool, self.node, self.expected, self.rules = tool, node, expected, rules
+        self.keys: tuple[_Key, ...] | None = None
+        if node.composites:
+            return
+        comparer = _Comparer(tool, rules, _NO_CONTEXT)
+        exp = comparer._with_defaults(node, expected) if node.defaults else expected
+        props = node.props
+        names = props if expected.keys() <= props.keys() else dict.fromkeys([*props, *expected])
+        keys = []
+        for key in names:
+            sub = props.get(key)
+            if sub is None:
+                if not node.open and key not in expected:
+                    continue
+                sub = comparer.extra(node, key)
+            e = exp.get(key, _MISSING)
+            default = sub.default if key in props and node.defaults else _MISSING
+            accept = _accepting(sub, e) if e is not _MISSING else None
+            keys.append(_Key(key, sub, f"{tool}.{key}", e, default, key in node.required, accept))
+        self.keys = tuple(keys)
+
+    def run(self, got: Mapping[str, Any], ctx: CompareContext | None = None) -> list[FieldResult]:
+        """Compare the emitted arguments ``got``; one :class:`FieldResult` per judged field."""
+        node = self.node
+        if self.keys is None:
+            return _Comparer(self.tool, self.rules, ctx or _NO_CONTEXT).object(node, self.expected, got, self.tool)
+        comparer: _Comparer | None = None
+        results: list[FieldResult] = []
+        if not node.open and not got.keys() <= node.props.keys():
+            comparer = _Comparer(self.tool, self.rules, ctx or _NO_CONTEXT)
+            results.extend(comparer.undeclared(node, got, self.tool))
+        for k in self.keys:
+            g = got.get(k.key, _MISSING)
+            if g is not _MISSING and k.accept is not None:
+                hit = k.accept.match(g)
+                if hit is not None:
+                    results.append(FieldResult(k.path, True, hit[1], "", hit[0], hit[2]))
+                    continue
+            if comparer is None:
+                comparer = _Comparer(self.tool, self.rules, ctx or _NO_CONTEXT)
+            absent = g is _MISSING
+            results.extend(comparer.key(k.node, k.expected, k.default if absent else g, k.path, k.required, absent))
+        return results
+
+
+def args_plan(tool: str, schema: Mapping[str, Any], expected: Mapping[str, Any], rules: RuleSet) -> ArgsPlan:
+    """The compiled :class:`ArgsPlan` of a label call, cached on ``rules``.
+
+    Keyed by the identities of ``schema`` and ``expected`` (both held by the cache, so the
+    identities stay unique); neither may change after its first use (labels and tool specs are
+    frozen models).
+    """
+    key = (tool, id(schema), id(expected))
+    hit = rules.compiled.get(key)
+    if hit is not None and hit[0] is schema and hit[1] is expected:
+        return hit[2]  # type: ignore[no-any-return]
+    plan = ArgsPlan(tool, _plan(tool, schema, rules), expected, rules)
+    if len(rules.compiled) >= _PLAN_LIMIT:
+        rules.compiled.clear()
+    rules.compiled[key] = (schema, expected, plan)
+    return plan
 
 
 def _norm_item(x: Any) -> Any:

@@ -21,14 +21,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["Call", "Emission", "parse_emission"]
 
 
-@dataclass(frozen=True)
-class Call:
+class Call(NamedTuple):
     """One parsed tool call: the tool's name and its arguments object."""
 
     name: str
@@ -39,8 +37,7 @@ class Call:
         return {"tool": self.name, "args": dict(self.args)}
 
 
-@dataclass(frozen=True)
-class Emission:
+class Emission(NamedTuple):
     """A normalised model turn: parsed calls, malformed call attempts, and the text channel.
 
     ``calls == ()`` and ``malformed == ()`` is the action ``tool: null``.
@@ -57,7 +54,7 @@ class Emission:
         return not self.calls and not self.malformed
 
     def actions(self) -> list[dict[str, Any]]:
-        """The emitted actions as dicts; ``[{"tool": None}]`` for no call."""
+        """The emitted actions as fresh dicts; ``[{"tool": None}]`` for no call."""
         if self.is_null:
             return [{"tool": None}]
         out = [{"tool": c.name, "args": dict(c.args)} for c in self.calls]
@@ -193,11 +190,18 @@ def _from_message(b: _Builder, msg: Mapping[str, Any]) -> None:
         for block in content:
             if isinstance(block, Mapping):
                 _from_block(b, block)
-    elif isinstance(content, Mapping) and "parts" in content:
+    elif content is not None and isinstance(content, Mapping) and "parts" in content:
         for part in content["parts"]:
             _from_block(b, part)
     if isinstance(msg.get("text"), str) and "content" in msg and msg.get("content") is not None:
         b.texts.append(msg["text"])
+
+
+def _head(values: Sequence[Any], key: str) -> Mapping[str, Any]:
+    head = values[0]
+    if not isinstance(head, Mapping):
+        raise TypeError(f"cannot read a model turn: {key}[0] is a {type(head).__name__}")
+    return head
 
 
 def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
@@ -218,24 +222,19 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
     if type(output) is not dict and hasattr(output, "model_dump") and not isinstance(output, Mapping):
         output = output.model_dump()
     b = _Builder()
-
-    def first(key: str) -> Mapping[str, Any]:
-        head = output[key][0]
-        if not isinstance(head, Mapping):
-            raise TypeError(f"cannot read a model turn: {key}[0] is a {type(head).__name__}")
-        return head
-
     if _is_mapping(output):
-        if isinstance(output.get("choices"), Sequence) and output["choices"]:
-            _from_message(b, first("choices").get("message") or {})
-        elif isinstance(output.get("output"), list):
-            for item in output["output"]:
+        choices = output.get("choices")
+        items, candidates, parts = output.get("output"), output.get("candidates"), output.get("parts")
+        if choices and isinstance(choices, Sequence):  # the ABC check only when there is a value
+            _from_message(b, _head(choices, "choices").get("message") or {})
+        elif isinstance(items, list):
+            for item in items:
                 _from_part(b, item)
-        elif isinstance(output.get("candidates"), list) and output["candidates"]:
-            for part in (first("candidates").get("content") or {}).get("parts", []):
+        elif candidates and isinstance(candidates, list):
+            for part in (_head(candidates, "candidates").get("content") or {}).get("parts", []):
                 _from_part(b, part)
-        elif isinstance(output.get("parts"), list):
-            for part in output["parts"]:
+        elif isinstance(parts, list):
+            for part in parts:
                 _from_part(b, part)
         else:
             _from_message(b, output)

@@ -165,14 +165,15 @@ def _check_predicate(name: str, arg: Any, where: str) -> None:
 class RuleSet:
     """Compiled rules: per-field rules keyed ``tool.path``, composites, per-type defaults.
 
-    ``compiled`` caches each tool schema compiled under these rules (filled by the comparator;
-    keyed by tool name and schema identity, so a schema must not change once compared).
+    ``compiled`` caches each tool schema, and each label call against its tool, compiled under
+    these rules (filled by the comparator; keyed by tool name and the identities of schema and
+    label arguments, so neither may change once compared).
     """
 
     fields: Mapping[str, Rule] = field(default_factory=dict)
     defaults: Mapping[str, Rule] = field(default_factory=dict)
     composites: Mapping[str, tuple[tuple[tuple[str, ...], Rule], ...]] = field(default_factory=dict)
-    compiled: dict[tuple[str, int], tuple[Any, Any]] = field(default_factory=dict, init=False, repr=False,
+    compiled: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False)
 
     def lookup(self, tool: str, path: str) -> Rule | None:

@@ -14,12 +14,12 @@ match, the one with the fewest failing fields is the matched action.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ..models import Action, ForbiddenAction, Label, ParallelGroup, ToolSpec
-from .compare import CompareContext, FieldResult, compare_args
+from .compare import CompareContext, FieldResult, args_plan, compare_args
 from .emission import Call, Emission, parse_emission
 from .rules import RuleSet
 
@@ -41,9 +41,8 @@ PARALLEL_CONVENTION = (
 _NAME_MISMATCH = 10_000
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What the oracle decided about one emitted turn.
+class Verdict(NamedTuple):
+    """What the oracle decided about one emitted turn (immutable).
 
     Attributes:
         tool_ok: the tool names (or the abstention) are acceptable.
@@ -54,9 +53,8 @@ class Verdict:
         fields: per-field results against the matched alternative, paths ``tool.field``.
         unruled: ``tool.field`` paths compared raw because no rule covers them.
         approximate: a free-text field was judged by the deterministic fallback.
-        emitted: the emitted actions, normalised.
+        emission: the parsed turn; :attr:`emitted` and :attr:`malformed` read it.
         forbidden: the forbidden entry that was hit, if any.
-        malformed: why call attempts could not be parsed.
 
     """
 
@@ -67,9 +65,18 @@ class Verdict:
     fields: tuple[FieldResult, ...] = ()
     unruled: tuple[str, ...] = ()
     approximate: bool = False
-    emitted: tuple[dict[str, Any], ...] = ()
+    emission: Emission = Emission()
     forbidden: dict[str, Any] | None = None
-    malformed: tuple[str, ...] = ()
+
+    @property
+    def emitted(self) -> tuple[dict[str, Any], ...]:
+        """The emitted actions, normalised (fresh dicts on every read)."""
+        return tuple(self.emission.actions())
+
+    @property
+    def malformed(self) -> tuple[str, ...]:
+        """Why call attempts could not be parsed."""
+        return self.emission.malformed
 
     @property
     def passed(self) -> bool:
@@ -141,13 +148,28 @@ def _fresh(value: Any) -> Any:
     return value
 
 
-@dataclass(frozen=True, slots=True)
 class _Alternative:
     """A tool alternative of a label: its calls, whether their order matters, its label form."""
 
-    calls: tuple[Action, ...]
-    order_matters: bool
-    form: dict[str, Any]  # the verdict's ``matched`` (shared: verdicts are read-only)
+    __slots__ = ("_form", "action", "calls", "names", "order_matters")
+
+    def __init__(self, action: Action | ParallelGroup) -> None:
+        self.action = action
+        if isinstance(action, ParallelGroup):
+            self.calls, self.order_matters = tuple(action.parallel), action.order_matters
+        else:
+            self.calls, self.order_matters = (action,), False
+        # the tool names an emitted turn must call to be matched at all (as a multiset unless ordered)
+        names = [str(c.tool) for c in self.calls]
+        self.names = tuple(names if self.order_matters else sorted(names))
+        self._form: dict[str, Any] | None = None
+
+    @property
+    def form(self) -> dict[str, Any]:
+        """The verdict's ``matched``: the label form, made on first use (shared: verdicts are read-only)."""
+        if self._form is None:
+            self._form = _alt_dict(self.action)
+        return self._form
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,25 +193,16 @@ def _compiled(label: Label) -> _CompiledLabel:
     alternatives = []
     null_form = None
     for alt in label.valid_actions:
-        if isinstance(alt, ParallelGroup):
-            alternatives.append(_Alternative(tuple(alt.parallel), alt.order_matters, _alt_dict(alt)))
-        elif alt.tool is None:
+        if isinstance(alt, Action) and alt.tool is None:
             if null_form is None:
                 null_form = _alt_dict(alt)
         else:
-            alternatives.append(_Alternative((alt,), False, _alt_dict(alt)))
+            alternatives.append(_Alternative(alt))
     compiled = _CompiledLabel(tuple(alternatives), null_form, tuple(label.forbidden_actions))
     if len(_LABELS) >= _LABEL_LIMIT:
         _LABELS.clear()
     _LABELS[id(label)] = (label, compiled)
     return compiled
-
-
-def _prefixed(tool: str, results: list[FieldResult]) -> list[FieldResult]:
-    """Give fresh results their ``tool.`` path prefix (in place: they are not shared yet)."""
-    for r in results:
-        r.path = f"{tool}.{r.path}"
-    return results
 
 
 def _hits_forbidden(call: Call, fb: ForbiddenAction, tools: Mapping[str, ToolSpec], rules: RuleSet,
@@ -210,6 +223,16 @@ def _failing(results: list[FieldResult]) -> int:
     return n
 
 
+def _compare(call: Call, req: Action, tools: Mapping[str, ToolSpec], rules: RuleSet,
+             ctx: CompareContext) -> list[FieldResult]:
+    """Field results of an emitted call against a label call of the same tool (paths ``tool.field``)."""
+    schema = tools[call.name].parameters if call.name in tools else _NO_SCHEMA
+    return args_plan(call.name, schema, req.args, rules).run(call.args, ctx)
+
+
+_NO_SCHEMA: dict[str, Any] = {}
+
+
 def _match_group(calls: Sequence[Call], required: Sequence[Action], order_matters: bool,
                  tools: Mapping[str, ToolSpec], rules: RuleSet, ctx: CompareContext
                  ) -> tuple[bool, int, list[FieldResult]]:
@@ -221,34 +244,52 @@ def _match_group(calls: Sequence[Call], required: Sequence[Action], order_matter
         call, req = calls[0], required[0]
         if call.name != req.tool:
             return False, _NAME_MISMATCH, []
-        schema = tools[call.name].parameters if call.name in tools else {}
-        res = _prefixed(call.name, compare_args(call.name, schema, req.args, call.args, rules, ctx))
+        res = _compare(call, req, tools, rules, ctx)
         return True, _failing(res), res
     results: dict[tuple[int, int], list[FieldResult]] = {}
-    cost = [[_NAME_MISMATCH] * n for _ in range(n)]
-    for i, call in enumerate(calls):
-        for j, req in enumerate(required):
-            if order_matters and i != j:
-                continue
-            if call.name != req.tool:
-                continue
-            schema = tools[call.name].parameters if call.name in tools else {}
-            res = _prefixed(call.name, compare_args(call.name, schema, req.args, call.args, rules, ctx))
-            results[(i, j)] = res
-            cost[i][j] = _failing(res)
+
+    def cost(i: int, j: int) -> int:
+        if (i, j) not in results:
+            if calls[i].name != required[j].tool:
+                return _NAME_MISMATCH
+            results[(i, j)] = _compare(calls[i], required[j], tools, rules, ctx)
+        return _failing(results[(i, j)])
+
     if order_matters:
         pairs = [(i, i) for i in range(n)]
     else:
-        from scipy.optimize import linear_sum_assignment
+        fit = _perfect_fit(n, cost)
+        if fit is not None:
+            pairs = fit
+        else:  # no assignment without a failing field: the optimal one
+            from scipy.optimize import linear_sum_assignment
 
-        rows, cols = linear_sum_assignment(cost)
-        pairs = list(zip(rows.tolist(), cols.tolist()))
-    if any(cost[i][j] >= _NAME_MISMATCH for i, j in pairs):
+            rows, cols = linear_sum_assignment([[cost(i, j) for j in range(n)] for i in range(n)])
+            pairs = list(zip(rows.tolist(), cols.tolist()))
+    costs = [cost(i, j) for i, j in pairs]
+    if any(c >= _NAME_MISMATCH for c in costs):
         return False, _NAME_MISMATCH, []
     fields_: list[FieldResult] = []
     for i, j in sorted(pairs, key=lambda p: p[1]):
         fields_.extend(results[(i, j)])
-    return True, sum(cost[i][j] for i, j in pairs), fields_
+    return True, sum(costs), fields_
+
+
+def _perfect_fit(n: int, cost: Callable[[int, int], int]) -> list[tuple[int, int]] | None:
+    """First fit using only pairs that cost nothing; ``None`` when it does not place every call.
+
+    An assignment that costs nothing is optimal, so the Hungarian method is needed only when
+    this fails (first fit can miss a zero-cost assignment; the Hungarian method then finds it).
+    """
+    free = list(range(n))
+    pairs = []
+    for i in range(n):
+        j = next((j for j in free if cost(i, j) == 0), None)
+        if j is None:
+            return None
+        free.remove(j)
+        pairs.append((i, j))
+    return pairs
 
 
 def _alt_dict(alt: Action | ParallelGroup) -> dict[str, Any]:
@@ -289,28 +330,29 @@ def score(
     rules = rules or _NO_RULES
     ctx = context or _NO_CONTEXT
     em = emitted if isinstance(emitted, Emission) else parse_emission(emitted, offered=specs.keys())
-    actions = tuple(em.actions())
 
     if lab.forbidden:
         for call in em.calls:
             for fb in lab.forbidden:
                 if _hits_forbidden(call, fb, specs, rules, ctx):
-                    return Verdict(False, False, "forbidden", emitted=actions, malformed=em.malformed,
-                                   forbidden=fb.model_dump(exclude_none=True))
+                    return Verdict(False, False, "forbidden", emission=em, forbidden=fb.model_dump(exclude_none=True))
         for name in em.malformed_names:
             for fb in lab.forbidden:
                 if name and fb.tool == name and not fb.args:
-                    return Verdict(False, False, "forbidden", emitted=actions, malformed=em.malformed,
-                                   forbidden=fb.model_dump(exclude_none=True))
+                    return Verdict(False, False, "forbidden", emission=em, forbidden=fb.model_dump(exclude_none=True))
     if em.malformed:
-        return Verdict(False, False, "malformed_call", emitted=actions, malformed=em.malformed)
+        return Verdict(False, False, "malformed_call", emission=em)
     if not em.calls:
         if lab.null_form is not None:
-            return Verdict(True, True, "ok_no_tool", matched=lab.null_form, emitted=actions)
-        return Verdict(False, False, "none_when_tool_needed", emitted=actions)
+            return Verdict(True, True, "ok_no_tool", matched=lab.null_form, emission=em)
+        return Verdict(False, False, "none_when_tool_needed", emission=em)
 
     best: tuple[int, _Alternative, list[FieldResult]] | None = None
+    called = [c.name for c in em.calls]
+    called_set = tuple(sorted(called))
     for alt in lab.alternatives:
+        if alt.names != (tuple(called) if alt.order_matters else called_set):
+            continue  # no assignment pairs every call with a call of the same tool
         names_ok, n_fail, res = _match_group(em.calls, alt.calls, alt.order_matters, specs, rules, ctx)
         if names_ok and (best is None or n_fail < best[0]):
             best = (n_fail, alt, res)
@@ -318,12 +360,16 @@ def score(
                 break
     if best is None:
         kind: Kind = "tool_when_none_needed" if lab.null_form is not None else "wrong_tool"
-        return Verdict(False, False, kind, emitted=actions)
+        return Verdict(False, False, kind, emission=em)
     n_fail, alt, res = best
-    unruled = tuple(dict.fromkeys(_strip(r.path) for r in res if r.rule == "raw"))
-    approximate = any(r.approximate for r in res)
-    return Verdict(True, n_fail == 0, "ok" if n_fail == 0 else "right_tool_wrong_args", matched=alt.form,
-                   fields=tuple(res), unruled=unruled, approximate=approximate, emitted=actions)
+    unruled: dict[str, None] = {}
+    approximate = False
+    for r in res:
+        if r.rule == "raw":
+            unruled[_strip(r.path)] = None
+        approximate = approximate or r.approximate
+    return Verdict(True, n_fail == 0, "ok" if n_fail == 0 else "right_tool_wrong_args", alt.form, tuple(res),
+                   tuple(unruled), approximate, em)
 
 
 _INDEX = re.compile(r"\[\d+\]")

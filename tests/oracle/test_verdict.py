@@ -117,7 +117,7 @@ def test_compiled_label_and_tools_are_reused_without_leaking_edits() -> None:
     assert second.kind == "right_tool_wrong_args"
     assert second.matched == {"tool": "mail.reply", "args": {"thread_id": "a", "kind": "ack"}}
     assert [(f.path, f.expected, f.got) for f in second.failing_fields] == [("mail.reply.thread_id", "a", "b")]
-    assert len(rules.compiled) == 1  # the tool's schema was compiled once for both decisions
+    assert len(rules.compiled) == 2  # the tool's schema and the label call, each compiled once for both decisions
 
 
 def test_parallel_assignment_is_optimal_not_greedy() -> None:
