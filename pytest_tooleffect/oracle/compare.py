@@ -17,7 +17,7 @@ import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from .rules import Rule, RuleSet
 
@@ -524,7 +524,7 @@ class _Comparer:
         return FieldResult(path, ok, src + " (fallback)", "" if ok else f"token overlap {sim:.2f} < {threshold:.2f}",
                            e, g, approximate=True)
 
-    def _items(self, node: _Node) -> _Node:
+    def items(self, node: _Node) -> _Node:
         """The compiled items of an array node (rule path ``<array>[]``, else the array's normalisers)."""
         if node.items is None:
             item_rule = self.rules.lookup(self.tool, node.rpath + "[]")
@@ -543,7 +543,7 @@ class _Comparer:
             return [FieldResult(path, False, src, "not an array", e, g)]
         if not isinstance(e, list):
             return [FieldResult(path, False, src, "label value is not an array", e, g)]
-        items = self._items(node)
+        items = self.items(node)
         if rule is None or rule.order != "any":
             if len(e) != len(g):
                 return [FieldResult(path, False, src, f"{len(g)} items where the label has {len(e)}", e, g)]
@@ -715,105 +715,57 @@ class _Comparer:
 # ---------------------------------------------------------------- a label call, compiled
 
 
-class _Accept:
-    """The acceptable values of one scalar field, keyed by canonical form.
+class _Form(NamedTuple):
+    """How a scalar schema position is judged by value alone (see :func:`_scalar_form`)."""
 
-    Comparing an emitted value then takes one normalisation and one dictionary lookup instead
-    of a comparison per alternative.  A key holds the first alternative with that canonical form
-    and the rule name its result carries.  Canonical forms are chosen so that equal forms mean
-    the comparator would accept the value (strings: the field's normalisers; numbers: value;
-    enum members: NFKC; booleans and null: identity), so a hit is the comparator's verdict; a miss
-    goes to the comparator, which says why.
-    """
-
-    __slots__ = ("canon", "default", "enum", "omit_at", "omitted", "values")
-
-    def __init__(self, canon: Callable[[Any], Any], values: dict[Any, tuple[Any, str, int]],
-                 omitted: tuple[int, Any] | None, default: Any, enum: Sequence[Any] | None) -> None:
-        self.canon = canon
-        self.values = values
-        # the first "$omitted" alternative (index, value): tried in order, it takes the schema default
-        self.omit_at: int
-        self.omitted: Any
-        self.omit_at, self.omitted = omitted if omitted is not None else (-1, None)
-        self.default = default
-        self.enum = enum
-
-    def match(self, g: Any) -> tuple[Any, str, Any] | None:
-        """(alternative, rule, value shown) for an acceptable emitted value ``g``, else ``None``."""
-        key = self.canon(g)
-        if key is _MISSING:
-            return None
-        hit = self.values.get(key)
-        if hit is None:
-            return None
-        if self.enum is not None and g is not None and g not in self.enum:
-            return None
-        if 0 <= self.omit_at < hit[2] and g == self.default:  # the earlier "$omitted" alternative takes it
-            return self.omitted, "label:$any_of", None
-        return hit[0], hit[1], g
+    canon: Callable[[Any], Any]  # value -> canonical form, or _MISSING when the type cannot match
+    rule: str  # the rule name a passing result carries (null: ``null_rule``)
+    null_rule: str
+    tolerant: bool  # numbers: equal within tolerance without equal canonical forms
+    enum: Sequence[Any] | None
 
 
-def _scalar(g: Any) -> bool:
-    return g is None or type(g) in (str, int, float, bool)
+def _scalar_form(node: _Node) -> _Form | None:
+    """The :class:`_Form` of a scalar position, or ``None`` when only the comparator can judge it.
 
-
-def _accepting(node: _Node, e: Any) -> _Accept | None:
-    """The :class:`_Accept` of a field whose label value (or ``$any_of`` alternatives) is ``e``.
-
-    ``None`` when the field is not a plain scalar judged by value alone: a rule with a
-    comparator or predicates, a date or date-time, an object or array, a type that depends on
-    the value, or an alternative the canonical forms cannot express.
+    Canonical forms are chosen so that equal forms mean the comparator accepts the value:
+    strings through the field's normalisers (raw without), numbers by value, enum members
+    through NFKC (then checked for membership), booleans as themselves; null is its own form.
+    Positions with a comparator or predicates in their rule, dates and date-times, and types
+    that depend on the value are left to the comparator.
     """
     rule = node.rule
     if rule is not None and (rule.compare is not None or rule.predicates or rule.numeric_strings):
         return None
     if node.temporal is not None or node.kind not in ("string", "number", "integer", "boolean"):
         return None
-    any_of = isinstance(e, Mapping) and ANY_OF in e
-    alts = e[ANY_OF] if any_of else [e]
-    if not isinstance(alts, list):
-        return None
-    src = node.src
-    canon: Callable[[Any], Any]
+    null_rule = node.src or "schema:null"
     if node.enum is not None:
-        canon, rule_name = _canon_enum, "schema:enum"
         if not all(_scalar(v) for v in node.enum):
             return None
-    elif node.kind == "boolean":
-        canon, rule_name = _canon_bool, src or "schema:boolean"
-    elif node.kind in ("number", "integer"):
-        canon, rule_name = (_canon_int if node.kind == "integer" else _canon_number), src or f"schema:{node.kind}"
-        numbers = [a for a in alts if _is_number(a)]
-        try:  # tolerance would let an earlier alternative accept a value equal to a later one
-            if any(a != b and math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0) for a in numbers for b in numbers):
-                return None
-        except OverflowError:
-            return None
-    else:
-        steps = node.str_steps or ()
-        canon = (lambda g: g if type(g) is str else _MISSING) if node.str_raw else (
-            lambda g: normalise_string(g, steps) if type(g) is str else _MISSING)
-        rule_name = "raw" if node.str_raw else node.str_src
-    values: dict[Any, tuple[Any, str, int]] = {}
-    omitted: tuple[int, Any] | None = None
-    for i, alt in enumerate(alts):
-        if any_of and isinstance(alt, Mapping) and alt.get(OMITTED):
-            omitted = omitted or (i, alt)
-            continue
-        if alt is None:
-            values.setdefault(_NULL, (None, src or "schema:null", i))
-            continue
-        if not _scalar(alt) or (type(alt) is float and alt != alt):
-            return None
-        key = canon(alt)
-        if key is _MISSING:
-            return None  # an alternative the field's type can never accept: the comparator says so
-        values.setdefault(key, (alt, rule_name, i))
-    return _Accept(lambda g: _NULL if g is None else canon(g), values, omitted, node.default, node.enum)
+        return _Form(_canon_enum, "schema:enum", null_rule, False, node.enum)
+    if node.kind == "boolean":
+        return _Form(_canon_bool, node.src or "schema:boolean", null_rule, False, None)
+    if node.kind in ("number", "integer"):
+        canon = _canon_int if node.kind == "integer" else _canon_number
+        return _Form(canon, node.src or f"schema:{node.kind}", null_rule, True, None)
+    if node.str_raw:
+        return _Form(_canon_raw, "raw", null_rule, False, None)
+    steps = node.str_steps or ()
+    return _Form(lambda g: normalise_string(g, steps) if type(g) is str else _MISSING, node.str_src, null_rule,
+                 False, None)
+
+
+def _scalar(g: Any) -> bool:
+    return g is None or type(g) in (str, int, float, bool)
 
 
 _NULL = object()  # canonical form of null
+_JSON_TYPES = frozenset({str, int, float, bool, type(None), list, dict})
+
+
+def _canon_raw(g: Any) -> Any:
+    return g if type(g) is str else _MISSING
 
 
 def _canon_bool(g: Any) -> Any:
@@ -834,6 +786,170 @@ def _canon_enum(g: Any) -> Any:
     return g if type(g) in (int, float, bool) and g == g else _MISSING
 
 
+def _close_pair(values: Iterable[Any]) -> bool:
+    """Two different numbers among ``values`` within the comparator's tolerance (or too large to tell)."""
+    numbers = [v for v in values if _is_number(v)]
+    try:
+        return any(a != b and math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0) for a in numbers for b in numbers)
+    except OverflowError:
+        return True
+
+
+class _Accept:
+    """The acceptable values of one field (a scalar, or an array of scalars), by canonical form.
+
+    Judging an emitted value then takes one canonical form and one dictionary lookup instead of
+    a comparison per alternative.  A key holds the first alternative with that form, and the
+    results the comparator would give for it, less the emitted value.  A hit is the
+    comparator's verdict; a miss goes to the comparator, which says why.
+    """
+
+    __slots__ = ("canon", "default", "enum", "first", "item_canon", "item_paths", "omit_at", "omitted", "path",
+                 "tolerant", "values")
+
+    def __init__(self, path: str, canon: Callable[[Any], Any], item_canon: Callable[[Any], Any],
+                 values: dict[Any, tuple[int, Any, Any]], first: Any, omitted: tuple[int, Any] | None,
+                 default: Any, form: _Form, array_rule: str | None) -> None:
+        self.path = path
+        self.canon = canon
+        self.item_canon = item_canon
+        self.first = first  # the first alternative that is not "$omitted" (_MISSING: none)
+        self.values = values  # canonical form -> (alternative index, alternative, rule or item rules)
+        self.omit_at: int
+        self.omitted: Any
+        self.omit_at, self.omitted = omitted if omitted is not None else (-1, None)
+        self.default = default
+        self.enum = form.enum
+        self.tolerant = form.tolerant
+        # arrays: the rule of an empty array and each item's display path
+        self.item_paths: tuple[str, ...] | None = None
+        if array_rule is not None:
+            longest = max((len(alt) for _, alt, _ in values.values() if isinstance(alt, list)), default=0)
+            self.item_paths = tuple(f"{path}[{i}]" for i in range(longest))
+
+    def _hit(self, g: Any) -> tuple[int, Any, Any] | None:
+        key = self.canon(g)
+        if key is _MISSING:
+            return None
+        hit = self.values.get(key)
+        if hit is None:
+            return None
+        if self.enum is not None and g is not None and not (g in self.enum if self.item_paths is None
+                                                                 else all(x is None or x in self.enum for x in g)):
+            return None
+        return hit
+
+    def results(self, g: Any) -> list[FieldResult] | None:
+        """The comparator's results for an acceptable emitted value ``g``, else ``None``."""
+        hit = self._hit(g)
+        if hit is None:
+            return None
+        index, alt, rule = hit
+        if 0 <= self.omit_at < index and g == self.default:  # the earlier "$omitted" alternative takes it
+            return [FieldResult(self.path, True, "label:$any_of", "", self.omitted, None)]
+        if self.item_paths is None or alt is None:
+            return [FieldResult(self.path, True, rule, "", alt, g)]
+        if not alt:
+            return [FieldResult(self.path, True, rule, "", alt, g)]
+        paths = self.item_paths
+        return [FieldResult(paths[i], True, rule[i], "", a, b) for i, (a, b) in enumerate(zip(alt, g))]
+
+    def failing(self, g: Any) -> int | None:
+        """How many failing results the comparator gives ``g``; ``None`` when only it can tell.
+
+        Counts failing fields without writing their reasons.  Unknown for a number outside the
+        keys (it may be within tolerance) and for anything that is not a JSON value (a ``str``
+        subclass, say).  Otherwise a value outside the keys fails once, unless an ``$omitted``
+        alternative takes it as the default; an array fails once per differing item against the
+        first alternative (the one the comparator reports when none matches), or once when it
+        is not an array of that length.
+        """
+        if self._hit(g) is not None:
+            return 0
+        if self.tolerant or type(g) not in _JSON_TYPES:
+            return None
+        if self.omitted is not None and g == self.default:
+            return 0
+        first = self.first
+        if self.item_paths is None or type(g) is not list or type(first) is not list or len(g) != len(first):
+            return 1
+        if any(type(x) not in _JSON_TYPES for x in g):
+            return None
+        canon, enum = self.item_canon, self.enum
+        return sum(not (canon(b) == canon(a) is not _MISSING and (enum is None or b is None or b in enum))
+                   for a, b in zip(first, g))
+
+
+def _accepting(node: _Node, e: Any, path: str, items_of: Callable[[_Node], _Node]) -> _Accept | None:
+    """The :class:`_Accept` of a field whose label value (or ``$any_of`` alternatives) is ``e``.
+
+    ``None`` when the field is not judged by value alone (:func:`_scalar_form`): an object, an
+    array compared as a set or holding more than scalars, or an alternative the canonical forms
+    cannot express.
+    """
+    any_of = isinstance(e, Mapping) and ANY_OF in e
+    alts = e[ANY_OF] if any_of else [e]
+    if not isinstance(alts, list):
+        return None
+    array_rule: str | None = None
+    if node.kind == "array":
+        rule = node.rule
+        if node.enum is not None or node.temporal is not None or (rule is not None and (
+                rule.compare is not None or rule.predicates or rule.order == "any" or rule.numeric_strings)):
+            return None
+        form = _scalar_form(items_of(node))
+        array_rule = rule.source if rule is not None else "schema:array"
+    else:
+        form = _scalar_form(node)
+    if form is None:
+        return None
+    item = form.canon
+
+    def canon_item(g: Any) -> Any:
+        return _NULL if g is None else item(g)
+
+    def canon_array(g: Any) -> Any:
+        if type(g) is not list:
+            return _MISSING
+        key = tuple(map(canon_item, g))
+        return _MISSING if _MISSING in key else key
+
+    def canon_field(g: Any) -> Any:
+        return _NULL if g is None else canon_array(g)
+
+    canon = canon_item if array_rule is None else canon_field
+    values: dict[Any, tuple[int, Any, Any]] = {}
+    omitted: tuple[int, Any] | None = None
+    first: Any = _MISSING
+    seen: list[Any] = []
+    for i, alt in enumerate(alts):
+        if any_of and isinstance(alt, Mapping) and alt.get(OMITTED):
+            omitted = omitted or (i, alt)
+            continue
+        if first is _MISSING:
+            first = alt
+        if alt is None:
+            values.setdefault(_NULL, (i, None, node.src or "schema:null"))
+            continue
+        items = alt if array_rule is not None and type(alt) is list else [alt]
+        if not all(_scalar(x) and not (type(x) is float and x != x) for x in items):
+            return None
+        key = canon(alt)
+        if key is _MISSING:
+            return None  # an alternative the field's type can never accept: the comparator says so
+        if array_rule is None:
+            rule_of: Any = form.rule
+        elif not alt:
+            rule_of = array_rule
+        else:
+            rule_of = tuple(form.null_rule if x is None else form.rule for x in alt)
+        values.setdefault(key, (i, alt, rule_of))
+        seen.extend(items)
+    if form.tolerant and _close_pair(seen):
+        return None  # tolerance could let an earlier alternative take a value equal to a later one
+    return _Accept(path, canon, canon_item, values, first, omitted, node.default, form, array_rule)
+
+
 @dataclass(slots=True, eq=False)
 class _Key:
     """One key of a compiled label call."""
@@ -851,18 +967,24 @@ class ArgsPlan:
     """A label call's arguments compiled against its tool's schema under a rule set.
 
     :meth:`run` gives the same results as :func:`compare_args` (paths prefixed ``tool.``), with
-    each scalar field's acceptable values looked up by canonical form (:class:`_Accept`); a
-    field the lookup does not accept, and every object whose schema has fields judged together,
-    goes to the comparator.  Built by :func:`args_plan`.
+    each field judged by value alone looked up by canonical form (:class:`_Accept`); a field the
+    lookup does not accept, and every object whose schema has fields judged together, goes to
+    the comparator.  Built by :func:`args_plan`.
     """
 
-    __slots__ = ("expected", "keys", "node", "rules", "tool")
+    __slots__ = ("expected", "keys", "node", "rules", "tool", "used")
 
     def __init__(self, tool: str, node: _Node, expected: Mapping[str, Any], rules: RuleSet) -> None:
         self.tool, self.node, self.expected, self.rules = tool, node, expected, rules
-        self.keys: tuple[_Key, ...] | None = None
-        if node.composites:
-            return
+        self.keys: tuple[_Key, ...] | None = None  # built on the second use (a label scored once never needs them)
+        self.used = False
+
+    def _build(self, now: bool = False) -> tuple[_Key, ...] | None:
+        """The compiled keys (from the second use, or ``now``), else ``None``: the comparator judges."""
+        tool, node, expected, rules = self.tool, self.node, self.expected, self.rules
+        if not (self.used or now) or node.composites:
+            self.used = True
+            return None
         comparer = _Comparer(tool, rules, _NO_CONTEXT)
         exp = comparer._with_defaults(node, expected) if node.defaults else expected
         props = node.props
@@ -876,32 +998,68 @@ class ArgsPlan:
                 sub = comparer.extra(node, key)
             e = exp.get(key, _MISSING)
             default = sub.default if key in props and node.defaults else _MISSING
-            accept = _accepting(sub, e) if e is not _MISSING else None
-            keys.append(_Key(key, sub, f"{tool}.{key}", e, default, key in node.required, accept))
+            path = f"{tool}.{key}"
+            accept = _accepting(sub, e, path, comparer.items) if e is not _MISSING else None
+            keys.append(_Key(key, sub, path, e, default, key in node.required, accept))
         self.keys = tuple(keys)
+        return self.keys
+
+    def compile(self) -> ArgsPlan:
+        """Build the compiled keys now instead of at the second use; returns the plan."""
+        if self.keys is None:
+            self._build(now=True)
+        return self
 
     def run(self, got: Mapping[str, Any], ctx: CompareContext | None = None) -> list[FieldResult]:
         """Compare the emitted arguments ``got``; one :class:`FieldResult` per judged field."""
         node = self.node
-        if self.keys is None:
+        keys = self.keys if self.keys is not None else self._build()
+        if keys is None:
             return _Comparer(self.tool, self.rules, ctx or _NO_CONTEXT).object(node, self.expected, got, self.tool)
         comparer: _Comparer | None = None
         results: list[FieldResult] = []
         if not node.open and not got.keys() <= node.props.keys():
             comparer = _Comparer(self.tool, self.rules, ctx or _NO_CONTEXT)
             results.extend(comparer.undeclared(node, got, self.tool))
-        for k in self.keys:
+        for k in keys:
             g = got.get(k.key, _MISSING)
             if g is not _MISSING and k.accept is not None:
-                hit = k.accept.match(g)
+                hit = k.accept.results(g)
                 if hit is not None:
-                    results.append(FieldResult(k.path, True, hit[1], "", hit[0], hit[2]))
+                    results.extend(hit)
                     continue
             if comparer is None:
                 comparer = _Comparer(self.tool, self.rules, ctx or _NO_CONTEXT)
             absent = g is _MISSING
             results.extend(comparer.key(k.node, k.expected, k.default if absent else g, k.path, k.required, absent))
         return results
+
+    def failures(self, got: Mapping[str, Any], ctx: CompareContext | None = None) -> int:
+        """How many of :meth:`run`'s results would fail, without writing them where it can.
+
+        Used to cost the pairs of a parallel turn's assignment; the chosen pairs are then run.
+        """
+        keys = self.keys if self.keys is not None else self._build()
+        if keys is None:
+            return sum(not r.ok for r in self.run(got, ctx))
+        node = self.node
+        n = 0
+        if not node.open and not got.keys() <= node.props.keys():
+            n += sum(key not in node.props for key in got)
+        comparer: _Comparer | None = None
+        for k in keys:
+            g = got.get(k.key, _MISSING)
+            if g is not _MISSING and k.accept is not None:
+                failing = k.accept.failing(g)
+                if failing is not None:
+                    n += failing
+                    continue
+            if comparer is None:
+                comparer = _Comparer(self.tool, self.rules, ctx or _NO_CONTEXT)
+            absent = g is _MISSING
+            n += sum(not r.ok for r in comparer.key(k.node, k.expected, k.default if absent else g, k.path,
+                                                    k.required, absent))
+        return n
 
 
 def args_plan(tool: str, schema: Mapping[str, Any], expected: Mapping[str, Any], rules: RuleSet) -> ArgsPlan:

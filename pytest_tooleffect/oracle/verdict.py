@@ -13,13 +13,14 @@ match, the one with the fewest failing fields is the matched action.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from ..models import Action, ForbiddenAction, Label, ParallelGroup, ToolSpec
-from .compare import CompareContext, FieldResult, args_plan, compare_args
+from .compare import ArgsPlan, CompareContext, FieldResult, args_plan, compare_args
 from .emission import Call, Emission, parse_emission
 from .rules import RuleSet
 
@@ -226,8 +227,12 @@ def _failing(results: list[FieldResult]) -> int:
 def _compare(call: Call, req: Action, tools: Mapping[str, ToolSpec], rules: RuleSet,
              ctx: CompareContext) -> list[FieldResult]:
     """Field results of an emitted call against a label call of the same tool (paths ``tool.field``)."""
+    return _plan_of(call, req, tools, rules).run(call.args, ctx)
+
+
+def _plan_of(call: Call, req: Action, tools: Mapping[str, ToolSpec], rules: RuleSet) -> ArgsPlan:
     schema = tools[call.name].parameters if call.name in tools else _NO_SCHEMA
-    return args_plan(call.name, schema, req.args, rules).run(call.args, ctx)
+    return args_plan(call.name, schema, req.args, rules)
 
 
 _NO_SCHEMA: dict[str, Any] = {}
@@ -246,36 +251,51 @@ def _match_group(calls: Sequence[Call], required: Sequence[Action], order_matter
             return False, _NAME_MISMATCH, []
         res = _compare(call, req, tools, rules, ctx)
         return True, _failing(res), res
+    costs: dict[tuple[int, int], int] = {}
     results: dict[tuple[int, int], list[FieldResult]] = {}
 
     def cost(i: int, j: int) -> int:
+        if (i, j) not in costs:
+            call, req = calls[i], required[j]
+            costs[(i, j)] = (_plan_of(call, req, tools, rules).failures(call.args, ctx) if call.name == req.tool
+                             else _NAME_MISMATCH)
+        return costs[(i, j)]
+
+    def fits(i: int, j: int) -> bool:  # the results are kept: a pair that fits is usually chosen
+        if calls[i].name != required[j].tool:
+            return False
         if (i, j) not in results:
-            if calls[i].name != required[j].tool:
-                return _NAME_MISMATCH
             results[(i, j)] = _compare(calls[i], required[j], tools, rules, ctx)
-        return _failing(results[(i, j)])
+            costs[(i, j)] = _failing(results[(i, j)])
+        return costs[(i, j)] == 0
 
     if order_matters:
         pairs = [(i, i) for i in range(n)]
     else:
-        fit = _perfect_fit(n, cost)
+        fit = _perfect_fit(n, fits)
         if fit is not None:
             pairs = fit
         else:  # no assignment without a failing field: the optimal one
-            from scipy.optimize import linear_sum_assignment
-
-            rows, cols = linear_sum_assignment([[cost(i, j) for j in range(n)] for i in range(n)])
+            rows, cols = _assignment()([[cost(i, j) for j in range(n)] for i in range(n)])
             pairs = list(zip(rows.tolist(), cols.tolist()))
-    costs = [cost(i, j) for i, j in pairs]
-    if any(c >= _NAME_MISMATCH for c in costs):
+    chosen = [cost(i, j) for i, j in pairs]
+    if any(c >= _NAME_MISMATCH for c in chosen):
         return False, _NAME_MISMATCH, []
     fields_: list[FieldResult] = []
     for i, j in sorted(pairs, key=lambda p: p[1]):
-        fields_.extend(results[(i, j)])
-    return True, sum(costs), fields_
+        fields_.extend(results[(i, j)] if (i, j) in results else _compare(calls[i], required[j], tools, rules, ctx))
+    return True, sum(chosen), fields_
 
 
-def _perfect_fit(n: int, cost: Callable[[int, int], int]) -> list[tuple[int, int]] | None:
+@functools.cache
+def _assignment() -> Callable[..., Any]:
+    """``scipy.optimize.linear_sum_assignment``, imported on first use (SciPy loads slowly)."""
+    from scipy.optimize import linear_sum_assignment
+
+    return linear_sum_assignment  # type: ignore[no-any-return]
+
+
+def _perfect_fit(n: int, fits: Callable[[int, int], bool]) -> list[tuple[int, int]] | None:
     """First fit using only pairs that cost nothing; ``None`` when it does not place every call.
 
     An assignment that costs nothing is optimal, so the Hungarian method is needed only when
@@ -284,7 +304,7 @@ def _perfect_fit(n: int, cost: Callable[[int, int], int]) -> list[tuple[int, int
     free = list(range(n))
     pairs = []
     for i in range(n):
-        j = next((j for j in free if cost(i, j) == 0), None)
+        j = next((j for j in free if fits(i, j)), None)
         if j is None:
             return None
         free.remove(j)
