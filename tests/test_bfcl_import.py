@@ -52,3 +52,46 @@ def test_import_and_score(tmp_path: Path) -> None:
     rejected = json.loads((tmp_path / "live_simple" / "rejected.json").read_text())
     assert rejected and all(r["problems"] for r in rejected)
     assert len(_cases(tmp_path / "live_simple" / "cases.jsonl")) + len(rejected) == 258
+
+
+def _first(value: object) -> object:
+    """The label's first acceptable value (``$omitted`` skipped), nested objects included."""
+    if isinstance(value, dict) and "$any_of" in value:
+        taken = [v for v in value["$any_of"] if not (isinstance(v, dict) and "$omitted" in v)]
+        return _first(taken[0]) if taken else None
+    if isinstance(value, dict):
+        return {k: _first(v) for k, v in value.items()}
+    return value
+
+
+def _turns(label: dict) -> list[dict]:
+    """The label's first values as a turn, and the same with every top-level string upper-cased."""
+    alt = label["valid_actions"][0]
+    calls = alt.get("parallel", [alt])
+    first = [{"name": c["tool"], "arguments": _first(c.get("args", {}))} for c in calls]
+    shouted = [{**c, "arguments": {k: v.upper() if isinstance(v, str) else v for k, v in c["arguments"].items()}}
+               for c in first]
+    return [{"tool_calls": first}, {"tool_calls": shouted}, {"tool_calls": first[::-1]}]
+
+
+def test_scoring_a_label_again_through_its_compiled_calls_gives_the_same_verdicts(tmp_path: Path) -> None:
+    # the first use of a label call goes to the comparator, later ones to the compiled call
+    from pytest_tooleffect.models import Label, ToolSpec
+    from pytest_tooleffect.oracle import RuleSet
+
+    rules = RuleSet.from_mapping({"defaults": {"string": {"normalise": ["nfkc", "strip", "casefold"]}}})
+
+    assert main(["import", "bfcl", "--shared", str(SHARED), "--out", str(tmp_path), "--category", "multiple",
+                 "--category", "parallel_multiple"]) == 0
+    n = 0
+    for category in ("multiple", "parallel_multiple"):
+        for case in _cases(tmp_path / category / "cases.jsonl").values():
+            label = Label.model_validate(case["label"])
+            tools = [ToolSpec.model_validate(t) for t in case["tools"]]
+            for turn in _turns(case["label"]):
+                # a fresh copy of the label is scored through the comparator (its calls' first use)
+                reference = score(turn, label.model_copy(deep=True), tools, rules).to_dict()
+                assert score(turn, label, tools, rules).to_dict() == reference
+                assert score(turn, label, tools, rules).to_dict() == reference
+                n += 1
+    assert n == 3 * (199 + 192)  # every imported case (the rest are rejected on import)

@@ -1,0 +1,237 @@
+"""A compiled label call judges exactly as the comparator does.
+
+``ArgsPlan`` looks acceptable values up by canonical form and counts failing fields without
+writing reasons; the comparator (``compare_args``) is the reference.  Property-based: Hypothesis
+draws schemas, rules, label values (``$any_of`` with ``$omitted``, null, close numbers, case
+and width variants of strings, arrays) and emitted arguments, and every result must be the
+comparator's, field for field.  Parallel turns: the failing-field count of the chosen
+assignment is the minimum over every pairing (checked exhaustively).
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pytest_tooleffect.oracle import RuleSet, compare_args, score
+from pytest_tooleffect.oracle.compare import args_plan
+
+SETTINGS = settings(max_examples=600, deadline=None, database=None, derandomize=True,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+# small pools, so that label values and emitted values often meet: equal, equal after
+# normalisation, within tolerance, or of the wrong type
+STRINGS = ["a", "A", " a ", "ａ", "b", "", "Straße", "STRASSE", "1"]
+NUMBERS = [0, 1, 1.0, 1.0000000001, 2, 2.5, 10**30, float("inf")]
+SCALARS = st.one_of(st.none(), st.booleans(), st.sampled_from(NUMBERS), st.sampled_from(STRINGS))
+VALUES = st.one_of(SCALARS, st.lists(SCALARS, max_size=3), st.dictionaries(st.sampled_from(["u", "v"]), SCALARS,
+                                                                            max_size=2))
+
+
+def _variants(value: Any) -> list[Any]:
+    """Values the comparator may or may not accept for ``value``: case, width, spacing, tolerance."""
+    if isinstance(value, str):
+        return [value, value.upper(), f" {value} ", value.replace("a", "ａ"), value + "x"]
+    if isinstance(value, bool) or value is None:
+        return [value, not value, 0]
+    if isinstance(value, (int, float)):
+        out = [value, float(value) if value == value and abs(value) < 1e300 else value, str(value)]
+        if isinstance(value, float) and value == value and abs(value) < 1e300:
+            out.append(value * (1 + 1e-12))
+        return out
+    if isinstance(value, list):
+        return [value, value[::-1], value[:-1], [_variants(x)[1] for x in value]]
+    return [value]
+
+SCALAR_SCHEMAS = st.one_of(
+    st.just({"type": "string"}),
+    st.builds(lambda e: {"type": "string", "enum": e}, st.lists(st.sampled_from(STRINGS), min_size=1, max_size=4,
+                                                                  unique=True)),
+    st.just({"type": "number"}),
+    st.just({"type": "integer"}),
+    st.just({"type": "boolean"}),
+    st.just({"type": ["string", "null"]}),
+    st.just({"type": "string", "format": "date"}),
+    st.just({}),
+)
+
+
+def _with_default(schema: dict[str, Any], default: Any) -> dict[str, Any]:
+    return schema if default is _NONE else {**schema, "default": default}
+
+
+_NONE = object()
+FIELD_SCHEMAS = st.one_of(
+    st.builds(_with_default, SCALAR_SCHEMAS, st.one_of(st.just(_NONE), SCALARS)),
+    st.builds(lambda items: {"type": "array", "items": items}, SCALAR_SCHEMAS),
+    st.builds(lambda props: {"type": "object", "properties": props},
+              st.dictionaries(st.sampled_from(["u", "v"]), SCALAR_SCHEMAS, max_size=2)),
+)
+KEYS = ["p", "q", "r"]
+
+
+@st.composite
+def tool_schemas(draw: st.DrawFn) -> dict[str, Any]:
+    props = draw(st.dictionaries(st.sampled_from(KEYS), FIELD_SCHEMAS, min_size=1, max_size=3))
+    schema: dict[str, Any] = {"type": "object", "properties": props,
+                              "required": draw(st.lists(st.sampled_from(sorted(props)), unique=True))}
+    if draw(st.booleans()):
+        schema["additionalProperties"] = True
+    return schema
+
+
+def _alternatives(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    alts = st.lists(st.one_of(values, st.just({"$omitted": True})), min_size=1, max_size=4)
+    return st.one_of(values, st.builds(lambda a: {"$any_of": a}, alts))
+
+
+@st.composite
+def label_args(draw: st.DrawFn, schema: dict[str, Any]) -> dict[str, Any]:
+    keys = draw(st.lists(st.sampled_from([*schema["properties"], "zz"]), unique=True))
+    return {k: draw(_alternatives(VALUES)) for k in keys}
+
+
+@st.composite
+def emitted_args(draw: st.DrawFn, schema: dict[str, Any], expected: dict[str, Any]) -> dict[str, Any]:
+    """Mostly values taken from the label's alternatives (so matches happen), some fresh ones."""
+    out = {}
+    for key in draw(st.lists(st.sampled_from([*schema["properties"], "zz"]), unique=True)):
+        e = expected.get(key)
+        pool = e["$any_of"] if isinstance(e, dict) and "$any_of" in e else [e]
+        taken = [v for v in pool if not (isinstance(v, dict) and "$omitted" in v)]
+        if taken and draw(st.integers(0, 3)):
+            out[key] = draw(st.sampled_from(_variants(draw(st.sampled_from(taken)))))
+        else:
+            out[key] = draw(VALUES)
+    return out
+
+
+RULES = st.sampled_from([
+    RuleSet(),
+    RuleSet.from_mapping({"defaults": {"string": {"normalise": ["nfkc", "strip", "casefold"]}}}),
+    RuleSet.from_mapping({"fields": {"t.p": {"normalise": ["casefold"]}, "t.q": {"order": "any"},
+                                     "t.r": {"compare": "exact"}}}),
+    RuleSet.from_mapping({"fields": {"t.p[]": {"normalise": ["strip"]}, "*.q": {"normalise": ["nfkc"]}}}),
+])
+
+
+def _reference(schema: dict[str, Any], expected: dict[str, Any], got: dict[str, Any], rules: RuleSet) -> list[Any]:
+    out = []
+    for r in compare_args("t", schema, expected, got, rules):
+        d = r.to_dict()
+        d["path"] = f"t.{d['path']}"
+        out.append(d)
+    return out
+
+
+@SETTINGS
+@given(data=st.data(), rules=RULES)
+def test_a_compiled_call_gives_the_comparators_results(data: st.DataObject, rules: RuleSet) -> None:
+    schema = data.draw(tool_schemas())
+    expected = data.draw(label_args(schema))
+    plan = args_plan("t", schema, expected, rules).compile()
+    for _ in range(3):
+        got = data.draw(emitted_args(schema, expected))
+        want = _reference(schema, expected, got, rules)
+        assert [r.to_dict() for r in plan.run(got)] == want, (schema, expected, got)
+        assert plan.failures(got) == sum(not r["ok"] for r in want), (schema, expected, got)
+
+
+def test_the_first_use_goes_to_the_comparator_and_the_second_compiles() -> None:
+    schema = {"type": "object", "properties": {"p": {"type": "string"}}}
+    rules = RuleSet()
+    plan = args_plan("t", schema, {"p": "a"}, rules)
+    assert plan.run({"p": "a"})[0].ok and plan.keys is None
+    assert plan.run({"p": "b"})[0].reason == "different string (compared raw: no rule)"
+    assert plan.keys is not None and plan.keys[0].accept is not None
+    assert args_plan("t", schema, {"p": "a"}, rules) is not plan  # another label dict: its own plan
+    same = {"p": "a"}
+    assert args_plan("t", schema, same, rules) is args_plan("t", schema, same, rules)
+
+
+def test_an_omitted_alternative_takes_the_default_before_a_later_equal_value() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "default": 5}}}
+    expected = {"n": {"$any_of": [{"$omitted": True}, 5]}}
+    plan = args_plan("t", schema, expected, RuleSet()).compile()
+    (r,) = plan.run({"n": 5})
+    assert (r.ok, r.rule, r.expected, r.got) == (True, "label:$any_of", {"$omitted": True}, None)
+    assert [x.to_dict() for x in plan.run({"n": 5})] == _reference(schema, expected, {"n": 5}, RuleSet())
+
+
+def test_numbers_within_tolerance_are_left_to_the_comparator() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "number"}}}
+    plan = args_plan("t", schema, {"x": 0.3}, RuleSet()).compile()
+    (r,) = plan.run({"x": 0.1 + 0.2})  # not equal, within 1e-9 relative
+    assert r.ok and r.rule == "schema:number"
+    assert plan.failures({"x": 0.1 + 0.2}) == 0 and plan.failures({"x": 0.31}) == 1
+
+
+def _call(name: str, **args: Any) -> dict[str, Any]:
+    return {"name": name, "arguments": args}
+
+
+@SETTINGS
+@given(data=st.data())
+def test_a_parallel_turn_is_matched_with_the_fewest_failing_fields(data: st.DataObject) -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "integer"},
+                                               "c": {"type": "array", "items": {"type": "string"}}},
+              "required": ["a"]}
+    tools = [{"name": "f", "parameters": schema}]
+    args = st.fixed_dictionaries({}, optional={"a": st.sampled_from(["x", "y", "z"]), "b": st.sampled_from([1, 2]),
+                                               "c": st.lists(st.sampled_from(["x", "y"]), max_size=2)})
+    n = data.draw(st.integers(2, 3))
+    required = [data.draw(args) for _ in range(n)]
+    emitted = [data.draw(st.one_of(st.sampled_from(required), args)) for _ in range(n)]
+    label = {"valid_actions": [{"parallel": [{"tool": "f", "args": r} for r in required]}]}
+    verdict = score({"tool_calls": [_call("f", **e) for e in emitted]}, label, tools)
+    fewest = min(sum(sum(not r.ok for r in compare_args("f", schema, required[j], emitted[i])) for i, j in
+                     enumerate(perm)) for perm in itertools.permutations(range(n)))
+    assert verdict.kind == ("ok" if fewest == 0 else "right_tool_wrong_args")
+    assert len(verdict.failing_fields) == fewest
+    # scoring again (now through the compiled calls) gives the same verdict
+    again = score({"tool_calls": [_call("f", **e) for e in emitted]}, label, tools)
+    assert again.to_dict() == verdict.to_dict()
+
+
+def test_an_earlier_alternative_within_tolerance_keeps_its_place() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "number"}}}
+    expected = {"x": {"$any_of": [1.0000000001, 1]}}  # 1 is within 1e-9 of the first alternative
+    plan = args_plan("t", schema, expected, RuleSet()).compile()
+    (r,) = plan.run({"x": 1})
+    assert (r.ok, r.expected) == (True, 1.0000000001)
+    assert [x.to_dict() for x in plan.run({"x": 1})] == _reference(schema, expected, {"x": 1}, RuleSet())
+
+
+def test_a_fraction_for_an_integer_fails_even_when_the_label_holds_it() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    plan = args_plan("t", schema, {"n": 2.5}, RuleSet()).compile()
+    (r,) = plan.run({"n": 2.5})
+    assert (r.ok, r.reason) == (False, "not an integer")
+    assert plan.failures({"n": 2.5}) == 1
+
+
+def test_the_first_equal_alternative_is_the_one_reported() -> None:
+    schema = {"type": "object", "properties": {"s": {"type": "string"}}}
+    rules = RuleSet.from_mapping({"defaults": {"string": {"normalise": ["casefold"]}}})
+    expected = {"s": {"$any_of": ["Oslo", "OSLO"]}}
+    plan = args_plan("t", schema, expected, rules).compile()
+    assert plan.run({"s": "OSLO"})[0].expected == "Oslo"
+    assert [x.to_dict() for x in plan.run({"s": "OSLO"})] == _reference(schema, expected, {"s": "OSLO"}, rules)
+
+
+def test_the_default_counts_as_omitted_when_failing_fields_are_counted() -> None:
+    schema = {"type": "object", "properties": {"u": {"type": "string", "default": "celsius"}}}
+    expected = {"u": {"$any_of": [{"$omitted": True}, "kelvin"]}}
+    plan = args_plan("t", schema, expected, RuleSet()).compile()
+    assert plan.failures({"u": "celsius"}) == 0 == sum(not r.ok for r in plan.run({"u": "celsius"}))
+    assert plan.failures({"u": "fahrenheit"}) == 1
+
+
+def test_an_array_fails_once_per_differing_item_or_once_when_its_length_differs() -> None:
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "items": {"type": "string"}}}}
+    plan = args_plan("t", schema, {"xs": {"$any_of": [["a", "b", "c"], ["c"]]}}, RuleSet()).compile()
+    for got, n in ((["a", "x", "y"], 2), (["a", "b"], 1), ("abc", 1), (["a", "b", "c"], 0), (["c"], 0)):
+        assert plan.failures({"xs": got}) == n == sum(not r.ok for r in plan.run({"xs": got})), got
