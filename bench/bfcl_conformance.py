@@ -219,24 +219,30 @@ def time_bfcl(work: list[tuple[Any, ...]]) -> float:
         return time.perf_counter() - t0
 
 
-def time_oracle(work: list[tuple[Any, ...]], per_output: bool) -> float:
+def time_oracle(work: list[tuple[Any, ...]], fresh_for: str) -> float:
     """Seconds for the oracle on every output, from the provider's message to the full verdict.
 
     Each decision is what the plugin does: parse the message (arguments as an object or a JSON
     string), then score it into the verdict (kind, matched action, per-field results).  The rule
-    set, labels and tool specs are fresh copies, so compiling them is timed too: once per entry
-    (the entry's outputs share them, as a case's decisions do across policies), or, with
-    ``per_output``, once per output.
+    set, labels and tool specs are fresh copies, so compiling them is timed too (a label call is
+    compiled at its second use; its first goes to the comparator): ``fresh_for="entry"``, once
+    per entry (the entry's outputs share them, as a case's decisions do across policies and
+    repeats); ``"output"``, once per output (every case scored once); ``"none"``, every label
+    scored twice before the timing (a case scored many times, compilation out of the timing).
     """
     rules = RuleSet.from_mapping(RULES_DOC)
     fresh: dict[int, tuple[Label, list[ToolSpec]]] = {}
     prepared = []
     for _, _, _, pert, output, label, specs in work:
         key = id(label)
-        if per_output or key not in fresh:
+        if fresh_for == "output" or key not in fresh:
             fresh[key] = (label.model_copy(deep=True), [t.model_copy(deep=True) for t in specs])
         lab, sp = fresh[key]
         prepared.append((emitted(output, pert == "args_json_string"), lab, sp, [t.name for t in sp]))
+    if fresh_for == "none":
+        for _ in range(2):
+            for message, lab, sp, names in prepared:
+                score(parse_emission(message, offered=names), lab, sp, rules)
     with _frozen_heap():
         t0 = time.perf_counter()
         for message, lab, sp, names in prepared:
@@ -314,17 +320,21 @@ def main() -> None:
     # speed: the same outputs, each checker in a tight loop, in alternating rounds (the median
     # round of each is reported: the machine may be shared)
     n = len(work)
-    t_bfcl, t_ours, t_cold = [], [], []
+    t_bfcl, t_ours, t_cold, t_warm = [], [], [], []
     for _ in range(args.rounds):
         t_bfcl.append(time_bfcl(work))
-        t_ours.append(time_oracle(work, per_output=False))
-        t_cold.append(time_oracle(work, per_output=True))
-    b, o, c = statistics.median(t_bfcl), statistics.median(t_ours), statistics.median(t_cold)
+        t_ours.append(time_oracle(work, fresh_for="entry"))
+        t_cold.append(time_oracle(work, fresh_for="output"))
+        t_warm.append(time_oracle(work, fresh_for="none"))
+    b, o = statistics.median(t_bfcl), statistics.median(t_ours)
+    c, w = statistics.median(t_cold), statistics.median(t_warm)
     print(f"speed (median of {args.rounds} rounds): BFCL checker {n / b:,.0f} decisions/s ({1e6 * b / n:.1f} µs each), "
           f"oracle {n / o:,.0f} decisions/s ({1e6 * o / n:.1f} µs each), ratio oracle/BFCL {b / o:.2f} "
           "(target >= 1.0)")
-    print(f"  oracle compiling every label and schema for every output (one decision per case): "
+    print(f"  every label and schema fresh for every output (each case scored once): "
           f"{1e6 * c / n:.1f} µs each, ratio {b / c:.2f}")
+    print(f"  every label compiled before the timing (a case scored many times): "
+          f"{1e6 * w / n:.1f} µs each, ratio {b / w:.2f}")
     sys.exit(1 if unexplained else 0)
 
 
