@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, field_validator, model_validator
 
 __all__ = [
     "Action",
@@ -133,6 +133,8 @@ class Label(_Model):
     forbidden_actions: list[ForbiddenAction] = Field(default_factory=list)
     labelled_by: list[str] = Field(default_factory=list)
     notes: str | None = None
+    # the oracle's compiled form, made at the first scoring (a cache: equal to any other, never copied deep)
+    _oracle: Any = PrivateAttr(default=None)
 
     @field_validator("labelled_by", mode="before")
     @classmethod

@@ -21,7 +21,8 @@ from typing import Any, NamedTuple
 
 from .rules import Rule, RuleSet
 
-__all__ = ["ANY_OF", "OMITTED", "ArgsPlan", "CompareContext", "FieldResult", "args_plan", "compare_args"]
+__all__ = ["ANY_OF", "OMITTED", "ArgsPlan", "CompareContext", "FieldResult", "args_plan", "compare_args",
+           "compile_call"]
 
 #: Label value holding alternatives: ``{"$any_of": [v1, v2, {"$omitted": true}]}``.
 ANY_OF = "$any_of"
@@ -1062,6 +1063,11 @@ class ArgsPlan:
         return n
 
 
+def compile_call(tool: str, schema: Mapping[str, Any], expected: Mapping[str, Any], rules: RuleSet) -> ArgsPlan:
+    """A new :class:`ArgsPlan` of the label arguments ``expected`` for ``tool`` (its schema compiled once per rules)."""
+    return ArgsPlan(tool, _plan(tool, schema or {}, rules), expected, rules)
+
+
 def args_plan(tool: str, schema: Mapping[str, Any], expected: Mapping[str, Any], rules: RuleSet) -> ArgsPlan:
     """The compiled :class:`ArgsPlan` of a label call, cached on ``rules``.
 
@@ -1073,7 +1079,7 @@ def args_plan(tool: str, schema: Mapping[str, Any], expected: Mapping[str, Any],
     hit = rules.compiled.get(key)
     if hit is not None and hit[0] is schema and hit[1] is expected:
         return hit[2]  # type: ignore[no-any-return]
-    plan = ArgsPlan(tool, _plan(tool, schema, rules), expected, rules)
+    plan = compile_call(tool, schema, expected, rules)
     if len(rules.compiled) >= _PLAN_LIMIT:
         rules.compiled.clear()
     rules.compiled[key] = (schema, expected, plan)

@@ -16,11 +16,10 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from ..models import Action, ForbiddenAction, Label, ParallelGroup, ToolSpec
-from .compare import ArgsPlan, CompareContext, FieldResult, args_plan, compare_args
+from .compare import ArgsPlan, CompareContext, FieldResult, compare_args, compile_call
 from .emission import Call, Emission, parse_emission
 from .rules import RuleSet
 
@@ -152,7 +151,7 @@ def _fresh(value: Any) -> Any:
 class _Alternative:
     """A tool alternative of a label: its calls, whether their order matters, its label form."""
 
-    __slots__ = ("_form", "action", "calls", "names", "order_matters")
+    __slots__ = ("_form", "action", "calls", "names", "order_matters", "plans")
 
     def __init__(self, action: Action | ParallelGroup) -> None:
         self.action = action
@@ -164,6 +163,23 @@ class _Alternative:
         names = [str(c.tool) for c in self.calls]
         self.names = tuple(names if self.order_matters else sorted(names))
         self._form: dict[str, Any] | None = None
+        # per call: its arguments compiled against a tool schema under a rule set (usually one pair)
+        self.plans: list[list[tuple[RuleSet, Mapping[str, Any], ArgsPlan]]] = [[] for _ in self.calls]
+
+    def plan(self, j: int, tools: Mapping[str, ToolSpec], rules: RuleSet) -> ArgsPlan:
+        """Call ``j``'s arguments compiled against its tool's schema in ``tools`` under ``rules``."""
+        req = self.calls[j]
+        tool = str(req.tool)
+        schema = tools[tool].parameters if tool in tools else _NO_SCHEMA
+        kept = self.plans[j]
+        for r, sch, plan in kept:
+            if r is rules and sch is schema:
+                return plan
+        if len(kept) >= _PLANS_PER_CALL:
+            del kept[0]
+        plan = compile_call(tool, schema, req.args, rules)
+        kept.append((rules, schema, plan))
+        return plan
 
     @property
     def form(self) -> dict[str, Any]:
@@ -173,37 +189,44 @@ class _Alternative:
         return self._form
 
 
-@dataclass(frozen=True, slots=True)
 class _CompiledLabel:
-    """What scoring reads from a label, taken out of the pydantic models once."""
+    """What scoring reads from a label, taken out of the pydantic models once.
 
-    alternatives: tuple[_Alternative, ...]
-    null_form: dict[str, Any] | None  # label form of the null alternative, when null is valid
-    forbidden: tuple[ForbiddenAction, ...]
+    Kept on the label itself (``Label._oracle``), so it lives and dies with it.  A cache, not
+    part of the label's value: it compares equal to anything (labels stay equal after scoring)
+    and a deep copy of the label starts without it.
+    """
 
+    __slots__ = ("alternatives", "forbidden", "null_form")
+    __hash__ = None  # type: ignore[assignment]
 
-_LABELS: dict[int, tuple[Label, _CompiledLabel]] = {}
-_LABEL_LIMIT = 4096
+    def __init__(self, label: Label) -> None:
+        alternatives = []
+        null_form = None
+        for alt in label.valid_actions:
+            if isinstance(alt, Action) and alt.tool is None:
+                if null_form is None:
+                    null_form = _alt_dict(alt)
+            else:
+                alternatives.append(_Alternative(alt))
+        self.alternatives: tuple[_Alternative, ...] = tuple(alternatives)
+        self.null_form: dict[str, Any] | None = null_form  # label form of the null alternative, when null is valid
+        self.forbidden: tuple[ForbiddenAction, ...] = tuple(label.forbidden_actions)
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> None:
+        return None
 
 
 def _compiled(label: Label) -> _CompiledLabel:
-    """The label's scoring form, cached by identity (labels are frozen models; the cache holds them)."""
-    hit = _LABELS.get(id(label))
-    if hit is not None and hit[0] is label:
-        return hit[1]
-    alternatives = []
-    null_form = None
-    for alt in label.valid_actions:
-        if isinstance(alt, Action) and alt.tool is None:
-            if null_form is None:
-                null_form = _alt_dict(alt)
-        else:
-            alternatives.append(_Alternative(alt))
-    compiled = _CompiledLabel(tuple(alternatives), null_form, tuple(label.forbidden_actions))
-    if len(_LABELS) >= _LABEL_LIMIT:
-        _LABELS.clear()
-    _LABELS[id(label)] = (label, compiled)
-    return compiled
+    """The label's scoring form, made once and kept on the label (labels are frozen models)."""
+    kept = label.__pydantic_private__  # read directly: pydantic's attribute lookup for private fields is slow
+    form = kept.get("_oracle") if kept else None
+    if form is None:
+        form = label._oracle = _CompiledLabel(label)
+    return form
 
 
 def _hits_forbidden(call: Call, fb: ForbiddenAction, tools: Mapping[str, ToolSpec], rules: RuleSet,
@@ -224,52 +247,43 @@ def _failing(results: list[FieldResult]) -> int:
     return n
 
 
-def _compare(call: Call, req: Action, tools: Mapping[str, ToolSpec], rules: RuleSet,
-             ctx: CompareContext) -> list[FieldResult]:
-    """Field results of an emitted call against a label call of the same tool (paths ``tool.field``)."""
-    return _plan_of(call, req, tools, rules).run(call.args, ctx)
-
-
-def _plan_of(call: Call, req: Action, tools: Mapping[str, ToolSpec], rules: RuleSet) -> ArgsPlan:
-    schema = tools[call.name].parameters if call.name in tools else _NO_SCHEMA
-    return args_plan(call.name, schema, req.args, rules)
-
-
 _NO_SCHEMA: dict[str, Any] = {}
+_PLANS_PER_CALL = 4
 
 
-def _match_group(calls: Sequence[Call], required: Sequence[Action], order_matters: bool,
-                 tools: Mapping[str, ToolSpec], rules: RuleSet, ctx: CompareContext
-                 ) -> tuple[bool, int, list[FieldResult]]:
+def _match_group(calls: Sequence[Call], alt: _Alternative, tools: Mapping[str, ToolSpec], rules: RuleSet,
+                 ctx: CompareContext) -> tuple[bool, int, list[FieldResult]]:
     """Return (names match, failing-field count, field results) for the best assignment."""
+    required = alt.calls
     if len(calls) != len(required):
         return False, _NAME_MISMATCH, []
     n = len(calls)
     if n == 1:  # one call against one: no assignment to choose
-        call, req = calls[0], required[0]
-        if call.name != req.tool:
+        if calls[0].name != required[0].tool:
             return False, _NAME_MISMATCH, []
-        res = _compare(call, req, tools, rules, ctx)
+        res = alt.plan(0, tools, rules).run(calls[0].args, ctx)
         return True, _failing(res), res
     costs: dict[tuple[int, int], int] = {}
     results: dict[tuple[int, int], list[FieldResult]] = {}
 
     def cost(i: int, j: int) -> int:
         if (i, j) not in costs:
-            call, req = calls[i], required[j]
-            costs[(i, j)] = (_plan_of(call, req, tools, rules).failures(call.args, ctx) if call.name == req.tool
-                             else _NAME_MISMATCH)
+            costs[(i, j)] = (alt.plan(j, tools, rules).failures(calls[i].args, ctx)
+                             if calls[i].name == required[j].tool else _NAME_MISMATCH)
         return costs[(i, j)]
+
+    def run(i: int, j: int) -> list[FieldResult]:
+        if (i, j) not in results:
+            results[(i, j)] = alt.plan(j, tools, rules).run(calls[i].args, ctx)
+        return results[(i, j)]
 
     def fits(i: int, j: int) -> bool:  # the results are kept: a pair that fits is usually chosen
         if calls[i].name != required[j].tool:
             return False
-        if (i, j) not in results:
-            results[(i, j)] = _compare(calls[i], required[j], tools, rules, ctx)
-            costs[(i, j)] = _failing(results[(i, j)])
+        costs[(i, j)] = _failing(run(i, j))
         return costs[(i, j)] == 0
 
-    if order_matters:
+    if alt.order_matters:
         pairs = [(i, i) for i in range(n)]
     else:
         fit = _perfect_fit(n, fits)
@@ -283,7 +297,7 @@ def _match_group(calls: Sequence[Call], required: Sequence[Action], order_matter
         return False, _NAME_MISMATCH, []
     fields_: list[FieldResult] = []
     for i, j in sorted(pairs, key=lambda p: p[1]):
-        fields_.extend(results[(i, j)] if (i, j) in results else _compare(calls[i], required[j], tools, rules, ctx))
+        fields_.extend(run(i, j))
     return True, sum(chosen), fields_
 
 
@@ -373,7 +387,7 @@ def score(
     for alt in lab.alternatives:
         if alt.names != (tuple(called) if alt.order_matters else called_set):
             continue  # no assignment pairs every call with a call of the same tool
-        names_ok, n_fail, res = _match_group(em.calls, alt.calls, alt.order_matters, specs, rules, ctx)
+        names_ok, n_fail, res = _match_group(em.calls, alt, specs, rules, ctx)
         if names_ok and (best is None or n_fail < best[0]):
             best = (n_fail, alt, res)
             if n_fail == 0:

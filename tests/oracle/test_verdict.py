@@ -117,7 +117,12 @@ def test_compiled_label_and_tools_are_reused_without_leaking_edits() -> None:
     assert second.kind == "right_tool_wrong_args"
     assert second.matched == {"tool": "mail.reply", "args": {"thread_id": "a", "kind": "ack"}}
     assert [(f.path, f.expected, f.got) for f in second.failing_fields] == [("mail.reply.thread_id", "a", "b")]
-    assert len(rules.compiled) == 2  # the tool's schema and the label call, each compiled once for both decisions
+    assert len(rules.compiled) == 1  # the tool's schema, compiled once for both decisions
+    (kept,) = label._oracle.alternatives[0].plans  # the label call, compiled against it once, kept on the label
+    assert len(kept) == 1 and kept[0][0] is rules
+    # the compiled form is a cache, not part of the label's value
+    assert label == Label.model_validate(label.model_dump())
+    assert label.model_copy(deep=True)._oracle is None
 
 
 def test_parallel_assignment_is_optimal_not_greedy() -> None:
