@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, NamedTuple
@@ -320,6 +320,21 @@ class _Comparer:
             judged = self._composite(node, names, rule, exp, emi, path)
             if judged is not None:
                 results.append(judged)
+        for key, sub in self.judged(node, expected, subset):
+            if key in done:
+                continue
+            e, g = exp.get(key, _MISSING), emi.get(key, _MISSING)
+            fpath = sub.rpath if static_paths else self.join(path, key)
+            results.extend(self.key(sub, e, g, fpath, key in required, not subset and key not in got))
+        return results
+
+    def judged(self, node: _Node, expected: Mapping[str, Any], subset: bool = False) -> Iterator[tuple[str, _Node]]:
+        """The keys of an object that are judged, in order, with their compiled nodes.
+
+        The schema's keys, then the label's keys the schema does not declare; with ``subset``,
+        the label's keys alone.
+        """
+        props = node.props
         if subset:
             keys: Iterable[str] = expected
         elif expected.keys() <= props.keys():
@@ -327,17 +342,12 @@ class _Comparer:
         else:
             keys = dict.fromkeys([*props, *expected])
         for key in keys:
-            if key in done:
-                continue
             sub = props.get(key)
             if sub is None:
-                if not open_schema and key not in expected:
+                if not node.open and key not in expected:
                     continue
                 sub = self.extra(node, key)
-            e, g = exp.get(key, _MISSING), emi.get(key, _MISSING)
-            fpath = sub.rpath if static_paths else self.join(path, key)
-            results.extend(self.key(sub, e, g, fpath, key in required, not subset and key not in got))
-        return results
+            yield key, sub
 
     def undeclared(self, node: _Node, got: Mapping[str, Any], path: str) -> list[FieldResult]:
         """A failing result for each emitted key that ``node``'s (closed) schema does not declare."""
@@ -988,17 +998,10 @@ class ArgsPlan:
             return None
         comparer = _Comparer(tool, rules, _NO_CONTEXT)
         exp = comparer._with_defaults(node, expected) if node.defaults else expected
-        props = node.props
-        names = props if expected.keys() <= props.keys() else dict.fromkeys([*props, *expected])
         keys = []
-        for key in names:
-            sub = props.get(key)
-            if sub is None:
-                if not node.open and key not in expected:
-                    continue
-                sub = comparer.extra(node, key)
+        for key, sub in comparer.judged(node, expected):
             e = exp.get(key, _MISSING)
-            default = sub.default if key in props and node.defaults else _MISSING
+            default = sub.default if key in node.props and node.defaults else _MISSING
             path = f"{tool}.{key}"
             accept = _accepting(sub, e, path, comparer.items) if e is not _MISSING else None
             keys.append(_Key(key, sub, path, e, default, key in node.required, accept))
