@@ -193,8 +193,8 @@ class _CompiledLabel:
     """What scoring reads from a label, taken out of the pydantic models once.
 
     Kept on the label itself (``Label._oracle``), so it lives and dies with it.  A cache, not
-    part of the label's value: it compares equal to anything (labels stay equal after scoring)
-    and a deep copy of the label starts without it.
+    part of the label's value: it compares equal to anything (labels stay equal after scoring),
+    and a deep copy or an unpickled copy of the label starts without it.
     """
 
     __slots__ = ("alternatives", "forbidden", "null_form")
@@ -218,6 +218,9 @@ class _CompiledLabel:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> None:
         return None
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return type(None), ()  # a pickled label starts without it too
 
 
 def _compiled(label: Label) -> _CompiledLabel:

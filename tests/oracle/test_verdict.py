@@ -123,6 +123,9 @@ def test_compiled_label_and_tools_are_reused_without_leaking_edits() -> None:
     # the compiled form is a cache, not part of the label's value
     assert label == Label.model_validate(label.model_dump())
     assert label.model_copy(deep=True)._oracle is None
+    import pickle
+
+    assert pickle.loads(pickle.dumps(label)) == label and pickle.loads(pickle.dumps(label))._oracle is None
 
 
 def test_parallel_assignment_is_optimal_not_greedy() -> None:
