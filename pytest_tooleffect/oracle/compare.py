@@ -11,6 +11,7 @@ no enum or format) is compared raw and listed as *unruled*.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
@@ -94,20 +95,31 @@ class CompareContext:
 _PUNCT = re.compile(r"[\s,./\-_*^]+")
 
 
+_NORMALISERS: dict[str, Callable[[str], str]] = {
+    "nfkc": functools.partial(unicodedata.normalize, "NFKC"),
+    "casefold": str.casefold,
+    "strip": str.strip,
+    "collapse_whitespace": lambda value: " ".join(value.split()),
+    "strip_punctuation": lambda value: _PUNCT.sub("", value),
+}
+
+
+@functools.cache
+def normaliser(steps: tuple[str, ...]) -> Callable[[str], str]:
+    """The string normalisers ``steps`` (``nfkc``, ``casefold``, ``strip``, …) as one function, applied in order."""
+    fns = tuple(_NORMALISERS[step] for step in steps if step in _NORMALISERS)
+
+    def apply(value: str) -> str:
+        for fn in fns:
+            value = fn(value)
+        return value
+
+    return apply
+
+
 def normalise_string(value: str, steps: Sequence[str]) -> str:
     """Apply string normalisers in order (``nfkc``, ``casefold``, ``strip``, …)."""
-    for step in steps:
-        if step == "nfkc":
-            value = unicodedata.normalize("NFKC", value)
-        elif step == "casefold":
-            value = value.casefold()
-        elif step == "strip":
-            value = value.strip()
-        elif step == "collapse_whitespace":
-            value = " ".join(value.split())
-        elif step == "strip_punctuation":
-            value = _PUNCT.sub("", value)
-    return value
+    return normaliser(tuple(steps))(value)
 
 
 def _zone(name: str | None) -> Any:
@@ -762,8 +774,8 @@ def _scalar_form(node: _Node) -> _Form | None:
         return _Form(canon, node.src or f"schema:{node.kind}", null_rule, True, None)
     if node.str_raw:
         return _Form(_canon_raw, "raw", null_rule, False, None)
-    steps = node.str_steps or ()
-    return _Form(lambda g: normalise_string(g, steps) if type(g) is str else _MISSING, node.str_src, null_rule,
+    norm = normaliser(node.str_steps or ())
+    return _Form(lambda g: norm(g) if type(g) is str else _MISSING, node.str_src, null_rule,
                  False, None)
 
 
