@@ -378,20 +378,25 @@ def test_rate_limit_holds_across_xdist_workers(pytester: pytest.Pytester) -> Non
 
 def test_a_named_rate_file_is_shared_by_consecutive_runs(pytester: pytest.Pytester) -> None:
     """Two runs naming one state file share one limit: the second waits for the first's requests."""
+    # the window must outlast the second run's start-up (a fresh interpreter importing litellm:
+    # 10-20 s on a loaded 2-core machine), or its requests find the window empty and never wait
+    WINDOW = 45  # noqa: N806
     cases = [_case(f"s{i}", {"valid_actions": [NULL]}) for i in range(3)]
     with ScriptedServer([Reply(text="fine")]) as srv:
         _family(pytester.path, cases)
         args = ["cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={srv.base_url}",
-                "--tooleffect-rpm=3", "-o", "tooleffect_rate_window=20", "-o", "tooleffect_rate_file=state/limit.db"]
+                "--tooleffect-rpm=3", "-o", f"tooleffect_rate_window={WINDOW}", "-o",
+                "tooleffect_rate_file=state/limit.db"]
         pytester.runpytest(*args).assert_outcomes(passed=3)
         second = pytester.runpytest(*args)
         second.assert_outcomes(passed=3)
         arrivals = sorted(r["_received"] for r in srv.requests)
     assert (pytester.path / "state" / "limit.db").is_file()  # kept for the next run
     assert len(arrivals) == 6
-    # the window (20 s) outlasts the second run's start-up: its requests waited for the first run's
-    assert arrivals[3] - arrivals[0] >= 20 - 0.3
-    second.stdout.fnmatch_lines(["*tooleffect rate limit: 3 requests per 20 s*; [123] of 3 model turns waited for it*"])
+    # the window outlasts the second run's start-up: its requests waited for the first run's
+    assert arrivals[3] - arrivals[0] >= WINDOW - 0.3
+    second.stdout.fnmatch_lines([f"*tooleffect rate limit: 3 requests per {WINDOW} s*; [123] of 3 model turns "
+                                 "waited for it*"])
 
 
 def test_retries_pass_through_the_rate_limit(tmp_path: Path) -> None:
