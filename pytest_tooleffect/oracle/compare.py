@@ -889,15 +889,14 @@ class _Accept:
         """
         if self._hit(g) is not None:
             return 0
-        if self.tolerant or type(g) not in _JSON_TYPES:
+        if self.tolerant or type(g) not in _JSON_TYPES or (type(g) is list and any(
+                type(x) not in _JSON_TYPES for x in g)):
             return None
         if self.omitted is not None and g == self.default:
             return 0
         first = self.first
         if self.item_paths is None or type(g) is not list or type(first) is not list or len(g) != len(first):
             return 1
-        if any(type(x) not in _JSON_TYPES for x in g):
-            return None
         canon, enum = self.item_canon, self.enum
         return sum(not (canon(b) == canon(a) is not _MISSING and (enum is None or b is None or b in enum))
                    for a, b in zip(first, g))

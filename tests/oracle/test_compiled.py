@@ -235,3 +235,23 @@ def test_an_array_fails_once_per_differing_item_or_once_when_its_length_differs(
     plan = args_plan("t", schema, {"xs": {"$any_of": [["a", "b", "c"], ["c"]]}}, RuleSet()).compile()
     for got, n in ((["a", "x", "y"], 2), (["a", "b"], 1), ("abc", 1), (["a", "b", "c"], 0), (["c"], 0)):
         assert plan.failures({"xs": got}) == n == sum(not r.ok for r in plan.run({"xs": got})), got
+
+
+def test_items_that_are_not_plain_json_values_are_counted_by_the_comparator() -> None:
+    # a str subclass (a StrEnum member, say) equals its text for the comparator; the count of
+    # failing fields that costs an ordered parallel group must say the same as the results
+    class Tag(str):
+        pass
+
+    schema = {"type": "object", "properties": {"r": {"type": "array", "items": {"type": "string"}}}}
+    tools = [{"name": "t", "parameters": schema}]
+    label = {"valid_actions": [{"order_matters": True, "parallel": [
+        {"tool": "t", "args": {"r": {"$any_of": [["x"], ["b", "b"]]}}}, {"tool": "t", "args": {"r": ["c"]}}]}]}
+    turn = {"tool_calls": [{"name": "t", "arguments": {"r": [Tag("b"), Tag("b")]}},
+                           {"name": "t", "arguments": {"r": ["c"]}}]}
+    from pytest_tooleffect.models import Label
+
+    scored = Label.model_validate(label)
+    assert [score(turn, scored, tools).kind for _ in range(3)] == ["ok", "ok", "ok"]
+    plan = args_plan("t", schema, {"r": {"$any_of": [["x"], ["b", "b"]]}}, RuleSet()).compile()
+    assert plan.failures({"r": [Tag("b"), Tag("b")]}) == 0
