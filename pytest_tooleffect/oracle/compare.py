@@ -12,6 +12,7 @@ no enum or format) is compared raw and listed as *unruled*.
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 import unicodedata
@@ -1101,7 +1102,12 @@ def args_plan(tool: str, schema: Mapping[str, Any], expected: Mapping[str, Any],
 
 
 def _norm_item(x: Any) -> Any:
-    return unicodedata.normalize("NFKC", x).casefold().strip() if isinstance(x, str) else x
+    """A hashable, normalised form of a list member or state value (objects and lists as canonical JSON)."""
+    if isinstance(x, str):
+        return unicodedata.normalize("NFKC", x).casefold().strip()
+    if isinstance(x, (list, dict)):
+        return json.dumps(x, sort_keys=True, default=str)
+    return x
 
 
 def _lookup(state: Mapping[str, Any], dotted: str) -> Any:

@@ -153,10 +153,14 @@ def _from_block(b: _Builder, block: Mapping[str, Any]) -> None:
         b.add(block.get("name"), block.get("input"))
     elif "functionCall" in block or "function_call" in block:  # Gemini part
         fc = block.get("functionCall") or block.get("function_call") or {}
+        if not _is_mapping(fc):
+            b.malformed.append(f"a function call that is a {type(fc).__name__}, not an object")
+            b.malformed_names.append("")
+            return
         b.add(fc.get("name"), fc.get("args"))
     elif kind == "message" and isinstance(block.get("content"), list):  # Responses message item
         for part in block["content"]:
-            _from_block(b, part)
+            _from_part(b, part)
     elif isinstance(block.get("text"), str):
         b.texts.append(block["text"])
 
@@ -167,7 +171,9 @@ def _from_part(b: _Builder, part: Any) -> None:
     _from_block(b, part)
 
 
-def _from_message(b: _Builder, msg: Mapping[str, Any]) -> None:
+def _from_message(b: _Builder, msg: Any) -> None:
+    if not _is_mapping(msg):
+        raise TypeError(f"cannot read a model turn from a message that is a {type(msg).__name__}")
     calls = msg.get("tool_calls") or []
     if not isinstance(calls, list):
         raise TypeError(f"tool_calls must be a list, got {type(calls).__name__}")
@@ -190,9 +196,9 @@ def _from_message(b: _Builder, msg: Mapping[str, Any]) -> None:
         for block in content:
             if isinstance(block, Mapping):
                 _from_block(b, block)
-    elif content is not None and isinstance(content, Mapping) and "parts" in content:
+    elif content is not None and isinstance(content, Mapping) and isinstance(content.get("parts"), list):
         for part in content["parts"]:
-            _from_block(b, part)
+            _from_part(b, part)
     if isinstance(msg.get("text"), str) and "content" in msg and msg.get("content") is not None:
         b.texts.append(msg["text"])
 
@@ -231,7 +237,10 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
             for item in items:
                 _from_part(b, item)
         elif candidates and isinstance(candidates, list):
-            for part in (_head(candidates, "candidates").get("content") or {}).get("parts", []):
+            content = _head(candidates, "candidates").get("content") or {}
+            if not _is_mapping(content) or not isinstance(content.get("parts", []), list):
+                raise TypeError("cannot read a model turn: candidates[0].content is not {parts: [...]}")
+            for part in content.get("parts", []):
                 _from_part(b, part)
         elif isinstance(parts, list):
             for part in parts:

@@ -92,6 +92,10 @@ ROWS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, 
         {"superset": ["ana@x.org", "bo@x.org"]}]}}, {}, {"a": ["Bo@x.org", "ana@x.org", "cy@x.org"]}, {}, True),
     ("superset missing one", schema(a={"type": "array", "items": S}), {"f.a": {"predicates": [
         {"superset": ["ana@x.org", "bo@x.org"]}]}}, {}, {"a": ["ana@x.org"]}, {}, False),
+    ("superset over objects and lists", schema(a={"type": "array"}), {"f.a": {"predicates": [
+        {"superset": [{"k": 1}, [2]]}]}}, {}, {"a": [[2], {"k": 1}, "x"]}, {}, True),
+    ("superset with an unhashable member missing", schema(a={"type": "array"}), {"f.a": {"predicates": [
+        {"superset": ["ana"]}]}}, {}, {"a": [["ana"], {"x": 1}]}, {}, False),
     ("equals a value in the state", schema(tid=S), {"f.tid": {"predicates": [{"equals_state": "thread_id"}]}}, {},
      {"tid": "th-8831"}, {"state": {"thread_id": "th-8831"}}, True),
     ("differs from the value in the state", schema(tid=S), {"f.tid": {"predicates": [{"equals_state": "thread_id"}]}},

@@ -69,3 +69,20 @@ def test_model_dump_objects_are_read() -> None:
 def test_unreadable_output_raises() -> None:
     with pytest.raises(TypeError, match="cannot read a model turn"):
         parse_emission(42)
+
+
+@pytest.mark.parametrize("output", [
+    {"choices": [{"message": "hi"}]},  # a message that is not an object
+    {"candidates": [{"content": "x"}]},  # Gemini content that is not an object
+    {"content": {"parts": ["x"]}},  # Gemini parts holding a string
+    [{"type": "message", "content": [None]}],  # a Responses message part that is not an object
+    {"content": [{"type": "message", "content": ["x"]}]},
+], ids=["message", "gemini-content", "gemini-part", "responses-part", "nested-part"])
+def test_nested_parts_that_are_not_objects_raise_the_documented_error(output: Any) -> None:
+    with pytest.raises(TypeError, match="cannot read a model turn"):
+        parse_emission(output)
+
+
+def test_a_function_call_that_is_not_an_object_is_a_malformed_call() -> None:
+    em = parse_emission([{"functionCall": "get_weather"}])
+    assert em.calls == () and em.malformed == ("a function call that is a str, not an object",)
