@@ -61,11 +61,20 @@ class FieldResult:
         d = {"path": self.path, "ok": self.ok, "rule": self.rule}
         if self.reason:
             d["reason"] = self.reason
-        d["expected"] = self.expected
-        d["got"] = self.got
+        d["expected"] = _fresh(self.expected)  # records may be edited in place: never hand out the label's values
+        d["got"] = _fresh(self.got)
         if self.approximate:
             d["approximate"] = True
         return d
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a JSON-like value that shares no dict or list with the original."""
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    return value
 
 
 Predicate = Callable[..., Any]
@@ -765,7 +774,7 @@ def _scalar_form(node: _Node) -> _Form | None:
         return None
     null_rule = node.src or "schema:null"
     if node.enum is not None:
-        if not all(_scalar(v) for v in node.enum):
+        if not isinstance(node.enum, list) or not all(_scalar(v) for v in node.enum):
             return None
         return _Form(_canon_enum, "schema:enum", null_rule, False, node.enum)
     if node.kind == "boolean":

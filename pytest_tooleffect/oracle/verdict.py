@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from ..models import Action, ForbiddenAction, Label, ParallelGroup, ToolSpec
-from .compare import ArgsPlan, CompareContext, FieldResult, compare_args, compile_call
+from .compare import ArgsPlan, CompareContext, FieldResult, _fresh, compare_args, compile_call
 from .emission import Call, Emission, parse_emission
 from .rules import RuleSet
 
@@ -38,7 +38,7 @@ PARALLEL_CONVENTION = (
     "by optimal assignment; every emitted call must be acceptable and every call of the "
     "alternative present (calls are not scored as separate rows)"
 )
-_NAME_MISMATCH = 10_000
+_NAME_MISMATCH = 1 << 40  # more than any call's failing fields
 
 
 class Verdict(NamedTuple):
@@ -139,15 +139,6 @@ def _as_tools(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> dict[str, ToolSp
     return out
 
 
-def _fresh(value: Any) -> Any:
-    """A copy of a JSON-like value that shares no dict or list with the original."""
-    if isinstance(value, dict):
-        return {k: _fresh(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_fresh(v) for v in value]
-    return value
-
-
 class _Alternative:
     """A tool alternative of a label: its calls, whether their order matters, its label form."""
 
@@ -197,10 +188,12 @@ class _CompiledLabel:
     and a deep copy or an unpickled copy of the label starts without it.
     """
 
-    __slots__ = ("alternatives", "forbidden", "null_form")
+    __slots__ = ("alternatives", "forbidden", "null_form", "source")
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, label: Label) -> None:
+        # the lists it was made from: a copy with other lists (``model_copy(update=...)``) gets its own
+        self.source = (label.valid_actions, label.forbidden_actions)
         alternatives = []
         null_form = None
         for alt in label.valid_actions:
@@ -227,7 +220,7 @@ def _compiled(label: Label) -> _CompiledLabel:
     """The label's scoring form, made once and kept on the label (labels are frozen models)."""
     kept = label.__pydantic_private__  # read directly: pydantic's attribute lookup for private fields is slow
     form = kept.get("_oracle") if kept else None
-    if form is None:
+    if form is None or form.source[0] is not label.valid_actions or form.source[1] is not label.forbidden_actions:
         form = label._oracle = _CompiledLabel(label)
     return form
 

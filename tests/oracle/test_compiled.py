@@ -255,3 +255,10 @@ def test_items_that_are_not_plain_json_values_are_counted_by_the_comparator() ->
     assert [score(turn, scored, tools).kind for _ in range(3)] == ["ok", "ok", "ok"]
     plan = args_plan("t", schema, {"r": {"$any_of": [["x"], ["b", "b"]]}}, RuleSet()).compile()
     assert plan.failures({"r": [Tag("b"), Tag("b")]}) == 0
+
+
+def test_an_enum_that_is_not_a_list_is_left_to_the_comparator() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string", "enum": 5}}}
+    plan = args_plan("t", schema, {"a": None}, RuleSet()).compile()
+    assert plan.keys is not None and plan.keys[0].accept is None
+    assert [r.to_dict() for r in plan.run({"a": None})] == _reference(schema, {"a": None}, {"a": None}, RuleSet())

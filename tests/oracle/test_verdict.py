@@ -147,3 +147,30 @@ def test_one_line_reason_names_kind_expected_and_emitted() -> None:
     twice = Label.model_validate({"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}},
                                                     {"tool": "read_thread", "args": {"thread_id": "b"}}]})
     assert score(turn(), twice, TOOLS).one_line(twice) == "none_when_tool_needed: expected {read_thread ×2}, emitted null"
+
+
+def test_a_copy_with_other_actions_is_scored_by_its_own_actions_and_records_never_share_the_labels_values() -> None:
+    from pytest_tooleffect.models import Action, ForbiddenAction, Label
+
+    label = Label.model_validate({"valid_actions": [{"tool": "mail.reply", "args": {"thread_id": "a", "kind": "ack"}}]})
+    good = turn(call("mail.reply", thread_id="a", kind="ack"))
+    assert score(good, label, TOOLS).kind == "ok"
+    assert score(good, label, TOOLS).kind == "ok"  # compiled now
+    abstain = label.model_copy(update={"valid_actions": [Action(tool=None)]})
+    assert score({"content": "done"}, abstain, TOOLS).kind == "ok_no_tool"
+    banned = label.model_copy(update={"forbidden_actions": [ForbiddenAction(tool="mail.reply")]})
+    assert score(good, banned, TOOLS).kind == "forbidden"
+    # a hook editing a record in place leaves the label (and later verdicts) alone
+    record = score(turn(call("mail.reply", thread_id="b", kind="ack")), label, TOOLS).to_dict()
+    record["fields"][0]["expected"] = "edited"
+    listed = Label.model_validate({"valid_actions": [{"tool": "mail.reply", "args": {"thread_id": "a", "kind": "ack"}}]})
+    assert label == listed and score(good, label, TOOLS).kind == "ok"
+
+
+def test_a_parallel_call_with_very_many_failing_fields_is_still_the_right_tool() -> None:
+    tools = [{"name": "t", "parameters": {"type": "object", "properties": {"p": {"type": "array", "items": {"type": "string"}}}}},
+             {"name": "u", "parameters": {"type": "object", "properties": {"q": {"type": "integer"}}}}]
+    label = {"valid_actions": [{"parallel": [{"tool": "t", "args": {"p": ["a"] * 10_000}}, {"tool": "u", "args": {"q": 1}}]}]}
+    emitted = {"tool_calls": [{"name": "t", "arguments": {"p": ["b"] * 10_000}}, {"name": "u", "arguments": {"q": 1}}]}
+    v = score(emitted, label, tools)
+    assert (v.kind, v.tool_ok, len(v.failing_fields)) == ("right_tool_wrong_args", True, 10_000)
