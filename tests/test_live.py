@@ -341,7 +341,10 @@ def test_concurrent_turns_overlap(pytester: pytest.Pytester) -> None:
         result.assert_outcomes(passed=10)
         arrivals = sorted(r["_received"] for r in srv.requests)
     assert len(arrivals) == 10
-    assert arrivals[-1] - arrivals[0] < 0.6  # one after another would spread them over 5.4 s
+    # one after another, each would wait for the previous answer: one arrival per 0.6 s window,
+    # 5.4 s in all; together, most arrive within one answer's time (a loaded machine may hold one back)
+    in_one_window = max(sum(t <= a < t + 0.6 for a in arrivals) for t in arrivals)
+    assert in_one_window >= 8 and arrivals[-1] - arrivals[0] < 1.8, arrivals
     block = json.loads((pytester.path / "r.json").read_text())["blocks"][0]
     assert block["cost"]["latency_ms_p50"] >= 550  # each decision's own latency is the server's delay
 
