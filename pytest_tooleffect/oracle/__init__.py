@@ -9,7 +9,7 @@ from __future__ import annotations
 from .compare import ANY_OF, OMITTED, CompareContext, FieldResult, compare_args
 from .emission import Call, Emission, parse_emission
 from .rules import Rule, RuleError, RuleSet, load_rules
-from .verdict import KINDS, PARALLEL_CONVENTION, Verdict, score
+from .verdict import KINDS, PARALLEL_CONVENTION, Verdict, compile_label, score
 
 __all__ = [
     "ANY_OF",
@@ -25,6 +25,7 @@ __all__ = [
     "RuleSet",
     "Verdict",
     "compare_args",
+    "compile_label",
     "load_rules",
     "parse_emission",
     "score",

@@ -33,9 +33,8 @@ OMITTED = "$omitted"
 _MISSING = object()
 
 
-@dataclass(slots=True)
-class FieldResult:
-    """The verdict on one field (or group of fields judged together).
+class FieldResult(NamedTuple):
+    """The verdict on one field (or group of fields judged together); immutable.
 
     Attributes:
         path: ``tool.field`` path, array items as ``[i]``, a group as ``a+b``.
@@ -794,6 +793,7 @@ def _scalar(g: Any) -> bool:
 
 
 _NULL = object()  # canonical form of null
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
 _JSON_TYPES = frozenset({str, int, float, bool, type(None), list, dict})
 
 
@@ -837,8 +837,8 @@ class _Accept:
     comparator's verdict; a miss goes to the comparator, which says why.
     """
 
-    __slots__ = ("canon", "default", "enum", "first", "item_canon", "item_paths", "omit_at", "omitted", "path",
-                 "tolerant", "values")
+    __slots__ = ("canon", "default", "enum", "exact", "first", "item_canon", "item_paths", "omit_at", "omitted",
+                 "path", "tolerant", "values")
 
     def __init__(self, path: str, canon: Callable[[Any], Any], item_canon: Callable[[Any], Any],
                  values: dict[Any, tuple[int, Any, Any]], first: Any, omitted: tuple[int, Any] | None,
@@ -859,6 +859,14 @@ class _Accept:
         if array_rule is not None:
             longest = max((len(alt) for _, alt, _ in values.values() if isinstance(alt, list)), default=0)
             self.item_paths = tuple(f"{path}[{i}]" for i in range(longest))
+        # a scalar emitted exactly as an alternative is written (same type and value): its results,
+        # made once by :meth:`results` itself and shared (results are immutable, scalars too)
+        self.exact: dict[Any, tuple[type, list[FieldResult]]] = {}
+        for _, alt, _ in values.values():
+            if type(alt) in _SCALAR_TYPES:
+                same = self.results(alt)
+                if same is not None:
+                    self.exact.setdefault(alt, (type(alt), same))
 
     def _hit(self, g: Any) -> tuple[int, Any, Any] | None:
         key = self.canon(g)
@@ -873,7 +881,11 @@ class _Accept:
         return hit
 
     def results(self, g: Any) -> list[FieldResult] | None:
-        """The comparator's results for an acceptable emitted value ``g``, else ``None``."""
+        """The comparator's results for an acceptable emitted value ``g``, else ``None`` (a shared list: read it)."""
+        if type(g) in _SCALAR_TYPES:
+            same = self.exact.get(g)
+            if same is not None and same[0] is type(g):
+                return same[1]
         hit = self._hit(g)
         if hit is None:
             return None
@@ -897,10 +909,15 @@ class _Accept:
         first alternative (the one the comparator reports when none matches), or once when it
         is not an array of that length.
         """
+        if type(g) in _SCALAR_TYPES:
+            same = self.exact.get(g)
+            if same is not None and same[0] is type(g):
+                return 0
         if self._hit(g) is not None:
             return 0
-        if self.tolerant or type(g) not in _JSON_TYPES or (type(g) is list and any(
-                type(x) not in _JSON_TYPES for x in g)):
+        if self.tolerant and (_is_number(g) or type(g) is list):
+            return None
+        if type(g) not in _JSON_TYPES or (type(g) is list and any(type(x) not in _JSON_TYPES for x in g)):
             return None
         if self.omitted is not None and g == self.default:
             return 0
@@ -993,6 +1010,7 @@ class _Key:
     default: Any  # what an omitted emitted value reads as
     required: bool
     accept: _Accept | None
+    missing: list[FieldResult] | None  # required: the comparator's result when the key is absent (one failure)
 
 
 class ArgsPlan:
@@ -1025,7 +1043,9 @@ class ArgsPlan:
             default = sub.default if key in node.props and node.defaults else _MISSING
             path = f"{tool}.{key}"
             accept = _accepting(sub, e, path, comparer.items) if e is not _MISSING else None
-            keys.append(_Key(key, sub, path, e, default, key in node.required, accept))
+            required = key in node.required
+            missing = comparer.key(sub, e, default, path, True, True) if required else None
+            keys.append(_Key(key, sub, path, e, default, required, accept, missing))
         self.keys = tuple(keys)
         return self.keys
 
@@ -1048,7 +1068,11 @@ class ArgsPlan:
             results.extend(comparer.undeclared(node, got, self.tool))
         for k in keys:
             g = got.get(k.key, _MISSING)
-            if g is not _MISSING and k.accept is not None:
+            if g is _MISSING:
+                if k.missing is not None:
+                    results.extend(k.missing)
+                    continue
+            elif k.accept is not None:
                 hit = k.accept.results(g)
                 if hit is not None:
                     results.extend(hit)
@@ -1074,7 +1098,11 @@ class ArgsPlan:
         comparer: _Comparer | None = None
         for k in keys:
             g = got.get(k.key, _MISSING)
-            if g is not _MISSING and k.accept is not None:
+            if g is _MISSING:
+                if k.missing is not None:
+                    n += 1
+                    continue
+            elif k.accept is not None:
                 failing = k.accept.failing(g)
                 if failing is not None:
                     n += failing

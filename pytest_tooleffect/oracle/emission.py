@@ -76,12 +76,12 @@ class _Builder:
         self.texts: list[str] = []
 
     def add(self, name: Any, arguments: Any) -> None:
+        if type(arguments) is dict and type(name) is str and name:  # the common case, decoded already
+            self.calls.append(Call(name, dict(arguments)))
+            return
         if not isinstance(name, str) or not name:
             self.malformed.append("tool call without a name")
             self.malformed_names.append("")
-            return
-        if type(arguments) is dict:  # the common case, decoded already
-            self.calls.append(Call(name, dict(arguments)))
             return
         if arguments is None or arguments == "":
             self.calls.append(Call(name, {}))
@@ -172,34 +172,39 @@ def _from_part(b: _Builder, part: Any) -> None:
 
 
 def _from_message(b: _Builder, msg: Any) -> None:
-    if not _is_mapping(msg):
+    if type(msg) is not dict and not isinstance(msg, Mapping):
         raise TypeError(f"cannot read a model turn from a message that is a {type(msg).__name__}")
-    calls = msg.get("tool_calls") or []
-    if not isinstance(calls, list):
-        raise TypeError(f"tool_calls must be a list, got {type(calls).__name__}")
-    for tc in calls:
-        if not _is_mapping(tc):
-            b.malformed.append(f"a tool call that is a {type(tc).__name__}, not an object")
-            b.malformed_names.append("")
-            continue
-        inner = tc.get("function")
-        fn: Mapping[str, Any] = inner if inner is not None and _is_mapping(inner) else tc
-        args = fn["arguments"] if "arguments" in fn else fn["args"] if "args" in fn else fn.get("input")
-        b.add(fn.get("name"), args)
+    calls = msg.get("tool_calls")
+    if calls:
+        if not isinstance(calls, list):
+            raise TypeError(f"tool_calls must be a list, got {type(calls).__name__}")
+        for tc in calls:
+            if type(tc) is not dict and not isinstance(tc, Mapping):
+                b.malformed.append(f"a tool call that is a {type(tc).__name__}, not an object")
+                b.malformed_names.append("")
+                continue
+            fn = tc.get("function")
+            if fn is None or (type(fn) is not dict and not isinstance(fn, Mapping)):
+                fn = tc
+            args = fn["arguments"] if "arguments" in fn else fn["args"] if "args" in fn else fn.get("input")
+            b.add(fn.get("name"), args)
     legacy = msg.get("function_call")
     if legacy is not None and _is_mapping(legacy):
         b.add(legacy.get("name"), legacy.get("arguments"))
-    content = msg["content"] if "content" in msg else msg.get("text")
+    has_content = "content" in msg
+    content = msg["content"] if has_content else msg.get("text")
+    if content is None:
+        return
     if isinstance(content, str):
         b.texts.append(content)
     elif isinstance(content, list):
         for block in content:
             if isinstance(block, Mapping):
                 _from_block(b, block)
-    elif content is not None and isinstance(content, Mapping) and isinstance(content.get("parts"), list):
+    elif isinstance(content, Mapping) and isinstance(content.get("parts"), list):
         for part in content["parts"]:
             _from_part(b, part)
-    if isinstance(msg.get("text"), str) and "content" in msg and msg.get("content") is not None:
+    if has_content and isinstance(msg.get("text"), str):
         b.texts.append(msg["text"])
 
 

@@ -23,7 +23,7 @@ from .compare import ArgsPlan, CompareContext, FieldResult, _fresh, compare_args
 from .emission import Call, Emission, parse_emission
 from .rules import RuleSet
 
-__all__ = ["KINDS", "PARALLEL_CONVENTION", "Verdict", "score"]
+__all__ = ["KINDS", "PARALLEL_CONVENTION", "Verdict", "compile_label", "score"]
 
 Kind = Literal[
     "ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed",
@@ -225,6 +225,36 @@ def _compiled(label: Label) -> _CompiledLabel:
     return form
 
 
+def compile_label(label: Label, tools: Sequence[ToolSpec], rules: RuleSet | None = None) -> None:
+    """Compile ``label`` for scoring against ``tools`` under ``rules`` now, instead of on later uses.
+
+    Each call of each valid alternative is compiled against its tool's schema (the tables of
+    acceptable values that :func:`score` looks up), and the compiled form is kept on the label.
+    The plugin calls this when a case loads, so every decision is scored by lookup; without it
+    a call is compiled at its second use (its first goes to the comparator).  Scoring with
+    another rule set or other tool specs compiles again (up to four per call are kept).
+
+    Args:
+        label: the case's label.
+        tools: the tools offered at the state (the same spec objects later passed to
+            :func:`score`: compiled forms are matched by the identity of the schema).
+        rules: the family's rules (the same object later passed to :func:`score`); ``None`` =
+            schema rules only.
+
+    Raises:
+        Exception: whatever a schema or rule the comparator cannot read raises; :func:`score`
+            raises the same for this label.
+
+    """
+    lab = _compiled(label)
+    specs = {t.name: t for t in tools}
+    rules = rules or _NO_RULES
+    for alt in lab.alternatives:
+        for j in range(len(alt.calls)):
+            alt.plan(j, specs, rules).compile()
+        alt.form  # noqa: B018 - the verdict's label form, made now too
+
+
 def _hits_forbidden(call: Call, fb: ForbiddenAction, tools: Mapping[str, ToolSpec], rules: RuleSet,
                     ctx: CompareContext) -> bool:
     if call.name != fb.tool:
@@ -259,41 +289,43 @@ def _match_group(calls: Sequence[Call], alt: _Alternative, tools: Mapping[str, T
             return False, _NAME_MISMATCH, []
         res = alt.plan(0, tools, rules).run(calls[0].args, ctx)
         return True, _failing(res), res
+    plans = [alt.plan(j, tools, rules) for j in range(n)]
+    if alt.order_matters:
+        fields_: list[FieldResult] = []
+        for i in range(n):
+            if calls[i].name != required[i].tool:
+                return False, _NAME_MISMATCH, []
+            fields_.extend(plans[i].run(calls[i].args, ctx))
+        return True, _failing(fields_), fields_
     costs: dict[tuple[int, int], int] = {}
     results: dict[tuple[int, int], list[FieldResult]] = {}
 
     def cost(i: int, j: int) -> int:
-        if (i, j) not in costs:
-            costs[(i, j)] = (alt.plan(j, tools, rules).failures(calls[i].args, ctx)
-                             if calls[i].name == required[j].tool else _NAME_MISMATCH)
-        return costs[(i, j)]
+        """Failing fields of call ``i`` against call ``j``, counted without writing reasons where it can."""
+        c = costs.get((i, j))
+        if c is None:
+            plan = plans[j]
+            if calls[i].name != required[j].tool:
+                c = _NAME_MISMATCH
+            elif plan.keys is None:  # not compiled yet: the comparator's results are kept
+                res = results[(i, j)] = plan.run(calls[i].args, ctx)
+                c = _failing(res)
+            else:
+                c = plan.failures(calls[i].args, ctx)
+            costs[(i, j)] = c
+        return c
 
-    def run(i: int, j: int) -> list[FieldResult]:
-        if (i, j) not in results:
-            results[(i, j)] = alt.plan(j, tools, rules).run(calls[i].args, ctx)
-        return results[(i, j)]
-
-    def fits(i: int, j: int) -> bool:  # the results are kept: a pair that fits is usually chosen
-        if calls[i].name != required[j].tool:
-            return False
-        costs[(i, j)] = _failing(run(i, j))
-        return costs[(i, j)] == 0
-
-    if alt.order_matters:
-        pairs = [(i, i) for i in range(n)]
-    else:
-        fit = _perfect_fit(n, fits)
-        if fit is not None:
-            pairs = fit
-        else:  # no assignment without a failing field: the optimal one
-            rows, cols = _assignment()([[cost(i, j) for j in range(n)] for i in range(n)])
-            pairs = list(zip(rows.tolist(), cols.tolist()))
+    pairs = _perfect_fit(n, lambda i, j: cost(i, j) == 0)
+    if pairs is None:  # no assignment without a failing field: the optimal one
+        rows, cols = _assignment()([[cost(i, j) for j in range(n)] for i in range(n)])
+        pairs = list(zip(rows.tolist(), cols.tolist()))
     chosen = [cost(i, j) for i, j in pairs]
     if any(c >= _NAME_MISMATCH for c in chosen):
         return False, _NAME_MISMATCH, []
-    fields_: list[FieldResult] = []
-    for i, j in sorted(pairs, key=lambda p: p[1]):
-        fields_.extend(run(i, j))
+    fields_ = []
+    for i, j in sorted(pairs, key=lambda p: p[1]):  # only the chosen pairs are written out
+        kept = results.get((i, j))
+        fields_.extend(kept if kept is not None else plans[j].run(calls[i].args, ctx))
     return True, sum(chosen), fields_
 
 

@@ -11,6 +11,7 @@ assignment is the minimum over every pairing (checked exhaustively).
 from __future__ import annotations
 
 import itertools
+import os
 from typing import Any
 
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +20,9 @@ from hypothesis import strategies as st
 from pytest_tooleffect.oracle import RuleSet, compare_args, score
 from pytest_tooleffect.oracle.compare import args_plan
 
-SETTINGS = settings(max_examples=600, deadline=None, database=None, derandomize=True,
+# TOOLEFFECT_HYPOTHESIS_EXAMPLES=20000 runs a longer, random search (CI: 600, derandomised)
+_EXAMPLES = os.environ.get("TOOLEFFECT_HYPOTHESIS_EXAMPLES")
+SETTINGS = settings(max_examples=int(_EXAMPLES or 600), deadline=None, database=None, derandomize=not _EXAMPLES,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 # small pools, so that label values and emitted values often meet: equal, equal after
