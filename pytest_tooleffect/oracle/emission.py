@@ -233,7 +233,10 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
     if type(output) is not dict and hasattr(output, "model_dump") and not isinstance(output, Mapping):
         output = output.model_dump()
     b = _Builder()
-    if _is_mapping(output):
+    if type(output) is dict and "choices" not in output and "output" not in output and "candidates" not in output \
+            and "parts" not in output:  # a plain message, the common case
+        _from_message(b, output)
+    elif _is_mapping(output):
         choices = output.get("choices")
         items, candidates, parts = output.get("output"), output.get("candidates"), output.get("parts")
         if choices and isinstance(choices, Sequence):  # the ABC check only when there is a value

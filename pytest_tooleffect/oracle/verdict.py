@@ -128,13 +128,13 @@ class Verdict(NamedTuple):
 
 
 def _as_label(label: Label | Mapping[str, Any]) -> Label:
-    return label if isinstance(label, Label) else Label.model_validate(label)
+    return label if type(label) is Label or isinstance(label, Label) else Label.model_validate(label)
 
 
 def _as_tools(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> dict[str, ToolSpec]:
     out = {}
     for t in tools:
-        spec = t if isinstance(t, ToolSpec) else ToolSpec.model_validate(t)
+        spec = t if type(t) is ToolSpec or isinstance(t, ToolSpec) else ToolSpec.model_validate(t)
         out[spec.name] = spec
     return out
 
@@ -410,12 +410,18 @@ def score(
         return Verdict(False, False, "none_when_tool_needed", emission=em)
 
     best: tuple[int, _Alternative, list[FieldResult]] | None = None
-    called = [c.name for c in em.calls]
-    called_set = tuple(sorted(called))
+    calls = em.calls
+    called: tuple[str, ...]
+    called_set: tuple[str, ...]
+    if len(calls) == 1:
+        called = called_set = (calls[0].name,)
+    else:
+        called = tuple(c.name for c in calls)
+        called_set = tuple(sorted(called))
     for alt in lab.alternatives:
-        if alt.names != (tuple(called) if alt.order_matters else called_set):
+        if alt.names != (called if alt.order_matters else called_set):
             continue  # no assignment pairs every call with a call of the same tool
-        names_ok, n_fail, res = _match_group(em.calls, alt, specs, rules, ctx)
+        names_ok, n_fail, res = _match_group(calls, alt, specs, rules, ctx)
         if names_ok and (best is None or n_fail < best[0]):
             best = (n_fail, alt, res)
             if n_fail == 0:
