@@ -50,3 +50,25 @@ def test_working_hours_predicate() -> None:
     assert check("2025-03-19T13:00:00Z", ctx)[0]
     ok, reason = check("2025-03-19T20:30:00Z", ctx)
     assert not ok and "21:30 is outside" in reason
+
+
+def test_loaded_cases_are_compiled_and_score_as_fresh_copies() -> None:
+    fam = load_family(FAMILY)
+    cases, _ = load_case_file(FAMILY / "cases.yaml", fam)
+    predicates = _harness_predicates()
+    compiled = 0
+    for c in cases:
+        assert c.label is not None
+        form = c.label.__pydantic_private__["_oracle"]  # made when the case loaded
+        for alt in form.alternatives:
+            for plans in alt.plans:
+                ((rules, _schema, plan),) = plans
+                assert rules is fam.rules
+                compiled += plan.keys is not None
+        turn = c.recorded.model_dump(exclude_none=True) if c.recorded else None
+        ctx = CompareContext(timezone=c.timezone, state=c.state, messages=c.messages, predicates=predicates)
+        fresh = c.label.model_copy(deep=True)  # a deep copy starts without the compiled form
+        assert fresh.__pydantic_private__.get("_oracle") is None
+        assert score(turn, c.label, fam.tools, fam.rules, ctx).to_dict() == \
+            score(turn, fresh, fam.tools, fam.rules, ctx).to_dict(), c.id
+    assert compiled >= 30

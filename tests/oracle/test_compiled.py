@@ -17,7 +17,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_tooleffect.oracle import RuleSet, compare_args, score
+from pytest_tooleffect.models import Label, ToolSpec
+from pytest_tooleffect.oracle import RuleSet, compare_args, compile_label, score
 from pytest_tooleffect.oracle.compare import args_plan
 
 # TOOLEFFECT_HYPOTHESIS_EXAMPLES=20000 runs a longer, random search (CI: 600, derandomised)
@@ -186,17 +187,40 @@ def test_a_parallel_turn_is_matched_with_the_fewest_failing_fields(data: st.Data
     args = st.fixed_dictionaries({}, optional={"a": st.sampled_from(["x", "y", "z"]), "b": st.sampled_from([1, 2]),
                                                "c": st.lists(st.sampled_from(["x", "y"]), max_size=2)})
     n = data.draw(st.integers(2, 3))
+    ordered = data.draw(st.booleans())
     required = [data.draw(args) for _ in range(n)]
     emitted = [data.draw(st.one_of(st.sampled_from(required), args)) for _ in range(n)]
-    label = {"valid_actions": [{"parallel": [{"tool": "f", "args": r} for r in required]}]}
-    verdict = score({"tool_calls": [_call("f", **e) for e in emitted]}, label, tools)
+    label = Label.model_validate({"valid_actions": [{"parallel": [{"tool": "f", "args": r} for r in required],
+                                                     "order_matters": ordered}]})
+    specs = [ToolSpec.model_validate(t) for t in tools]
+    turn = {"tool_calls": [_call("f", **e) for e in emitted]}
+    verdict = score(turn, label, specs)  # the first use: the comparator
+    pairings = [tuple(range(n))] if ordered else itertools.permutations(range(n))
     fewest = min(sum(sum(not r.ok for r in compare_args("f", schema, required[j], emitted[i])) for i, j in
-                     enumerate(perm)) for perm in itertools.permutations(range(n)))
+                     enumerate(perm)) for perm in pairings)
     assert verdict.kind == ("ok" if fewest == 0 else "right_tool_wrong_args")
     assert len(verdict.failing_fields) == fewest
-    # scoring again (now through the compiled calls) gives the same verdict
-    again = score({"tool_calls": [_call("f", **e) for e in emitted]}, label, tools)
-    assert again.to_dict() == verdict.to_dict()
+    # compiled as the plugin compiles a loaded case: the same verdict
+    compile_label(label, specs)
+    assert score(turn, label, specs).to_dict() == verdict.to_dict()
+
+
+def test_a_label_compiled_at_load_scores_like_a_fresh_one() -> None:
+    schema = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+              "required": ["city"]}
+    specs = [ToolSpec.model_validate({"name": "w", "parameters": schema})]
+    doc = {"valid_actions": [{"tool": "w", "args": {"city": {"$any_of": ["Paris", "Lyon"]}, "days": 3}}]}
+    rules = RuleSet.from_mapping({"defaults": {"string": {"normalise": ["casefold"]}}})
+    label = Label.model_validate(doc)
+    compile_label(label, specs, rules)
+    turns = [{"tool_calls": [_call("w", city="paris", days=3)]}, {"tool_calls": [_call("w", days=3)]},
+             {"tool_calls": [_call("w", city=4, days="3")]}, {"tool_calls": [_call("w", city="Lyon", extra=1)]}]
+    for turn in turns:
+        assert score(turn, label, specs, rules).to_dict() == score(turn, Label.model_validate(doc), specs,
+                                                                   rules).to_dict()
+    # the compiled form is built: every call is looked up from the first decision on
+    (alt,) = label.__pydantic_private__["_oracle"].alternatives
+    assert alt.plans[0][0][2].keys is not None
 
 
 def test_an_earlier_alternative_within_tolerance_keeps_its_place() -> None:
