@@ -525,10 +525,7 @@ class _Comparer:
             return FieldResult(path, False, src, "not an integer", e, g)
         if not _is_number(e):
             return FieldResult(path, False, src, "label value is not a number", e, g)
-        try:
-            ok = gv == e or math.isclose(gv, e, rel_tol=1e-9, abs_tol=0.0)
-        except OverflowError:
-            ok = False
+        ok = _near(gv, e) is True
         return FieldResult(path, ok, src, "" if ok else "different number", e, g)
 
     def _temporal(self, fmt: str, e: Any, g: Any, path: str, src: str) -> FieldResult:
@@ -819,13 +816,20 @@ def _canon_enum(g: Any) -> Any:
     return g if type(g) in (int, float, bool) and g == g else _MISSING
 
 
+def _near(a: float, b: float) -> bool | None:
+    """Numbers ``a`` and ``b`` are equal within the comparator's tolerance (relative 1e-9,
+    ``math.isclose``); ``None`` when they are too large to tell (``OverflowError``).
+    """
+    try:
+        return a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+    except OverflowError:
+        return None
+
+
 def _close_pair(values: Iterable[Any]) -> bool:
     """Two different numbers among ``values`` within the comparator's tolerance (or too large to tell)."""
     numbers = [v for v in values if _is_number(v)]
-    try:
-        return any(a != b and math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0) for a in numbers for b in numbers)
-    except OverflowError:
-        return True
+    return any(a != b and _near(a, b) is not False for a in numbers for b in numbers)
 
 
 class _Accept:
@@ -837,8 +841,8 @@ class _Accept:
     comparator's verdict; a miss goes to the comparator, which says why.
     """
 
-    __slots__ = ("canon", "default", "enum", "exact", "first", "item_canon", "item_paths", "omit_at", "omitted",
-                 "path", "tolerant", "values")
+    __slots__ = ("canon", "default", "enum", "exact", "first", "item_canon", "item_paths", "numbers", "omit_at",
+                 "omitted", "path", "tolerant", "values")
 
     def __init__(self, path: str, canon: Callable[[Any], Any], item_canon: Callable[[Any], Any],
                  values: dict[Any, tuple[int, Any, Any]], first: Any, omitted: tuple[int, Any] | None,
@@ -861,6 +865,7 @@ class _Accept:
             self.item_paths = tuple(f"{path}[{i}]" for i in range(longest))
         # a scalar emitted exactly as an alternative is written (same type and value): its results,
         # made once by :meth:`results` itself and shared (results are immutable, scalars too)
+        self.numbers = tuple(alt for _, alt, _ in values.values() if _is_number(alt))  # for tolerance
         self.exact: dict[Any, tuple[type, list[FieldResult]]] = {}
         for _, alt, _ in values.values():
             if type(alt) in _SCALAR_TYPES:
@@ -903,11 +908,11 @@ class _Accept:
         """How many failing results the comparator gives ``g``; ``None`` when only it can tell.
 
         Counts failing fields without writing their reasons.  Unknown for a number outside the
-        keys (it may be within tolerance) and for anything that is not a JSON value (a ``str``
-        subclass, say).  Otherwise a value outside the keys fails once, unless an ``$omitted``
-        alternative takes it as the default; an array fails once per differing item against the
-        first alternative (the one the comparator reports when none matches), or once when it
-        is not an array of that length.
+        keys but within tolerance of an alternative, for an array of tolerant numbers, and for
+        anything that is not a JSON value (a ``str`` subclass, say).  Otherwise a value outside
+        the keys fails once, unless an ``$omitted`` alternative takes it as the default; an
+        array fails once per differing item against the first alternative (the one the
+        comparator reports when none matches), or once when it is not an array of that length.
         """
         if type(g) in _SCALAR_TYPES:
             same = self.exact.get(g)
@@ -915,8 +920,8 @@ class _Accept:
                 return 0
         if self._hit(g) is not None:
             return 0
-        if self.tolerant and (_is_number(g) or type(g) is list):
-            return None
+        if self.tolerant and (type(g) is list or _is_number(g) and any(_near(g, a) is not False for a in self.numbers)):
+            return None  # within tolerance of an alternative: only the comparator can tell
         if type(g) not in _JSON_TYPES or (type(g) is list and any(type(x) not in _JSON_TYPES for x in g)):
             return None
         if self.omitted is not None and g == self.default:

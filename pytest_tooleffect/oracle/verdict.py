@@ -315,18 +315,36 @@ def _match_group(calls: Sequence[Call], alt: _Alternative, tools: Mapping[str, T
             costs[(i, j)] = c
         return c
 
-    pairs = _perfect_fit(n, lambda i, j: cost(i, j) == 0)
-    if pairs is None:  # no assignment without a failing field: the optimal one
+    # first fit using only pairs with no failing field: an assignment that costs nothing is
+    # optimal; first fit can miss one, and the Hungarian method then finds it
+    partner: list[int] = []  # partner[i]: the label call emitted call i is paired with
+    free = list(range(n))
+    for i in range(n):
+        for j in free:
+            if cost(i, j) == 0:
+                free.remove(j)
+                partner.append(j)
+                break
+        else:
+            break
+    if len(partner) == n:
+        n_fail = 0
+    else:  # no assignment without a failing field: the optimal one
         rows, cols = _assignment()([[cost(i, j) for j in range(n)] for i in range(n)])
-        pairs = list(zip(rows.tolist(), cols.tolist()))
-    chosen = [cost(i, j) for i, j in pairs]
-    if any(c >= _NAME_MISMATCH for c in chosen):
-        return False, _NAME_MISMATCH, []
+        partner = [0] * n
+        for i, j in zip(rows.tolist(), cols.tolist()):
+            partner[i] = j
+        n_fail = sum(cost(i, partner[i]) for i in range(n))
+        if n_fail >= _NAME_MISMATCH:
+            return False, _NAME_MISMATCH, []
+    emitted_for = [0] * n
+    for i, j in enumerate(partner):
+        emitted_for[j] = i
     fields_ = []
-    for i, j in sorted(pairs, key=lambda p: p[1]):  # only the chosen pairs are written out
+    for j, i in enumerate(emitted_for):  # only the chosen pairs are written out, in the label's order
         kept = results.get((i, j))
         fields_.extend(kept if kept is not None else plans[j].run(calls[i].args, ctx))
-    return True, sum(chosen), fields_
+    return True, n_fail, fields_
 
 
 @functools.cache
@@ -335,23 +353,6 @@ def _assignment() -> Callable[..., Any]:
     from scipy.optimize import linear_sum_assignment
 
     return linear_sum_assignment  # type: ignore[no-any-return]
-
-
-def _perfect_fit(n: int, fits: Callable[[int, int], bool]) -> list[tuple[int, int]] | None:
-    """First fit using only pairs that cost nothing; ``None`` when it does not place every call.
-
-    An assignment that costs nothing is optimal, so the Hungarian method is needed only when
-    this fails (first fit can miss a zero-cost assignment; the Hungarian method then finds it).
-    """
-    free = list(range(n))
-    pairs = []
-    for i in range(n):
-        j = next((j for j in free if fits(i, j)), None)
-        if j is None:
-            return None
-        free.remove(j)
-        pairs.append((i, j))
-    return pairs
 
 
 def _alt_dict(alt: Action | ParallelGroup) -> dict[str, Any]:
