@@ -131,14 +131,6 @@ def _as_label(label: Label | Mapping[str, Any]) -> Label:
     return label if type(label) is Label or isinstance(label, Label) else Label.model_validate(label)
 
 
-def _as_tools(tools: Sequence[ToolSpec | Mapping[str, Any]]) -> dict[str, ToolSpec]:
-    out = {}
-    for t in tools:
-        spec = t if type(t) is ToolSpec or isinstance(t, ToolSpec) else ToolSpec.model_validate(t)
-        out[spec.name] = spec
-    return out
-
-
 class _Alternative:
     """A tool alternative of a label: its calls, whether their order matters, its label form."""
 
@@ -188,7 +180,7 @@ class _CompiledLabel:
     and a deep copy or an unpickled copy of the label starts without it.
     """
 
-    __slots__ = ("alternatives", "forbidden", "null_form", "source")
+    __slots__ = ("alternatives", "forbidden", "null_form", "source", "tools")
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, label: Label) -> None:
@@ -205,6 +197,28 @@ class _CompiledLabel:
         self.alternatives: tuple[_Alternative, ...] = tuple(alternatives)
         self.null_form: dict[str, Any] | None = null_form  # label form of the null alternative, when null is valid
         self.forbidden: tuple[ForbiddenAction, ...] = tuple(label.forbidden_actions)
+        # the tools it was last scored with, by name (a state's tools rarely change between decisions)
+        self.tools: tuple[tuple[Any, ...], dict[str, ToolSpec]] | None = None
+
+    def tools_by_name(self, tools: Sequence[ToolSpec | Mapping[str, Any]]) -> dict[str, ToolSpec]:
+        """``tools`` by name (mappings validated as specs).
+
+        Kept for the next decision when every tool is a spec (frozen models; mappings may change
+        in place) and reused while equal specs are passed (the same objects compare by identity).
+        """
+        key = tuple(tools)
+        kept = self.tools
+        if kept is not None and kept[0] == key:
+            return kept[1]
+        specs = {}
+        frozen = True
+        for t in key:
+            if type(t) is not ToolSpec:
+                frozen = False
+                t = t if isinstance(t, ToolSpec) else ToolSpec.model_validate(t)
+            specs[t.name] = t
+        self.tools = (key, specs) if frozen else None
+        return specs
 
     def __eq__(self, other: object) -> bool:
         return True
@@ -389,7 +403,7 @@ def score(
 
     """
     lab = _compiled(_as_label(label))
-    specs = _as_tools(tools)
+    specs = lab.tools_by_name(tools)
     rules = rules or _NO_RULES
     ctx = context or _NO_CONTEXT
     em = emitted if isinstance(emitted, Emission) else parse_emission(emitted, offered=specs.keys())
