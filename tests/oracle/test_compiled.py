@@ -186,7 +186,7 @@ def test_a_parallel_turn_is_matched_with_the_fewest_failing_fields(data: st.Data
     tools = [{"name": "f", "parameters": schema}]
     args = st.fixed_dictionaries({}, optional={"a": st.sampled_from(["x", "y", "z"]), "b": st.sampled_from([1, 2]),
                                                "c": st.lists(st.sampled_from(["x", "y"]), max_size=2)})
-    n = data.draw(st.integers(2, 3))
+    n = data.draw(st.integers(2, 4))
     ordered = data.draw(st.booleans())
     required = [data.draw(args) for _ in range(n)]
     emitted = [data.draw(st.one_of(st.sampled_from(required), args)) for _ in range(n)]
