@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from .models import Case, Family, Label, ParallelGroup, ToolSpec
 from .oracle.compare import ANY_OF, OMITTED, parse_date, parse_datetime
 from .oracle.rules import RuleError, RuleSet, load_rules
-from .oracle.verdict import compile_label
 from .traces import position_bucket
 
 __all__ = ["FAMILY_FILE", "CaseProblem", "FamilyError", "LoadedFamily", "label_hash", "load_case_file", "load_family"]
@@ -595,9 +594,4 @@ def _load_all(raws: list[tuple[int, Any, str | None]], fname: str, family: Loade
         if bad:
             problems += [CaseProblem(fname, case.id, f, m) for f, m in bad]
             continue
-        if case.label is not None:
-            try:  # every decision on the case is then scored by lookup
-                compile_label(case.label, case.tools if case.tools is not None else family.tools, family.rules)
-            except Exception:  # noqa: S110 - scoring raises the same error, reported as the case's oracle error
-                pass
         cases.append(case)

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from .cases import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, load_case_file, load_family
 from .model_turn import Price, ProviderError
 from .models import Case, Policy
-from .oracle import CompareContext, Verdict, parse_emission, score
+from .oracle import CompareContext, Verdict, compile_label, parse_emission, score
 from .records import RecordLog, build_record
 from .sandboxing import (
     SandboxFailed,
@@ -496,7 +496,8 @@ class CaseFile(pytest.File):
                 for trial in range(1, repeats + 1):
                     name = f"{case.id}[{policy.name}]" if repeats == 1 else f"{case.id}[{policy.name}:{trial}]"
                     item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case, fixtureinfo=fixtureinfo,
-                                                case=case, family=fam, policy=policy, trial=trial)
+                                                case=case, family=fam, policy=policy, trial=trial,
+                                                decisions=len(policies) * repeats)
                     fixtureinfo = item._fixtureinfo
                     self._mark(item, fam, case)
                     yield item
@@ -534,12 +535,14 @@ def _tooleffect_case(tooleffect_decision: Decision) -> None:
 class CaseItem(pytest.Function):
     """One case × policy.  Its setup obtains the decision; its call scores it."""
 
-    def __init__(self, *, case: Case, family: LoadedFamily, policy: Policy, trial: int = 1, **kwargs: Any) -> None:
+    def __init__(self, *, case: Case, family: LoadedFamily, policy: Policy, trial: int = 1, decisions: int = 1,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
         self.family = family
         self.policy = policy
         self.trial = trial
+        self.decisions = decisions  # how many decisions on this case the run scores (policies × repeats)
 
     @property
     def record_id(self) -> str:
@@ -612,6 +615,8 @@ class Decision:
                              predicates=_predicates(item.config), judge=judge)
         effect = None
         try:
+            if item.decisions > 1:  # compiled once, every decision on the case is then looked up
+                compile_label(case.label, tools, fam.rules)
             verdict = score(parse_emission(self.emitted, offered=names), case.label, tools, fam.rules, ctx)
             if self.sandbox_run is not None:
                 from .sandboxing import judge as judge_effect

@@ -167,3 +167,24 @@ def test_no_summary_and_no_records(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("cases/", "--tooleffect-no-summary", "--tooleffect-records=")
     assert "tooleffect report" not in result.stdout.str()
     assert not (pytester.path / "reports").exists()
+
+
+@pytest.mark.parametrize(("args", "compiled"), [([], False), (["--tooleffect-repeats=2"], True)])
+def test_a_case_decided_more_than_once_is_compiled_at_its_first_decision(
+        pytester: pytest.Pytester, args: list[str], compiled: bool) -> None:
+    write_demo(pytester.path)
+    pytester.makeconftest("""
+        def pytest_tooleffect_modify_record(record, item):
+            if item.trial != 1:
+                return
+            form = item.case.label.__pydantic_private__.get("_oracle")
+            plans = [plan for alt in form.alternatives for kept in alt.plans for _, _, plan in kept
+                     if not plan.node.composites]  # fields judged together stay with the comparator
+            if plans:  # after one decision: tables only when the label was compiled before scoring
+                record["compiled"] = all(plan.keys is not None for plan in plans)
+    """)
+    result = pytester.runpytest("cases/", "-p", "no:randomly", *args)
+    assert result.ret in (0, 1)
+    log = [json.loads(line) for line in (pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines()]
+    seen = {r["compiled"] for r in log if "compiled" in r}
+    assert seen == {compiled}

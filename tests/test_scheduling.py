@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 
 from pytest_tooleffect.cases import load_case_file, load_family
-from pytest_tooleffect.oracle import CompareContext, score
+from pytest_tooleffect.oracle import CompareContext, compile_label, score
 from tests.conftest import REPO
 
 FAMILY = REPO / "cases" / "scheduling"
@@ -52,14 +52,16 @@ def test_working_hours_predicate() -> None:
     assert not ok and "21:30 is outside" in reason
 
 
-def test_loaded_cases_are_compiled_and_score_as_fresh_copies() -> None:
+def test_compiled_labels_score_as_fresh_copies() -> None:
     fam = load_family(FAMILY)
     cases, _ = load_case_file(FAMILY / "cases.yaml", fam)
     predicates = _harness_predicates()
     compiled = 0
     for c in cases:
         assert c.label is not None
-        form = c.label.__pydantic_private__["_oracle"]  # made when the case loaded
+        tools = c.tools if c.tools is not None else fam.tools
+        compile_label(c.label, tools, fam.rules)  # as the plugin does before a case's first decision
+        form = c.label.__pydantic_private__["_oracle"]
         for alt in form.alternatives:
             for plans in alt.plans:
                 ((rules, _schema, plan),) = plans
@@ -69,6 +71,6 @@ def test_loaded_cases_are_compiled_and_score_as_fresh_copies() -> None:
         ctx = CompareContext(timezone=c.timezone, state=c.state, messages=c.messages, predicates=predicates)
         fresh = c.label.model_copy(deep=True)  # a deep copy starts without the compiled form
         assert fresh.__pydantic_private__.get("_oracle") is None
-        assert score(turn, c.label, fam.tools, fam.rules, ctx).to_dict() == \
-            score(turn, fresh, fam.tools, fam.rules, ctx).to_dict(), c.id
+        assert score(turn, c.label, tools, fam.rules, ctx).to_dict() == \
+            score(turn, fresh, tools, fam.rules, ctx).to_dict(), c.id
     assert compiled >= 30

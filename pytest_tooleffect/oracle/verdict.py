@@ -244,10 +244,12 @@ def compile_label(label: Label, tools: Sequence[ToolSpec], rules: RuleSet | None
     """Compile ``label`` for scoring against ``tools`` under ``rules`` now, instead of on later uses.
 
     Each call of each valid alternative is compiled against its tool's schema (the tables of
-    acceptable values that :func:`score` looks up), and the compiled form is kept on the label.
-    The plugin calls this when a case loads, so every decision is scored by lookup; without it
-    a call is compiled at its second use (its first goes to the comparator).  Scoring with
-    another rule set or other tool specs compiles again (up to four per call are kept).
+    acceptable values that :func:`score` looks up), and the compiled form is kept on the label;
+    calling it again costs a few lookups.  Without it a call is compiled at its second use (its
+    first goes to the comparator, which costs less than compiling for a label scored once).
+    The plugin calls it before the first decision on a case the run scores more than once
+    (several policies, or repeats).  Scoring with another rule set or other tool specs compiles
+    again (up to four per call are kept).
 
     Args:
         label: the case's label.
@@ -262,7 +264,7 @@ def compile_label(label: Label, tools: Sequence[ToolSpec], rules: RuleSet | None
 
     """
     lab = _compiled(label)
-    specs = {t.name: t for t in tools}
+    specs = lab.tools_by_name(tools)
     rules = rules or _NO_RULES
     for alt in lab.alternatives:
         for j in range(len(alt.calls)):
