@@ -1027,10 +1027,11 @@ class ArgsPlan:
     the comparator.  Built by :func:`args_plan`.
     """
 
-    __slots__ = ("expected", "keys", "node", "rules", "tool", "used")
+    __slots__ = ("declared", "expected", "keys", "node", "rules", "tool", "used")
 
     def __init__(self, tool: str, node: _Node, expected: Mapping[str, Any], rules: RuleSet) -> None:
         self.tool, self.node, self.expected, self.rules = tool, node, expected, rules
+        self.declared = None if node.open else node.props.keys()  # the keys a closed schema allows
         self.keys: tuple[_Key, ...] | None = None  # built on the second use (a label scored once never needs them)
         self.used = False
 
@@ -1068,7 +1069,7 @@ class ArgsPlan:
             return _Comparer(self.tool, self.rules, ctx or _NO_CONTEXT).object(node, self.expected, got, self.tool)
         comparer: _Comparer | None = None
         results: list[FieldResult] = []
-        if not node.open and not got.keys() <= node.props.keys():
+        if self.declared is not None and not got.keys() <= self.declared:
             comparer = _Comparer(self.tool, self.rules, ctx or _NO_CONTEXT)
             results.extend(comparer.undeclared(node, got, self.tool))
         for k in keys:
@@ -1098,7 +1099,7 @@ class ArgsPlan:
             return sum(not r.ok for r in self.run(got, ctx))
         node = self.node
         n = 0
-        if not node.open and not got.keys() <= node.props.keys():
+        if self.declared is not None and not got.keys() <= self.declared:
             n += sum(key not in node.props for key in got)
         comparer: _Comparer | None = None
         for k in keys:

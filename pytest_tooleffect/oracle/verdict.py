@@ -295,25 +295,20 @@ _PLANS_PER_CALL = 4
 
 
 def _match_group(calls: Sequence[Call], alt: _Alternative, tools: Mapping[str, ToolSpec], rules: RuleSet,
-                 ctx: CompareContext) -> tuple[bool, int, list[FieldResult]]:
-    """Return (names match, failing-field count, field results) for the best assignment."""
+                 ctx: CompareContext) -> tuple[int, list[FieldResult]]:
+    """Return (failing-field count, field results) of the best assignment of several calls.
+
+    The calls' names are those of ``alt``'s calls: as a multiset, or in order when the order
+    matters (:func:`score` checks it), so some assignment pairs every call with its tool.
+    """
     required = alt.calls
-    if len(calls) != len(required):
-        return False, _NAME_MISMATCH, []
     n = len(calls)
-    if n == 1:  # one call against one: no assignment to choose
-        if calls[0].name != required[0].tool:
-            return False, _NAME_MISMATCH, []
-        res = alt.plan(0, tools, rules).run(calls[0].args, ctx)
-        return True, _failing(res), res
     plans = [alt.plan(j, tools, rules) for j in range(n)]
     if alt.order_matters:
         fields_: list[FieldResult] = []
         for i in range(n):
-            if calls[i].name != required[i].tool:
-                return False, _NAME_MISMATCH, []
             fields_.extend(plans[i].run(calls[i].args, ctx))
-        return True, _failing(fields_), fields_
+        return _failing(fields_), fields_
     costs: dict[tuple[int, int], int] = {}
     results: dict[tuple[int, int], list[FieldResult]] = {}
 
@@ -354,9 +349,7 @@ def _match_group(calls: Sequence[Call], alt: _Alternative, tools: Mapping[str, T
             rows, cols = _assignment()([[cost(i, j) for j in range(n)] for i in range(n)])
             for i, j in zip(rows.tolist(), cols.tolist()):
                 partner[i] = j
-            n_fail = sum(cost(i, partner[i]) for i in range(n))
-        if n_fail >= _NAME_MISMATCH:
-            return False, _NAME_MISMATCH, []
+            n_fail = sum(cost(i, partner[i]) for i in range(n))  # pairs every call with its tool
     emitted_for = [0] * n
     for i, j in enumerate(partner):
         emitted_for[j] = i
@@ -364,7 +357,7 @@ def _match_group(calls: Sequence[Call], alt: _Alternative, tools: Mapping[str, T
     for j, i in enumerate(emitted_for):  # only the chosen pairs are written out, in the label's order
         kept = results.get((i, j))
         fields_.extend(kept if kept is not None else plans[j].run(calls[i].args, ctx))
-    return True, n_fail, fields_
+    return n_fail, fields_
 
 
 @functools.cache
@@ -442,8 +435,12 @@ def score(
     for alt in lab.alternatives:
         if alt.names != (called if alt.order_matters else called_set):
             continue  # no assignment pairs every call with a call of the same tool
-        names_ok, n_fail, res = _match_group(calls, alt, specs, rules, ctx)
-        if names_ok and (best is None or n_fail < best[0]):
+        if len(calls) == 1:  # one call against one: no assignment to choose
+            res = alt.plan(0, specs, rules).run(calls[0].args, ctx)
+            n_fail = _failing(res)
+        else:
+            n_fail, res = _match_group(calls, alt, specs, rules, ctx)
+        if best is None or n_fail < best[0]:
             best = (n_fail, alt, res)
             if n_fail == 0:
                 break
