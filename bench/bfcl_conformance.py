@@ -16,7 +16,13 @@ call added, arguments as a JSON string instead of an object). Each output is sco
 checker and by the oracle; the agreement matrix is printed per perturbation, and every
 disagreement is either matched to a documented deliberate difference (README, "How we differ
 from BFCL") or printed as unexplained. Then both are timed on the same outputs, and the ratio of
-decisions per second is printed (oracle / BFCL; target >= 1.0).
+decisions per second is printed (oracle / BFCL; target >= 1.0): BFCL's checker on the decoded
+calls against the oracle's scoring of the parsed turn, each entry a case decided many times
+(its label compiled before its first decision, as the plugin does when a run decides a case
+more than once).  The lines below it count in what the headline leaves out, each on its own:
+parsing the provider message (BFCL's decoding step, which is not timed on its side), compiling
+the labels, and a case decided once (not compiled: the comparator judges).  CPU time of this
+process, the checkers taking turns on chunks of outputs, the median of the rounds.
 
 Run: ``make bfcl-conformance`` (or ``.venv-bfcl/bin/python bench/bfcl_conformance.py``).
 """

@@ -23,8 +23,7 @@ from typing import Any, NamedTuple
 
 from .rules import Rule, RuleSet
 
-__all__ = ["ANY_OF", "OMITTED", "ArgsPlan", "CompareContext", "FieldResult", "args_plan", "compare_args",
-           "compile_call"]
+__all__ = ["ANY_OF", "OMITTED", "ArgsPlan", "CompareContext", "FieldResult", "compare_args", "compile_call"]
 
 #: Label value holding alternatives: ``{"$any_of": [v1, v2, {"$omitted": true}]}``.
 ANY_OF = "$any_of"
@@ -1024,7 +1023,7 @@ class ArgsPlan:
     :meth:`run` gives the same results as :func:`compare_args` (paths prefixed ``tool.``), with
     each field judged by value alone looked up by canonical form (:class:`_Accept`); a field the
     lookup does not accept, and every object whose schema has fields judged together, goes to
-    the comparator.  Built by :func:`args_plan`.
+    the comparator.  Built by :func:`compile_call`.
     """
 
     __slots__ = ("declared", "expected", "keys", "node", "rules", "tool", "used")
@@ -1124,24 +1123,6 @@ class ArgsPlan:
 def compile_call(tool: str, schema: Mapping[str, Any], expected: Mapping[str, Any], rules: RuleSet) -> ArgsPlan:
     """A new :class:`ArgsPlan` of the label arguments ``expected`` for ``tool`` (its schema compiled once per rules)."""
     return ArgsPlan(tool, _plan(tool, schema or {}, rules), expected, rules)
-
-
-def args_plan(tool: str, schema: Mapping[str, Any], expected: Mapping[str, Any], rules: RuleSet) -> ArgsPlan:
-    """The compiled :class:`ArgsPlan` of a label call, cached on ``rules``.
-
-    Keyed by the identities of ``schema`` and ``expected`` (both held by the cache, so the
-    identities stay unique); neither may change after its first use (labels and tool specs are
-    frozen models).
-    """
-    key = (tool, id(schema), id(expected))
-    hit = rules.compiled.get(key)
-    if hit is not None and hit[0] is schema and hit[1] is expected:
-        return hit[2]  # type: ignore[no-any-return]
-    plan = compile_call(tool, schema, expected, rules)
-    if len(rules.compiled) >= _PLAN_LIMIT:
-        rules.compiled.clear()
-    rules.compiled[key] = (schema, expected, plan)
-    return plan
 
 
 def _norm_item(x: Any) -> Any:

@@ -165,9 +165,9 @@ def _check_predicate(name: str, arg: Any, where: str) -> None:
 class RuleSet:
     """Compiled rules: per-field rules keyed ``tool.path``, composites, per-type defaults.
 
-    ``compiled`` caches each tool schema, and each label call against its tool, compiled under
-    these rules (filled by the comparator; keyed by tool name and the identities of schema and
-    label arguments, so neither may change once compared).
+    ``compiled`` caches each tool schema compiled under these rules (filled by the comparator;
+    keyed by tool name and the schema's identity, so a schema may not change once compared).
+    Label calls compiled against a schema are kept on the label itself.
     """
 
     fields: Mapping[str, Rule] = field(default_factory=dict)
