@@ -867,7 +867,7 @@ class _Accept:
         self.numbers = tuple(alt for _, alt, _ in values.values() if _is_number(alt))  # for tolerance
         self.exact: dict[Any, tuple[type, list[FieldResult]]] = {}
         for _, alt, _ in values.values():
-            if type(alt) in _SCALAR_TYPES:
+            if type(alt) in _SCALAR_TYPES and not (type(alt) is float and alt == 0):  # -0.0 == 0.0: keep the sign
                 same = self.results(alt)
                 if same is not None:
                     self.exact.setdefault(alt, (type(alt), same))
@@ -1047,7 +1047,10 @@ class ArgsPlan:
             e = exp.get(key, _MISSING)
             default = sub.default if key in node.props and node.defaults else _MISSING
             path = f"{tool}.{key}"
-            accept = _accepting(sub, e, path, comparer.items) if e is not _MISSING else None
+            try:
+                accept = _accepting(sub, e, path, comparer.items) if e is not _MISSING else None
+            except Exception:  # e.g. an array's item schema that cannot be read: left to the comparator,
+                accept = None  # which meets the same error when a value reaches it
             required = key in node.required
             missing = comparer.key(sub, e, default, path, True, True) if required else None
             keys.append(_Key(key, sub, path, e, default, required, accept, missing))

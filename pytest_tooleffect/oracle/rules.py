@@ -28,6 +28,7 @@ Paths go through nested objects and array items by field name (no indices).  A k
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,6 +176,16 @@ class RuleSet:
     composites: Mapping[str, tuple[tuple[tuple[str, ...], Rule], ...]] = field(default_factory=dict)
     compiled: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False)
+
+    @functools.cached_property
+    def calls_out(self) -> bool:
+        """Some rule runs code outside the oracle: a ``callable`` predicate, or the free-text judge.
+
+        Scoring then never runs a comparison twice (a paid judge call, a predicate with state).
+        """
+        rules = [*self.fields.values(), *self.defaults.values(), *(r for group in self.composites.values()
+                                                                   for _, r in group)]
+        return any(r.compare == "free_text" or any("callable" in p for p in r.predicates) for r in rules)
 
     def lookup(self, tool: str, path: str) -> Rule | None:
         """The rule of ``tool.path`` (``path`` without array indices), else of ``*.path``."""

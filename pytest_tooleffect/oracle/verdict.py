@@ -199,26 +199,28 @@ class _CompiledLabel:
         self.null_form: dict[str, Any] | None = null_form  # label form of the null alternative, when null is valid
         self.forbidden: tuple[ForbiddenAction, ...] = tuple(label.forbidden_actions)
         # the tools it was last scored with, by name (a state's tools rarely change between decisions)
-        self.tools: tuple[tuple[Any, ...], dict[str, ToolSpec]] | None = None
+        self.tools: tuple[list[int], dict[str, ToolSpec]] | None = None
 
     def tools_by_name(self, tools: Sequence[ToolSpec | Mapping[str, Any]]) -> dict[str, ToolSpec]:
         """``tools`` by name (mappings validated as specs).
 
         Kept for the next decision when every tool is a spec (frozen models; mappings may change
-        in place) and reused while equal specs are passed (the same objects compare by identity).
+        in place) and reused while the same spec objects are passed (by identity: specs that
+        compare equal may differ, ``0`` and ``False`` in a default, say).
         """
-        key = tuple(tools)
+        ids = list(map(id, tools))
         kept = self.tools
-        if kept is not None and kept[0] == key:
+        if kept is not None and kept[0] == ids:
             return kept[1]
         specs = {}
         frozen = True
-        for t in key:
+        for t in tools:
             if type(t) is not ToolSpec:
                 frozen = False
                 t = t if isinstance(t, ToolSpec) else ToolSpec.model_validate(t)
             specs[t.name] = t
-        self.tools = (key, specs) if frozen else None
+        # the specs are held by the dict, so their identities stay theirs while kept
+        self.tools = (ids, specs) if frozen and len(specs) == len(ids) else None
         return specs
 
     def __eq__(self, other: object) -> bool:
@@ -258,17 +260,25 @@ def compile_label(label: Label, tools: Sequence[ToolSpec], rules: RuleSet | None
         rules: the family's rules (the same object later passed to :func:`score`); ``None`` =
             schema rules only.
 
+    A call whose schema (or a rule on it) cannot be compiled is left as it is: scoring reaches
+    it only when a turn calls that tool, and then reports the same error it would without this.
+
     Raises:
-        Exception: whatever a schema or rule the comparator cannot read raises; :func:`score`
-            raises the same for this label.
+        TypeError: ``label`` is not a :class:`Label` (a mapping would be validated into a new
+            label, compiled and thrown away).
 
     """
+    if not isinstance(label, Label):
+        raise TypeError(f"compile_label needs a Label model, got {type(label).__name__}")
     lab = _compiled(label)
     specs = lab.tools_by_name(tools)
     rules = rules or _NO_RULES
     for alt in lab.alternatives:
         for j in range(len(alt.calls)):
-            alt.plan(j, specs, rules).compile()
+            try:
+                alt.plan(j, specs, rules).compile()
+            except Exception:  # noqa: S112 - scoring meets the same error if a turn reaches this call
+                continue
         alt.form  # noqa: B018 - the verdict's label form, made now too
 
 
@@ -319,7 +329,9 @@ def _match_group(calls: Sequence[Call], alt: _Alternative, tools: Mapping[str, T
             plan = plans[j]
             if calls[i].name != required[j].tool:
                 c = _NAME_MISMATCH
-            elif plan.keys is None:  # not compiled yet: the comparator's results are kept
+            elif plan.keys is None or rules.calls_out:
+                # not compiled yet, or a comparison may call a judge or a predicate: the results are
+                # kept, so that no pair is judged twice
                 res = results[(i, j)] = plan.run(calls[i].args, ctx)
                 c = _failing(res)
             else:

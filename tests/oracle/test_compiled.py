@@ -11,14 +11,16 @@ assignment is the minimum over every pairing (checked exhaustively).
 from __future__ import annotations
 
 import itertools
+import math
 import os
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_tooleffect.models import Label, ToolSpec
-from pytest_tooleffect.oracle import RuleSet, compare_args, compile_label, score
+from pytest_tooleffect.oracle import CompareContext, RuleSet, compare_args, compile_label, score
 from pytest_tooleffect.oracle.compare import compile_call
 
 # TOOLEFFECT_HYPOTHESIS_EXAMPLES=20000 runs a longer, random search (CI: 600, derandomised)
@@ -286,3 +288,82 @@ def test_an_enum_that_is_not_a_list_is_left_to_the_comparator() -> None:
     plan = compile_call("t", schema, {"a": None}, RuleSet()).compile()
     assert plan.keys is not None and plan.keys[0].accept is None
     assert [r.to_dict() for r in plan.run({"a": None})] == _reference(schema, {"a": None}, {"a": None}, RuleSet())
+
+
+def _mail_case() -> tuple[Label, list[ToolSpec], RuleSet, dict[str, Any]]:
+    rules = RuleSet.from_mapping({"fields": {"mail.body": {"compare": "free_text"}}})
+    spec = ToolSpec(name="mail", parameters={"type": "object", "properties": {
+        "to": {"type": "string"}, "body": {"type": "string"}}})
+    label = Label.model_validate({"valid_actions": [{"parallel": [
+        {"tool": "mail", "args": {"to": t, "body": f"hi {t}"}} for t in "abc"]}]})
+    turn = {"tool_calls": [_call("mail", to=t, body=f"hello {t}") for t in "cab"]}
+    return label, [spec], rules, turn
+
+
+def test_a_compiled_parallel_turn_asks_the_judge_no_more_than_a_fresh_one() -> None:
+    label, specs, rules, turn = _mail_case()
+    asked: list[tuple[Any, Any]] = []
+
+    def judge(rubric: str | None, expected: Any, got: Any) -> tuple[bool, str]:
+        asked.append((expected, got))
+        return expected.split()[-1] == got.split()[-1], "another person"
+
+    ctx = CompareContext(judge=judge)
+    fresh = score(turn, label.model_copy(deep=True), specs, rules, ctx)
+    fresh_asks = len(asked)
+    compile_label(label, specs, rules)
+    asked.clear()
+    compiled = score(turn, label, specs, rules, ctx)
+    assert compiled.to_dict() == fresh.to_dict() and compiled.kind == "ok"
+    assert len(asked) == fresh_asks  # each pair judged once, as without compiling
+
+
+def test_a_judge_that_changes_its_mind_cannot_make_a_turn_ok_with_failing_fields() -> None:
+    label, specs, rules, turn = _mail_case()
+    seen: dict[tuple[Any, Any], int] = {}
+
+    def judge(rubric: str | None, expected: Any, got: Any) -> tuple[bool, str]:
+        seen[(expected, got)] = seen.get((expected, got), 0) + 1
+        return seen[(expected, got)] == 1, "asked again"  # passes a text once only
+
+    compile_label(label, specs, rules)
+    for _ in range(3):
+        v = score(turn, label, specs, rules, CompareContext(judge=judge))
+        assert (v.kind == "ok") == (not v.failing_fields)
+
+
+def test_specs_that_compare_equal_but_differ_are_not_taken_for_the_kept_ones() -> None:
+    a = ToolSpec(name="f", parameters={"type": "object", "properties": {"n": {"type": "integer", "default": 0}}})
+    b = ToolSpec(name="f", parameters={"type": "object", "properties": {"n": {"type": "integer", "default": False}}})
+    assert a == b  # pydantic equality: 0 == False
+    doc = {"valid_actions": [{"tool": "f", "args": {"n": 0}}]}
+    turn = {"tool_calls": [_call("f")]}
+    label = Label.model_validate(doc)
+    assert score(turn, label, [a]).kind == "ok"
+    assert score(turn, label, [b]).kind == score(turn, Label.model_validate(doc), [b]).kind == "right_tool_wrong_args"
+
+
+def test_a_negative_zero_is_reported_as_emitted() -> None:
+    schema = {"type": "object", "properties": {"x": {"type": "number"}}}
+    plan = compile_call("t", schema, {"x": 0.0}, RuleSet()).compile()
+    (r,) = plan.run({"x": -0.0})
+    assert r.ok and math.copysign(1.0, r.got) == -1.0
+
+
+def test_compile_label_leaves_a_call_it_cannot_compile_to_scoring() -> None:
+    f = ToolSpec(name="f", parameters={"type": "object", "properties": {"a": {"type": "string"}}})
+    g = ToolSpec(name="g", parameters={"type": "object", "properties": {
+        "xs": {"type": "array", "items": {"type": "object", "required": 5}}}})  # an item schema that cannot be read
+    doc = {"valid_actions": [{"tool": "f", "args": {"a": "x"}}, {"tool": "g", "args": {"xs": []}}]}
+    label = Label.model_validate(doc)
+    compile_label(label, [f, g])
+    turn = {"tool_calls": [_call("f", a="x")]}
+    assert score(turn, label, [f, g]).kind == score(turn, Label.model_validate(doc), [f, g]).kind == "ok"
+    for lab in (label, Label.model_validate(doc)):  # a turn that reaches the call meets the error, compiled or not
+        with pytest.raises(TypeError):
+            score({"tool_calls": [_call("g", xs=[])]}, lab, [f, g])
+
+
+def test_compile_label_needs_a_label_model() -> None:
+    with pytest.raises(TypeError, match="needs a Label model"):
+        compile_label({"valid_actions": [{"tool": None}]}, [])  # type: ignore[arg-type]
