@@ -251,7 +251,9 @@ def compile_label(label: Label, tools: Sequence[ToolSpec], rules: RuleSet | None
     first goes to the comparator, which costs less than compiling for a label scored once).
     The plugin calls it before the first decision on a case the run scores more than once
     (several policies, or repeats).  Scoring with another rule set or other tool specs compiles
-    again (up to four per call are kept).
+    again (up to four per call are kept).  A call whose schema (or a rule on it) cannot be
+    compiled is left as it is: scoring reaches it only when a turn calls that tool, and then
+    reports the same error it would without this.
 
     Args:
         label: the case's label.
@@ -259,9 +261,6 @@ def compile_label(label: Label, tools: Sequence[ToolSpec], rules: RuleSet | None
             :func:`score`: compiled forms are matched by the identity of the schema).
         rules: the family's rules (the same object later passed to :func:`score`); ``None`` =
             schema rules only.
-
-    A call whose schema (or a rule on it) cannot be compiled is left as it is: scoring reaches
-    it only when a turn calls that tool, and then reports the same error it would without this.
 
     Raises:
         TypeError: ``label`` is not a :class:`Label` (a mapping would be validated into a new
