@@ -862,9 +862,9 @@ class _Accept:
         if array_rule is not None:
             longest = max((len(alt) for _, alt, _ in values.values() if isinstance(alt, list)), default=0)
             self.item_paths = tuple(f"{path}[{i}]" for i in range(longest))
+        self.numbers = tuple(alt for _, alt, _ in values.values() if _is_number(alt))  # for tolerance
         # a scalar emitted exactly as an alternative is written (same type and value): its results,
         # made once by :meth:`results` itself and shared (results are immutable, scalars too)
-        self.numbers = tuple(alt for _, alt, _ in values.values() if _is_number(alt))  # for tolerance
         self.exact: dict[Any, tuple[type, list[FieldResult]]] = {}
         for _, alt, _ in values.values():
             if type(alt) in _SCALAR_TYPES and not (type(alt) is float and alt == 0):  # -0.0 == 0.0: keep the sign
