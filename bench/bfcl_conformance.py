@@ -20,9 +20,11 @@ decisions per second is printed (oracle / BFCL; target >= 1.0): BFCL's checker o
 calls against the oracle's scoring of the parsed turn, each entry a case decided many times
 (its label compiled before its first decision, as the plugin does when a run decides a case
 more than once).  The lines below it count in what the headline leaves out, each on its own:
-parsing the provider message (BFCL's decoding step, which is not timed on its side), compiling
-the labels, and a case decided once (not compiled: the comparator judges).  CPU time of this
-process, the checkers taking turns on chunks of outputs, the median of the rounds.
+parsing the provider message (BFCL's decoding step, which is not timed on its side); both
+starting from the message as OpenAI sends it (BFCL decoding it as its OpenAI function-calling
+handler does); compiling the labels; and a case decided once (not compiled: the comparator
+judges).  CPU time of this process, the checkers taking turns on chunks of outputs, the median
+of the rounds.
 
 Run: ``make bfcl-conformance`` (or ``.venv-bfcl/bin/python bench/bfcl_conformance.py``).
 """
@@ -176,6 +178,27 @@ def emitted(output: list[dict[str, Any]], as_string: bool) -> dict[str, Any]:
     return {"tool_calls": calls}
 
 
+def wire_message(output: list[dict[str, Any]]) -> dict[str, Any]:
+    """``output`` as OpenAI's chat completion returns it: an assistant message, arguments as JSON text."""
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"call_{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+        for i, call in enumerate(output) for name, args in call.items()]}
+
+
+def bfcl_decode(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """BFCL's decoding of an OpenAI function-calling reply, restated from bfcl-eval (its
+    ``OpenAICompletionsHandler._parse_query_response_FC`` then ``decode_ast``; the module imports
+    the OpenAI SDK, which this environment leaves out): ``[{name: arguments text}]``, then each
+    argument text through ``json.loads``.
+    """
+    responses = [{call["function"]["name"]: call["function"]["arguments"]} for call in message["tool_calls"]]
+    decoded = []
+    for invoked in responses:
+        name = list(invoked.keys())[0]
+        decoded.append({name: json.loads(invoked[name])})
+    return decoded
+
+
 def explain(category: str, pert: str, bfcl_ok: bool, ours_ok: bool, entry: dict[str, Any], gt: Any,
             output: Any, rejected: bool) -> str | None:
     """Match a disagreement to a deliberate difference (README, "How we differ from BFCL")."""
@@ -240,40 +263,45 @@ def load_cases(work: list[tuple[Any, ...]]) -> tuple[list[tuple[Any, ...]], floa
             compile_s += time.process_time() - t0
             cases[key] = (lab, sp)
         lab, sp = cases[key]
-        prepared.append((emitted(output, pert == "args_json_string"), lab, sp, [t.name for t in sp]))
+        prepared.append((emitted(output, pert == "args_json_string"), lab, sp, [t.name for t in sp],
+                         wire_message(output)))
     gc.enable()
     return prepared, compile_s, len(cases)
 
 
-def time_all(work: list[tuple[Any, ...]], prepared: list[tuple[Any, ...]]) -> tuple[float, float, float, float]:
-    """CPU seconds of BFCL's checker, the oracle's parsing, scoring, and scoring once, on every output.
+def time_all(work: list[tuple[Any, ...]], prepared: list[tuple[Any, ...]]) -> tuple[float, ...]:
+    """CPU seconds, on every output, of: BFCL's checker; the oracle's parsing; its scoring; its
+    scoring of a case decided once; BFCL decoding OpenAI's message and checking it; the oracle
+    parsing that message and scoring it.
 
     BFCL's checker receives the calls decoded already (``[{name: {param: value}}]``); the
     oracle's counterpart is :func:`score` on the parsed turn (kind, matched action, per-field
     results), with the labels of ``prepared`` (compiled).  Parsing the provider message into
-    that turn (arguments as an object or a JSON string) is timed apart: it is the decoding step
-    of BFCL's pipeline, which this run does not time on BFCL's side.  Scoring once: every
+    that turn is timed apart: it is the decoding step of BFCL's pipeline.  Scoring once: every
     output with its own fresh label and tool specs, as a case the run decides once (not
-    compiled: the comparator judges, and the tool's schema is read for the fresh specs).  All
-    take turns on chunks of :data:`CHUNK` outputs, so a change in the machine's load during the
-    run falls on all alike; CPU time of this process (``time.process_time``) leaves out time
-    the process waits for the CPU.
+    compiled: the comparator judges, and the tool's schema is read for the fresh specs).  From
+    the message: both start from the reply as OpenAI sends it (arguments as JSON text), BFCL
+    decoding it as its OpenAI function-calling handler does (:func:`bfcl_decode`).  All take
+    turns on chunks of :data:`CHUNK` outputs, so a change in the machine's load during the run
+    falls on all alike; CPU time of this process (``time.process_time``) leaves out time the
+    process waits for the CPU.
     """
     rules = RULES
-    t_bfcl = t_parse = t_score = t_once = 0.0
+    totals = [0.0] * 6
     clock = time.process_time
     for start in range(0, len(work), CHUNK):
         chunk = prepared[start:start + CHUNK]
-        once = [(lab.model_copy(deep=True), [t.model_copy(deep=True) for t in sp]) for _, lab, sp, _ in chunk]
+        entries = work[start:start + CHUNK]
+        once = [(lab.model_copy(deep=True), [t.model_copy(deep=True) for t in sp]) for _, lab, sp, _, _ in chunk]
         with _no_collector():
             t0 = clock()
-            for category, entry, gt, _pert, output, _, _ in work[start:start + CHUNK]:
+            for category, entry, gt, _pert, output, _, _ in entries:
                 try:
                     bfcl_valid(entry, output, gt, category)
                 except Exception:  # noqa: S110
                     pass
             t1 = clock()
-            parsed = [(parse_emission(message, offered=names), lab, sp) for message, lab, sp, names in chunk]
+            parsed = [(parse_emission(message, offered=names), lab, sp) for message, lab, sp, names, _ in chunk]
             t2 = clock()
             for turn, lab, sp in parsed:
                 score(turn, lab, sp, rules)
@@ -281,11 +309,18 @@ def time_all(work: list[tuple[Any, ...]], prepared: list[tuple[Any, ...]]) -> tu
             for (turn, _, _), (lab, sp) in zip(parsed, once):
                 score(turn, lab, sp, rules)
             t4 = clock()
-        t_bfcl += t1 - t0
-        t_parse += t2 - t1
-        t_score += t3 - t2
-        t_once += t4 - t3
-    return t_bfcl, t_parse, t_score, t_once
+            for (category, entry, gt, _, _, _, _), (_, _, _, _, wire) in zip(entries, chunk):
+                try:
+                    bfcl_valid(entry, bfcl_decode(wire), gt, category)
+                except Exception:  # noqa: S110
+                    pass
+            t5 = clock()
+            for _, lab, sp, names, wire in chunk:
+                score(parse_emission(wire, offered=names), lab, sp, rules)
+            t6 = clock()
+        for k, (a, b) in enumerate(zip((t0, t1, t2, t3, t4, t5), (t1, t2, t3, t4, t5, t6))):
+            totals[k] += b - a
+    return tuple(totals)
 
 
 def main() -> None:
@@ -360,7 +395,7 @@ def main() -> None:
     # warm-up on other copies, compiled and not: imports (SciPy on the first optimal pairing)
     # and process-wide caches only
     warm, _, _ = load_cases(work)
-    for message, lab, sp, names in warm:
+    for message, lab, sp, names, _ in warm:
         turn = parse_emission(message, offered=names)
         score(turn, lab, sp, RULES)
         score(turn, lab.model_copy(deep=True), [t.model_copy(deep=True) for t in sp], RULES)
@@ -371,7 +406,7 @@ def main() -> None:
         rounds.append(time_all(work, prepared))
         compiles.append(compile_s)
         del prepared
-    b, p, o, once = (statistics.median(r[k] for r in rounds) for k in range(4))
+    b, p, o, once, b_wire, o_wire = (statistics.median(r[k] for r in rounds) for k in range(6))
     ratios = [r[0] / r[2] for r in rounds]
     compile_s = statistics.median(compiles)
     per_case = compile_s / n_cases
@@ -381,6 +416,9 @@ def main() -> None:
           "target >= 1.0)")
     print(f"  parsing the provider message first (BFCL's decoding step, not timed on its side): "
           f"{1e6 * p / n:.1f} µs each; counted in: ratio {statistics.median(r[0] / (r[1] + r[2]) for r in rounds):.2f}")
+    print(f"  from the provider's message (as OpenAI sends it, arguments as JSON text), BFCL decoding it as "
+          f"its OpenAI handler does: BFCL {1e6 * b_wire / n:.1f} µs, oracle {1e6 * o_wire / n:.1f} µs each, "
+          f"ratio {statistics.median(r[4] / r[5] for r in rounds):.2f}")
     print(f"  compiling each label before its case's first decision: {1e6 * per_case:.0f} µs per case "
           f"({n_cases} cases); with parsing, counted in over each case's {n / n_cases:.1f} outputs: "
           f"ratio {b / (p + o + compile_s):.2f}")
