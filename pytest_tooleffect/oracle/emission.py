@@ -97,6 +97,9 @@ class _Builder:
                 self.malformed.append(f"arguments of {name} cannot be read: {type(exc).__name__}")
                 self.malformed_names.append(name)
                 return
+            if type(arguments) is dict:  # decoded just now: no one else holds it
+                self.calls.append(Call(name, arguments))
+                return
         if not isinstance(arguments, Mapping):
             self.malformed.append(f"arguments of {name} are a JSON {type(arguments).__name__}, not an object")
             self.malformed_names.append(name)
