@@ -784,13 +784,13 @@ def _scalar_form(node: _Node) -> _Form | None:
                  False, None)
 
 
-def _scalar(g: Any) -> bool:
-    return g is None or type(g) in (str, int, float, bool)
-
-
-_NULL = object()  # canonical form of null
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
-_JSON_TYPES = frozenset({str, int, float, bool, type(None), list, dict})
+_JSON_TYPES = _SCALAR_TYPES | {list, dict}
+_NULL = object()  # canonical form of null
+
+
+def _scalar(g: Any) -> bool:
+    return type(g) in _SCALAR_TYPES
 
 
 def _canon_raw(g: Any) -> Any:
@@ -872,6 +872,14 @@ class _Accept:
                 if same is not None:
                     self.exact.setdefault(alt, (type(alt), same))
 
+    def _same(self, g: Any) -> list[FieldResult] | None:
+        """The results made once for ``g`` when it is an alternative as written (same type and value)."""
+        if type(g) in _SCALAR_TYPES:
+            same = self.exact.get(g)
+            if same is not None and same[0] is type(g):
+                return same[1]
+        return None
+
     def _hit(self, g: Any) -> tuple[int, Any, Any] | None:
         key = self.canon(g)
         if key is _MISSING:
@@ -886,10 +894,9 @@ class _Accept:
 
     def results(self, g: Any) -> list[FieldResult] | None:
         """The comparator's results for an acceptable emitted value ``g``, else ``None`` (a shared list: read it)."""
-        if type(g) in _SCALAR_TYPES:
-            same = self.exact.get(g)
-            if same is not None and same[0] is type(g):
-                return same[1]
+        same = self._same(g)
+        if same is not None:
+            return same
         hit = self._hit(g)
         if hit is None:
             return None
@@ -913,11 +920,7 @@ class _Accept:
         array fails once per differing item against the first alternative (the one the
         comparator reports when none matches), or once when it is not an array of that length.
         """
-        if type(g) in _SCALAR_TYPES:
-            same = self.exact.get(g)
-            if same is not None and same[0] is type(g):
-                return 0
-        if self._hit(g) is not None:
+        if self._same(g) is not None or self._hit(g) is not None:
             return 0
         if self.tolerant and (type(g) is list or _is_number(g) and any(_near(g, a) is not False for a in self.numbers)):
             return None  # within tolerance of an alternative: only the comparator can tell
