@@ -7,9 +7,9 @@ action), ``none_when_tool_needed``, ``wrong_tool``, ``right_tool_wrong_args``.
 Parallel groups: the emitted calls are matched to one valid alternative as a multiset by an
 optimal assignment whose cost is the number of failing fields (a name mismatch costs more than
 any field count); every emitted call must be assigned and every call of the alternative
-present.  The optimum is a first fit on pairs with no failing field when there is one, else
-the Hungarian method (``scipy.optimize.linear_sum_assignment``).  Among alternatives whose
-names match, the one with the fewest failing fields is the matched action.
+present.  The optimum is a first fit when that reaches the lower bound (each call's cheapest
+pair), else the Hungarian method (``scipy.optimize.linear_sum_assignment``).  Among
+alternatives whose names match, the one with the fewest failing fields is the matched action.
 """
 
 from __future__ import annotations
@@ -338,23 +338,29 @@ def _match_group(calls: Sequence[Call], alt: _Alternative, tools: Mapping[str, T
             costs[(i, j)] = c
         return c
 
-    # First fit on pairs with no failing field: an assignment that costs nothing is optimal;
-    # first fit can miss one, and then the Hungarian method finds the optimum
-    partner: list[int] = []  # partner[i]: the label call emitted call i is paired with
+    # First fit on pairs with no failing field; calls left without one take the label calls
+    # left over, in order.  The pairing is optimal when it costs no more than the lower bound
+    # sum over those calls of their cheapest pair (a call paired at no cost adds nothing);
+    # otherwise the Hungarian method gives the optimum.
+    partner: list[int] = [-1] * n  # partner[i]: the label call emitted call i is paired with
     free = list(range(n))
     for i in range(n):
-        j = next((j for j in free if cost(i, j) == 0), None)
-        if j is None:
-            break
-        free.remove(j)
-        partner.append(j)
+        for j in free:
+            if cost(i, j) == 0:
+                free.remove(j)
+                partner[i] = j
+                break
+    unpaired = [i for i in range(n) if partner[i] < 0]
     n_fail = 0
-    if len(partner) < n:
-        rows, cols = _assignment()([[cost(i, j) for j in range(n)] for i in range(n)])
-        partner = [0] * n
-        for i, j in zip(rows.tolist(), cols.tolist()):
+    if unpaired:
+        for i, j in zip(unpaired, free):
             partner[i] = j
-        n_fail = sum(cost(i, partner[i]) for i in range(n))  # names match: every call is paired with its tool
+        n_fail = sum(cost(i, partner[i]) for i in unpaired)
+        if n_fail > sum(min(cost(i, j) for j in range(n)) for i in unpaired):
+            rows, cols = _assignment()([[cost(i, j) for j in range(n)] for i in range(n)])
+            for i, j in zip(rows.tolist(), cols.tolist()):
+                partner[i] = j
+            n_fail = sum(cost(i, partner[i]) for i in range(n))  # pairs every call with its tool
     emitted_for = [0] * n
     for i, j in enumerate(partner):
         emitted_for[j] = i
