@@ -12,7 +12,6 @@ no enum or format) is compared raw and listed as *unruled*.
 from __future__ import annotations
 
 import functools
-import json
 import math
 import re
 import unicodedata
@@ -217,6 +216,35 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _json_key(value: Any, text: Callable[[str], str] | None = None) -> Any:
+    """A hashable form of a JSON value under JSON equality (JSON Schema's ``enum`` and ``const``).
+
+    Equal forms mean equal JSON values: numbers by value (``1`` is ``1.0``), a boolean never a
+    number (``true`` is not ``1``), strings as written (or through ``text``), arrays in order,
+    objects by key.  Other values stand for themselves (by ``repr`` when unhashable).
+    """
+    if type(value) is str or isinstance(value, str):
+        return ("s", text(value) if text is not None else str(value))
+    if isinstance(value, bool) or value is None:
+        return ("b", value)
+    if isinstance(value, (int, float)):
+        return ("n", value)
+    if isinstance(value, Mapping):
+        return ("o", frozenset((k, _json_key(v, text)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return ("l", tuple(_json_key(v, text) for v in value))
+    try:
+        hash(value)
+    except TypeError:
+        return ("r", repr(value))
+    return ("x", value)
+
+
+def _same_json(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are the same JSON value (:func:`_json_key`); ``True == 1`` is not."""
+    return a is b or _json_key(a) == _json_key(b)
+
+
 _DYNAMIC = "<dynamic>"  # a node's kind that depends on the value (a type list holding "null")
 
 
@@ -414,7 +442,7 @@ class _Comparer:
         best: list[FieldResult] | None = None
         for alt in alts:
             if isinstance(alt, Mapping) and alt.get(OMITTED):
-                if got is _MISSING or got == node.default:
+                if got is _MISSING or _same_json(got, node.default):
                     return [FieldResult(path, True, "label:$any_of", "", alt, None)]
                 continue
             res = self._field(node, alt, got, path, required)
@@ -469,6 +497,11 @@ class _Comparer:
         src = node.src
         if compare == "none":
             return [FieldResult(path, True, src, "", e, g)]
+        if compare == "exact":  # the value as written: no normalisers, no tolerance, arrays in order
+            if node.rule is not None and node.rule.order == "any" and isinstance(e, list) and isinstance(g, list):
+                return self._array(node, e, g, path)  # the items, exactly, as a multiset
+            ok = _same_json(g, e)
+            return [FieldResult(path, ok, src, "" if ok else "different value (compared exactly)", e, g)]
         kind = _schema_type(node.schema, g) if node.kind is _DYNAMIC else node.kind
         if compare == "free_text":
             return [self._free_text(node.rule, e, g, path)]
@@ -478,12 +511,12 @@ class _Comparer:
             ok = e is None and g is None
             return [FieldResult(path, ok, src or "schema:null", "" if ok else "null against a value", e, g)]
         if node.enum is not None:
-            enum = node.enum
-            same = g == e or (isinstance(g, str) and isinstance(e, str)
-                              and unicodedata.normalize("NFKC", g) == unicodedata.normalize("NFKC", e))
-            ok = g in enum and same
-            reason = ("" if ok else "different enum value" if g in enum
-                      else "not one of the schema's enum values")
+            key = _json_key(g)
+            member = any(key == _json_key(m) for m in node.enum)
+            same = key == _json_key(e) or (isinstance(g, str) and isinstance(e, str)
+                                           and unicodedata.normalize("NFKC", g) == unicodedata.normalize("NFKC", e))
+            ok = member and same
+            reason = "" if ok else "different enum value" if member else "not one of the schema's enum values"
             return [FieldResult(path, ok, "schema:enum", reason, e, g)]
         if compare == "number" or kind == "number" or kind == "integer":
             return [self._number(node.rule, kind, e, g, path, src or f"schema:{kind or 'number'}")]
@@ -508,7 +541,7 @@ class _Comparer:
                 return [FieldResult(path, ok, "raw", "" if ok else "different string (compared raw: no rule)", e, g)]
             ok = g == e or normalise_string(g, steps or ()) == normalise_string(str(e), steps or ())
             return [FieldResult(path, ok, node.str_src, "" if ok else "different string after normalisation", e, g)]
-        ok = g == e and type(g) is type(e) or (_is_number(g) and _is_number(e) and g == e)
+        ok = _same_json(g, e)
         return [FieldResult(path, ok, src or "raw", "" if ok else "different value (compared raw: no rule)", e, g)]
 
     def _number(self, rule: Rule | None, kind: str | None, e: Any, g: Any, path: str, src: str) -> FieldResult:
@@ -557,7 +590,9 @@ class _Comparer:
         if node.items is None:
             item_rule = self.rules.lookup(self.tool, node.rpath + "[]")
             rule = node.rule
-            if item_rule is None and rule is not None and rule.normalise is not None:
+            if item_rule is None and rule is not None and rule.compare == "exact":
+                item_rule = Rule(compare="exact", source=rule.source)  # so do the items of an exact array
+            elif item_rule is None and rule is not None and rule.normalise is not None:
                 item_rule = Rule(normalise=rule.normalise, source=rule.source)  # normalise applies to the items
             raw_items = node.schema.get("items")
             node.items = _compile(self.tool, raw_items if isinstance(raw_items, Mapping) else {}, node.rpath,
@@ -812,7 +847,9 @@ def _canon_int(g: Any) -> Any:
 def _canon_enum(g: Any) -> Any:
     if type(g) is str:
         return unicodedata.normalize("NFKC", g)
-    return g if type(g) in (int, float, bool) and g == g else _MISSING
+    if type(g) is bool:
+        return (bool, g)  # a boolean member is never a number (True == 1 in Python)
+    return g if type(g) in (int, float) and g == g else _MISSING
 
 
 def _near(a: float, b: float) -> bool | None:
@@ -855,7 +892,7 @@ class _Accept:
         self.omitted: Any
         self.omit_at, self.omitted = omitted if omitted is not None else (-1, None)
         self.default = default
-        self.enum = form.enum
+        self.enum = None if form.enum is None else frozenset(map(_json_key, form.enum))  # members, as JSON keys
         self.tolerant = form.tolerant
         # arrays: the rule of an empty array and each item's display path
         self.item_paths: tuple[str, ...] | None = None
@@ -887,8 +924,9 @@ class _Accept:
         hit = self.values.get(key)
         if hit is None:
             return None
-        if self.enum is not None and g is not None and not (g in self.enum if self.item_paths is None
-                                                                 else all(x is None or x in self.enum for x in g)):
+        if self.enum is not None and g is not None and not (_json_key(g) in self.enum if self.item_paths is None
+                                                                 else all(x is None or _json_key(x) in self.enum
+                                                                          for x in g)):
             return None
         return hit
 
@@ -901,7 +939,7 @@ class _Accept:
         if hit is None:
             return None
         index, alt, rule = hit
-        if 0 <= self.omit_at < index and g == self.default:  # the earlier "$omitted" alternative takes it
+        if 0 <= self.omit_at < index and _same_json(g, self.default):  # the earlier "$omitted" alternative takes it
             return [FieldResult(self.path, True, "label:$any_of", "", self.omitted, None)]
         if self.item_paths is None or alt is None:
             return [FieldResult(self.path, True, rule, "", alt, g)]
@@ -926,13 +964,13 @@ class _Accept:
             return None  # within tolerance of an alternative: only the comparator can tell
         if type(g) not in _JSON_TYPES or (type(g) is list and any(type(x) not in _JSON_TYPES for x in g)):
             return None
-        if self.omitted is not None and g == self.default:
+        if self.omitted is not None and _same_json(g, self.default):
             return 0
         first = self.first
         if self.item_paths is None or type(g) is not list or type(first) is not list or len(g) != len(first):
             return 1
         canon, enum = self.item_canon, self.enum
-        return sum(not (canon(b) == canon(a) is not _MISSING and (enum is None or b is None or b in enum))
+        return sum(not (canon(b) == canon(a) is not _MISSING and (enum is None or b is None or _json_key(b) in enum))
                    for a, b in zip(first, g))
 
 
@@ -1132,12 +1170,13 @@ def compile_call(tool: str, schema: Mapping[str, Any], expected: Mapping[str, An
 
 
 def _norm_item(x: Any) -> Any:
-    """A hashable, normalised form of a list member or state value (objects and lists as canonical JSON)."""
-    if isinstance(x, str):
-        return unicodedata.normalize("NFKC", x).casefold().strip()
-    if isinstance(x, (list, dict)):
-        return json.dumps(x, sort_keys=True, default=str)
-    return x
+    """A hashable form of a list member or state value: JSON equality (:func:`_json_key`), text
+    through NFKC, casefold and strip at every depth.
+    """
+    return _json_key(x, _LOOSE_TEXT)
+
+
+_LOOSE_TEXT = normaliser(("nfkc", "casefold", "strip"))
 
 
 def _lookup(state: Mapping[str, Any], dotted: str) -> Any:

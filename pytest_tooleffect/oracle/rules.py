@@ -19,7 +19,9 @@ A rules file maps ``tool.field`` paths to rules::
       "*.user_id": {compare: exact}                                     # any tool
 
 Paths go through nested objects and array items by field name (no indices).  A key holding
-``+`` names fields of one object judged together.  ``compare`` is one of ``exact``, ``string``,
+``+`` names fields of one object judged together.  ``compare`` is one of ``exact`` (the value
+as written under JSON equality: no normalisers, numbers by value, ``true`` is not ``1``, arrays
+in order unless ``order: any``), ``string``,
 ``number``, ``boolean``, ``date``, ``datetime``, ``instant`` (date-time + zone field),
 ``paired`` (index-paired lists), ``free_text``, ``any`` (every value accepted) and ``none``
 (only the predicates judge).  Predicates: ``within``, ``superset``, ``equals_state``,
@@ -94,6 +96,8 @@ def _parse_rule(raw: Any, where: str) -> Rule:
         bad = [n for n in norm if n not in NORMALISERS]
         if bad:
             raise RuleError(f"{where}: unknown normalisers {bad} (known: {sorted(NORMALISERS)})")
+    if compare == "exact" and norm is not None:
+        raise RuleError(f"{where}: compare: exact compares the value as written; it takes no normalise")
     order = raw.get("order")
     if order is not None and order not in ("ordered", "any"):
         raise RuleError(f"{where}: order must be 'ordered' or 'any', got {order!r}")

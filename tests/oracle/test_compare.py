@@ -38,6 +38,13 @@ ROWS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, 
      {"c": "Economy"}, {}, False),
     ("enum equal", schema(c={"type": "string", "enum": ["economy", "business"]}), {}, {"c": "economy"},
      {"c": "economy"}, {}, True),
+    ("boolean enum: 1 is not true", schema(b={"enum": [True, False]}), {}, {"b": True}, {"b": 1}, {}, False),
+    ("number enum: true is not 1", schema(n={"enum": [1, 2]}), {}, {"n": 1}, {"n": True}, {}, False),
+    ("number enum: 1.0 is 1", schema(n={"type": "number", "enum": [1, 2]}), {}, {"n": 1}, {"n": 1.0}, {}, True),
+    ("nested enum member: true is not 1", schema(n={"enum": [[1], [2]]}), {}, {"n": [1]}, {"n": [True]}, {}, False),
+    ("a default of true is not 1", schema(f={"type": "boolean", "default": True}), {},
+     {"f": {"$any_of": [{"$omitted": True}]}}, {"f": 1}, {}, False),
+    ("unruled value: true is not 1", schema(x={}), {}, {"x": 1}, {"x": True}, {}, False),
     ("date formats", schema(d={"type": "string", "format": "date"}), {}, {"d": "2024-05-01"},
      {"d": "2024-05-01T00:00:00"}, {}, True),
     ("date rule", schema(d=S), {"f.d": {"compare": "date"}}, {"d": "2024-05-01"}, {"d": "2024-05-02"}, {}, False),
@@ -96,6 +103,12 @@ ROWS: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any], dict[str, 
         {"superset": [{"k": 1}, [2]]}]}}, {}, {"a": [[2], {"k": 1}, "x"]}, {}, True),
     ("superset with an unhashable member missing", schema(a={"type": "array"}), {"f.a": {"predicates": [
         {"superset": ["ana"]}]}}, {}, {"a": [["ana"], {"x": 1}]}, {}, False),
+    ("superset: true is not 1", schema(a={"type": "array"}), {"f.a": {"predicates": [{"superset": [True]}]}}, {},
+     {"a": [1]}, {}, False),
+    ("superset: 1.0 is 1, text loosely", schema(a={"type": "array"}), {"f.a": {"predicates": [
+        {"superset": [1, {"k": "Ana"}]}]}}, {}, {"a": [1.0, {"k": " ana"}]}, {}, True),
+    ("equals the state: true is not 1", schema(x={}), {"f.x": {"predicates": [{"equals_state": "on"}]}}, {},
+     {"x": 1}, {"state": {"on": True}}, False),
     ("equals a value in the state", schema(tid=S), {"f.tid": {"predicates": [{"equals_state": "thread_id"}]}}, {},
      {"tid": "th-8831"}, {"state": {"thread_id": "th-8831"}}, True),
     ("differs from the value in the state", schema(tid=S), {"f.tid": {"predicates": [{"equals_state": "thread_id"}]}},
@@ -174,6 +187,7 @@ def test_forbidden_subset_mode_judges_only_label_keys() -> None:
     ({"fields": {"f.a+b": {"compare": "string"}}}, "fields judged together"),
     ({"fields": {"x": {"compare": "any"}}}, "a rule key is 'tool.field'"),
     ({"rules": {}}, "unknown top-level keys"),
+    ({"fields": {"f.x": {"compare": "exact", "normalise": ["casefold"]}}}, "exact .* takes no normalise"),
 ])
 def test_rule_errors_name_the_key(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(RuleError, match=message) as exc:
@@ -229,3 +243,30 @@ def test_large_unordered_lists_are_matched_without_recursion() -> None:
 def test_huge_integers_do_not_crash() -> None:
     (res,) = compare_args("f", schema(x=N), {"x": 0.5}, {"x": 10 ** 400})
     assert not res.ok
+
+
+EXACT = RuleSet.from_mapping({
+    "defaults": {"string": {"normalise": ["nfkc", "strip", "casefold"]}},
+    "fields": {"f.x": {"compare": "exact"}, "f.xs": {"compare": "exact"}, "f.ys": {"compare": "exact", "order": "any"},
+               "f.n": {"compare": "exact"}},
+})
+EXACT_SCHEMA = schema(x=S, xs={"type": "array", "items": S}, ys={"type": "array", "items": S}, n=N)
+
+
+@pytest.mark.parametrize(("expected", "got", "ok"), [
+    ({"x": "ABC"}, {"x": "ABC"}, True),
+    ({"x": "ABC"}, {"x": "abc"}, False),  # the family's string default does not apply
+    ({"x": "ABC"}, {"x": " ABC"}, False),
+    ({"xs": ["ABC", "d"]}, {"xs": ["ABC", "d"]}, True),
+    ({"xs": ["ABC", "d"]}, {"xs": ["abc", "d"]}, False),  # nor to the items of an ordered array
+    ({"xs": ["ABC", "d"]}, {"xs": ["d", "ABC"]}, False),
+    ({"ys": ["ABC", "d"]}, {"ys": ["d", "ABC"]}, True),
+    ({"ys": ["ABC", "d"]}, {"ys": ["d", "abc"]}, False),  # nor to the items of a set
+    ({"n": 2}, {"n": 2.0}, True),  # JSON equality: numbers by value
+    ({"n": 1}, {"n": True}, False),
+    ({"n": 1}, {"n": 1.0000000001}, False),  # no tolerance
+])
+def test_exact_compares_the_value_as_written(expected: dict[str, Any], got: dict[str, Any], ok: bool) -> None:
+    results = compare_args("f", EXACT_SCHEMA, expected, got, EXACT)
+    assert all(r.ok for r in results) is ok, [r.to_dict() for r in results]
+    assert all(r.rule.startswith("rule:f.") for r in results if not r.ok)

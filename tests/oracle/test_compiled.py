@@ -42,7 +42,7 @@ def _variants(value: Any) -> list[Any]:
     if isinstance(value, str):
         return [value, value.upper(), f" {value} ", value.replace("a", "ａ"), value + "x"]
     if isinstance(value, bool) or value is None:
-        return [value, not value, 0]
+        return [value, not value, 0, 1]
     if isinstance(value, (int, float)):
         out = [value, float(value) if value == value and abs(value) < 1e300 else value, str(value)]
         if isinstance(value, float) and value == value and abs(value) < 1e300:
@@ -56,6 +56,8 @@ SCALAR_SCHEMAS = st.one_of(
     st.just({"type": "string"}),
     st.builds(lambda e: {"type": "string", "enum": e}, st.lists(st.sampled_from(STRINGS), min_size=1, max_size=4,
                                                                   unique=True)),
+    st.builds(lambda e: {"enum": e}, st.lists(st.sampled_from([True, False, 0, 1, 1.0, 2, "1"]), min_size=1,
+                                               max_size=4, unique_by=lambda v: (type(v), v))),
     st.just({"type": "number"}),
     st.just({"type": "integer"}),
     st.just({"type": "boolean"}),
@@ -121,6 +123,8 @@ RULES = st.sampled_from([
     RuleSet.from_mapping({"fields": {"t.p": {"normalise": ["casefold"]}, "t.q": {"order": "any"},
                                      "t.r": {"compare": "exact"}}}),
     RuleSet.from_mapping({"fields": {"t.p[]": {"normalise": ["strip"]}, "*.q": {"normalise": ["nfkc"]}}}),
+    RuleSet.from_mapping({"defaults": {"string": {"normalise": ["casefold"]}},
+                          "fields": {"t.p": {"compare": "exact"}, "t.q": {"compare": "exact", "order": "any"}}}),
 ])
 
 
