@@ -1098,6 +1098,10 @@ class ArgsPlan:
         self.keys = tuple(keys)
         return self.keys
 
+    def ready(self) -> bool:
+        """Count one use; whether the compiled keys exist now (they are built at the second use)."""
+        return self.keys is not None or self._build() is not None
+
     def compile(self) -> ArgsPlan:
         """Build the compiled keys now instead of at the second use; returns the plan."""
         if self.keys is None:
@@ -1109,7 +1113,7 @@ class ArgsPlan:
         node = self.node
         keys = self.keys if self.keys is not None else self._build()
         if keys is None:
-            return _Comparer(self.tool, self.rules, ctx or _NO_CONTEXT).object(node, self.expected, got, self.tool)
+            return self.compare(got, ctx)
         comparer: _Comparer | None = None
         results: list[FieldResult] = []
         if self.declared is not None and not got.keys() <= self.declared:
@@ -1131,6 +1135,10 @@ class ArgsPlan:
             absent = g is _MISSING
             results.extend(comparer.key(k.node, k.expected, k.default if absent else g, k.path, k.required, absent))
         return results
+
+    def compare(self, got: Mapping[str, Any], ctx: CompareContext | None = None) -> list[FieldResult]:
+        """:meth:`run` through the comparator alone (no use is counted towards compiling)."""
+        return _Comparer(self.tool, self.rules, ctx or _NO_CONTEXT).object(self.node, self.expected, got, self.tool)
 
     def failures(self, got: Mapping[str, Any], ctx: CompareContext | None = None) -> int:
         """How many of :meth:`run`'s results would fail, without writing them where it can.

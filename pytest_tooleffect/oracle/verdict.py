@@ -313,10 +313,17 @@ def _match_group(calls: Sequence[Call], alt: _Alternative, tools: Mapping[str, T
     required = alt.calls
     n = len(calls)
     plans = [alt.plan(j, tools, rules) for j in range(n)]
+    # this turn is one use of each label call, however many pairs it is costed in
+    compiled = [plan.ready() for plan in plans]
+
+    def judge(i: int, j: int) -> list[FieldResult]:
+        """Call ``i`` against label call ``j``: its field results."""
+        return plans[j].run(calls[i].args, ctx) if compiled[j] else plans[j].compare(calls[i].args, ctx)
+
     if alt.order_matters:
         fields_: list[FieldResult] = []
         for i in range(n):
-            fields_.extend(plans[i].run(calls[i].args, ctx))
+            fields_.extend(judge(i, i))
         return _failing(fields_), fields_
     costs: dict[tuple[int, int], int] = {}
     results: dict[tuple[int, int], list[FieldResult]] = {}
@@ -328,10 +335,10 @@ def _match_group(calls: Sequence[Call], alt: _Alternative, tools: Mapping[str, T
             plan = plans[j]
             if calls[i].name != required[j].tool:
                 c = _NAME_MISMATCH
-            elif plan.keys is None or rules.calls_out:
-                # not compiled yet, or a comparison may call a judge or a predicate: the results are
+            elif not compiled[j] or rules.calls_out:
+                # not compiled, or a comparison may call a judge or a predicate: the results are
                 # kept, so that no pair is judged twice
-                res = results[(i, j)] = plan.run(calls[i].args, ctx)
+                res = results[(i, j)] = judge(i, j)
                 c = _failing(res)
             else:
                 c = plan.failures(calls[i].args, ctx)
@@ -367,7 +374,7 @@ def _match_group(calls: Sequence[Call], alt: _Alternative, tools: Mapping[str, T
     fields_ = []
     for j, i in enumerate(emitted_for):  # only the chosen pairs are written out, in the label's order
         kept = results.get((i, j))
-        fields_.extend(kept if kept is not None else plans[j].run(calls[i].args, ctx))
+        fields_.extend(kept if kept is not None else judge(i, j))
     return n_fail, fields_
 
 
