@@ -216,6 +216,15 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
+_JSON_TYPES = _SCALAR_TYPES | {list, dict}
+
+
+def _is_mapping(v: Any) -> bool:
+    """``isinstance(v, Mapping)``, answered without the ABC check for dicts and scalars (the common cases)."""
+    return type(v) is dict or (type(v) not in _SCALAR_TYPES and isinstance(v, Mapping))
+
+
 def _json_key(value: Any, text: Callable[[str], str] | None = None) -> Any:
     """A hashable form of a JSON value under JSON equality (JSON Schema's ``enum`` and ``const``).
 
@@ -285,40 +294,51 @@ def _compile(tool: str, schema: Any, rpath: str, rule: Rule | None, rules: RuleS
     """Compile the schema at rule path ``rpath`` (judged by ``rule``) and everything below it."""
     if type(schema) is not dict and not isinstance(schema, Mapping):
         schema = {}
-    compare = rule.compare if rule else None
-    src = rule.source if rule else ""
-    node = _Node(schema, rpath, rule, compare, src)
-    t = schema.get("type")
-    node.kind = _DYNAMIC if isinstance(t, list) else _schema_type(schema, None)
-    fmt = schema.get("format")
-    if compare in ("datetime", "date") or (compare is None and fmt in ("date-time", "date")):
-        node.temporal = "date" if (compare == "date" or (compare is None and fmt == "date")) else "date-time"
-        node.temporal_src = src or f"schema:{node.temporal}"
-    if "enum" in schema and compare is None:
-        node.enum = schema["enum"]
-    node.default = schema.get("default", _MISSING)
+    get = schema.get
+    t = get("type")
+    kind = t if type(t) is str else _DYNAMIC if isinstance(t, list) else _schema_type(schema, None)
+    fmt = get("format")
+    temporal: str | None
+    if rule is None:
+        compare, src, steps = None, "", None
+        temporal = _TEMPORAL.get(fmt) if isinstance(fmt, str) else None
+    else:
+        compare, src, steps = rule.compare, rule.source, rule.normalise
+        if compare == "date" or compare == "datetime":
+            temporal = "date" if compare == "date" else "date-time"
+        else:
+            temporal = _TEMPORAL.get(fmt) if compare is None and isinstance(fmt, str) else None
     # strings: the field's normalisers, else the family's string default, else compared raw
-    steps = rule.normalise if rule and rule.normalise is not None else None
     str_src = src
-    default = rules.defaults.get("string")
-    if steps is None and default is not None and (rule is None or rule.normalise is None):
-        steps, str_src = default.normalise, src or default.source
-    node.str_steps, node.str_src, node.str_raw = steps, str_src, steps is None and not str_src
+    if steps is None:
+        default = rules.defaults.get("string")
+        if default is not None:
+            steps, str_src = default.normalise, src or default.source
+    node = _Node(schema, rpath, rule, compare, src, kind, temporal, (src or f"schema:{temporal}") if temporal else "",
+                 schema["enum"] if compare is None and "enum" in schema else None, get("default", _MISSING),
+                 steps, str_src, steps is None and not str_src)
     # objects (a leaf keeps the defaults: no properties, open, nothing required)
-    raw_props = schema.get("properties")
-    props: Mapping[str, Any] = raw_props if raw_props and isinstance(raw_props, Mapping) else {}
-    for key, sub in props.items():
-        child = _Comparer.join(rpath, key)
-        node.props[key] = _compile(tool, sub, child, rules.lookup(tool, child), rules)
+    props = get("properties")
+    if props and isinstance(props, Mapping):
+        children, defaults = node.props, []
+        ruled = bool(rules.fields)
+        for key, sub in props.items():
+            child = f"{rpath}.{key}" if rpath else key
+            children[key] = _compile(tool, sub, child, rules.lookup(tool, child) if ruled else None, rules)
+            if (type(sub) is dict or isinstance(sub, Mapping)) and "default" in sub:
+                defaults.append((key, sub["default"]))
+        node.defaults = tuple(defaults)
+        node.open = get("additionalProperties") is True
+    else:
+        node.open = get("additionalProperties") is True or "properties" not in schema
     if "required" in schema:
         node.required = frozenset(schema["required"] or ())
-    node.open = schema.get("additionalProperties") is True or (not props and "properties" not in schema)
-    if props:
-        node.defaults = tuple((k, sub["default"]) for k, sub in props.items()
-                              if isinstance(sub, Mapping) and "default" in sub)
     if rules.composites:
         node.composites = rules.composites_at(tool, rpath)
     return node
+
+
+_TEMPORAL = {"date-time": "date-time", "date": "date"}  # the formats read as dates and instants
 
 
 _PLAN_LIMIT = 4096
@@ -368,11 +388,12 @@ class _Comparer:
             judged = self._composite(node, names, rule, exp, emi, path)
             if judged is not None:
                 results.append(judged)
-        for key, sub in self.judged(node, expected, subset):
-            if key in done:
+        keyed = props.items() if not subset and expected.keys() <= props.keys() else self.judged(node, expected, subset)
+        for key, sub in keyed:
+            if done and key in done:
                 continue
             e, g = exp.get(key, _MISSING), emi.get(key, _MISSING)
-            fpath = sub.rpath if static_paths else self.join(path, key)
+            fpath = sub.rpath if static_paths else f"{path}.{key}" if path else key
             results.extend(self.key(sub, e, g, fpath, key in required, not subset and key not in got))
         return results
 
@@ -410,7 +431,7 @@ class _Comparer:
         if required and absent:
             # a required argument must be sent even when the schema gives it a default
             return [FieldResult(path, False, "schema", "required argument missing", None if e is _MISSING else e, None)]
-        if isinstance(e, Mapping) and ANY_OF in e:
+        if _is_mapping(e) and ANY_OF in e:
             return self._alternatives(sub, e[ANY_OF], g, path, required)
         return self._field(sub, e, g, path, required)
 
@@ -441,7 +462,7 @@ class _Comparer:
                       required: bool) -> list[FieldResult]:
         best: list[FieldResult] | None = None
         for alt in alts:
-            if isinstance(alt, Mapping) and alt.get(OMITTED):
+            if _is_mapping(alt) and alt.get(OMITTED):
                 if got is _MISSING or _same_json(got, node.default):
                     return [FieldResult(path, True, "label:$any_of", "", alt, None)]
                 continue
@@ -526,10 +547,10 @@ class _Comparer:
             return [FieldResult(path, ok, src or "schema:boolean", reason, e, g)]
         if kind == "array" or (kind is None and isinstance(e, list) and isinstance(g, list)):
             return self._array(node, e, g, path)
-        if kind == "object" or (kind is None and isinstance(e, Mapping) and isinstance(g, Mapping)):
-            if not isinstance(g, Mapping):
+        if kind == "object" or (kind is None and _is_mapping(e) and _is_mapping(g)):
+            if not _is_mapping(g):
                 return [FieldResult(path, False, "schema:object", "not an object", e, g)]
-            if not isinstance(e, Mapping):
+            if not _is_mapping(e):
                 return [FieldResult(path, False, "schema:object", "label value is not an object", e, g)]
             return self.object(node, e, g, path)
         if compare == "string" or kind == "string" or (kind is None and isinstance(e, str)):
@@ -819,8 +840,6 @@ def _scalar_form(node: _Node) -> _Form | None:
                  False, None)
 
 
-_SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})
-_JSON_TYPES = _SCALAR_TYPES | {list, dict}
 _NULL = object()  # canonical form of null
 
 
@@ -901,13 +920,8 @@ class _Accept:
             self.item_paths = tuple(f"{path}[{i}]" for i in range(longest))
         self.numbers = tuple(alt for _, alt, _ in values.values() if _is_number(alt))  # for tolerance
         # a scalar emitted exactly as an alternative is written (same type and value): its results,
-        # made once by :meth:`results` itself and shared (results are immutable, scalars too)
+        # kept by :meth:`results` when first made and shared (results are immutable, scalars too)
         self.exact: dict[Any, tuple[type, list[FieldResult]]] = {}
-        for _, alt, _ in values.values():
-            if type(alt) in _SCALAR_TYPES and not (type(alt) is float and alt == 0):  # -0.0 == 0.0: keep the sign
-                same = self.results(alt)
-                if same is not None:
-                    self.exact.setdefault(alt, (type(alt), same))
 
     def _same(self, g: Any) -> list[FieldResult] | None:
         """The results made once for ``g`` when it is an alternative as written (same type and value)."""
@@ -942,7 +956,10 @@ class _Accept:
         if 0 <= self.omit_at < index and _same_json(g, self.default):  # the earlier "$omitted" alternative takes it
             return [FieldResult(self.path, True, "label:$any_of", "", self.omitted, None)]
         if self.item_paths is None or alt is None:
-            return [FieldResult(self.path, True, rule, "", alt, g)]
+            out = [FieldResult(self.path, True, rule, "", alt, g)]
+            if type(g) is type(alt) and g == alt and type(g) in _SCALAR_TYPES and not (type(g) is float and g == 0):
+                self.exact[g] = (type(g), out)  # -0.0 == 0.0: a float zero is not kept, so its sign is reported
+            return out
         if not alt:
             return [FieldResult(self.path, True, rule, "", alt, g)]
         paths = self.item_paths
@@ -981,7 +998,7 @@ def _accepting(node: _Node, e: Any, path: str, items_of: Callable[[_Node], _Node
     array compared as a set or holding more than scalars, or an alternative the canonical forms
     cannot express.
     """
-    any_of = isinstance(e, Mapping) and ANY_OF in e
+    any_of = _is_mapping(e) and ANY_OF in e
     alts = e[ANY_OF] if any_of else [e]
     if not isinstance(alts, list):
         return None
@@ -1017,7 +1034,7 @@ def _accepting(node: _Node, e: Any, path: str, items_of: Callable[[_Node], _Node
     first: Any = _MISSING
     seen: list[Any] = []
     for i, alt in enumerate(alts):
-        if any_of and isinstance(alt, Mapping) and alt.get(OMITTED):
+        if any_of and _is_mapping(alt) and alt.get(OMITTED):
             omitted = omitted or (i, alt)
             continue
         if first is _MISSING:
