@@ -251,7 +251,11 @@ def _json_key(value: Any, text: Callable[[str], str] | None = None) -> Any:
 
 def _same_json(a: Any, b: Any) -> bool:
     """``a`` and ``b`` are the same JSON value (:func:`_json_key`); ``True == 1`` is not."""
-    return a is b or _json_key(a) == _json_key(b)
+    if a is b:
+        return True
+    if type(a) is type(b) and type(a) in _SCALAR_TYPES:
+        return bool(a == b)
+    return bool(_json_key(a) == _json_key(b))
 
 
 _DYNAMIC = "<dynamic>"  # a node's kind that depends on the value (a type list holding "null")
@@ -946,9 +950,10 @@ class _Accept:
 
     def results(self, g: Any) -> list[FieldResult] | None:
         """The comparator's results for an acceptable emitted value ``g``, else ``None`` (a shared list: read it)."""
-        same = self._same(g)
-        if same is not None:
-            return same
+        if type(g) in _SCALAR_TYPES:  # :meth:`_same`, inline: this is the commonest path
+            same = self.exact.get(g)
+            if same is not None and same[0] is type(g):
+                return same[1]
         hit = self._hit(g)
         if hit is None:
             return None
