@@ -924,8 +924,13 @@ class _Accept:
             self.item_paths = tuple(f"{path}[{i}]" for i in range(longest))
         self.numbers = tuple(alt for _, alt, _ in values.values() if _is_number(alt))  # for tolerance
         # a scalar emitted exactly as an alternative is written (same type and value): its results,
-        # kept by :meth:`results` when first made and shared (results are immutable, scalars too)
+        # made once by :meth:`results` itself and shared (results are immutable, scalars too)
         self.exact: dict[Any, tuple[type, list[FieldResult]]] = {}
+        for _, alt, _ in values.values():
+            if type(alt) in _SCALAR_TYPES and not (type(alt) is float and alt == 0):  # -0.0 == 0.0: keep the sign
+                same = self.results(alt)
+                if same is not None:
+                    self.exact.setdefault(alt, (type(alt), same))
 
     def _same(self, g: Any) -> list[FieldResult] | None:
         """The results made once for ``g`` when it is an alternative as written (same type and value)."""
@@ -961,10 +966,7 @@ class _Accept:
         if 0 <= self.omit_at < index and _same_json(g, self.default):  # the earlier "$omitted" alternative takes it
             return [FieldResult(self.path, True, "label:$any_of", "", self.omitted, None)]
         if self.item_paths is None or alt is None:
-            out = [FieldResult(self.path, True, rule, "", alt, g)]
-            if type(g) is type(alt) and g == alt and type(g) in _SCALAR_TYPES and not (type(g) is float and g == 0):
-                self.exact[g] = (type(g), out)  # -0.0 == 0.0: a float zero is not kept, so its sign is reported
-            return out
+            return [FieldResult(self.path, True, rule, "", alt, g)]
         if not alt:
             return [FieldResult(self.path, True, rule, "", alt, g)]
         paths = self.item_paths
