@@ -225,28 +225,35 @@ def _is_mapping(v: Any) -> bool:
     return type(v) is dict or (type(v) not in _SCALAR_TYPES and isinstance(v, Mapping))
 
 
-def _json_key(value: Any, text: Callable[[str], str] | None = None) -> Any:
+def _json_key(value: Any, text: Callable[[str], str] | None = None, depth: int = 0) -> Any:
     """A hashable form of a JSON value under JSON equality (JSON Schema's ``enum`` and ``const``).
 
     Equal forms mean equal JSON values: numbers by value (``1`` is ``1.0``), a boolean never a
     number (``true`` is not ``1``), strings as written (or through ``text``), arrays in order,
-    objects by key.  Other values stand for themselves (by ``repr`` when unhashable).
+    objects by key (as text).  Other values stand for themselves (by ``repr`` when unhashable).
+    An array or object nested deeper than :data:`_KEY_DEPTH` levels is equal only to itself.
     """
     if type(value) is str or isinstance(value, str):
-        return ("s", text(value) if text is not None else str(value))
+        value = str.__str__(value)  # a subclass by its text
+        return ("s", text(value) if text is not None else value)
     if isinstance(value, bool) or value is None:
         return ("b", value)
     if isinstance(value, (int, float)):
         return ("n", value)
+    if depth >= _KEY_DEPTH and isinstance(value, (Mapping, list, tuple)):
+        return ("deep", id(value))  # equal only to itself: no recursion into a value nested this deep
     if isinstance(value, Mapping):
-        return ("o", frozenset((k, _json_key(v, text)) for k, v in value.items()))
+        return ("o", frozenset((str(k), _json_key(v, text, depth + 1)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
-        return ("l", tuple(_json_key(v, text) for v in value))
+        return ("l", tuple(_json_key(v, text, depth + 1) for v in value))
     try:
         hash(value)
     except TypeError:
         return ("r", repr(value))
     return ("x", value)
+
+
+_KEY_DEPTH = 64  # far past any tool's arguments, far below Python's recursion limit
 
 
 def _same_json(a: Any, b: Any) -> bool:
@@ -279,6 +286,7 @@ class _Node:
     temporal: str | None = None
     temporal_src: str = ""
     enum: Any = None
+    enum_keys: list[Any] | None = None  # the enum's members as JSON keys (:func:`_json_key`), made on first use
     default: Any = _MISSING
     str_steps: tuple[str, ...] | None = None
     str_src: str = ""
@@ -319,7 +327,7 @@ def _compile(tool: str, schema: Any, rpath: str, rule: Rule | None, rules: RuleS
         if default is not None:
             steps, str_src = default.normalise, src or default.source
     node = _Node(schema, rpath, rule, compare, src, kind, temporal, (src or f"schema:{temporal}") if temporal else "",
-                 schema["enum"] if compare is None and "enum" in schema else None, get("default", _MISSING),
+                 schema["enum"] if compare is None and "enum" in schema else None, None, get("default", _MISSING),
                  steps, str_src, steps is None and not str_src)
     # objects (a leaf keeps the defaults: no properties, open, nothing required)
     props = get("properties")
@@ -522,9 +530,9 @@ class _Comparer:
         src = node.src
         if compare == "none":
             return [FieldResult(path, True, src, "", e, g)]
-        if compare == "exact":  # the value as written: no normalisers, no tolerance, arrays in order
-            if node.rule is not None and node.rule.order == "any" and isinstance(e, list) and isinstance(g, list):
-                return self._array(node, e, g, path)  # the items, exactly, as a multiset
+        if compare == "exact" and not _is_mapping(e):  # a scalar as written: no normalisers, no tolerance
+            if isinstance(e, list) and isinstance(g, list):
+                return self._array(node, e, g, path)  # item by item (the items exact unless ruled otherwise)
             ok = _same_json(g, e)
             return [FieldResult(path, ok, src, "" if ok else "different value (compared exactly)", e, g)]
         kind = _schema_type(node.schema, g) if node.kind is _DYNAMIC else node.kind
@@ -536,8 +544,11 @@ class _Comparer:
             ok = e is None and g is None
             return [FieldResult(path, ok, src or "schema:null", "" if ok else "null against a value", e, g)]
         if node.enum is not None:
+            members = node.enum_keys
+            if members is None:
+                members = node.enum_keys = [_json_key(m) for m in node.enum]
             key = _json_key(g)
-            member = any(key == _json_key(m) for m in node.enum)
+            member = key in members
             same = key == _json_key(e) or (isinstance(g, str) and isinstance(e, str)
                                            and unicodedata.normalize("NFKC", g) == unicodedata.normalize("NFKC", e))
             ok = member and same
@@ -613,16 +624,23 @@ class _Comparer:
     def items(self, node: _Node) -> _Node:
         """The compiled items of an array node (rule path ``<array>[]``, else the array's normalisers)."""
         if node.items is None:
-            item_rule = self.rules.lookup(self.tool, node.rpath + "[]")
-            rule = node.rule
-            if item_rule is None and rule is not None and rule.compare == "exact":
-                item_rule = Rule(compare="exact", source=rule.source)  # so do the items of an exact array
-            elif item_rule is None and rule is not None and rule.normalise is not None:
-                item_rule = Rule(normalise=rule.normalise, source=rule.source)  # normalise applies to the items
             raw_items = node.schema.get("items")
             node.items = _compile(self.tool, raw_items if isinstance(raw_items, Mapping) else {}, node.rpath,
-                                  item_rule, self.rules)
+                                  self.item_rule(node.rpath, node.rule), self.rules)
         return node.items
+
+    def item_rule(self, rpath: str, rule: Rule | None) -> Rule | None:
+        """The rule of the items of the array at ``rpath`` judged by ``rule``: its own (``<array>[]``),
+        else the array's ``exact`` or normalisers, which apply to the items.
+        """
+        own = self.rules.lookup(self.tool, rpath + "[]")
+        if own is not None or rule is None:
+            return own
+        if rule.compare == "exact":
+            return Rule(compare="exact", source=rule.source)
+        if rule.normalise is not None:
+            return Rule(normalise=rule.normalise, source=rule.source)
+        return None
 
     def _array(self, node: _Node, e: Any, g: Any, path: str) -> list[FieldResult]:
         rule = node.rule
@@ -664,7 +682,7 @@ class _Comparer:
         if items.schema.get("format") in ("date", "date-time") or "enum" in items.schema:
             return None
         steps = rule.normalise if rule is not None and rule.normalise is not None else None
-        if steps is None and (rule is None or rule.compare is None):
+        if steps is None and (rule is None or rule.compare in (None, "string")):
             default = self.rules.defaults.get("string")
             steps = default.normalise if default is not None else None
         out: list[Any] = []
@@ -719,7 +737,7 @@ class _Comparer:
         for n in names:
             sub = node.props.get(n)
             item_schema = (sub.schema.get("items") if sub is not None else None) or {}
-            col_rule = self.rules.lookup(self.tool, self.join(node.rpath, n) + "[]")
+            col_rule = self.item_rule(self.join(node.rpath, n), sub.rule if sub is not None else None)
             cols.append(_compile(self.tool, item_schema, self.join(node.rpath, "+".join(names)), col_rule, self.rules))
 
         def row_ok(er: Sequence[Any], gr: Sequence[Any], j: int) -> bool:

@@ -19,9 +19,11 @@ A rules file maps ``tool.field`` paths to rules::
       "*.user_id": {compare: exact}                                     # any tool
 
 Paths go through nested objects and array items by field name (no indices).  A key holding
-``+`` names fields of one object judged together.  ``compare`` is one of ``exact`` (the value
-as written under JSON equality: no normalisers, numbers by value, ``true`` is not ``1``, arrays
-in order unless ``order: any``), ``string``,
+``+`` names fields of one object judged together.  ``compare`` is one of ``exact`` (a value
+as written under JSON equality: no normalisers, no tolerance, numbers by value, ``true`` is not
+``1``; an array item by item, in order unless ``order: any``, its items exact unless a
+``<array>[]`` rule says otherwise; an object field by field, each under its own rules),
+``string``,
 ``number``, ``boolean``, ``date``, ``datetime``, ``instant`` (date-time + zone field),
 ``paired`` (index-paired lists), ``free_text``, ``any`` (every value accepted) and ``none``
 (only the predicates judge).  Predicates: ``within``, ``superset``, ``equals_state``,

@@ -270,3 +270,82 @@ def test_exact_compares_the_value_as_written(expected: dict[str, Any], got: dict
     results = compare_args("f", EXACT_SCHEMA, expected, got, EXACT)
     assert all(r.ok for r in results) is ok, [r.to_dict() for r in results]
     assert all(r.rule.startswith("rule:f.") for r in results if not r.ok)
+
+
+def _deep(depth: int) -> Any:
+    value: Any = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("sch", [{}, {"enum": [1, 2]}, {"type": "array"}])
+def test_a_deeply_nested_value_fails_the_field_without_crashing(sch: dict[str, Any]) -> None:
+    results = compare_args("f", schema(x=sch), {"x": 1}, {"x": _deep(900)})
+    assert [r.ok for r in results] == [False]
+
+
+def test_deeply_nested_values_in_predicates_do_not_crash() -> None:
+    rules = RuleSet.from_mapping({"fields": {"f.a": {"predicates": [{"superset": [1]}]},
+                                             "f.s": {"predicates": [{"equals_state": "v"}]}}})
+    results = compare_args("f", schema(a={"type": "array"}, s={}), {}, {"a": [_deep(900)], "s": _deep(900)}, rules,
+                           CompareContext(state={"v": 1}))
+    assert [r.ok for r in results] == [False, False]
+
+
+OBJ = schema(x={"type": "object", "properties": {"n": S, "k": S, "m": {"type": "integer", "default": 3}}})
+OBJ_RULES = RuleSet.from_mapping({"defaults": {"string": {"normalise": ["casefold"]}},
+                                  "fields": {"f.x": {"compare": "exact"}}})
+
+
+@pytest.mark.parametrize(("expected", "got", "ok"), [
+    ({"x": {"n": {"$any_of": ["A", "B"]}}}, {"x": {"n": "B"}}, True),  # the label's alternatives inside
+    ({"x": {"n": "A", "k": {"$any_of": [{"$omitted": True}, "K"]}}}, {"x": {"n": "A"}}, True),
+    ({"x": {"n": "A"}}, {"x": {"n": "A", "m": 3}}, True),  # nested defaults filled in
+    ({"x": {"n": "A"}}, {"x": {"n": "A", "z": 1}}, False),  # undeclared nested keys fail
+    ({"x": {"n": "A"}}, {"x": {"n": "a"}}, True),  # an object's fields keep their own rules
+])
+def test_exact_on_an_object_judges_its_fields(expected: dict[str, Any], got: dict[str, Any], ok: bool) -> None:
+    results = compare_args("f", OBJ, expected, got, OBJ_RULES)
+    assert all(r.ok for r in results) is ok, [r.to_dict() for r in results]
+
+
+@pytest.mark.parametrize("order", ["ordered", "any"])
+def test_an_item_rule_wins_over_an_exact_array_in_either_order(order: str) -> None:
+    rules = RuleSet.from_mapping({"fields": {"f.x": {"compare": "exact", "order": order},
+                                             "f.x[]": {"normalise": ["casefold"]}}})
+    results = compare_args("f", schema(x={"type": "array", "items": S}), {"x": ["A", "b"]}, {"x": ["a", "b"]}, rules)
+    assert all(r.ok for r in results), [r.to_dict() for r in results]
+
+
+def test_a_fields_rule_applies_to_its_column_in_a_paired_group() -> None:
+    pair = schema(a={"type": "array", "items": S}, b={"type": "array", "items": S})
+    expected, got = {"a": ["y", "x"], "b": ["2", "1"]}, {"a": ["X", "y"], "b": ["1", "2"]}
+    exact = RuleSet.from_mapping({"defaults": {"string": {"normalise": ["casefold"]}},
+                                  "fields": {"f.a": {"compare": "exact"}, "f.a+b": {"compare": "paired"}}})
+    assert not all(r.ok for r in compare_args("f", pair, expected, got, exact))
+    folded = RuleSet.from_mapping({"fields": {"f.a": {"normalise": ["casefold"]}, "f.a+b": {"compare": "paired"}}})
+    assert all(r.ok for r in compare_args("f", pair, expected, got, folded))
+
+
+def test_compare_string_items_take_the_string_default_in_any_order() -> None:
+    arr = schema(x={"type": "array", "items": S})
+    for order in ("ordered", "any"):
+        rules = RuleSet.from_mapping({"defaults": {"string": {"normalise": ["casefold"]}},
+                                      "fields": {"f.x[]": {"compare": "string"}, "f.x": {"order": order}}})
+        got = ["p", "q"] if order == "ordered" else ["q", "p"]
+        assert all(r.ok for r in compare_args("f", arr, {"x": ["P", "Q"]}, {"x": got}, rules)), order
+
+
+def test_a_str_subclass_is_compared_by_its_text() -> None:
+    class Tagged(str):
+        def __str__(self) -> str:
+            return "<tagged>"
+
+    assert all(r.ok for r in compare_args("f", schema(c={"enum": ["a"]}), {"c": "a"}, {"c": Tagged("a")}))
+
+
+def test_state_objects_compare_by_key_text() -> None:
+    rules = RuleSet.from_mapping({"fields": {"f.o": {"predicates": [{"equals_state": "o"}]}}})
+    results = compare_args("f", schema(o={}), {}, {"o": {"1": "a"}}, rules, CompareContext(state={"o": {1: "a"}}))
+    assert all(r.ok for r in results)
