@@ -3,7 +3,7 @@
 A rules file maps ``tool.field`` paths to rules::
 
     version: 1
-    defaults:                      # per JSON-schema type, for every field without its own rule
+    defaults:                      # string normalisers for every field without its own
       string: {normalise: [nfkc, strip, collapse_whitespace, casefold]}
     fields:
       calendar.create_event.title: {normalise: [nfkc, casefold]}
@@ -237,6 +237,10 @@ class RuleSet:
         unknown_types = set(raw.get("defaults") or {}) - {"string", "number", "integer", "boolean", "array", "object"}
         if unknown_types:
             raise RuleError(f"{origin}: defaults: unknown JSON-schema types {sorted(unknown_types)}")
+        for t, r in (raw.get("defaults") or {}).items():  # only the string normalisers are read: say so, never ignore
+            if t != "string" or (isinstance(r, Mapping) and set(r) - {"normalise"}):
+                raise RuleError(f"{origin}: defaults.{t}: a family default is string: {{normalise: [...]}} only; "
+                                "give other types and comparators per field (fields: {tool.field: ...}, '*.field')")
         defaults = {t: _parse_rule(r, f"{origin}: defaults.{t}") for t, r in (raw.get("defaults") or {}).items()}
         defaults = {t: Rule(**{**r.__dict__, "source": f"default:{t}"}) for t, r in defaults.items()}
         fields_: dict[str, Rule] = {}

@@ -188,6 +188,8 @@ def test_forbidden_subset_mode_judges_only_label_keys() -> None:
     ({"fields": {"x": {"compare": "any"}}}, "a rule key is 'tool.field'"),
     ({"rules": {}}, "unknown top-level keys"),
     ({"fields": {"f.x": {"compare": "exact", "normalise": ["casefold"]}}}, "exact .* takes no normalise"),
+    ({"defaults": {"number": {"compare": "exact"}}}, r"defaults.number: a family default is string: \{normalise"),
+    ({"defaults": {"string": {"compare": "exact"}}}, "defaults.string: a family default is string"),
 ])
 def test_rule_errors_name_the_key(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(RuleError, match=message) as exc:
