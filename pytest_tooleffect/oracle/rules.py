@@ -100,6 +100,11 @@ def _parse_rule(raw: Any, where: str) -> Rule:
             raise RuleError(f"{where}: unknown normalisers {bad} (known: {sorted(NORMALISERS)})")
     if compare == "exact" and norm is not None:
         raise RuleError(f"{where}: compare: exact compares the value as written; it takes no normalise")
+    # keys another comparator would never read: refused, not ignored
+    if compare != "free_text" and ("threshold" in raw or "rubric" in raw):
+        raise RuleError(f"{where}: threshold and rubric are read by compare: free_text only")
+    if compare not in (None, "number") and "numeric_strings" in raw:
+        raise RuleError(f"{where}: numeric_strings is read by number fields only (no compare, or compare: number)")
     order = raw.get("order")
     if order is not None and order not in ("ordered", "any"):
         raise RuleError(f"{where}: order must be 'ordered' or 'any', got {order!r}")

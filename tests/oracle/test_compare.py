@@ -188,6 +188,9 @@ def test_forbidden_subset_mode_judges_only_label_keys() -> None:
     ({"fields": {"x": {"compare": "any"}}}, "a rule key is 'tool.field'"),
     ({"rules": {}}, "unknown top-level keys"),
     ({"fields": {"f.x": {"compare": "exact", "normalise": ["casefold"]}}}, "exact .* takes no normalise"),
+    ({"fields": {"f.x": {"compare": "exact", "threshold": 0.5}}}, "threshold and rubric are read by compare: free_text"),
+    ({"fields": {"f.x": {"rubric": "polite"}}}, "threshold and rubric are read by compare: free_text"),
+    ({"fields": {"f.x": {"compare": "exact", "numeric_strings": True}}}, "numeric_strings is read by number fields"),
     ({"defaults": {"number": {"compare": "exact"}}}, r"defaults.number: a family default is string: \{normalise"),
     ({"defaults": {"string": {"compare": "exact"}}}, "defaults.string: a family default is string"),
 ])
