@@ -265,6 +265,13 @@ def _same_json(a: Any, b: Any) -> bool:
     return bool(_json_key(a) == _json_key(b))
 
 
+def _members(node: _Node) -> frozenset[Any]:
+    """The members of ``node``'s enum as JSON keys (:func:`_json_key`), made once per schema position."""
+    if node.enum_keys is None:
+        node.enum_keys = frozenset(map(_json_key, node.enum))
+    return node.enum_keys
+
+
 _DYNAMIC = "<dynamic>"  # a node's kind that depends on the value (a type list holding "null")
 
 
@@ -286,7 +293,7 @@ class _Node:
     temporal: str | None = None
     temporal_src: str = ""
     enum: Any = None
-    enum_keys: list[Any] | None = None  # the enum's members as JSON keys (:func:`_json_key`), made on first use
+    enum_keys: frozenset[Any] | None = None  # the enum's members as JSON keys: :func:`_members`
     default: Any = _MISSING
     str_steps: tuple[str, ...] | None = None
     str_src: str = ""
@@ -304,7 +311,7 @@ class _Node:
 
 def _compile(tool: str, schema: Any, rpath: str, rule: Rule | None, rules: RuleSet) -> _Node:
     """Compile the schema at rule path ``rpath`` (judged by ``rule``) and everything below it."""
-    if type(schema) is not dict and not isinstance(schema, Mapping):
+    if not _is_mapping(schema):
         schema = {}
     get = schema.get
     t = get("type")
@@ -333,11 +340,10 @@ def _compile(tool: str, schema: Any, rpath: str, rule: Rule | None, rules: RuleS
     props = get("properties")
     if props and isinstance(props, Mapping):
         children, defaults = node.props, []
-        ruled = bool(rules.fields)
         for key, sub in props.items():
-            child = f"{rpath}.{key}" if rpath else key
-            children[key] = _compile(tool, sub, child, rules.lookup(tool, child) if ruled else None, rules)
-            if (type(sub) is dict or isinstance(sub, Mapping)) and "default" in sub:
+            child = _Comparer.join(rpath, key)
+            children[key] = _compile(tool, sub, child, rules.lookup(tool, child), rules)
+            if _is_mapping(sub) and "default" in sub:
                 defaults.append((key, sub["default"]))
         node.defaults = tuple(defaults)
         node.open = get("additionalProperties") is True
@@ -405,7 +411,7 @@ class _Comparer:
             if done and key in done:
                 continue
             e, g = exp.get(key, _MISSING), emi.get(key, _MISSING)
-            fpath = sub.rpath if static_paths else f"{path}.{key}" if path else key
+            fpath = sub.rpath if static_paths else self.join(path, key)
             results.extend(self.key(sub, e, g, fpath, key in required, not subset and key not in got))
         return results
 
@@ -544,11 +550,8 @@ class _Comparer:
             ok = e is None and g is None
             return [FieldResult(path, ok, src or "schema:null", "" if ok else "null against a value", e, g)]
         if node.enum is not None:
-            members = node.enum_keys
-            if members is None:
-                members = node.enum_keys = [_json_key(m) for m in node.enum]
             key = _json_key(g)
-            member = key in members
+            member = key in _members(node)
             same = key == _json_key(e) or (isinstance(g, str) and isinstance(e, str)
                                            and unicodedata.normalize("NFKC", g) == unicodedata.normalize("NFKC", e))
             ok = member and same
@@ -828,7 +831,7 @@ class _Form(NamedTuple):
     rule: str  # the rule name a passing result carries (null: ``null_rule``)
     null_rule: str
     tolerant: bool  # numbers: equal within tolerance without equal canonical forms
-    enum: Sequence[Any] | None
+    enum: frozenset[Any] | None  # the enum's members as JSON keys (:func:`_members`)
 
 
 def _scalar_form(node: _Node) -> _Form | None:
@@ -849,7 +852,7 @@ def _scalar_form(node: _Node) -> _Form | None:
     if node.enum is not None:
         if not isinstance(node.enum, list) or not all(_scalar(v) for v in node.enum):
             return None
-        return _Form(_canon_enum, "schema:enum", null_rule, False, node.enum)
+        return _Form(_canon_enum, "schema:enum", null_rule, False, _members(node))
     if node.kind == "boolean":
         return _Form(_canon_bool, node.src or "schema:boolean", null_rule, False, None)
     if node.kind in ("number", "integer"):
@@ -933,7 +936,7 @@ class _Accept:
         self.omitted: Any
         self.omit_at, self.omitted = omitted if omitted is not None else (-1, None)
         self.default = default
-        self.enum = None if form.enum is None else frozenset(map(_json_key, form.enum))  # members, as JSON keys
+        self.enum = form.enum
         self.tolerant = form.tolerant
         # arrays: the rule of an empty array and each item's display path
         self.item_paths: tuple[str, ...] | None = None
@@ -973,10 +976,9 @@ class _Accept:
 
     def results(self, g: Any) -> list[FieldResult] | None:
         """The comparator's results for an acceptable emitted value ``g``, else ``None`` (a shared list: read it)."""
-        if type(g) in _SCALAR_TYPES:  # :meth:`_same`, inline: this is the commonest path
-            same = self.exact.get(g)
-            if same is not None and same[0] is type(g):
-                return same[1]
+        same = self._same(g)
+        if same is not None:
+            return same
         hit = self._hit(g)
         if hit is None:
             return None

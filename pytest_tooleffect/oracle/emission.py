@@ -23,6 +23,8 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from .compare import _is_mapping
+
 __all__ = ["Call", "Emission", "parse_emission"]
 
 
@@ -60,10 +62,6 @@ class Emission(NamedTuple):
         out = [{"tool": c.name, "args": dict(c.args)} for c in self.calls]
         out += [{"tool": n, "malformed": r} for n, r in zip(self.malformed_names, self.malformed)]
         return out
-
-
-def _is_mapping(value: Any) -> bool:
-    return type(value) is dict or isinstance(value, Mapping)  # the exact check first: ABC checks are slower
 
 
 class _Builder:

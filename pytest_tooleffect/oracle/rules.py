@@ -200,6 +200,8 @@ class RuleSet:
 
     def lookup(self, tool: str, path: str) -> Rule | None:
         """The rule of ``tool.path`` (``path`` without array indices), else of ``*.path``."""
+        if not self.fields:
+            return None
         return self.fields.get(f"{tool}.{path}") or self.fields.get(f"*.{path}")
 
     def unknown_tools(self, tools: Sequence[str]) -> list[str]:
@@ -239,9 +241,6 @@ class RuleSet:
                 raise RuleError(f"{origin}: {section} must be a mapping")
             if any(not isinstance(k, str) for k in value or {}):
                 raise RuleError(f"{origin}: {section}: every key is text ('tool.field')")
-        unknown_types = set(raw.get("defaults") or {}) - {"string", "number", "integer", "boolean", "array", "object"}
-        if unknown_types:
-            raise RuleError(f"{origin}: defaults: unknown JSON-schema types {sorted(unknown_types)}")
         for t, r in (raw.get("defaults") or {}).items():  # only the string normalisers are read: say so, never ignore
             if t != "string" or (isinstance(r, Mapping) and set(r) - {"normalise"}):
                 raise RuleError(f"{origin}: defaults.{t}: a family default is string: {{normalise: [...]}} only; "
