@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,7 +46,20 @@ def _yaml_load(text: str) -> Any:
 
 
 class FamilyError(ValueError):
-    """The family file (or a file it names) cannot be used; the message names the file."""
+    """The family file (or a file it names) cannot be used; the message names the file.
+
+    ``referenced_files``: the files the family file names (as :attr:`LoadedFamily.referenced_files`),
+    as far as the family file could be read; set by :func:`load_family`.
+    """
+
+    referenced_files: frozenset[Path] = frozenset()
+
+
+_NAMED_FILES = ("oracle", "tools_file", "system_prompt_file")  # the family file's keys that name files
+
+
+def _named_files(directory: Path, names: Iterable[Any]) -> frozenset[Path]:
+    return frozenset((directory / n).resolve() for n in names if n and isinstance(n, str))
 
 
 @dataclass(frozen=True)
@@ -80,9 +93,7 @@ class LoadedFamily:
     @property
     def referenced_files(self) -> frozenset[Path]:
         """Files the family file names (rules, tools, prompt): never collected as case files."""
-        fam = self.family
-        named = [fam.oracle, fam.tools_file, fam.system_prompt_file]
-        return frozenset((self.directory / n).resolve() for n in named if n)
+        return _named_files(self.directory, (getattr(self.family, key) for key in _NAMED_FILES))
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -100,10 +111,28 @@ def load_family(directory: Path) -> LoadedFamily:
     path = directory / FAMILY_FILE
     try:
         return _load_family(directory, path)
-    except FamilyError:
+    except FamilyError as exc:
+        exc.referenced_files = _referenced_anyway(directory, path)
         raise
     except Exception as exc:  # any unreadable input becomes one clear error, never a crash
-        raise FamilyError(f"{path}: {type(exc).__name__}: {exc}") from exc
+        error = FamilyError(f"{path}: {type(exc).__name__}: {exc}")
+        error.referenced_files = _referenced_anyway(directory, path)
+        raise error from exc
+
+
+def _referenced_anyway(directory: Path, path: Path) -> frozenset[Path]:
+    """The files a family file names, read from it without validating it (none if it cannot be read).
+
+    A family that fails to load still keeps its rules, tools and prompt files out of case
+    collection: its error is then reported once per case file, not again at each file it names.
+    """
+    try:
+        raw = _yaml_load(path.read_text(encoding="utf-8-sig"))
+        if not isinstance(raw, Mapping):
+            return frozenset()
+        return _named_files(directory, (raw.get(key) for key in _NAMED_FILES))
+    except Exception:  # unreadable, or a name no path can hold: nothing to keep out
+        return frozenset()
 
 
 def _read(path: Path, what: str, family_file: Path) -> str:

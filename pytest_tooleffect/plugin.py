@@ -413,7 +413,7 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
         and (file_path.parent / FAMILY_FILE).is_file()
     ):
         fam = _family(parent.config, file_path.parent)
-        if isinstance(fam, LoadedFamily) and file_path.resolve() in fam.referenced_files:
+        if file_path.resolve() in fam.referenced_files:
             return None  # the family's own rules or tools file, not a case file
         return CaseFile.from_parent(parent, path=file_path)
     return None

@@ -114,6 +114,26 @@ def test_broken_family_file_is_one_error(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*family.yaml: tools[[]0[]].parameters: *"])
 
 
+@pytest.mark.parametrize(("named", "content"), [
+    ("oracle: rules.yaml", {"rules.yaml": "fields:\n  read_thread.thread_id: {compare: bogus}\n"}),
+    ("oracle: rules.yml\ntools_file: tools.yaml", {"rules.yml": "fields: {}\n", "tools.yaml": "[1, 2]\n"}),
+    ("system_prompt_file: prompt.jsonl\noracle: missing.yaml", {"prompt.jsonl": "be brief\n"}),
+])
+def test_broken_family_is_not_reported_again_at_the_files_it_names(
+        pytester: pytest.Pytester, named: str, content: dict[str, str]) -> None:
+    """A family that fails to load keeps the files its family file names out of case collection."""
+    fam = write_demo(pytester.path)
+    text = (fam / "family.yaml").read_text()
+    (fam / "family.yaml").write_text("\n".join(line for line in text.splitlines()
+                                               if not line.startswith("oracle:")) + "\n" + named + "\n")
+    for name, body in content.items():
+        (fam / name).write_text(body)
+    result = pytester.runpytest("cases/", "-rE")
+    result.assert_outcomes(errors=1)  # the one case file, not each named file as well
+    result.stdout.fnmatch_lines(["*cases.jsonl::<family>*"])
+    result.stdout.no_fnmatch_line("*ERROR*" + next(iter(content)) + "::*")
+
+
 def test_user_predicates_through_the_hook(pytester: pytest.Pytester) -> None:
     from tests.demo_family import case
 
