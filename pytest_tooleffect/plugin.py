@@ -430,8 +430,10 @@ def _family(config: pytest.Config, directory: Path) -> LoadedFamily | FamilyErro
             names = config.stash.setdefault(_family_names_key, {})
             other = names.setdefault(fam.name, directory)
             if other != directory:
-                raise FamilyError(f"{directory / FAMILY_FILE}: name: family {fam.name!r} is also defined in {other}; "
-                                  "families are separate populations and need distinct names")
+                error = FamilyError(f"{directory / FAMILY_FILE}: name: family {fam.name!r} is also defined in {other}; "
+                                    "families are separate populations and need distinct names")
+                error.referenced_files = fam.referenced_files
+                raise error
             cache[directory] = fam
         except FamilyError as exc:
             cache[directory] = exc

@@ -155,8 +155,13 @@ def test_two_families_with_one_name_are_refused(pytester: pytest.Pytester) -> No
     twin.mkdir()
     for f in fam.iterdir():
         (twin / f.name).write_text(f.read_text())
-    result = pytester.runpytest("cases/")
+    # the refused twin's own rules file is still not a case file: one error, at its case file
+    (twin / "rules.yaml").write_text((pytester.path / "oracle" / "demo.yaml").read_text())
+    text = (twin / "family.yaml").read_text().replace("oracle: ../../oracle/demo.yaml", "oracle: rules.yaml")
+    (twin / "family.yaml").write_text(text)
+    result = pytester.runpytest("cases/", "-rE")
     result.stdout.fnmatch_lines(["*family 'demo' is also defined in*"])
+    result.stdout.no_fnmatch_line("*rules.yaml::*")
     result.assert_outcomes(passed=3, failed=1, errors=1)
 
 
