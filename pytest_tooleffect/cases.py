@@ -23,7 +23,8 @@ from .oracle.compare import ANY_OF, OMITTED, parse_date, parse_datetime
 from .oracle.rules import RuleError, RuleSet, load_rules
 from .traces import position_bucket
 
-__all__ = ["FAMILY_FILE", "CaseProblem", "FamilyError", "LoadedFamily", "label_hash", "load_case_file", "load_family"]
+__all__ = ["FAMILY_FILE", "CaseProblem", "FamilyError", "LoadedFamily", "is_case_file", "label_hash", "load_case_file",
+           "load_family"]
 
 FAMILY_FILE = "family.yaml"
 CASE_SUFFIXES = (".jsonl", ".yaml", ".yml")
@@ -59,7 +60,27 @@ _NAMED_FILES = ("oracle", "tools_file", "system_prompt_file")  # the family file
 
 
 def _named_files(directory: Path, names: Iterable[Any]) -> frozenset[Path]:
-    return frozenset((directory / n).resolve() for n in names if n and isinstance(n, str))
+    """The files ``names`` name in ``directory``, resolved; a name no path can hold is left out."""
+    files = set()
+    for n in names:
+        if n and isinstance(n, str):
+            try:
+                files.add((directory / n).resolve())
+            except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop
+                continue
+    return frozenset(files)
+
+
+def is_case_file(path: Path, referenced: frozenset[Path]) -> bool:
+    """``path`` is a case file of the family in its directory: a case-file suffix, neither the
+    family file nor a file it names (``referenced``: the family's ``referenced_files``).
+    """
+    if path.suffix not in CASE_SUFFIXES or path.name == FAMILY_FILE:
+        return False
+    try:
+        return path.resolve() not in referenced
+    except (OSError, RuntimeError):  # a symlink loop: not a file the family names; reading it says what is wrong
+        return True
 
 
 @dataclass(frozen=True)
@@ -128,11 +149,9 @@ def _referenced_anyway(directory: Path, path: Path) -> frozenset[Path]:
     """
     try:
         raw = _yaml_load(path.read_text(encoding="utf-8-sig"))
-        if not isinstance(raw, Mapping):
-            return frozenset()
-        return _named_files(directory, (raw.get(key) for key in _NAMED_FILES))
-    except Exception:  # unreadable, or a name no path can hold: nothing to keep out
+    except Exception:  # unreadable: nothing to keep out
         return frozenset()
+    return _named_files(directory, (raw.get(key) for key in _NAMED_FILES)) if isinstance(raw, Mapping) else frozenset()
 
 
 def _read(path: Path, what: str, family_file: Path) -> str:

@@ -341,7 +341,7 @@ def _turn_key(messages: Sequence[Any]) -> str:
 
 def replay_index(cases_dir: Path) -> dict[str, Any]:
     """Map the wire form of every recorded state under ``cases_dir`` to its recorded turn."""
-    from .cases import CASE_SUFFIXES, FAMILY_FILE, FamilyError, load_case_file, load_family
+    from .cases import FAMILY_FILE, FamilyError, is_case_file, load_case_file, load_family
     from .model_turn import build_request
     from .models import Policy
     from .scripted import Reply
@@ -355,7 +355,7 @@ def replay_index(cases_dir: Path) -> dict[str, Any]:
             print(f"tooleffect serve: skipping {exc}", file=sys.stderr)
             continue
         for path in sorted(fam_file.parent.iterdir()):
-            if path.suffix not in CASE_SUFFIXES or path.name == FAMILY_FILE or path.resolve() in fam.referenced_files:
+            if not is_case_file(path, fam.referenced_files):
                 continue
             cases, _ = load_case_file(path, fam)
             for case in cases:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from .cases import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, load_case_file, load_family
+from .cases import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, is_case_file, load_case_file, load_family
 from .model_turn import Price, ProviderError
 from .models import Case, Policy
 from .oracle import CompareContext, Verdict, compile_label, parse_emission, score
@@ -407,16 +407,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
-    if (
-        file_path.suffix in CASE_SUFFIXES
-        and file_path.name != FAMILY_FILE
-        and (file_path.parent / FAMILY_FILE).is_file()
-    ):
-        fam = _family(parent.config, file_path.parent)
-        if file_path.resolve() in fam.referenced_files:
-            return None  # the family's own rules or tools file, not a case file
+    directory = file_path.parent
+    if file_path.suffix not in CASE_SUFFIXES or not (directory / FAMILY_FILE).is_file():
+        return None
+    fam = _family(parent.config, directory)
+    if is_case_file(file_path, fam.referenced_files):
         return CaseFile.from_parent(parent, path=file_path)
-    return None
+    if file_path.name == FAMILY_FILE and isinstance(fam, FamilyError) and not any(
+            p.is_file() and is_case_file(p, fam.referenced_files) for p in directory.iterdir()):
+        return CaseFile.from_parent(parent, path=file_path)  # no case file to report the family's error at
+    return None  # the family file, or its own rules, tools or prompt file: not a case file
 
 
 _family_names_key = pytest.StashKey[dict[str, Path]]()

@@ -132,6 +132,32 @@ def test_broken_family_is_not_reported_again_at_the_files_it_names(
     result.assert_outcomes(errors=1)  # the one case file, not each named file as well
     result.stdout.fnmatch_lines(["*cases.jsonl::<family>*"])
     result.stdout.no_fnmatch_line("*ERROR*" + next(iter(content)) + "::*")
+    result.stdout.no_fnmatch_line("*family.yaml::*")
+
+
+@pytest.mark.parametrize("case_files", ["named", "none"])
+def test_broken_family_without_a_case_file_is_reported_at_its_family_file(
+        pytester: pytest.Pytester, case_files: str) -> None:
+    """The family's error is never lost: with no case file left to carry it, the family file does."""
+    fam = write_demo(pytester.path)
+    if case_files == "named":  # the oracle pointed at the case file by mistake
+        named = "oracle: cases.jsonl"
+    else:  # a family being written: no cases yet, a broken rules file
+        (fam / "cases.jsonl").unlink()
+        (fam / "rules.yaml").write_text("fields:\n  read_thread.thread_id: {compare: bogus}\n")
+        named = "oracle: rules.yaml"
+    text = (fam / "family.yaml").read_text().replace("oracle: ../../oracle/demo.yaml", named)
+    (fam / "family.yaml").write_text(text)
+    result = pytester.runpytest("cases/", "-rE")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*family.yaml: oracle: *", "*ERROR cases/demo/family.yaml::<family>*"])
+
+
+def test_a_name_no_path_can_hold_leaves_the_family_s_other_files_out() -> None:
+    from pytest_tooleffect.cases import _named_files
+
+    here = Path.cwd()
+    assert _named_files(here, ["rules\0.yaml", "prompt.yaml", None, 3]) == {(here / "prompt.yaml").resolve()}
 
 
 def test_user_predicates_through_the_hook(pytester: pytest.Pytester) -> None:
