@@ -145,7 +145,7 @@ def _referenced_anyway(directory: Path, path: Path) -> frozenset[Path]:
     """The files a family file names, read from it without validating it (none if it cannot be read).
 
     A family that fails to load still keeps its rules, tools and prompt files out of case
-    collection: its error is then reported once per case file, not again at each file it names.
+    collection.
     """
     try:
         raw = _yaml_load(path.read_text(encoding="utf-8-sig"))

@@ -410,33 +410,46 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     directory = file_path.parent
     if file_path.suffix not in CASE_SUFFIXES or not (directory / FAMILY_FILE).is_file():
         return None
+    if file_path.name == FAMILY_FILE:  # collected only to report a family that cannot be loaded
+        return CaseFile.from_parent(parent, path=file_path) if isinstance(_loaded(parent.config, directory),
+                                                                          FamilyError) else None
     fam = _family(parent.config, directory)
     if is_case_file(file_path, fam.referenced_files):
         return CaseFile.from_parent(parent, path=file_path)
-    if file_path.name == FAMILY_FILE and isinstance(fam, FamilyError) and not any(
-            p.is_file() and is_case_file(p, fam.referenced_files) for p in directory.iterdir()):
-        return CaseFile.from_parent(parent, path=file_path)  # no case file to report the family's error at
-    return None  # the family file, or its own rules, tools or prompt file: not a case file
+    return None  # the family's own rules, tools or prompt file: not a case file
 
 
+_loaded_key = pytest.StashKey[dict[Path, "LoadedFamily | FamilyError"]]()
 _family_names_key = pytest.StashKey[dict[str, Path]]()
+_reported_key = pytest.StashKey[set[Path]]()
+
+
+def _loaded(config: pytest.Config, directory: Path) -> LoadedFamily | FamilyError:
+    """The family in ``directory`` as :func:`load_family` reads it (or its error), read once."""
+    cache = config.stash.setdefault(_loaded_key, {})
+    if directory not in cache:
+        try:
+            cache[directory] = load_family(directory)
+        except FamilyError as exc:
+            cache[directory] = exc
+    return cache[directory]
 
 
 def _family(config: pytest.Config, directory: Path) -> LoadedFamily | FamilyError:
+    """The family whose cases are collected from ``directory``, or why it cannot run: refused when
+    a family collected before it has its name (families are separate populations).
+    """
     cache = config.stash[families_key]
     if directory not in cache:
-        try:
-            fam = load_family(directory)
-            names = config.stash.setdefault(_family_names_key, {})
-            other = names.setdefault(fam.name, directory)
+        fam = _loaded(config, directory)
+        if isinstance(fam, LoadedFamily):
+            other = config.stash.setdefault(_family_names_key, {}).setdefault(fam.name, directory)
             if other != directory:
                 error = FamilyError(f"{directory / FAMILY_FILE}: name: family {fam.name!r} is also defined in {other}; "
                                     "families are separate populations and need distinct names")
                 error.referenced_files = fam.referenced_files
-                raise error
-            cache[directory] = fam
-        except FamilyError as exc:
-            cache[directory] = exc
+                fam = error
+        cache[directory] = fam
     return cache[directory]
 
 
@@ -477,7 +490,11 @@ class CaseFile(pytest.File):
         config = self.config
         fam = _family(config, self.path.parent)
         if isinstance(fam, FamilyError):
-            yield InvalidCaseItem.from_parent(self, name="<family>", problems=[str(fam)])
+            # one error per family, at the first of its files collected (its family file when no case file is)
+            reported = config.stash.setdefault(_reported_key, set())
+            if self.path.parent not in reported:
+                reported.add(self.path.parent)
+                yield InvalidCaseItem.from_parent(self, name="<family>", problems=[str(fam)])
             return
         seen = config.stash[seen_ids_key].setdefault(self.path.parent, set())
         cases, problems = load_case_file(self.path, fam, seen)

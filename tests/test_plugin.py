@@ -153,6 +153,31 @@ def test_broken_family_without_a_case_file_is_reported_at_its_family_file(
     result.stdout.fnmatch_lines(["*family.yaml: oracle: *", "*ERROR cases/demo/family.yaml::<family>*"])
 
 
+def test_broken_family_is_one_error_whatever_its_files(pytester: pytest.Pytester) -> None:
+    """One error per family: with two case files, with its only case file ignored, with a family
+    file so broken its named files cannot be read (then collected as case files).
+    """
+    fam = write_demo(pytester.path)
+    (fam / "more.jsonl").write_text((fam / "cases.jsonl").read_text().replace('"id": "', '"id": "more-'))
+    (fam / "rules.yaml").write_text("fields: {}\n")
+    (fam / "family.yaml").write_text("oracle: rules.yaml\nname: [unclosed\n")
+    for args in ([], ["--ignore-glob=*.jsonl"], ["-n", "2"]):
+        result = pytester.runpytest("cases/", "-rE", *args)
+        result.assert_outcomes(errors=1)
+        result.stdout.fnmatch_lines(["*family.yaml: not valid YAML*"])
+    result = pytester.runpytest("cases/", "-rE", "--ignore-glob=*.jsonl")
+    result.stdout.fnmatch_lines(["*ERROR cases/demo/family.yaml::<family>*"])
+
+
+def test_a_family_with_no_case_file_does_not_take_a_name_from_one_that_has(pytester: pytest.Pytester) -> None:
+    """A family directory with nothing to run is not loaded for its name: the family with cases runs."""
+    write_demo(pytester.path)
+    empty = pytester.path / "cases" / "a-empty"
+    empty.mkdir()
+    (empty / "family.yaml").write_text("name: demo\ntools: []\n")
+    pytester.runpytest("cases/").assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
+
+
 def test_a_name_no_path_can_hold_leaves_the_family_s_other_files_out() -> None:
     from pytest_tooleffect.cases import _named_files
 
