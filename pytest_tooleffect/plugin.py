@@ -410,18 +410,24 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     directory = file_path.parent
     if file_path.suffix not in CASE_SUFFIXES or not (directory / FAMILY_FILE).is_file():
         return None
-    if file_path.name == FAMILY_FILE:  # collected only to report a family that cannot be loaded
-        return CaseFile.from_parent(parent, path=file_path) if isinstance(_loaded(parent.config, directory),
-                                                                          FamilyError) else None
-    fam = _family(parent.config, directory)
+    fam = _loaded(parent.config, directory)
     if is_case_file(file_path, fam.referenced_files):
         return CaseFile.from_parent(parent, path=file_path)
-    return None  # the family's own rules, tools or prompt file: not a case file
+    if file_path.name == FAMILY_FILE and isinstance(fam, FamilyError) and (
+            parent.session.isinitpath(file_path) or not _collects_a_case_file(parent, directory, fam)):
+        return CaseFile.from_parent(parent, path=file_path)  # the family's error, where no case file carries it
+    return None  # the family file, or its own rules, tools or prompt file: not a case file
+
+
+def _collects_a_case_file(parent: pytest.Collector, directory: Path, fam: LoadedFamily | FamilyError) -> bool:
+    """Some case file of the family in ``directory`` is collected (not ``--ignore``d)."""
+    return any(p.is_file() and is_case_file(p, fam.referenced_files)
+               and not parent.ihook.pytest_ignore_collect(collection_path=p, config=parent.config)
+               for p in directory.iterdir())
 
 
 _loaded_key = pytest.StashKey[dict[Path, "LoadedFamily | FamilyError"]]()
 _family_names_key = pytest.StashKey[dict[str, Path]]()
-_reported_key = pytest.StashKey[set[Path]]()
 
 
 def _loaded(config: pytest.Config, directory: Path) -> LoadedFamily | FamilyError:
@@ -490,11 +496,7 @@ class CaseFile(pytest.File):
         config = self.config
         fam = _family(config, self.path.parent)
         if isinstance(fam, FamilyError):
-            # one error per family, at the first of its files collected (its family file when no case file is)
-            reported = config.stash.setdefault(_reported_key, set())
-            if self.path.parent not in reported:
-                reported.add(self.path.parent)
-                yield InvalidCaseItem.from_parent(self, name="<family>", problems=[str(fam)])
+            yield InvalidCaseItem.from_parent(self, name="<family>", problems=[str(fam)])
             return
         seen = config.stash[seen_ids_key].setdefault(self.path.parent, set())
         cases, problems = load_case_file(self.path, fam, seen)

@@ -153,28 +153,34 @@ def test_broken_family_without_a_case_file_is_reported_at_its_family_file(
     result.stdout.fnmatch_lines(["*family.yaml: oracle: *", "*ERROR cases/demo/family.yaml::<family>*"])
 
 
-def test_broken_family_is_one_error_whatever_its_files(pytester: pytest.Pytester) -> None:
-    """One error per family: with two case files, with its only case file ignored, with a family
-    file so broken its named files cannot be read (then collected as case files).
+def test_broken_family_is_an_error_at_each_case_file_collected(pytester: pytest.Pytester) -> None:
+    """At each case file collected, at the family file when none is; also when the family file is
+    too broken to name its files (its rules file then looks like a case file and says so too).
     """
     fam = write_demo(pytester.path)
-    (fam / "more.jsonl").write_text((fam / "cases.jsonl").read_text().replace('"id": "', '"id": "more-'))
-    (fam / "rules.yaml").write_text("fields: {}\n")
-    (fam / "family.yaml").write_text("oracle: rules.yaml\nname: [unclosed\n")
-    for args in ([], ["--ignore-glob=*.jsonl"], ["-n", "2"]):
+    (fam / "zz.jsonl").write_text((fam / "cases.jsonl").read_text().replace('"id": "', '"id": "zz-'))
+    (fam / "family.yaml").write_text("name: demo\nbogus: 1\n")
+    for args, where in ((["-k", "zz"], ["zz.jsonl"]), ([], ["cases.jsonl", "zz.jsonl"]), (["-n", "2"], ["cases.jsonl", "zz.jsonl"]),
+                        (["--ignore-glob=*.jsonl"], ["family.yaml"])):
         result = pytester.runpytest("cases/", "-rE", *args)
-        result.assert_outcomes(errors=1)
-        result.stdout.fnmatch_lines(["*family.yaml: not valid YAML*"])
-    result = pytester.runpytest("cases/", "-rE", "--ignore-glob=*.jsonl")
-    result.stdout.fnmatch_lines(["*ERROR cases/demo/family.yaml::<family>*"])
+        result.assert_outcomes(errors=len(where))
+        for w in where:  # in any order (xdist)
+            result.stdout.fnmatch_lines([f"*ERROR cases/demo/{w}::<family>*"])
+    (fam / "family.yaml").write_text("oracle: rules.yaml\nname: [unclosed\n")
+    result = pytester.runpytest("cases/demo/family.yaml", "-rE")  # asked for: reported there
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*family.yaml: not valid YAML*"])
 
 
 def test_a_family_with_no_case_file_does_not_take_a_name_from_one_that_has(pytester: pytest.Pytester) -> None:
-    """A family directory with nothing to run is not loaded for its name: the family with cases runs."""
+    """A family directory with nothing to run (its rules file is no case file) does not claim its
+    name: the family with cases runs.
+    """
     write_demo(pytester.path)
     empty = pytester.path / "cases" / "a-empty"
     empty.mkdir()
-    (empty / "family.yaml").write_text("name: demo\ntools: []\n")
+    (empty / "family.yaml").write_text("name: demo\noracle: rules.yaml\ntools: [{name: read_thread}]\n")
+    (empty / "rules.yaml").write_text("fields: {}\n")
     pytester.runpytest("cases/").assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
 
 
