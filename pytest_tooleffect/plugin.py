@@ -451,10 +451,8 @@ def _family(config: pytest.Config, directory: Path) -> LoadedFamily | FamilyErro
         if isinstance(fam, LoadedFamily):
             other = config.stash.setdefault(_family_names_key, {}).setdefault(fam.name, directory)
             if other != directory:
-                error = FamilyError(f"{directory / FAMILY_FILE}: name: family {fam.name!r} is also defined in {other}; "
-                                    "families are separate populations and need distinct names")
-                error.referenced_files = fam.referenced_files
-                fam = error
+                fam = FamilyError(f"{directory / FAMILY_FILE}: name: family {fam.name!r} is also defined in {other}; "
+                                  "families are separate populations and need distinct names")
         cache[directory] = fam
     return cache[directory]
 
