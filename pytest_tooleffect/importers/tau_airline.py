@@ -19,21 +19,13 @@ from typing import Any
 from ..labelling import merge_agreeing, read_labels, render
 from ..sampling import StratifiedSample, stratified_sample
 from ..traces import DecisionPoint, Run, decision_points, position_bucket, read_tau_bench, recorded_from_message
+from .tau_airline_rules import rule_label
+from .tau_airline_tools import READ_ONLY, WRITE_TOOLS
 
 __all__ = ["READ_ONLY", "WRITE_TOOLS", "annotate_tools", "render_state", "sample_states"]
 
 DEFAULT_QUOTA = {"first": 60, "middle": 90, "last": 60}
 
-#: Tools that change nothing (MCP ``readOnlyHint``); ``think`` and ``calculate`` only compute.
-READ_ONLY = frozenset(
-    {"get_user_details", "get_reservation_details", "search_direct_flight", "search_onestop_flight",
-     "list_all_airports", "calculate", "think"}
-)
-#: Tools that change the booking database (the policy asks for explicit confirmation first).
-WRITE_TOOLS = frozenset(
-    {"book_reservation", "cancel_reservation", "send_certificate", "update_reservation_baggages",
-     "update_reservation_flights", "update_reservation_passengers"}
-)
 _DESTRUCTIVE = frozenset({"cancel_reservation", "update_reservation_flights", "update_reservation_passengers"})
 
 
@@ -136,7 +128,6 @@ def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, in
 
     """
     from ..labelling import action_set
-    from .tau_airline_rules import rule_label
 
     cases, sample = sample_states(trajectories, quota, seed)
     out.mkdir(parents=True, exist_ok=True)

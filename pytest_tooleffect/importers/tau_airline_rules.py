@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .tau_airline import READ_ONLY, WRITE_TOOLS
+from .tau_airline_tools import READ_ONLY, WRITE_TOOLS
 
 __all__ = ["rule_label"]
 
