@@ -261,3 +261,19 @@ def test_hostile_arguments_get_a_tool_answer_not_a_dead_sandbox(provider: Sandbo
     assert box.snapshot()["events"] == []  # both refused, nothing half-written
     assert box.call("read_thread", {"thread_id": "th-1"}).error is False  # the same sandbox goes on
     provider.item_cleanup(box, interrupted=False, keep=False)
+
+
+def test_the_builtin_providers_register_whichever_sandbox_module_is_imported_first() -> None:
+    # a fresh interpreter: registration must not depend on what this test session imported before
+    probe = (
+        "import sys\n"
+        "from pytest_tooleffect.sandbox.environment import provider_class, registered_providers\n"
+        "names = registered_providers()\n"
+        "try:\n"
+        "    provider_class('nope')\n"
+        "except KeyError as exc:\n"
+        "    refusal = str(exc)\n"
+        "print(names, provider_class('local').__name__, refusal, 'docker' in sys.modules, 'testcontainers' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['docker', 'local'] LocalProvider \"unknown sandbox provider 'nope' (registered: docker, local)\" False False"

@@ -1,12 +1,15 @@
 """Sandboxes: where a decision's tool calls run against a world state (see environment.py).
 
 Providers: ``docker`` (containers from the locally built image, pooled per process) and
-``local`` (the same service in-process, for fast tests).  Importing this package imports
-neither docker nor testcontainers; the Docker provider does, when it is used.
+``local`` (the same service in-process, for fast tests).  They register here, by being
+imported; ``environment`` imports none of them.  Importing this package imports neither the
+docker library nor testcontainers; the Docker provider does, when it is used.
 """
 
 from __future__ import annotations
 
+# the providers are imported for their registration (``@register_provider``)
+from . import docker, local  # noqa: F401
 from .environment import (
     Sandbox,
     SandboxError,

@@ -7,6 +7,9 @@ item, :meth:`item_cleanup` per item (told whether the item was interrupted and w
 the sandbox), :meth:`session_cleanup` once at the end (also on Ctrl-C).
 
 Providers register by name (:func:`register_provider`); :func:`provider_class` looks one up.
+This module imports no provider: the built-in ones (``docker``, ``local``) register when the
+:mod:`pytest_tooleffect.sandbox` package imports them, and Python runs the package's
+``__init__`` before any module in it, so they are registered whichever path imports this one.
 """
 
 from __future__ import annotations
@@ -228,15 +231,24 @@ _REGISTRY: dict[str, type[SandboxProvider]] = {}
 
 
 def register_provider(cls: type[SandboxProvider]) -> type[SandboxProvider]:
-    """Class decorator: register a provider under ``cls.name``."""
+    """Class decorator: register a provider under ``cls.name``.
+
+    Args:
+        cls: the provider class.
+
+    Returns:
+        ``cls`` itself.
+    """
     _REGISTRY[cls.name] = cls
     return cls
 
 
 def registered_providers() -> list[str]:
-    """Registered provider names, sorted."""
-    from . import docker, local  # noqa: F401  (registration)
+    """Registered provider names, sorted.
 
+    Returns:
+        The names of every provider registered so far.
+    """
     return sorted(_REGISTRY)
 
 
