@@ -19,8 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from .models import Case, Family, Label, ParallelGroup, ToolSpec
-from .oracle.compare import ANY_OF, OMITTED, parse_date, parse_datetime
-from .oracle.rules import RuleError, RuleSet, load_rules
+from .oracle import ANY_OF, OMITTED, RuleError, RuleSet, load_rules, parse_date, parse_datetime
 from .traces import position_bucket
 
 __all__ = ["FAMILY_FILE", "CaseProblem", "FamilyError", "LoadedFamily", "is_case_file", "label_hash", "load_case_file",

@@ -2,13 +2,24 @@
 
 Imports no pytest, litellm or docker (a subprocess test holds this boundary).  Entry point:
 :func:`score`.
+
+Modules, each importing only those listed before it: :mod:`.values` (normalisers, dates and
+instants, JSON equality), :mod:`.rules` (the rule language), :mod:`.schema` (a tool's schema
+compiled under a rule set), :mod:`.context` (what a comparison reads from the state),
+:mod:`.predicates` (the constraint predicates), :mod:`.compare` (the comparator),
+:mod:`.compiled` (label calls compiled for repeated scoring), :mod:`.emission` (provider
+output to calls), :mod:`.verdict` (the verdict on a decision); :mod:`.effects` judges a
+sandbox's world changes.
 """
 
 from __future__ import annotations
 
-from .compare import ANY_OF, OMITTED, CompareContext, FieldResult, compare_args
+from .compare import FieldResult, compare_args
+from .compiled import ArgsPlan, compile_call
+from .context import CompareContext
 from .emission import Call, Emission, parse_emission
 from .rules import Rule, RuleError, RuleSet, load_rules
+from .values import ANY_OF, OMITTED, normalise_string, parse_date, parse_datetime
 from .verdict import KINDS, PARALLEL_CONVENTION, Verdict, compile_label, score
 
 __all__ = [
@@ -16,6 +27,7 @@ __all__ = [
     "KINDS",
     "OMITTED",
     "PARALLEL_CONVENTION",
+    "ArgsPlan",
     "Call",
     "CompareContext",
     "Emission",
@@ -25,8 +37,12 @@ __all__ = [
     "RuleSet",
     "Verdict",
     "compare_args",
+    "compile_call",
     "compile_label",
     "load_rules",
+    "normalise_string",
+    "parse_date",
+    "parse_datetime",
     "parse_emission",
     "score",
 ]

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from .compare import parse_datetime
+from .values import parse_datetime
 
 __all__ = ["EFFECT_KINDS", "EffectVerdict", "diff_worlds", "judge_effects"]
 

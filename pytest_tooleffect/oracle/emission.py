@@ -23,7 +23,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .compare import _is_mapping
+from .values import is_mapping
 
 __all__ = ["Call", "Emission", "parse_emission"]
 
@@ -154,7 +154,7 @@ def _from_block(b: _Builder, block: Mapping[str, Any]) -> None:
         b.add(block.get("name"), block.get("input"))
     elif "functionCall" in block or "function_call" in block:  # Gemini part
         fc = block.get("functionCall") or block.get("function_call") or {}
-        if not _is_mapping(fc):
+        if not is_mapping(fc):
             b.malformed.append(f"a function call that is a {type(fc).__name__}, not an object")
             b.malformed_names.append("")
             return
@@ -190,7 +190,7 @@ def _from_message(b: _Builder, msg: Any) -> None:
             args = fn["arguments"] if "arguments" in fn else fn["args"] if "args" in fn else fn.get("input")
             b.add(fn.get("name"), args)
     legacy = msg.get("function_call")
-    if legacy is not None and _is_mapping(legacy):
+    if legacy is not None and is_mapping(legacy):
         b.add(legacy.get("name"), legacy.get("arguments"))
     has_content = "content" in msg
     content = msg["content"] if has_content else msg.get("text")
@@ -237,7 +237,7 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
     if type(output) is dict and "choices" not in output and "output" not in output and "candidates" not in output \
             and "parts" not in output:  # a plain message, the common case
         _from_message(b, output)
-    elif _is_mapping(output):
+    elif is_mapping(output):
         choices = output.get("choices")
         items, candidates, parts = output.get("output"), output.get("candidates"), output.get("parts")
         if choices and isinstance(choices, Sequence):  # the ABC check only when there is a value
@@ -247,7 +247,7 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
                 _from_part(b, item)
         elif candidates and isinstance(candidates, list):
             content = _head(candidates, "candidates").get("content") or {}
-            if not _is_mapping(content) or not isinstance(content.get("parts", []), list):
+            if not is_mapping(content) or not isinstance(content.get("parts", []), list):
                 raise TypeError("cannot read a model turn: candidates[0].content is not {parts: [...]}")
             for part in content.get("parts", []):
                 _from_part(b, part)

@@ -40,6 +40,8 @@ from typing import Any
 
 import yaml
 
+from .values import parse_datetime
+
 __all__ = ["COMPARES", "NORMALISERS", "PREDICATES", "Rule", "RuleError", "RuleSet", "load_rules"]
 
 COMPARES = frozenset(
@@ -144,8 +146,6 @@ def _check_predicate(name: str, arg: Any, where: str) -> None:
     if name == "within":
         if not isinstance(arg, Mapping) or not set(arg) <= {"start", "end"} or not arg:
             raise bad("{start: ISO date-time, end: ISO date-time}")
-        from .compare import parse_datetime
-
         for key, value in arg.items():
             try:
                 parse_datetime(value, None)

@@ -20,9 +20,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from ..models import Action, ForbiddenAction, Label, ParallelGroup, ToolSpec
-from .compare import ArgsPlan, CompareContext, FieldResult, _fresh, compare_args, compile_call
+from .compare import FieldResult, compare_args
+from .compiled import ArgsPlan, compile_call
+from .context import NO_CONTEXT, CompareContext
 from .emission import Call, Emission, parse_emission
 from .rules import RuleSet
+from .values import fresh
 
 __all__ = ["KINDS", "PARALLEL_CONVENTION", "Verdict", "compile_label", "score"]
 
@@ -95,7 +98,7 @@ class Verdict(NamedTuple):
             "tool_ok": self.tool_ok,
             "args_ok": self.args_ok,
             "kind": self.kind,
-            "matched": _fresh(self.matched),  # records may be edited in place by hooks
+            "matched": fresh(self.matched),  # records may be edited in place by hooks
             "fields": [f.to_dict() for f in self.fields],
             "unruled": list(self.unruled),
             "approximate": self.approximate,
@@ -391,7 +394,6 @@ def _alt_dict(alt: Action | ParallelGroup) -> dict[str, Any]:
 
 
 _NO_RULES = RuleSet()
-_NO_CONTEXT = CompareContext()
 
 
 def score(
@@ -422,7 +424,7 @@ def score(
     lab = _compiled(_as_label(label))
     specs = lab.tools_by_name(tools)
     rules = rules or _NO_RULES
-    ctx = context or _NO_CONTEXT
+    ctx = context or NO_CONTEXT
     em = emitted if isinstance(emitted, Emission) else parse_emission(emitted, offered=specs.keys())
 
     if lab.forbidden:

@@ -20,8 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pytest_tooleffect.models import Label, ToolSpec
-from pytest_tooleffect.oracle import CompareContext, RuleSet, compare_args, compile_label, score
-from pytest_tooleffect.oracle.compare import compile_call
+from pytest_tooleffect.oracle import CompareContext, RuleSet, compare_args, compile_call, compile_label, score
 
 # TOOLEFFECT_HYPOTHESIS_EXAMPLES=20000 runs a longer, random search (CI: 600, derandomised)
 _EXAMPLES = os.environ.get("TOOLEFFECT_HYPOTHESIS_EXAMPLES")
