@@ -49,8 +49,8 @@ class Verdict(NamedTuple):
     """What the oracle decided about one emitted turn (immutable).
 
     Attributes:
-        tool_ok: the tool names (or the abstention) are acceptable.
-        args_ok: names and arguments are acceptable (``True`` for a correct abstention).
+        name_ok: the tool names (or the abstention) are acceptable.
+        name_args_ok: names and arguments are acceptable (``True`` for a correct abstention).
         kind: one of :data:`KINDS`.
         matched: the valid alternative the turn was matched to (label form), or ``None``; shared
             with the label's compiled form, so read it, never change it (:meth:`to_dict` copies it).
@@ -62,8 +62,8 @@ class Verdict(NamedTuple):
 
     """
 
-    tool_ok: bool
-    args_ok: bool
+    name_ok: bool
+    name_args_ok: bool
     kind: Kind
     matched: dict[str, Any] | None = None
     fields: tuple[FieldResult, ...] = ()
@@ -95,8 +95,8 @@ class Verdict(NamedTuple):
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form for records."""
         return {
-            "tool_ok": self.tool_ok,
-            "args_ok": self.args_ok,
+            "name_ok": self.name_ok,
+            "name_args_ok": self.name_args_ok,
             "kind": self.kind,
             "matched": fresh(self.matched),  # records may be edited in place by hooks
             "fields": [f.to_dict() for f in self.fields],

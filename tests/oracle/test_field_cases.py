@@ -43,5 +43,6 @@ def test_field_cases_present() -> None:
 def test_field_case(row: dict[str, Any]) -> None:
     label = {k: v for k, v in row["label"].items() if k != "arg_rules"}
     verdict = score(row["predicted"], label, row["tools"], _rules(row), CompareContext(messages=row["context"]))
-    got = {"tool_ok": verdict.tool_ok, "args_ok": verdict.args_ok, "kind": verdict.kind}
+    # the shared file keeps its own key names: tool_ok is name_ok, args_ok is name_args_ok
+    got = {"tool_ok": verdict.name_ok, "args_ok": verdict.name_args_ok, "kind": verdict.kind}
     assert got == row["expected_verdict"], (row["why"], verdict.to_dict())

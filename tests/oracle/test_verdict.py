@@ -82,7 +82,7 @@ ROWS: list[tuple[str, dict[str, Any], dict[str, Any], tuple[bool, bool, str]]] =
 @pytest.mark.parametrize(("emitted", "label", "want"), [r[1:] for r in ROWS], ids=[r[0] for r in ROWS])
 def test_kind(emitted: dict[str, Any], label: dict[str, Any], want: tuple[bool, bool, str]) -> None:
     v = score(emitted, label, TOOLS)
-    assert (v.tool_ok, v.args_ok, v.kind) == want, v.to_dict()
+    assert (v.name_ok, v.name_args_ok, v.kind) == want, v.to_dict()
     assert v.kind in KINDS
 
 
@@ -135,7 +135,7 @@ def test_parallel_assignment_is_optimal_not_greedy() -> None:
         {"tool": "mail.reply", "args": {"thread_id": "t2", "kind": "question"}}]}]}
     v = score(turn(call("mail.reply", thread_id="t2", kind="question"), call("mail.reply", thread_id="t1", kind="ack")),
               label, TOOLS)
-    assert (v.tool_ok, v.args_ok, v.kind) == (True, True, "ok")
+    assert (v.name_ok, v.name_args_ok, v.kind) == (True, True, "ok")
 
 
 def test_one_line_reason_names_kind_expected_and_emitted() -> None:
@@ -173,4 +173,4 @@ def test_a_parallel_call_with_very_many_failing_fields_is_still_the_right_tool()
     label = {"valid_actions": [{"parallel": [{"tool": "t", "args": {"p": ["a"] * 10_000}}, {"tool": "u", "args": {"q": 1}}]}]}
     emitted = {"tool_calls": [{"name": "t", "arguments": {"p": ["b"] * 10_000}}, {"name": "u", "arguments": {"q": 1}}]}
     v = score(emitted, label, tools)
-    assert (v.kind, v.tool_ok, len(v.failing_fields)) == ("right_tool_wrong_args", True, 10_000)
+    assert (v.kind, v.name_ok, len(v.failing_fields)) == ("right_tool_wrong_args", True, 10_000)
