@@ -86,14 +86,15 @@ class Judge:
 
     def __call__(self, rubric: str | None, expected: Any, got: Any) -> tuple[bool, str]:
         """Judge one field; raises :class:`JudgeError` when no verdict can be had."""
+        from .model_turn import ModelCache, import_litellm
+
         key = self.key(rubric, expected, got)
-        path = self.cache_dir / f"{key}.json" if self.cache_dir else None
-        if path is not None and path.is_file():
-            doc = json.loads(path.read_text(encoding="utf-8"))
+        cache = ModelCache(self.cache_dir) if self.cache_dir else None
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None and hit.get("verdict") in ("pass", "fail"):
             with self._lock:
                 self.usage.cached += 1
-            return doc["verdict"] == "pass", str(doc.get("reason", ""))
-        from .model_turn import import_litellm
+            return hit["verdict"] == "pass", str(hit.get("reason", ""))
 
         litellm = import_litellm()
         prompt = PROMPT.format(rubric=rubric or "says the same thing as the reference", expected=expected, got=got)
@@ -121,9 +122,8 @@ class Judge:
             self.usage.input_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
             self.usage.output_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
             self.usage.cost_usd = None if cost is None or self.usage.cost_usd is None else self.usage.cost_usd + cost
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"model": self.model, **doc}, ensure_ascii=False), encoding="utf-8")
+        if cache is not None:
+            cache.put(key, {"model": self.model, **doc})
         return doc["verdict"] == "pass", str(doc.get("reason", ""))
 
 

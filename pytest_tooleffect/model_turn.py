@@ -6,10 +6,10 @@ reject (the OpenAI and Anthropic rule is ``^[a-zA-Z0-9_-]{1,64}$``; ``calendar.c
 breaks it) are mapped to safe names before the call, in the tool list and in the history, and
 mapped back after it; the record keeps both.
 
-Turns run as ``litellm.acompletion`` coroutines on one event loop thread per process
-(:func:`submit_turn` returns a :class:`concurrent.futures.Future`), at most the concurrency set by
-:func:`set_concurrency` in flight, each request admitted first by the run-wide rate limit set by
-:func:`set_rate_limit` (:mod:`pytest_tooleffect.ratelimit`).
+Turns run as ``litellm.acompletion`` coroutines on the event loop thread of a :class:`TurnPool`
+(one per process: :meth:`TurnPool.submit` returns a :class:`concurrent.futures.Future`), at most
+the pool's concurrency in flight, each request admitted first by the pool's run-wide rate limit
+(:mod:`pytest_tooleffect.ratelimit`).
 
 A provider failure (timeout, connection error, 4xx/5xx, an invalid body) raises
 :class:`ProviderError`; the plugin raises it during setup, so pytest reports an error, never a
@@ -34,8 +34,8 @@ from typing import Any
 from .models import Case, Policy, ToolSpec
 from .ratelimit import RateLimit, RateLimitTooSmall
 
-__all__ = ["ModelCache", "NameMap", "Price", "ProviderError", "Turn", "build_request", "import_litellm", "name_map",
-           "run_turn", "set_concurrency", "set_rate_limit", "shutdown", "submit_turn", "wait_turn"]
+__all__ = ["ModelCache", "NameMap", "Price", "ProviderError", "Turn", "TurnPool", "build_request", "import_litellm",
+           "name_map", "run_turn", "wait_turn"]
 
 SAFE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -239,58 +239,91 @@ class Turn:
     rate_wait_ms: float = 0.0
 
 
-_CONCURRENCY = 8
-_LOOP: asyncio.AbstractEventLoop | None = None
-_LOOP_LOCK = threading.Lock()
-_SEMAPHORE: asyncio.Semaphore | None = None  # touched by the loop thread only
-_LIMIT: RateLimit | None = None
+class TurnPool:
+    """The model turns of one process: one event loop on a daemon thread, at most
+    ``concurrency`` requests in flight, each admitted by the run-wide rate limit first.
 
+    Built once per process at configure time and kept in the config's stash; the decision
+    fixture and the sandbox's rollouts submit to it, Ctrl-C cancels it.
 
-def set_concurrency(n: int) -> None:
-    """Model turns in flight at once in this process (from the next turn that starts on)."""
-    global _CONCURRENCY, _SEMAPHORE
-    if max(1, n) != _CONCURRENCY:
-        _SEMAPHORE = None
-    _CONCURRENCY = max(1, n)
-
-
-def set_rate_limit(limit: RateLimit | None) -> None:
-    """Admit every model request through ``limit`` (shared by the run's processes); ``None``: no limit."""
-    global _LIMIT
-    _LIMIT = limit
-
-
-def shutdown(cancel: bool = True) -> None:
-    """With ``cancel``, drop every turn not yet finished (Ctrl-C): those waiting for a slot never
-    start, those in flight have their requests closed.  The event loop thread stays for later turns.
+    Args:
+        concurrency: model turns in flight at once (at least 1).
+        limit: the run-wide rate limit (shared by the run's processes), or ``None``.
+        cache: the on-disk answer cache, or ``None``.
     """
-    loop = _LOOP
-    if loop is None or not cancel:
-        return
 
-    def cancel_all() -> None:
-        for task in asyncio.all_tasks(loop):
-            task.cancel()
+    def __init__(self, concurrency: int = 8, limit: RateLimit | None = None, cache: ModelCache | None = None) -> None:
+        self.concurrency = max(1, concurrency)
+        self.limit = limit
+        self.cache = cache
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._semaphore: asyncio.Semaphore | None = None  # touched by the loop thread only
 
-    loop.call_soon_threadsafe(cancel_all)
+    def _event_loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="tooleffect-model", daemon=True).start()
+                self._loop = loop
+        return self._loop
 
+    def slot(self) -> asyncio.Semaphore:
+        """The semaphore that bounds requests in flight (made on the loop thread at first use)."""
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.concurrency)
+        return self._semaphore
 
-def _loop() -> asyncio.AbstractEventLoop:
-    """The process's event loop for model turns, running on a daemon thread."""
-    global _LOOP
-    with _LOOP_LOCK:
-        if _LOOP is None:
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="tooleffect-model", daemon=True).start()
-            _LOOP = loop
-    return _LOOP
+    def submit(self, case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
+               timeout_s: float = 60.0, prices: Mapping[str, Price] | None = None, api_key: str | None = None,
+               trial: int = 1, retries: int = 0) -> concurrent.futures.Future[Turn]:
+        """Start one model turn and return its future (arguments as :func:`run_turn`'s).
 
+        A cached answer comes back as an already completed future.  Otherwise the turn is a
+        coroutine around ``litellm.acompletion`` on this pool's event loop.
 
-def _semaphore() -> asyncio.Semaphore:
-    global _SEMAPHORE
-    if _SEMAPHORE is None:
-        _SEMAPHORE = asyncio.Semaphore(_CONCURRENCY)
-    return _SEMAPHORE
+        Raises:
+            ValueError: the policy has no model.
+        """
+        if not policy.model:
+            raise ValueError(f"policy {policy.name} has no model")
+        kwargs, names = build_request(case, tools, system_prompt, policy)
+        cache = self.cache
+        key = ModelCache.key(kwargs, trial) if cache is not None else ""
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None:
+            done: concurrent.futures.Future[Turn] = concurrent.futures.Future()
+            done.set_result(Turn(emitted=hit["emitted"], cost=hit["cost"],
+                                 provider_names=hit.get("provider_names", {}), cached=True))
+            return done
+        if api_key is not None:
+            kwargs["api_key"] = api_key
+        import_litellm()  # here, in the caller's thread, once: its import takes seconds
+        coro = _turn(self, kwargs, names, policy.model, timeout_s, prices or {}, key, retries)
+        return asyncio.run_coroutine_threadsafe(coro, self._event_loop())
+
+    def cancel(self) -> None:
+        """Drop every turn not yet finished (Ctrl-C): those waiting for a slot never start, those
+        in flight have their requests closed.  The event loop stays for later turns.
+        """
+        loop = self._loop
+        if loop is None:
+            return
+
+        def cancel_all() -> None:
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+
+        loop.call_soon_threadsafe(cancel_all)
+
+    def close(self) -> None:
+        """Stop the event loop (turns still running are cancelled first)."""
+        loop = self._loop
+        if loop is None:
+            return
+        self.cancel()
+        loop.call_soon_threadsafe(loop.stop)
+        self._loop = None
 
 
 def _price(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
@@ -313,33 +346,6 @@ def _price(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
                 + (usage["output_tokens"] or 0) * price.output_per_mtok) / 1e6
         return cost, "user"
     return None, None
-
-
-def submit_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
-                timeout_s: float = 60.0, prices: Mapping[str, Price] | None = None, api_key: str | None = None,
-                cache: ModelCache | None = None, trial: int = 1, retries: int = 0) -> concurrent.futures.Future[Turn]:
-    """Start one model turn on the process's event loop and return its future (see :func:`run_turn`).
-
-    A cached answer comes back as an already completed future.  Otherwise the turn is a
-    coroutine around ``litellm.acompletion`` on one event loop thread per process; at most the
-    concurrency set by :func:`set_concurrency` are in flight, and each request is admitted by the
-    rate limit set by :func:`set_rate_limit` first.
-    """
-    if not policy.model:
-        raise ValueError(f"policy {policy.name} has no model")
-    kwargs, names = build_request(case, tools, system_prompt, policy)
-    key = ModelCache.key(kwargs, trial) if cache is not None else ""
-    hit = cache.get(key) if cache is not None else None
-    if hit is not None:
-        done: concurrent.futures.Future[Turn] = concurrent.futures.Future()
-        done.set_result(Turn(emitted=hit["emitted"], cost=hit["cost"], provider_names=hit.get("provider_names", {}),
-                             cached=True))
-        return done
-    if api_key is not None:
-        kwargs["api_key"] = api_key
-    import_litellm()  # here, in the caller's thread, once: its import takes seconds
-    coro = _turn(kwargs, names, policy.model, timeout_s, prices or {}, cache, key, retries, _LIMIT)
-    return asyncio.run_coroutine_threadsafe(coro, _loop())
 
 
 def _wall_bound(timeout_s: float, retries: int) -> float:
@@ -445,11 +451,11 @@ async def _bounded(call: Any, bound: float, timeout_s: float) -> Any:
         raise _provider_error(exc) from exc
 
 
-async def _turn(kwargs: dict[str, Any], names: NameMap, model: str, timeout_s: float, prices: Mapping[str, Price],
-                cache: ModelCache | None, key: str, retries: int, limit: RateLimit | None) -> Turn:
+async def _turn(pool: TurnPool, kwargs: dict[str, Any], names: NameMap, model: str, timeout_s: float,
+                prices: Mapping[str, Price], key: str, retries: int) -> Turn:
     litellm = import_litellm()
-    async with _semaphore():
-        response, spent_s, waited_s = await _complete(litellm, kwargs, timeout_s, retries, limit)
+    async with pool.slot():
+        response, spent_s, waited_s = await _complete(litellm, kwargs, timeout_s, retries, pool.limit)
     try:
         data = response.model_dump()
         message = dict(data["choices"][0]["message"])
@@ -473,8 +479,8 @@ async def _turn(kwargs: dict[str, Any], names: NameMap, model: str, timeout_s: f
         tokens = {"input_tokens": None, "output_tokens": None}
     cost_usd, priced_by = _price(litellm, model, response, prices, tokens)
     cost = {**tokens, "latency_ms": round(spent_s * 1000, 3), "cost_usd": cost_usd, "priced_by": priced_by}
-    if cache is not None:
-        cache.put(key, {"emitted": message, "cost": cost, "provider_names": provider_names})
+    if pool.cache is not None:
+        pool.cache.put(key, {"emitted": message, "cost": cost, "provider_names": provider_names})
     return Turn(emitted=message, cost=cost, provider_names=provider_names, rate_wait_ms=round(waited_s * 1000, 3))
 
 
@@ -494,7 +500,8 @@ def wait_turn(future: concurrent.futures.Future[Turn], timeout_s: float, retries
 
 def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
              timeout_s: float = 60.0, prices: Mapping[str, Price] | None = None,
-             api_key: str | None = None, cache: ModelCache | None = None, trial: int = 1, retries: int = 0) -> Turn:
+             api_key: str | None = None, cache: ModelCache | None = None, trial: int = 1, retries: int = 0,
+             pool: TurnPool | None = None) -> Turn:
     """Ask the policy's model for its decision at one state (one litellm call, ``retries`` more on
     429/5xx/timeouts).
 
@@ -509,6 +516,8 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
         cache: answer from / store into this on-disk cache.
         trial: the trial number (part of the cache key, so repeated trials stay distinct).
         retries: litellm's ``num_retries``.
+        pool: the process's pool (its concurrency, rate limit and cache, ``cache`` then ignored);
+            ``None``: a pool of one turn, closed after it.
 
     Returns:
         The :class:`Turn`.
@@ -516,5 +525,11 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
     Raises:
         ProviderError: the provider failed or answered with an unreadable body.
     """
-    future = submit_turn(case, tools, system_prompt, policy, timeout_s, prices, api_key, cache, trial, retries)
-    return wait_turn(future, timeout_s, retries)
+    own = pool is None
+    used = TurnPool(1, cache=cache) if pool is None else pool
+    try:
+        return wait_turn(used.submit(case, tools, system_prompt, policy, timeout_s, prices, api_key, trial, retries),
+                         timeout_s, retries)
+    finally:
+        if own:
+            used.close()

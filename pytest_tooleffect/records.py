@@ -50,6 +50,11 @@ def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec])
     return "other"
 
 
+def record_id(family: str, case_id: str, policy: str, trial: int = 1, repeats: int = 1) -> str:
+    """``family/case-id[policy]``, or ``family/case-id[policy:trial]`` when the run repeats cases."""
+    return f"{family}/{case_id}[{policy}]" if repeats == 1 else f"{family}/{case_id}[{policy}:{trial}]"
+
+
 def build_record(
     family: str,
     case: Case,
@@ -59,13 +64,14 @@ def build_record(
     cost: Mapping[str, Any] | None = None,
     error: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    repeats: int = 1,
 ) -> dict[str, Any]:
     """Build one record (see module docstring)."""
     assert case.label is not None
     trial = (extra or {}).get("trial", 1)
     rec: dict[str, Any] = {
         "version": RECORD_VERSION,
-        "id": f"{family}/{case.id}[{policy}]" if trial == 1 else f"{family}/{case.id}[{policy}:{trial}]",
+        "id": record_id(family, case.id, policy, trial, repeats),
         "family": family,
         "case_id": case.id,
         "policy": policy,

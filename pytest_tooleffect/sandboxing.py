@@ -1,149 +1,44 @@
-"""The sandbox in a pytest run: options, the per-process provider, the ``tooleffect_sandbox``
-fixture, executing a decision's calls (and self-steered rollouts), and the effect verdict.
+"""The sandbox in a pytest run: the per-process provider, the ``tooleffect_sandbox`` fixture,
+executing a decision's calls (and self-steered rollouts), and the effect verdict.
 
-Registered by :mod:`pytest_tooleffect.plugin` at configure time.  A case that declares a
+Part of the decision stage (``docs/design.md``, "Architecture"): a case that declares a
 ``world`` gets a sandbox in its setup (a provisioning failure is an error outcome); the
 decision's tool calls run there in setup too (so does a rollout's every model turn, whose
-provider failures are errors, never verdicts); the call phase scores the first decision against
-the label and the end state against ``expected_effects`` / ``forbidden_effects``.
+provider failures are errors, never verdicts); the scoring stage judges the end state against
+``expected_effects`` / ``forbidden_effects`` with :func:`judge_effect`.  :class:`Sandboxes` is
+the plugin object registered at configure time.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import uuid
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
+from .collect import CaseItem
+from .models import Case
 from .oracle import parse_emission
 from .oracle.effects import EffectVerdict, judge_effects
-from .sandbox.environment import Sandbox, SandboxError, SandboxProvider, World
+from .options import settings_key
+from .outcomes import Failure, NotScored
+from .sandbox import Sandbox, SandboxError, SandboxProvider, World, provider_class
 
-if TYPE_CHECKING:
-    from .plugin import CaseItem, Decision
-
-__all__ = ["OPT_KEEP", "OPT_ROLLOUT", "OPT_SANDBOX", "SandboxFailed", "SandboxSettings", "StepRun",
+__all__ = ["FAILING_FAULTS", "SandboxRun", "Sandboxes", "StepRun", "execute", "judge_effect", "recovery",
            "tooleffect_sandbox"]
 
-OPT_SANDBOX = "--tooleffect-sandbox"
-OPT_KEEP = "--tooleffect-keep-sandbox"
-OPT_ROLLOUT = "--tooleffect-rollout"
-INI_SANDBOX = "tooleffect_sandbox"
-INI_KEEP = "tooleffect_keep_sandbox"
-INI_POOL = "tooleffect_sandbox_pool"
-INI_IMAGE = "tooleffect_sandbox_image"
-KEEP_MODES = ("never", "failed", "always")
 #: fault kinds after which the agent has something to recover from (``slow`` still answers)
 FAILING_FAULTS = ("status", "timeout", "malformed")
 
-
-@dataclass(frozen=True)
-class SandboxFailure:
-    """What an error record says about a sandbox failure (``kind``, ``message``)."""
-
-    kind: str
-    message: str
-
-
-class SandboxFailed(pytest.fail.Exception):  # type: ignore[name-defined,misc]
-    """A sandbox failure in setup: an error outcome with an error record, never a verdict."""
-
-    def __init__(self, record_id: str, message: str) -> None:
-        super().__init__(f"{record_id}: sandbox error (not scored): {message}", pytrace=False)
-        self.error = SandboxFailure("SandboxError", message)
-
-
-@dataclass(frozen=True)
-class SandboxSettings:
-    """Sandbox options resolved once at configure time."""
-
-    provider: str  # "docker", "local" or "off"
-    keep: str  # never | failed | always
-    pool: bool
-    image: str | None  # None: the tag of the sandbox/ build context
-    rollout: int  # steps a policy may take (1 = the single teacher-forced decision)
-    run_id: str
-    owner_pid: int
-    worker: str
-
-
-sandbox_settings_key = pytest.StashKey[SandboxSettings]()
 provider_key = pytest.StashKey["SandboxProvider | SandboxError"]()
 call_report_key = pytest.StashKey[pytest.TestReport]()
 kept_key = pytest.StashKey[str]()
 
 
-def _rollout_steps(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise pytest.UsageError(f"{OPT_ROLLOUT}: expected a whole number of steps, got {value!r}") from None
-    if not 1 <= n <= 100:
-        raise pytest.UsageError(f"{OPT_ROLLOUT}: steps must be from 1 to 100, got {n}")
-    return n
-
-
-def addoptions(group: Any, parser: pytest.Parser) -> None:
-    """Add the sandbox options to the ``tooleffect`` group."""
-    from .sandbox.environment import registered_providers
-
-    group.addoption(OPT_SANDBOX, choices=[*registered_providers(), "off"], default=None,
-                    help=f"where cases that declare a world run their tool calls: docker (default; containers "
-                         f"from the locally built image), local (in-process, no isolation: for tests) or off "
-                         f"(score decisions only); ini {INI_SANDBOX}")
-    group.addoption(OPT_KEEP, choices=KEEP_MODES, default=None,
-                    help=f"keep an item's sandbox container for inspection: never (default), failed, always; "
-                         f"ini {INI_KEEP}")
-    group.addoption(OPT_ROLLOUT, metavar="N", type=_rollout_steps, default=1,
-                    help="let a live policy run up to N steps from each world case's state against its sandbox, "
-                         "on its own outputs, until it calls no tool; the end state is judged (default 1: the "
-                         "single decision)")
-    parser.addini(INI_SANDBOX, "sandbox provider for world cases: docker | local | off", default="docker")
-    parser.addini(INI_KEEP, "keep sandboxes for inspection: never | failed | always", default="never")
-    parser.addini(INI_POOL, "reuse warm sandbox containers within a process, reset between items", type="bool",
-                  default=True)
-    parser.addini(INI_IMAGE, "sandbox image tag (default: tooleffect-sandbox:<hash of the sandbox/ build context>)",
-                  default="")
-
-
-def configure(config: pytest.Config) -> None:
-    """Resolve the settings (run id from the controller under xdist) and register this module."""
-    import sys
-
-    from .sandbox.environment import registered_providers
-
-    provider = config.getoption(OPT_SANDBOX) or config.getini(INI_SANDBOX)
-    if provider not in [*registered_providers(), "off"]:
-        raise pytest.UsageError(f"ini {INI_SANDBOX}: unknown provider {provider!r}")
-    keep = config.getoption(OPT_KEEP) or config.getini(INI_KEEP)
-    if keep not in KEEP_MODES:
-        raise pytest.UsageError(f"ini {INI_KEEP}: expected one of {', '.join(KEEP_MODES)}, got {keep!r}")
-    rollout = config.getoption(OPT_ROLLOUT)
-    if rollout > 1 and not (config.getoption("--tooleffect-model") or config.getoption("--tooleffect-policy")):
-        raise pytest.UsageError(f"{OPT_ROLLOUT} {rollout}: a rollout needs a live policy (--tooleffect-model or "
-                                "--tooleffect-policy); a replay is one recorded decision")
-    workerinput = getattr(config, "workerinput", None)
-    config.stash[sandbox_settings_key] = SandboxSettings(
-        provider=provider, keep=keep, pool=bool(config.getini(INI_POOL)), image=config.getini(INI_IMAGE) or None,
-        rollout=rollout,
-        run_id=workerinput["tooleffect_run_id"] if workerinput else uuid.uuid4().hex,
-        owner_pid=int(workerinput["tooleffect_owner_pid"]) if workerinput else os.getpid(),
-        worker=workerinput["workerid"] if workerinput else "main",
-    )
-    _notes.clear()
-    config.pluginmanager.register(sys.modules[__name__], "tooleffect-sandbox")
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    """On the xdist controller: hand every worker the run id and the owning process."""
-    settings = node.config.stash[sandbox_settings_key]
-    node.workerinput["tooleffect_run_id"] = settings.run_id
-    node.workerinput["tooleffect_owner_pid"] = settings.owner_pid
+def _failed(item: CaseItem, message: str) -> NotScored:
+    return NotScored("sandbox", Failure("SandboxError", message), item.record_id)
 
 
 def provider(config: pytest.Config) -> SandboxProvider:
@@ -154,9 +49,8 @@ def provider(config: pytest.Config) -> SandboxProvider:
     """
     found = config.stash.get(provider_key, None)
     if found is None:
-        from .sandbox.environment import provider_class
-
-        settings = config.stash[sandbox_settings_key]
+        settings = config.stash[settings_key].sandbox
+        assert settings is not None
         cls = provider_class(settings.provider)
         kwargs: dict[str, Any] = {}
         if settings.provider == "docker":
@@ -173,42 +67,55 @@ def provider(config: pytest.Config) -> SandboxProvider:
     return found
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Remove this process's sandboxes (also after Ctrl-C: pytest still finishes the session)."""
-    found = session.config.stash.get(provider_key, None)
-    if isinstance(found, SandboxProvider):
-        found.session_cleanup()
+class Sandboxes:
+    """The plugin object of the sandbox: hands xdist workers the run id, removes this process's
+    sandboxes at the end, and lists the sandboxes kept for inspection.
 
+    Args:
+        config: pytest's config.
+    """
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]
-                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
-    if call.when == "call":
-        item.stash[call_report_key] = report
-    elif call.when == "teardown" and kept_key in item.stash:
-        report.tooleffect_kept = item.stash[kept_key]  # type: ignore[attr-defined]
-        report.sections.append(("tooleffect sandbox", item.stash[kept_key]))
-    return report
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.notes: list[str] = []
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """On the xdist controller: hand every worker the run id and the owning process."""
+        settings = node.config.stash[settings_key].sandbox
+        node.workerinput["tooleffect_run_id"] = settings.run_id
+        node.workerinput["tooleffect_owner_pid"] = settings.owner_pid
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect kept-sandbox notes (from this process or, under xdist, from the workers' reports)."""
-    note = getattr(report, "tooleffect_kept", None)
-    if note and report.when == "teardown":
-        _notes.append(f"{report.nodeid}: {note}")
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        """Remove this process's sandboxes (also after Ctrl-C: pytest still finishes the session)."""
+        found = session.config.stash.get(provider_key, None)
+        if isinstance(found, SandboxProvider):
+            found.session_cleanup()
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        report = yield
+        if call.when == "call":
+            item.stash[call_report_key] = report
+        elif call.when == "teardown" and kept_key in item.stash:
+            report.tooleffect_kept = item.stash[kept_key]  # type: ignore[attr-defined]
+            report.sections.append(("tooleffect sandbox", item.stash[kept_key]))
+        return report
 
-_notes: list[str] = []
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """Collect kept-sandbox notes (from this process or, under xdist, from the workers' reports)."""
+        note = getattr(report, "tooleffect_kept", None)
+        if note and report.when == "teardown":
+            self.notes.append(f"{report.nodeid}: {note}")
 
-
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    """List the sandboxes kept for inspection."""
-    if hasattr(config, "workerinput") or not _notes:
-        return
-    terminalreporter.write_sep("-", "tooleffect sandboxes kept for inspection")
-    for line in _notes:
-        terminalreporter.write_line(line)
+    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        """List the sandboxes kept for inspection."""
+        if hasattr(config, "workerinput") or not self.notes:
+            return
+        terminalreporter.write_sep("-", "tooleffect sandboxes kept for inspection")
+        for line in self.notes:
+            terminalreporter.write_line(line)
 
 
 def world_of(item: CaseItem) -> World:
@@ -226,9 +133,11 @@ def tooleffect_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
     Only for tooleffect case items whose case declares a ``world``.  After the item the sandbox
     goes back to the pool, or is kept (``tooleffect_keep_sandbox``), or is discarded when the
     item was interrupted.  A provisioning failure fails setup: an error outcome.
-    """
-    from .plugin import CaseItem
 
+    Raises:
+        pytest.UsageError: requested by a test that is not a world case's item.
+        NotScored: the sandbox could not be provisioned (an error outcome).
+    """
     item = request.node
     if not isinstance(item, CaseItem) or item.case.world is None:
         raise pytest.UsageError("tooleffect_sandbox is only available to tooleffect cases that declare a world")
@@ -236,13 +145,14 @@ def tooleffect_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
         prov = provider(item.config)
         sandbox = prov.item_init(world_of(item), item.nodeid)
     except SandboxError as exc:
-        raise SandboxFailed(item.record_id, str(exc)) from None
+        raise _failed(item, str(exc)) from None
     yield sandbox
     report = item.stash.get(call_report_key, None)
-    keep_mode = item.config.stash[sandbox_settings_key].keep
+    settings = item.config.stash[settings_key].sandbox
+    assert settings is not None
     failed = report is None or not report.passed
     note = prov.item_cleanup(sandbox, interrupted=report is None,
-                             keep=keep_mode == "always" or (keep_mode == "failed" and failed))
+                             keep=settings.keep == "always" or (settings.keep == "failed" and failed))
     if note:
         item.stash[kept_key] = note
 
@@ -307,52 +217,55 @@ def _history(run: StepRun) -> list[dict[str, Any]]:
                          for i, c in zip(ids, executed))]
 
 
-def execute(request: pytest.FixtureRequest, decision: Decision) -> None:
-    """Run the decision's calls in the item's sandbox, then (``--tooleffect-rollout N``, a live
+#: A rollout's next turn: the state with the history so far → the emitted turn and its cost.
+#: Raises :class:`~pytest_tooleffect.outcomes.NotScored` when the provider fails.
+NextTurn = Callable[[Case], tuple[Any, dict[str, Any]]]
+
+
+def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, cost: Mapping[str, Any],
+            next_turn: NextTurn | None) -> SandboxRun | None:
+    """Run a decision's calls in the item's sandbox, then (``--tooleffect-rollout N``, a live
     policy) let the policy go on from the results until it calls no tool or N steps are taken.
 
-    Raises:
-        SandboxFailed: the sandbox failed (an error outcome: this runs in setup).
-        ProviderFailed: a rollout step's model call failed (an error outcome).
-    """
-    from .plugin import ProviderFailed, model_cache, settings_key
+    Args:
+        request: the decision fixture's request (the sandbox fixture is requested through it).
+        item: the case item.
+        emitted: the decision under test (any shape ``parse_emission`` reads).
+        cost: its tokens, latency (ms) and money.
+        next_turn: the policy's next turn at a state, or ``None`` for a replay (one step).
 
-    item = decision.item
-    settings = item.config.stash[sandbox_settings_key]
+    Returns:
+        What the item did in its sandbox, or ``None`` with ``--tooleffect-sandbox off``.
+
+    Raises:
+        NotScored: the sandbox failed, or a rollout step's model call failed (an error outcome:
+            this runs in setup).
+    """
+    settings = item.config.stash[settings_key].sandbox
+    assert settings is not None
     if settings.provider == "off":
-        return
+        return None
     sandbox: Sandbox = request.getfixturevalue("tooleffect_sandbox")
-    tools = list(item.case.tools) if item.case.tools is not None else list(item.family.tools)
-    offered = [t.name for t in tools]
-    live = item.policy.model is not None
+    offered = [t.name for t in item.tools]
+    live = next_turn is not None
     limit = settings.rollout if live else 1
     try:
         before = sandbox.snapshot()
-        steps = [_execute(sandbox, decision.emitted, offered, 1, decision.cost)]
+        steps = [_execute(sandbox, emitted, offered, 1, cost)]
         stopped = "replay" if not live else "no_tool"
         messages = list(item.case.messages)
         while steps[-1].calls and any(c["executed"] for c in steps[-1].calls):
-            if len(steps) >= limit:
+            if len(steps) >= limit or next_turn is None:
                 stopped = "max_steps" if live else "replay"
                 break
-            from .model_turn import ProviderError, run_turn
-
             messages += _history(steps[-1])
-            state = item.case.model_copy(update={"messages": messages})
-            run_settings = item.config.stash[settings_key]
-            cache = model_cache(run_settings)
-            try:
-                turn = run_turn(state, tools, item.family.system_prompt, item.policy, run_settings.timeout_s,
-                                run_settings.prices, api_key="unused-local-key" if item.policy.api_base else None,
-                                cache=cache, trial=item.trial, retries=run_settings.retries)
-            except ProviderError as exc:
-                raise ProviderFailed(exc) from None
-            steps.append(_execute(sandbox, turn.emitted, offered, len(steps) + 1, turn.cost))
+            turn_emitted, turn_cost = next_turn(item.case.model_copy(update={"messages": messages}))
+            steps.append(_execute(sandbox, turn_emitted, offered, len(steps) + 1, turn_cost))
         after = sandbox.snapshot()
     except SandboxError as exc:
-        raise SandboxFailed(item.record_id, str(exc)) from None
+        raise _failed(item, str(exc)) from None
     prov = provider(item.config)
-    decision.sandbox_run = SandboxRun(before, after, steps, stopped, sandbox.id, prov.restrictions(), prov.name)
+    return SandboxRun(before, after, steps, stopped, sandbox.id, prov.restrictions(), prov.name)
 
 
 def recovery(run: SandboxRun) -> str | None:
@@ -388,8 +301,15 @@ def _total_cost(steps: list[StepRun]) -> dict[str, Any]:
     return out
 
 
-def judge(item: CaseItem, run: SandboxRun) -> tuple[EffectVerdict, dict[str, Any]]:
-    """The effect verdict of the end state and the record fields for the sandbox part."""
+def judge_effect(item: CaseItem, run: SandboxRun) -> tuple[EffectVerdict, dict[str, Any]]:
+    """The effect verdict of the end state and the record fields for the sandbox part.
+
+    Returns:
+        The verdict, and the record fields ``effect``, ``sandbox``, ``steps``, ``rollout``,
+        ``faults`` and ``recovery``.
+    """
+    sandbox_settings = item.config.stash[settings_key].sandbox
+    assert sandbox_settings is not None
     layout = item.family.world_layout
     assert layout is not None
     case = item.case
@@ -399,13 +319,13 @@ def judge(item: CaseItem, run: SandboxRun) -> tuple[EffectVerdict, dict[str, Any
     fields: dict[str, Any] = {
         "effect": verdict.to_dict(),
         "sandbox": {"provider": run.provider, "id": run.sandbox_id[:12],
-                    "run": item.config.stash[sandbox_settings_key].run_id,
-                    "worker": item.config.stash[sandbox_settings_key].worker,
+                    "run": sandbox_settings.run_id,
+                    "worker": sandbox_settings.worker,
                     "restrictions": sorted(k for k, v in run.restrictions.items() if v),
                     "restrictions_missing": sorted(k for k, v in run.restrictions.items() if not v)},
         "steps": [{"step": s.step, "calls": s.calls, "text": s.text, "cost": s.cost} for s in run.steps],
         "rollout": {"steps": len(run.steps), "stopped": run.stopped,
-                    "limit": item.config.stash[sandbox_settings_key].rollout,
+                    "limit": sandbox_settings.rollout,
                     "self_steered": len(run.steps) > 1, "cost": _total_cost(run.steps)},
         "faults": sorted(case.faults),
         "recovery": rec,

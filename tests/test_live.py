@@ -404,19 +404,19 @@ def test_a_named_rate_file_is_shared_by_consecutive_runs(pytester: pytest.Pytest
 
 def test_retries_pass_through_the_rate_limit(tmp_path: Path) -> None:
     """A 500 then an answer, at 1 request per 2 s: the retry waits for the limit, and says so."""
-    from pytest_tooleffect.model_turn import run_turn, set_rate_limit
+    from pytest_tooleffect.model_turn import TurnPool, run_turn
     from pytest_tooleffect.models import Case, Policy
     from pytest_tooleffect.ratelimit import RateLimit
 
     case = Case.model_validate(_case("retry", {"valid_actions": [NULL]}))
-    set_rate_limit(RateLimit(tmp_path / "limit.sqlite", rpm=1, window_s=2.0))
+    pool = TurnPool(1, RateLimit(tmp_path / "limit.sqlite", rpm=1, window_s=2.0))
     try:
         with ScriptedServer([Reply(status=500), Reply(text="fine")]) as srv:
             turn = run_turn(case, [], None, Policy(name="p", model="openai/x", api_base=srv.base_url),
-                            api_key="x", retries=2)
+                            api_key="x", retries=2, pool=pool)
             first, second = (r["_received"] for r in srv.requests)
     finally:
-        set_rate_limit(None)
+        pool.close()
     assert turn.emitted["content"] == "fine"
     assert second - first >= 2 - 0.1
     assert turn.rate_wait_ms >= 1000  # the backoff (0.5 s) is the call's; the rest was the limit's
@@ -436,37 +436,30 @@ def test_bad_rate_limits_are_usage_errors(pytester: pytest.Pytester, args: list[
 
 
 def test_interrupt_drops_turns_not_yet_finished() -> None:
-    """Ctrl-C (shutdown): with one turn in flight at a time, the queued turns never reach the server."""
+    """Ctrl-C (the pool cancelled): with one turn in flight at a time, the queued turns never reach the server."""
     import time
 
-    from pytest_tooleffect.model_turn import (
-        ProviderError,
-        import_litellm,
-        set_concurrency,
-        shutdown,
-        submit_turn,
-        wait_turn,
-    )
+    from pytest_tooleffect.model_turn import ProviderError, TurnPool, import_litellm, wait_turn
     from pytest_tooleffect.models import Case, Policy
 
     import_litellm()
-    set_concurrency(1)
+    pool = TurnPool(1)
     try:
         with ScriptedServer([Reply(text="slow", delay_s=1.0)]) as srv:
             policy = Policy(name="p", model="openai/x", api_base=srv.base_url)
-            futures = [submit_turn(Case.model_validate(_case(f"q{i}", {"valid_actions": [NULL]})), [], None, policy,
+            futures = [pool.submit(Case.model_validate(_case(f"q{i}", {"valid_actions": [NULL]})), [], None, policy,
                                    timeout_s=5.0, api_key="x") for i in range(4)]
             deadline = time.monotonic() + 10
             while not srv.requests and time.monotonic() < deadline:
                 time.sleep(0.01)
-            shutdown(cancel=True)
+            pool.cancel()
             for f in futures:
                 with pytest.raises(ProviderError, match="cancelled"):
                     wait_turn(f, 5.0)
             time.sleep(0.3)
             assert len(srv.requests) == 1  # the three queued turns were dropped before they started
     finally:
-        set_concurrency(8)
+        pool.close()
 
 
 def test_a_limit_that_makes_the_run_long_is_announced(pytester: pytest.Pytester) -> None:

@@ -1,0 +1,271 @@
+"""Collection: case files become test items, one per case × policy × trial.
+
+The second stage of the path of one case (``docs/design.md``, "Architecture").  A family is read
+once per process (:class:`Families`); a case file yields its cases sorted by id, an
+:class:`InvalidCaseItem` per case that failed validation (an error outcome naming the file, the
+case id and the field), and markers for the class, the family and the position bucket.  The
+item's call phase hands its decision to the scorer built at configure time (``scorer_key``), so
+this module imports no later stage.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cases import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, is_case_file, load_case_file, load_family
+from .models import Case, Policy, ToolSpec
+from .options import REPLAY, Settings, settings_key
+from .outcomes import DecisionFailed
+from .records import record_id
+
+__all__ = ["CLASS_MARKERS", "CaseCollector", "CaseFile", "CaseItem", "Families", "InvalidCaseItem",
+           "families_key", "scorer_key", "select_policies"]
+
+CLASS_MARKERS = {
+    "single": "the label has exactly one valid action, a tool call",
+    "several": "the label has two or more valid alternatives, none of them no-tool",
+    "no_tool": "calling no tool is among the valid actions",
+}
+
+
+@dataclass
+class Families:
+    """Every family this process reads, each read once.
+
+    Attributes:
+        loaded: by directory, the family as :func:`~pytest_tooleffect.cases.load_family` reads it,
+            or its error.
+        names: by family name, the directory collected first with that name.
+        seen_ids: by directory, the case ids collected so far (duplicates across files are refused).
+    """
+
+    loaded: dict[Path, LoadedFamily | FamilyError] = field(default_factory=dict)
+    names: dict[str, Path] = field(default_factory=dict)
+    seen_ids: dict[Path, set[str]] = field(default_factory=dict)
+
+    def load(self, directory: Path) -> LoadedFamily | FamilyError:
+        """The family in ``directory`` as its files say (or why it cannot be read), read once."""
+        if directory not in self.loaded:
+            try:
+                self.loaded[directory] = load_family(directory)
+            except FamilyError as exc:
+                self.loaded[directory] = exc
+        return self.loaded[directory]
+
+    def for_cases(self, directory: Path) -> LoadedFamily | FamilyError:
+        """The family whose cases are collected from ``directory``, or why it cannot run: refused
+        when a family collected before it has its name (families are separate populations).
+        """
+        fam = self.load(directory)
+        if isinstance(fam, LoadedFamily):
+            other = self.names.setdefault(fam.name, directory)
+            if other != directory:
+                return FamilyError(f"{directory / FAMILY_FILE}: name: family {fam.name!r} is also defined in "
+                                   f"{other}; families are separate populations and need distinct names")
+        return fam
+
+    def by_name(self) -> dict[str, LoadedFamily]:
+        """The families loaded without error, by name."""
+        return {f.name: f for f in self.loaded.values() if isinstance(f, LoadedFamily)}
+
+
+families_key = pytest.StashKey[Families]()
+#: The scorer the plugin builds at configure time: ``scorer(item, decision)`` scores the item's
+#: decision, attaches its record and raises :class:`~pytest_tooleffect.outcomes.DecisionFailed`.
+scorer_key = pytest.StashKey[Callable[["CaseItem", Any], None]]()
+
+
+class CaseCollector:
+    """The plugin object that collects case files (registered at configure time)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.families = config.stash[families_key] = Families()
+
+    def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+        directory = file_path.parent
+        if file_path.suffix not in CASE_SUFFIXES or not (directory / FAMILY_FILE).is_file():
+            return None
+        fam = self.families.load(directory)
+        if is_case_file(file_path, fam.referenced_files):
+            return CaseFile.from_parent(parent, path=file_path)
+        if file_path.name == FAMILY_FILE and isinstance(fam, FamilyError) and (
+                parent.session.isinitpath(file_path) or not _collects_a_case_file(parent, directory, fam)):
+            return CaseFile.from_parent(parent, path=file_path)  # the family's error, where no case file carries it
+        return None  # the family file, or its own rules, tools or prompt file: not a case file
+
+
+def _collects_a_case_file(parent: pytest.Collector, directory: Path, fam: LoadedFamily | FamilyError) -> bool:
+    """Some case file of the family in ``directory`` is collected (not ``--ignore``d)."""
+    return any(p.is_file() and is_case_file(p, fam.referenced_files)
+               and not parent.ihook.pytest_ignore_collect(collection_path=p, config=parent.config)
+               for p in directory.iterdir())
+
+
+def select_policies(settings: Settings, family: LoadedFamily) -> list[Policy] | str:
+    """The policies a family runs under, in the order asked.
+
+    Args:
+        settings: the run's settings (``--tooleffect-model``, ``--tooleffect-policy``, pyproject policies).
+        family: the family (its own ``policies:``).
+
+    Returns:
+        The policies (``[REPLAY]`` when none is asked for), or the reason one cannot be found.
+    """
+    chosen: list[Policy] = []
+    if settings.model == REPLAY.name:
+        return "--tooleffect-model replay: 'replay' is the built-in offline policy, not a model"
+    if settings.model:
+        chosen.append(Policy(name=settings.model, model=settings.model, api_base=settings.api_base))
+    own = {p.name: p for p in family.family.policies}
+    for p in family.family.policies:
+        if p.name == REPLAY.name or not p.name or not p.model:
+            return (f"policies: {p.name!r}: a named policy needs a name other than 'replay' and a model")
+    if len(own) != len(family.family.policies):
+        return "policies: two policies share a name"
+    for name in settings.policies:
+        if name == REPLAY.name:
+            chosen.append(REPLAY)
+        elif name in own:
+            chosen.append(own[name])
+        elif name in settings.pyproject_policies:
+            chosen.append(settings.pyproject_policies[name])
+        else:
+            known = sorted({REPLAY.name, *own, *settings.pyproject_policies})
+            return f"policy {name!r} is not defined for family {family.name} (known: {', '.join(known)})"
+    return chosen or [REPLAY]
+
+
+class CaseFile(pytest.File):
+    """A case file: one item per case × policy × trial, sorted by case id."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        config = self.config
+        families = config.stash[families_key]
+        fam = families.for_cases(self.path.parent)
+        if isinstance(fam, FamilyError):
+            yield InvalidCaseItem.from_parent(self, name="<family>", problems=[str(fam)])
+            return
+        seen = families.seen_ids.setdefault(self.path.parent, set())
+        cases, problems = load_case_file(self.path, fam, seen)
+        by_case: dict[str, list[str]] = {}
+        for p in problems:
+            by_case.setdefault(p.case_id or "<file>", []).append(str(p))
+        for cid in sorted(by_case):
+            yield InvalidCaseItem.from_parent(self, name=f"{cid}[invalid]", problems=by_case[cid])
+        settings = config.stash[settings_key]
+        policies = select_policies(settings, fam)
+        if isinstance(policies, str):
+            yield InvalidCaseItem.from_parent(self, name="<policy>", problems=[f"{self.path}: {policies}"],
+                                              heading="cannot run this family")
+            return
+        fixtureinfo = None
+        repeats = settings.repeats
+        for case in sorted(cases, key=lambda c: c.id):
+            for policy in policies:
+                for trial in range(1, repeats + 1):
+                    name = f"{case.id}[{policy.name}]" if repeats == 1 else f"{case.id}[{policy.name}:{trial}]"
+                    item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case, fixtureinfo=fixtureinfo,
+                                                case=case, family=fam, policy=policy, trial=trial,
+                                                decisions=len(policies) * repeats)
+                    fixtureinfo = item._fixtureinfo
+                    self._mark(item, fam, case)
+                    yield item
+
+    def _mark(self, item: pytest.Item, fam: LoadedFamily, case: Case) -> None:
+        names = [_marker_name("family_", fam.name), _marker_name("bucket_", case.placement.bucket)]
+        if case.label is not None:
+            names.append(case.label.label_class)
+        for name in names:
+            item.add_marker(_marker(self.config, name))
+        if case.xfail:
+            reason = case.xfail if isinstance(case.xfail, str) else "case marked xfail"
+            # only the agent's failing decision is the expected failure: a provider error stays an error
+            item.add_marker(pytest.mark.xfail(reason=reason, strict=False, raises=DecisionFailed))
+
+
+def _marker_name(prefix: str, value: str) -> str:
+    return prefix + re.sub(r"\W", "_", value)
+
+
+_markers_key = pytest.StashKey[dict[str, pytest.MarkDecorator]]()
+
+
+def _marker(config: pytest.Config, name: str) -> pytest.MarkDecorator:
+    """One registered marker per name, built once (classes, ``family_*``, ``bucket_*``)."""
+    cache = config.stash.setdefault(_markers_key, {})
+    if name not in cache:
+        if name not in CLASS_MARKERS:
+            config.addinivalue_line("markers", f"{name}: tooleffect family or position bucket")
+        cache[name] = getattr(pytest.mark, name)
+    return cache[name]
+
+
+def _tooleffect_case(tooleffect_decision: Any) -> None:
+    """Score the decision made in setup against the case's label (the scorer built at configure)."""
+    item = tooleffect_decision.item
+    item.config.stash[scorer_key](item, tooleffect_decision)
+
+
+class CaseItem(pytest.Function):
+    """One case × policy × trial.  Its setup obtains the decision; its call scores it.
+
+    Attributes:
+        case: the labelled state.
+        family: its family (tools, system prompt, rules, sandbox).
+        policy: the policy under test.
+        trial: 1…K under ``--tooleffect-repeats K``.
+        decisions: how many decisions on this case the run scores (policies × repeats).
+    """
+
+    def __init__(self, *, case: Case, family: LoadedFamily, policy: Policy, trial: int = 1, decisions: int = 1,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.case = case
+        self.family = family
+        self.policy = policy
+        self.trial = trial
+        self.decisions = decisions
+
+    @property
+    def record_id(self) -> str:
+        """``family/case-id[policy]`` (``[policy:trial]`` with repeats): see :func:`~pytest_tooleffect.records.record_id`."""
+        repeats = self.config.stash[settings_key].repeats
+        return record_id(self.family.name, self.case.id, self.policy.name, self.trial, repeats)
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        """The tools offered at this state: the case's own, else the family's."""
+        return list(self.case.tools) if self.case.tools is not None else list(self.family.tools)
+
+    @property
+    def live(self) -> bool:
+        """The decision comes from a model turn (a labelled case under a policy with a model)."""
+        return self.policy.model is not None and self.case.label is not None
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, self.record_id
+
+
+class InvalidCaseItem(pytest.Item):
+    """Stands for a case (or file) that failed validation: an error outcome naming the problems."""
+
+    def __init__(self, *, problems: list[str], heading: str = "invalid case", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.problems = problems
+        self.heading = heading
+
+    def setup(self) -> None:
+        pytest.fail(f"{self.heading}:\n" + "\n".join(self.problems), pytrace=False)
+
+    def runtest(self) -> None:  # pragma: no cover - setup always fails
+        pytest.fail("invalid case", pytrace=False)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"{self.name} (invalid)"

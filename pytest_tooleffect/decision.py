@@ -1,0 +1,233 @@
+"""The decision at one item: replayed from the case, or asked of a model through the process's
+:class:`~pytest_tooleffect.model_turn.TurnPool`; for a case with a world, its calls run in the
+sandbox.
+
+The third stage of the path of one case (``docs/design.md``, "Architecture").  The decision is
+made in setup (``tooleffect_decision``), so a provider or sandbox failure is an error outcome,
+never a verdict.  :class:`ModelTurns` is the plugin object that owns the pool: it prefetches
+turns so each item only waits for its own answer, shares the rate limit with xdist workers and
+cancels queued turns on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .collect import CaseItem
+from .model_turn import ModelCache, ProviderError, Turn, TurnPool, wait_turn
+from .models import Case
+from .options import Settings, settings_key
+from .outcomes import Failure, NotScored
+from .sandboxing import SandboxRun, execute
+
+__all__ = ["PREFETCH_GROUP", "Decision", "ModelTurns", "pool_key", "tooleffect_decision"]
+
+PREFETCH_GROUP = 64  # live items per xdist_group chunk: a worker prefetches the chunk it is handed
+RATE_STATE = "tooleffect_rate_state"  # workerinput key: the controller's rate-limit state file
+
+pool_key = pytest.StashKey[TurnPool]()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The decision under test at one item: what was emitted and its cost.
+
+    Attributes:
+        item: the test item.
+        emitted: the model turn (any shape :func:`~pytest_tooleffect.oracle.parse_emission` reads).
+        cost: ``input_tokens``, ``output_tokens``, ``latency_ms`` (milliseconds), ``cost_usd``;
+            ``None`` values mean unknown.
+        extra: record fields of the turn (``provider_tool_names``, ``cached``, ``rate_wait_ms``).
+        sandbox_run: what the decision did in the item's sandbox, when the case declares a world.
+    """
+
+    item: CaseItem
+    emitted: Any
+    cost: dict[str, Any]
+    extra: dict[str, Any] = field(default_factory=dict)
+    sandbox_run: SandboxRun | None = None
+
+
+def _cache(settings: Settings) -> ModelCache | None:
+    """The run's on-disk model cache, or ``None``."""
+    if settings.cache_mode == "off" or settings.cache_dir is None:
+        return None
+    return ModelCache(settings.cache_dir, read="read" in settings.cache_mode, write="write" in settings.cache_mode)
+
+
+def _api_key(item: CaseItem) -> str | None:
+    return "unused-local-key" if item.policy.api_base else None
+
+
+class ModelTurns:
+    """The plugin object of a run with live policies: the process's turn pool and its prefetching.
+
+    Built at configure time (on the controller and on every xdist worker).
+
+    Args:
+        config: pytest's config; the pool goes into its stash under :data:`pool_key`.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = config.stash[settings_key]
+        self.prefetched: dict[str, concurrent.futures.Future[Turn]] = {}
+        self.submitted: set[str] = set()
+        self.groups: dict[str, list[CaseItem]] = {}
+        self.rate_dir: Path | None = None
+        self.rate_file: Path | None = None
+        self.pool = TurnPool(self.settings.concurrency, self._rate_limit(), _cache(self.settings))
+        config.stash[pool_key] = self.pool
+
+    def _rate_limit(self) -> Any:
+        """One limiter state file per run: the controller creates it, xdist workers get its path."""
+        settings = self.settings
+        if settings.rpm is None and settings.tpm is None:
+            return None
+        from .ratelimit import RateLimit
+
+        workerinput = getattr(self.config, "workerinput", None)
+        if workerinput is not None and RATE_STATE in workerinput:
+            path = Path(workerinput[RATE_STATE])
+        elif settings.rate_file is not None:  # several runs (other terminals, CI jobs on one host) share one limit
+            settings.rate_file.parent.mkdir(parents=True, exist_ok=True)
+            path = self.rate_file = settings.rate_file
+        else:
+            import tempfile
+
+            self.rate_dir = Path(tempfile.mkdtemp(prefix="tooleffect-rate-"))
+            path = self.rate_dir / "limiter.sqlite"
+        return RateLimit(path, settings.rpm, settings.tpm, settings.rate_window_s)
+
+    def submit(self, item: CaseItem) -> concurrent.futures.Future[Turn]:
+        """Start the item's model turn on the pool (or take it from the cache)."""
+        settings = self.settings
+        return self.pool.submit(item.case, item.tools, item.family.system_prompt, item.policy, settings.timeout_s,
+                                settings.prices, api_key=_api_key(item), trial=item.trial, retries=settings.retries)
+
+    def turn(self, item: CaseItem, state: Case | None = None) -> Turn:
+        """The item's turn at its state (prefetched if it was), or at ``state`` (a rollout's next step).
+
+        Raises:
+            NotScored: the provider failed (an error outcome).
+        """
+        settings = self.settings
+        if state is None:
+            future = self.prefetched.pop(item.nodeid, None) or self.submit(item)
+        else:
+            future = self.pool.submit(state, item.tools, item.family.system_prompt, item.policy, settings.timeout_s,
+                                      settings.prices, api_key=_api_key(item), trial=item.trial,
+                                      retries=settings.retries)
+        try:
+            return wait_turn(future, settings.timeout_s, settings.retries)
+        except ProviderError as exc:
+            raise NotScored("provider", Failure(exc.kind, exc.message)) from None
+
+    @pytest.hookimpl(trylast=True)  # after -k / -m deselection: only items that will run are grouped
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        """Group live items in chunks (``xdist_group``) so a worker knows which items it will run."""
+        if self.settings.concurrency <= 1:
+            return
+        live = [it for it in items if isinstance(it, CaseItem) and it.live]
+        for n, item in enumerate(live):
+            name = f"tooleffect-{n // PREFETCH_GROUP}"
+            self.groups.setdefault(name, []).append(item)
+            item.add_marker(pytest.mark.xdist_group(name=name))
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """Prefetch model turns so that each item only waits for its own answer.
+
+        Without xdist every live item runs here, so all are queued at the first one (the pool keeps
+        ``--tooleffect-concurrency`` in flight).  Under xdist with ``--dist loadgroup`` a worker is
+        handed whole chunks of live items, so it queues the chunk of the item it starts.  Under other
+        ``--dist`` modes a worker does not know its items: it looks one item ahead.
+        """
+        if not (isinstance(item, CaseItem) and item.live) or self.settings.concurrency <= 1:
+            return
+        batch: list[pytest.Item]
+        if not hasattr(self.config, "workerinput"):
+            batch = [it for group in self.groups.values() for it in group]
+        elif getattr(self.config.option, "dist", "no") == "loadgroup":
+            batch = list(next((g for g in self.groups.values() if item in g), []))
+        else:
+            batch = [nextitem] if isinstance(nextitem, CaseItem) and nextitem.live else []
+        for it in [item, *batch]:
+            assert isinstance(it, CaseItem)
+            if it.nodeid not in self.submitted:
+                self.submitted.add(it.nodeid)
+                self.prefetched[it.nodeid] = self.submit(it)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """On the xdist controller, hand each worker the run's rate-limit state file."""
+        if self.rate_dir is not None:
+            node.workerinput[RATE_STATE] = str(self.rate_dir / "limiter.sqlite")
+        elif self.rate_file is not None:
+            node.workerinput[RATE_STATE] = str(self.rate_file)
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """Ctrl-C: drop model turns not yet started; finished records are already on disk."""
+        self.pool.cancel()
+
+    def close(self) -> None:
+        """Stop the pool's loop and remove the run's private limiter state."""
+        self.pool.close()
+        if self.rate_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.rate_dir, ignore_errors=True)
+
+
+def _model_turns(config: pytest.Config) -> ModelTurns:
+    plugin = config.pluginmanager.get_plugin("tooleffect-model-turns")
+    assert isinstance(plugin, ModelTurns)
+    return plugin
+
+
+@pytest.fixture
+def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
+    """The decision at this item, obtained in setup (so a provider failure is an error).
+
+    Replay (no model option): the case's ``recorded`` turn, at no cost; a case with nothing
+    recorded is skipped.  A live policy: the model's turn.  A case with a world: the decision's
+    calls run in the item's sandbox (and, with ``--tooleffect-rollout N``, the policy's next
+    steps too).
+
+    Raises:
+        pytest.UsageError: requested by a test that is not a tooleffect case item.
+        NotScored: the provider or the sandbox failed (an error outcome).
+    """
+    item = request.node
+    if not isinstance(item, CaseItem):
+        raise pytest.UsageError("tooleffect_decision is only available to tooleffect case items")
+    if item.case.label is None:
+        pytest.skip("unlabelled case: nothing to score against")
+    if item.policy.model is None:
+        if item.case.recorded is None:
+            pytest.skip("no recorded action to replay")
+        emitted: Any = item.case.recorded.model_dump(exclude_none=True)
+        cost: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        next_turn = None
+    else:
+        turns = _model_turns(item.config)
+        turn = turns.turn(item)
+        extra = {"provider_tool_names": turn.provider_names} if turn.provider_names else {}
+        extra["cached"] = turn.cached
+        extra["rate_wait_ms"] = turn.rate_wait_ms
+        emitted, cost = turn.emitted, turn.cost
+
+        def next_turn(state: Case) -> tuple[Any, dict[str, Any]]:
+            t = turns.turn(item, state)
+            return t.emitted, t.cost
+
+    run = execute(request, item, emitted, cost, next_turn) if item.case.world is not None else None
+    return Decision(item, emitted, cost, extra, run)
+

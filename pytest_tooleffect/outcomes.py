@@ -1,0 +1,49 @@
+"""The exceptions that turn a stage's result into a pytest outcome.
+
+A failing decision is a test failure (``DecisionFailed``, raised in the call phase); a provider,
+agent, sandbox or oracle failure is an error outcome, never a verdict (raised in setup, or in
+the call phase with an error record for the oracle).  Every stage imports these; they import
+no stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+__all__ = ["DecisionFailed", "Failure", "NotScored"]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What an error record says about a failure that is not the agent's decision.
+
+    Attributes:
+        kind: the error's type (``Timeout``, ``RateLimit``, ``SandboxError``, ``OracleError``, …).
+        message: one line, at most a few hundred characters.
+    """
+
+    kind: str
+    message: str
+
+
+class DecisionFailed(pytest.fail.Exception):  # type: ignore[name-defined,misc]
+    """The agent's decision is not acceptable (the one-line reason is the message)."""
+
+
+class NotScored(pytest.fail.Exception):  # type: ignore[name-defined,misc]
+    """A failure raised in setup that is not the agent's decision: pytest reports an error.
+
+    Args:
+        record_id: the item's record id, or ``None`` to leave it out of the message.
+        what: ``provider``, ``sandbox`` or ``agent``: whose failure it is.
+        error: the failure, written into the item's error record.
+    """
+
+    def __init__(self, what: str, error: Failure, record_id: str | None = None) -> None:
+        where = f"{record_id}: " if record_id else ""
+        detail = error.message if what == "sandbox" else f"{error.kind}: {error.message}"
+        super().__init__(f"{where}{what} error (not scored): {detail}", pytrace=False)
+        self.what = what
+        self.error = error

@@ -1,0 +1,167 @@
+"""The controller's side of a run: records in as they arrive, the record log, the report out.
+
+The last stage of the path of one case (``docs/design.md``, "Architecture").  Records ride on
+test reports (from this process or, under xdist, from the workers), so only the controller
+writes files.  The report is built by :mod:`pytest_tooleffect.report` from the records and the
+families' metadata that came with them (no family file is read again here), passed through
+``pytest_tooleffect_modifyreport`` (the judge's section is written by :class:`JudgeSection`
+through it), then written as JSON and printed.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .cases import FAMILY_FILE
+from .options import OPT_RECORDS, Settings, settings_key
+from .records import RecordLog
+
+__all__ = ["JudgeSection", "Reporter", "rate_line"]
+
+
+class Reporter:
+    """Controller-only: collects records from reports, writes the record log as they arrive,
+    and the report at the end.
+
+    Args:
+        config: pytest's config.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = config.stash[settings_key]
+        self.records: list[dict[str, Any]] = []
+        self.families: dict[str, dict[str, Any]] = {}
+        self.log: RecordLog | None = None
+        self.report: dict[str, Any] | None = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        # a new log each run that addresses case families, even when nothing gets scored
+        if self.settings.records is not None and _family_dirs(self.config):
+            try:
+                self.log = RecordLog(self.settings.records)
+            except OSError as exc:
+                raise pytest.UsageError(f"{OPT_RECORDS} {self.settings.records}: {exc}") from exc
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        family = getattr(report, "tooleffect_family", None)
+        if family is not None:
+            self.families.setdefault(family["name"], family["meta"])
+        record = getattr(report, "tooleffect_record", None)
+        if record is None:
+            return
+        self.records.append(record)
+        if self.log is None and self.settings.records is not None:
+            self.log = RecordLog(self.settings.records)
+        if self.log is not None:
+            self.log.write(record)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.records and self.settings.report is None:
+            return
+        from .report import dumps, summarise
+
+        status = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "complete"
+        report = summarise(self.records, self.families, status=status)
+        data: dict[str, Any] = report if isinstance(report, dict) else report.model_dump(mode="json")
+        self.config.hook.pytest_tooleffect_modifyreport(report=data, records=self.records, config=self.config)
+        self.report = data
+        if self.settings.report is not None:
+            path = self.settings.report
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(dumps(data) + "\n", encoding="utf-8")
+            except OSError as exc:
+                session.config.get_terminal_writer().line(f"tooleffect: cannot write {path}: {exc}", red=True)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.report is None or not self.settings.summary or not self.records:
+            return
+        from .report import render_terminal
+
+        terminalreporter.write_sep("=", "tooleffect report")
+        terminalreporter.write(render_terminal(self.report, width=max(120, terminalreporter._tw.fullwidth)))
+        judge = self.report.get("judge") or {}
+        if judge.get("model"):
+            cal = judge["calibration"]
+            measured = (f"Cohen's kappa {cal['kappa']:.2f} [{cal['kappa_ci95'][0]:.2f}, {cal['kappa_ci95'][1]:.2f}] "
+                        f"on {cal['n']} hand-labelled pairs" if isinstance(cal, dict) else cal)
+            u = judge["usage"]
+            money = "unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.6f}"
+            terminalreporter.write_line(
+                f"judge {judge['model']}: last measured agreement {measured}; {u['calls']} calls, "
+                f"{u['cached']} cached, {u['input_tokens']} in / {u['output_tokens']} out tokens, {money} "
+                "(apart from the agent's cost)")
+        if self.settings.rpm is not None or self.settings.tpm is not None:
+            terminalreporter.write_line(rate_line(self.settings, self.records))
+        if self.settings.report is not None:
+            terminalreporter.write_line(f"tooleffect report written to {self.settings.report}")
+        if self.settings.records is not None:
+            terminalreporter.write_line(f"tooleffect records written to {self.settings.records}")
+
+    def close(self) -> None:
+        """Close the record log."""
+        if self.log is not None:
+            self.log.close()
+
+
+class JudgeSection:
+    """Writes the report's ``judge`` section through ``pytest_tooleffect_modifyreport``: the
+    judge model, its last measured calibration, and what it spent over the run's records.
+
+    Args:
+        settings: the run's settings (judge model and calibration file).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def pytest_tooleffect_modifyreport(self, report: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        settings = self.settings
+        if not settings.judge_model:
+            report["judge"] = {"model": None,
+                               "note": "no judge: free-text fields use the deterministic comparator (approximate)"}
+            return
+        calibration: Any = "not measured"
+        path = settings.judge_calibration
+        if path is not None and path.is_file():
+            try:
+                cal = json.loads(path.read_text(encoding="utf-8"))
+                if cal.get("model") == settings.judge_model:
+                    calibration = {k: cal.get(k) for k in ("n", "agreement", "kappa", "kappa_ci95", "measured_at")}
+            except (OSError, ValueError):
+                calibration = "not measured (unreadable calibration file)"
+        spent = [r["judge"] for r in records if r.get("judge")]
+        usage = {k: sum(j[k] or 0 for j in spent) for k in ("calls", "cached", "input_tokens", "output_tokens")}
+        costs = [j["cost_usd"] for j in spent]
+        usage["cost_usd"] = None if any(c is None for c in costs) else sum(costs)
+        report["judge"] = {"model": settings.judge_model, "calibration": calibration, "usage": usage}
+
+
+def rate_line(settings: Settings, records: list[dict[str, Any]]) -> str:
+    """One summary line: the limits and the time model turns waited for them."""
+    waits = [r.get("rate_wait_ms") or 0.0 for r in records if "rate_wait_ms" in r]
+    limits = " and ".join(f"{n} {what}" for n, what in ((settings.rpm, "requests"), (settings.tpm, "tokens"))
+                          if n is not None)
+    return (f"tooleffect rate limit: {limits} per {settings.rate_window_s:g} s over all workers; "
+            f"{sum(1 for w in waits if w > 0)} of {len(waits)} model turns waited for it, "
+            f"{sum(waits) / 1000:.1f} s in all (not counted in latency)")
+
+
+def _family_dirs(config: pytest.Config) -> list[Path]:
+    """The family directories the run's arguments address."""
+    dirs = set()
+    for arg in config.args:
+        p = Path(arg.split("::")[0])
+        p = p if p.is_absolute() else Path(config.invocation_params.dir) / p
+        base = p if p.is_dir() else p.parent
+        if (base / FAMILY_FILE).is_file():
+            dirs.add(base)
+        if p.is_dir():
+            dirs.update(f.parent for f in p.rglob(FAMILY_FILE))
+    return sorted(dirs)

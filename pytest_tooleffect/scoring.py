@@ -1,0 +1,169 @@
+"""Scoring: a decision against its label (and its sandbox's end state against the effects),
+and the one place every record is made.
+
+The fourth stage of the path of one case (``docs/design.md``, "Architecture").  Every item ends
+with exactly one record (scored, or an error that is not the agent's decision: provider,
+agent, sandbox, oracle), made by :meth:`Scorer.record`, passed through
+``pytest_tooleffect_modify_record`` and carried on the item's test report to the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from typing import Any
+
+import pytest
+
+from .collect import CaseItem, scorer_key
+from .decision import Decision
+from .oracle import CompareContext, Verdict, compile_label, parse_emission, score
+from .options import settings_key
+from .outcomes import DecisionFailed, Failure, NotScored
+from .records import build_record
+from .sandboxing import judge_effect
+
+__all__ = ["Scorer", "record_key", "tooleffect_score"]
+
+record_key = pytest.StashKey[dict[str, Any]]()
+
+
+class Scorer:
+    """The plugin object that scores decisions and makes records (built at configure time).
+
+    It is the scorer of :data:`~pytest_tooleffect.collect.scorer_key`: ``scorer(item, decision)``
+    scores the item's decision in its call phase.  It also attaches records to test reports
+    (where xdist carries them to the controller) and to pytest-json-report's per-test metadata.
+
+    Args:
+        config: pytest's config.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = config.stash[settings_key]
+        self._predicates: Mapping[str, Callable[..., Any]] | None = None
+        self.judge: Any = None
+        if self.settings.judge_model:
+            from .judge import Judge
+
+            self.judge = Judge(self.settings.judge_model, self.settings.judge_api_base, self.settings.judge_cache,
+                               self.settings.timeout_s)
+        self._families_sent: set[str] = set()
+        config.stash[scorer_key] = self
+
+    def predicates(self) -> Mapping[str, Callable[..., Any]]:
+        """The predicates every ``pytest_tooleffect_predicates`` implementation contributes, merged."""
+        if self._predicates is None:
+            merged: dict[str, Callable[..., Any]] = {}
+            for contributed in self.config.hook.pytest_tooleffect_predicates():
+                merged.update(contributed or {})
+            self._predicates = merged
+        return self._predicates
+
+    def record(self, item: CaseItem, verdict: Verdict | None = None, cost: Mapping[str, Any] | None = None,
+               error: Failure | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Make the item's one record, pass it through ``pytest_tooleffect_modify_record`` and keep it.
+
+        Args:
+            item: the case item.
+            verdict: the verdict, or ``None`` for an error record.
+            cost: tokens, latency (ms), money of the decision (unknown values ``None``).
+            error: what failed, for an error record.
+            extra: further record fields (the turn's, the judge's, the sandbox's).
+
+        Returns:
+            The record (a JSON object; see :class:`~pytest_tooleffect.records.Record`).
+        """
+        fields = {"model": item.policy.model, "trial": item.trial, **(extra or {})}
+        record = build_record(
+            family=item.family.name, case=item.case, policy=item.policy.name, verdict=verdict,
+            tools={t.name: t for t in item.tools}, cost=cost,
+            error={"type": error.kind, "message": error.message} if error is not None else None,
+            extra=fields, repeats=self.settings.repeats)
+        item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
+        item.stash[record_key] = record
+        return record
+
+    def __call__(self, item: CaseItem, decision: Decision) -> None:
+        """Score the decision; attach the record; fail the test (one-line reason) on a failing kind.
+
+        Raises:
+            DecisionFailed: the decision (or its effect) is not acceptable.
+            pytest.fail.Exception: the oracle could not judge (an error record, not a decision).
+        """
+        case, fam = item.case, item.family
+        assert case.label is not None
+        tools = item.tools
+        judge = self.judge
+        before = judge.usage.to_dict() if judge is not None else None
+        ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages,
+                             predicates=self.predicates(), judge=judge)
+        effect = None
+        try:
+            if item.decisions > 1:  # compiled once, every decision on the case is then looked up
+                compile_label(case.label, tools, fam.rules)
+            verdict = score(parse_emission(decision.emitted, offered=[t.name for t in tools]), case.label, tools,
+                            fam.rules, ctx)
+            if decision.sandbox_run is not None:
+                effect, effect_fields = judge_effect(item, decision.sandbox_run)
+        except Exception as exc:  # a rule, predicate or input the oracle cannot judge: not the agent's failure
+            failure = Failure("OracleError", f"{type(exc).__name__}: {exc}"[:500])
+            self.record(item, None, decision.cost, failure, decision.extra)
+            pytest.fail(f"{item.record_id}: scoring error (not counted as a decision): {failure.message}",
+                        pytrace=False)
+        extra: dict[str, Any] = dict(decision.extra)
+        if judge is not None and before is not None:
+            after = judge.usage.to_dict()
+            spent = {k: (None if after[k] is None or before[k] is None else after[k] - before[k]) for k in after}
+            if spent["calls"] or spent["cached"]:
+                extra["judge"] = {"model": judge.model, **spent}
+        if effect is not None:
+            extra.update(effect_fields)
+        self.record(item, verdict, decision.cost, extra=extra)
+        reasons = [] if verdict.passed else [verdict.one_line(case.label)]
+        if effect is not None and not effect.passed:
+            reasons.append(f"effect {effect.kind}: " + "; ".join(effect.failures))
+        if reasons:
+            raise DecisionFailed(f"{item.record_id}: " + " | ".join(reasons), pytrace=False)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Make the error record of a setup that failed outside the agent; carry the record on the report."""
+        report = yield
+        if (call.when == "setup" and call.excinfo is not None and isinstance(call.excinfo.value, NotScored)
+                and isinstance(item, CaseItem)):
+            self.record(item, error=call.excinfo.value.error)
+        if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, "tooleffect_record"):
+            report.tooleffect_record = item.stash[record_key]  # type: ignore[attr-defined]
+            assert isinstance(item, CaseItem)
+            if item.family.name not in self._families_sent:  # the controller reports without reading family files
+                self._families_sent.add(item.family.name)
+                report.tooleffect_family = {"name": item.family.name,  # type: ignore[attr-defined]
+                                            "meta": item.family.meta}
+        return report
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any] | None:
+        if call.when in ("setup", "call") and record_key in item.stash:
+            return {"tooleffect": item.stash[record_key]}
+        return None
+
+
+@pytest.fixture
+def tooleffect_score(request: pytest.FixtureRequest) -> Callable[..., Verdict]:
+    """Score one decision inside an ordinary test: ``verdict = tooleffect_score(emitted, label, tools)``.
+
+    The same as :func:`pytest_tooleffect.score`, with the predicates registered through
+    ``pytest_tooleffect_predicates`` available to rules.  Extra keyword arguments: ``rules``
+    (a :class:`~pytest_tooleffect.oracle.RuleSet`), ``timezone``, ``state``, ``messages``.
+    """
+    scorer = request.config.stash.get(scorer_key, None)
+    predicates = scorer.predicates() if isinstance(scorer, Scorer) else {}
+
+    def _score(emitted: Any, label: Any, tools: Any, *, rules: Any = None, timezone: str | None = None,
+               state: Mapping[str, Any] | None = None, messages: Any = ()) -> Verdict:
+        ctx = CompareContext(timezone=timezone, state=state or {}, messages=messages, predicates=predicates)
+        return score(emitted, label, tools, rules, ctx)
+
+    return _score
