@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from pytest_tooleffect.oracle import CompareContext, parse_datetime
+from pytest_tooleffect import CompareContext, parse_datetime
 
 
 def working_hours(value: Any, ctx: CompareContext, start: int = 8, end: int = 20) -> tuple[bool, str]:

@@ -1,13 +1,26 @@
 """pytest-tooleffect: measure how well an LLM agent chooses its tools, including choosing none.
 
 Public surface: :func:`score` (one decision against a label), the :class:`Verdict` it returns,
-and the models of the case format.  The pytest plugin itself is :mod:`pytest_tooleffect.plugin`.
+the comparison context and rules that predicates and rule files use (:class:`CompareContext`,
+:class:`RuleSet`, :func:`parse_datetime`, :func:`parse_date`), and the models of the case
+format.  The pytest plugin itself is :mod:`pytest_tooleffect.plugin`; its stages are described
+in ``docs/design.md`` ("Architecture").
 """
 
 from __future__ import annotations
 
 from .models import Action, Case, Family, ForbiddenAction, Label, ParallelGroup, Policy, ToolSpec
-from .oracle import KINDS, CompareContext, RuleSet, Verdict, load_rules, parse_emission, score
+from .oracle import (
+    KINDS,
+    CompareContext,
+    RuleSet,
+    Verdict,
+    load_rules,
+    parse_date,
+    parse_datetime,
+    parse_emission,
+    score,
+)
 
 __all__ = [
     "KINDS",
@@ -23,6 +36,8 @@ __all__ = [
     "ToolSpec",
     "Verdict",
     "load_rules",
+    "parse_date",
+    "parse_datetime",
     "parse_emission",
     "score",
 ]

@@ -58,7 +58,7 @@ class FamilyError(ValueError):
 _NAMED_FILES = ("oracle", "tools_file", "system_prompt_file")  # the family file's keys that name files
 
 
-def _named_files(directory: Path, names: Iterable[Any]) -> frozenset[Path]:
+def named_files(directory: Path, names: Iterable[Any]) -> frozenset[Path]:
     """The files ``names`` name in ``directory``, resolved; a name no path can hold is left out."""
     files = set()
     for n in names:
@@ -113,7 +113,7 @@ class LoadedFamily:
     @property
     def referenced_files(self) -> frozenset[Path]:
         """Files the family file names (rules, tools, prompt): never collected as case files."""
-        return _named_files(self.directory, (getattr(self.family, key) for key in _NAMED_FILES))
+        return named_files(self.directory, (getattr(self.family, key) for key in _NAMED_FILES))
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -150,7 +150,7 @@ def _referenced_anyway(directory: Path, path: Path) -> frozenset[Path]:
         raw = _yaml_load(path.read_text(encoding="utf-8-sig"))
     except Exception:  # unreadable: nothing to keep out
         return frozenset()
-    return _named_files(directory, (raw.get(key) for key in _NAMED_FILES)) if isinstance(raw, Mapping) else frozenset()
+    return named_files(directory, (raw.get(key) for key in _NAMED_FILES)) if isinstance(raw, Mapping) else frozenset()
 
 
 def _read(path: Path, what: str, family_file: Path) -> str:

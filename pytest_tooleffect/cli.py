@@ -325,7 +325,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _turn_key(messages: Sequence[Any]) -> str:
+def turn_key(messages: Sequence[Any]) -> str:
     """What identifies a state on the wire: roles, texts and called tool names (no system prompt)."""
     rows = []
     for m in messages:
@@ -367,7 +367,7 @@ def replay_index(cases_dir: Path) -> dict[str, Any]:
                 for c in case.recorded.tool_calls:
                     args = c.arguments if isinstance(c.arguments, str) else json.dumps(c.arguments)
                     calls.append((names.out(c.name) if isinstance(c.name, str) else "", args))
-                key = _turn_key(request["messages"])
+                key = turn_key(request["messages"])
                 if key in index:
                     ambiguous += 1
                 index[key] = Reply(tool_calls=calls, text=case.recorded.text)
@@ -389,7 +389,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     missing = Reply(status=404)
 
     def script(body: dict[str, Any]) -> Reply:
-        return index.get(_turn_key(body.get("messages") or []), missing)
+        return index.get(turn_key(body.get("messages") or []), missing)
 
     try:
         server = ScriptedServer(script, port=args.port)

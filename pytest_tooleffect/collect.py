@@ -235,7 +235,7 @@ class CaseItem(pytest.Function):
 
     @property
     def record_id(self) -> str:
-        """``family/case-id[policy]`` (``[policy:trial]`` with repeats): see :func:`~pytest_tooleffect.records.record_id`."""
+        """``family/case-id[policy]`` (``[policy:trial]`` with repeats), by :func:`.records.record_id`."""
         repeats = self.config.stash[settings_key].repeats
         return record_id(self.family.name, self.case.id, self.policy.name, self.trial, repeats)
 

@@ -49,7 +49,7 @@ def action_set(label: Mapping[str, Any]) -> frozenset[str]:
 
 
 def label_class(label: Mapping[str, Any]) -> str:
-    """``no_tool``, ``several`` or ``single`` (DESIGN.md)."""
+    """``no_tool``, ``several`` or ``single`` (docs/design.md, "Words")."""
     acts = label.get("valid_actions") or []
     if any("parallel" not in a and a.get("tool") is None for a in acts):
         return "no_tool"

@@ -1,7 +1,7 @@
 """Typed data at the edges: the case and family file formats (pydantic).
 
 Everything a user writes by hand enters through these models, so their field names are the
-words of DESIGN.md: a *case* is a labelled decision point, its *label* a set of acceptable
+words of docs/design.md: a *case* is a labelled decision point, its *label* a set of acceptable
 actions (``tool: null`` allowed) plus the forbidden ones, its *placement* where the state sits in
 its run.  ``tooleffect schema`` prints the JSON Schema of :class:`Case` and :class:`Family`.
 """
@@ -143,7 +143,7 @@ class Label(_Model):
 
     @property
     def label_class(self) -> Literal["no_tool", "several", "single"]:
-        """The class (DESIGN.md): ``no_tool`` if null is valid, ``several`` if ≥2 alternatives."""
+        """The class (docs/design.md, "Words"): ``no_tool`` if null is valid, ``several`` if ≥2 alternatives."""
         if any(isinstance(a, Action) and a.tool is None for a in self.valid_actions):
             return "no_tool"
         return "several" if len(self.valid_actions) >= 2 else "single"
@@ -301,7 +301,7 @@ class Fault(_Model):
 
 
 class Case(_Model):
-    """A labelled decision point (DESIGN.md "Words")."""
+    """A labelled decision point (docs/design.md, "Words")."""
 
     id: str
     placement: Placement

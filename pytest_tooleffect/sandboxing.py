@@ -20,9 +20,9 @@ import pytest
 
 from .collect import CaseItem
 from .models import Case
+from .options import settings_key
 from .oracle import parse_emission
 from .oracle.effects import EffectVerdict, judge_effects
-from .options import settings_key
 from .outcomes import Failure, NotScored
 from .sandbox import Sandbox, SandboxError, SandboxProvider, World, provider_class
 

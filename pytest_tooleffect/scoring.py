@@ -16,8 +16,8 @@ import pytest
 
 from .collect import CaseItem, scorer_key
 from .decision import Decision
-from .oracle import CompareContext, Verdict, compile_label, parse_emission, score
 from .options import settings_key
+from .oracle import CompareContext, Verdict, compile_label, parse_emission, score
 from .outcomes import DecisionFailed, Failure, NotScored
 from .records import build_record
 from .sandboxing import judge_effect
@@ -49,7 +49,7 @@ class Scorer:
             self.judge = Judge(self.settings.judge_model, self.settings.judge_api_base, self.settings.judge_cache,
                                self.settings.timeout_s)
         self._families_sent: set[str] = set()
-        config.stash[scorer_key] = self
+        config.stash[scorer_key] = self.__call__
 
     def predicates(self) -> Mapping[str, Callable[..., Any]]:
         """The predicates every ``pytest_tooleffect_predicates`` implementation contributes, merged."""
@@ -158,7 +158,7 @@ def tooleffect_score(request: pytest.FixtureRequest) -> Callable[..., Verdict]:
     ``pytest_tooleffect_predicates`` available to rules.  Extra keyword arguments: ``rules``
     (a :class:`~pytest_tooleffect.oracle.RuleSet`), ``timezone``, ``state``, ``messages``.
     """
-    scorer = request.config.stash.get(scorer_key, None)
+    scorer = request.config.pluginmanager.get_plugin("tooleffect-scorer")
     predicates = scorer.predicates() if isinstance(scorer, Scorer) else {}
 
     def _score(emitted: Any, label: Any, tools: Any, *, rules: Any = None, timezone: str | None = None,

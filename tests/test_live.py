@@ -213,11 +213,11 @@ def test_live_path_reproduces_replay(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from pytest_tooleffect.cli import _turn_key, replay_index
+    from pytest_tooleffect.cli import replay_index, turn_key
     from tests.conftest import REPO
 
     index = replay_index(REPO / "cases")
-    with ScriptedServer(lambda body: index.get(_turn_key(body.get("messages") or []), Reply(status=404))) as srv:
+    with ScriptedServer(lambda body: index.get(turn_key(body.get("messages") or []), Reply(status=404))) as srv:
         reports = {}
         for name, extra in (("replay", []), ("live", ["--tooleffect-model=openai/recorded-agent",
                                                       f"--tooleffect-api-base={srv.base_url}"])):
