@@ -71,7 +71,7 @@ from bfcl_eval.constants.enums import Language  # noqa: E402
 from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker  # noqa: E402
 
 from pytest_tooleffect.cases import LoadedFamily, validate_case  # noqa: E402
-from pytest_tooleffect.importers.bfcl import CATEGORIES, _omit_required, _tool, label_from_ground_truth  # noqa: E402
+from pytest_tooleffect.importers.bfcl import CATEGORIES, bfcl_tool, label_from_ground_truth, omit_required_empty  # noqa: E402
 from pytest_tooleffect.models import Case, Family, Label, ToolSpec  # noqa: E402
 from pytest_tooleffect.oracle import RuleSet, compile_label, parse_emission, score  # noqa: E402
 
@@ -338,9 +338,9 @@ def main() -> None:
         answers = {a["id"]: a["ground_truth"] for a in _jsonl(src / answer_file)}  # type: ignore[operator]
         for entry in _jsonl(src / data_file):
             gt = answers[entry["id"]]
-            tools = [_tool(f) for f in entry["function"]]
+            tools = [bfcl_tool(f) for f in entry["function"]]
             label_doc = label_from_ground_truth(gt)
-            _omit_required(label_doc, tools)
+            omit_required_empty(label_doc, tools)
             label = Label.model_validate(label_doc)
             specs = [ToolSpec.model_validate(t) for t in tools]
             case = Case.model_validate({"id": "x", "placement": {"step": 0, "run_length": 1, "bucket": "last"},

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_tooleffect.importers.bfcl import _omit_required, _tool, label_from_ground_truth
+from pytest_tooleffect.importers.bfcl import bfcl_tool, label_from_ground_truth, omit_required_empty
 from pytest_tooleffect.oracle import RuleSet, score
 
 RULES = RuleSet.from_mapping({"defaults": {"string": {"normalise": ["nfkc", "strip", "casefold"]}}})
 
 
 def _verdict(params: dict[str, Any], required: list[str], truth: dict[str, Any], args: Any) -> str:
-    tools = [_tool({"name": "f", "parameters": {"type": "dict", "properties": params, "required": required}})]
+    tools = [bfcl_tool({"name": "f", "parameters": {"type": "dict", "properties": params, "required": required}})]
     label = label_from_ground_truth([{"f": truth}])
-    _omit_required(label, tools)
+    omit_required_empty(label, tools)
     calls = [{"name": "f", "arguments": a} for a in (args if isinstance(args, list) else [args])]
     return score({"tool_calls": calls}, label, tools, RULES).kind
 
@@ -43,7 +43,7 @@ def test_parallel_calls_by_optimal_assignment() -> None:
     params = {"company": {"type": "string"}, "date": {"type": "string"}}
     truth = [{"f": {"company": ["Apple", "AAPL"], "date": ["2022-02-01"]}},
              {"f": {"company": ["Apple"], "date": ["2022-01-01"]}}]
-    tools = [_tool({"name": "f", "parameters": {"type": "dict", "properties": params, "required": ["company"]}})]
+    tools = [bfcl_tool({"name": "f", "parameters": {"type": "dict", "properties": params, "required": ["company"]}})]
     label = label_from_ground_truth(truth)
     # first fit pairs the first emitted call with the first expected one and gives up
     emitted = {"tool_calls": [{"name": "f", "arguments": {"company": "Apple", "date": "2022-01-01"}},

@@ -29,7 +29,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CATEGORIES", "convert_schema", "import_bfcl", "label_from_ground_truth"]
+__all__ = ["CATEGORIES", "bfcl_tool", "convert_schema", "import_bfcl", "label_from_ground_truth", "omit_required_empty"]
 
 #: Category → (data file, possible-answer file or None for "no call expected").
 CATEGORIES: dict[str, tuple[str, str | None]] = {
@@ -75,7 +75,8 @@ def convert_schema(schema: Any) -> Any:
     return out
 
 
-def _tool(spec: Mapping[str, Any]) -> dict[str, Any]:
+def bfcl_tool(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A BFCL function document as a tool (its schema converted by :func:`convert_schema`)."""
     params = convert_schema(spec.get("parameters") or {"type": "object", "properties": {}})
     params.setdefault("type", "object")
     params.setdefault("properties", {})
@@ -126,7 +127,7 @@ def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 yield json.loads(line)
 
 
-def _omit_required(label: dict[str, Any], tools: list[dict[str, Any]]) -> None:
+def omit_required_empty(label: dict[str, Any], tools: list[dict[str, Any]]) -> None:
     """BFCL lists ``""`` for some required parameters; a required argument cannot be omitted, so
     those alternatives are dropped (the call must carry the argument).
     """
@@ -190,7 +191,7 @@ def import_bfcl(source: Path, out: Path, categories: list[str] | None = None) ->
         rejected = []
         with open(fam_dir / "cases.jsonl", "w", encoding="utf-8") as fh:
             for entry in _jsonl(source / data_file):
-                tools = [_tool(f) for f in entry["function"]]
+                tools = [bfcl_tool(f) for f in entry["function"]]
                 if answer_file is None:
                     label: dict[str, Any] = {"valid_actions": [{"tool": None, "reason": "BFCL irrelevance: no "
                                                                                       "offered function applies"}],
@@ -199,7 +200,7 @@ def import_bfcl(source: Path, out: Path, categories: list[str] | None = None) ->
                     if entry["id"] not in answers:
                         raise ValueError(f"{source / answer_file}: no ground truth for {entry['id']}")
                     label = label_from_ground_truth(answers[entry["id"]])
-                    _omit_required(label, tools)
+                    omit_required_empty(label, tools)
                 case = {
                     "id": entry["id"],
                     "placement": {"step": 0, "run_length": 1, "bucket": "last"},
