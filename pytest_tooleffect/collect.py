@@ -18,14 +18,16 @@ from typing import Any
 
 import pytest
 
+from .agent import Agent, AgentError, load_agent
 from .cases import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, is_case_file, load_case_file, load_family
 from .models import Case, Policy, ToolSpec
 from .options import REPLAY, Settings, settings_key
 from .outcomes import DecisionFailed
 from .records import record_id
 
-__all__ = ["CLASS_MARKERS", "CaseCollector", "CaseFile", "CaseItem", "Families", "InvalidCaseItem",
-           "families_key", "scorer_key", "select_policies"]
+__all__ = ["CLASS_MARKERS", "Agents", "CaseCollector", "CaseFile", "CaseItem", "Families", "InvalidCaseItem",
+           "agents_key", "families_key", "scorer_key",
+           "select_policies"]
 
 CLASS_MARKERS = {
     "single": "the label has exactly one valid action, a tool call",
@@ -87,6 +89,7 @@ class CaseCollector:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.families = config.stash[families_key] = Families()
+        config.stash[agents_key] = Agents(config)
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         directory = file_path.parent
@@ -123,10 +126,11 @@ def select_policies(settings: Settings, family: LoadedFamily) -> list[Policy] | 
         return "--tooleffect-model replay: 'replay' is the built-in offline policy, not a model"
     if settings.model:
         chosen.append(Policy(name=settings.model, model=settings.model, api_base=settings.api_base))
+    chosen += settings.agents
     own = {p.name: p for p in family.family.policies}
     for p in family.family.policies:
-        if p.name == REPLAY.name or not p.name or not p.model:
-            return (f"policies: {p.name!r}: a named policy needs a name other than 'replay' and a model")
+        if p.name == REPLAY.name or not p.name:
+            return f"policies: {p.name!r}: a named policy needs a name other than 'replay'"
     if len(own) != len(family.family.policies):
         return "policies: two policies share a name"
     for name in settings.policies:
@@ -140,6 +144,42 @@ def select_policies(settings: Settings, family: LoadedFamily) -> list[Policy] | 
             known = sorted({REPLAY.name, *own, *settings.pyproject_policies})
             return f"policy {name!r} is not defined for family {family.name} (known: {', '.join(known)})"
     return chosen or [REPLAY]
+
+
+class Agents:
+    """The agent callable of each agent policy, resolved once per process.
+
+    Args:
+        config: pytest's config (its ``pytest_tooleffect_agent`` hook is asked first).
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.found: dict[str, Agent | str] = {}
+
+    def resolve(self, policy: Policy) -> Agent | str | None:
+        """The policy's agent, ``None`` for a model or replay policy, or why it cannot be had."""
+        if policy.model or policy is REPLAY or policy.name == REPLAY.name:
+            return None
+        key = policy.model_dump_json()
+        if key not in self.found:
+            agent = self.config.hook.pytest_tooleffect_agent(policy=policy, config=self.config)
+            if agent is None and policy.agent:
+                try:
+                    agent = load_agent(policy.agent)
+                except AgentError as exc:
+                    agent = f"policy {policy.name!r}: agent {exc.message}"
+            if agent is None:
+                agent = (f"policy {policy.name!r} has no model and no agent, and no pytest_tooleffect_agent hook "
+                         "returned one")
+            elif not isinstance(agent, str) and not callable(agent):
+                agent = (f"policy {policy.name!r}: pytest_tooleffect_agent returned {type(agent).__name__}, "
+                         "not a callable")
+            self.found[key] = agent
+        return self.found[key]
+
+
+agents_key = pytest.StashKey[Agents]()
 
 
 class CaseFile(pytest.File):
@@ -165,15 +205,23 @@ class CaseFile(pytest.File):
             yield InvalidCaseItem.from_parent(self, name="<policy>", problems=[f"{self.path}: {policies}"],
                                               heading="cannot run this family")
             return
+        agents = []
+        for policy in policies:
+            agent = config.stash[agents_key].resolve(policy)
+            if isinstance(agent, str):
+                yield InvalidCaseItem.from_parent(self, name="<policy>", problems=[f"{self.path}: {agent}"],
+                                                  heading="cannot run this family")
+                return
+            agents.append(agent)
         fixtureinfo = None
         repeats = settings.repeats
         for case in sorted(cases, key=lambda c: c.id):
-            for policy in policies:
+            for policy, agent in zip(policies, agents):
                 for trial in range(1, repeats + 1):
                     name = f"{case.id}[{policy.name}]" if repeats == 1 else f"{case.id}[{policy.name}:{trial}]"
                     item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case, fixtureinfo=fixtureinfo,
                                                 case=case, family=fam, policy=policy, trial=trial,
-                                                decisions=len(policies) * repeats)
+                                                decisions=len(policies) * repeats, agent=agent)
                     fixtureinfo = item._fixtureinfo
                     self._mark(item, fam, case)
                     yield item
@@ -222,16 +270,18 @@ class CaseItem(pytest.Function):
         policy: the policy under test.
         trial: 1…K under ``--tooleffect-repeats K``.
         decisions: how many decisions on this case the run scores (policies × repeats).
+        agent: the agent callable of an agent policy, else ``None``.
     """
 
     def __init__(self, *, case: Case, family: LoadedFamily, policy: Policy, trial: int = 1, decisions: int = 1,
-                 **kwargs: Any) -> None:
+                 agent: Agent | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
         self.family = family
         self.policy = policy
         self.trial = trial
         self.decisions = decisions
+        self.agent = agent
 
     @property
     def record_id(self) -> str:
@@ -245,9 +295,14 @@ class CaseItem(pytest.Function):
         return list(self.case.tools) if self.case.tools is not None else list(self.family.tools)
 
     @property
+    def replay(self) -> bool:
+        """The decision is the case's recorded action (no model, no agent)."""
+        return self.policy.model is None and self.agent is None
+
+    @property
     def live(self) -> bool:
-        """The decision comes from a model turn (a labelled case under a policy with a model)."""
-        return self.policy.model is not None and self.case.label is not None
+        """The decision is asked of a model or an agent (a labelled case, not a replay)."""
+        return not self.replay and self.case.label is not None
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, self.record_id

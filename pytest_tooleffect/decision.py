@@ -1,6 +1,7 @@
-"""The decision at one item: replayed from the case, or asked of a model through the process's
-:class:`~pytest_tooleffect.model_turn.TurnPool`; for a case with a world, its calls run in the
-sandbox.
+"""The decision at one item: replayed from the case, asked of a model through the process's
+:class:`~pytest_tooleffect.model_turn.TurnPool`, or asked of the team's own agent
+(:mod:`pytest_tooleffect.agent`; an async agent shares the pool's slots); for a case with a
+world, its calls run in the sandbox.
 
 The third stage of the path of one case (``docs/design.md``, "Architecture").  The decision is
 made in setup (``tooleffect_decision``), so a provider or sandbox failure is an error outcome,
@@ -18,8 +19,9 @@ from typing import Any
 
 import pytest
 
+from .agent import AgentError, agent_state, call_agent, is_async, run_agent
 from .collect import CaseItem
-from .model_turn import ModelCache, ProviderError, Turn, TurnPool, wait_turn
+from .model_turn import ModelCache, ProviderError, TurnPool, wait_turn
 from .models import Case
 from .options import Settings, settings_key
 from .outcomes import Failure, NotScored
@@ -76,7 +78,7 @@ class ModelTurns:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.settings = config.stash[settings_key]
-        self.prefetched: dict[str, concurrent.futures.Future[Turn]] = {}
+        self.prefetched: dict[str, concurrent.futures.Future[Any]] = {}
         self.submitted: set[str] = set()
         self.groups: dict[str, list[CaseItem]] = {}
         self.rate_dir: Path | None = None
@@ -104,29 +106,58 @@ class ModelTurns:
             path = self.rate_dir / "limiter.sqlite"
         return RateLimit(path, settings.rpm, settings.tpm, settings.rate_window_s)
 
-    def submit(self, item: CaseItem) -> concurrent.futures.Future[Turn]:
-        """Start the item's model turn on the pool (or take it from the cache)."""
-        settings = self.settings
-        return self.pool.submit(item.case, item.tools, item.family.system_prompt, item.policy, settings.timeout_s,
-                                settings.prices, api_key=_api_key(item), trial=item.trial, retries=settings.retries)
-
-    def turn(self, item: CaseItem, state: Case | None = None) -> Turn:
-        """The item's turn at its state (prefetched if it was), or at ``state`` (a rollout's next step).
-
-        Raises:
-            NotScored: the provider failed (an error outcome).
+    def submit(self, item: CaseItem, state: Case | None = None, step: int = 1) -> concurrent.futures.Future[Any] | None:
+        """Start the item's turn on the pool (or take it from the cache): a model turn, or an async
+        agent's; ``None`` for a sync agent (it is called in setup).
         """
         settings = self.settings
-        if state is None:
-            future = self.prefetched.pop(item.nodeid, None) or self.submit(item)
-        else:
-            future = self.pool.submit(state, item.tools, item.family.system_prompt, item.policy, settings.timeout_s,
-                                      settings.prices, api_key=_api_key(item), trial=item.trial,
-                                      retries=settings.retries)
+        case = state if state is not None else item.case
+        if item.agent is not None:
+            agent = item.agent
+            if not is_async(agent):
+                return None
+            snapshot = agent_state(case, item.tools, item.family.system_prompt, item.policy, item.trial, step)
+            return self.pool.submit_coroutine(lambda: run_agent(agent, snapshot))
+        return self.pool.submit(case, item.tools, item.family.system_prompt, item.policy, settings.timeout_s,
+                                settings.prices, api_key=_api_key(item), trial=item.trial, retries=settings.retries)
+
+    def turn(self, item: CaseItem, state: Case | None = None, step: int = 1) -> tuple[Any, dict[str, Any],
+                                                                                      dict[str, Any]]:
+        """The item's decision at its state (prefetched if it was), or at ``state`` (a rollout's step).
+
+        Returns:
+            ``(emitted, cost, extra)``: the decision, its tokens, latency (ms) and money, and the
+            record fields of the turn.
+
+        Raises:
+            NotScored: the provider failed, or the agent raised (an error outcome, never a verdict).
+        """
+        settings = self.settings
+        future = self.prefetched.pop(item.nodeid, None) if state is None else None
         try:
-            return wait_turn(future, settings.timeout_s, settings.retries)
+            if future is None:
+                future = self.submit(item, state, step)
+            if item.agent is not None:
+                if future is None:
+                    snapshot = agent_state(state if state is not None else item.case, item.tools,
+                                           item.family.system_prompt, item.policy, item.trial, step)
+                    emitted, cost, extra = call_agent(item.agent, snapshot)
+                else:
+                    emitted, cost, extra = future.result()
+                told = extra.get("agent", {})
+                return emitted, cost, {"agent": {"callable": item.policy.agent or "pytest_tooleffect_agent", **told}}
+            assert future is not None
+            turn = wait_turn(future, settings.timeout_s, settings.retries)
         except ProviderError as exc:
             raise NotScored("provider", Failure(exc.kind, exc.message)) from None
+        except AgentError as exc:
+            raise NotScored("agent", Failure(exc.kind, exc.message, exc.traceback)) from None
+        except concurrent.futures.CancelledError:
+            raise NotScored("agent", Failure("Cancelled", "the agent's turn was cancelled (interrupted run)")) from None
+        extra = {"provider_tool_names": turn.provider_names} if turn.provider_names else {}
+        extra["cached"] = turn.cached
+        extra["rate_wait_ms"] = turn.rate_wait_ms
+        return turn.emitted, turn.cost, extra
 
     @pytest.hookimpl(trylast=True)  # after -k / -m deselection: only items that will run are grouped
     def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
@@ -162,7 +193,9 @@ class ModelTurns:
             assert isinstance(it, CaseItem)
             if it.nodeid not in self.submitted:
                 self.submitted.add(it.nodeid)
-                self.prefetched[it.nodeid] = self.submit(it)
+                future = self.submit(it)
+                if future is not None:
+                    self.prefetched[it.nodeid] = future
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -196,38 +229,35 @@ def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
     """The decision at this item, obtained in setup (so a provider failure is an error).
 
     Replay (no model option): the case's ``recorded`` turn, at no cost; a case with nothing
-    recorded is skipped.  A live policy: the model's turn.  A case with a world: the decision's
+    recorded is skipped.  A live policy: the model's turn, or the agent's.  A case with a world: the decision's
     calls run in the item's sandbox (and, with ``--tooleffect-rollout N``, the policy's next
     steps too).
 
     Raises:
         pytest.UsageError: requested by a test that is not a tooleffect case item.
-        NotScored: the provider or the sandbox failed (an error outcome).
+        NotScored: the provider, the agent or the sandbox failed (an error outcome).
     """
     item = request.node
     if not isinstance(item, CaseItem):
         raise pytest.UsageError("tooleffect_decision is only available to tooleffect case items")
     if item.case.label is None:
         pytest.skip("unlabelled case: nothing to score against")
-    if item.policy.model is None:
+    next_turn = None
+    if item.replay:
         if item.case.recorded is None:
             pytest.skip("no recorded action to replay")
         emitted: Any = item.case.recorded.model_dump(exclude_none=True)
         cost: dict[str, Any] = {}
         extra: dict[str, Any] = {}
-        next_turn = None
     else:
         turns = _model_turns(item.config)
-        turn = turns.turn(item)
-        extra = {"provider_tool_names": turn.provider_names} if turn.provider_names else {}
-        extra["cached"] = turn.cached
-        extra["rate_wait_ms"] = turn.rate_wait_ms
-        emitted, cost = turn.emitted, turn.cost
+        emitted, cost, extra = turns.turn(item)
+        steps = [1]
 
         def next_turn(state: Case) -> tuple[Any, dict[str, Any]]:
-            t = turns.turn(item, state)
-            return t.emitted, t.cost
+            steps.append(steps[-1] + 1)
+            t_emitted, t_cost, _ = turns.turn(item, state, steps[-1])
+            return t_emitted, t_cost
 
     run = execute(request, item, emitted, cost, next_turn) if item.case.world is not None else None
     return Decision(item, emitted, cost, extra, run)
-

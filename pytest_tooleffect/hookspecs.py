@@ -13,6 +13,8 @@ from typing import Any
 import pluggy
 import pytest
 
+from .models import Policy
+
 hookspec = pluggy.HookspecMarker("pytest")
 
 
@@ -82,4 +84,33 @@ def pytest_tooleffect_modifyreport(report: dict[str, Any], records: list[dict[st
 
         def pytest_tooleffect_modifyreport(report, records, config):
             report["ci"] = {"run": os.environ.get("GITHUB_RUN_ID"), "records": len(records)}
+    """
+
+
+@hookspec(firstresult=True)
+def pytest_tooleffect_agent(policy: Policy, config: pytest.Config) -> Callable[..., Any] | None:
+    """Return the agent callable for a policy (the first non-``None`` answer wins).
+
+    Asked once per process for every policy that is not ``replay`` and has no ``model``, before
+    the policy's ``agent: "package.module:function"`` is imported: an agent built in a
+    ``conftest.py`` (a framework object, a closure over test configuration) needs no import
+    path.  A policy with neither ``model`` nor ``agent`` must be answered here.  The callable
+    gets a :class:`pytest_tooleffect.agent.AgentState` and returns the decision (any shape
+    :func:`pytest_tooleffect.parse_emission` reads, or a
+    :class:`pytest_tooleffect.agent.AgentTurn` with usage and cost); ``async def`` agents run
+    concurrently on the turn pool.
+
+    Args:
+        policy: the policy (``policy.name``, ``policy.agent``, ``policy.settings``).
+        config: pytest's config.
+
+    Example (``conftest.py``, with ``policies: [{name: my-agent}]`` in the family file)::
+
+        from mypkg.agent import Agent
+
+        def pytest_tooleffect_agent(policy, config):
+            if policy.name == "my-agent":
+                agent = Agent(temperature=policy.settings.get("temperature", 0))
+                return agent.decide  # decide(state) -> an OpenAI assistant message
+            return None
     """

@@ -26,10 +26,10 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .models import Case, Policy, ToolSpec
 from .ratelimit import RateLimit, RateLimitTooSmall
@@ -37,6 +37,7 @@ from .ratelimit import RateLimit, RateLimitTooSmall
 __all__ = ["ModelCache", "NameMap", "Price", "ProviderError", "Turn", "TurnPool", "build_request", "import_litellm",
            "name_map", "run_turn", "wait_turn"]
 
+T = TypeVar("T")
 SAFE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
@@ -301,6 +302,17 @@ class TurnPool:
         import_litellm()  # here, in the caller's thread, once: its import takes seconds
         coro = _turn(self, kwargs, names, policy.model, timeout_s, prices or {}, key, retries)
         return asyncio.run_coroutine_threadsafe(coro, self._event_loop())
+
+    def submit_coroutine(self, make: Callable[[], Awaitable[T]]) -> concurrent.futures.Future[T]:
+        """Run ``make()`` on this pool's event loop once a concurrency slot is free (an async
+        agent's turn shares the slots with model turns).
+        """
+
+        async def bounded() -> T:
+            async with self.slot():
+                return await make()
+
+        return asyncio.run_coroutine_threadsafe(bounded(), self._event_loop())
 
     def cancel(self) -> None:
         """Drop every turn not yet finished (Ctrl-C): those waiting for a slot never start, those

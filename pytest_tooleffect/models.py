@@ -340,14 +340,26 @@ class Case(_Model):
 
 
 class Policy(_Model):
-    """An agent configuration under test (model, api base, overrides, sampling parameters)."""
+    """An agent configuration under test: a litellm model (api base, overrides, sampling
+    parameters), or the team's own agent (``agent: "package.module:function"``, or one a
+    ``pytest_tooleffect_agent`` hook returns); ``replay`` has neither.
+    """
 
     name: str
     model: str | None = None
+    agent: str | None = None
     api_base: str | None = None
     temperature: float | None = None
     system_prompt: str | None = None
     tool_descriptions: dict[str, str] = Field(default_factory=dict)
+    settings: dict[str, Any] = Field(default_factory=dict)
+    """Free-form settings an agent reads from its state (``state.policy["settings"]``)."""
+
+    @model_validator(mode="after")
+    def _model_or_agent(self) -> Policy:
+        if self.model and self.agent:
+            raise ValueError(f"policy {self.name!r}: a model or an agent, not both")
+        return self
 
 
 class SandboxSpec(_Model):

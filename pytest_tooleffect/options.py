@@ -38,6 +38,7 @@ __all__ = [
     "INI_SANDBOX",
     "INI_TPM",
     "KEEP_MODES",
+    "OPT_AGENT",
     "OPT_API_BASE",
     "OPT_CACHE",
     "OPT_CONCURRENCY",
@@ -71,6 +72,7 @@ OPT_RECORDS = "--tooleffect-records"
 OPT_NO_SUMMARY = "--tooleffect-no-summary"
 OPT_MODEL = "--tooleffect-model"
 OPT_API_BASE = "--tooleffect-api-base"
+OPT_AGENT = "--tooleffect-agent"
 OPT_POLICY = "--tooleffect-policy"
 OPT_TIMEOUT = "--tooleffect-timeout"
 OPT_PRICES = "--tooleffect-prices"
@@ -143,6 +145,7 @@ class Settings:
         model: ``--tooleffect-model``, a litellm model name run as a policy of that name.
         api_base: its api base.
         policies: the named policies asked for, in order, without repeats.
+        agents: the policies ``--tooleffect-agent`` names (each an agent callable).
         timeout_s: the timeout of one model call, in seconds.
         prices: user prices (USD per million tokens) by model name.
         pyproject_policies: ``[tool.tooleffect.policies]`` by name.
@@ -168,6 +171,7 @@ class Settings:
     model: str | None = None
     api_base: str | None = None
     policies: tuple[str, ...] = ()
+    agents: tuple[Policy, ...] = ()
     timeout_s: float = 60.0
     prices: Mapping[str, Price] = field(default_factory=dict)
     pyproject_policies: Mapping[str, Policy] = field(default_factory=dict)
@@ -188,8 +192,8 @@ class Settings:
 
     @property
     def live(self) -> bool:
-        """Some policy of the run asks a model (``--tooleffect-model`` or ``--tooleffect-policy``)."""
-        return bool(self.model or self.policies)
+        """Some policy of the run may not be a replay (a model, an agent, or a named policy)."""
+        return bool(self.model or self.policies or self.agents)
 
 
 settings_key = pytest.StashKey[Settings]()
@@ -231,6 +235,21 @@ _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
 
 
+def _agent_policy(value: str) -> Policy:
+    """``[NAME=]package.module:function`` → an agent policy (named after the function by default)."""
+    name, eq, spec = value.partition("=")
+    if not eq:
+        name, spec = "", value
+    module, colon, attr = spec.partition(":")
+    if not colon or not module or not attr or not all(p.isidentifier() for p in (*module.split("."),
+                                                                                  *attr.split("."))):
+        raise argparse.ArgumentTypeError(f"{value!r} is not [NAME=]package.module:function")
+    name = name or attr.rsplit(".", 1)[-1]
+    if name == REPLAY.name:
+        raise argparse.ArgumentTypeError(f"{value!r}: 'replay' is the built-in offline policy; choose another name")
+    return Policy(name=name, agent=spec)
+
+
 def _rollout_steps(value: str) -> int:
     try:
         n = int(value)
@@ -263,6 +282,9 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
                     help="ask this litellm model for the decision at every labelled state (a policy of that name)")
     group.addoption(OPT_API_BASE, metavar="URL", default=None,
                     help="api base for --tooleffect-model (a local vLLM, Ollama or llama.cpp server)")
+    group.addoption(OPT_AGENT, metavar="[NAME=]MODULE:FUNCTION", action="append", type=_agent_policy, default=[],
+                    help="run your own agent as a policy: a callable that gets the state and returns its decision "
+                         "(sync or async; named after the function unless NAME= is given); repeatable")
     group.addoption(OPT_POLICY, metavar="NAME", action="append", default=[],
                     help="run a named policy (from the family file or [tool.tooleffect.policies] in "
                          "pyproject.toml; 'replay' replays recorded decisions); repeatable")
@@ -346,6 +368,7 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         model=config.getoption(OPT_MODEL),
         api_base=config.getoption(OPT_API_BASE),
         policies=tuple(dict.fromkeys(config.getoption(OPT_POLICY))),
+        agents=tuple({p.name: p for p in config.getoption(OPT_AGENT)}.values()),
         timeout_s=config.getoption(OPT_TIMEOUT),
         prices=_load_prices(config.getoption(OPT_PRICES)),
         pyproject_policies=_pyproject_policies(config),
@@ -377,9 +400,10 @@ def _sandbox_settings(config: pytest.Config, providers: list[str]) -> SandboxSet
     if keep not in KEEP_MODES:
         raise pytest.UsageError(f"ini {INI_KEEP}: expected one of {', '.join(KEEP_MODES)}, got {keep!r}")
     rollout = config.getoption(OPT_ROLLOUT)
-    if rollout > 1 and not (config.getoption(OPT_MODEL) or config.getoption(OPT_POLICY)):
-        raise pytest.UsageError(f"{OPT_ROLLOUT} {rollout}: a rollout needs a live policy ({OPT_MODEL} or "
-                                f"{OPT_POLICY}); a replay is one recorded decision")
+    if rollout > 1 and not (config.getoption(OPT_MODEL) or config.getoption(OPT_POLICY)
+                            or config.getoption(OPT_AGENT)):
+        raise pytest.UsageError(f"{OPT_ROLLOUT} {rollout}: a rollout needs a live policy ({OPT_MODEL}, {OPT_AGENT} "
+                                f"or {OPT_POLICY}); a replay is one recorded decision")
     workerinput = getattr(config, "workerinput", None)
     return SandboxSettings(
         provider=provider, keep=keep, pool=bool(config.getini(INI_POOL)), image=config.getini(INI_IMAGE) or None,
@@ -465,7 +489,8 @@ def _pyproject_policies(config: pytest.Config) -> dict[str, Policy]:
     out = {}
     for name, spec in table.items():
         if not isinstance(spec, dict):
-            raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.{name}] must be a table (model = ...)")
+            raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.{name}] must be a table (model = ... or "
+                                    "agent = ...)")
         try:
             out[name] = Policy.model_validate({**spec, "name": name})
         except ValidationError as exc:
@@ -473,6 +498,4 @@ def _pyproject_policies(config: pytest.Config) -> dict[str, Policy]:
         if name == REPLAY.name:
             raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.replay]: 'replay' is the built-in offline "
                                     "policy; choose another name")
-        if not out[name].model:
-            raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.{name}]: model is required")
     return out

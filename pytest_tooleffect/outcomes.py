@@ -22,10 +22,12 @@ class Failure:
     Attributes:
         kind: the error's type (``Timeout``, ``RateLimit``, ``SandboxError``, ``OracleError``, …).
         message: one line, at most a few hundred characters.
+        traceback: the formatted traceback, for an agent's exception; else ``None``.
     """
 
     kind: str
     message: str
+    traceback: str | None = None
 
 
 class DecisionFailed(pytest.fail.Exception):  # type: ignore[name-defined,misc]

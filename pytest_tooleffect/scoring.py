@@ -78,7 +78,7 @@ class Scorer:
         record = build_record(
             family=item.family.name, case=item.case, policy=item.policy.name, verdict=verdict,
             tools={t.name: t for t in item.tools}, cost=cost,
-            error={"type": error.kind, "message": error.message} if error is not None else None,
+            error=_error(error),
             extra=fields, repeats=self.settings.repeats)
         item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
         item.stash[record_key] = record
@@ -148,6 +148,16 @@ class Scorer:
         if call.when in ("setup", "call") and record_key in item.stash:
             return {"tooleffect": item.stash[record_key]}
         return None
+
+
+def _error(failure: Failure | None) -> dict[str, Any] | None:
+    """An error record's ``error``: ``type``, ``message`` and, for an agent's exception, ``traceback``."""
+    if failure is None:
+        return None
+    out = {"type": failure.kind, "message": failure.message}
+    if failure.traceback:
+        out["traceback"] = failure.traceback
+    return out
 
 
 @pytest.fixture

@@ -1,0 +1,216 @@
+"""The team's own agent as a policy: a Python callable, sync or async, asked for its decision at
+each labelled state.
+
+Part of the decision stage (``docs/design.md``, "Architecture").  A policy names its agent as
+``agent: "package.module:function"`` (a family file's ``policies:``, ``[tool.tooleffect.policies.NAME]``
+or ``--tooleffect-agent``), or a ``pytest_tooleffect_agent`` hook in a ``conftest.py`` returns
+it.  The agent gets an :class:`AgentState` and returns the decision in any shape
+:func:`~pytest_tooleffect.oracle.parse_emission` reads (an OpenAI message, a litellm
+``ModelResponse``, Responses-API items, Anthropic blocks, Gemini parts), or an :class:`AgentTurn`
+that adds its usage and cost.  An exception raised by the agent is an error outcome with its
+traceback in the record, never a verdict.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .models import Case, Policy, ToolSpec
+
+__all__ = ["AgentError", "AgentState", "AgentTurn", "agent_cost", "agent_state", "call_agent", "load_agent",
+           "run_agent"]
+
+#: An agent: ``decide(state) -> decision``, or ``async def decide(state) -> decision``.
+Agent = Callable[["AgentState"], Any]
+
+
+class AgentError(Exception):
+    """The agent raised, or returned nothing the oracle can read.
+
+    Attributes:
+        kind: the exception's type name (``AgentReturnedNothing`` when it returned ``None``).
+        message: one line.
+        traceback: the formatted traceback (the agent's frames), or ``None``.
+    """
+
+    def __init__(self, kind: str, message: str, tb: str | None = None) -> None:
+        super().__init__(f"{kind}: {message}")
+        self.kind = kind
+        self.message = message
+        self.traceback = tb
+
+
+@dataclass(frozen=True)
+class AgentState:
+    """What an agent sees at one decision point.
+
+    Attributes:
+        case_id: the case's id.
+        messages: the conversation so far, OpenAI chat form (system, user, assistant, tool);
+            in a rollout, with the agent's own calls and their results appended.
+        tools: the tools offered there, OpenAI form (``{"type": "function", "function": {"name",
+            "description", "parameters"}}``), with their original names (dots included).
+        system_prompt: the family's system prompt (the policy's override when it has one), or ``None``.
+        policy: the policy as given (``name``, ``agent``, ``temperature``, ``api_base``,
+            ``system_prompt``, ``tool_descriptions``, and ``settings``: the free-form settings a
+            policy may carry for its agent).
+        trial: 1…K under ``--tooleffect-repeats K``.
+        step: 1 for the decision under test, 2… for a rollout's later steps.
+        timezone: the user's IANA time zone, when the case says.
+    """
+
+    case_id: str
+    messages: tuple[Mapping[str, Any], ...]
+    tools: tuple[Mapping[str, Any], ...]
+    system_prompt: str | None
+    policy: Mapping[str, Any]
+    trial: int = 1
+    step: int = 1
+    timezone: str | None = None
+
+
+@dataclass(frozen=True)
+class AgentTurn:
+    """A decision with what it cost, for an agent that knows its usage.
+
+    Attributes:
+        emitted: the decision (any shape ``parse_emission`` reads).
+        input_tokens: tokens sent to the model(s), or ``None`` when unknown.
+        output_tokens: tokens received, or ``None``.
+        cost_usd: money spent in US dollars, or ``None``.
+        extra: further fields kept in the record under ``agent`` (JSON values).
+    """
+
+    emitted: Any
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def load_agent(spec: str) -> Agent:
+    """Import ``package.module:function`` (a dotted attribute path after the colon is allowed).
+
+    Raises:
+        AgentError: the spec is not ``module:attribute``, the import fails, or the attribute is
+            missing or not callable (``kind`` ``AgentNotFound``).
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise AgentError("AgentNotFound", f"{spec!r} is not 'package.module:function'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise AgentError("AgentNotFound", f"{spec}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise AgentError("AgentNotFound", f"{spec}: {module_name} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise AgentError("AgentNotFound", f"{spec}: {attr} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+def is_async(agent: Agent) -> bool:
+    """The agent is an ``async def`` function (or an object whose ``__call__`` is)."""
+    return inspect.iscoroutinefunction(agent) or inspect.iscoroutinefunction(type(agent).__call__)
+
+
+def agent_state(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
+                trial: int = 1, step: int = 1) -> AgentState:
+    """The state an agent is called with (the policy's prompt and tool-description overrides applied)."""
+    specs = tuple({"type": "function", "function": {
+        "name": t.name,
+        "description": policy.tool_descriptions.get(t.name, t.description),
+        "parameters": t.parameters or {"type": "object", "properties": {}},
+    }} for t in tools)
+    prompt = policy.system_prompt if policy.system_prompt is not None else system_prompt
+    return AgentState(case_id=case.id, messages=tuple(dict(m) for m in case.messages), tools=specs,
+                      system_prompt=prompt, policy=policy.model_dump(exclude_none=True), trial=trial, step=step,
+                      timezone=case.timezone)
+
+
+def _failure(exc: BaseException) -> AgentError:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return AgentError(type(exc).__name__, " ".join(str(exc).split())[:500], tb[-8000:])
+
+
+def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Split an agent's return value into the decision, its cost and record fields.
+
+    Returns:
+        ``(emitted, cost, extra)``: cost has ``input_tokens``, ``output_tokens``, ``latency_ms``
+        (wall milliseconds of the call), ``cost_usd`` (unknown values ``None``; a litellm
+        ``ModelResponse``'s usage is read); extra is ``{"agent": {...}}`` when the agent gave any.
+
+    Raises:
+        AgentError: the agent returned ``None`` (``AgentReturnedNothing``: return a message with
+            no tool calls to call nothing).
+    """
+    cost: dict[str, Any] = {"input_tokens": None, "output_tokens": None, "latency_ms": round(latency_s * 1000, 3),
+                            "cost_usd": None}
+    extra: dict[str, Any] = {}
+    if isinstance(result, AgentTurn):
+        cost.update(input_tokens=result.input_tokens, output_tokens=result.output_tokens, cost_usd=result.cost_usd)
+        if result.extra:
+            extra["agent"] = dict(result.extra)
+        result = result.emitted
+    else:
+        usage = getattr(result, "usage", None)
+        if usage is not None and not isinstance(result, Mapping):
+            cost["input_tokens"] = getattr(usage, "prompt_tokens", None)
+            cost["output_tokens"] = getattr(usage, "completion_tokens", None)
+    if result is None:
+        raise AgentError("AgentReturnedNothing", "the agent returned None; to call no tool, return a message "
+                                                 "without tool calls, e.g. {'role': 'assistant', 'content': '...'}")
+    return result, cost, extra
+
+
+def call_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Call a sync agent (an async one is run to completion on a new event loop).
+
+    Returns:
+        ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
+
+    Raises:
+        AgentError: the agent raised (its traceback kept) or returned ``None``.
+    """
+    t0 = time.perf_counter()
+    try:
+        result = agent(state)
+        if inspect.isawaitable(result):
+            import asyncio
+
+            result = asyncio.run(_awaited(result))
+    except Exception as exc:
+        raise _failure(exc) from exc
+    return agent_cost(result, time.perf_counter() - t0)
+
+
+async def _awaited(result: Awaitable[Any]) -> Any:
+    return await result
+
+
+async def run_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Await an async agent (on the turn pool's event loop).
+
+    Returns:
+        ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
+
+    Raises:
+        AgentError: the agent raised (its traceback kept) or returned ``None``.
+    """
+    t0 = time.perf_counter()
+    try:
+        result = agent(state)
+        if inspect.isawaitable(result):
+            result = await result
+    except Exception as exc:
+        raise _failure(exc) from exc
+    return agent_cost(result, time.perf_counter() - t0)
