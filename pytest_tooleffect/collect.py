@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from .agent import Agent, AgentError, load_agent
-from .cases import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, is_case_file, load_case_file, load_family
+from .cases import load_case_file
+from .family import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, is_case_file, load_family
 from .models import Case, Policy, ToolSpec
 from .options import REPLAY, Settings, settings_key
 from .outcomes import DecisionFailed

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .cases import FAMILY_FILE
+from .family import FAMILY_FILE
 from .options import OPT_RECORDS, Settings, settings_key
 from .records import RecordLog
 
