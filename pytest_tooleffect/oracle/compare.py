@@ -510,6 +510,10 @@ def compare_args(tool: str, schema: Mapping[str, Any], expected: Mapping[str, An
         One :class:`FieldResult` per judged leaf or group; the call's arguments are acceptable
         when every result is ``ok``.
 
+    Raises:
+        LookupError: a predicate reads a state value or user callable that does not exist
+            (a configuration error, not the agent's).
+
     """
     rules = rules or NO_RULES
     comparer = Comparer(tool, rules, ctx or NO_CONTEXT)
