@@ -440,6 +440,82 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
         return 2
 
 
+def _cmd_baseline_save(args: argparse.Namespace) -> int:
+    from .baseline import Baseline, BaselineError
+    from .records import read_records
+
+    path, out = Path(args.records), Path(args.out)
+    try:
+        records = read_records(path)
+    except OSError as exc:
+        print(f"tooleffect baseline save: {path}: cannot be read ({exc.strerror or exc})", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"tooleffect baseline save: {path}: {exc}", file=sys.stderr)
+        return 2
+    if not records:
+        print(f"tooleffect baseline save: {path}: no records (was anything scored?)", file=sys.stderr)
+        return 2
+    try:
+        baseline = Baseline.from_records(records, source=str(path))
+    except BaselineError as exc:
+        print(f"tooleffect baseline save: {exc}", file=sys.stderr)
+        return 2
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(baseline.dumps(), encoding="utf-8")
+    except OSError as exc:
+        print(f"tooleffect baseline save: --out {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    d = list(baseline.decisions.values())
+    passed = sum(1 for x in d if x.passed)
+    errors = sum(1 for x in d if x.outcome == "error")
+    print(f"tooleffect baseline: {len(d)} decisions ({passed} passed, {len(d) - passed - errors} failed; {errors} "
+          f"errors, kept as errors and never compared) of {len(baseline.groups)} family x policy written to {out}")
+    for g in baseline.groups:
+        print(f"  {g.family}/{g.policy}: {g.decisions} decisions, label set {g.label_set_fingerprint}")
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .baseline import BaselineError, compare, fingerprint_mismatches, load_runs, render_comparison
+
+    try:
+        a, b = load_runs(Path(args.a)), load_runs(Path(args.b))
+    except BaselineError as exc:
+        print(f"tooleffect compare: {exc}", file=sys.stderr)
+        return 2
+    mismatches = fingerprint_mismatches(a, b)
+    if mismatches and not args.shared_only:
+        for family, policy, fa, fb in mismatches:
+            print(f"tooleffect compare: family {family}, policy {policy}: label-set fingerprints differ (A {fa}, "
+                  f"B {fb}): not one quantity measured twice; --shared-only compares the shared decisions whose "
+                  "labels did not change", file=sys.stderr)
+        return 2
+    comparison = compare(a, b, "skip")
+    if not comparison["totals"]["compared"]:
+        print(f"tooleffect compare: {args.a} and {args.b} pair no decision (decisions pair by record id: family, "
+              "case, policy and trial)", file=sys.stderr)
+        return 2
+    left = comparison["totals"]["left_out"]
+    comparison["restricted"] = {
+        "shared_only": bool(args.shared_only), "blocks": [f"{f}/{p}" for f, p, _, _ in mismatches],
+        "left_out": sum(left.values()) + comparison["totals"]["new"],
+        "by_reason": {**left, "only_in_b": comparison["totals"]["new"]}}
+    if args.json:
+        print(json.dumps({"a": args.a, "b": args.b, **comparison}, indent=2))
+        return 0
+    print(f"A = {args.a}\nB = {args.b}")
+    if mismatches:
+        r = comparison["restricted"]
+        reasons = ", ".join(f"{'only in B' if k == 'only_in_b' else k.replace('_', ' ')} {v}"
+                            for k, v in r["by_reason"].items() if v)
+        print(f"restricted to the shared decisions with unchanged labels (--shared-only; label sets differ in "
+              f"{', '.join(r['blocks'])}): {r['left_out']} decisions left out ({reasons})")
+    print(render_comparison(comparison), end="")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tooleffect`` command line."""
     parser = argparse.ArgumentParser(prog="tooleffect", description=__doc__)
@@ -514,6 +590,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cases", default="cases")
     p.add_argument("--port", type=int, default=8011)
     p.set_defaults(func=_cmd_serve)
+    p = sub.add_parser("baseline", help="store the per-decision verdicts of an accepted run (--tooleffect-baseline)")
+    bsub = p.add_subparsers(dest="action", required=True)
+    p = bsub.add_parser("save", help="a baseline file from a run's record log")
+    p.add_argument("records", help="the accepted run's record log (JSONL)")
+    p.add_argument("--out", default="tooleffect-baseline.json", help="default tooleffect-baseline.json")
+    p.set_defaults(func=_cmd_baseline_save)
+    p = sub.add_parser("compare", help="two runs decision by decision: flips, rates before and after, exact McNemar")
+    p.add_argument("a", help="the earlier run: a record log (JSONL) or a baseline file")
+    p.add_argument("b", help="the later run: a record log (JSONL) or a baseline file")
+    p.add_argument("--shared-only", action="store_true",
+                   help="when label sets differ, compare the shared decisions whose labels did not change")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_compare)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

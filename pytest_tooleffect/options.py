@@ -24,8 +24,10 @@ from .model_turn import Price
 from .models import Policy
 
 __all__ = [
+    "BASELINE_CHANGED_LABELS",
     "CACHE_MODES",
     "DEFAULT_RECORDS",
+    "INI_BASELINE",
     "INI_IMAGE",
     "INI_JUDGE_CACHE",
     "INI_KEEP",
@@ -40,6 +42,8 @@ __all__ = [
     "KEEP_MODES",
     "OPT_AGENT",
     "OPT_API_BASE",
+    "OPT_BASELINE",
+    "OPT_BASELINE_CHANGED",
     "OPT_CACHE",
     "OPT_CONCURRENCY",
     "OPT_JUDGE",
@@ -88,6 +92,8 @@ OPT_TPM = "--tooleffect-tpm"
 OPT_SANDBOX = "--tooleffect-sandbox"
 OPT_KEEP = "--tooleffect-keep-sandbox"
 OPT_ROLLOUT = "--tooleffect-rollout"
+OPT_BASELINE = "--tooleffect-baseline"
+OPT_BASELINE_CHANGED = "--tooleffect-baseline-changed-labels"
 
 INI_RECORDS = "tooleffect_records"
 INI_JUDGE_CACHE = "tooleffect_judge_cache"
@@ -100,10 +106,12 @@ INI_SANDBOX = "tooleffect_sandbox"
 INI_KEEP = "tooleffect_keep_sandbox"
 INI_POOL = "tooleffect_sandbox_pool"
 INI_IMAGE = "tooleffect_sandbox_image"
+INI_BASELINE = "tooleffect_baseline"
 
 DEFAULT_RECORDS = "reports/tooleffect-records.jsonl"
 CACHE_MODES = ("off", "read", "write", "readwrite")
 KEEP_MODES = ("never", "failed", "always")
+BASELINE_CHANGED_LABELS = ("skip", "compare")
 
 #: The offline default policy: replay the action the agent actually took (``recorded``).
 REPLAY = Policy(name="replay")
@@ -163,6 +171,8 @@ class Settings:
         rate_window_s: the rate limits' window, in seconds.
         rate_file: a limiter state file shared by every run that names it, or ``None``.
         sandbox: the sandbox's settings.
+        baseline: the baseline file a run's outcomes are classified against, or ``None``.
+        baseline_changed_labels: ``skip`` or ``compare`` decisions whose label changed since the baseline.
     """
 
     report: Path | None
@@ -189,6 +199,8 @@ class Settings:
     rate_window_s: float = 60.0
     rate_file: Path | None = None
     sandbox: SandboxSettings | None = None
+    baseline: Path | None = None
+    baseline_changed_labels: str = "skip"
 
     @property
     def live(self) -> bool:
@@ -329,6 +341,13 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
                     help="let a live policy run up to N steps from each world case's state against its sandbox, "
                          "on its own outputs, until it calls no tool; the end state is judged (default 1: the "
                          "single decision)")
+    group.addoption(OPT_BASELINE, metavar="PATH", type=_path_or_none, default=None,
+                    help=f"classify outcomes against a baseline (tooleffect baseline save): a decision that failed "
+                         f"in it is xfail, one that passed and fails now is a regression (ini {INI_BASELINE})")
+    group.addoption(OPT_BASELINE_CHANGED, choices=BASELINE_CHANGED_LABELS, default="skip",
+                    help="decisions whose label changed since the baseline: skip (default: left out and counted) "
+                         "or compare")
+    parser.addini(INI_BASELINE, "baseline file, relative to the rootdir (empty: none)", default="")
     parser.addini(INI_SANDBOX, "sandbox provider for world cases: docker | local | off", default="docker")
     parser.addini(INI_KEEP, "keep sandboxes for inspection: never | failed | always", default="never")
     parser.addini(INI_POOL, "reuse warm sandbox containers within a process, reset between items", type="bool",
@@ -383,6 +402,8 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         retries=config.getoption(OPT_RETRIES),
         rate_file=_rooted(config, config.getini(INI_RATE_FILE)),
         sandbox=_sandbox_settings(config, sandbox_providers),
+        baseline=_baseline_path(config),
+        baseline_changed_labels=config.getoption(OPT_BASELINE_CHANGED),
         **_rate_settings(config),
     )
     if not hasattr(config, "workerinput"):
@@ -450,6 +471,16 @@ def _load_prices(path: Path | None) -> dict[str, Price]:
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise pytest.UsageError(f"{OPT_PRICES} {path}: {exc}; expected {{model: {{input_per_mtok: USD, "
                                 f"output_per_mtok: USD}}}}") from exc
+
+
+def _baseline_path(config: pytest.Config) -> Path | None:
+    """``--tooleffect-baseline`` (relative to the invocation folder), else ini ``tooleffect_baseline`` (relative
+    to the rootdir); ``None`` when neither is given.
+    """
+    path: Path | None = config.getoption(OPT_BASELINE)
+    if path is not None:
+        return Path(config.invocation_params.dir) / path
+    return _rooted(config, str(config.getini(INI_BASELINE)).strip())
 
 
 def _rooted(config: pytest.Config, value: str) -> Path | None:

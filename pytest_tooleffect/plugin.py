@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from .baseline import BaselinePlugin
 from .collect import CLASS_MARKERS, CaseCollector
 from .decision import ModelTurns, tooleffect_decision
 from .options import addoptions, resolve, settings_key
@@ -27,7 +28,7 @@ from .scoring import Scorer, tooleffect_score
 __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
 _PLUGINS = ("tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes", "tooleffect-scorer",
-            "tooleffect-judge-section", "tooleffect-reporter")
+            "tooleffect-judge-section", "tooleffect-reporter", "tooleffect-baseline")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -46,6 +47,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.hasplugin("xdist"):  # live items carry it for --dist loadgroup
         config.addinivalue_line("markers", "xdist_group(name): group of live tooleffect items (pytest-xdist)")
     settings = config.stash[settings_key] = resolve(config, registered_providers())
+    # read before any plugin object starts anything: a bad baseline file is a usage error
+    baseline = BaselinePlugin(config) if settings.baseline is not None else None
     plugins: dict[str, Any] = {
         "tooleffect-collector": CaseCollector(config),
         "tooleffect-sandboxes": Sandboxes(config),
@@ -56,6 +59,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         plugins["tooleffect-judge-section"] = JudgeSection(settings)
         plugins["tooleffect-reporter"] = Reporter(config)
+    if baseline is not None:  # on workers too: they collect (xfail marks) and make records
+        plugins["tooleffect-baseline"] = baseline
     for name, plugin in plugins.items():
         config.pluginmanager.register(plugin, name)
 

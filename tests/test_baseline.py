@@ -1,0 +1,371 @@
+"""Baselines and comparison: ``tooleffect baseline save``, ``--tooleffect-baseline`` (known
+failures xfail, regressions fail, fixes xpass), the report's baseline block, ``tooleffect compare``
+and the exact McNemar test.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import scipy.stats  # noqa: F401  (numpy's extension loads once per process: import before pytester's module snapshot)
+from statsmodels.stats.contingency_tables import mcnemar
+
+from pytest_tooleffect.baseline import (
+    Baseline,
+    BaselineError,
+    Decision,
+    classify,
+    compare,
+    fingerprint_mismatches,
+    mcnemar_exact,
+    record_passed,
+)
+from pytest_tooleffect.cli import main as cli
+from pytest_tooleffect.report import dumps, summarise
+
+FAMILY = """\
+name: bl
+system_prompt: You answer mail.
+tools:
+  - name: read_thread
+    parameters: {type: object, properties: {thread_id: {type: string}}, required: [thread_id]}
+    annotations: {readOnlyHint: true}
+"""
+READ = {"name": "read_thread", "arguments": '{"thread_id": "th-1"}'}
+READ_TH1 = {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "th-1"}}]}
+READ_TH2 = {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "th-2"}}]}
+NONE = {"valid_actions": [{"tool": None}]}
+
+
+def case(cid: str, label: dict[str, Any], calls: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    recorded: dict[str, Any] = {"tool_calls": calls} if calls else {"tool_calls": [], "text": "Done."}
+    return {"id": cid, "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+            "messages": [{"role": "user", "content": "hi"}], "label": label, "recorded": recorded,
+            "source": "authored", **extra}
+
+
+#: the accepted run: p, r, l and x pass (x is xfail in its case file, so XPASS), k and f fail
+ACCEPTED = [
+    case("p-pass", READ_TH1, [READ]),
+    case("r-regress", NONE, []),
+    case("k-known", NONE, [READ]),
+    case("f-fixed", READ_TH1, []),
+    case("l-label", READ_TH1, [READ]),
+    case("x-case-xfail", NONE, [], xfail="a fault the team knows"),
+]
+#: the next run: r and x now call a tool (regressions), f reads (fixed), l's label changed, n is new
+NEXT = [
+    case("p-pass", READ_TH1, [READ]),
+    case("r-regress", NONE, [READ]),
+    case("k-known", NONE, [READ]),
+    case("f-fixed", READ_TH1, [READ]),
+    case("l-label", READ_TH2, [READ]),
+    case("x-case-xfail", NONE, [READ], xfail="a fault the team knows"),
+    case("n-new", NONE, [READ]),
+]
+STATUSES = {"bl/p-pass[replay]": "passing", "bl/r-regress[replay]": "regression", "bl/k-known[replay]": "known",
+            "bl/f-fixed[replay]": "fixed", "bl/l-label[replay]": "label_changed",
+            "bl/x-case-xfail[replay]": "regression", "bl/n-new[replay]": "new"}
+
+
+def write_family(root: Path, cases: list[dict[str, Any]]) -> None:
+    fam = root / "cases" / "bl"
+    fam.mkdir(parents=True, exist_ok=True)
+    (fam / "family.yaml").write_text(FAMILY)
+    (fam / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+
+
+def records(path: Path) -> dict[str, dict[str, Any]]:
+    return {r["id"]: r for r in map(json.loads, path.read_text().splitlines())}
+
+
+def accepted_baseline(pytester: pytest.Pytester) -> Path:
+    """Run the accepted family, save its baseline, and leave the next run's family in place."""
+    write_family(pytester.path, ACCEPTED)
+    first = pytester.runpytest("cases/", "--tooleffect-records=accepted.jsonl", "--tooleffect-report=accepted.json")
+    first.assert_outcomes(passed=3, failed=2, xpassed=1)
+    out = pytester.path / "tooleffect-baseline.json"
+    assert cli(["baseline", "save", str(pytester.path / "accepted.jsonl"), "--out", str(out)]) == 0
+    write_family(pytester.path, NEXT)
+    return out
+
+
+# ------------------------------------------------------------------------------ end to end
+
+
+def test_a_run_against_its_baseline(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    base_path = accepted_baseline(pytester)
+    assert "tooleffect baseline: 6 decisions (4 passed, 2 failed; 0 errors" in capsys.readouterr().out
+    base = json.loads(base_path.read_text())
+    assert base["kind"] == "tooleffect-baseline" and base["version"] == 1
+    (group,) = base["groups"]
+    accepted_report = json.loads((pytester.path / "accepted.json").read_text())
+    assert group["label_set_fingerprint"] == accepted_report["blocks"][0]["label_set_fingerprint"]
+    assert (group["family"], group["policy"], group["decisions"], group["errors"]) == ("bl", "replay", 6, 0)
+    assert base["decisions"]["bl/k-known[replay]"] == {
+        "family": "bl", "policy": "replay", "case_id": "k-known", "trial": 1, "outcome": "scored", "passed": False,
+        "kind": "tool_when_none_needed", "error": None, "label_hash": base["decisions"]["bl/k-known[replay]"][
+            "label_hash"], "class": "no_tool", "name_ok": False, "name_args_ok": False, "effect_ok": None}
+    assert [d["passed"] for d in base["decisions"].values()] == [False, False, True, True, True, True]
+
+    result = pytester.runpytest("cases/", "-rA", f"--tooleffect-baseline={base_path}",
+                                "--tooleffect-records=next.jsonl", "--tooleffect-report=next.json")
+    result.assert_outcomes(passed=1, failed=4, xfailed=1, xpassed=1)
+    out = result.stdout.str()
+    result.stdout.fnmatch_lines_random([
+        "tooleffect: baseline *tooleffect-baseline.json (saved *, 6 decisions; changed labels: skip)",
+        # the failures' messages (the short summary names the exception type before them)
+        "regression: bl/r-regress[[]replay[]]: tool_when_none_needed: expected {null}, emitted read_thread (was "
+        "ok_no_tool in the baseline tooleffect-baseline.json)",
+        "regression: bl/x-case-xfail[[]replay[]]: tool_when_none_needed: *",
+        "bl/l-label[[]replay[]]: right_tool_wrong_args: *",
+        "bl/n-new[[]replay[]]: tool_when_none_needed: *",
+        "FAILED cases/bl/cases.jsonl::r-regress[[]replay[]] - *",
+        "FAILED cases/bl/cases.jsonl::x-case-xfail[[]replay[]] - *",
+        "XFAIL cases/bl/cases.jsonl::k-known[[]replay[]] - known failure: tool_when_none_needed in the baseline *",
+        "XPASS cases/bl/cases.jsonl::f-fixed[[]replay[]]*",
+        # the terminal lines, after the tooleffect report
+        "baseline *tooleffect-baseline.json: 5 decisions compared: 2 regressed, 1 fixed, known failures 1, new 1",
+        "left out: 1 the label changed since the baseline*",
+        "regression bl/r-regress[[]replay[]]: ok_no_tool → tool_when_none_needed",
+        "regression bl/x-case-xfail[[]replay[]]: ok_no_tool → tool_when_none_needed",
+        "fixed bl/f-fixed[[]replay[]]: none_when_tool_needed → ok",
+        "bl/replay: McNemar exact p = 1 (pass→fail 2, fail→pass 1, on 5 paired decisions)",
+    ])
+    assert out.index("tooleffect report") < out.index("McNemar exact p")
+    assert "regression: bl/l-label" not in out and "regression: bl/n-new" not in out
+
+    recs = records(pytester.path / "next.jsonl")
+    assert {rid: r["baseline"]["status"] for rid, r in recs.items()} == STATUSES
+    block = json.loads((pytester.path / "next.json").read_text())["baseline"]
+    (b,) = block["blocks"]
+    assert block["changed_labels"] == "skip" and block["path"] == str(base_path)
+    assert b["compared"] == 5 and (b["known"], b["passing"], b["new"]) == (1, 1, 1)
+    assert b["left_out"] == {"label_changed": 1, "error_before": 0, "error_after": 0, "not_in_after": 0}
+    assert b["label_changed_ids"] == ["bl/l-label[replay]"]
+    assert [f["id"] for f in b["regressions"]] == ["bl/r-regress[replay]", "bl/x-case-xfail[replay]"]
+    assert b["fixes"] == [{"id": "bl/f-fixed[replay]", "class": "single", "before": "none_when_tool_needed",
+                           "after": "ok"}]
+    assert b["mcnemar"]["table"] == [[1, 2], [1, 1]] and b["mcnemar"]["p_value"] == 1.0
+    assert not b["same_label_set"] and b["label_set_fingerprint"]["before"] == group["label_set_fingerprint"]
+    single, no_tool = b["classes"]["single"], b["classes"]["no_tool"]
+    assert single["n"] == 2 and single["name"]["before"]["correct"] == 1 and single["name"]["after"]["correct"] == 2
+    assert no_tool["n"] == 3 and no_tool["name_args"]["before"]["display"] == "66.7"
+    assert no_tool["name_args"]["after"]["display"] == "0.0" and "effect" not in no_tool
+
+
+def test_changed_labels_are_compared_when_asked(pytester: pytest.Pytester) -> None:
+    base_path = accepted_baseline(pytester)
+    result = pytester.runpytest("cases/", "-rA", f"--tooleffect-baseline={base_path}",
+                                "--tooleffect-baseline-changed-labels=compare", "--tooleffect-records=next.jsonl",
+                                "--tooleffect-report=next.json")
+    result.assert_outcomes(passed=1, failed=4, xfailed=1, xpassed=1)
+    result.stdout.fnmatch_lines(["regression: bl/l-label[[]replay[]]: right_tool_wrong_args: *"])
+    assert records(pytester.path / "next.jsonl")["bl/l-label[replay]"]["baseline"] == {"status": "regression"}
+    (b,) = json.loads((pytester.path / "next.json").read_text())["baseline"]["blocks"]
+    assert b["compared"] == 6 and b["left_out"]["label_changed"] == 0 and b["label_changed_compared"] == 1
+
+
+def test_xdist_gives_the_same_outcomes_and_records(pytester: pytest.Pytester) -> None:
+    pytest.importorskip("xdist")
+    base_path = accepted_baseline(pytester)
+    pytester.makeini(f"[pytest]\ntooleffect_baseline = {base_path.name}\n")  # the ini key, relative to the rootdir
+    outcomes = {}
+    for n in ("0", "2"):
+        result = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", n, f"--tooleffect-records=l{n}.jsonl",
+                                               f"--tooleffect-report=r{n}.json")
+        outcomes[n] = {k: v for k, v in result.parseoutcomes().items() if k in ("passed", "failed", "xfailed",
+                                                                               "xpassed", "errors")}
+        assert "bl/replay: McNemar exact p = 1 (pass→fail 2, fail→pass 1, on 5 paired decisions)" in result.stdout.str()
+    assert outcomes["0"] == outcomes["2"] == {"passed": 1, "failed": 4, "xfailed": 1, "xpassed": 1}
+    l0, l2 = (sorted((pytester.path / f"l{n}.jsonl").read_text().splitlines()) for n in ("0", "2"))
+    assert l0 == l2 and len(l0) == 7
+    assert {json.loads(r)["id"]: json.loads(r)["baseline"]["status"] for r in l2} == STATUSES
+    r0, r2 = (json.loads((pytester.path / f"r{n}.json").read_text())["baseline"] for n in ("0", "2"))
+    assert r0 == r2
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    (None, "*--tooleffect-baseline *missing.json: <file>: cannot be read (No such file or directory)*"),
+    ("{not json", "*--tooleffect-baseline *base.json: <file>: not JSON (*line 1)*"),
+    ('{"kind": "tooleffect-baseline", "version": 7}', "*base.json: version: this plugin reads version 1, the file is 7*"),
+    ('{"version": 1, "blocks": []}', "*base.json: kind: not a tooleffect baseline: a JSON report*"),
+    ('{"kind": "tooleffect-baseline", "version": 1, "created": "x", "groups": [], "decisions": '
+     '{"bl/a[replay]": {"family": "bl", "policy": "replay", "case_id": "a", "outcome": "scored", "passed": "maybe", '
+     '"label_hash": "h", "class": "single"}}}',
+     "*base.json: decisions.bl/a[[]replay[]].passed: Input should be a valid boolean*"),
+])
+def test_a_bad_baseline_file_is_a_usage_error_before_any_test(pytester: pytest.Pytester, content: str | None,
+                                                                 message: str) -> None:
+    write_family(pytester.path, ACCEPTED)
+    name = "missing.json" if content is None else "base.json"
+    if content is not None:
+        (pytester.path / name).write_text(content)
+    result = pytester.runpytest("cases/", f"--tooleffect-baseline={name}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    assert "passed" not in result.stdout.str() and "failed" not in result.stdout.str()
+
+
+# ------------------------------------------------------------------------------------- CLI
+
+
+def test_compare_refuses_different_label_sets_and_restricts_when_asked(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    base_path = accepted_baseline(pytester)
+    pytester.runpytest("cases/", "--tooleffect-records=next.jsonl")
+    capsys.readouterr()
+    a, b = str(pytester.path / "accepted.jsonl"), str(pytester.path / "next.jsonl")
+    fp_a = json.loads(base_path.read_text())["groups"][0]["label_set_fingerprint"]
+
+    assert cli(["compare", a, b]) == 2
+    err = capsys.readouterr().err
+    assert f"family bl, policy replay: label-set fingerprints differ (A {fp_a}, B " in err
+    assert "--shared-only" in err
+
+    assert cli(["compare", a, b, "--shared-only"]) == 0
+    out = capsys.readouterr().out
+    assert ("restricted to the shared decisions with unchanged labels (--shared-only; label sets differ in "
+            "bl/replay): 2 decisions left out (label changed 1, only in B 1)") in out
+    assert "regressions (2): bl/r-regress[replay] (ok_no_tool → tool_when_none_needed)" in out
+    assert "fixes (1): bl/f-fixed[replay] (none_when_tool_needed → ok)" in out
+    assert "bl/replay: McNemar exact p = 1 (pass→fail 2, fail→pass 1, on 5 paired decisions)" in out
+
+    # a baseline file on one side, --json: the same comparison
+    assert cli(["compare", str(base_path), b, "--shared-only", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["restricted"]["left_out"] == 2 and data["totals"]["regressions"] == 2
+    (block,) = data["blocks"]
+    assert block["mcnemar"]["table"] == [[1, 2], [1, 1]]
+
+    # the same label set: compared without asking
+    assert cli(["compare", a, str(base_path)]) == 0
+    out = capsys.readouterr().out
+    assert "same label set" in out and "6 compared: 0 regressed, 0 fixed, known failures 2, passing 4" in out
+    assert "restricted" not in out
+
+
+def test_compare_and_save_name_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_text(json.dumps({"id": "bl/a[replay]", "family": "bl"}) + "\n")
+    assert cli(["baseline", "save", str(log), "--out", str(tmp_path / "b.json")]) == 2
+    assert f"{log}: record 1: not a tooleffect record (missing policy, case_id, outcome, class, label_hash)" in (
+        capsys.readouterr().err)
+    assert cli(["compare", str(tmp_path / "nope.jsonl"), str(log)]) == 2
+    assert "nope.jsonl: <file>: cannot be read" in capsys.readouterr().err
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"version": 1, "blocks": []}))
+    assert cli(["compare", str(report), str(log)]) == 2
+    assert "kind: not a tooleffect baseline: a JSON report" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------ units
+
+
+def test_mcnemar_exact_is_statsmodels_on_a_known_table() -> None:
+    table = [[30, 1], [9, 12]]  # b = 1 regression, c = 9 fixes
+    assert mcnemar_exact(table) == 0.021484375 == mcnemar(table, exact=True).pvalue  # 2 (1 + 10) / 2**10
+    assert mcnemar_exact([[5, 0], [0, 4]]) == 1.0  # no discordant pair
+    assert mcnemar_exact([[0, 3], [0, 0]]) == 0.25  # 2 / 2**3
+
+
+def rec(cid: str, cls: str = "single", kind: str | None = "ok", name: bool = True, args: bool = True,
+        effect: bool | None = None, label: str = "h1", policy: str = "replay", trial: int | None = None,
+        **extra: Any) -> dict[str, Any]:
+    rid = f"fam/{cid}[{policy}]" if trial is None else f"fam/{cid}[{policy}:{trial}]"
+    r: dict[str, Any] = {"id": rid, "family": "fam", "case_id": cid, "policy": policy, "trial": trial or 1,
+                         "class": cls, "bucket": "last", "label_hash": label, "xfail": False,
+                         "outcome": "scored" if kind else "error",
+                         "verdict": {"kind": kind, "name_ok": name, "name_args_ok": args} if kind else None,
+                         "error": None if kind else {"type": "Timeout", "message": "slow"},
+                         "cost": {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None},
+                         **extra}
+    if effect is not None:
+        r["effect"] = {"passed": effect, "kind": "ok" if effect else "wrong_state"}
+    return r
+
+
+@pytest.mark.parametrize(("before", "after", "mode", "status"), [
+    (None, rec("a"), "skip", "new"),
+    (rec("a", kind=None), rec("a"), "skip", "not_compared"),
+    (rec("a"), rec("a", kind=None), "skip", "not_compared"),
+    (rec("a"), rec("a", kind="wrong_tool", name=False, args=False, label="h2"), "skip", "label_changed"),
+    (rec("a"), rec("a", kind="wrong_tool", name=False, args=False, label="h2"), "compare", "regression"),
+    (rec("a"), rec("a"), "skip", "passing"),
+    (rec("a"), rec("a", effect=False), "skip", "regression"),  # the effect is part of the pass/fail
+    (rec("a", kind="wrong_tool"), rec("a", kind="wrong_tool"), "skip", "known"),
+    (rec("a", kind="right_tool_wrong_args", args=False), rec("a"), "skip", "fixed"),
+])
+def test_classify(before: dict[str, Any] | None, after: dict[str, Any], mode: str, status: str) -> None:
+    b = None if before is None else Decision.from_record(before)
+    assert classify(b, Decision.from_record(after), mode) == status
+
+
+def test_record_passed_is_the_pytest_outcome() -> None:
+    assert record_passed(rec("a")) is True
+    assert record_passed(rec("a", kind="ok_no_tool", cls="no_tool")) is True
+    assert record_passed(rec("a", effect=False)) is False
+    assert record_passed(rec("a", kind="tool_when_none_needed", name=False, args=False)) is False
+    assert record_passed(rec("a", kind=None)) is None
+
+
+def test_a_baseline_keeps_errors_as_errors_and_the_reports_fingerprint() -> None:
+    recs = [rec("a"), rec("b", kind=None), rec("c", kind="wrong_tool", name=False, args=False, model="m/x")]
+    base = Baseline.from_records(recs, source="log.jsonl", created="2025-01-01T00:00:00+00:00")
+    assert base.decisions["fam/b[replay]"].outcome == "error" and base.decisions["fam/b[replay]"].passed is None
+    assert base.decisions["fam/b[replay]"].error == "Timeout"
+    (group,) = base.groups
+    (block,) = json.loads(dumps(summarise(recs)))["blocks"]
+    assert group.label_set_fingerprint == block["label_set_fingerprint"] and group.errors == 1
+    assert group.models == ["m/x"]
+    again = Baseline.from_json(json.loads(base.dumps()))
+    assert again == base
+    # an error on either side is never compared
+    comp = compare(base, Baseline.from_records([rec("a", kind="wrong_tool"), rec("b"), rec("c", kind=None)]))
+    (b,) = comp["blocks"]
+    assert b["compared"] == 1 and b["left_out"]["error_before"] == 1 and b["left_out"]["error_after"] == 1
+    assert [f["id"] for f in b["regressions"]] == ["fam/a[replay]"]
+
+
+def test_compare_levels_trials_and_left_out() -> None:
+    before = Baseline.from_records([
+        rec("a", trial=1, effect=True), rec("a", trial=2, effect=True), rec("b", cls="no_tool", kind="ok_no_tool"),
+        rec("gone")])
+    after = Baseline.from_records([
+        rec("a", trial=1, effect=False), rec("a", trial=2, kind="wrong_tool", name=False, args=False, effect=True),
+        rec("b", cls="no_tool", kind="tool_when_none_needed", name=False, args=False), rec("new")])
+    (b,) = compare(before, after)["blocks"]
+    assert b["compared"] == 3 and b["new"] == 1 and b["left_out"]["not_in_after"] == 1
+    single = b["classes"]["single"]
+    assert single["n"] == 2
+    assert (single["name"]["before"]["correct"], single["name"]["after"]["correct"]) == (2, 1)
+    assert (single["effect"]["before"]["correct"], single["effect"]["after"]["correct"]) == (2, 1)
+    assert "effect" not in b["classes"]["no_tool"]
+    assert b["classes"]["all"]["name_args"]["after"]["display"] == "33.3"
+    assert [f["after"] for f in b["regressions"]] == ["ok, effect failed", "wrong_tool", "tool_when_none_needed"]
+    assert b["mcnemar"]["table"] == [[0, 3], [0, 0]] and b["mcnemar"]["p_value"] == 0.25
+    assert fingerprint_mismatches(before, after) == [("fam", "replay", before.groups[0].label_set_fingerprint,
+                                                      after.groups[0].label_set_fingerprint)]
+
+
+@pytest.mark.parametrize(("mutate", "field"), [
+    (lambda d: d.pop("groups"), "groups"),
+    (lambda d: d["decisions"].update({"fam/zz[replay]": d["decisions"]["fam/a[replay]"]}), "decisions.fam/zz[replay]"),
+    (lambda d: d["groups"].clear(), "decisions.fam/a[replay]"),
+    (lambda d: d["groups"][0].update(label_set_fingerprint="nope"), "groups.0.label_set_fingerprint"),
+    (lambda d: d["decisions"]["fam/a[replay]"].update(passed=None), "decisions.fam/a[replay]"),
+])
+def test_a_malformed_baseline_names_the_field(mutate: Any, field: str) -> None:
+    data = json.loads(Baseline.from_records([rec("a")]).dumps())
+    mutate(data)
+    with pytest.raises(BaselineError) as info:
+        Baseline.from_json(data, "b.json")
+    assert info.value.field == field and str(info.value).startswith(f"b.json: {field}: ")
+
+
+def test_duplicate_record_ids_are_refused() -> None:
+    with pytest.raises(BaselineError, match=r"log.jsonl: record 2.id: 'fam/a\[replay\]' appears twice"):
+        Baseline.from_records([rec("a"), rec("a")], source="log.jsonl")
