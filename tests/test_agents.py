@@ -1,0 +1,342 @@
+"""The example agents (examples/agents/) as policies, run against the local scripted server.
+
+The server answers every state of the shipped families with that state's recorded decision (the
+wire form of the request, system prompt left out, is looked up in ``replay_index``), so an agent
+that passes the state through faithfully scores exactly as ``replay``; a state nothing recorded
+(a rollout's later step) gets a closing text answer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.cli import replay_index, turn_key
+from pytest_tooleffect.scripted import Reply, ScriptedServer
+from tests.conftest import REPO
+from tests.demo_family import FAMILY, RULES
+
+FAMILIES = ["cases/scheduling", "cases/tau-airline"]
+SAFE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+MODEL = "openai/gpt-4o"  # a model litellm's bundled price map knows, so the agents' cost is priced
+PLAIN = "examples.agents.plain_litellm"
+LANGCHAIN = "examples.agents.langchain_agent"
+CLOSING = "All done, anything else?"
+
+
+def _gpt4o_usd(tokens_in: int, tokens_out: int) -> float:
+    return tokens_in * 2.5e-6 + tokens_out * 1e-5  # gpt-4o in litellm's bundled map
+
+
+def _replies(delay_s: Mapping[str, float] | None = None) -> Callable[[dict[str, Any]], Reply]:
+    """The script: a state's recorded decision, else a closing text answer (after ``delay_s["s"]``)."""
+    index = replay_index(REPO / "cases")
+
+    def answer(body: dict[str, Any]) -> Reply:
+        reply = index.get(turn_key(body.get("messages") or []), Reply(text=CLOSING))
+        return Reply(tool_calls=reply.tool_calls, text=reply.text, delay_s=(delay_s or {}).get("s", 0.0))
+
+    return answer
+
+
+def _env(server: ScriptedServer, pythonpath: Iterable[Path] = ()) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLEFFECT_EXAMPLE_")}
+    env["TOOLEFFECT_EXAMPLE_MODEL"] = MODEL
+    env["TOOLEFFECT_EXAMPLE_API_BASE"] = server.base_url
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def _pytest(args: list[str], out: Path, env: Mapping[str, str], cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    """pytest in a fresh interpreter, records and report written under ``out``."""
+    return subprocess.run([sys.executable, "-m", "pytest", *args, "-q", "-p", "no:cacheprovider",
+                           "--tooleffect-sandbox=local", f"--tooleffect-records={out / 'records.jsonl'}",
+                           f"--tooleffect-report={out / 'report.json'}"],
+                          cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=600)
+
+
+def _records(out: Path) -> dict[str, dict[str, Any]]:
+    rows = [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+    return {r["id"]: r for r in rows}
+
+
+def _by_policy(records: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for r in records.values():
+        out.setdefault(r["policy"], {})[f"{r['family']}/{r['case_id']}"] = r
+    return out
+
+
+def _scored_like_replay(records: Mapping[str, dict[str, Any]], policies: list[str]) -> None:
+    """Every item of each agent policy scored (no error), with replay's verdict and effect, and the
+    agent's usage and price in its cost."""
+    by = _by_policy(records)
+    replay = by["replay"]
+    assert len(replay) >= 250
+    for policy in policies:
+        mine = by[policy]
+        assert mine.keys() == replay.keys(), policy
+        for key, rec in mine.items():
+            assert rec["outcome"] == "scored" and rec["error"] is None, (policy, key, rec["error"])
+            assert rec["verdict"] == replay[key]["verdict"], (policy, key)
+            assert rec.get("effect") == replay[key].get("effect"), (policy, key)  # world cases only
+            cost = rec["cost"]
+            assert (cost["input_tokens"], cost["output_tokens"]) == (100, 20), (policy, key, cost)
+            assert cost["cost_usd"] == pytest.approx(_gpt4o_usd(100, 20)), (policy, key, cost)
+            assert cost["latency_ms"] > 0
+
+
+def test_both_example_agents_score_the_shipped_families_as_replay(tmp_path: Path) -> None:
+    """The plain litellm agent (sync and async) and the LangChain agent by import path, beside replay."""
+    with ScriptedServer(_replies()) as srv:
+        run = _pytest([*FAMILIES, "--tooleffect-policy=replay", f"--tooleffect-agent=plain={PLAIN}:decide",
+                       f"--tooleffect-agent=plain_async={PLAIN}:adecide",
+                       f"--tooleffect-agent=langchain={LANGCHAIN}:decide"], tmp_path, _env(srv))
+        requests = list(srv.requests)
+    assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]  # 1: the recorded agent fails some
+    assert " error" not in run.stdout.splitlines()[-1], run.stdout[-3000:]
+    records = _records(tmp_path)
+    _scored_like_replay(records, ["plain", "plain_async", "langchain"])
+    by = _by_policy(records)
+    # the sync and async variants of one agent decide alike
+    assert {k: r["verdict"] for k, r in by["plain"].items()} == {k: r["verdict"] for k, r in by["plain_async"].items()}
+    agent = by["plain"]["scheduling/sch-one-04"]["agent"]
+    assert agent["callable"] == f"{PLAIN}:decide" and agent["model"] == "gpt-4o"
+    assert agent["tool_names"] == {"calendar.create_event": "calendar_create_event", "mail.reply": "mail_reply"}
+    assert by["langchain"]["scheduling/sch-one-04"]["agent"]["framework"] == "langchain"
+    for block in json.loads((tmp_path / "report.json").read_text())["blocks"]:
+        assert block["n_errors"] == 0 and block["n_scored"] > 0, (block["family"], block["policy"])
+    # what the agents sent: one request per item, tools under provider-safe names, both prompts
+    n = len(by["replay"])
+    assert len(requests) == 3 * n
+    from examples.agents.plain_litellm import AGENT_PROMPT
+
+    family_prompts = {"calendar_create_event": "You are the scheduling assistant of Elena Marín",
+                      "book_reservation": "As an airline agent, you can help users book, modify, or cancel"}
+    plain = 0
+    for body in requests:
+        names = [t["function"]["name"] for t in body["tools"]]
+        assert all(SAFE.match(name) for name in names), names
+        system = body["messages"][0]
+        assert system["role"] == "system"
+        plain += system["content"].startswith(AGENT_PROMPT)
+        (prompt,) = (text for tool, text in family_prompts.items() if tool in names)
+        assert prompt in system["content"]
+        if "calendar_create_event" in names:
+            assert "calendar.create_event" not in json.dumps(body)  # nor in the history's calls
+    assert plain == 2 * n  # the plain agent's own wording before the family's prompt; LangChain sends the family's
+
+
+def test_the_langchain_agent_through_the_conftest_hook(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """A project as a user lays it out: the shipped families, a policy in pyproject.toml and the
+    example's ``pytest_tooleffect_agent`` hook in its conftest.py (the async LangChain agent)."""
+    for folder in ("cases/scheduling", "cases/tau-airline", "oracle"):
+        shutil.copytree(REPO / folder, pytester.path / folder)
+    conftest = (REPO / "conftest.py").read_text()  # the shipped families' predicates
+    pytester.makeconftest(conftest + "\nfrom examples.agents.conftest import pytest_tooleffect_agent  # noqa: E402,F401\n")
+    with ScriptedServer(_replies()) as srv:
+        pytester.makepyprojecttoml(f"""
+            [tool.pytest.ini_options]
+            [tool.tooleffect.policies.langchain]
+            settings = {{model = "gpt-4o", api_base = "{srv.base_url}", temperature = 0}}
+        """)
+        for key, value in _env(srv).items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.delenv("TOOLEFFECT_EXAMPLE_API_BASE")  # the policy's settings say where the model is
+        result = pytester.runpytest("cases/", "--tooleffect-policy=replay", "--tooleffect-policy=langchain",
+                                    "--tooleffect-sandbox=local", "--tooleffect-concurrency=8")
+        requests = list(srv.requests)
+    assert result.ret in (0, 1), result.stdout.str()[-3000:]
+    records = {r["id"]: r for r in map(json.loads, (pytester.path / "reports" / "tooleffect-records.jsonl")
+                                       .read_text().splitlines())}
+    _scored_like_replay(records, ["langchain"])
+    lc = [r for r in records.values() if r["policy"] == "langchain"]
+    assert all(r["agent"] == {"callable": "pytest_tooleffect_agent", "framework": "langchain", "model": "gpt-4o"}
+               for r in lc)
+    assert len(requests) == len(lc)
+    assert all(SAFE.match(t["function"]["name"]) for body in requests for t in body["tools"])
+
+
+AGENTS_UNDER_TEST = '''
+import asyncio
+
+
+def boom(state):
+    return _lookup(state)
+
+
+def _lookup(state):
+    raise RuntimeError(f"no route for {state.case_id}")
+
+
+async def aboom(state):
+    await asyncio.sleep(0)
+    raise KeyError("async agent lost its key")
+
+
+def nothing(state):
+    return None
+'''
+
+
+def _demo_family(root: Path, cases: list[dict[str, Any]]) -> None:
+    fam = root / "cases" / "demo"
+    fam.mkdir(parents=True, exist_ok=True)
+    (root / "oracle").mkdir(exist_ok=True)
+    (fam / "family.yaml").write_text(FAMILY)
+    (root / "oracle" / "demo.yaml").write_text(RULES)
+    (fam / "cases.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
+
+
+def _demo_case(cid: str, label: dict[str, Any]) -> dict[str, Any]:
+    return {"id": cid, "placement": {"step": 0, "run_length": 1, "bucket": "last"}, "timezone": "Europe/Madrid",
+            "messages": [{"role": "user", "content": f"[{cid}] please help"}], "label": label, "source": "authored"}
+
+
+def test_an_agent_that_raises_or_returns_nothing_is_an_error_not_a_verdict(pytester: pytest.Pytester,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = [_demo_case("stop", {"valid_actions": [{"tool": None}]}),
+             _demo_case("read", {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}]})]
+    _demo_family(pytester.path, cases)
+    pytester.makepyfile(agents_under_test=AGENTS_UNDER_TEST)
+    with ScriptedServer([Reply(status=500)]) as srv:  # the example agent's provider fails: litellm raises
+        for key, value in _env(srv, [pytester.path]).items():
+            monkeypatch.setenv(key, value)
+        result = pytester.runpytest("cases/", "--tooleffect-agent=boom=agents_under_test:boom",
+                                    "--tooleffect-agent=aboom=agents_under_test:aboom",
+                                    "--tooleffect-agent=nothing=agents_under_test:nothing",
+                                    f"--tooleffect-agent=plain={PLAIN}:decide", "--tooleffect-report=r.json")
+    result.assert_outcomes(errors=8)
+    result.stdout.fnmatch_lines_random(["*ERROR at setup of demo/read[[]boom[]]*",
+                                        "agent error (not scored): RuntimeError: no route for read",
+                                        "agent error (not scored): KeyError: 'async agent lost its key'",
+                                        "agent error (not scored): AgentReturnedNothing: the agent returned None*"])
+    records = {(r["policy"], r["case_id"]): r for r in map(
+        json.loads, (pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines())}
+    assert len(records) == 8
+    for (policy, _), rec in records.items():
+        assert rec["outcome"] == "error" and rec["verdict"] is None, rec
+        error = rec["error"]
+        expected = {"boom": "RuntimeError", "aboom": "KeyError", "nothing": "AgentReturnedNothing"}.get(policy)
+        if expected:
+            assert error["type"] == expected
+        else:  # the example agent let litellm's exception through, as an agent's own failure
+            assert error["type"] in ("InternalServerError", "APIError"), error
+    tb = records[("boom", "read")]["error"]["traceback"]
+    assert "agents_under_test.py" in tb and "in _lookup" in tb and "RuntimeError: no route for read" in tb
+    assert "agents_under_test.py" in records[("aboom", "stop")]["error"]["traceback"]
+    assert "plain_litellm.py" in records[("plain", "stop")]["error"]["traceback"]
+    nothing = records[("nothing", "stop")]["error"]
+    assert "returned None" in nothing["message"] and nothing.get("traceback") is None  # nothing was raised
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert all(b["n_scored"] == 0 and b["n_errors"] == 2 for b in report["blocks"])
+
+
+def test_the_async_agent_runs_concurrently_and_the_same_under_xdist(tmp_path: Path) -> None:
+    """49 scheduling items, each answered after 0.3 s: at concurrency 16 many are in flight at once
+    (one after another they would take 14.7 s); under -n 2 the records are those of -n 0."""
+    delay = 0.3
+    delays = {"s": delay}
+    runs: dict[str, dict[str, dict[str, Any]]] = {}
+    with ScriptedServer(_replies(delays)) as srv:
+        for name, extra in (("n0", []), ("n2", ["-n", "2"])):
+            out = tmp_path / name
+            run = _pytest(["cases/scheduling", f"--tooleffect-agent=plain_async={PLAIN}:adecide",
+                           "--tooleffect-concurrency=16", *extra], out, _env(srv))
+            assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
+            runs[name] = _records(out)
+            if name == "n0":
+                arrivals = sorted(r["_received"] for r in srv.requests)
+                delays["s"] = 0.0  # the -n 2 run is compared, not timed
+    n = len(runs["n0"])
+    assert n == len(arrivals) >= 40
+    # a loose check, not a benchmark: in one answer's time most requests were already in flight
+    in_flight = max(sum(t <= a < t + delay for a in arrivals) for t in arrivals)
+    assert in_flight >= 8, in_flight
+    assert arrivals[-1] - arrivals[0] < n * delay / 3, arrivals[-1] - arrivals[0]
+
+    def stable(rec: dict[str, Any]) -> dict[str, Any]:  # what does not depend on timing or the worker
+        cost = {k: v for k, v in rec["cost"].items() if k != "latency_ms"}
+        calls = [{k: v for k, v in c.items() if k != "latency_ms"} for s in rec["steps"] for c in s["calls"]]
+        return {"outcome": rec["outcome"], "verdict": rec["verdict"], "effect": rec.get("effect"), "cost": cost,
+                "error": rec["error"], "calls": calls}
+
+    assert runs["n0"].keys() == runs["n2"].keys()
+    assert all(r["outcome"] == "scored" for r in runs["n2"].values())
+    assert {k: stable(r) for k, r in runs["n0"].items()} == {k: stable(r) for k, r in runs["n2"].items()}
+    assert {r["sandbox"]["worker"] for r in runs["n2"].values()} == {"gw0", "gw1"}
+
+
+RECORDING_AGENT = '''
+import json
+import os
+
+from examples.agents import plain_litellm
+
+
+def _log(state):
+    with open(os.environ["AGENT_STATE_LOG"], "a") as f:
+        f.write(json.dumps({"policy": state.policy["name"], "case_id": state.case_id, "step": state.step,
+                            "messages": list(state.messages)}) + "\\n")
+
+
+def decide(state):
+    _log(state)
+    return plain_litellm.decide(state)
+
+
+async def adecide(state):
+    _log(state)
+    return await plain_litellm.adecide(state)
+'''
+
+
+def test_a_rollout_calls_the_agent_again_with_the_tool_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """Two scheduling world cases, three steps at most in the local sandbox: the agent's call runs,
+    and the agent is asked again at step 2 with its call and the result in the messages."""
+    (tmp_path / "recording_agent.py").write_text(RECORDING_AGENT)
+    log = tmp_path / "states.jsonl"
+    with ScriptedServer(_replies()) as srv:
+        env = _env(srv, [tmp_path])
+        env["AGENT_STATE_LOG"] = str(log)
+        run = _pytest(["cases/scheduling", "-k", "sch-one-01 or sch-one-04", "--tooleffect-rollout=3",
+                       "--tooleffect-agent=rec=recording_agent:decide",
+                       "--tooleffect-agent=arec=recording_agent:adecide"], tmp_path, env)
+        requests = list(srv.requests)
+    assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]  # sch-one-04's recorded start is UTC
+    states = [json.loads(x) for x in log.read_text().splitlines()]
+    records = _records(tmp_path)
+    assert len(records) == 4
+    for rec in records.values():
+        mine = sorted((s for s in states if (s["policy"], s["case_id"]) == (rec["policy"], rec["case_id"])),
+                      key=lambda s: s["step"])
+        assert [s["step"] for s in mine] == [1, 2], rec["id"]  # the closing text at step 2 ends the rollout
+        first, second = mine
+        (call,) = rec["steps"][0]["calls"]
+        assistant, result = second["messages"][len(first["messages"]):]
+        assert assistant["role"] == "assistant"
+        assert [tc["function"]["name"] for tc in assistant["tool_calls"]] == [call["name"]]  # original names
+        assert result == {"role": "tool", "tool_call_id": assistant["tool_calls"][0]["id"], "name": call["name"],
+                          "content": call["content"]}
+        assert rec["rollout"]["steps"] == 2 and rec["rollout"]["stopped"] == "no_tool"
+        assert rec["steps"][1]["text"] == CLOSING and rec["steps"][1]["cost"]["input_tokens"] == 100
+        assert rec["rollout"]["cost"]["input_tokens"] == 200
+    create = next(r for r in records.values() if r["case_id"] == "sch-one-04")
+    assert create["steps"][0]["calls"][0]["name"] == "calendar.create_event"
+    # on the wire, the step-2 history carried the call under its provider-safe name, then its result
+    assert len(requests) == 8
+    result = create["steps"][0]["calls"][0]["content"]
+    sent = [b["messages"][-2:] for b in requests if b["messages"][-1].get("content") == result]
+    assert len(sent) == 2  # rec and arec
+    assert all([tc["function"]["name"] for tc in call["tool_calls"]] == ["calendar_create_event"] for call, _ in sent)
