@@ -13,6 +13,7 @@ traceback in the record, never a verdict.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import inspect
 import time
@@ -124,14 +125,18 @@ def is_async(agent: Agent) -> bool:
 
 def agent_state(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
                 trial: int = 1, step: int = 1) -> AgentState:
-    """The state an agent is called with (the policy's prompt and tool-description overrides applied)."""
+    """The state an agent is called with (the policy's prompt and tool-description overrides applied).
+
+    Messages, tool schemas and the policy are deep copies: an agent that edits its state changes
+    neither the case, nor the family's schemas the oracle scores with, nor the next policy's state.
+    """
     specs = tuple({"type": "function", "function": {
         "name": t.name,
         "description": policy.tool_descriptions.get(t.name, t.description),
-        "parameters": t.parameters or {"type": "object", "properties": {}},
+        "parameters": copy.deepcopy(t.parameters) or {"type": "object", "properties": {}},
     }} for t in tools)
     prompt = policy.system_prompt if policy.system_prompt is not None else system_prompt
-    return AgentState(case_id=case.id, messages=tuple(dict(m) for m in case.messages), tools=specs,
+    return AgentState(case_id=case.id, messages=tuple(copy.deepcopy(list(case.messages))), tools=specs,
                       system_prompt=prompt, policy=policy.model_dump(exclude_none=True), trial=trial, step=step,
                       timezone=case.timezone)
 

@@ -157,6 +157,7 @@ class Agents:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.found: dict[str, Agent | str] = {}
+        self.sources: dict[str, str] = {}
 
     def resolve(self, policy: Policy) -> Agent | str | None:
         """The policy's agent, ``None`` for a model or replay policy, or why it cannot be had."""
@@ -165,6 +166,7 @@ class Agents:
         key = policy.model_dump_json()
         if key not in self.found:
             agent = self.config.hook.pytest_tooleffect_agent(policy=policy, config=self.config)
+            self.sources[key] = "pytest_tooleffect_agent" if agent is not None else str(policy.agent)
             if agent is None and policy.agent:
                 try:
                     agent = load_agent(policy.agent)
@@ -178,6 +180,10 @@ class Agents:
                          "not a callable")
             self.found[key] = agent
         return self.found[key]
+
+    def source(self, policy: Policy) -> str | None:
+        """Where the policy's agent came from: its ``agent`` import path, or ``pytest_tooleffect_agent``."""
+        return self.sources.get(policy.model_dump_json())
 
 
 agents_key = pytest.StashKey[Agents]()
@@ -206,7 +212,7 @@ class CaseFile(pytest.File):
             yield InvalidCaseItem.from_parent(self, name="<policy>", problems=[f"{self.path}: {policies}"],
                                               heading="cannot run this family")
             return
-        agents = []
+        agents: list[Agent | None] = []
         for policy in policies:
             agent = config.stash[agents_key].resolve(policy)
             if isinstance(agent, str):
@@ -222,7 +228,8 @@ class CaseFile(pytest.File):
                     name = f"{case.id}[{policy.name}]" if repeats == 1 else f"{case.id}[{policy.name}:{trial}]"
                     item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case, fixtureinfo=fixtureinfo,
                                                 case=case, family=fam, policy=policy, trial=trial,
-                                                decisions=len(policies) * repeats, agent=agent)
+                                                decisions=len(policies) * repeats, agent=agent,
+                                                agent_source=config.stash[agents_key].source(policy))
                     fixtureinfo = item._fixtureinfo
                     self._mark(item, fam, case)
                     yield item
@@ -272,10 +279,11 @@ class CaseItem(pytest.Function):
         trial: 1…K under ``--tooleffect-repeats K``.
         decisions: how many decisions on this case the run scores (policies × repeats).
         agent: the agent callable of an agent policy, else ``None``.
+        agent_source: where the agent came from (its import path, or ``pytest_tooleffect_agent``).
     """
 
     def __init__(self, *, case: Case, family: LoadedFamily, policy: Policy, trial: int = 1, decisions: int = 1,
-                 agent: Agent | None = None, **kwargs: Any) -> None:
+                 agent: Agent | None = None, agent_source: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.case = case
         self.family = family
@@ -283,6 +291,7 @@ class CaseItem(pytest.Function):
         self.trial = trial
         self.decisions = decisions
         self.agent = agent
+        self.agent_source = agent_source if agent is not None else None
 
     @property
     def record_id(self) -> str:

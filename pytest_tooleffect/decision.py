@@ -12,6 +12,7 @@ cancels queued turns on Ctrl-C.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,7 +118,7 @@ class ModelTurns:
             if not is_async(agent):
                 return None
             snapshot = agent_state(case, item.tools, item.family.system_prompt, item.policy, item.trial, step)
-            return self.pool.submit_coroutine(lambda: run_agent(agent, snapshot))
+            return self.pool.submit_coroutine(lambda: _bounded_agent(agent, snapshot, settings.timeout_s))
         return self.pool.submit(case, item.tools, item.family.system_prompt, item.policy, settings.timeout_s,
                                 settings.prices, api_key=_api_key(item), trial=item.trial, retries=settings.retries)
 
@@ -145,7 +146,7 @@ class ModelTurns:
                 else:
                     emitted, cost, extra = future.result()
                 told = extra.get("agent", {})
-                return emitted, cost, {"agent": {"callable": item.policy.agent or "pytest_tooleffect_agent", **told}}
+                return emitted, cost, {"agent": {"callable": item.agent_source, **told}}
             assert future is not None
             turn = wait_turn(future, settings.timeout_s, settings.retries)
         except ProviderError as exc:
@@ -216,6 +217,15 @@ class ModelTurns:
             import shutil
 
             shutil.rmtree(self.rate_dir, ignore_errors=True)
+
+
+async def _bounded_agent(agent: Any, state: Any, timeout_s: float) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """An async agent's turn, bounded by ``--tooleffect-timeout`` (a hung agent is an error outcome)."""
+    try:
+        return await asyncio.wait_for(run_agent(agent, state), timeout_s)
+    except TimeoutError:
+        raise AgentError("Timeout", f"the agent gave no decision within {timeout_s:g} s "
+                                    "(--tooleffect-timeout)") from None
 
 
 def _model_turns(config: pytest.Config) -> ModelTurns:

@@ -340,3 +340,45 @@ def test_a_rollout_calls_the_agent_again_with_the_tool_results(tmp_path: Path, m
     sent = [b["messages"][-2:] for b in requests if b["messages"][-1].get("content") == result]
     assert len(sent) == 2  # rec and arec
     assert all([tc["function"]["name"] for tc in call["tool_calls"]] == ["calendar_create_event"] for call, _ in sent)
+
+
+HUNG_AND_MEDDLING = '''
+import asyncio
+
+
+async def hangs(state):
+    await asyncio.sleep(60)
+
+
+def meddles(state):
+    state.tools[0]["function"]["parameters"]["properties"].clear()
+    state.messages[-1]["content"] = "changed"
+    return {"role": "assistant", "content": "done"}
+'''
+
+
+def test_a_hung_async_agent_times_out_as_an_error(pytester: pytest.Pytester) -> None:
+    _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]})])
+    pytester.makepyfile(agents_under_test=HUNG_AND_MEDDLING)
+    result = pytester.runpytest("cases/", "--tooleffect-agent=hangs=agents_under_test:hangs",
+                                "--tooleffect-timeout=1")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*agent error (not scored): Timeout: the agent gave no decision within 1 s*"])
+
+
+def test_an_agent_that_edits_its_state_changes_nothing_the_oracle_or_the_next_policy_reads() -> None:
+    from pytest_tooleffect.agent import agent_state
+    from pytest_tooleffect.models import Case, Policy, ToolSpec
+
+    tool = ToolSpec.model_validate({"name": "read_thread", "parameters": {
+        "type": "object", "properties": {"thread_id": {"type": "string"}}, "required": ["thread_id"]}})
+    case = Case.model_validate(_demo_case("read", {"valid_actions": [{"tool": "read_thread",
+                                                                      "args": {"thread_id": "t"}}]}))
+    state = agent_state(case, [tool], None, Policy(name="p", agent="m:f", settings={"k": [1]}))
+    state.tools[0]["function"]["parameters"]["properties"].clear()
+    state.messages[-1]["content"] = "changed"
+    state.policy["settings"]["k"].append(2)
+    assert tool.parameters["properties"] == {"thread_id": {"type": "string"}}
+    assert case.messages[-1]["content"] == "[read] please help"
+    again = agent_state(case, [tool], None, Policy(name="p", agent="m:f", settings={"k": [1]}))
+    assert again.tools[0]["function"]["parameters"]["properties"] and again.policy["settings"]["k"] == [1]
