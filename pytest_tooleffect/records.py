@@ -1,12 +1,11 @@
-"""Per-sample records and the JSONL record log.
+"""Per-sample records: the typed :class:`Record`, the one function that makes one, and the JSONL log.
 
-A record is one JSON object per scored sample (or provider error)::
-
-    {"version": 1, "id": "tau-airline/t00-r1-s10[replay]", "family", "case_id", "policy",
-     "outcome": "scored" | "error", "class", "bucket", "step", "run_length", "xfail",
-     "label_hash", "verdict": {...} | null, "no_tool_failure": str | null,
-     "cost": {"input_tokens", "output_tokens", "latency_ms", "cost_usd"},   # null = unknown
-     "error": {"type", "message"} | null, "source": {...}}
+A record is one JSON object per item (one case × policy × trial): a scored decision, or an error
+that is not the agent's decision (provider, agent, sandbox, oracle).  Its keys, in order, are the
+fields of :class:`Record`; the optional ones (the live turn's, the judge's, the sandbox's) are
+present only when the run produced them, and keys a ``pytest_tooleffect_modify_record`` hook adds
+are kept.  :func:`build_record` is the one place a record is made; :func:`record_schema` is its
+JSON Schema (``tooleffect schema record``).
 
 The log is appended and flushed line by line as records complete, so a crash loses nothing.
 """
@@ -17,28 +16,322 @@ import json
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .cases import label_hash
 from .models import Case, ToolSpec
 from .oracle import Verdict
 
-__all__ = ["RECORD_VERSION", "RecordLog", "build_record", "no_tool_failure"]
+__all__ = [
+    "RECORD_VERSION",
+    "Record",
+    "RecordLog",
+    "build_record",
+    "load_records",
+    "no_tool_failure",
+    "read_records",
+    "record_id",
+    "record_schema",
+]
 
 RECORD_VERSION = 1
 UNKNOWN_COST: dict[str, Any] = {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None}
+
+Number = int | float  # JSON numbers keep their type: an int is not written back as a float
+
+
+class _Part(BaseModel):
+    """Base of the record's models: JSON values, keys in declared order, unknown keys kept."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True, ser_json_inf_nan="constants",
+                              validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+
+class Cost(_Part):
+    """What one decision (or one rollout step) spent; ``None`` is unknown, never zero."""
+
+    input_tokens: Number | None = None
+    """Prompt tokens, as the provider counted them."""
+    output_tokens: Number | None = None
+    """Completion tokens, as the provider counted them."""
+    latency_ms: Number | None = None
+    """Wall time of the model call (or the agent's turn) in milliseconds, rate-limit waits excluded."""
+    cost_usd: Number | None = None
+    """Money in US dollars."""
+    priced_by: str | None = None
+    """Where the price came from (a live model turn only)."""
+
+
+class RecordError(_Part):
+    """Why an item was not scored: a failure that is not the agent's decision."""
+
+    type: str
+    """The failure's kind: ``Timeout``, ``RateLimit``, ``SandboxError``, ``OracleError``, …"""
+    message: str
+    """One line, at most a few hundred characters."""
+    traceback: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The formatted traceback of an agent's exception (absent otherwise)."""
+
+
+class FieldRecord(_Part):
+    """The oracle's result for one argument field of the matched call."""
+
+    path: str
+    """``tool.field`` path, array items as ``[i]``, a group of fields as ``a+b``."""
+    ok: bool
+    """The emitted value is acceptable."""
+    rule: str | None = None
+    """What judged it: ``rule:<key>``, ``default:<type>``, ``schema:<type>`` or ``raw``."""
+    reason: str | None = None
+    """Why it failed (absent when it passed)."""
+    expected: Any = None
+    """The label's value (``null`` when the label leaves it to predicates)."""
+    got: Any = None
+    """The emitted value."""
+    approximate: bool | None = None
+    """Present (``true``) when a free-text field was judged by the deterministic fallback."""
+
+
+class VerdictRecord(_Part):
+    """The oracle's verdict on the emitted turn (``Verdict.to_dict``)."""
+
+    name_ok: bool
+    """The tool names (or the abstention) are acceptable: the report's ``name`` level."""
+    name_args_ok: bool
+    """Names and arguments are acceptable: the report's ``name_args`` level."""
+    kind: str
+    """``ok``, ``ok_no_tool``, ``wrong_tool``, ``tool_when_none_needed``, ``none_when_tool_needed``,
+    ``forbidden``, ``right_tool_wrong_args`` or ``malformed_call``."""
+    matched: dict[str, Any] | None = None
+    """The valid alternative the turn was matched to (label form), or ``null``."""
+    fields: list[FieldRecord] = Field(default_factory=list)
+    """Per-field results against the matched alternative."""
+    unruled: list[str] = Field(default_factory=list)
+    """``tool.field`` paths compared raw because no rule covers them."""
+    approximate: bool = False
+    """A free-text field was judged by the deterministic fallback."""
+    emitted: list[dict[str, Any]] = Field(default_factory=list)
+    """The emitted actions, normalised: ``{tool, args}`` each (``tool`` ``null`` for no call)."""
+    forbidden: dict[str, Any] | None = None
+    """The forbidden entry that was hit, or ``null``."""
+    malformed: list[str] = Field(default_factory=list)
+    """Why call attempts could not be parsed."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_names(cls, data: Any) -> Any:
+        """Read logs written before the rename: ``tool_ok`` is ``name_ok``, ``args_ok`` is ``name_args_ok``."""
+        if isinstance(data, Mapping) and ("tool_ok" in data or "args_ok" in data):
+            renamed = {"tool_ok": "name_ok", "args_ok": "name_args_ok"}
+            return {renamed.get(k, k): v for k, v in data.items()}
+        return data
+
+
+class SourceRecord(_Part):
+    """Where the case came from (the case's ``source``, unset values left out)."""
+
+    kind: str
+    """``trace``, ``authored``, ``generated`` or ``import``."""
+    dataset: str | None = None
+    """The dataset a trace or import came from."""
+    trace_id: str | None = None
+    """The trace the state was sampled from."""
+    position: int | None = None
+    """The state's position in that trace."""
+    note: str | None = None
+    """A free note."""
+
+
+class AgentInfo(_Part):
+    """An agent policy's turn: the callable, and what the agent told (its ``AgentTurn.extra``)."""
+
+    callable: str
+    """``package.module:function``, or ``pytest_tooleffect_agent`` for a conftest hook."""
+
+
+class JudgeSpend(_Part):
+    """What the LLM judge spent on this decision's free-text fields (apart from the agent's cost)."""
+
+    model: str
+    """The judge's litellm model name."""
+    calls: int | None = None
+    """Judge calls made."""
+    cached: int | None = None
+    """Judge answers taken from its cache."""
+    input_tokens: Number | None = None
+    """Judge prompt tokens."""
+    output_tokens: Number | None = None
+    """Judge completion tokens."""
+    cost_usd: Number | None = None
+    """Judge money in US dollars (``null``: unknown price)."""
+
+
+class EffectRecord(_Part):
+    """The effect verdict: the sandbox's end state against the case's expected and forbidden effects."""
+
+    passed: bool
+    """The end state meets the effects."""
+    kind: str
+    """``ok``, ``forbidden_effect``, ``unexpected_change`` or ``effect_missing``."""
+    failures: list[str] = Field(default_factory=list)
+    """One line per failed effect."""
+    diff: dict[str, Any] = Field(default_factory=dict)
+    """Rows inserted, deleted and updated per table that changed."""
+
+
+class SandboxInfo(_Part):
+    """The sandbox the decision ran in."""
+
+    provider: str
+    """The sandbox provider (``docker``, ``local``)."""
+    id: str
+    """The sandbox's id (12 characters)."""
+    run: str | None = None
+    """The run id the sandbox is labelled with."""
+    worker: str | None = None
+    """The xdist worker id, or ``main``."""
+    restrictions: list[str] = Field(default_factory=list)
+    """Isolation measures in force, sorted."""
+    restrictions_missing: list[str] = Field(default_factory=list)
+    """Isolation measures the provider could not apply, sorted."""
+
+
+class StepRecord(_Part):
+    """One step run in the sandbox: the calls executed and what came back."""
+
+    step: int
+    """1 for the decision under test, 2… for a rollout's own steps."""
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+    """``{name, arguments, content, error, executed, fault, latency_ms}`` per call (``latency_ms`` in ms)."""
+    text: str | None = None
+    """The turn's text."""
+    cost: Cost = Field(default_factory=Cost)
+    """The step's tokens, latency (ms) and money (empty for a replayed step)."""
+
+
+class RolloutRecord(_Part):
+    """How the rollout went."""
+
+    steps: int
+    """Steps taken."""
+    stopped: str
+    """Why it stopped: ``no_tool``, ``max_steps`` or ``replay``."""
+    limit: int
+    """The step limit (``--tooleffect-rollout``)."""
+    self_steered: bool
+    """More than one step ran (the agent steered itself after the decision under test)."""
+    cost: Cost = Field(default_factory=Cost)
+    """Tokens, latency (ms) and money summed over the steps (``null`` when any step's is unknown)."""
+
+
+class Record(_Part):
+    """One record: the outcome of one item (case × policy × trial).
+
+    Dump it with :meth:`to_json`: keys absent from the input stay absent.
+    """
+
+    version: int = RECORD_VERSION
+    """The record format's version."""
+    id: str
+    """``family/case-id[policy]``, or ``family/case-id[policy:trial]`` under repeats (:func:`record_id`)."""
+    family: str
+    """The case's family."""
+    case_id: str
+    """The case's id, unique within its family."""
+    policy: str
+    """The policy's name (``replay`` for the recorded decisions)."""
+    outcome: Literal["scored", "error"]
+    """``scored`` (a verdict) or ``error`` (not scored: see ``error``)."""
+    label_class: Literal["single", "several", "no_tool"] = Field(alias="class")
+    """The label's class."""
+    bucket: str
+    """The state's position bucket."""
+    step: int
+    """The state's 0-based decision index in its run."""
+    run_length: int
+    """Decisions in the state's run."""
+    xfail: bool
+    """The case is marked as a known failure."""
+    label_hash: str
+    """SHA-256 (16 hex digits) of the label's canonical JSON."""
+    verdict: VerdictRecord | None
+    """The verdict; ``null`` for an error record."""
+    no_tool_failure: Literal["redundant_read", "unwanted_write", "forbidden", "other"] | None
+    """How a failed decision of the no-tool class failed; ``null`` otherwise."""
+    cost: Cost
+    """What the decision spent (all ``null`` for a replayed decision)."""
+    error: RecordError | None
+    """Why the item was not scored; ``null`` for a scored record."""
+    source: SourceRecord
+    """Where the case came from."""
+    model: str | None = None
+    """The policy's litellm model name (``null`` for replay and agent policies)."""
+    trial: int | None = None
+    """The trial, 1…K under ``--tooleffect-repeats K``."""
+    provider_tool_names: dict[str, str] | None = None
+    """Tool names the provider was given where they differ from the originals (a live model turn)."""
+    cached: bool | None = None
+    """The model's answer came from the on-disk cache (a live model turn)."""
+    rate_wait_ms: Number | None = None
+    """Milliseconds the model turn waited for the run-wide rate limit (not part of latency)."""
+    agent: AgentInfo | None = None
+    """An agent policy's turn."""
+    judge: JudgeSpend | None = None
+    """What the LLM judge spent on this decision (present when it was asked)."""
+    effect: EffectRecord | None = None
+    """The effect verdict (a case run in a sandbox)."""
+    sandbox: SandboxInfo | None = None
+    """The sandbox the decision ran in."""
+    steps: list[StepRecord] | None = None
+    """The steps run in the sandbox."""
+    rollout: RolloutRecord | None = None
+    """How the rollout went."""
+    faults: list[str] | None = None
+    """The faults injected into the sandbox's tools, sorted."""
+    recovery: Literal["retried", "other_path", "told_user", "none", "not_observed"] | None = None
+    """How the agent answered the first injected failure; ``null`` when none fired."""
+
+    @model_validator(mode="after")
+    def _scored_has_verdict(self) -> Record:
+        if self.outcome == "scored" and self.verdict is None:
+            raise ValueError("a scored record needs a verdict")
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as written: JSON values, keys in field order, keys unset on input left out.
+
+        Returns:
+            The record as a JSON object (extra keys after the fields).
+        """
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def record_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a record, generated from :class:`Record`.
+
+    Returns:
+        The schema as a JSON object.
+    """
+    schema = Record.model_json_schema(mode="serialization", by_alias=True)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
 def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec]) -> str | None:
     """Sort a failed decision of the no-tool class (DESIGN.md scoring rule 5).
 
+    Args:
+        case: the case (its label gives the class).
+        verdict: the oracle's verdict on the decision.
+        tools: the tools offered, by name (their ``readOnlyHint``).
+
     Returns:
         ``forbidden``; ``redundant_read`` when every called tool declares ``readOnlyHint``;
         ``unwanted_write`` when any called tool does not; ``other`` for the rest (malformed
         calls); ``None`` when the case is not in the no-tool class or the decision passed.
-
     """
-    if case.label is None or case.label.label_class != "no_tool" or verdict.tool_ok:
+    if case.label is None or case.label.label_class != "no_tool" or verdict.name_ok:
         return None
     if verdict.kind == "forbidden":
         return "forbidden"
@@ -51,27 +344,65 @@ def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec])
 
 
 def record_id(family: str, case_id: str, policy: str, trial: int = 1, repeats: int = 1) -> str:
-    """``family/case-id[policy]``, or ``family/case-id[policy:trial]`` when the run repeats cases."""
+    """The id of one item's record, the same string the item and the baseline use.
+
+    Args:
+        family: the family's name.
+        case_id: the case's id.
+        policy: the policy's name.
+        trial: the trial, 1…``repeats``.
+        repeats: trials per case in the run (``--tooleffect-repeats``).
+
+    Returns:
+        ``family/case-id[policy]``, or ``family/case-id[policy:trial]`` when ``repeats > 1``.
+    """
     return f"{family}/{case_id}[{policy}]" if repeats == 1 else f"{family}/{case_id}[{policy}:{trial}]"
 
 
 def build_record(
+    *,
     family: str,
     case: Case,
     policy: str,
-    verdict: Verdict | None,
     tools: Mapping[str, ToolSpec],
-    cost: Mapping[str, Any] | None = None,
-    error: Mapping[str, Any] | None = None,
-    extra: Mapping[str, Any] | None = None,
     repeats: int = 1,
+    verdict: Verdict | None = None,
+    error: Mapping[str, Any] | None = None,
+    cost: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Build one record (see module docstring)."""
-    assert case.label is not None
-    trial = (extra or {}).get("trial", 1)
-    rec: dict[str, Any] = {
+    """Make one item's record: scored (give ``verdict``) or an error (give ``error``).
+
+    Args:
+        family: the family's name.
+        case: the case (labelled).
+        policy: the policy's name.
+        tools: the tools offered, by name.
+        repeats: trials per case in the run (the id carries the trial when it is above 1).
+        verdict: the oracle's verdict, for a scored record.
+        error: ``{type, message}`` (and ``traceback`` for an agent's exception), for an error record.
+        cost: ``input_tokens``, ``output_tokens``, ``latency_ms`` (ms), ``cost_usd`` (USD); a key
+            left out is unknown (``null``).
+        extra: the record's further fields (:class:`Record` from ``model`` on): ``model`` and
+            ``trial`` (the id's trial, default 1), the turn's, the judge's, the sandbox's.  Keys
+            not left out are written, in field order.
+
+    Returns:
+        The record as a JSON object (:meth:`Record.to_json`), which ``pytest_tooleffect_modify_record``
+        hooks may edit in place.
+
+    Raises:
+        ValueError: the case has no label; both or neither of ``verdict`` and ``error`` given;
+            a field of the wrong type.
+    """
+    if case.label is None:
+        raise ValueError(f"case {case.id} has no label: an unlabelled case has no record")
+    if (verdict is None) == (error is None):
+        raise ValueError("a record is either scored (verdict) or an error (error): give exactly one")
+    extra = extra or {}
+    raw: dict[str, Any] = {
         "version": RECORD_VERSION,
-        "id": record_id(family, case.id, policy, trial, repeats),
+        "id": record_id(family, case.id, policy, extra.get("trial", 1), repeats),
         "family": family,
         "case_id": case.id,
         "policy": policy,
@@ -87,16 +418,31 @@ def build_record(
         "cost": {**UNKNOWN_COST, **(cost or {})},
         "error": dict(error) if error else None,
         "source": case.source.model_dump(exclude_none=True),
+        **extra,
     }
-    if extra:
-        rec.update(extra)
-    # records cross process boundaries (xdist) and land in JSON files: keep them JSON values only
-    safe: dict[str, Any] = json.loads(json.dumps(rec, default=str))
-    return safe
+    # records cross process boundaries (xdist) and land in JSON files: JSON values only
+    try:
+        record = Record.model_validate(json.loads(json.dumps(raw, default=str)))
+    except ValidationError as exc:
+        raise ValueError(f"record {raw['id']}: {_first_problem(exc)}") from exc
+    return record.to_json()
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """``field.path: message`` of the first error, and how many more there are."""
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "record"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg']}{more}"
 
 
 class RecordLog:
-    """Append-only JSONL log; each record is written and flushed as it completes."""
+    """Append-only JSONL log; each record is written and flushed as it completes.
+
+    Args:
+        path: the log file (created, with its folder; an existing file is replaced).
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -105,7 +451,7 @@ class RecordLog:
         self._lock = threading.Lock()
 
     def write(self, record: Mapping[str, Any]) -> None:
-        """Append one record and flush it to the operating system."""
+        """Append one record (keys sorted) and flush it to the operating system."""
         line = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
         with self._lock:
             self._fh.write(line + "\n")
@@ -116,19 +462,53 @@ class RecordLog:
         self._fh.close()
 
 
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Read a record log back (for ``tooleffect report``).
-
-    Raises:
-        ValueError: a line that is not JSON (names the line).
-    """
+def _lines(path: Path) -> list[tuple[int, Any]]:
+    """``(line number, JSON value)`` of every non-blank line."""
     out = []
     with open(path, encoding="utf-8") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                out.append(json.loads(line))
+                out.append((n, json.loads(line)))
             except json.JSONDecodeError as exc:
                 raise ValueError(f"line {n} is not JSON ({exc.msg}); a torn last line means the run was cut") from exc
+    return out
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Read a record log back as JSON objects, unchecked.
+
+    Args:
+        path: the JSONL log.
+
+    Returns:
+        One JSON value per non-blank line.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: a line that is not JSON (names the line).
+    """
+    return [value for _, value in _lines(path)]
+
+
+def load_records(path: Path) -> list[Record]:
+    """Read a record log back and check every line against :class:`Record`.
+
+    Args:
+        path: the JSONL log.
+
+    Returns:
+        The records, in the log's order.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: a line that is not JSON or not a record (names the line and the field).
+    """
+    out = []
+    for n, value in _lines(path):
+        try:
+            out.append(Record.model_validate(value))
+        except ValidationError as exc:
+            raise ValueError(f"line {n} is not a tooleffect record ({_first_problem(exc)})") from exc
     return out
