@@ -49,12 +49,12 @@ def test_wilson_interval_matches_the_closed_form() -> None:
     assert wilson_interval(0, 0) is None
 
 
-def _rec(family: str, cls: str, tool_ok: bool, args_ok: bool, kind: str, bucket: str = "last",
+def _rec(family: str, cls: str, name_ok: bool, name_args_ok: bool, kind: str, bucket: str = "last",
          policy: str = "replay", outcome: str = "scored", **extra: Any) -> dict[str, Any]:
     return {"family": family, "policy": policy, "case_id": f"{cls}-{kind}-{bucket}-{extra.get('n', 0)}",
             "label_hash": "h", "class": cls, "bucket": bucket, "outcome": outcome, "xfail": False,
-            "verdict": None if outcome == "error" else {"tool_ok": tool_ok, "args_ok": args_ok, "kind": kind,
-                                                        "fields": extra.get("fields", []), "unruled": []},
+            "verdict": None if outcome == "error" else {"name_ok": name_ok, "name_args_ok": name_args_ok,
+                                                        "kind": kind, "fields": extra.get("fields", []), "unruled": []},
             "no_tool_failure": extra.get("ntf"), "cost": {"input_tokens": None, "output_tokens": None,
                                                          "latency_ms": None, "cost_usd": None},
             "id": f"{family}/{cls}[{policy}]", "error": extra.get("error")}
@@ -71,8 +71,8 @@ def test_families_are_never_pooled_and_errors_are_excluded() -> None:
         _rec("b", "several", True, True, "ok", n=6),
     ]
     rep = summarise(recs, {"a": {"quota": {"last": 4}, "population": {"last": 40}}})
-    assert rep["version"] == 1 and rep["status"] == "complete"
-    a, b = rep["blocks"]
+    assert rep.version == 1 and rep.status == "complete"
+    a, b = rep.to_json()["blocks"]
     assert (a["family"], b["family"]) == ("a", "b")
     assert a["n_scored"] == 4 and a["n_errors"] == 1
     assert a["classes"]["single"]["name"]["correct"] == 2 and a["classes"]["single"]["name_args"]["correct"] == 1
@@ -91,14 +91,14 @@ def test_post_stratified_estimate() -> None:
             _rec("a", "single", False, False, "wrong_tool", bucket="first", n=2),
             _rec("a", "no_tool", True, True, "ok_no_tool", bucket="last", n=3),
             _rec("a", "no_tool", True, False, "right_tool_wrong_args", bucket="last", n=4)]
-    (block,) = summarise(recs, {"a": {"quota": {"first": 2, "last": 2}, "population": {"first": 30, "last": 10}}})[
-        "blocks"]
+    (block,) = summarise(recs, {"a": {"quota": {"first": 2, "last": 2}, "population": {"first": 30, "last": 10}}}
+                         ).to_json()["blocks"]
     est = block["post_stratified_estimate"]
     assert est["weights_from"] == "population" and est["weights"] == {"first": 0.75, "last": 0.25}
     assert est["name_display"] == "62.5"  # 0.75 * 1/2 + 0.25 * 2/2
     assert est["name_args_display"] == "50.0"  # 0.75 * 1/2 + 0.25 * 1/2
     (block,) = summarise(recs, {"a": {"population": {"first": 30, "last": 10},
-                                      "production": {"first": 0.5, "last": 0.5}}})["blocks"]
+                                      "production": {"first": 0.5, "last": 0.5}}}).to_json()["blocks"]
     assert block["post_stratified_estimate"]["weights_from"] == "production"
     assert block["post_stratified_estimate"]["name_display"] == "75.0"
-    assert summarise(recs, {})["blocks"][0]["post_stratified_estimate"] is None
+    assert summarise(recs, {}).blocks[0].post_stratified_estimate is None

@@ -1,0 +1,110 @@
+"""The report's arithmetic: rates, averages, intervals, display rounding, the label-set fingerprint.
+
+DESIGN.md "Report arithmetic": for classes ``i`` with ``n_i`` rows and ``c_i`` correct,
+``r_i = c_i / n_i``; micro-average ``Σc_i / Σn_i = Σ w_i r_i`` with ``w_i = n_i / N``;
+macro-average ``Σ r_i / k`` over the ``k`` classes that have rows.  Percentages display with
+round-half-up on the exact fraction (71.25 → 71.3).  Class intervals are Wilson score
+intervals at 95 % (Wilson, JASA 22(158), 1927), computed by ``scipy.stats.binomtest``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
+from typing import Any, overload
+
+__all__ = ["exact_pct", "fingerprint", "percent", "rate_table", "wilson_interval"]
+
+
+def percent(value: Fraction | float | None, digits: int = 1) -> str:
+    """Format a proportion as a percentage, rounding half up (0.7125 → ``"71.3"``).
+
+    Python's ``round`` and ``format`` round half to even on the binary float and print 71.2;
+    this works on the exact fraction.
+
+    Args:
+        value: a proportion in [0, 1], or ``None`` (no rows).
+        digits: digits after the decimal point.
+
+    Returns:
+        The percentage without its sign, or ``"–"`` for ``None``.
+    """
+    if value is None:
+        return "–"
+    frac = value if isinstance(value, Fraction) else Fraction(value)
+    d = Decimal(frac.numerator) * 100 / Decimal(frac.denominator)
+    return str(d.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
+
+
+@overload
+def exact_pct(value: Fraction) -> float: ...
+
+
+@overload
+def exact_pct(value: Fraction | None) -> float | None: ...
+
+
+def exact_pct(value: Fraction | None) -> float | None:
+    """A proportion as a percentage (float, unrounded), ``None`` for ``None``."""
+    return None if value is None else float(Decimal(value.numerator) * 100 / Decimal(value.denominator))
+
+
+def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
+    """Wilson score interval for ``correct`` successes in ``n`` trials.
+
+    Args:
+        correct: successes.
+        n: trials.
+        confidence: the interval's confidence level.
+
+    Returns:
+        ``(low, high)`` as proportions, or ``None`` when ``n == 0``.
+    """
+    if n == 0:
+        return None
+    from scipy.stats import binomtest
+
+    ci = binomtest(correct, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def rate_table(counts: Mapping[str, tuple[int, int]]) -> dict[str, Any]:
+    """Per-class rates with micro- and macro-average from ``{class: (correct, n)}``.
+
+    Args:
+        counts: ``(correct, n)`` per class.
+
+    Returns:
+        ``{"classes": {name: {n, correct, rate, weight}}, "micro": Fraction, "macro": Fraction,
+        "N": int}``; rates are :class:`~fractions.Fraction` (``None`` for an empty class).
+        Classes with no rows are left out of the macro-average's ``k``.
+    """
+    total_n = sum(n for _, n in counts.values())
+    total_c = sum(c for c, _ in counts.values())
+    classes: dict[str, dict[str, Any]] = {}
+    rates = []
+    for name, (c, n) in counts.items():
+        r = Fraction(c, n) if n else None
+        classes[name] = {"n": n, "correct": c, "rate": r, "weight": Fraction(n, total_n) if total_n else None}
+        if r is not None:
+            rates.append(r)
+    micro = Fraction(total_c, total_n) if total_n else None
+    macro = sum(rates, Fraction(0)) / len(rates) if rates else None
+    return {"classes": classes, "micro": micro, "macro": macro, "N": total_n}
+
+
+def fingerprint(labels: Iterable[tuple[str, str]]) -> str:
+    """Label-set fingerprint: SHA-256 over sorted ``(case id, label hash)`` pairs.
+
+    Args:
+        labels: ``(case id, label hash)`` pairs.
+
+    Returns:
+        16 hex digits.
+    """
+    h = hashlib.sha256()
+    for cid, lh in sorted(labels):
+        h.update(f"{cid}\t{lh}\n".encode())
+    return h.hexdigest()[:16]

@@ -1,0 +1,373 @@
+"""Records in, the :class:`~.model.Report` out: the report's counting, by family × policy.
+
+One block per family × policy: families are separate populations and are never pooled.  The
+arithmetic (rates, averages, intervals, rounding) is :mod:`.arithmetic`'s; this module decides
+which rows count where.  A row is correct at the ``name`` level when its verdict's ``name_ok``
+holds, at the ``name_args`` level when ``name_ok`` and ``name_args_ok`` both hold.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
+from math import comb
+from typing import Any, Literal
+
+from ..records import Record
+from .arithmetic import exact_pct, fingerprint, percent, rate_table, wilson_interval
+from .model import (
+    CLASSES,
+    KINDS,
+    Average,
+    Block,
+    Bucket,
+    ClassRates,
+    Comparison,
+    CostSummary,
+    EffectKindCounts,
+    EffectRate,
+    Effects,
+    ErrorEntry,
+    ExpensiveDecision,
+    Headline,
+    KindCounts,
+    NoToolFailures,
+    PerClass,
+    PostStratified,
+    Rate,
+    Recovery,
+    RecoveryKinds,
+    Repeats,
+    Report,
+    RolloutSummary,
+    SandboxSummary,
+    Spend,
+)
+
+__all__ = ["CONVENTIONS", "summarise"]
+
+Level = Literal["name", "name_args"]
+Row = Mapping[str, Any]
+
+CONVENTIONS = {
+    "parallel_matching": (
+        "a parallel turn is one decision: its calls are matched to one valid alternative as a multiset by "
+        "optimal assignment; every emitted call must be acceptable and every call of the alternative present"
+    ),
+    "conditioning": (
+        "single-step, teacher-forced: each state's prefix is what the recorded agent did, so these rates are "
+        "an upper bound on self-steered behaviour"
+    ),
+    "class_weights": "w_i = n_i / N come from the sampling quota, not from production",
+    "errors": "provider errors are excluded from every rate and listed apart",
+}
+
+
+def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[str, Any]] | None = None,
+              status: str = "complete") -> Report:
+    """Build the report from records.
+
+    Args:
+        records: records (:class:`~pytest_tooleffect.records.Record` or their JSON objects);
+            ``outcome`` ``"scored"`` or ``"error"``.
+        families: per-family metadata (``quota``, ``population``, ``production``) by family name.
+        status: ``complete`` or ``interrupted``.
+
+    Returns:
+        The report: one block per family × policy, sorted, and a comparison per family run
+        under several policies.
+
+    Raises:
+        ValueError: an unknown status.
+    """
+    if status not in ("complete", "interrupted"):
+        raise ValueError(f"report status {status!r}: complete or interrupted")
+    families = families or {}
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    errs: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for rec in records:
+        r = rec.to_json() if isinstance(rec, Record) else rec
+        key = (r["family"], r["policy"])
+        (groups if r["outcome"] == "scored" else errs)[key].append(r)
+        groups.setdefault(key, groups.get(key, []))
+    blocks = [_block(f, p, groups[(f, p)], errs.get((f, p), []), families.get(f, {})) for f, p in sorted(groups)]
+    comparisons = []
+    for fam in sorted({f for f, _ in groups}):
+        policies = sorted(p for f, p in groups if f == fam)
+        if len(policies) > 1:
+            comparisons.append(_comparison(fam, {p: groups[(fam, p)] for p in policies}))
+    return Report(status="complete" if status == "complete" else "interrupted", conventions=CONVENTIONS,
+                  blocks=blocks, comparisons=comparisons)
+
+
+def _correct(r: Row, level: Level) -> bool:
+    v = r["verdict"]
+    return bool(v["name_ok"]) if level == "name" else bool(v["name_ok"] and v["name_args_ok"])
+
+
+def _level(records: Sequence[Row], level: Level) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for cls in CLASSES:
+        rows = [r for r in records if r["class"] == cls]
+        out[cls] = (sum(1 for r in rows if _correct(r, level)), len(rows))
+    return out
+
+
+def _rate(row: Mapping[str, Any]) -> Rate:
+    ci = wilson_interval(row["correct"], row["n"])
+    return Rate(correct=row["correct"], rate_pct=exact_pct(row["rate"]), rate_display=percent(row["rate"]),
+                wilson95_pct=None if ci is None else (round(ci[0] * 100, 4), round(ci[1] * 100, 4)))
+
+
+def _average(name_t: Mapping[str, Any], args_t: Mapping[str, Any], which: str) -> Average:
+    a, b = name_t[which], args_t[which]
+    return Average(name_pct=exact_pct(a), name_display=percent(a), name_args_pct=exact_pct(b),
+                   name_args_display=percent(b), gap_pct=None if a is None or b is None else exact_pct(a - b))
+
+
+def _share(correct: int, n: int) -> tuple[float, str]:
+    return exact_pct(Fraction(correct, n)), percent(Fraction(correct, n))
+
+
+def _bucket_key(bucket: str, quota: Mapping[str, int] | None) -> tuple[int, int, str]:
+    """Order buckets as the quota lists them, else first / middle / last, then q1, q2, … by number."""
+    order = list(quota or {})
+    if bucket in order:
+        return (0, order.index(bucket), "")
+    if bucket in ("first", "middle", "last"):
+        return (1, ("first", "middle", "last").index(bucket), "")
+    m = re.fullmatch(r"q(\d+)", bucket)
+    return (2, int(m.group(1)), "") if m else (3, 0, bucket)
+
+
+def _buckets(recs: Sequence[Row], quota: Mapping[str, int] | None) -> dict[str, Bucket]:
+    out = {}
+    for b in sorted({r["bucket"] for r in recs}, key=lambda x: _bucket_key(x, quota)):
+        rows = [r for r in recs if r["bucket"] == b]
+        name_pct, name_display = _share(sum(1 for r in rows if _correct(r, "name")), len(rows))
+        args_pct, args_display = _share(sum(1 for r in rows if _correct(r, "name_args")), len(rows))
+        out[b] = Bucket(n=len(rows), classes=dict(Counter(r["class"] for r in rows)), name_pct=name_pct,
+                        name_display=name_display, name_args_pct=args_pct, name_args_display=args_display)
+    return out
+
+
+def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
+           family_meta: Mapping[str, Any]) -> Block:
+    name_t = rate_table(_level(recs, "name"))
+    args_t = rate_table(_level(recs, "name_args"))
+    classes = {cls: ClassRates(n=name_t["classes"][cls]["n"],
+                               weight=None if name_t["classes"][cls]["weight"] is None
+                               else float(name_t["classes"][cls]["weight"]),
+                               name=_rate(name_t["classes"][cls]), name_args=_rate(args_t["classes"][cls]))
+               for cls in CLASSES}
+    kinds = Counter(r["verdict"]["kind"] for r in recs)
+    arg_fail: Counter[str] = Counter()
+    unruled: Counter[str] = Counter()
+    for r in recs:
+        v = r["verdict"]
+        for path in v.get("unruled") or []:
+            unruled[path] += 1
+        if v["kind"] == "right_tool_wrong_args":
+            for f in v["fields"]:
+                if not f["ok"]:
+                    arg_fail[re.sub(r"\[\d+\]", "", f["path"])] += 1
+    nt_fail = Counter(r.get("no_tool_failure") for r in recs
+                      if r["class"] == "no_tool" and not r["verdict"]["name_ok"])
+    return Block(
+        family=family,
+        policy=policy,
+        n_scored=len(recs),
+        n_errors=len(errors),
+        n_xfail=sum(1 for r in recs if r.get("xfail")),
+        classes=PerClass[ClassRates](**classes),
+        micro=_average(name_t, args_t, "micro"),
+        macro=_average(name_t, args_t, "macro"),
+        buckets=_buckets(recs, family_meta.get("quota")),
+        quota=family_meta.get("quota"),
+        population=family_meta.get("population"),
+        kinds=KindCounts(**{k: kinds.get(k, 0) for k in KINDS}),
+        argument_failures=dict(arg_fail.most_common()),
+        no_tool_failures=NoToolFailures(**{k: nt_fail.get(k, 0) for k in NoToolFailures.model_fields}),
+        unruled_fields=dict(unruled.most_common()),
+        approximate=sum(1 for r in recs if r["verdict"].get("approximate")),
+        cost=_cost(recs),
+        errors=[ErrorEntry(id=e["id"], error=e.get("error")) for e in errors],
+        label_set_fingerprint=fingerprint((r["case_id"], r["label_hash"]) for r in [*recs, *errors]),
+        post_stratified_estimate=_post_stratified(recs, family_meta),
+        repeats=_repeats(recs),
+        effects=_effects(recs),
+    )
+
+
+def _repeats(recs: Sequence[Row]) -> Repeats | None:
+    """pass^k over repeated trials, and the share of cases whose verdict flips between trials.
+
+    pass^k (Yao et al., "τ-bench", 2024) is the chance that all of k trials of a case pass,
+    estimated without bias from n ≥ k trials with c passes as C(c, k) / C(n, k), averaged over cases.
+    """
+    trials: dict[str, list[bool]] = defaultdict(list)
+    for r in recs:
+        trials[r["case_id"]].append(r["verdict"]["kind"] in ("ok", "ok_no_tool"))
+    k_max = max((len(v) for v in trials.values()), default=0)
+    if k_max < 2:
+        return None
+    pass_hat = {}
+    for k in range(1, k_max + 1):
+        values = [comb(sum(v), k) / comb(len(v), k) for v in trials.values() if len(v) >= k]
+        pass_hat[str(k)] = sum(values) / len(values)
+    flips = sum(1 for v in trials.values() if len(set(v)) > 1)
+    return Repeats(trials=k_max, cases=len(trials), pass_hat_k=pass_hat, flip_share=flips / len(trials))
+
+
+def _post_stratified(recs: Sequence[Row], meta: Mapping[str, Any]) -> PostStratified | None:
+    """Estimate the production rate from per-bucket rates, weighted by production shares.
+
+    ``estimate = Σ_b P_b · r_b`` over the buckets with scored rows, with ``P_b`` the family's
+    ``production`` shares when given, else its ``population`` counts normalised (the population
+    the sample was drawn from), renormalised over the buckets present.  A standard
+    post-stratification estimator (e.g. Lohr, *Sampling: Design and Analysis*, §4.4); it is an
+    estimate, labelled so, and only as good as the weights.
+    """
+    weights = meta.get("production") or meta.get("population")
+    source: Literal["production", "population"] = "production" if meta.get("production") else "population"
+    if not weights:
+        return None
+    present = {r["bucket"] for r in recs}
+    w = {b: float(v) for b, v in weights.items() if b in present and float(v) > 0}
+    total = sum(w.values())
+    if not total:
+        return None
+    est: dict[Level, Fraction] = {}
+    for level in ("name", "name_args"):
+        est[level] = Fraction(0)
+        for b, wb in w.items():
+            rows = [r for r in recs if r["bucket"] == b]
+            est[level] += Fraction(wb / total) * Fraction(sum(1 for r in rows if _correct(r, level)), len(rows))
+    return PostStratified(weights_from=source, weights={b: v / total for b, v in w.items()},
+                          name_pct=exact_pct(est["name"]), name_display=percent(est["name"]),
+                          name_args_pct=exact_pct(est["name_args"]), name_args_display=percent(est["name_args"]))
+
+
+def _effects(recs: Sequence[Row]) -> Effects | None:
+    """Effect-level rates (rows run in a sandbox), recovery from injected faults, single-step vs
+    self-steered rates on the same cases, and the sandbox isolation in force.
+    """
+    rows = [r for r in recs if r.get("effect") is not None]
+    if not rows:
+        return None
+    counts = {cls: (sum(1 for r in rows if r["class"] == cls and r["effect"]["passed"]),
+                    sum(1 for r in rows if r["class"] == cls)) for cls in CLASSES}
+    table = rate_table(counts)
+    classes = {cls: EffectRate(n=table["classes"][cls]["n"], **_rate(table["classes"][cls]).model_dump())
+               for cls in CLASSES}
+    kinds = Counter(r["effect"]["kind"] for r in rows)
+    recovery = Counter(r.get("recovery") for r in rows if r.get("recovery") is not None)
+    observed = sum(v for k, v in recovery.items() if k != "not_observed")
+    recovered = sum(recovery.get(k, 0) for k in ("retried", "other_path", "told_user"))
+    # rollouts happen only for a live policy: a replayed decision is never self-steered
+    steered = [r for r in rows if (r.get("rollout") or {}).get("limit", 1) > 1
+               and r["rollout"].get("stopped") != "replay"]
+    rollout = None
+    if steered:
+        single_pct, single_display = _share(sum(1 for r in steered if _correct(r, "name_args")), len(steered))
+        end_pct, end_display = _share(sum(1 for r in steered if r["effect"]["passed"]), len(steered))
+        steps = [r["rollout"]["steps"] for r in steered]
+        rollout = RolloutSummary(
+            n=len(steered), limit=max(r["rollout"]["limit"] for r in steered),
+            single_step_pct=single_pct, single_step_display=single_display,
+            self_steered_pct=end_pct, self_steered_display=end_display,
+            mean_steps=round(sum(steps) / len(steps), 2),
+            stopped=dict(Counter(r["rollout"]["stopped"] for r in steered)),
+        )
+    sandboxes = [r.get("sandbox") or {} for r in rows]
+    return Effects(
+        n=len(rows),
+        classes=PerClass[EffectRate](**classes),
+        micro_pct=exact_pct(table["micro"]), micro_display=percent(table["micro"]),
+        macro_pct=exact_pct(table["macro"]), macro_display=percent(table["macro"]),
+        kinds=EffectKindCounts(**{k: kinds.get(k, 0) for k in EffectKindCounts.model_fields}),
+        recovery=Recovery(
+            observed=observed, recovered=recovered,
+            rate_pct=exact_pct(Fraction(recovered, observed)) if observed else None,
+            rate_display=percent(Fraction(recovered, observed)) if observed else "–",
+            by_kind=RecoveryKinds(**{k: recovery.get(k, 0) for k in RecoveryKinds.model_fields}),
+        ),
+        rollout=rollout,
+        sandbox=SandboxSummary(providers=sorted({s.get("provider", "?") for s in sandboxes}),
+                               restrictions=sorted({x for s in sandboxes for x in s.get("restrictions", [])}),
+                               restrictions_missing=sorted({x for s in sandboxes
+                                                            for x in s.get("restrictions_missing", [])})),
+    )
+
+
+def _known_sum(values: Sequence[Any]) -> Any:
+    """The sum of the values that are known, ``None`` when none is."""
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _spend(rows: Sequence[Row]) -> Spend:
+    money = [r["cost"].get("cost_usd") for r in rows]
+    return Spend(n=len(rows), input_tokens=_known_sum([r["cost"].get("input_tokens") for r in rows]),
+                 cost_usd=_known_sum(money), cost_usd_unknown=sum(1 for m in money if m is None))
+
+
+def _cost(recs: Sequence[Row]) -> CostSummary:
+    totals: dict[str, Any] = {}
+    for key in ("input_tokens", "output_tokens", "cost_usd"):
+        vals = [r.get("cost", {}).get(key) for r in recs]
+        totals[key] = _known_sum(vals)
+        totals[f"{key}_unknown"] = sum(1 for v in vals if v is None)
+    lat = sorted(r["cost"]["latency_ms"] for r in recs if r.get("cost", {}).get("latency_ms") is not None)
+    p50 = p95 = None
+    if lat:
+        import numpy as np
+
+        p50, p95 = float(np.percentile(lat, 50)), float(np.percentile(lat, 95))
+    nt = [r for r in recs if r["class"] == "no_tool"]
+    no_tool_input = sum(r["cost"].get("input_tokens") or 0 for r in nt) if any(
+        r.get("cost", {}).get("input_tokens") is not None for r in nt) else None
+    priced = [r for r in recs if r["cost"].get("cost_usd") is not None or r["cost"].get("input_tokens") is not None]
+    top = sorted(priced, key=lambda r: (r["cost"].get("cost_usd") or 0, r["cost"].get("input_tokens") or 0),
+                 reverse=True)[:10]
+    return CostSummary(
+        **totals,
+        latency_ms_p50=p50,
+        latency_ms_p95=p95,
+        no_tool_input_tokens=no_tool_input,
+        by_class=PerClass[Spend](**{c: _spend([r for r in recs if r["class"] == c]) for c in CLASSES}),
+        by_kind={k: _spend([r for r in recs if r["verdict"]["kind"] == k]) for k in KINDS
+                 if any(r["verdict"]["kind"] == k for r in recs)},
+        # the waste the no-tool class stands for: what decisions whose right answer was no tool spent
+        no_tool_spend=_spend(nt),
+        most_expensive=[ExpensiveDecision(id=r["id"], kind=r["verdict"]["kind"],
+                                          input_tokens=r["cost"].get("input_tokens"),
+                                          output_tokens=r["cost"].get("output_tokens"),
+                                          cost_usd=r["cost"].get("cost_usd")) for r in top],
+        from_cache=sum(1 for r in recs if r.get("cached")),
+    )
+
+
+def _headline(recs: Sequence[Row]) -> Headline:
+    name_t, args_t = rate_table(_level(recs, "name")), rate_table(_level(recs, "name_args"))
+    return Headline(
+        n=len(recs),
+        classes_n=PerClass[int](**{c: name_t["classes"][c]["n"] for c in CLASSES}),
+        name_micro_display=percent(name_t["micro"]), name_macro_display=percent(name_t["macro"]),
+        name_args_micro_display=percent(args_t["micro"]), name_args_macro_display=percent(args_t["macro"]),
+        classes_name_display=PerClass[str](**{c: percent(name_t["classes"][c]["rate"]) for c in CLASSES}),
+    )
+
+
+def _comparison(family: str, by_policy: Mapping[str, Sequence[Row]]) -> Comparison:
+    """Policies side by side on one family: on all the cases each scored, and on the shared cases."""
+    shared = set.intersection(*({r["case_id"] for r in recs} for recs in by_policy.values()))
+    return Comparison(
+        family=family,
+        policies=list(by_policy),
+        shared_n=len(shared),
+        all={p: _headline(recs) for p, recs in by_policy.items()},
+        shared={p: _headline([r for r in recs if r["case_id"] in shared]) for p, recs in by_policy.items()},
+    )

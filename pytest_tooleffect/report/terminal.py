@@ -1,0 +1,181 @@
+"""The report as text tables (rich), one block per family × policy, then comparisons and conventions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from .arithmetic import percent
+from .model import CLASSES, Report
+
+__all__ = ["render_terminal"]
+
+
+def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str:
+    """Render the report as text tables (rich), one block per family × policy.
+
+    Args:
+        report: the report, or its JSON object (as ``pytest_tooleffect_modifyreport`` left it).
+        width: the console width in characters.
+
+    Returns:
+        The tables and lines, as plain text (no colour codes).
+    """
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+
+    buf = StringIO()
+    console = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False)
+    if isinstance(report, Report):
+        report = report.to_json()
+    for b in report["blocks"]:
+        console.print(f"[bold]tooleffect: family {b['family']} · policy {b['policy']}[/bold]  "
+                      f"n={b['n_scored']} scored, {b['n_errors']} errors, {b['n_xfail']} xfail · "
+                      f"label set {b['label_set_fingerprint']}")
+        t = Table(show_edge=False, pad_edge=False)
+        eff = b.get("effects")
+        cols = ["class", "n", "w", "name ok", "name %", "95% CI", "name+args ok", "name+args %", "95% CI "]
+        if eff:
+            cols += ["effect ok", "effect %"]
+        for col in cols:
+            t.add_column(col, justify="left" if col == "class" else "right", no_wrap=col == "class",
+                         min_width=13 if col == "class" else None)
+        for cls in CLASSES:
+            c = b["classes"][cls]
+            nm, fa = c["name"], c["name_args"]
+            row = [cls, str(c["n"]), "–" if c["weight"] is None else f"{c['weight']:.3f}",
+                   f"{nm['correct']}/{c['n']}", nm["rate_display"], _ci(nm["wilson95_pct"]),
+                   f"{fa['correct']}/{c['n']}", fa["rate_display"], _ci(fa["wilson95_pct"])]
+            if eff:
+                e = eff["classes"][cls]
+                row += [f"{e['correct']}/{e['n']}", e["rate_display"]]
+            t.add_row(*row)
+        t.add_section()
+        for avg in ("micro", "macro"):
+            a = b[avg]
+            row = [f"{avg}-average", "", "", "", a["name_display"], "", "", a["name_args_display"],
+                   f"gap {percent(_frac(a['gap_pct']))}"]
+            if eff:
+                row += ["", eff[f"{avg}_display"]]
+            t.add_row(*row)
+        console.print(t)
+        if eff:
+            _render_effects(console, eff)
+        if b["buckets"]:
+            console.print("by position bucket")
+            bt = Table(show_edge=False, pad_edge=False)
+            for col in ("bucket", "n", "quota", "population", "classes", "name %", "name+args %"):
+                bt.add_column(col, justify="left" if col in ("bucket", "classes") else "right")
+            for name, row in b["buckets"].items():
+                q = (b.get("quota") or {}).get(name)
+                pop = (b.get("population") or {}).get(name)
+                classes = " ".join(f"{k}:{v}" for k, v in sorted(row["classes"].items()))
+                bt.add_row(name, str(row["n"]), "–" if q is None else str(q), "–" if pop is None else str(pop),
+                           classes, row["name_display"], row["name_args_display"])
+            console.print(bt)
+        est = b.get("post_stratified_estimate")
+        if est:
+            console.print(f"post-stratified estimate of the production rate (an estimate; bucket weights from "
+                          f"the family's {est['weights_from']}): name {est['name_display']} %, "
+                          f"name+args {est['name_args_display']} %")
+        rep = b.get("repeats")
+        if rep:
+            ks = ", ".join(f"pass^{k} {100 * v:.1f} %" for k, v in rep["pass_hat_k"].items())
+            console.print(f"repeats: {rep['trials']} trials of {rep['cases']} cases: {ks}; verdict flips between "
+                          f"trials on {100 * rep['flip_share']:.1f} % of cases")
+        kinds = ", ".join(f"{k} {v}" for k, v in b["kinds"].items() if v)
+        console.print(f"kinds: {kinds or 'none'}")
+        nt = b["no_tool_failures"]
+        console.print("no_tool failures: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in nt.items()))
+        if b["argument_failures"]:
+            af = ", ".join(f"{k} {v}" for k, v in list(b["argument_failures"].items())[:8])
+            console.print(f"argument failures by tool.field: {af}")
+        if b["unruled_fields"]:
+            console.print(f"unruled fields (compared raw): {', '.join(list(b['unruled_fields'])[:8])}")
+        cost = b["cost"]
+        if cost["input_tokens"] is None and cost["cost_usd"] is None:
+            console.print("cost: not recorded" + (" (replayed decisions)" if b["policy"] == "replay" else ""))
+        else:
+            money = f"${cost['cost_usd']:.6f}" if cost["cost_usd"] is not None else "unknown"
+            if cost["cost_usd"] is not None and cost["cost_usd_unknown"]:
+                money += f" (+{cost['cost_usd_unknown']} decisions unpriced)"
+            console.print(f"cost: {cost['input_tokens']} in / {cost['output_tokens']} out tokens, {money}, "
+                          f"latency p50 {cost['latency_ms_p50']:.0f} ms p95 {cost['latency_ms_p95']:.0f} ms; "
+                          f"input tokens on no-tool rows {cost['no_tool_input_tokens']}")
+        if cost.get("from_cache"):
+            console.print(f"{cost['from_cache']} decisions came from the model cache (their cost is what they "
+                          "cost when first made)")
+        nts = cost.get("no_tool_spend") or {}
+        if nts.get("input_tokens") is not None:
+            money = "unknown" if nts["cost_usd"] is None else f"${nts['cost_usd']:.6f}"
+            console.print(f"spent on decisions whose right answer included no tool: {nts['input_tokens']} input "
+                          f"tokens, {money}")
+        top = cost.get("most_expensive") or []
+        if top and top[0].get("input_tokens") is not None:
+            console.print("most expensive decisions: " + "; ".join(
+                f"{t['id']} ({t['kind']}, {t['input_tokens']} in)" for t in top[:5]))
+        for e in b["errors"][:10]:
+            console.print(f"error (excluded from rates): {e['id']}: {e['error']}")
+        if len(b["errors"]) > 10:
+            console.print(f"… and {len(b['errors']) - 10} more errors (all in the JSON report and the record log)")
+        console.print("")
+    for comp in report.get("comparisons", []):
+        _render_comparison(console, comp)
+    conv = report.get("conventions", {})
+    console.print("conventions: " + " | ".join(f"{k}: {v}" for k, v in conv.items()))
+    return buf.getvalue()
+
+
+def _render_effects(console: Any, eff: Mapping[str, Any]) -> None:
+    kinds = ", ".join(f"{k} {v}" for k, v in eff["kinds"].items() if v)
+    console.print(f"effects ({eff['n']} decisions run in a sandbox): {kinds}")
+    rec = eff["recovery"]
+    if rec["observed"] or rec["by_kind"]["not_observed"]:
+        by = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in rec["by_kind"].items() if v)
+        console.print(f"recovery from injected faults: {rec['rate_display']} % ({rec['recovered']}/{rec['observed']} "
+                      f"observed; {by})")
+    ro = eff.get("rollout")
+    if ro:
+        console.print(f"rollouts (up to {ro['limit']} steps, {ro['n']} cases): single-step (teacher-forced, upper "
+                      f"bound; first decision, name + args) {ro['single_step_display']} % · self-steered (end state "
+                      f"meets the effects) {ro['self_steered_display']} % · mean {ro['mean_steps']} steps")
+    sb = eff["sandbox"]
+    missing = f"; not in force: {', '.join(sb['restrictions_missing'])}" if sb["restrictions_missing"] else ""
+    console.print(f"sandbox {'/'.join(sb['providers'])}: {', '.join(sb['restrictions']) or 'no isolation'}"
+                  f"{missing}")
+
+
+def _render_comparison(console: Any, comp: Mapping[str, Any]) -> None:
+    from rich.table import Table
+
+    for view, title in (("all", "every case each policy scored"),
+                        ("shared", f"the {comp['shared_n']} cases every policy scored")):
+        console.print(f"policies side by side · family {comp['family']} · {title}")
+        t = Table(show_edge=False, pad_edge=False)
+        t.add_column("")
+        for p in comp["policies"]:
+            t.add_column(p, justify="right")
+        rows = comp[view]
+        t.add_row("n", *(str(rows[p]["n"]) for p in comp["policies"]))
+        for cls in CLASSES:
+            t.add_row(f"{cls} name %", *(f"{rows[p]['classes_name_display'][cls]} (n={rows[p]['classes_n'][cls]})"
+                                          for p in comp["policies"]))
+        for key, label in (("name_micro_display", "name micro"), ("name_macro_display", "name macro"),
+                           ("name_args_micro_display", "name+args micro"),
+                           ("name_args_macro_display", "name+args macro")):
+            t.add_row(label, *(rows[p][key] for p in comp["policies"]))
+        console.print(t)
+    console.print("")
+
+
+def _frac(p: float | None) -> Fraction | None:
+    return None if p is None else Fraction(p) / 100
+
+
+def _ci(ci: Sequence[float] | None) -> str:
+    if ci is None:
+        return "–"
+    return f"{percent(Fraction(ci[0]) / 100)}–{percent(Fraction(ci[1]) / 100)}"
