@@ -21,9 +21,18 @@ def _quota(text: str) -> dict[str, int]:
 
 
 def _cmd_schema(args: argparse.Namespace) -> int:
-    from .models import Case, Family
+    if args.what == "record":
+        from .records import record_schema
 
-    schema = Case.model_json_schema() if args.what == "case" else Family.model_json_schema()
+        schema = record_schema()
+    elif args.what == "report":
+        from .report import report_schema
+
+        schema = report_schema()
+    else:
+        from .models import Case, Family
+
+        schema = Case.model_json_schema() if args.what == "case" else Family.model_json_schema()
     print(json.dumps(schema, indent=2))
     return 0
 
@@ -117,7 +126,7 @@ def _cmd_agree(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from .cases import FAMILY_FILE, FamilyError, load_family
-    from .records import read_records
+    from .records import load_records
     from .report import dumps, render_terminal, summarise
 
     meta = {}
@@ -130,18 +139,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
             continue
         meta[fam.name] = fam.meta
     try:
-        records = read_records(Path(args.records))
-    except (OSError, ValueError) as exc:
+        records = load_records(Path(args.records))
+    except (OSError, ValueError) as exc:  # a line that is not JSON, or not a record: named with its field
         print(f"tooleffect report: {args.records}: {exc}", file=sys.stderr)
         return 2
-    need = ("family", "policy", "case_id", "label_hash", "class", "bucket", "outcome")
-    for n, r in enumerate(records, 1):
-        missing = [k for k in need if not isinstance(r, dict) or k not in r]
-        if missing or (r.get("outcome") == "scored" and not isinstance(r.get("verdict"), dict)):
-            what = missing or ["verdict"]
-            print(f"tooleffect report: {args.records}: record {n}: not a tooleffect record (missing {what})",
-                  file=sys.stderr)
-            return 2
     report = summarise(records, meta)
     print(dumps(report) if args.json else render_terminal(report))
     return 0
@@ -520,8 +521,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tooleffect`` command line."""
     parser = argparse.ArgumentParser(prog="tooleffect", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("schema", help="print the JSON Schema of a case or family file")
-    p.add_argument("what", nargs="?", choices=["case", "family"], default="case")
+    p = sub.add_parser("schema", help="print the JSON Schema of a case or family file, a record or a report")
+    p.add_argument("what", nargs="?", choices=["case", "family", "record", "report"], default="case")
     p.set_defaults(func=_cmd_schema)
     p = sub.add_parser("import", help="build a case family from a public dataset")
     p.add_argument("source", choices=["tau-airline", "bfcl"])

@@ -9,10 +9,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-import pytest_tooleffect
+from tests.conftest import generated_report_schema
 from tests.demo_family import write_demo
 
-REPORT_SCHEMA = json.loads((Path(pytest_tooleffect.__file__).parent / "report.schema.json").read_text())
+REPORT_SCHEMA = generated_report_schema()
 
 
 def _report(path: Path) -> dict[str, Any]:

@@ -15,13 +15,12 @@ import jsonschema
 import pytest
 import yaml
 
-import pytest_tooleffect
 from pytest_tooleffect.sandbox.docker import remove_container
 from pytest_tooleffect.scripted import Reply, ScriptedServer
-from tests.conftest import REPO
+from tests.conftest import REPO, generated_report_schema
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
-REPORT_SCHEMA = json.loads((Path(pytest_tooleffect.__file__).parent / "report.schema.json").read_text())
+REPORT_SCHEMA = generated_report_schema()
 
 FAULTY_ON_EFFECT = {"sch-dup-01": "forbidden_effect", "sch-dup-02": "forbidden_effect",
                     "sch-dup-03": "forbidden_effect", "sch-one-04": "effect_missing", "sch-one-07": "effect_missing",
