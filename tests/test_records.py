@@ -1,0 +1,226 @@
+"""Records and reports as typed data: the record's keys per outcome, the record id under repeats,
+round trips through the models, and the generated JSON Schemas against a real run of the shipped cases.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from pytest_tooleffect.cases import load_case_file, load_family
+from pytest_tooleffect.cli import main
+from pytest_tooleffect.models import Case, ToolSpec
+from pytest_tooleffect.oracle import CompareContext, Verdict, parse_emission, score
+from pytest_tooleffect.records import Record, build_record, load_records, record_id, record_schema
+from pytest_tooleffect.report import Report, dumps, render_terminal, report_schema, summarise
+from tests.conftest import REPO
+
+BASE_KEYS = ["version", "id", "family", "case_id", "policy", "outcome", "class", "bucket", "step", "run_length",
+             "xfail", "label_hash", "verdict", "no_tool_failure", "cost", "error", "source"]
+SANDBOX_KEYS = ["effect", "sandbox", "steps", "rollout", "faults", "recovery"]
+
+
+@cache
+def _shipped(family: str = "tau-airline") -> list[tuple[Case, dict[str, ToolSpec], Verdict]]:
+    """The family's cases with their replayed verdicts."""
+    fam = load_family(REPO / "cases" / family)
+    out = []
+    for path in sorted(fam.directory.glob("cases.*")):
+        cases, problems = load_case_file(path, fam)
+        assert not problems
+        for case in cases:
+            if case.label is None or case.recorded is None:
+                continue
+            tools = list(case.tools) if case.tools is not None else list(fam.tools)
+            ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages)
+            verdict = score(parse_emission(case.recorded.model_dump(exclude_none=True),
+                                           offered=[t.name for t in tools]), case.label, tools, fam.rules, ctx)
+            out.append((case, {t.name: t for t in tools}, verdict))
+    assert out
+    return out
+
+
+def _record(i: int = 0, **kw: Any) -> dict[str, Any]:
+    case, tools, verdict = _shipped()[i]
+    args: dict[str, Any] = {"family": "tau-airline", "case": case, "policy": "replay", "tools": tools,
+                            "verdict": verdict, "extra": {"model": None, "trial": 1}}
+    args.update(kw)
+    return build_record(**args)
+
+
+SANDBOX_EXTRA = {
+    "effect": {"passed": False, "kind": "effect_missing", "failures": ["no reply on th-1"], "diff": {}},
+    "sandbox": {"provider": "docker", "id": "0123456789ab", "run": "f" * 32, "worker": "gw0",
+                "restrictions": ["network_none"], "restrictions_missing": []},
+    "steps": [{"step": 1, "calls": [{"name": "mail.reply", "arguments": {}, "content": "{}", "error": False,
+                                     "executed": True, "fault": None, "latency_ms": 0.4}], "text": None, "cost": {}}],
+    "rollout": {"steps": 1, "stopped": "replay", "limit": 1, "self_steered": False,
+                "cost": {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None}},
+    "faults": [],
+    "recovery": None,
+}
+
+
+@pytest.mark.parametrize(("kw", "keys"), [
+    ({}, [*BASE_KEYS, "model", "trial"]),
+    ({"extra": {"model": "openai/m", "trial": 1, "provider_tool_names": {"a.b": "a_b"}, "cached": False,
+                "rate_wait_ms": 0.0}},
+     [*BASE_KEYS, "model", "trial", "provider_tool_names", "cached", "rate_wait_ms"]),
+    ({"extra": {"model": None, "trial": 1, "agent": {"callable": "pkg.mod:agent", "steps": 3}}},
+     [*BASE_KEYS, "model", "trial", "agent"]),
+    ({"extra": {"model": None, "trial": 1, **SANDBOX_EXTRA}}, [*BASE_KEYS, "model", "trial", *SANDBOX_KEYS]),
+    ({"verdict": None, "error": {"type": "Timeout", "message": "no complete answer within 5 s"}},
+     [*BASE_KEYS, "model", "trial"]),
+    ({"verdict": None, "error": {"type": "SandboxError", "message": "the sandbox did not start"}},
+     [*BASE_KEYS, "model", "trial"]),
+    ({"verdict": None, "error": {"type": "OracleError", "message": "ValueError: bad rule"},
+      "extra": {"model": "openai/m", "trial": 1, "cached": True, "rate_wait_ms": 1.5}},
+     [*BASE_KEYS, "model", "trial", "cached", "rate_wait_ms"]),
+    ({"extra": {}}, BASE_KEYS),
+], ids=["replay", "live", "agent", "sandbox", "provider-error", "sandbox-error", "oracle-error", "bare"])
+def test_a_record_has_exactly_the_keys_of_its_outcome(kw: dict[str, Any], keys: list[str]) -> None:
+    rec = _record(**kw)
+    assert list(rec) == keys
+    assert rec["outcome"] == ("error" if "error" in kw else "scored")
+    assert set(rec["cost"]) == {"input_tokens", "output_tokens", "latency_ms", "cost_usd"}
+    if "error" in kw:
+        assert rec["error"] == kw["error"] and rec["verdict"] is None and rec["no_tool_failure"] is None
+    else:
+        assert list(rec["verdict"])[:3] == ["name_ok", "name_args_ok", "kind"]
+        assert "tool_ok" not in rec["verdict"] and "args_ok" not in rec["verdict"]
+    if "sandbox" in keys:
+        assert rec["steps"][0]["cost"] == {}  # a replayed step's cost stays empty, not filled with nulls
+    assert Record.model_validate(rec).to_json() == rec
+    jsonschema.validate(rec, record_schema())
+
+
+def test_an_agent_traceback_is_kept_and_absent_otherwise() -> None:
+    error = {"type": "AgentError", "message": "boom", "traceback": "Traceback (most recent call last): ..."}
+    assert _record(verdict=None, error=error)["error"] == error
+    assert "traceback" not in _record(verdict=None, error={"type": "Timeout", "message": "t"})["error"]
+
+
+def test_build_record_takes_one_outcome() -> None:
+    with pytest.raises(ValueError, match="exactly one"):
+        _record(error={"type": "Timeout", "message": "t"})
+    with pytest.raises(ValueError, match="exactly one"):
+        _record(verdict=None)
+    with pytest.raises(ValueError, match="rate_wait_ms"):
+        _record(extra={"model": None, "trial": 1, "rate_wait_ms": "soon"})
+
+
+def test_record_id_under_repeats() -> None:
+    assert record_id("fam", "c-1", "gpt", 1, 1) == "fam/c-1[gpt]"
+    assert record_id("fam", "c-1", "gpt", 1, 3) == "fam/c-1[gpt:1]"
+    assert record_id("fam", "c-1", "gpt", 3, 3) == "fam/c-1[gpt:3]"
+    case = _shipped()[0][0]
+    assert _record()["id"] == f"tau-airline/{case.id}[replay]"
+    # trial 1 of a repeated run carries its trial, as the test item's name does
+    assert _record(repeats=3)["id"] == f"tau-airline/{case.id}[replay:1]"
+    assert _record(repeats=3, extra={"model": None, "trial": 2})["id"] == f"tau-airline/{case.id}[replay:2]"
+
+
+def test_keys_a_hook_adds_survive_a_round_trip() -> None:
+    rec = _record()
+    rec["team"] = {"owner": "ana"}
+    rec["verdict"]["note"] = "seen"
+    again = Record.model_validate(json.loads(json.dumps(rec))).to_json()
+    assert again == rec and list(again) == list(rec)
+
+
+def test_a_record_of_the_old_vocabulary_reads_as_the_new() -> None:
+    rec = _record()
+    v = rec["verdict"]
+    rec["verdict"] = {"tool_ok": v["name_ok"], "args_ok": v["name_args_ok"],
+                      **{k: x for k, x in v.items() if k not in ("name_ok", "name_args_ok")}}
+    assert Record.model_validate(rec).to_json()["verdict"] == v
+
+
+def test_load_records_names_the_line_and_the_field(tmp_path: Path) -> None:
+    good = _record()
+    log = tmp_path / "r.jsonl"
+    bad = {k: v for k, v in good.items() if k != "label_hash"}
+    log.write_text(json.dumps(good) + "\n\n" + json.dumps(bad) + "\n")
+    with pytest.raises(ValueError, match=r"line 3 is not a tooleffect record \(label_hash: Field required\)"):
+        load_records(log)
+    log.write_text(json.dumps(good) + "\n" + json.dumps({**good, "outcome": "scored", "verdict": None}) + "\n")
+    with pytest.raises(ValueError, match="line 2 .*a scored record needs a verdict"):
+        load_records(log)
+    log.write_text(json.dumps(good) + "\n")
+    assert [r.to_json() for r in load_records(log)] == [good]
+
+
+def test_report_command_rejects_a_record_naming_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "r.jsonl"
+    log.write_text(json.dumps(_record()) + "\n" + json.dumps({"family": "x"}) + "\n")
+    assert main(["report", str(log), "--cases", str(tmp_path)]) == 2
+    assert "r.jsonl: line 2 is not a tooleffect record (" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("what", ["record", "report"])
+def test_schema_command_prints_the_generated_schema(what: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema", what]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == (record_schema() if what == "record" else report_schema())
+    jsonschema.Draft202012Validator.check_schema(printed)
+
+
+def test_report_round_trip_from_records_and_from_models() -> None:
+    recs = [_record(i) for i in range(len(_shipped()))]
+    recs += [_record(0, policy="gpt", extra={"model": "openai/gpt", "trial": 1},
+                     cost={"input_tokens": 900, "output_tokens": 12, "latency_ms": 410.5, "cost_usd": 0.0021}),
+             _record(1, policy="gpt", verdict=None, error={"type": "Timeout", "message": "t"},
+                     extra={"model": "openai/gpt", "trial": 1})]
+    meta = {"tau-airline": load_family(REPO / "cases" / "tau-airline").meta}
+    report = summarise(recs, meta)
+    assert summarise([Record.model_validate(r) for r in recs], meta) == report
+    text = dumps(report)
+    again = Report.model_validate_json(text)
+    assert again == report and dumps(again) == text == dumps(json.loads(text))
+    assert render_terminal(again) == render_terminal(json.loads(text))
+    assert [b.policy for b in report.blocks] == ["gpt", "replay"] and len(report.comparisons) == 1
+    jsonschema.validate(json.loads(text), report_schema())
+
+
+def test_the_schema_refuses_what_is_not_a_report() -> None:
+    data = summarise([_record(i) for i in range(3)]).to_json()
+    schema = report_schema()
+    jsonschema.validate(data, schema)
+    for broken in ({**data, "status": "done"},
+                   {**data, "blocks": [{**data["blocks"][0], "classes": {**data["blocks"][0]["classes"], "x": {}}}]},
+                   {**data, "blocks": [{**data["blocks"][0], "label_set_fingerprint": "nope"}]},
+                   {k: v for k, v in data.items() if k != "blocks"}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(broken, schema)
+
+
+def test_shipped_cases_run_report_and_records_match_the_generated_schemas(tmp_path: Path) -> None:
+    """The shipped cases run as `make report` runs them; the report command rebuilds the same report."""
+    report_file, log = tmp_path / "report.json", tmp_path / "records.jsonl"
+    run = subprocess.run([sys.executable, "-m", "pytest", "cases/", "-q", "-p", "no:cacheprovider",
+                          f"--tooleffect-report={report_file}", f"--tooleffect-records={log}"],
+                         cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
+    data = json.loads(report_file.read_text())
+    jsonschema.validate(data, report_schema())
+    assert {b["family"] for b in data["blocks"]} == {"scheduling", "tau-airline"}
+    assert any(b["effects"] for b in data["blocks"])  # the sandboxed family's effect level is in the schema too
+    assert dumps(Report.model_validate(data)) == dumps(data)
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    schema = record_schema()
+    for rec in records:
+        jsonschema.validate(rec, schema)
+        assert json.dumps(Record.model_validate(rec).to_json(), sort_keys=True) == json.dumps(rec, sort_keys=True)
+        assert set(rec) - set(BASE_KEYS) in ({"model", "trial"}, {"model", "trial", *SANDBOX_KEYS})
+    rebuilt = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", str(log), "--json"],
+                             cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    plugin_report = {k: data[k] for k in Report.model_fields if k != "judge"}  # hooks' sections are the plugin's
+    assert rebuilt.stdout == dumps(plugin_report) + "\n"
