@@ -1,0 +1,143 @@
+"""The report as a short Markdown summary, for a CI job summary (``--tooleffect-summary-md``).
+
+Read by a person on a CI run's page (GitHub's ``$GITHUB_STEP_SUMMARY``): the gates and their
+results first, then per family × policy the class table (name and name + args rates with their
+Wilson 95 % intervals and n, as the report computes them: ``docs/design.md``, "Report
+arithmetic"), the failures by kind, the decisions compared with a baseline (regressions by
+record id) and the errors.  Everything comes from the report's JSON form and the records;
+nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from .arithmetic import percent
+from .model import CLASSES
+
+__all__ = ["render_markdown"]
+
+_MAX_IDS = 10  # record ids listed per block and list; the rest are counted
+_STATUS = {"passed": "PASSED", "failed": "FAILED", "not_judged": "NOT JUDGED"}
+
+
+def render_markdown(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]] = (),
+                    errors: int | None = None) -> str:
+    """Render the summary.
+
+    Args:
+        report: the report as a JSON object (``blocks``; ``gates`` when gates are configured:
+            ``applied``, and when applied ``passed``, ``exit_status``, ``exit_reason``, ``counts``,
+            ``results``; else ``note``).
+        records: the run's records (their ``baseline.status`` gives the regressions).
+        errors: everything that errored in the run (error records, collection errors, failing
+            tests that are not decisions); ``None``: the error records of the report's blocks.
+
+    Returns:
+        Markdown text ending in a newline.
+    """
+    blocks = list(report.get("blocks") or [])
+    gates = report.get("gates")
+    n_errors = sum(b.get("n_errors", 0) for b in blocks) if errors is None else errors
+    out: list[str] = []
+    if gates and not gates.get("applied", True):
+        out += ["## tooleffect", "", f"Gates not applied: {_cell(gates['note'])}.", ""]
+    elif gates:
+        verdict = "passed" if gates["passed"] else "FAILED"
+        out += [f"## tooleffect: gates {verdict} (exit {gates['exit_status']})", "",
+                f"{_cell(gates['exit_reason'])}.", ""]
+        c = gates["counts"]
+        out += [f"{c['passed']} passed, {c['failed']} failed, {c['not_judged']} not judged; {n_errors} errors.", ""]
+        if gates["results"]:
+            out += ["| result | gate | value |", "| --- | --- | --- |"]
+            for r in gates["results"]:
+                head, _, _ = r["line"].partition(": " + _STATUS[r["status"]])
+                shown = _STATUS[r["status"]] + ("" if r["fails_run"] or r["status"] == "passed" else " (let through)")
+                out.append(f"| {shown} | {_cell(head.removeprefix('gate '))} | {_cell(r['detail'])} |")
+            out.append("")
+    else:
+        out += ["## tooleffect", "", "No gates configured: pytest's exit status stands (a failing decision fails "
+                "the run).", ""]
+    if not blocks:
+        out += ["No decisions were scored.", ""]
+    by_block: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        by_block.setdefault((r.get("family", ""), r.get("policy", "")), []).append(r)
+    for b in blocks:
+        out += _block(b, by_block.get((b["family"], b["policy"]), []))
+    out.append(f"Errors (not counted in any rate, and failing the run): {n_errors}.")
+    return "\n".join(out) + "\n"
+
+
+def _block(b: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> list[str]:
+    eff = b.get("effects")
+    out = [f"### {_cell(b['family'])} · {_cell(b['policy'])}", "",
+           f"{b['n_scored']} scored, {b['n_errors']} errors, {b['n_xfail']} xfail · label set "
+           f"`{b['label_set_fingerprint']}`", ""]
+    head = "| class | n | name | 95 % CI | name + args | 95 % CI |"
+    rule = "| --- | ---: | ---: | ---: | ---: | ---: |"
+    if eff:
+        head, rule = head + " effect | 95 % CI |", rule + " ---: | ---: |"
+    out += [head, rule]
+    for cls in CLASSES:
+        c = b["classes"][cls]
+        row = [cls, str(c["n"]), _rate(c["name"], c["n"]), _ci(c["name"]["wilson95_pct"]),
+               _rate(c["name_args"], c["n"]), _ci(c["name_args"]["wilson95_pct"])]
+        if eff:
+            e = eff["classes"][cls]
+            row += [_rate(e, e["n"]), _ci(e["wilson95_pct"])]
+        out.append("| " + " | ".join(row) + " |")
+    for avg in ("micro", "macro"):
+        a = b[avg]
+        row = [f"{avg}-average", str(b["n_scored"]) if avg == "micro" else "", _pc(a["name_display"]), "",
+               _pc(a["name_args_display"]), ""]
+        if eff:
+            row += [_pc(eff[f"{avg}_display"]), ""]
+        out.append("| " + " | ".join(row) + " |")
+    out.append("")
+    kinds = ", ".join(f"{k} {v}" for k, v in b["kinds"].items() if v and k not in ("ok", "ok_no_tool"))
+    out += [f"Failures by kind: {kinds or 'none'}.", ""]
+    out += _baseline(records)
+    errors = b.get("errors") or []
+    if errors:
+        listed = ", ".join(f"`{_cell(e['id'])}`" for e in errors[:_MAX_IDS])
+        more = f" and {len(errors) - _MAX_IDS} more" if len(errors) > _MAX_IDS else ""
+        out += [f"Errors: {len(errors)}: {listed}{more}.", ""]
+    return out
+
+
+def _baseline(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    statuses = [r["baseline"].get("status") for r in records if isinstance(r.get("baseline"), Mapping)]
+    if not statuses:
+        return ["Baseline: none (no regressions can be told apart from known failures).", ""]
+    counts = Counter(statuses)
+    regressed = sorted(r["id"] for r in records
+                       if isinstance(r.get("baseline"), Mapping) and r["baseline"].get("status") == "regression")
+    parts = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items()) if s != "regression")
+    line = f"Regressions against the baseline: {len(regressed)}"
+    if regressed:
+        line += ": " + ", ".join(f"`{_cell(i)}`" for i in regressed[:_MAX_IDS])
+        line += f" and {len(regressed) - _MAX_IDS} more" if len(regressed) > _MAX_IDS else ""
+    return [line + (f" ({parts})." if parts else "."), ""]
+
+
+def _rate(level: Mapping[str, Any], n: int) -> str:
+    return "–" if not n else f"{level['rate_display']} % ({level['correct']}/{n})"
+
+
+def _pc(display: str) -> str:
+    return display if display == "–" else f"{display} %"
+
+
+def _ci(ci: Sequence[float] | None) -> str:
+    if ci is None:
+        return "–"
+    return "–".join(percent(Fraction(repr(x)) / 100) for x in ci)
+
+
+def _cell(text: Any) -> str:
+    """Text safe in a Markdown table cell (pipes escaped, no line breaks)."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
