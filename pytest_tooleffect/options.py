@@ -61,6 +61,7 @@ __all__ = [
     "OPT_ROLLOUT",
     "OPT_RPM",
     "OPT_SANDBOX",
+    "OPT_SUMMARY_MD",
     "OPT_TIMEOUT",
     "OPT_TPM",
     "REPLAY",
@@ -74,6 +75,7 @@ __all__ = [
 OPT_REPORT = "--tooleffect-report"
 OPT_RECORDS = "--tooleffect-records"
 OPT_NO_SUMMARY = "--tooleffect-no-summary"
+OPT_SUMMARY_MD = "--tooleffect-summary-md"
 OPT_MODEL = "--tooleffect-model"
 OPT_API_BASE = "--tooleffect-api-base"
 OPT_AGENT = "--tooleffect-agent"
@@ -290,6 +292,9 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
                          f"(default: ini {INI_RECORDS} = {DEFAULT_RECORDS}; empty string disables)")
     group.addoption(OPT_NO_SUMMARY, action="store_true", default=False,
                     help="do not print the per-class report at the end of the run")
+    group.addoption(OPT_SUMMARY_MD, metavar="PATH", type=_path_or_none, default=None,
+                    help="write a short Markdown summary (gates, per-class table, regressions, errors) to PATH, "
+                         "for a CI job summary such as $GITHUB_STEP_SUMMARY")
     group.addoption(OPT_MODEL, metavar="PROVIDER/MODEL", default=None,
                     help="ask this litellm model for the decision at every labelled state (a policy of that name)")
     group.addoption(OPT_API_BASE, metavar="URL", default=None,
@@ -407,7 +412,8 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         **_rate_settings(config),
     )
     if not hasattr(config, "workerinput"):
-        for opt, out in ((OPT_RECORDS, settings.records), (OPT_REPORT, settings.report)):
+        for opt, out in ((OPT_RECORDS, settings.records), (OPT_REPORT, settings.report),
+                         (OPT_SUMMARY_MD, config.getoption(OPT_SUMMARY_MD))):
             if out is not None:
                 _check_writable(opt, out)
     return settings

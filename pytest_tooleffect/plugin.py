@@ -19,6 +19,7 @@ import pytest
 from .baseline import BaselinePlugin
 from .collect import CLASS_MARKERS, CaseCollector
 from .decision import ModelTurns, tooleffect_decision
+from .gates import GateKeeper
 from .options import addoptions, resolve, settings_key
 from .reporter import JudgeSection, Reporter
 from .sandbox import registered_providers
@@ -28,7 +29,7 @@ from .scoring import Scorer, tooleffect_score
 __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
 _PLUGINS = ("tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes", "tooleffect-scorer",
-            "tooleffect-judge-section", "tooleffect-reporter", "tooleffect-baseline")
+            "tooleffect-judge-section", "tooleffect-reporter", "tooleffect-gates", "tooleffect-baseline")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -59,6 +60,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not hasattr(config, "workerinput"):
         plugins["tooleffect-judge-section"] = JudgeSection(settings)
         plugins["tooleffect-reporter"] = Reporter(config)
+        plugins["tooleffect-gates"] = GateKeeper(config)  # reads [tool.tooleffect.gates]: a usage error here
     if baseline is not None:  # on workers too: they collect (xfail marks) and make records
         plugins["tooleffect-baseline"] = baseline
     for name, plugin in plugins.items():
