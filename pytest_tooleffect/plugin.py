@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from .baseline import BaselinePlugin
 from .collect import CLASS_MARKERS, CaseCollector
 from .decision import ModelTurns, tooleffect_decision
 from .gates import GateKeeper
 from .options import addoptions, resolve, settings_key
+from .regressions import BaselinePlugin
 from .reporter import JudgeSection, Reporter
 from .sandbox import registered_providers
 from .sandboxing import Sandboxes, tooleffect_sandbox

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.cli import replay_index, turn_key
+from pytest_tooleffect.recorded import replay_index, turn_key
 from pytest_tooleffect.scripted import Reply, ScriptedServer
 from tests.conftest import REPO
 from tests.demo_family import FAMILY, RULES

@@ -13,17 +13,9 @@ import pytest
 import scipy.stats  # noqa: F401  (numpy's extension loads once per process: import before pytester's module snapshot)
 from statsmodels.stats.contingency_tables import mcnemar
 
-from pytest_tooleffect.baseline import (
-    Baseline,
-    BaselineError,
-    Decision,
-    classify,
-    compare,
-    fingerprint_mismatches,
-    mcnemar_exact,
-    record_passed,
-)
+from pytest_tooleffect.baseline import Baseline, BaselineDecision, BaselineError, classify, record_passed
 from pytest_tooleffect.cli import main as cli
+from pytest_tooleffect.comparison import compare, fingerprint_mismatches, mcnemar_exact
 from pytest_tooleffect.report import dumps, summarise
 
 FAMILY = """\
@@ -300,8 +292,8 @@ def rec(cid: str, cls: str = "single", kind: str | None = "ok", name: bool = Tru
     (rec("a", kind="right_tool_wrong_args", args=False), rec("a"), "skip", "fixed"),
 ])
 def test_classify(before: dict[str, Any] | None, after: dict[str, Any], mode: str, status: str) -> None:
-    b = None if before is None else Decision.from_record(before)
-    assert classify(b, Decision.from_record(after), mode) == status
+    b = None if before is None else BaselineDecision.from_record(before)
+    assert classify(b, BaselineDecision.from_record(after), mode) == status
 
 
 def test_record_passed_is_the_pytest_outcome() -> None:
