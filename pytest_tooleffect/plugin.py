@@ -18,7 +18,7 @@ import pytest
 
 from .collect import CLASS_MARKERS, CaseCollector
 from .decision import ModelTurns, tooleffect_decision
-from .gates import GateKeeper
+from .gating import GateKeeper
 from .options import addoptions, resolve, settings_key
 from .regressions import BaselinePlugin
 from .reporter import JudgeSection, Reporter

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_tooleffect.gates import GateSet, RunTally, decide_exit, evaluate, load_gates, parse_gates
+from pytest_tooleffect.gates import GateSet, load_gates, parse_gates
+from pytest_tooleffect.gating import RunTally, decide_exit, evaluate
 from pytest_tooleffect.report import summarise
 from tests.conftest import REPO
 
