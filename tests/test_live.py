@@ -213,7 +213,7 @@ def test_live_path_reproduces_replay(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from pytest_tooleffect.cli import replay_index, turn_key
+    from pytest_tooleffect.recorded import replay_index, turn_key
     from tests.conftest import REPO
 
     index = replay_index(REPO / "cases")
