@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.judge import Judge, JudgeError, calibrate
+from pytest_tooleffect.options import OPT_JUDGE, OPT_JUDGE_BASE, OPT_REPORT
 from pytest_tooleffect.scripted import Reply, ScriptedServer
 from tests.conftest import REPO
 
@@ -90,8 +91,8 @@ def test_plugin_uses_the_judge_and_reports_it(pytester: pytest.Pytester, server:
                       "recorded": {"tool_calls": [{"name": "mail.reply",
                                                    "arguments": json.dumps({"thread_id": "t", "body": got})}]}})
     (fam / "cases.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
-    args = ["cases/", "--tooleffect-judge-model=openai/judge-test", f"--tooleffect-judge-api-base={server.base_url}",
-            "--tooleffect-report=r.json"]
+    args = ["cases/", f"{OPT_JUDGE}=openai/judge-test", f"{OPT_JUDGE_BASE}={server.base_url}",
+            f"{OPT_REPORT}=r.json"]
     result = pytester.runpytest(*args)
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*judge openai/judge-test: last measured agreement not measured; 2 calls, 0 cached*"])

@@ -9,6 +9,23 @@ from typing import Any
 
 import pytest
 
+from pytest_tooleffect.options import (
+    INI_RATE_FILE,
+    INI_RATE_WINDOW,
+    INI_TPM,
+    OPT_API_BASE,
+    OPT_CACHE,
+    OPT_CONCURRENCY,
+    OPT_MODEL,
+    OPT_POLICY,
+    OPT_PRICES,
+    OPT_RECORDS,
+    OPT_REPEATS,
+    OPT_REPORT,
+    OPT_RETRIES,
+    OPT_RPM,
+    OPT_TIMEOUT,
+)
 from pytest_tooleffect.scripted import Reply, ScriptedServer
 from tests.demo_family import FAMILY, RULES
 
@@ -75,8 +92,8 @@ def _records(root: Path) -> dict[str, dict[str, Any]]:
 
 def test_openai_over_http(pytester: pytest.Pytester, server: ScriptedServer) -> None:
     _family(pytester.path)
-    result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={server.base_url}",
-                                "--tooleffect-timeout=3", "--tooleffect-retries=0", "--tooleffect-report=r.json",
+    result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={server.base_url}",
+                                f"{OPT_TIMEOUT}=3", f"{OPT_RETRIES}=0", f"{OPT_REPORT}=r.json",
                                 "--json-report",
                                 "--json-report-file=j.json")
     result.assert_outcomes(passed=2, failed=1, errors=4)
@@ -118,8 +135,8 @@ def test_openai_over_http(pytester: pytest.Pytester, server: ScriptedServer) -> 
 def test_prices_from_a_user_table(pytester: pytest.Pytester, server: ScriptedServer) -> None:
     _family(pytester.path, CASES[:2])
     pytester.makefile(".yaml", prices="openai/local-test: {input_per_mtok: 2.0, output_per_mtok: 10.0}\n")
-    result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={server.base_url}",
-                                "--tooleffect-prices=prices.yaml")
+    result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={server.base_url}",
+                                f"{OPT_PRICES}=prices.yaml")
     result.assert_outcomes(passed=2)
     recs = _records(pytester.path)
     assert recs["call-dotted"]["cost"]["cost_usd"] == pytest.approx((1000 * 2.0 + 50 * 10.0) / 1e6)
@@ -128,7 +145,7 @@ def test_prices_from_a_user_table(pytester: pytest.Pytester, server: ScriptedSer
 
 def test_known_model_priced_by_litellm(pytester: pytest.Pytester, server: ScriptedServer) -> None:
     _family(pytester.path, CASES[1:2])
-    result = pytester.runpytest("cases/", "--tooleffect-model=openai/gpt-4o", f"--tooleffect-api-base={server.base_url}")
+    result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/gpt-4o", f"{OPT_API_BASE}={server.base_url}")
     result.assert_outcomes(passed=1)
     cost = _records(pytester.path)["no-call"]["cost"]
     assert cost["priced_by"] == "litellm"
@@ -139,7 +156,7 @@ def test_known_model_priced_by_litellm(pytester: pytest.Pytester, server: Script
                                              ("gemini/gemini-local-test", "root_url")])
 def test_anthropic_and_gemini_formats(pytester: pytest.Pytester, server: ScriptedServer, model: str, base: str) -> None:
     _family(pytester.path, CASES[:3])
-    result = pytester.runpytest("cases/", f"--tooleffect-model={model}", f"--tooleffect-api-base={getattr(server, base)}")
+    result = pytester.runpytest("cases/", f"{OPT_MODEL}={model}", f"{OPT_API_BASE}={getattr(server, base)}")
     result.assert_outcomes(passed=2, failed=1)
     recs = _records(pytester.path)
     assert recs["call-dotted"]["verdict"]["kind"] == "ok"
@@ -163,8 +180,8 @@ def test_named_policies_side_by_side(pytester: pytest.Pytester, server: Scripted
         model = "openai/local-test"
         api_base = "{server.base_url}"
     """)
-    result = pytester.runpytest("cases/", "--tooleffect-policy=replay", "--tooleffect-policy=terse",
-                                "--tooleffect-policy=other", "--tooleffect-report=r.json")
+    result = pytester.runpytest("cases/", f"{OPT_POLICY}=replay", f"{OPT_POLICY}=terse",
+                                f"{OPT_POLICY}=other", f"{OPT_REPORT}=r.json")
     result.assert_outcomes(passed=5, failed=1)  # replay's recorded text fails call-dotted
     rep = json.loads((pytester.path / "r.json").read_text())
     assert [b["policy"] for b in rep["blocks"]] == ["other", "replay", "terse"]
@@ -181,7 +198,7 @@ def test_named_policies_side_by_side(pytester: pytest.Pytester, server: Scripted
 
 def test_unknown_policy_is_a_clear_error(pytester: pytest.Pytester) -> None:
     _family(pytester.path, CASES[:1])
-    result = pytester.runpytest("cases/", "--tooleffect-policy=nope")
+    result = pytester.runpytest("cases/", f"{OPT_POLICY}=nope")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*policy 'nope' is not defined for family demo (known: replay)*"])
 
@@ -219,11 +236,11 @@ def test_live_path_reproduces_replay(tmp_path: Path) -> None:
     index = replay_index(REPO / "cases")
     with ScriptedServer(lambda body: index.get(turn_key(body.get("messages") or []), Reply(status=404))) as srv:
         reports = {}
-        for name, extra in (("replay", []), ("live", ["--tooleffect-model=openai/recorded-agent",
-                                                      f"--tooleffect-api-base={srv.base_url}"])):
+        for name, extra in (("replay", []), ("live", [f"{OPT_MODEL}=openai/recorded-agent",
+                                                      f"{OPT_API_BASE}={srv.base_url}"])):
             out = tmp_path / f"{name}.json"
             run = subprocess.run([sys.executable, "-m", "pytest", "cases/scheduling", "-q", "-p", "no:cacheprovider",
-                                  f"--tooleffect-report={out}", "--tooleffect-records=", *extra],
+                                  f"{OPT_REPORT}={out}", f"{OPT_RECORDS}=", *extra],
                                  cwd=REPO, capture_output=True, text=True)
             assert run.returncode == 1, run.stdout[-2000:]
             reports[name] = json.loads(out.read_text())["blocks"][0]
@@ -280,16 +297,16 @@ def test_bad_pyproject_policies_are_usage_errors(pytester: pytest.Pytester, toml
 def test_bad_prices_are_usage_errors(pytester: pytest.Pytester) -> None:
     _family(pytester.path, CASES[1:2])
     pytester.makefile(".yaml", prices="m: {input_per_mtok: .nan, output_per_mtok: 1}\n")
-    result = pytester.runpytest("cases/", "--tooleffect-prices=prices.yaml")
+    result = pytester.runpytest("cases/", f"{OPT_PRICES}=prices.yaml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*prices are finite numbers >= 0*"])
 
 
 def test_stale_outputs_are_replaced_when_nothing_is_scored(pytester: pytest.Pytester) -> None:
     _family(pytester.path, CASES[1:2])
-    pytester.runpytest("cases/", "--tooleffect-report=r.json").assert_outcomes(passed=1)  # replays a null
+    pytester.runpytest("cases/", f"{OPT_REPORT}=r.json").assert_outcomes(passed=1)  # replays a null
     assert (pytester.path / "reports" / "tooleffect-records.jsonl").read_text()
-    pytester.runpytest("cases/", "--tooleffect-report=r.json", "-k", "nothing-matches")
+    pytester.runpytest("cases/", f"{OPT_REPORT}=r.json", "-k", "nothing-matches")
     assert (pytester.path / "reports" / "tooleffect-records.jsonl").read_text() == ""
     assert json.loads((pytester.path / "r.json").read_text())["blocks"] == []
 
@@ -300,8 +317,8 @@ def test_repeats_pass_hat_k_cache_and_cost_views(pytester: pytest.Pytester) -> N
                     Reply(text="fine")] * 4)
     with ScriptedServer(lambda body: next(answers)) as srv:
         _family(pytester.path, CASES[1:2])  # no-call: null is the only valid action
-        args = ["cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={srv.base_url}",
-                "--tooleffect-repeats=3", "--tooleffect-cache=readwrite", "--tooleffect-report=r.json"]
+        args = ["cases/", f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}",
+                f"{OPT_REPEATS}=3", f"{OPT_CACHE}=readwrite", f"{OPT_REPORT}=r.json"]
         first = pytester.runpytest(*args)
         first.assert_outcomes(passed=2, failed=1)
         block = json.loads((pytester.path / "r.json").read_text())["blocks"][0]
@@ -324,8 +341,8 @@ def test_repeats_pass_hat_k_cache_and_cost_views(pytester: pytest.Pytester) -> N
 def test_retries_recover_from_a_transient_500(pytester: pytest.Pytester) -> None:
     with ScriptedServer([Reply(status=500), Reply(text="fine")]) as srv:
         _family(pytester.path, CASES[1:2])
-        result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test",
-                                    f"--tooleffect-api-base={srv.base_url}", "--tooleffect-retries=2")
+        result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/local-test",
+                                    f"{OPT_API_BASE}={srv.base_url}", f"{OPT_RETRIES}=2")
         result.assert_outcomes(passed=1)
         assert len(srv.requests) == 2
 
@@ -335,9 +352,9 @@ def test_concurrent_turns_overlap(pytester: pytest.Pytester) -> None:
     cases = [_case(f"c{i}", {"valid_actions": [NULL]}) for i in range(10)]
     with ScriptedServer([Reply(text="fine", delay_s=0.6)]) as srv:
         _family(pytester.path, cases)
-        result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test",
-                                    f"--tooleffect-api-base={srv.base_url}", "--tooleffect-concurrency=10",
-                                    "--tooleffect-report=r.json")
+        result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/local-test",
+                                    f"{OPT_API_BASE}={srv.base_url}", f"{OPT_CONCURRENCY}=10",
+                                    f"{OPT_REPORT}=r.json")
         result.assert_outcomes(passed=10)
         arrivals = sorted(r["_received"] for r in srv.requests)
     assert len(arrivals) == 10
@@ -351,8 +368,8 @@ def test_concurrent_turns_overlap(pytester: pytest.Pytester) -> None:
 
 def test_provider_error_on_an_xfail_case_is_an_error(pytester: pytest.Pytester) -> None:
     _family(pytester.path, [{**CASES[1], "xfail": "known over-eager reply"}])
-    result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test",
-                                "--tooleffect-api-base=http://127.0.0.1:9/v1", "--tooleffect-retries=0")
+    result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/local-test",
+                                f"{OPT_API_BASE}=http://127.0.0.1:9/v1", f"{OPT_RETRIES}=0")
     result.assert_outcomes(errors=1)  # not xfailed: the provider failed, the agent decided nothing
 
 
@@ -361,9 +378,9 @@ def test_rate_limit_holds_across_xdist_workers(pytester: pytest.Pytester) -> Non
     cases = [_case(f"r{i:02d}", {"valid_actions": [NULL]}) for i in range(12)]
     with ScriptedServer([Reply(text="fine")]) as srv:
         _family(pytester.path, cases)
-        result = pytester.runpytest("cases/", "-n", "2", "-v", "--tooleffect-model=openai/local-test",
-                                    f"--tooleffect-api-base={srv.base_url}", "--tooleffect-rpm=4",
-                                    "-o", "tooleffect_rate_window=1")
+        result = pytester.runpytest("cases/", "-n", "2", "-v", f"{OPT_MODEL}=openai/local-test",
+                                    f"{OPT_API_BASE}={srv.base_url}", f"{OPT_RPM}=4",
+                                    "-o", f"{INI_RATE_WINDOW}=1")
         result.assert_outcomes(passed=12)
         arrivals = sorted(r["_received"] for r in srv.requests)
     result.stdout.fnmatch_lines_random(["*[[]gw0[]]*PASSED*", "*[[]gw1[]]*PASSED*"])  # both workers asked
@@ -387,9 +404,9 @@ def test_a_named_rate_file_is_shared_by_consecutive_runs(pytester: pytest.Pytest
     cases = [_case(f"s{i}", {"valid_actions": [NULL]}) for i in range(3)]
     with ScriptedServer([Reply(text="fine")]) as srv:
         _family(pytester.path, cases)
-        args = ["cases/", "--tooleffect-model=openai/local-test", f"--tooleffect-api-base={srv.base_url}",
-                "--tooleffect-rpm=3", "-o", f"tooleffect_rate_window={WINDOW}", "-o",
-                "tooleffect_rate_file=state/limit.db"]
+        args = ["cases/", f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}",
+                f"{OPT_RPM}=3", "-o", f"{INI_RATE_WINDOW}={WINDOW}", "-o",
+                f"{INI_RATE_FILE}=state/limit.db"]
         pytester.runpytest(*args).assert_outcomes(passed=3)
         second = pytester.runpytest(*args)
         second.assert_outcomes(passed=3)
@@ -424,9 +441,9 @@ def test_retries_pass_through_the_rate_limit(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--tooleffect-rpm=0"], "must be at least 1"),
-    (["-o", "tooleffect_tpm=lots"], "ini tooleffect_tpm = 'lots'*not a whole number"),
-    (["-o", "tooleffect_rate_window=0"], "ini tooleffect_rate_window = '0'*must be positive"),
+    ([f"{OPT_RPM}=0"], "must be at least 1"),
+    (["-o", f"{INI_TPM}=lots"], "ini tooleffect_tpm = 'lots'*not a whole number"),
+    (["-o", f"{INI_RATE_WINDOW}=0"], "ini tooleffect_rate_window = '0'*must be positive"),
 ])
 def test_bad_rate_limits_are_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:
     _family(pytester.path, CASES[1:2])
@@ -465,11 +482,11 @@ def test_interrupt_drops_turns_not_yet_finished() -> None:
 def test_a_limit_that_makes_the_run_long_is_announced(pytester: pytest.Pytester) -> None:
     cases = [_case(f"w{i}", {"valid_actions": [NULL]}) for i in range(7)]
     _family(pytester.path, cases)
-    result = pytester.runpytest("cases/", "--collect-only", "-q", "--tooleffect-model=openai/local-test",
-                                "--tooleffect-api-base=http://127.0.0.1:9/v1", "--tooleffect-rpm=2")
+    result = pytester.runpytest("cases/", "--collect-only", "-q", f"{OPT_MODEL}=openai/local-test",
+                                f"{OPT_API_BASE}=http://127.0.0.1:9/v1", f"{OPT_RPM}=2")
     # 7 turns at 2 per minute: three more windows after the first, 3 min, under ten: nothing said
     assert "take at least" not in result.stdout.str()
-    slow = pytester.runpytest("cases/", "--collect-only", "-q", "--tooleffect-model=openai/local-test",
-                              "--tooleffect-api-base=http://127.0.0.1:9/v1", "--tooleffect-rpm=1",
-                              "-o", "tooleffect_rate_window=120")
+    slow = pytester.runpytest("cases/", "--collect-only", "-q", f"{OPT_MODEL}=openai/local-test",
+                              f"{OPT_API_BASE}=http://127.0.0.1:9/v1", f"{OPT_RPM}=1",
+                              "-o", f"{INI_RATE_WINDOW}=120")
     slow.stdout.fnmatch_lines(["*tooleffect: at 1 requests per 120 s, 7 live model turns take at least 12 min*"])

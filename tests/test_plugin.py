@@ -9,6 +9,7 @@ from typing import Any
 import jsonschema
 import pytest
 
+from pytest_tooleffect.options import OPT_NO_SUMMARY, OPT_RECORDS, OPT_REPEATS, OPT_REPORT
 from tests.conftest import generated_report_schema
 from tests.demo_family import write_demo
 
@@ -23,7 +24,7 @@ def _report(path: Path) -> dict[str, Any]:
 
 def test_outcomes_records_and_report(pytester: pytest.Pytester) -> None:
     write_demo(pytester.path)
-    result = pytester.runpytest("cases/", "-rA", "--tooleffect-report=out/report.json",
+    result = pytester.runpytest("cases/", "-rA", f"{OPT_REPORT}=out/report.json",
                                 "--json-report", "--json-report-file=out/pytest.json")
     result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
     result.stdout.fnmatch_lines([
@@ -213,7 +214,7 @@ def test_user_predicates_through_the_hook(pytester: pytest.Pytester) -> None:
             record["checked_by"] = "conftest"
     """)
     assert fam.is_dir()
-    result = pytester.runpytest("cases/", "--tooleffect-report=r.json")
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}=r.json")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*calendar.create_event.start: 20:00 is outside 9:00-18:00*"])
     log = (pytester.path / "reports" / "tooleffect-records.jsonl").read_text()
@@ -227,10 +228,10 @@ def _blocks_without_timing(path: Path) -> list[dict[str, Any]]:
 def test_xdist_gives_the_same_report(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     write_demo(pytester.path)
-    r0 = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "0", "--tooleffect-report=r0.json",
-                                       "--tooleffect-records=l0.jsonl")
-    r2 = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "2", "--tooleffect-report=r2.json",
-                                       "--tooleffect-records=l2.jsonl")
+    r0 = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "0", f"{OPT_REPORT}=r0.json",
+                                       f"{OPT_RECORDS}=l0.jsonl")
+    r2 = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "2", f"{OPT_REPORT}=r2.json",
+                                       f"{OPT_RECORDS}=l2.jsonl")
     r0.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
     r2.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
     assert _blocks_without_timing(pytester.path / "r0.json") == _blocks_without_timing(pytester.path / "r2.json")
@@ -241,12 +242,12 @@ def test_xdist_gives_the_same_report(pytester: pytest.Pytester) -> None:
 
 def test_no_summary_and_no_records(pytester: pytest.Pytester) -> None:
     write_demo(pytester.path)
-    result = pytester.runpytest("cases/", "--tooleffect-no-summary", "--tooleffect-records=")
+    result = pytester.runpytest("cases/", OPT_NO_SUMMARY, f"{OPT_RECORDS}=")
     assert "tooleffect report" not in result.stdout.str()
     assert not (pytester.path / "reports").exists()
 
 
-@pytest.mark.parametrize(("args", "compiled"), [([], False), (["--tooleffect-repeats=2"], True)])
+@pytest.mark.parametrize(("args", "compiled"), [([], False), ([f"{OPT_REPEATS}=2"], True)])
 def test_a_case_decided_more_than_once_is_compiled_at_its_first_decision(
         pytester: pytest.Pytester, args: list[str], compiled: bool) -> None:
     write_demo(pytester.path)

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from pytest_tooleffect.options import OPT_RECORDS, OPT_REPORT
 from tests.demo_family import CASES, READ, case, write_demo
 
 GOOD = CASES[:4]  # 3 pass, 1 fails
@@ -83,12 +84,12 @@ def test_yaml_timestamps_stay_strings_and_xdist_survives(pytester: pytest.Pytest
   recorded: {tool_calls: [{name: calendar.create_event, arguments: {title: x, start: 2025-03-19T13:00:00Z}}]}
   source: authored
 """)
-    result = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "2", "--tooleffect-report=r.json")
+    result = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "2", f"{OPT_REPORT}=r.json")
     result.assert_outcomes(passed=1)
     assert json.loads((pytester.path / "r.json").read_text())["blocks"][0]["n_scored"] == 1
 
 
-@pytest.mark.parametrize("option", ["--tooleffect-records", "--tooleffect-report"])
+@pytest.mark.parametrize("option", [OPT_RECORDS, OPT_REPORT])
 def test_unwritable_outputs_are_refused_up_front(pytester: pytest.Pytester, option: str) -> None:
     write_demo(pytester.path, GOOD)
     (pytester.path / "adir").mkdir()
@@ -109,7 +110,7 @@ def test_scoring_errors_are_errors_not_decisions(pytester: pytest.Pytester) -> N
                 raise RuntimeError("predicate exploded")
             return {"boom": boom}
     """)
-    result = pytester.runpytest("cases/", "--tooleffect-report=r.json")
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}=r.json")
     result.stdout.fnmatch_lines(["*demo/p1[[]replay[]]: scoring error (not counted as a decision): "
                                  "RuntimeError: predicate exploded*"])
     (block,) = json.loads((pytester.path / "r.json").read_text())["blocks"]
@@ -171,7 +172,7 @@ def test_malformed_recorded_calls_are_scored_as_malformed(pytester: pytest.Pytes
                                case("m2", "last", null, {"tool_calls": [{"arguments": "{}"}]}),
                                case("m3", "last", null, {"tool_calls": [{"name": "read_thread",
                                                                          "arguments": [1, 2]}]})])
-    result = pytester.runpytest("cases/", "--tooleffect-report=r.json")
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}=r.json")
     result.assert_outcomes(failed=3)
     (block,) = json.loads((pytester.path / "r.json").read_text())["blocks"]
     assert block["kinds"]["malformed_call"] == 3

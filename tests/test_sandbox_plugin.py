@@ -15,6 +15,16 @@ import jsonschema
 import pytest
 import yaml
 
+from pytest_tooleffect.options import (
+    INI_IMAGE,
+    OPT_API_BASE,
+    OPT_KEEP,
+    OPT_MODEL,
+    OPT_RECORDS,
+    OPT_REPORT,
+    OPT_ROLLOUT,
+    OPT_SANDBOX,
+)
 from pytest_tooleffect.sandbox.docker import remove_container
 from pytest_tooleffect.scripted import Reply, ScriptedServer
 from tests.conftest import REPO, generated_report_schema
@@ -50,8 +60,8 @@ def _run_containers(run: str) -> list[Any]:
 def test_scheduling_runs_in_docker_and_its_faults_fail_on_their_effect(pytester: pytest.Pytester,
                                                                        workers: int) -> None:
     _scheduling(pytester)
-    result = pytester.runpytest("cases/", "-n", str(workers), "--tooleffect-records", "rec.jsonl",
-                                "--tooleffect-report", "report.json")
+    result = pytester.runpytest("cases/", "-n", str(workers), OPT_RECORDS, "rec.jsonl",
+                                OPT_REPORT, "report.json")
     result.assert_outcomes(passed=36, failed=13)
     recs = _records(pytester.path / "rec.jsonl")
     assert len(recs) == 49
@@ -91,7 +101,7 @@ def test_ctrl_c_removes_the_containers_and_keeps_finished_records(pytester: pyte
     with open(pytester.path / "conftest.py", "a") as fh:
         fh.write("\n\n_seen = []\n\ndef pytest_runtest_call(item):\n    _seen.append(item)\n"
                  "    if len(_seen) == 6:\n        raise KeyboardInterrupt\n")
-    result = pytester.runpytest("cases/", "-p", "no:randomly", "--tooleffect-records", "rec.jsonl")
+    result = pytester.runpytest("cases/", "-p", "no:randomly", OPT_RECORDS, "rec.jsonl")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     recs = _records(pytester.path / "rec.jsonl")
     assert len(recs) == 5
@@ -101,8 +111,8 @@ def test_ctrl_c_removes_the_containers_and_keeps_finished_records(pytester: pyte
 
 def test_keep_failed_leaves_the_failed_items_container(pytester: pytest.Pytester) -> None:
     _scheduling(pytester)
-    result = pytester.runpytest("cases/", "-k", "sch-dup-01 or sch-conf-01", "--tooleffect-keep-sandbox=failed",
-                                "--tooleffect-records", "rec.jsonl", "-rA")
+    result = pytester.runpytest("cases/", "-k", "sch-dup-01 or sch-conf-01", f"{OPT_KEEP}=failed",
+                                OPT_RECORDS, "rec.jsonl", "-rA")
     result.assert_outcomes(passed=1, failed=1)
     recs = _records(pytester.path / "rec.jsonl")
     run = recs["sch-dup-01"]["sandbox"]["run"]
@@ -160,8 +170,8 @@ def test_a_world_case_in_a_family_without_a_sandbox_is_an_error(pytester: pytest
 
 def test_missing_image_is_an_error_outcome_not_a_verdict(pytester: pytest.Pytester) -> None:
     _scheduling(pytester)
-    result = pytester.runpytest("cases/", "-k", "sch-conf-01 or sch-dup-01", "--tooleffect-records", "rec.jsonl",
-                                "-o", "tooleffect_sandbox_image=tooleffect-sandbox:not-built")
+    result = pytester.runpytest("cases/", "-k", "sch-conf-01 or sch-dup-01", OPT_RECORDS, "rec.jsonl",
+                                "-o", f"{INI_IMAGE}=tooleffect-sandbox:not-built")
     result.assert_outcomes(errors=2)
     result.stdout.fnmatch_lines(["*sandbox error (not scored): sandbox image tooleffect-sandbox:not-built is not "
                                  "built*never pulled*"])
@@ -225,9 +235,9 @@ def test_rollouts_with_faults_report_recovery_and_single_step_beside_self_steere
     (folder / "cases.yaml").unlink()
     (folder / "rollouts.yaml").write_text(yaml.safe_dump([_rollout_case(n, f) for n, f in ROLLOUT_CASES]))
     with ScriptedServer(_script) as srv:
-        result = pytester.runpytest("cases/", "--tooleffect-model", "openai/scripted", "--tooleffect-api-base",
-                                    srv.base_url, "--tooleffect-rollout", "3", "--tooleffect-records", "rec.jsonl",
-                                    "--tooleffect-report", "report.json")
+        result = pytester.runpytest("cases/", OPT_MODEL, "openai/scripted", OPT_API_BASE,
+                                    srv.base_url, OPT_ROLLOUT, "3", OPT_RECORDS, "rec.jsonl",
+                                    OPT_REPORT, "report.json")
         requests = srv.requests
     result.assert_outcomes(passed=1, failed=2)
     recs = _records(pytester.path / "rec.jsonl")
@@ -264,7 +274,7 @@ def test_replay_fault_is_not_observed_without_a_rollout(pytester: pytest.Pyteste
     case = _rollout_case("retry", {"calendar.create_event": 503})
     case["recorded"] = {"tool_calls": [{"name": "calendar.create_event", "arguments": json.dumps(CREATE_ARGS)}]}
     (folder / "one.yaml").write_text(yaml.safe_dump([case]))
-    result = pytester.runpytest("cases/", "--tooleffect-sandbox=local", "--tooleffect-records", "rec.jsonl")
+    result = pytester.runpytest("cases/", f"{OPT_SANDBOX}=local", OPT_RECORDS, "rec.jsonl")
     result.assert_outcomes(failed=1)
     rec = _records(pytester.path / "rec.jsonl")["ro-retry"]
     assert rec["recovery"] == "not_observed" and rec["effect"]["kind"] == "effect_missing"
@@ -273,6 +283,6 @@ def test_replay_fault_is_not_observed_without_a_rollout(pytester: pytest.Pyteste
 
 def test_a_rollout_without_a_live_policy_is_a_usage_error(pytester: pytest.Pytester) -> None:
     _scheduling(pytester)
-    result = pytester.runpytest("cases/", "--tooleffect-rollout", "3")
+    result = pytester.runpytest("cases/", OPT_ROLLOUT, "3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--tooleffect-rollout 3: a rollout needs a live policy*"])

@@ -12,6 +12,7 @@ import pytest
 
 from pytest_tooleffect.importers.tau_airline import build_family, sample_states
 from pytest_tooleffect.importers.tau_airline_rules import rule_label
+from pytest_tooleffect.options import OPT_RECORDS, OPT_REPORT
 from pytest_tooleffect.traces import Run, decision_points, position_bucket
 from tests.conftest import REPO, SHARED
 
@@ -82,7 +83,7 @@ def test_rule_labeller() -> None:
 def test_main_job_scores_gpt4o_with_a_no_tool_class(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     out = subprocess.run([sys.executable, "-m", "pytest", "cases/tau-airline", "-q", "-p", "no:cacheprovider",
-                          f"--tooleffect-report={report}", f"--tooleffect-records={tmp_path / 'r.jsonl'}"],
+                          f"{OPT_REPORT}={report}", f"{OPT_RECORDS}={tmp_path / 'r.jsonl'}"],
                          cwd=REPO, capture_output=True, text=True)
     assert out.returncode in (0, 1), out.stdout[-3000:] + out.stderr[-3000:]
     (block,) = json.loads(report.read_text())["blocks"]
