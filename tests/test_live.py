@@ -85,17 +85,22 @@ def _family(root: Path, cases: list[dict[str, Any]] = CASES, extra_family: str =
     (fam / "cases.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
 
 
+def _workers(workers: int) -> list[str]:
+    """The command line of a run at ``workers`` xdist workers (0: in process, no xdist)."""
+    return ["-n", str(workers)] if workers else []
+
+
 def _records(root: Path) -> dict[str, dict[str, Any]]:
     lines = (root / "reports" / "tooleffect-records.jsonl").read_text().splitlines()
     return {json.loads(x)["case_id"]: json.loads(x) for x in lines}
 
 
-def test_openai_over_http(pytester: pytest.Pytester, server: ScriptedServer) -> None:
+@pytest.mark.parametrize("workers", [0, 2])
+def test_openai_over_http(pytester: pytest.Pytester, server: ScriptedServer, workers: int) -> None:
     _family(pytester.path)
-    result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={server.base_url}",
-                                f"{OPT_TIMEOUT}=3", f"{OPT_RETRIES}=0", f"{OPT_REPORT}=r.json",
-                                "--json-report",
-                                "--json-report-file=j.json")
+    result = pytester.runpytest("cases/", *_workers(workers), f"{OPT_MODEL}=openai/local-test",
+                                f"{OPT_API_BASE}={server.base_url}", f"{OPT_TIMEOUT}=3", f"{OPT_RETRIES}=0",
+                                f"{OPT_REPORT}=r.json", "--json-report", "--json-report-file=j.json")
     result.assert_outcomes(passed=2, failed=1, errors=4)
     result.stdout.fnmatch_lines_random([
         "*demo/malformed[[]openai/local-test[]]: malformed_call*",
@@ -171,7 +176,8 @@ policies:
 """
 
 
-def test_named_policies_side_by_side(pytester: pytest.Pytester, server: ScriptedServer) -> None:
+@pytest.mark.parametrize("workers", [0, 2])
+def test_named_policies_side_by_side(pytester: pytest.Pytester, server: ScriptedServer, workers: int) -> None:
     cases = [{**c, "recorded": {"tool_calls": [], "text": "ok"}} for c in CASES[:2]]
     _family(pytester.path, cases, extra_family=POLICIES.replace(
         "tool_descriptions", f"api_base: '{server.base_url}',\n     tool_descriptions"))
@@ -180,7 +186,7 @@ def test_named_policies_side_by_side(pytester: pytest.Pytester, server: Scripted
         model = "openai/local-test"
         api_base = "{server.base_url}"
     """)
-    result = pytester.runpytest("cases/", f"{OPT_POLICY}=replay", f"{OPT_POLICY}=terse",
+    result = pytester.runpytest("cases/", *_workers(workers), f"{OPT_POLICY}=replay", f"{OPT_POLICY}=terse",
                                 f"{OPT_POLICY}=other", f"{OPT_REPORT}=r.json")
     result.assert_outcomes(passed=5, failed=1)  # replay's recorded text fails call-dotted
     rep = json.loads((pytester.path / "r.json").read_text())
@@ -225,8 +231,11 @@ def test_score_fixture_and_function(pytester: pytest.Pytester) -> None:
     pytester.runpytest().assert_outcomes(passed=2)
 
 
-def test_live_path_reproduces_replay(tmp_path: Path) -> None:
-    """The scheduling family through litellm, answered with its recorded turns, scores exactly as replay."""
+@pytest.mark.parametrize("workers", [0, 2])
+def test_live_path_reproduces_replay(tmp_path: Path, workers: int) -> None:
+    """The scheduling family through litellm, answered with its recorded turns, scores exactly as replay
+    (in one process); the live run at ``workers`` xdist workers.
+    """
     import subprocess
     import sys
 
@@ -237,7 +246,7 @@ def test_live_path_reproduces_replay(tmp_path: Path) -> None:
     with ScriptedServer(lambda body: index.get(turn_key(body.get("messages") or []), Reply(status=404))) as srv:
         reports = {}
         for name, extra in (("replay", []), ("live", [f"{OPT_MODEL}=openai/recorded-agent",
-                                                      f"{OPT_API_BASE}={srv.base_url}"])):
+                                                      f"{OPT_API_BASE}={srv.base_url}", *_workers(workers)])):
             out = tmp_path / f"{name}.json"
             run = subprocess.run([sys.executable, "-m", "pytest", "cases/scheduling", "-q", "-p", "no:cacheprovider",
                                   f"{OPT_REPORT}={out}", f"{OPT_RECORDS}=", *extra],
@@ -311,13 +320,14 @@ def test_stale_outputs_are_replaced_when_nothing_is_scored(pytester: pytest.Pyte
     assert json.loads((pytester.path / "r.json").read_text())["blocks"] == []
 
 
-def test_repeats_pass_hat_k_cache_and_cost_views(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [0, 2])
+def test_repeats_pass_hat_k_cache_and_cost_views(pytester: pytest.Pytester, workers: int) -> None:
     """Three trials per case against a server that alternates, then the same run from the cache."""
     answers = iter([Reply(text="fine"), Reply(tool_calls=[("read_thread", '{"thread_id": "t"}')]),
                     Reply(text="fine")] * 4)
     with ScriptedServer(lambda body: next(answers)) as srv:
         _family(pytester.path, CASES[1:2])  # no-call: null is the only valid action
-        args = ["cases/", f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}",
+        args = ["cases/", *_workers(workers), f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}",
                 f"{OPT_REPEATS}=3", f"{OPT_CACHE}=readwrite", f"{OPT_REPORT}=r.json"]
         first = pytester.runpytest(*args)
         first.assert_outcomes(passed=2, failed=1)

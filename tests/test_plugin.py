@@ -22,11 +22,30 @@ def _report(path: Path) -> dict[str, Any]:
     return data
 
 
-def test_outcomes_records_and_report(pytester: pytest.Pytester) -> None:
+DEMO_RECORDS = {
+    "a-read": ("single", "first", "ok", False),
+    "b-create-ok": ("single", "middle", "ok", False),
+    "c-create-utc": ("single", "middle", "right_tool_wrong_args", False),
+    "d-stop": ("no_tool", "last", "ok_no_tool", False),
+    "e-redundant": ("no_tool", "last", "tool_when_none_needed", False),
+    "f-duplicate": ("no_tool", "last", "forbidden", True),
+}
+
+
+def _workers(workers: int) -> list[str]:
+    """The command line of a run at ``workers`` xdist workers (0: in process, no xdist)."""
+    return ["-n", str(workers)] if workers else []
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_outcomes_records_and_report(pytester: pytest.Pytester, workers: int) -> None:
+    """The demo family end to end; in one process and on two xdist workers alike."""
     write_demo(pytester.path)
-    result = pytester.runpytest("cases/", "-rA", f"{OPT_REPORT}=out/report.json",
+    result = pytester.runpytest("cases/", "-rA", *_workers(workers), f"{OPT_REPORT}=out/report.json",
                                 "--json-report", "--json-report-file=out/pytest.json")
     result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
+    if workers:  # the items really ran on the workers
+        result.stdout.fnmatch_lines(["*2 workers [[]7 items[]]*"])
     result.stdout.fnmatch_lines([
         "*demo/c-create-utc[[]replay[]]: right_tool_wrong_args: expected {calendar.create_event}, emitted "
         "calendar.create_event; calendar.create_event.start: *different instants*",
@@ -52,6 +71,7 @@ def test_outcomes_records_and_report(pytester: pytest.Pytester) -> None:
     assert len(meta) == 6
     log = [json.loads(line) for line in (pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines()]
     assert sorted(r["id"] for r in log) == sorted(r["id"] for r in meta.values())
+    assert {r["case_id"]: (r["class"], r["bucket"], r["verdict"]["kind"], r["xfail"]) for r in log} == DEMO_RECORDS
     utc = next(r for r in log if r["case_id"] == "c-create-utc")
     assert utc["verdict"]["kind"] == "right_tool_wrong_args"
     assert utc["cost"] == {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None}
@@ -219,25 +239,6 @@ def test_user_predicates_through_the_hook(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*calendar.create_event.start: 20:00 is outside 9:00-18:00*"])
     log = (pytester.path / "reports" / "tooleffect-records.jsonl").read_text()
     assert json.loads(log)["checked_by"] == "conftest"
-
-
-def _blocks_without_timing(path: Path) -> list[dict[str, Any]]:
-    return _report(path)["blocks"]
-
-
-def test_xdist_gives_the_same_report(pytester: pytest.Pytester) -> None:
-    pytest.importorskip("xdist")
-    write_demo(pytester.path)
-    r0 = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "0", f"{OPT_REPORT}=r0.json",
-                                       f"{OPT_RECORDS}=l0.jsonl")
-    r2 = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "2", f"{OPT_REPORT}=r2.json",
-                                       f"{OPT_RECORDS}=l2.jsonl")
-    r0.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
-    r2.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
-    assert _blocks_without_timing(pytester.path / "r0.json") == _blocks_without_timing(pytester.path / "r2.json")
-    l0 = sorted((pytester.path / "l0.jsonl").read_text().splitlines())
-    l2 = sorted((pytester.path / "l2.jsonl").read_text().splitlines())
-    assert l0 == l2 and len(l0) == 6
 
 
 def test_no_summary_and_no_records(pytester: pytest.Pytester) -> None:

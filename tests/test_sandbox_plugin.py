@@ -60,8 +60,7 @@ def _run_containers(run: str) -> list[Any]:
 def test_scheduling_runs_in_docker_and_its_faults_fail_on_their_effect(pytester: pytest.Pytester,
                                                                        workers: int) -> None:
     _scheduling(pytester)
-    result = pytester.runpytest("cases/", "-n", str(workers), OPT_RECORDS, "rec.jsonl",
-                                OPT_REPORT, "report.json")
+    result = pytester.runpytest("cases/", "-n", str(workers), OPT_RECORDS, "rec.jsonl", OPT_REPORT, "report.json")
     result.assert_outcomes(passed=36, failed=13)
     recs = _records(pytester.path / "rec.jsonl")
     assert len(recs) == 49
@@ -228,19 +227,20 @@ def _script(body: dict[str, Any]) -> Reply:
     return Reply(status=404)
 
 
+@pytest.mark.parametrize("workers", [0, 2])
 def test_rollouts_with_faults_report_recovery_and_single_step_beside_self_steered(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, workers: int) -> None:
     _scheduling(pytester)
     folder = pytester.path / "cases" / "scheduling"
     (folder / "cases.yaml").unlink()
     (folder / "rollouts.yaml").write_text(yaml.safe_dump([_rollout_case(n, f) for n, f in ROLLOUT_CASES]))
     with ScriptedServer(_script) as srv:
-        result = pytester.runpytest("cases/", OPT_MODEL, "openai/scripted", OPT_API_BASE,
-                                    srv.base_url, OPT_ROLLOUT, "3", OPT_RECORDS, "rec.jsonl",
-                                    OPT_REPORT, "report.json")
+        result = pytester.runpytest("cases/", "-n", str(workers), OPT_MODEL, "openai/scripted", OPT_API_BASE,
+                                    srv.base_url, OPT_ROLLOUT, "3", OPT_RECORDS, "rec.jsonl", OPT_REPORT, "report.json")
         requests = srv.requests
     result.assert_outcomes(passed=1, failed=2)
     recs = _records(pytester.path / "rec.jsonl")
+    assert {r["sandbox"]["worker"] == "main" for r in recs.values()} == {not workers}  # where the rollouts ran
     retry, give_up, dup = recs["ro-retry"], recs["ro-give-up"], recs["ro-duplicate"]
     assert [r["verdict"]["kind"] for r in (retry, give_up, dup)] == ["ok", "ok", "ok"]  # every first step is right
     assert retry["recovery"] == "retried" and retry["effect"]["passed"]
