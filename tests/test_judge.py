@@ -106,6 +106,7 @@ def test_plugin_uses_the_judge_and_reports_it(pytester: pytest.Pytester, server:
     (pytester.path / "reports" / "judge-calibration.json").write_text(json.dumps(
         {"model": "openai/judge-test", "n": 16, "agreement": 0.9, "kappa": 0.8, "kappa_ci95": [0.5, 1.0]}))
     result = pytester.runpytest(*args)
+    result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(["*judge openai/judge-test: last measured agreement Cohen's kappa 0.80 "
                                  "[[]0.50, 1.00[]] on 16 hand-labelled pairs; 0 calls, 2 cached*"])
     report = json.loads((pytester.path / "r.json").read_text())

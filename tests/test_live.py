@@ -292,7 +292,6 @@ def test_missing_usage_is_unknown_not_zero() -> None:
 @pytest.mark.parametrize(("toml", "message"), [
     ("[tool.tooleffect]\npolicies = 5\n", "must be a table of policy tables"),
     ("[tool.tooleffect.policies]\ngpt = 5\n", "policies.gpt] must be a table"),
-    ("[tool.tooleffect.policies.terse]\ntemperature = 0.0\n", "model is required"),
     ("[tool.tooleffect.policies.replay]\nmodel = \"openai/x\"\n", "'replay' is the built-in offline policy"),
 ])
 def test_bad_pyproject_policies_are_usage_errors(pytester: pytest.Pytester, toml: str, message: str) -> None:
@@ -301,6 +300,17 @@ def test_bad_pyproject_policies_are_usage_errors(pytester: pytest.Pytester, toml
     result = pytester.runpytest("cases/")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
+
+
+def test_a_policy_with_no_model_and_no_agent_is_an_error_where_it_is_used(pytester: pytest.Pytester) -> None:
+    """Its agent may come from a conftest's pytest_tooleffect_agent hook: refused only when none does."""
+    _family(pytester.path, CASES[1:2])
+    pytester.makepyprojecttoml("[tool.tooleffect.policies.terse]\ntemperature = 0.0\n")
+    pytester.runpytest("cases/").assert_outcomes(passed=1)  # defined, not used: the replay runs
+    result = pytester.runpytest("cases/", f"{OPT_POLICY}=terse", "-rE")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*policy 'terse' has no model and no agent, and no pytest_tooleffect_agent hook "
+                                 "returned one*"])
 
 
 def test_bad_prices_are_usage_errors(pytester: pytest.Pytester) -> None:
@@ -315,7 +325,10 @@ def test_stale_outputs_are_replaced_when_nothing_is_scored(pytester: pytest.Pyte
     _family(pytester.path, CASES[1:2])
     pytester.runpytest("cases/", f"{OPT_REPORT}=r.json").assert_outcomes(passed=1)  # replays a null
     assert (pytester.path / "reports" / "tooleffect-records.jsonl").read_text()
-    pytester.runpytest("cases/", f"{OPT_REPORT}=r.json", "-k", "nothing-matches")
+    assert len(json.loads((pytester.path / "r.json").read_text())["blocks"]) == 1
+    nothing = pytester.runpytest("cases/", f"{OPT_REPORT}=r.json", "-k", "nothing-matches")
+    assert nothing.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    nothing.assert_outcomes(deselected=1)  # the run collected the case and ran none
     assert (pytester.path / "reports" / "tooleffect-records.jsonl").read_text() == ""
     assert json.loads((pytester.path / "r.json").read_text())["blocks"] == []
 
@@ -495,7 +508,9 @@ def test_a_limit_that_makes_the_run_long_is_announced(pytester: pytest.Pytester)
     result = pytester.runpytest("cases/", "--collect-only", "-q", f"{OPT_MODEL}=openai/local-test",
                                 f"{OPT_API_BASE}=http://127.0.0.1:9/v1", f"{OPT_RPM}=2")
     # 7 turns at 2 per minute: three more windows after the first, 3 min, under ten: nothing said
-    assert "take at least" not in result.stdout.str()
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*7 tests collected*"])
+    result.stdout.no_fnmatch_line("*take at least*")
     slow = pytester.runpytest("cases/", "--collect-only", "-q", f"{OPT_MODEL}=openai/local-test",
                               f"{OPT_API_BASE}=http://127.0.0.1:9/v1", f"{OPT_RPM}=1",
                               "-o", f"{INI_RATE_WINDOW}=120")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ def _report(path: Path) -> dict[str, Any]:
     return data
 
 
+#: every scored case of the demo family as its record says: (class, bucket, verdict kind, xfail)
 DEMO_RECORDS = {
     "a-read": ("single", "first", "ok", False),
     "b-create-ok": ("single", "middle", "ok", False),
@@ -80,8 +82,9 @@ def test_outcomes_records_and_report(pytester: pytest.Pytester, workers: int) ->
 def test_item_ids_are_stable_and_sorted(pytester: pytest.Pytester) -> None:
     write_demo(pytester.path)
     result = pytester.runpytest("cases/", "--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.OK
     ids = [line for line in result.outlines if "::" in line]
-    assert ids == sorted(ids)
+    assert len(ids) == 7 and ids == sorted(ids)
     assert "cases/demo/cases.jsonl::a-read[replay]" in ids
 
 
@@ -243,8 +246,16 @@ def test_user_predicates_through_the_hook(pytester: pytest.Pytester) -> None:
 
 def test_no_summary_and_no_records(pytester: pytest.Pytester) -> None:
     write_demo(pytester.path)
-    result = pytester.runpytest("cases/", OPT_NO_SUMMARY, f"{OPT_RECORDS}=")
-    assert "tooleffect report" not in result.stdout.str()
+    args = ["cases/", f"{OPT_REPORT}=r.json"]
+    shown = pytester.runpytest(*args)  # the same run with both outputs: the section and the log are there
+    shown.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
+    shown.stdout.fnmatch_lines(["*= tooleffect report =*"])
+    assert (pytester.path / "reports" / "tooleffect-records.jsonl").read_text().count("\n") == 6
+    shutil.rmtree(pytester.path / "reports")
+    result = pytester.runpytest(*args, OPT_NO_SUMMARY, f"{OPT_RECORDS}=")
+    result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
+    assert _report(pytester.path / "r.json")["blocks"][0]["n_scored"] == 6  # scored, only not printed
+    result.stdout.no_fnmatch_line("*tooleffect report*")
     assert not (pytester.path / "reports").exists()
 
 
@@ -263,7 +274,8 @@ def test_a_case_decided_more_than_once_is_compiled_at_its_first_decision(
                 record["compiled"] = all(plan.keys is not None for plan in plans)
     """)
     result = pytester.runpytest("cases/", "-p", "no:randomly", *args)
-    assert result.ret in (0, 1)
+    trials = 2 if args else 1
+    result.assert_outcomes(passed=3 * trials, failed=2 * trials, skipped=trials, xfailed=trials)
     log = [json.loads(line) for line in (pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines()]
     seen = {r["compiled"] for r in log if "compiled" in r}
     assert seen == {compiled}

@@ -59,6 +59,7 @@ def test_unreadable_lines_do_not_stop_the_run(pytester: pytest.Pytester) -> None
     huge = '{"id": "big", "n": ' + "9" * 5000 + "}"
     write_demo(pytester.path, GOOD, extra_lines=[deep, huge, "\ufeff{}", "[1, 2]"])
     result = pytester.runpytest("cases/")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
     outcomes = result.parseoutcomes()
     assert outcomes["passed"] == 3 and outcomes["failed"] == 1 and outcomes["errors"] >= 3
     assert "INTERNALERROR" not in result.stdout.str() and "Interrupted" not in result.stdout.str()
@@ -111,6 +112,7 @@ def test_scoring_errors_are_errors_not_decisions(pytester: pytest.Pytester) -> N
             return {"boom": boom}
     """)
     result = pytester.runpytest("cases/", f"{OPT_REPORT}=r.json")
+    result.assert_outcomes(passed=1, failed=1)  # a failed item, recorded as an error: not a decision
     result.stdout.fnmatch_lines(["*demo/p1[[]replay[]]: scoring error (not counted as a decision): "
                                  "RuntimeError: predicate exploded*"])
     (block,) = json.loads((pytester.path / "r.json").read_text())["blocks"]

@@ -12,7 +12,8 @@ from pytest_tooleffect.cases import load_case_file, load_family
 from tests.conftest import REPO
 
 
-def _load(tmp_path: Path, **fields: Any) -> list[str]:
+def _load(tmp_path: Path, **fields: Any) -> tuple[list[str], list[str]]:
+    """The ids of the usable cases and the problems of a case file holding one world case, ``w1``."""
     fam_dir = tmp_path / "cases" / "scheduling"
     fam_dir.mkdir(parents=True)
     (tmp_path / "oracle").mkdir()
@@ -22,8 +23,8 @@ def _load(tmp_path: Path, **fields: Any) -> list[str]:
             "messages": [{"role": "user", "content": "hi"}], "label": {"valid_actions": [{"tool": None}]},
             "world": {"threads": [{"thread_id": "th-1"}]}, **fields}
     (fam_dir / "c.yaml").write_text(yaml.safe_dump([case]))
-    _, problems = load_case_file(fam_dir / "c.yaml", load_family(fam_dir))
-    return [f"{p.field}: {p.message}" for p in problems]
+    cases, problems = load_case_file(fam_dir / "c.yaml", load_family(fam_dir))
+    return [c.id for c in cases], [f"{p.field}: {p.message}" for p in problems]
 
 
 @pytest.mark.parametrize(("fields", "expected"), [
@@ -69,7 +70,8 @@ def _load(tmp_path: Path, **fields: Any) -> list[str]:
      ["expected_effects[0]: give count, or at_least / at_most, not both"]),
 ])
 def test_world_problems_name_the_field(tmp_path: Path, fields: dict[str, Any], expected: list[str]) -> None:
-    problems = _load(tmp_path, **fields)
+    loaded, problems = _load(tmp_path, **fields)
+    assert loaded == ([] if expected else ["w1"])  # a case with a problem is not run; a clean one is
     assert len(problems) == len(expected), problems
     for got, want in zip(problems, expected):
         assert got.startswith(want), (got, want)

@@ -98,4 +98,5 @@ def test_main_job_scores_gpt4o_with_a_no_tool_class(tmp_path: Path) -> None:
 def test_label_files_cover_every_state(name: str) -> None:
     ids = {json.loads(line)["id"] for line in (FAMILY / "cases.jsonl").read_text().splitlines()}
     labelled = [json.loads(line)["id"] for line in (FAMILY / name).read_text().splitlines()]
+    assert len(ids) == 210 and labelled  # both files read
     assert len(labelled) == len(set(labelled)) and set(labelled) <= ids
