@@ -43,8 +43,9 @@ def _workers(workers: int) -> list[str]:
 def test_outcomes_records_and_report(pytester: pytest.Pytester, workers: int) -> None:
     """The demo family end to end; in one process and on two xdist workers alike."""
     write_demo(pytester.path)
-    result = pytester.runpytest("cases/", "-rA", *_workers(workers), f"{OPT_REPORT}=out/report.json",
-                                "--json-report", "--json-report-file=out/pytest.json")
+    # --strict-markers: the plugin registers the class, family and bucket markers it adds
+    result = pytester.runpytest("cases/", "-rA", "--strict-markers", *_workers(workers),
+                                f"{OPT_REPORT}=out/report.json", "--json-report", "--json-report-file=out/pytest.json")
     result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
     if workers:  # the items really ran on the workers
         result.stdout.fnmatch_lines(["*2 workers [[]7 items[]]*"])
