@@ -32,10 +32,12 @@ report: $(STAMP) sandbox-image
 	  rc=$$?; [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
 	$(BIN)/python scripts/report-errors reports/tooleffect-report.json
 
+# langsmith (installed with the LangChain example agent) registers a pytest plugin that costs every
+# pytest process a second at start-up; the suite starts hundreds (pytester runs inherit the variable).
 test: $(STAMP) sandbox-image
-	$(BIN)/ruff check pytest_tooleffect tests bench sandbox
+	$(BIN)/ruff check pytest_tooleffect tests bench sandbox examples
 	$(BIN)/mypy
-	$(BIN)/pytest tests/ -q -n 2
+	PYTEST_ADDOPTS="-p no:langsmith_plugin" $(BIN)/pytest tests/ -q -n 2
 
 bench-collection: $(STAMP)
 	$(BIN)/python bench/collection.py
@@ -68,7 +70,7 @@ bench-throughput: $(STAMP) $(INSPECT_VENV)/.installed
 	  --inspect-python $(INSPECT_VENV)/bin/python
 
 lint: $(STAMP)
-	$(BIN)/ruff check pytest_tooleffect tests bench sandbox
+	$(BIN)/ruff check pytest_tooleffect tests bench sandbox examples
 	$(BIN)/mypy
 
 clean:

@@ -82,7 +82,7 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     settings = config.stash.get(settings_key, None)
     if settings is None:
         return None
-    live = [p for p in ([settings.model] if settings.model else []) + list(settings.policies)]
+    live = [*([settings.model] if settings.model else []), *(p.name for p in settings.agents), *settings.policies]
     policies = ", ".join(live) if live else "replay (offline)"
     return f"tooleffect: policies {policies}; records {settings.records or 'off'}"
 

@@ -117,7 +117,7 @@ class BaselinePlugin:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.comparison is None:
+        if self.comparison is None or not self.config.stash[settings_key].summary:
             return
         terminalreporter.write_sep("-", "tooleffect baseline")
         for line in summary_lines(self.comparison):

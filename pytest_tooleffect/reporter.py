@@ -68,7 +68,7 @@ class Reporter:
 
         status = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "complete"
         report = summarise(self.records, self.families, status=status)
-        data: dict[str, Any] = report if isinstance(report, dict) else report.model_dump(mode="json")
+        data = report.to_json()
         self.config.hook.pytest_tooleffect_modifyreport(report=data, records=self.records, config=self.config)
         self.report = data
         if self.settings.report is not None:

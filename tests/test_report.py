@@ -102,3 +102,14 @@ def test_post_stratified_estimate() -> None:
     assert block["post_stratified_estimate"]["weights_from"] == "production"
     assert block["post_stratified_estimate"]["name_display"] == "75.0"
     assert summarise(recs, {}).blocks[0].post_stratified_estimate is None
+
+
+def test_an_error_line_keeps_the_record_id_and_leaves_the_traceback_to_the_record() -> None:
+    from pytest_tooleffect.report import render_terminal
+
+    error = {"type": "RuntimeError", "message": "tool router [down]", "traceback": "Traceback (most recent call last)"}
+    recs = [_rec("a", "single", True, True, "ok", n=1),
+            _rec("a", "single", False, False, "", outcome="error", error=error, n=2)]
+    text = render_terminal(summarise(recs, {}), width=160)
+    assert "error (excluded from rates): a/single[replay]: RuntimeError: tool router [down]" in text
+    assert "Traceback" not in text

@@ -118,7 +118,9 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
             console.print("most expensive decisions: " + "; ".join(
                 f"{t['id']} ({t['kind']}, {t['input_tokens']} in)" for t in top[:5]))
         for e in b["errors"][:10]:
-            console.print(f"error (excluded from rates): {e['id']}: {e['error']}")
+            err = e["error"] or {}
+            console.print(f"error (excluded from rates): {e['id']}: {err.get('type')}: {err.get('message')}",
+                          markup=False, highlight=False)
         if len(b["errors"]) > 10:
             console.print(f"… and {len(b['errors']) - 10} more errors (all in the JSON report and the record log)")
         console.print("")
