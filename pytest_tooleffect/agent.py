@@ -177,8 +177,23 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
     return result, cost, extra
 
 
+def _called(agent: Agent, state: AgentState) -> Any:
+    """The agent's return value (an awaitable for an async agent); its exception as an AgentError."""
+    try:
+        return agent(state)
+    except Exception as exc:
+        raise _failure(exc) from exc
+
+
+async def _awaited(result: Awaitable[Any]) -> Any:
+    try:
+        return await result
+    except Exception as exc:
+        raise _failure(exc) from exc
+
+
 def call_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """Call a sync agent (an async one is run to completion on a new event loop).
+    """Call a sync agent (an awaitable it returns is run to completion on a new event loop).
 
     Returns:
         ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
@@ -187,19 +202,12 @@ def call_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any], di
         AgentError: the agent raised (its traceback kept) or returned ``None``.
     """
     t0 = time.perf_counter()
-    try:
-        result = agent(state)
-        if inspect.isawaitable(result):
-            import asyncio
+    result = _called(agent, state)
+    if inspect.isawaitable(result):
+        import asyncio
 
-            result = asyncio.run(_awaited(result))
-    except Exception as exc:
-        raise _failure(exc) from exc
+        result = asyncio.run(_awaited(result))
     return agent_cost(result, time.perf_counter() - t0)
-
-
-async def _awaited(result: Awaitable[Any]) -> Any:
-    return await result
 
 
 async def run_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any], dict[str, Any]]:
@@ -212,10 +220,7 @@ async def run_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any
         AgentError: the agent raised (its traceback kept) or returned ``None``.
     """
     t0 = time.perf_counter()
-    try:
-        result = agent(state)
-        if inspect.isawaitable(result):
-            result = await result
-    except Exception as exc:
-        raise _failure(exc) from exc
+    result = _called(agent, state)
+    if inspect.isawaitable(result):
+        result = await _awaited(result)
     return agent_cost(result, time.perf_counter() - t0)

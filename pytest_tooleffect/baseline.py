@@ -307,10 +307,7 @@ class Baseline(BaseModel):
             BaselineError: the file is missing, not JSON, not a baseline, of another version, or a
                 field is invalid (names the file and the field).
         """
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise BaselineError(path, "<file>", f"cannot be read ({exc.strerror or exc})") from None
+        text = _read_text(path)
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -398,10 +395,7 @@ def load_runs(path: Path) -> Baseline:
     """
     from .records import read_records
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise BaselineError(path, "<file>", f"cannot be read ({exc.strerror or exc})") from None
+    text = _read_text(path)
     try:
         whole = json.loads(text)
     except json.JSONDecodeError:
@@ -418,3 +412,10 @@ def load_runs(path: Path) -> Baseline:
 
 
 # ---------------------------------------------------------------------------------- rendering
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(path, "<file>", f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
