@@ -136,7 +136,8 @@ def evaluate(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
 
     Returns:
         The results, block by block in the report's order, then one NOT JUDGED result per gate of
-        every key that names a family or policy with no block in the run.
+        every table that names a family and a policy (no ``*``) with no block in the run: a gate
+        set for a family × policy the run did not score is never passed in silence.
     """
     out: list[GateResult] = []
     blocks = list(report.get("blocks") or [])
@@ -147,13 +148,12 @@ def evaluate(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
         fam, pol = block["family"], block["policy"]
         out.extend(_judge_block(block, by_block.get((fam, pol), []), config.for_block(fam, pol)))
     for fam, pol in config.tables:
-        if (fam, pol) == ("*", "*"):
+        if "*" in (fam, pol):  # a table with a wildcard applies to the blocks there are
             continue
-        if any(fam in ("*", b["family"]) and pol in ("*", b["policy"]) for b in blocks):
+        if any(fam == b["family"] and pol == b["policy"] for b in blocks):
             continue
         gates = config.for_block(fam, pol)
-        what = " and ".join(f"{w} {v}" for w, v in (("family", fam), ("policy", pol)) if v != "*")
-        reason = f"no decisions of {what} in the run"
+        reason = f"no decisions of family {fam} and policy {pol} in the run"
         out.extend(GateResult(fam, pol, gate, op, threshold, unit, bound, "not_judged",
                               gates.unjudged != "pass", None, None, _unjudged(reason, gates))
                    for gate, op, threshold, unit, bound in _listed(gates))

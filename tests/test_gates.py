@@ -185,6 +185,20 @@ def test_gates_of_a_family_not_in_the_run_are_not_judged(pytester: pytest.Pytest
                                      "mail and policy replay in the run)")
 
 
+def test_a_table_with_a_wildcard_applies_only_to_the_blocks_of_the_run(pytester: pytest.Pytester) -> None:
+    """A "*/replay" table in a run of another policy, and "mail/*" with no mail family, judge nothing."""
+    write_family(pytester.path)
+    write_gates(pytester.path, '[tool.tooleffect.gates."*/replay"]\nmin_pct.no_tool.name = 99\n'
+                               '[tool.tooleffect.gates."mail/*"]\nmin_pct.no_tool.name = 99\n'
+                               '[tool.tooleffect.gates."*"]\nmax_count = {forbidden = 99}\n')
+    (pytester.path / "agent_mod.py").write_text("def decide(state):\n    return {'role': 'assistant', 'content': 'ok'}\n")
+    result = pytester.runpytest("cases/", "--tooleffect-agent=agent_mod:decide", "-p", "no:cacheprovider")
+    lines = gate_lines(result)
+    assert lines and all("decide" in line or line.startswith("tooleffect gates:") for line in lines), lines
+    assert "NOT JUDGED" not in "\n".join(lines)
+    assert result.ret == 0, result.stdout.str()
+
+
 @pytest.mark.parametrize(("table", "message"), [
     ('[tool.tooleffect.gates."*"]\nmin_pct.no_tool = {nme = 90}\n',
      '[tool.tooleffect.gates."*"]: min_pct.no_tool.nme: unknown key (known here: name, name_args, effect)'),
