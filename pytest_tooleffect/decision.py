@@ -198,6 +198,18 @@ class ModelTurns:
                 if future is not None:
                     self.prefetched[it.nodeid] = future
 
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> str | None:
+        """Say up front how long a request limit makes the run at the least (when over ten minutes)."""
+        settings = self.settings
+        if settings.rpm is None:
+            return None
+        live = sum(1 for it in items if isinstance(it, CaseItem) and it.live)
+        least_s = max(0, -(-live // settings.rpm) - 1) * settings.rate_window_s
+        if least_s < 600:
+            return None
+        return (f"tooleffect: at {settings.rpm} requests per {settings.rate_window_s:g} s, {live} live model turns "
+                f"take at least {least_s / 60:.0f} min (Ctrl-C keeps the finished records)")
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """On the xdist controller, hand each worker the run's rate-limit state file."""

@@ -28,7 +28,7 @@ from .gates import (
     RateFloors,
     load_gates,
 )
-from .options import OPT_SUMMARY_MD
+from .options import settings_key
 from .oracle import KINDS
 from .report import CLASSES, percent
 
@@ -396,7 +396,7 @@ class GateKeeper:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.gates = load_gates(Path(config.rootpath))
-        self.summary_md: Path | None = config.getoption(OPT_SUMMARY_MD)
+        self.summary_md = config.stash[settings_key].summary_md
         self.tally = RunTally()
         self.session: pytest.Session | None = None
         self.report: dict[str, Any] | None = None

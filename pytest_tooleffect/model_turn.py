@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .models import Case, Policy, ToolSpec
+from .models import Case, Policy, Price, ToolSpec
 from .ratelimit import RateLimit, RateLimitTooSmall
 
 __all__ = ["ModelCache", "NameMap", "Price", "ProviderError", "Turn", "TurnPool", "build_request", "import_litellm",
@@ -162,14 +162,6 @@ def import_litellm() -> Any:
         litellm.drop_params = True
         _LITELLM = litellm
     return _LITELLM
-
-
-@dataclass(frozen=True)
-class Price:
-    """A user price for a model litellm's cost map does not know, in USD per million tokens."""
-
-    input_per_mtok: float
-    output_per_mtok: float
 
 
 @dataclass(frozen=True)

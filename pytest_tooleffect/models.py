@@ -9,6 +9,7 @@ its run.  ``tooleffect schema`` prints the JSON Schema of :class:`Case` and :cla
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, field_validator, model_validator
@@ -23,6 +24,8 @@ __all__ = [
     "Label",
     "ParallelGroup",
     "Placement",
+    "Policy",
+    "Price",
     "Recorded",
     "RecordedCall",
     "SandboxSpec",
@@ -337,6 +340,14 @@ class Case(_Model):
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise ValueError(f"unknown IANA time zone {v!r}") from exc
         return v
+
+
+@dataclass(frozen=True)
+class Price:
+    """A user price for a model litellm's cost map does not know, in USD per million tokens."""
+
+    input_per_mtok: float
+    output_per_mtok: float
 
 
 class Policy(_Model):

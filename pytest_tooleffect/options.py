@@ -1,8 +1,8 @@
 """Every ``--tooleffect-*`` option and ``tooleffect_*`` ini key, their validators, and the one
 frozen :class:`Settings` they resolve into at configure time.
 
-The first stage of the path of one case (``docs/design.md``, "Architecture"): nothing here
-imports a later stage.  Tests import the option names from here.
+The first stage of the path of one case (``docs/design.md``, "Architecture"): it imports only
+the data models, no other stage.  Tests import the option names from here.
 """
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from .model_turn import Price
-from .models import Policy
+from .models import Policy, Price
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",
@@ -175,6 +174,7 @@ class Settings:
         sandbox: the sandbox's settings.
         baseline: the baseline file a run's outcomes are classified against, or ``None``.
         baseline_changed_labels: ``skip`` or ``compare`` decisions whose label changed since the baseline.
+        summary_md: the Markdown summary's path (``--tooleffect-summary-md``), or ``None``.
     """
 
     report: Path | None
@@ -203,6 +203,7 @@ class Settings:
     sandbox: SandboxSettings | None = None
     baseline: Path | None = None
     baseline_changed_labels: str = "skip"
+    summary_md: Path | None = None
 
     @property
     def live(self) -> bool:
@@ -409,11 +410,12 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         sandbox=_sandbox_settings(config, sandbox_providers),
         baseline=_baseline_path(config),
         baseline_changed_labels=config.getoption(OPT_BASELINE_CHANGED),
+        summary_md=config.getoption(OPT_SUMMARY_MD),
         **_rate_settings(config),
     )
     if not hasattr(config, "workerinput"):
         for opt, out in ((OPT_RECORDS, settings.records), (OPT_REPORT, settings.report),
-                         (OPT_SUMMARY_MD, config.getoption(OPT_SUMMARY_MD))):
+                         (OPT_SUMMARY_MD, settings.summary_md)):
             if out is not None:
                 _check_writable(opt, out)
     return settings

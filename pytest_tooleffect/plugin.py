@@ -76,27 +76,3 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if close is not None:
             close()
         config.pluginmanager.unregister(plugin, name)
-
-
-def pytest_report_header(config: pytest.Config) -> str | None:
-    settings = config.stash.get(settings_key, None)
-    if settings is None:
-        return None
-    live = [*([settings.model] if settings.model else []), *(p.name for p in settings.agents), *settings.policies]
-    policies = ", ".join(live) if live else "replay (offline)"
-    return f"tooleffect: policies {policies}; records {settings.records or 'off'}"
-
-
-def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> str | None:
-    """Say up front how long a request limit makes the run at the least (when over ten minutes)."""
-    from .collect import CaseItem
-
-    settings = config.stash.get(settings_key, None)
-    if settings is None or settings.rpm is None:
-        return None
-    live = sum(1 for it in items if isinstance(it, CaseItem) and it.live)
-    least_s = max(0, -(-live // settings.rpm) - 1) * settings.rate_window_s
-    if least_s < 600:
-        return None
-    return (f"tooleffect: at {settings.rpm} requests per {settings.rate_window_s:g} s, {live} live model turns "
-            f"take at least {least_s / 60:.0f} min (Ctrl-C keeps the finished records)")

@@ -1,6 +1,6 @@
 """The controller's side of a run: records in as they arrive, the record log, the report out.
 
-The last stage of the path of one case (``docs/design.md``, "Architecture").  Records ride on
+The stage after scoring on the path of one case (``docs/design.md``, "Architecture").  Records ride on
 test reports (from this process or, under xdist, from the workers), so only the controller
 writes files.  The report is built by :mod:`pytest_tooleffect.report` from the records and the
 families' metadata that came with them (no family file is read again here), passed through
@@ -38,6 +38,12 @@ class Reporter:
         self.families: dict[str, dict[str, Any]] = {}
         self.log: RecordLog | None = None
         self.report: dict[str, Any] | None = None
+
+    def pytest_report_header(self) -> str:
+        settings = self.settings
+        live = [*([settings.model] if settings.model else []), *(p.name for p in settings.agents), *settings.policies]
+        policies = ", ".join(live) if live else "replay (offline)"
+        return f"tooleffect: policies {policies}; records {settings.records or 'off'}"
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         # a new log each run that addresses case families, even when nothing gets scored

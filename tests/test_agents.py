@@ -382,3 +382,11 @@ def test_an_agent_that_edits_its_state_changes_nothing_the_oracle_or_the_next_po
     assert case.messages[-1]["content"] == "[read] please help"
     again = agent_state(case, [tool], None, Policy(name="p", agent="m:f", settings={"k": [1]}))
     assert again.tools[0]["function"]["parameters"]["properties"] and again.policy["settings"]["k"] == [1]
+
+
+def test_the_run_header_names_agent_policies(pytester: pytest.Pytester) -> None:
+    _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]})])
+    pytester.makepyfile(agents_under_test="def polite(state):\n    return {'role': 'assistant', 'content': 'ok'}\n")
+    result = pytester.runpytest("cases/", "--tooleffect-agent=agents_under_test:polite", "--tooleffect-records=")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["tooleffect: policies polite; records off"])
