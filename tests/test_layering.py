@@ -282,3 +282,15 @@ def test_a_component_with_too_many_cycles_is_summarized(tmp_path: Path) -> None:
     cycles = find_cycles(import_graph(_write_package(tmp_path, files)), limit=5)
     assert len(cycles) == 6
     assert [f"pkg.{n}" for n in names] + ["..."] in cycles
+
+
+def test_no_module_reaches_back_to_the_entry_point_and_the_oracle_imports_no_stage() -> None:
+    """plugin.py builds the stages; none imports it.  The oracle is the pure core: it imports only
+    its own modules and the data models."""
+    graph = import_graph(_installed_package_dir())
+    assert sorted(m for m, deps in graph.items() if f"{PACKAGE}.plugin" in deps) == []
+    oracle = f"{PACKAGE}.oracle"
+    reach = {m: sorted(d for d in deps if not (d == oracle or d.startswith(oracle + ".") or d == f"{PACKAGE}.models"
+                                               or d == PACKAGE))
+             for m, deps in graph.items() if m == oracle or m.startswith(oracle + ".")}
+    assert {m: d for m, d in reach.items() if d} == {}
