@@ -275,6 +275,8 @@ def _judge_count(block: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
             return result("not_judged", _BASELINE_HINT)
         marked = [r for r in records if isinstance(r.get("baseline"), Mapping)
                   and r["baseline"].get("status") in _COMPARED]
+        if not marked:  # a baseline that pairs no decision (another family, policy or repeats) judges nothing
+            return result("not_judged", "no decision of the run was compared with the baseline")
         ids = tuple(sorted(r["id"] for r in marked if r["baseline"]["status"] == "regression"))
         shown = f"{len(ids)} of {len(marked)} decisions compared with the baseline"
         if ids:

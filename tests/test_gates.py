@@ -463,3 +463,17 @@ def test_cost_unknown_is_not_judged_unless_the_known_part_already_exceeds() -> N
 ])
 def test_the_exit_rule(status: int, gates_fail: bool, tally: RunTally, stopped: bool, expected: int) -> None:
     assert decide_exit(status, gates_fail, tally, stopped)[0] == expected
+
+
+
+@pytest.mark.parametrize(("statuses", "expected"), [
+    (["new", "new", "label_changed"], "not_judged"),  # a baseline that pairs nothing judges nothing
+    (["passing", "new", "regression"], "failed"),
+    (["passing", "known", "new"], "passed"),
+])
+def test_a_regressions_gate_that_compares_nothing_is_not_judged(statuses: list[str], expected: str) -> None:
+    records = _records((3, 3), (0, 0))[:3]
+    for r, status in zip(records, statuses):
+        r["baseline"] = {"status": status}
+    (result,) = evaluate(_report(records), records, _gates('[tool.tooleffect.gates."*"]\nmax_regressions = 0\n'))
+    assert result.status == expected, result.line
