@@ -144,6 +144,10 @@ def select_policies(settings: Settings, family: LoadedFamily) -> list[Policy] | 
         else:
             known = sorted({REPLAY.name, *own, *settings.pyproject_policies})
             return f"policy {name!r} is not defined for family {family.name} (known: {', '.join(known)})"
+    names = [p.name for p in chosen]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:  # one name, two policies: their records would share ids and pool in one block
+        return f"policy names given twice ({', '.join(twice)}): every policy of a run needs its own name"
     return chosen or [REPLAY]
 
 

@@ -393,7 +393,7 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         model=config.getoption(OPT_MODEL),
         api_base=config.getoption(OPT_API_BASE),
         policies=tuple(dict.fromkeys(config.getoption(OPT_POLICY))),
-        agents=tuple({p.name: p for p in config.getoption(OPT_AGENT)}.values()),
+        agents=tuple(config.getoption(OPT_AGENT)),
         timeout_s=config.getoption(OPT_TIMEOUT),
         prices=_load_prices(config.getoption(OPT_PRICES)),
         pyproject_policies=_pyproject_policies(config),

@@ -390,3 +390,15 @@ def test_the_run_header_names_agent_policies(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest("cases/", "--tooleffect-agent=agents_under_test:polite", "--tooleffect-records=")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["tooleffect: policies polite; records off"])
+
+
+@pytest.mark.parametrize("args", [
+    ["--tooleffect-agent=a=agents_under_test:polite", "--tooleffect-agent=a=agents_under_test:polite"],
+    ["--tooleffect-model=openai/x", "--tooleffect-agent=openai/x=agents_under_test:polite"],
+])
+def test_one_name_for_two_policies_is_refused(pytester: pytest.Pytester, args: list[str]) -> None:
+    _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]})])
+    pytester.makepyfile(agents_under_test="def polite(state):\n    return {'role': 'assistant', 'content': 'ok'}\n")
+    result = pytester.runpytest("cases/", *args, "--tooleffect-records=")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*policy names given twice (*): every policy of a run needs its own name*"])
