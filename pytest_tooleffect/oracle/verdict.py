@@ -437,7 +437,7 @@ def score(
                 if name and fb.tool == name and not fb.args:
                     return Verdict(False, False, "forbidden", emission=em, forbidden=fb.model_dump(exclude_none=True))
     if em.malformed:
-        return Verdict(False, False, "malformed_call", emission=em)
+        return Verdict(_malformed_name_ok(em, lab), False, "malformed_call", emission=em)
     if not em.calls:
         if lab.null_form is not None:
             return Verdict(True, True, "ok_no_tool", matched=lab.null_form, emission=em)
@@ -478,6 +478,26 @@ def score(
                    tuple(unruled), approximate, em)
 
 
+def _malformed_name_ok(em: Emission, lab: _CompiledLabel) -> bool:
+    """The name level of a turn holding malformed calls (README, "Malformed calls").
+
+    A call sent through the tool-call channel whose name is readable but whose arguments are not
+    a JSON object (truncated or trailing JSON, a list, a number) names its tool: the name level
+    asks only whether the turn's tool names (its parsed calls and such calls) are one valid
+    alternative's.  A call without a name, or one written into the text channel, was never
+    made as a call: its name level fails.
+    """
+    names = [c.name for c in em.calls]
+    for name, reason in zip(em.malformed_names, em.malformed):
+        if not name or not reason.startswith(_ARGUMENTS_OF):
+            return False
+        names.append(name)
+    ordered, as_set = tuple(names), tuple(sorted(names))
+    return any(alt.names == (ordered if alt.order_matters else as_set) for alt in lab.alternatives)
+
+
+# the reasons emission gives a call-channel call whose name is readable and whose arguments are not
+_ARGUMENTS_OF = "arguments of "
 _INDEX = re.compile(r"\[\d+\]")
 
 

@@ -174,3 +174,36 @@ def test_a_parallel_call_with_very_many_failing_fields_is_still_the_right_tool()
     emitted = {"tool_calls": [{"name": "t", "arguments": {"p": ["b"] * 10_000}}, {"name": "u", "arguments": {"q": 1}}]}
     v = score(emitted, label, tools)
     assert (v.kind, v.name_ok, len(v.failing_fields)) == ("right_tool_wrong_args", True, 10_000)
+
+
+MALFORMED_ROWS: list[tuple[str, dict[str, Any], dict[str, Any], bool]] = [
+    # the name level asks only whether the tool was acceptable: a readable name says it
+    ("truncated JSON to the valid tool", turn({"name": "read_thread", "arguments": '{"thread_id": "t'}),
+     {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}]}, True),
+    ("trailing characters after the JSON", turn({"name": "read_thread", "arguments": '{"thread_id": "t"}}'}),
+     {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}]}, True),
+    ("arguments a JSON list", turn({"name": "read_thread", "arguments": '["t"]'}),
+     {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}]}, True),
+    ("truncated JSON to a tool that is not valid", turn({"name": "list_availability", "arguments": '{"who": '}),
+     {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}]}, False),
+    ("truncated JSON on a no-tool state to a valid tool", turn({"name": "mail.reply", "arguments": '{"kind": "ack'}),
+     {"valid_actions": [{"tool": None}, {"tool": "mail.reply", "args": {"thread_id": "a", "kind": "ack"}}]}, True),
+    ("truncated JSON where only null is valid", turn({"name": "read_thread", "arguments": "{"}),
+     {"valid_actions": [{"tool": None}]}, False),
+    ("one of a parallel group malformed, names acceptable",
+     turn(call("list_availability", who="a"), {"name": "list_availability", "arguments": '{"who": "b"'}),
+     {"valid_actions": [{"parallel": [{"tool": "list_availability", "args": {"who": "a"}},
+                                      {"tool": "list_availability", "args": {"who": "b"}}]}]}, True),
+    ("a call without a name", turn({"name": "", "arguments": "{}"}),
+     {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}]}, False),
+    ("a call written into the text channel", turn(text='<tool_call>{"name": "read_thread"}</tool_call>'),
+     {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "t"}}]}, False),
+]
+
+
+@pytest.mark.parametrize(("emitted", "label", "name_ok"), [r[1:] for r in MALFORMED_ROWS],
+                         ids=[r[0] for r in MALFORMED_ROWS])
+def test_a_malformed_call_keeps_its_kind_and_its_name_level_says_whether_the_tool_was_acceptable(
+        emitted: dict[str, Any], label: dict[str, Any], name_ok: bool) -> None:
+    v = score(emitted, label, TOOLS)
+    assert (v.kind, v.name_ok, v.name_args_ok) == ("malformed_call", name_ok, False), v.to_dict()
