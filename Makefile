@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup docker sandbox-image report test bench-collection bench-sandbox bench-throughput bfcl-conformance lint \
+.PHONY: setup docker chromium sandbox-image report test bench-collection bench-sandbox bench-throughput bfcl-conformance lint \
   clean
 
 $(STAMP): pyproject.toml
@@ -20,6 +20,10 @@ setup: $(STAMP)
 
 docker:
 	scripts/ensure-docker
+
+# the HTML report's test opens the page in Debian's chromium (driven by Playwright from PyPI)
+chromium:
+	scripts/ensure-chromium
 
 sandbox-image: $(STAMP) docker
 	$(BIN)/tooleffect sandbox build
@@ -34,7 +38,7 @@ report: $(STAMP) sandbox-image
 
 # langsmith (installed with the LangChain example agent) registers a pytest plugin that costs every
 # pytest process a second at start-up; the suite starts hundreds (pytester runs inherit the variable).
-test: $(STAMP) sandbox-image
+test: $(STAMP) sandbox-image chromium
 	$(BIN)/ruff check pytest_tooleffect tests bench sandbox examples
 	$(BIN)/mypy
 	PYTEST_ADDOPTS="-p no:langsmith_plugin" $(BIN)/pytest tests/ -q -n 2

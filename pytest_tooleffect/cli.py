@@ -148,6 +148,64 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_html(args: argparse.Namespace) -> int:
+    from .cases import FAMILY_FILE, FamilyError, load_family
+    from .records import load_records
+    from .report.html import load_states, write_html
+    from .report.model import Report
+    from .report.summary import summarise
+
+    source, out = Path(args.source), Path(args.out)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"tooleffect html: {source}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report_json = json.loads(text)
+    except ValueError:
+        report_json = None  # a record log has one object per line
+    del text
+    cases = Path(args.cases)
+    if isinstance(report_json, dict) and "blocks" in report_json:  # a JSON report: its tables, no decision
+        try:
+            Report.model_validate(report_json)
+        except ValueError as exc:
+            print(f"tooleffect html: {source} is not a tooleffect report: {exc}", file=sys.stderr)
+            return 2
+        try:
+            write_html(out, report_json)
+        except OSError as exc:
+            print(f"tooleffect html: cannot write {out}: {exc}", file=sys.stderr)
+            return 2
+        print(f"tooleffect html: {out} written from the report {source} (no records: no decision browser; "
+              "give the record log for it)")
+        return 0
+    try:
+        records = load_records(source)
+    except (OSError, ValueError) as exc:
+        print(f"tooleffect html: {source}: {exc}", file=sys.stderr)
+        return 2
+    meta = {}
+    for fam_file in sorted(cases.rglob(FAMILY_FILE)) if cases.is_dir() else []:
+        try:
+            fam = load_family(fam_file.parent)
+        except FamilyError:
+            continue  # load_states names it on the page
+        meta[fam.name] = fam.meta
+    rows = [r.to_json() for r in records]
+    states = load_states([cases], wanted={(r["family"], r["case_id"]) for r in rows}) if cases.is_dir() else None
+    if states is None:
+        print(f"tooleffect html: {cases} is not a folder: the page has no conversations (--cases DIR)", file=sys.stderr)
+    try:
+        write_html(out, summarise(records, meta), rows, states)
+    except OSError as exc:
+        print(f"tooleffect html: cannot write {out}: {exc}", file=sys.stderr)
+        return 2
+    print(f"tooleffect html: {out} written ({len(rows)} decisions)")
+    return 0
+
+
 def _cmd_sample(args: argparse.Namespace) -> int:
     import yaml
 
@@ -495,6 +553,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cases", default="cases", help="folder of the families (for quota and population)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_report)
+    p = sub.add_parser("html", help="one self-contained HTML page: the report and a browser of every decision")
+    p.add_argument("source", metavar="RECORDS|REPORT", help="a record log (JSONL) or a JSON report (tables only)")
+    p.add_argument("--out", required=True, help="the HTML file to write")
+    p.add_argument("--cases", default="cases", help="folder of the families (states, quota and population)")
+    p.set_defaults(func=_cmd_html)
     p = sub.add_parser("sample", help="sample decision points from traces, stratified by position bucket")
     p.add_argument("traces", nargs="+",
                    help="trace files (OpenAI chat JSONL, tau-bench JSON, OpenTelemetry GenAI JSON)")

@@ -47,6 +47,7 @@ __all__ = [
     "OPT_CONCURRENCY",
     "OPT_JUDGE",
     "OPT_JUDGE_BASE",
+    "OPT_HTML",
     "OPT_JUDGE_CAL",
     "OPT_KEEP",
     "OPT_MODEL",
@@ -75,6 +76,7 @@ OPT_REPORT = "--tooleffect-report"
 OPT_RECORDS = "--tooleffect-records"
 OPT_NO_SUMMARY = "--tooleffect-no-summary"
 OPT_SUMMARY_MD = "--tooleffect-summary-md"
+OPT_HTML = "--tooleffect-html"
 OPT_MODEL = "--tooleffect-model"
 OPT_API_BASE = "--tooleffect-api-base"
 OPT_AGENT = "--tooleffect-agent"
@@ -175,6 +177,7 @@ class Settings:
         baseline: the baseline file a run's outcomes are classified against, or ``None``.
         baseline_changed_labels: ``skip`` or ``compare`` decisions whose label changed since the baseline.
         summary_md: the Markdown summary's path (``--tooleffect-summary-md``), or ``None``.
+        html: the HTML page's path (``--tooleffect-html``), or ``None``.
     """
 
     report: Path | None
@@ -204,6 +207,7 @@ class Settings:
     baseline: Path | None = None
     baseline_changed_labels: str = "skip"
     summary_md: Path | None = None
+    html: Path | None = None
 
     @property
     def live(self) -> bool:
@@ -296,6 +300,8 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
     group.addoption(OPT_SUMMARY_MD, metavar="PATH", type=_path_or_none, default=None,
                     help="write a short Markdown summary (gates, per-class table, regressions, errors) to PATH, "
                          "for a CI job summary such as $GITHUB_STEP_SUMMARY")
+    group.addoption(OPT_HTML, metavar="PATH", type=_path_or_none, default=None,
+                    help="write the report and a browser of every decision as one self-contained HTML file to PATH")
     group.addoption(OPT_MODEL, metavar="PROVIDER/MODEL", default=None,
                     help="ask this litellm model for the decision at every labelled state (a policy of that name)")
     group.addoption(OPT_API_BASE, metavar="URL", default=None,
@@ -411,11 +417,12 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         baseline=_baseline_path(config),
         baseline_changed_labels=config.getoption(OPT_BASELINE_CHANGED),
         summary_md=config.getoption(OPT_SUMMARY_MD),
+        html=config.getoption(OPT_HTML),
         **_rate_settings(config),
     )
     if not hasattr(config, "workerinput"):
         for opt, out in ((OPT_RECORDS, settings.records), (OPT_REPORT, settings.report),
-                         (OPT_SUMMARY_MD, settings.summary_md)):
+                         (OPT_SUMMARY_MD, settings.summary_md), (OPT_HTML, settings.html)):
             if out is not None:
                 _check_writable(opt, out)
     return settings

@@ -3,9 +3,11 @@
 The stage after scoring on the path of one case (``docs/design.md``, "Architecture").  Records ride on
 test reports (from this process or, under xdist, from the workers), so only the controller
 writes files.  The report is built by :mod:`pytest_tooleffect.report` from the records and the
-families' metadata that came with them (no family file is read again here), passed through
+families' metadata that came with them (no family file is read again for it), passed through
 ``pytest_tooleffect_modifyreport`` (the judge's section is written by :class:`JudgeSection`
-through it), then written as JSON and printed.
+through it), then written as JSON and printed.  The HTML page (``--tooleffect-html``) also shows
+each decision's state (conversation, tools, label), which records do not carry: it reads the
+cases back from the run's family folders, once, at the end.
 """
 
 from __future__ import annotations
@@ -84,6 +86,19 @@ class Reporter:
                 path.write_text(dumps(data) + "\n", encoding="utf-8")
             except OSError as exc:
                 session.config.get_terminal_writer().line(f"tooleffect: cannot write {path}: {exc}", red=True)
+        if self.settings.html is not None:
+            self._write_html(session, self.settings.html, data)
+
+    def _write_html(self, session: pytest.Session, path: Path, data: dict[str, Any]) -> None:
+        """The HTML page: the report, and every record with the state its case file holds."""
+        from .report.html import load_states, write_html
+
+        states = load_states(_family_dirs(self.config), self.settings.pyproject_policies,
+                             wanted={(r["family"], r["case_id"]) for r in self.records})
+        try:
+            write_html(path, data, self.records, states)
+        except OSError as exc:
+            session.config.get_terminal_writer().line(f"tooleffect: cannot write {path}: {exc}", red=True)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.report is None or not self.settings.summary or not self.records:
@@ -109,6 +124,8 @@ class Reporter:
             terminalreporter.write_line(f"tooleffect report written to {self.settings.report}")
         if self.settings.records is not None:
             terminalreporter.write_line(f"tooleffect records written to {self.settings.records}")
+        if self.settings.html is not None and self.settings.html.is_file():
+            terminalreporter.write_line(f"tooleffect HTML report written to {self.settings.html}")
 
     def close(self) -> None:
         """Close the record log."""

@@ -1,0 +1,272 @@
+"""The HTML page (``--tooleffect-html``, ``tooleffect html``), opened in a real headless Chromium.
+
+The browser is Debian's ``chromium`` (``scripts/ensure-chromium``, which ``make test`` runs),
+driven by Playwright through its executable path; no browser build is downloaded.  The page is
+written by a run of the shipped families and checked against that run's JSON report and records.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT
+from pytest_tooleffect.records import read_records
+from pytest_tooleffect.report.html import load_states, render_html
+from tests.conftest import REPO
+
+CHROMIUM = "/usr/bin/chromium"
+#: the launch flags: headless, no sandbox (root in CI), and nothing that phones home
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CLASSES = ("single", "several", "no_tool")
+
+
+@pytest.fixture(scope="module")
+def shipped_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One run of the shipped families (replay, the scheduling cases in the Docker sandbox) writing
+    the page, the JSON report and the record log."""
+    out = tmp_path_factory.mktemp("html")
+    page, report, records = out / "report.html", out / "report.json", out / "records.jsonl"
+    run = subprocess.run([sys.executable, "-m", "pytest", "cases/", "-q", "-p", "no:cacheprovider", "-n", "2",
+                          f"{OPT_HTML}={page}", f"{OPT_REPORT}={report}", f"{OPT_RECORDS}={records}"],
+                         cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]  # GPT-4o's failing decisions
+    assert f"tooleffect HTML report written to {page}" in run.stdout
+    return {"page": page, "report": json.loads(report.read_text()), "records": read_records(records), "dir": out}
+
+
+@pytest.fixture(scope="module")
+def browser_context(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Chromium with a fresh profile; every request that is not the page's own file is aborted and kept."""
+    if not Path(CHROMIUM).is_file() or shutil.which("chromium") is None:
+        pytest.fail(f"{CHROMIUM} is missing: scripts/ensure-chromium installs Debian's chromium (make test runs it)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = p.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("profile")), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000})
+        context.outside = []  # requests to anything but a file: URL
+
+        def guard(route: Any) -> None:
+            if route.request.url.startswith("file://"):
+                route.continue_()
+            else:
+                context.outside.append(route.request.url)
+                route.abort()
+
+        context.route("**/*", guard)
+        yield context
+        context.close()
+
+
+def _open(context: Any, path: Path) -> Any:
+    page = context.new_page()
+    seen: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda r: seen.append(r.url))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready]")
+    page.seen, page.errors = seen, errors
+    return page
+
+
+def _ci(ci: list[float] | None) -> str:
+    return "–" if ci is None else f"{ci[0]:.1f}–{ci[1]:.1f}"
+
+
+def _listed(page: Any) -> list[str]:
+    """The record ids the browser lists, over every page of the list."""
+    ids: list[str] = []
+    while True:
+        ids += page.eval_on_selector_all("#decisions tbody tr", "rows => rows.map(r => r.dataset.id)")
+        if page.is_disabled("#next"):
+            return ids
+        page.click("#next")
+
+
+def test_class_tables_show_the_json_reports_figures(shipped_run: dict[str, Any], browser_context: Any) -> None:
+    page = _open(browser_context, shipped_run["page"])
+    blocks = shipped_run["report"]["blocks"]
+    assert [(b["family"], b["policy"]) for b in blocks] == [("scheduling", "replay"), ("tau-airline", "replay")]
+    for b in blocks:
+        section = page.locator(f'section.block[data-family="{b["family"]}"][data-policy="{b["policy"]}"]')
+        assert b["label_set_fingerprint"] in section.locator("code.fp").inner_text()
+        for cls in CLASSES:
+            c = b["classes"][cls]
+            row = section.locator(f'table[data-table="classes"] tr[data-class="{cls}"]')
+            assert row.locator('td[data-field="n"]').inner_text() == str(c["n"])
+            for level in ("name", "name_args"):
+                cell = row.locator(f'td[data-level="{level}"]')
+                assert cell.nth(0).inner_text() == f"{c[level]['correct']}/{c['n']}"
+                assert cell.nth(1).inner_text() == c[level]["rate_display"]
+                assert cell.nth(2).inner_text().strip() == _ci(c[level]["wilson95_pct"])
+                assert cell.nth(2).locator("svg.ci").count() == (c["n"] > 0)
+            if b["effects"]:
+                e = b["effects"]["classes"][cls]
+                assert row.locator('td[data-level="effect"][data-field="rate"]').inner_text() == e["rate_display"]
+            small = 0 < c["n"] < 20
+            assert ("too few to rate" in row.inner_text()) == small
+        averages = section.locator('table[data-table="averages"]')
+        for level in ("name", "name_args"):
+            cells = averages.locator(f'tr[data-level="{level}"] td')
+            assert cells.all_inner_texts() == [b["micro"][f"{level}_display"], b["macro"][f"{level}_display"]]
+        kinds = section.locator('table[data-table="kinds"] tr')
+        assert {r.get_attribute("data-kind"): int(r.locator("td").nth(0).inner_text())
+                for r in kinds.all()} == b["kinds"]
+        nt = section.locator('table[data-table="no_tool_failures"] tbody tr')
+        assert {r.get_attribute("data-bucket"): int(r.locator("td").inner_text()) for r in nt.all()} == \
+            b["no_tool_failures"]
+        for name, bucket in b["buckets"].items():
+            brow = section.locator(f'table[data-table="buckets"] tr[data-bucket="{name}"]')
+            assert brow.locator('td[data-field="name"]').inner_text() == bucket["name_display"]
+    for key, text in shipped_run["report"]["conventions"].items():
+        assert text in page.locator("#conventions").inner_text(), key
+    assert page.seen == [shipped_run["page"].as_uri()] and browser_context.outside == []
+    assert page.errors == []
+
+
+def test_filtering_to_forbidden_lists_exactly_those_decisions(shipped_run: dict[str, Any],
+                                                              browser_context: Any) -> None:
+    records = shipped_run["records"]
+    page = _open(browser_context, shipped_run["page"])
+    assert page.inner_text("#count") == f"{len(records)} of {len(records)} decisions"
+    assert page.locator("#decisions tbody tr").count() == 100  # paged: not one DOM row per decision
+    assert page.inner_text("#page") == f"page 1 of {-(-len(records) // 100)}"
+    forbidden = sorted(r["id"] for r in records if r["verdict"] and r["verdict"]["kind"] == "forbidden")
+    assert len(forbidden) == 21  # 17 of GPT-4o's airline decisions and 4 authored scheduling faults
+    page.select_option('#filters [data-key="kind"]', "forbidden")
+    assert page.inner_text("#count") == f"{len(forbidden)} of {len(records)} decisions"
+    assert sorted(_listed(page)) == forbidden
+    page.select_option('#filters [data-key="family"]', "scheduling")
+    assert sorted(_listed(page)) == [i for i in forbidden if i.startswith("scheduling/")]
+    page.fill('#filters [data-key="q"]', "sch-dup")
+    assert sorted(_listed(page)) == [i for i in forbidden if i.startswith("scheduling/sch-dup")]
+    page.click("#reset")
+    page.select_option('#filters [data-key="outcome"]', "failed")
+    failed = [r for r in records if not (r["verdict"]["name_ok"] and r["verdict"]["name_args_ok"]
+                                         and (r.get("effect") is None or r["effect"]["passed"]))]
+    assert len(_listed(page)) == len(failed)
+    assert browser_context.outside == [] and page.errors == []
+
+
+def test_a_decision_opens_to_its_conversation_and_verdict(shipped_run: dict[str, Any], browser_context: Any) -> None:
+    records = {r["id"]: r for r in shipped_run["records"]}
+    states = load_states([REPO / "cases"])
+    page = _open(browser_context, shipped_run["page"])
+    page.select_option('#filters [data-key="kind"]', "forbidden")
+    page.select_option('#filters [data-key="family"]', "tau-airline")
+    first = page.locator("#decisions tbody tr").first
+    rid = first.get_attribute("data-id")
+    first.click()
+    page.wait_for_selector("#detail-verdict")
+    record, state = records[rid], states.cases["tau-airline"][records[rid]["case_id"]]
+    assert page.inner_text("#detail-title") == rid
+    assert "verdict forbidden" in page.inner_text("#detail-verdict")
+    emitted_tool = record["verdict"]["emitted"][0]["tool"]
+    assert emitted_tool in page.inner_text("#detail-emitted")
+    convo = page.inner_text("#detail-conversation")
+    last_user = next(m["content"] for m in reversed(state["messages"]) if m["role"] == "user")
+    assert last_user.strip()[:200] in convo and "SYSTEM" in convo.upper()
+    assert "transfer_to_human_agents" in page.inner_text("#detail-tools")  # the family's tools, offered
+    label = page.inner_text("#detail-label")
+    assert "valid actions" in label and "forbidden actions" in label and "no tool" in label
+    # a sandboxed decision: the calls as run, the effect and the world diff
+    page.goto(shipped_run["page"].as_uri() + "#d=" + "scheduling/sch-clar-02%5Breplay%5D")
+    page.wait_for_selector("#detail-sandbox")
+    sandbox = page.inner_text("#detail-sandbox")
+    assert "step 1: calls as run" in sandbox and "calendar.create_event" in sandbox
+    assert "forbidden_effect" in sandbox and "world diff" in sandbox and "Supplier audit prep" in sandbox
+    assert browser_context.outside == [] and page.errors == []
+
+
+def test_the_page_is_one_file_that_names_nothing_outside(shipped_run: dict[str, Any]) -> None:
+    text = shipped_run["page"].read_text()
+    assert "<link" not in text and " src=" not in text and "@import" not in text and "url(" not in text
+    assert "default-src 'none'" in text  # the browser refuses any request the page would make
+
+
+def test_the_command_writes_the_page_from_records_or_a_report(shipped_run: dict[str, Any], tmp_path: Path) -> None:
+    records = shipped_run["dir"] / "records.jsonl"
+    out = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "html", str(records), "--out",
+                          str(tmp_path / "a.html")], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert f"({len(shipped_run['records'])} decisions)" in out.stdout
+    assert 'id="te-data">H4sI' in (tmp_path / "a.html").read_text()  # gzip magic, base64: the records travel
+    out = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "html", str(shipped_run["dir"] / "report.json"),
+                          "--out", str(tmp_path / "b.html")], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    page = (tmp_path / "b.html").read_text()
+    assert shipped_run["report"]["blocks"][1]["label_set_fingerprint"] in page and 'id="te-data"></script>' in page
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": 1}\n')
+    out = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "html", str(bad), "--out",
+                          str(tmp_path / "c.html")], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 2 and f"{bad}: line 1 is not a tooleffect record" in out.stderr
+
+
+def _record(rid_policy: str, case: str, kind: str, ok: bool, family: str = "fam") -> dict[str, Any]:
+    return {"version": 1, "id": f"{family}/{case}[{rid_policy}]", "family": family, "case_id": case,
+            "policy": rid_policy, "outcome": "scored", "class": "single", "bucket": "first", "step": 0,
+            "run_length": 2, "xfail": False, "label_hash": "0" * 16,
+            "verdict": {"name_ok": ok, "name_args_ok": ok, "kind": kind, "emitted": [{"tool": "t", "args": {}}]},
+            "no_tool_failure": None, "cost": {"input_tokens": 10, "output_tokens": 2, "latency_ms": 5.0,
+                                              "cost_usd": 0.001}, "error": None, "source": {"kind": "authored"}}
+
+
+def test_policies_side_by_side_and_their_disagreements(tmp_path: Path, browser_context: Any) -> None:
+    from pytest_tooleffect.report import summarise
+
+    records = [_record("a", "c1", "ok", True), _record("b", "c1", "wrong_tool", False),
+               _record("a", "c2", "ok", True), _record("b", "c2", "ok", True),
+               _record("a", "c3", "wrong_tool", False)]
+    html = render_html(summarise(records), records)
+    path = tmp_path / "p.html"
+    path.write_text(html)
+    page = _open(browser_context, path)
+    table = page.locator('table[data-table="disagreements"][data-family="fam"]')
+    assert table.locator("tbody tr").count() == 1 and "c1" in table.inner_text()
+    assert page.locator('table[data-table="comparison"][data-view="shared"]').count() == 1
+    page.select_option('#filters [data-key="disagree"]', "disagree")
+    assert sorted(_listed(page)) == ["fam/c1[a]", "fam/c1[b]"]
+    page.click('table[data-table="disagreements"] a >> nth=1')
+    page.wait_for_selector("#detail-verdict")
+    assert page.inner_text("#detail-title") == "fam/c1[b]"
+    assert "was not read" in page.inner_text("#detail-conversation")  # no case files: said, not hidden
+    assert browser_context.outside == [] and page.errors == []
+
+
+def test_regressions_and_fixes_come_first_with_a_baseline(tmp_path: Path, browser_context: Any) -> None:
+    from pytest_tooleffect.report import summarise
+
+    records = [_record("a", f"c{i}", "ok", True) for i in range(5)] + [_record("a", "c9", "wrong_tool", False)]
+    records[3]["verdict"].update(name_ok=False, name_args_ok=False, kind="wrong_tool")
+    for r, status in zip(records, ["passing", "passing", "passing", "regression", "passing", "fixed"]):
+        r["baseline"] = {"status": status}
+    report = summarise(records).to_json()
+    report["baseline"] = {"path": "b.json", "created": "2026-01-01", "totals": {
+        "compared": 6, "regressions": 1, "fixes": 1, "known": 0, "new": 0}, "blocks": [{
+            "family": "fam", "policy": "a", "regressions": [{"id": "fam/c3[a]", "class": "single", "before": "ok",
+                                                             "after": "wrong_tool"}],
+            "fixes": [{"id": "fam/c9[a]", "class": "single", "before": "wrong_tool", "after": "ok"}],
+            "mcnemar": None}]}
+    path = tmp_path / "p.html"
+    path.write_text(render_html(report, records))
+    page = _open(browser_context, path)
+    first_section = page.locator("main > section").first
+    assert first_section.get_attribute("id") == "baseline"
+    assert first_section.locator("tbody tr").all_inner_texts()[0].startswith("regression\tfam/c3[a]")
+    assert _listed(page)[:2] == ["fam/c3[a]", "fam/c9[a]"]  # the browser lists them first too
+    page.select_option('#filters [data-key="baseline"]', "regression")
+    assert _listed(page) == ["fam/c3[a]"]
+    assert browser_context.outside == [] and page.errors == []
