@@ -207,10 +207,17 @@ class Recorded(_Model):
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 
 
+class ReferenceCall(_Model):
+    """One call of a reference trajectory (``Effect.same_as_after``)."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
 class Effect(_Model):
     """One condition on the world after the decision's tool calls ran in the sandbox.
 
-    Three forms (exactly one of ``table``, ``unchanged``, ``only_changed``):
+    Four forms (exactly one of ``table``, ``unchanged``, ``only_changed``, ``same_as_after``):
 
     * ``{table, where?, change?, count? | at_least? / at_most?, every?}``: the rows of ``table``
       that match ``where`` (all rows when empty) in the end state, or, with ``change``, the rows
@@ -221,6 +228,10 @@ class Effect(_Model):
       case's zone.
     * ``{unchanged: [tables]}``: those tables are exactly as seeded.
     * ``{only_changed: [tables]}``: every other table is exactly as seeded.
+    * ``{same_as_after: [{name, arguments}]}``: every table ends exactly (value for value, no
+      normalisation) as it does when these calls run from the seed instead of the decision's:
+      a state check against a reference trajectory, as BFCL's multi-turn state checker does
+      against the ground truth's execution.  The sandbox runs the reference after the decision.
 
     As a forbidden effect the condition must *not* hold: ``{table: events, change: insert}`` =
     "no event created".  Values compare by column type (see :mod:`pytest_tooleffect.oracle.effects`).
@@ -235,13 +246,14 @@ class Effect(_Model):
     every: dict[str, Any] = Field(default_factory=dict)
     unchanged: list[str] | None = Field(default=None, min_length=1)
     only_changed: list[str] | None = Field(default=None, min_length=1)
+    same_as_after: list[ReferenceCall] | None = None
     description: str | None = None
 
     @model_validator(mode="after")
     def _one_form(self) -> Effect:
-        forms = [n for n in ("table", "unchanged", "only_changed") if getattr(self, n) is not None]
+        forms = [n for n in ("table", "unchanged", "only_changed", "same_as_after") if getattr(self, n) is not None]
         if len(forms) != 1:
-            raise ValueError("an effect names exactly one of table, unchanged, only_changed")
+            raise ValueError("an effect names exactly one of table, unchanged, only_changed, same_as_after")
         if self.table is None and (self.where or self.change or self.every or self.count is not None
                                    or self.at_least is not None or self.at_most is not None):
             raise ValueError("where / change / count / at_least / at_most / every go with table")
@@ -257,6 +269,9 @@ class Effect(_Model):
             return self.description
         if self.unchanged is not None:
             return f"unchanged: {', '.join(self.unchanged)}"
+        if self.same_as_after is not None:
+            calls = ", ".join(c.name for c in self.same_as_after) or "no call"
+            return f"the world as after {calls}"
         if self.only_changed is not None:
             return f"only {', '.join(self.only_changed)} changed"
         where = ", ".join(f"{k}={v}" for k, v in self.where.items())

@@ -22,7 +22,7 @@ from .collect import CaseItem
 from .models import Case
 from .options import settings_key
 from .oracle import parse_emission
-from .oracle.effects import EffectVerdict, judge_effects
+from .oracle.effects import EffectVerdict, judge_effects, reference_key
 from .outcomes import Failure, NotScored
 from .sandbox import Sandbox, SandboxError, SandboxProvider, World, provider_class
 
@@ -190,6 +190,7 @@ class SandboxRun:
     sandbox_id: str
     restrictions: dict[str, bool]
     provider: str
+    references: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
 
 
 def _execute(sandbox: Sandbox, emitted: Any, offered: list[str], step: int, cost: Mapping[str, Any]) -> StepRun:
@@ -262,10 +263,29 @@ def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, cost: 
             turn_emitted, turn_cost = next_turn(item.case.model_copy(update={"messages": messages}))
             steps.append(_execute(sandbox, turn_emitted, offered, len(steps) + 1, turn_cost))
         after = sandbox.snapshot()
+        references = _references(sandbox, item)
     except SandboxError as exc:
         raise _failed(item, str(exc)) from None
     prov = provider(item.config)
-    return SandboxRun(before, after, steps, stopped, sandbox.id, prov.restrictions(), prov.name)
+    return SandboxRun(before, after, steps, stopped, sandbox.id, prov.restrictions(), prov.name, references)
+
+
+def _references(sandbox: Sandbox, item: CaseItem) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """The end state of each reference trajectory the case's ``same_as_after`` conditions name:
+    the world reset to the seed (no faults), the calls run, a snapshot.  Runs after the decision,
+    so the sandbox is left in a reference state (it is reset before its next item).
+    """
+    out: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for effect in (*item.case.expected_effects, *item.case.forbidden_effects):
+        if effect.same_as_after is None or reference_key(effect.same_as_after) in out:
+            continue
+        spec = item.family.family.sandbox
+        assert spec is not None and item.case.world is not None
+        sandbox.reset(World(spec.world, item.case.world, {}, item.case.timezone))
+        for call in effect.same_as_after:
+            sandbox.call(call.name, dict(call.arguments))
+        out[reference_key(effect.same_as_after)] = sandbox.snapshot()
+    return out
 
 
 def recovery(run: SandboxRun) -> str | None:
@@ -314,7 +334,7 @@ def judge_effect(item: CaseItem, run: SandboxRun) -> tuple[EffectVerdict, dict[s
     assert layout is not None
     case = item.case
     verdict = judge_effects(run.before, run.after, layout, case.expected_effects, case.forbidden_effects,
-                            case.timezone)
+                            case.timezone, run.references)
     rec = recovery(run)
     fields: dict[str, Any] = {
         "effect": verdict.to_dict(),

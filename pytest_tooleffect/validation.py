@@ -256,7 +256,12 @@ def _world_problems(case: Case, family: LoadedFamily, tools: Mapping[str, ToolSp
                 if table not in layout:
                     problems.append((where, f"no table {table!r} (tables: {', '.join(layout)})"))
             if group == "forbidden_effects" and effect.table is None:
-                problems.append((where, "unchanged / only_changed are conditions to expect, not to forbid"))
+                problems.append((where, "unchanged / only_changed / same_as_after are conditions to expect, "
+                                 "not to forbid"))
+            for j, call in enumerate(effect.same_as_after or ()):
+                if family.world_tools and call.name not in family.world_tools:
+                    problems.append((f"{where}.same_as_after[{j}].name",
+                                     f"the sandbox world does not implement {call.name!r}"))
             if effect.table in layout:
                 for part in ("where", "every"):
                     for col, value in getattr(effect, part).items():

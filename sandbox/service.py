@@ -101,6 +101,7 @@ class World:
         self.faults: dict[str, dict[str, Any]] = {}
         self.fired: dict[str, int] = {}
         self.timezone = "UTC"
+        self.objects: Any = None  # a world of Python objects (its module defines ObjectWorld)
         self.lock = threading.Lock()
 
     # ------------------------------------------------------------------ reset / snapshot
@@ -115,13 +116,22 @@ class World:
             ZoneInfo(zone)
         except Exception:
             raise RequestError(f"unknown time zone {zone!r}") from None
+        objects = module.ObjectWorld(rows or {}) if hasattr(module, "ObjectWorld") else None
+        tools = objects.tools if objects is not None else module.TOOLS
         for tool, fault in (faults or {}).items():
-            if tool not in module.TOOLS:
+            if tool not in tools:
                 raise RequestError(f"fault for unknown tool {tool!r}")
             if not isinstance(fault, dict) or fault.get("kind") not in FAULT_KINDS:
                 raise RequestError(f"fault for {tool!r} must have kind one of {', '.join(FAULT_KINDS)}")
         if self.db is not None:
             self.db.close()
+            self.db = None
+        if objects is not None:
+            self.module, self.objects, self.timezone = module, objects, zone
+            self.faults = {k: dict(v) for k, v in (faults or {}).items()}
+            self.fired = {}
+            return {table: len((rows or {}).get(table, [])) for table in module.SEED_TABLES}
+        self.objects = None
         path = self.state_dir / "world.db"
         for suffix in ("", "-journal"):
             try:
@@ -162,6 +172,8 @@ class World:
         return counts
 
     def snapshot(self) -> dict[str, list[dict[str, Any]]]:
+        if self.objects is not None:
+            return self.objects.snapshot()  # type: ignore[no-any-return]
         db, module = self._ready()
         out: dict[str, list[dict[str, Any]]] = {}
         for table, spec in module.TABLES.items():
@@ -182,8 +194,12 @@ class World:
 
     def call(self, name: str, arguments: Any) -> dict[str, Any]:
         """Run one tool call; the answer's ``content`` is the text the agent reads back."""
-        db, module = self._ready()
-        tool = module.TOOLS.get(name)
+        tool: Any = None
+        if self.objects is None:
+            db, module = self._ready()
+            tool = module.TOOLS.get(name)
+        elif name in self.objects.tools:
+            tool = self.objects.call  # the object world runs the call below
         if tool is None:
             return {"ok": True, "content": json.dumps({"error": {"status": 404, "message": f"unknown tool {name}"}}),
                     "error": True, "fault": None}
@@ -207,6 +223,11 @@ class World:
         if not isinstance(arguments, dict):
             refusal = {"error": {"status": 400, "message": "arguments must be an object"}}
             return {"ok": True, "content": json.dumps(refusal), "error": True, "fault": kind}
+        if self.objects is not None:
+            content, error = self.objects.call(name, arguments)
+            if kind == "malformed":
+                content = content[: max(1, len(content) // 2)]
+            return {"ok": True, "content": content, "error": error, "fault": kind}
         db.execute("BEGIN")
         try:
             result = tool(db, arguments, self.timezone)

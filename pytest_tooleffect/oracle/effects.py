@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from .values import parse_datetime
 
-__all__ = ["EFFECT_KINDS", "EffectVerdict", "diff_worlds", "judge_effects"]
+__all__ = ["EFFECT_KINDS", "EffectVerdict", "diff_worlds", "judge_effects", "reference_key"]
 
 EffectKind = Literal["ok", "forbidden_effect", "unexpected_change", "effect_missing"]
 #: effect verdict kinds, most serious first
@@ -130,9 +130,32 @@ def _matches(row: Mapping[str, Any], where: Mapping[str, Any], columns: Mapping[
     return all(value_matches(want, row.get(col), columns.get(col, "JSON"), zone) for col, want in where.items())
 
 
+def reference_key(calls: Sequence[Any]) -> str:
+    """The key of a reference trajectory (``Effect.same_as_after``) in ``judge_effects``'s
+    ``references``: its calls as canonical JSON.
+    """
+    import json
+
+    return json.dumps([{"name": c.name, "arguments": c.arguments} for c in calls], sort_keys=True)
+
+
 def _holds(effect: Any, before: Snapshot, after: Snapshot, changes: Mapping[str, Any], layout: Layout,
-           zone: str) -> tuple[bool, str]:
+           zone: str, references: Mapping[str, Snapshot]) -> tuple[bool, str]:
     """Whether one condition holds, and what was found (for the failure line)."""
+    if getattr(effect, "same_as_after", None) is not None:
+        reference = references.get(reference_key(effect.same_as_after))
+        if reference is None:
+            return False, "the reference trajectory was not run"
+        differ = diff_worlds(reference, after, layout)
+        if not differ:
+            return True, "same state"
+        parts = []
+        for table, entry in differ.items():
+            key = layout[table]["key"]
+            rows = [r["after"][key] for r in entry["updated"]] + [r[key] for r in entry["inserted"]] + \
+                [r[key] for r in entry["deleted"]]
+            parts.append(f"{table}: {', '.join(map(str, rows[:5]))}" + (" ..." if len(rows) > 5 else ""))
+        return False, "differs at " + "; ".join(parts)
     if effect.unchanged is not None or effect.only_changed is not None:
         if effect.unchanged is not None:
             tables = list(effect.unchanged)
@@ -162,7 +185,8 @@ def _holds(effect: Any, before: Snapshot, after: Snapshot, changes: Mapping[str,
 
 
 def judge_effects(before: Snapshot, after: Snapshot, layout: Layout, expected: Sequence[Any],
-                  forbidden: Sequence[Any], timezone: str | None = None) -> EffectVerdict:
+                  forbidden: Sequence[Any], timezone: str | None = None,
+                  references: Mapping[str, Snapshot] | None = None) -> EffectVerdict:
     """Judge the world change against the expected and forbidden conditions.
 
     Args:
@@ -172,6 +196,8 @@ def judge_effects(before: Snapshot, after: Snapshot, layout: Layout, expected: S
         expected: :class:`~pytest_tooleffect.models.Effect` conditions that must all hold.
         forbidden: conditions none of which may hold.
         timezone: the zone naive date-times are read in (default UTC).
+        references: the end state of each reference trajectory a ``same_as_after`` condition
+            names, keyed by :func:`reference_key`; compared exactly, table by table.
 
     Returns:
         The :class:`EffectVerdict` (``forbidden_effect`` > ``unexpected_change`` > ``effect_missing``).
@@ -184,14 +210,15 @@ def judge_effects(before: Snapshot, after: Snapshot, layout: Layout, expected: S
     failures: list[str] = []
     kinds: set[str] = set()
     for effect in forbidden:
-        holds, found = _holds(effect, before, after, changes, layout, zone)
+        holds, found = _holds(effect, before, after, changes, layout, zone, references or {})
         if holds:
             failures.append(f"forbidden effect happened: {effect.describe()} ({found})")
             kinds.add("forbidden_effect")
     for effect in expected:
-        holds, found = _holds(effect, before, after, changes, layout, zone)
+        holds, found = _holds(effect, before, after, changes, layout, zone, references or {})
         if not holds:
             failures.append(f"expected effect missing: {effect.describe()} ({found})")
-            kinds.add("unexpected_change" if effect.table is None else "effect_missing")
+            kinds.add("unexpected_change" if effect.table is None and effect.same_as_after is None
+                      else "effect_missing")
     kind = next((k for k in EFFECT_KINDS if k in kinds), "ok")
     return EffectVerdict(kind, tuple(failures), changes)  # type: ignore[arg-type]

@@ -7,7 +7,9 @@ Steps (:func:`build_image`):
    written anywhere here), with the variant and packages of ``sandbox/rootfs.json``, piped into
    ``docker import``.
 2. ``tooleffect-sandbox:<hash of sandbox/>``: ``sandbox/Dockerfile`` layers the service on that
-   base through the engine's build API with ``pull=False``.
+   base through the engine's build API with ``pull=False``.  The build context is a copy of
+   ``sandbox/`` plus ``vendor/``: BFCL's multi-turn back-ends from the pinned ``bfcl-eval``
+   wheel (:mod:`.bfcl_source`), for the ``bfcl`` world.
 
 Both steps are skipped when their tag exists, so the image is rebuilt only when ``sandbox/``
 (or, for the base, the sources or the recipe) changes.
@@ -210,11 +212,21 @@ def build_image(context: Path | None = None, *, force: bool = False,
         return tag
     base = build_base(client, context, log)
     log(f"building {tag} on {base}")
+    import tempfile
+
     import docker
 
-    try:
-        client.images.build(path=str(context), tag=tag, buildargs={"BASE": base}, pull=False, rm=True,
-                            forcerm=True, labels={"tooleffect.context-hash": tag.split(":", 1)[1]})
-    except (docker.errors.BuildError, docker.errors.APIError) as exc:
-        raise SandboxError(f"building {tag} failed: {exc}") from None
+    with tempfile.TemporaryDirectory(prefix="tooleffect-build-") as staging:
+        build_context = Path(staging) / "context"
+        shutil.copytree(context, build_context, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        if (context / "worlds" / "bfcl.py").is_file():
+            # BFCL's back-ends come from the pinned wheel at build time (never committed here)
+            from .bfcl_source import ensure_source
+
+            shutil.copytree(ensure_source(log), build_context / "vendor")
+        try:
+            client.images.build(path=str(build_context), tag=tag, buildargs={"BASE": base}, pull=False, rm=True,
+                                forcerm=True, labels={"tooleffect.context-hash": tag.split(":", 1)[1]})
+        except (docker.errors.BuildError, docker.errors.APIError) as exc:
+            raise SandboxError(f"building {tag} failed: {exc}") from None
     return tag

@@ -1,0 +1,267 @@
+"""Import BFCL v4's multi-turn categories as sandboxed families (``sandbox: {world: bfcl}``).
+
+Source: ``BFCL_v4_multi_turn_<category>.json`` (conversations: ``question`` = one list of user
+messages per turn, ``initial_config``, ``involved_classes``, ``excluded_function``, and for
+``miss_func`` ``missed_function`` = ``{turn: [names]}`` held back until that turn), the
+``possible_answer/`` file (``ground_truth`` = one list of Python call strings per turn) and
+``multi_turn_func_doc/`` (the functions' documents), all Apache-2.0.
+
+How a conversation becomes labelled decision points (teacher-forced, fixed):
+
+* Every ground-truth call of a turn is one decision point, in the ground truth's order: the
+  state holds the conversation so far with the earlier calls made and their results (executed
+  by BFCL's own back-ends in the ``bfcl`` world), and the one valid action is the next call.  A
+  turn's calls are a **sequence**, not a parallel group: BFCL's ground truth is ordered (``cd``
+  before ``mv``) and scored by executing it, so each call is its own decision.  The effect check
+  is order-free where the state is: the world after the decision must equal the world after the
+  ground-truth call (``same_as_after``), compared exactly as BFCL's state checker compares
+  instances.
+* After a turn's calls, one more decision point: the **stop** (``{tool: null}``, reply
+  ``answer``); the world must not change.
+* A turn whose ground truth is ``[]`` is a no-tool decision point: in ``miss_param`` the reply
+  must **ask** for the missing value (the user gives it a turn later); in ``miss_func`` the
+  needed function is not offered yet and the reply must say it cannot be done with the tools it
+  has (reply ``refuse``); elsewhere (three turns in base / long_context) reply ``answer``.
+* Positional arguments in the ground truth are named from the back-end method's signature.
+* ``recorded`` is the ground truth itself (replay scores the reference; texts of no-tool turns
+  are written by the importer, since BFCL's ground truth has none), so
+  ``pytest <out> --tooleffect-sandbox docker`` checks every state of the replayed ground truth.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from .bfcl import bfcl_tool
+
+__all__ = ["MULTI_TURN", "import_multi_turn", "parse_call"]
+
+#: category → (data file, possible-answer file)
+MULTI_TURN: dict[str, tuple[str, str]] = {
+    c: (f"BFCL_v4_{c}.json", f"possible_answer/BFCL_v4_{c}.json")
+    for c in ("multi_turn_base", "multi_turn_miss_param", "multi_turn_miss_func", "multi_turn_long_context")
+}
+
+FAMILY = """\
+# BFCL v4 {category}: imported by `tooleffect import bfcl` from the Berkeley Function Calling
+# Leaderboard data (ShishirPatil/gorilla, Apache-2.0). One decision point per ground-truth call
+# and per turn end, run in the bfcl sandbox world (BFCL's own back-ends). Replay the ground truth:
+#   pytest {out} --tooleffect-sandbox docker
+name: bfcl-{name}
+description: BFCL v4 {category}, teacher-forced per turn; labels and replay from the ground truth.
+oracle: rules.yaml
+licence: Apache-2.0 (BFCL data and back-ends, ShishirPatil/gorilla)
+sandbox: {{world: bfcl}}
+"""
+
+RULES = """\
+# BFCL multi-turn families: arguments compare after NFKC, trimming and case-folding at the name +
+# args level; the effect level compares the world exactly, as BFCL's state checker does.
+defaults:
+  string: {normalise: [nfkc, strip, casefold]}
+"""
+
+TEXTS = {"answer": "Done.", "ask": "Could you give me the missing detail so I can go on?",
+         "refuse": "I cannot do that with the functions I have."}
+
+
+def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)
+
+
+def parse_call(text: str, signatures: dict[str, inspect.Signature]) -> tuple[str, dict[str, Any]]:
+    """A ground-truth call string (``"mv(source='a', destination='b')"``) → name and arguments.
+
+    Raises:
+        ValueError: not one call of a known function with literal arguments.
+    """
+    try:
+        node = ast.parse(text.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise ValueError(f"not a call: {text!r} ({exc.msg})") from None
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Name):
+        raise ValueError(f"not a call of a function name: {text!r}")
+    name = node.func.id
+    if name not in signatures:
+        raise ValueError(f"{text!r}: no involved class has {name!r}")
+    params = [p for p in signatures[name].parameters.values() if p.name != "self"]
+    args: dict[str, Any] = {}
+    try:
+        for param, value in zip(params, node.args, strict=False):
+            args[param.name] = ast.literal_eval(value)
+        for kw in node.keywords:
+            if kw.arg is None:
+                raise ValueError(f"{text!r}: **kwargs")
+            args[kw.arg] = ast.literal_eval(kw.value)
+    except (ValueError, SyntaxError) as exc:
+        raise ValueError(f"{text!r}: an argument is not a literal ({exc})") from None
+    if len(node.args) > len(params):
+        raise ValueError(f"{text!r}: {len(node.args)} positional arguments for {len(params)} parameters")
+    return name, args
+
+
+def _docs(source: Path) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted((source / "multi_turn_func_doc").glob("*.json")):
+        for spec in _jsonl(path):
+            out[spec["name"]] = {**spec, "_file": path.stem}
+    return out
+
+
+def _reply(kind: str) -> dict[str, str]:
+    """``{"reply": kind}`` where the label model has reply kinds."""
+    from ..models import Action
+
+    return {"reply": kind} if "reply" in Action.model_fields else {}
+
+
+def _bucket(step: int, length: int) -> str:
+    from ..traces import position_bucket
+
+    return position_bucket(step, length)
+
+
+def conversation_cases(entry: dict[str, Any], truth: list[list[str]], category: str,
+                       docs: dict[str, dict[str, Any]], world: Any) -> list[dict[str, Any]]:
+    """The labelled decision points of one conversation (see the module docstring).
+
+    Args:
+        entry: the BFCL entry.
+        truth: its ground truth, one list of call strings per turn.
+        category: e.g. ``multi_turn_miss_param``.
+        docs: function name → document (with ``_file``, its back-end's doc file).
+        world: the ``bfcl`` world module (``ObjectWorld``, ``CLASS_MODULES``, ``methods``).
+
+    Raises:
+        ValueError: a ground-truth call that cannot be read (names the entry and turn).
+    """
+    classes = list(entry["involved_classes"])
+    config = entry.get("initial_config") or {}
+    seed = [{"class": c, "config": config.get(c, {})} for c in classes]
+    if "long_context" in category:
+        seed.append({"class": "$long_context", "config": True})
+    state = world.ObjectWorld({"classes": seed, "history": []})
+    signatures = {m: inspect.signature(f) for c in classes for m, f in world.methods(world.load_class(c)).items()}
+    files = {world.CLASS_MODULES[c] for c in classes}
+    excluded = set(entry.get("excluded_function") or [])
+    missed = {int(k): set(v) for k, v in (entry.get("missed_function") or {}).items()}
+    held = set().union(*missed.values()) if missed else set()
+    messages: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = []
+    drafts: list[dict[str, Any]] = []
+    for turn, users in enumerate(entry["question"]):
+        held -= missed.get(turn, set())
+        offered = sorted(n for n, d in docs.items() if d["_file"] in files and n not in excluded and n not in held)
+        tools = [bfcl_tool({k: v for k, v in docs[n].items() if k != "_file"}) for n in offered]
+        messages += [dict(m) for m in users]
+        calls = truth[turn] if turn < len(truth) else []
+        for k, text in enumerate(calls):
+            try:
+                name, args = parse_call(text, signatures)
+            except ValueError as exc:
+                raise ValueError(f"{entry['id']} turn {turn}: {exc}") from None
+            drafts.append({
+                "id": f"{entry['id']}.t{turn}.c{k}", "turn": turn, "messages": list(messages), "tools": tools,
+                "label": {"valid_actions": [{"tool": name, "args": args, "reason":
+                                             f"BFCL ground truth, turn {turn}, call {k + 1} of {len(calls)}"}],
+                          "labelled_by": ["bfcl"]},
+                "recorded": {"tool_calls": [{"name": name, "arguments": args}]},
+                "world": {"classes": seed, "history": [dict(h) for h in history]},
+                "expected_effects": [{"same_as_after": [{"name": name, "arguments": args}],
+                                      "description": f"the world as after the ground truth's {name}"}],
+            })
+            content, _error = state.call(name, args)
+            call_id = f"call_{turn}_{k}"
+            messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]})
+            messages.append({"role": "tool", "tool_call_id": call_id, "name": name, "content": content})
+            history.append({"step": len(history), "name": name, "arguments": args})
+        if calls:
+            reply, why = "answer", f"turn {turn}'s ground-truth calls are all made: report the result"
+        elif "miss_param" in category:
+            reply, why = "ask", f"turn {turn}: BFCL's ground truth is [] (a needed value is missing: ask for it)"
+        elif "miss_func" in category:
+            reply, why = "refuse", (f"turn {turn}: BFCL's ground truth is [] (the needed function is not offered: "
+                                    "say it cannot be done with these tools)")
+        else:
+            reply, why = "answer", f"turn {turn}: BFCL's ground truth is []"
+        drafts.append({
+            "id": f"{entry['id']}.t{turn}.stop", "turn": turn, "messages": list(messages), "tools": tools,
+            "label": {"valid_actions": [{"tool": None, **_reply(reply), "reason": why}], "labelled_by": ["bfcl"]},
+            "recorded": {"tool_calls": [], "text": TEXTS[reply]},
+            "world": {"classes": seed, "history": [dict(h) for h in history]},
+            "expected_effects": [{"same_as_after": [], "description": "the world unchanged"}],
+        })
+        messages.append({"role": "assistant", "content": TEXTS[reply]})
+    cases = []
+    for step, draft in enumerate(drafts):
+        turn = draft.pop("turn")
+        cases.append({**draft, "placement": {"step": step, "run_length": len(drafts),
+                                             "bucket": _bucket(step, len(drafts))},
+                      "source": {"kind": "import", "dataset": f"bfcl/BFCL_v4_{category}.json",
+                                 "trace_id": entry["id"], "position": turn, "note": f"turn {turn}"}})
+    return cases
+
+
+def import_multi_turn(source: Path, out: Path, category: str, limit: int | None = None) -> dict[str, Any]:
+    """Write the family of one multi-turn category into ``out/<category>/``.
+
+    Args:
+        source: the BFCL data folder (``../shared/datasets/bfcl``).
+        out: where families go.
+        category: a key of :data:`MULTI_TURN`.
+        limit: import only the first ``limit`` conversations.
+
+    Returns:
+        ``{"conversations": n, "cases": n, "no_tool": n, "rejected": n}``.
+
+    Raises:
+        ValueError: an unknown category, or a conversation without a ground truth.
+        pytest_tooleffect.sandbox.SandboxError: BFCL's back-ends could not be downloaded.
+    """
+    from ..cases import load_family, validate_case
+    from ..models import Case
+    from ..sandbox.bfcl_source import activate
+    from ..sandbox.local import load_service
+
+    if category not in MULTI_TURN:
+        raise ValueError(f"unknown BFCL multi-turn category {category!r} (known: {', '.join(MULTI_TURN)})")
+    activate()
+    world = load_service().load_world("bfcl")
+    data_file, answer_file = MULTI_TURN[category]
+    answers = {a["id"]: a["ground_truth"] for a in _jsonl(source / answer_file)}
+    docs = _docs(source)
+    fam_dir = out / category
+    fam_dir.mkdir(parents=True, exist_ok=True)
+    name = category.replace("_", "-")
+    (fam_dir / "family.yaml").write_text(FAMILY.format(category=category, name=name, out=fam_dir), encoding="utf-8")
+    (fam_dir / "rules.yaml").write_text(RULES, encoding="utf-8")
+    family = load_family(fam_dir)
+    counts = {"conversations": 0, "cases": 0, "no_tool": 0, "rejected": 0}
+    rejected: list[dict[str, Any]] = []
+    with open(fam_dir / "cases.jsonl", "w", encoding="utf-8") as fh:
+        for entry in _jsonl(source / data_file):
+            if limit is not None and counts["conversations"] >= limit:
+                break
+            if entry["id"] not in answers:
+                raise ValueError(f"{source / answer_file}: no ground truth for {entry['id']}")
+            counts["conversations"] += 1
+            for case in conversation_cases(entry, answers[entry["id"]], category, docs, world):
+                problems = validate_case(Case.model_validate(case), family)
+                if problems:
+                    rejected.append({"id": case["id"], "problems": [f"{f}: {m}" for f, m in problems]})
+                    continue
+                fh.write(json.dumps(case, ensure_ascii=False, sort_keys=True) + "\n")
+                counts["cases"] += 1
+                counts["no_tool"] += case["label"]["valid_actions"][0]["tool"] is None
+    counts["rejected"] = len(rejected)
+    (fam_dir / "rejected.json").write_text(json.dumps(rejected, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    return counts
