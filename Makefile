@@ -6,8 +6,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# the shared data folder (datasets/), beside the checkout unless set
+SHARED ?= ../shared
 
-.PHONY: setup docker chromium sandbox-image report test bench-collection bench-sandbox bench-throughput bfcl-conformance lint \
+.PHONY: setup docker chromium sandbox-image report test bench-collection bench-sandbox bench-throughput bfcl-conformance bfcl-multi-turn lint \
   clean
 
 $(STAMP): pyproject.toml
@@ -55,10 +57,22 @@ $(BFCL_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(BFCL_VENV)
 	$(BFCL_VENV)/bin/python -m pip install --quiet -e .
 	$(BFCL_VENV)/bin/python -m pip install --quiet --no-deps bfcl-eval==2026.3.23
+	$(BFCL_VENV)/bin/python -m pip install --quiet mpmath
 	touch $(BFCL_VENV)/.installed
 
 bfcl-conformance: $(BFCL_VENV)/.installed
 	$(BFCL_VENV)/bin/python bench/bfcl_conformance.py
+
+# BFCL multi-turn: import the four categories as sandboxed families (bfcl/multi_turn_*), replay
+# their ground truth through the sandbox (every state check must pass), then hold the effect
+# judgement against BFCL's own multi-turn checker (agreement matrix; zero unexplained).
+bfcl-multi-turn: $(STAMP) sandbox-image $(BFCL_VENV)/.installed
+	$(BIN)/tooleffect import bfcl --shared $(SHARED) --out bfcl --category multi_turn_base \
+	  --category multi_turn_miss_param --category multi_turn_miss_func --category multi_turn_long_context
+	$(BIN)/pytest bfcl/multi_turn_base bfcl/multi_turn_miss_param bfcl/multi_turn_miss_func \
+	  bfcl/multi_turn_long_context -q --no-header -n 2 --tooleffect-sandbox docker \
+	  --tooleffect-report reports/bfcl-multi-turn-report.json --tooleffect-records reports/bfcl-multi-turn-records.jsonl
+	TOOLEFFECT_SHARED=$(SHARED) $(BFCL_VENV)/bin/python bench/bfcl_multi_turn_conformance.py
 
 # Harness throughput against a local fixed-latency server, beside a bare asyncio + litellm loop and
 # inspect-ai (pinned, in its own environment) on the same 1,000 BFCL cases, endpoint and concurrency.

@@ -46,9 +46,25 @@ def _cmd_import(args: argparse.Namespace) -> int:
         if not src.is_dir():
             print(f"tooleffect import: {src.resolve()} not found; pass --shared DIR", file=sys.stderr)
             return 2
+        from .importers.bfcl import CATEGORIES
+        from .importers.bfcl_multi_turn import MULTI_TURN, import_multi_turn
+        from .sandbox import SandboxError
+
+        asked = args.category or [*CATEGORIES, *MULTI_TURN]
+        strange = [c for c in asked if c not in CATEGORIES and c not in MULTI_TURN]
+        if strange:
+            print(f"tooleffect import: unknown BFCL category {strange[0]!r} (known: "
+                  f"{', '.join([*CATEGORIES, *MULTI_TURN])})", file=sys.stderr)
+            return 2
+        if args.limit is not None and args.limit < 1:
+            print(f"tooleffect import: --limit must be at least 1 (got {args.limit})", file=sys.stderr)
+            return 2
         try:
-            counts = import_bfcl(src, Path(args.out or "bfcl"), args.category or None)
-        except (ValueError, OSError) as exc:
+            single = [c for c in asked if c in CATEGORIES]
+            counts = import_bfcl(src, Path(args.out or "bfcl"), single) if single else {}
+            for category in (c for c in asked if c in MULTI_TURN):
+                counts[category] = import_multi_turn(src, Path(args.out or "bfcl"), category, args.limit)
+        except (ValueError, OSError, SandboxError) as exc:
             print(f"tooleffect import: {exc}", file=sys.stderr)
             return 2
         print(json.dumps(counts))
@@ -539,6 +555,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tools", help="airline tool schemas JSON (default: from --shared)")
     p.add_argument("--out", default=None, help="default cases/tau-airline, or bfcl/ for BFCL (one family per category)")
     p.add_argument("--category", action="append", help="bfcl: a category to import (repeatable; default all)")
+    p.add_argument("--limit", type=int, default=None,
+                   help="bfcl multi-turn: import only the first N conversations of each category")
     p.add_argument("--quota", type=_quota, default=None, help="BUCKET=N,... (default first=60,middle=90,last=60)")
     p.add_argument("--seed", type=int, default=20241122)
     p.set_defaults(func=_cmd_import)

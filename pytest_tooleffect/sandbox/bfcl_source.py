@@ -27,9 +27,16 @@ __all__ = ["BFCL_EVAL_VERSION", "activate", "cache_root", "ensure_source"]
 BFCL_EVAL_VERSION = "2026.3.23"
 _PREFIX = "bfcl_eval/eval_checker/multi_turn_eval/func_source_code/"
 _SKIP = ("memory_", "web_search")  # back-ends of other categories, with dependencies the world does not need
+#: BFCL's multi-turn checker and what it imports (standard library only), kept beside the
+#: back-ends so the conformance check can run BFCL's own verdicts (``bench/bfcl_multi_turn_conformance.py``)
+CHECKER = ("bfcl_eval/eval_checker/multi_turn_eval/multi_turn_checker.py",
+           "bfcl_eval/eval_checker/multi_turn_eval/multi_turn_utils.py",
+           "bfcl_eval/constants/__init__.py",
+           "bfcl_eval/constants/executable_backend_config.py")
 _NOTICE = """BFCL multi-turn back-ends (func_source_code/), from the bfcl-eval {version} wheel on PyPI
 (source: https://github.com/ShishirPatil/gorilla, berkeley-function-call-leaderboard/bfcl_eval).
 Licence: Apache License 2.0 (the wheel's metadata: "License: {licence}").
+and its multi-turn checker (multi_turn_checker.py, multi_turn_utils.py, constants/executable_backend_config.py).
 Unmodified; only the package's empty __init__.py files are written beside them.
 """
 
@@ -41,7 +48,8 @@ def cache_root() -> Path:
 
 
 def ensure_source(log=lambda _m: None) -> Path:  # type: ignore[no-untyped-def]
-    """The folder holding ``bfcl_eval/...`` back-ends and ``NOTICE``, downloaded once.
+    """The folder holding ``bfcl_eval/...`` back-ends, BFCL's multi-turn checker and ``NOTICE``,
+    downloaded once.
 
     Returns:
         ``<cache>/bfcl-eval-<version>``; its ``bfcl_eval`` package imports with only the
@@ -51,7 +59,7 @@ def ensure_source(log=lambda _m: None) -> Path:  # type: ignore[no-untyped-def]
         SandboxError: pip could not download the wheel, or it lacks the back-ends.
     """
     target = cache_root() / f"bfcl-eval-{BFCL_EVAL_VERSION}"
-    if (target / "NOTICE").is_file():
+    if (target / "NOTICE").is_file() and all((target / name).is_file() for name in CHECKER):
         return target
     log(f"downloading bfcl-eval=={BFCL_EVAL_VERSION} (the wheel only) for the bfcl world's back-ends")
     with tempfile.TemporaryDirectory() as tmp:
@@ -66,7 +74,7 @@ def ensure_source(log=lambda _m: None) -> Path:  # type: ignore[no-untyped-def]
         licence = "Apache 2.0"
         with zipfile.ZipFile(wheels[0]) as wheel:
             names = [n for n in wheel.namelist() if n.startswith(_PREFIX) and n.endswith(".py")
-                     and not Path(n).name.startswith(_SKIP)]
+                     and not Path(n).name.startswith(_SKIP)] + [n for n in CHECKER if n in wheel.namelist()]
             if not names:
                 raise SandboxError(f"{wheels[0].name} has no {_PREFIX}")
             for name in names:

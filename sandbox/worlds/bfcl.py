@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib
+import importlib.util
 import inspect
 import json
 import os
@@ -108,8 +109,9 @@ def load_class(name: str) -> type:
                 sys.path.insert(0, str(root))
             break
     else:
-        raise LookupError("BFCL's back-end source is missing (looked in "
-                          f"{', '.join(map(str, source_roots()))}); `tooleffect sandbox build` fetches it")
+        if importlib.util.find_spec("bfcl_eval") is None:  # bfcl-eval itself installed: use it
+            raise LookupError("BFCL's back-end source is missing (looked in "
+                              f"{', '.join(map(str, source_roots()))}); `tooleffect sandbox build` fetches it")
     module = importlib.import_module(f"{PACKAGE}.{CLASS_MODULES[name]}")
     return getattr(module, name)  # type: ignore[no-any-return]
 
