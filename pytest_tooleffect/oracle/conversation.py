@@ -80,7 +80,8 @@ class ConversationVerdict:
 
 def missing_results(reference: Sequence[str], results: Sequence[str]) -> list[str]:
     """The reference results not found among ``results``, one occurrence consumed per match
-    (BFCL's ``_is_subsequence_unordered``)."""
+    (BFCL's ``_is_subsequence_unordered``).
+    """
     pool = list(results)
     missing = []
     for item in reference:
