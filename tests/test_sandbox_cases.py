@@ -61,7 +61,7 @@ def _load(tmp_path: Path, **fields: Any) -> tuple[list[str], list[str]]:
     ({"expected_effects": [{"table": "events", "count": True}]}, ["expected_effects[0].count"]),
     ({"expected_effects": [{"unchanged": []}]}, ["expected_effects[0].unchanged"]),
     ({"forbidden_effects": [{"unchanged": ["busy"]}]},
-     ["forbidden_effects[0]: unchanged / only_changed are conditions to expect, not to forbid"]),
+     ["forbidden_effects[0]: unchanged / only_changed / same_as_after are conditions to expect, not to forbid"]),
     ({"tools": [{"name": "weird.tool", "parameters": {"type": "object", "properties": {}}}],
       "faults": {"weird.tool": 503}}, ["faults.weird.tool: the sandbox world does not implement 'weird.tool'"]),
     ({"world": None, "expected_effects": [{"unchanged": ["events"]}], "faults": {"read_thread": 503}},
