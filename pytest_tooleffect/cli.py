@@ -413,7 +413,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     missing = Reply(status=404)
 
     def script(body: dict[str, Any]) -> Reply:
-        return index.get(turn_key(body.get("messages") or []), missing)
+        return index.get(turn_key(body), missing)
 
     try:
         server = ScriptedServer(script, port=args.port)

@@ -39,10 +39,10 @@ def _gpt4o_usd(tokens_in: int, tokens_out: int) -> float:
 
 def _replies(delay_s: Mapping[str, float] | None = None) -> Callable[[dict[str, Any]], Reply]:
     """The script: a state's recorded decision, else a closing text answer (after ``delay_s["s"]``)."""
-    index = replay_index(REPO / "cases")
+    index = replay_index(REPO / "cases", system=False)  # the agents write their own prompt
 
     def answer(body: dict[str, Any]) -> Reply:
-        reply = index.get(turn_key(body.get("messages") or []), Reply(text=CLOSING))
+        reply = index.get(turn_key(body, system=False), Reply(text=CLOSING))
         return Reply(tool_calls=reply.tool_calls, text=reply.text, delay_s=(delay_s or {}).get("s", 0.0))
 
     return answer

@@ -243,7 +243,7 @@ def test_live_path_reproduces_replay(tmp_path: Path, workers: int) -> None:
     from tests.conftest import REPO
 
     index = replay_index(REPO / "cases")
-    with ScriptedServer(lambda body: index.get(turn_key(body.get("messages") or []), Reply(status=404))) as srv:
+    with ScriptedServer(lambda body: index.get(turn_key(body), Reply(status=404))) as srv:
         reports = {}
         for name, extra in (("replay", []), ("live", [f"{OPT_MODEL}=openai/recorded-agent",
                                                       f"{OPT_API_BASE}={srv.base_url}", *_workers(workers)])):

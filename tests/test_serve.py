@@ -1,0 +1,93 @@
+"""``tooleffect serve``: the recorded decisions as a local model, one answer per state (messages,
+tools and system prompt), run as users run it: the command, then the plugin over litellm's HTTP path.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.models import Case, Policy, ToolSpec
+from pytest_tooleffect.options import OPT_API_BASE, OPT_MODEL, OPT_REPORT
+from pytest_tooleffect.recorded import turn_key
+
+READ_TOOL = {"name": "read_thread", "description": "Read a mail thread.",
+             "parameters": {"type": "object", "properties": {"thread_id": {"type": "string"}},
+                            "required": ["thread_id"]}}
+WEATHER_TOOL = {"name": "get_weather", "description": "The weather in a city.",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+MESSAGES = [{"role": "user", "content": "Anything new on th-1?"}]
+
+
+def _family(root: Path, name: str, tools: list[dict[str, Any]], label: dict[str, Any], recorded: dict[str, Any],
+            prompt: str = "You help.") -> None:
+    fam = root / "cases" / name
+    fam.mkdir(parents=True)
+    (fam / "family.yaml").write_text(json.dumps({"name": name, "system_prompt": prompt, "tools": tools}))
+    case = {"id": "same-words", "placement": {"step": 0, "run_length": 1, "bucket": "last"}, "messages": MESSAGES,
+            "label": label, "recorded": recorded, "source": "authored"}
+    (fam / "cases.jsonl").write_text(json.dumps(case) + "\n")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def served(pytester: pytest.Pytester) -> Iterator[str]:
+    """Three families whose one state has the same messages: other tools, or another system prompt."""
+    root = pytester.path
+    _family(root, "mail", [READ_TOOL], {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "th-1"}}]},
+            {"tool_calls": [{"name": "read_thread", "arguments": '{"thread_id": "th-1"}'}]})
+    _family(root, "weather", [WEATHER_TOOL], {"valid_actions": [{"tool": None}]},
+            {"tool_calls": [], "text": "I can only tell the weather."})
+    _family(root, "mail-strict", [READ_TOOL], {"valid_actions": [{"tool": None}]},
+            {"tool_calls": [], "text": "I may not read mail."}, prompt="You never read mail.")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_tooleffect.cli", "serve", "--cases", "cases",
+                             "--port", str(port)], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "3 recorded states" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "share their messages" not in err
+
+
+def test_states_with_the_same_messages_and_other_tools_or_prompt_get_their_own_answers(
+        pytester: pytest.Pytester, served: str) -> None:
+    result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/recorded-agent", f"{OPT_API_BASE}={served}",
+                                f"{OPT_REPORT}=r.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)  # each state answered with its own recorded turn, as replay scores it
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert {b["family"]: b["n_scored"] for b in report["blocks"]} == {"mail": 1, "mail-strict": 1, "weather": 1}
+
+
+def test_turn_key_separates_tools_and_prompt_and_ignores_their_order() -> None:
+    from pytest_tooleffect.model_turn import build_request
+
+    case = Case.model_validate({"id": "c", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+                                "messages": MESSAGES, "source": "authored"})
+    read, weather = ToolSpec.model_validate(READ_TOOL), ToolSpec.model_validate(WEATHER_TOOL)
+    policy = Policy(name="p", model="m")
+
+    def key(offered: list[ToolSpec], prompt: str = "You help.", **kw: bool) -> str:
+        return turn_key(build_request(case, offered, prompt, policy)[0], **kw)
+
+    assert key([read]) != key([weather])
+    assert key([read]) != key([read], "You never read mail.")
+    assert key([read, weather]) == key([weather, read])
+    assert key([read], system=False) == key([read], "You never read mail.", system=False)
+    assert key([read], tools=False) == key([weather], tools=False)
