@@ -24,7 +24,7 @@ from .family import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, is_ca
 from .models import Case, Policy, ToolSpec
 from .options import REPLAY, Settings, settings_key
 from .outcomes import DecisionFailed
-from .records import record_id
+from .records import item_name, record_id
 
 __all__ = ["CLASS_MARKERS", "Agents", "CaseCollector", "CaseFile", "CaseItem", "Families", "InvalidCaseItem",
            "agents_key", "families_key", "scorer_key",
@@ -201,7 +201,8 @@ class CaseFile(pytest.File):
         families = config.stash[families_key]
         fam = families.for_cases(self.path.parent)
         if isinstance(fam, FamilyError):
-            yield InvalidCaseItem.from_parent(self, name="<family>", problems=[str(fam)])
+            yield InvalidCaseItem.from_parent(self, name="<family>", problems=[str(fam)],
+                                              family=self.path.parent.name)
             return
         seen = families.seen_ids.setdefault(self.path.parent, set())
         cases, problems = load_case_file(self.path, fam, seen)
@@ -209,19 +210,20 @@ class CaseFile(pytest.File):
         for p in problems:
             by_case.setdefault(p.case_id or "<file>", []).append(str(p))
         for cid in sorted(by_case):
-            yield InvalidCaseItem.from_parent(self, name=f"{cid}[invalid]", problems=by_case[cid])
+            yield InvalidCaseItem.from_parent(self, name=f"{cid}[invalid]", problems=by_case[cid], family=fam.name,
+                                              case_id=None if cid == "<file>" else cid)
         settings = config.stash[settings_key]
         policies = select_policies(settings, fam)
         if isinstance(policies, str):
             yield InvalidCaseItem.from_parent(self, name="<policy>", problems=[f"{self.path}: {policies}"],
-                                              heading="cannot run this family")
+                                              heading="cannot run this family", family=fam.name)
             return
         agents: list[Agent | None] = []
         for policy in policies:
             agent = config.stash[agents_key].resolve(policy)
             if isinstance(agent, str):
                 yield InvalidCaseItem.from_parent(self, name="<policy>", problems=[f"{self.path}: {agent}"],
-                                                  heading="cannot run this family")
+                                                  heading="cannot run this family", family=fam.name)
                 return
             agents.append(agent)
         fixtureinfo = None
@@ -229,7 +231,7 @@ class CaseFile(pytest.File):
         for case in sorted(cases, key=lambda c: c.id):
             for policy, agent in zip(policies, agents):
                 for trial in range(1, repeats + 1):
-                    name = f"{case.id}[{policy.name}]" if repeats == 1 else f"{case.id}[{policy.name}:{trial}]"
+                    name = item_name(case.id, policy.name, trial, repeats)
                     item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case, fixtureinfo=fixtureinfo,
                                                 case=case, family=fam, policy=policy, trial=trial,
                                                 decisions=len(policies) * repeats, agent=agent,
@@ -323,12 +325,30 @@ class CaseItem(pytest.Function):
 
 
 class InvalidCaseItem(pytest.Item):
-    """Stands for a case (or file) that failed validation: an error outcome naming the problems."""
+    """Stands for a case (or file) that failed validation: an error outcome naming the problems.
 
-    def __init__(self, *, problems: list[str], heading: str = "invalid case", **kwargs: Any) -> None:
+    Its test report carries :meth:`entry` to the controller, so the report lists it (scoring rule 7:
+    nothing collected disappears from the report).
+
+    Attributes:
+        problems: one line per problem, each naming the file, the case id and the field.
+        heading: the error's first line.
+        family: the family's name (its folder's name when the family file itself is invalid).
+        case_id: the invalid case's id; ``None`` for a problem of the file, the family or its policies.
+    """
+
+    def __init__(self, *, problems: list[str], heading: str = "invalid case", family: str = "",
+                 case_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.problems = problems
         self.heading = heading
+        self.family = family or self.path.parent.name
+        self.case_id = case_id
+
+    def entry(self) -> dict[str, Any]:
+        """What the report lists: ``{family, file, case_id, problems}`` (JSON values)."""
+        return {"family": self.family, "file": str(self.path), "case_id": self.case_id,
+                "problems": list(self.problems)}
 
     def setup(self) -> None:
         pytest.fail(f"{self.heading}:\n" + "\n".join(self.problems), pytrace=False)

@@ -32,6 +32,7 @@ __all__ = [
     "load_records",
     "no_tool_failure",
     "read_records",
+    "item_name",
     "record_id",
     "record_schema",
 ]
@@ -356,7 +357,27 @@ def record_id(family: str, case_id: str, policy: str, trial: int = 1, repeats: i
     Returns:
         ``family/case-id[policy]``, or ``family/case-id[policy:trial]`` when ``repeats > 1``.
     """
-    return f"{family}/{case_id}[{policy}]" if repeats == 1 else f"{family}/{case_id}[{policy}:{trial}]"
+    return f"{family}/{item_name(case_id, policy, trial, repeats)}"
+
+
+def item_name(case_id: str, policy: str, trial: int = 1, repeats: int = 1) -> str:
+    """The test item's name, the record id without its family (:func:`record_id`'s tail).
+
+    Args:
+        case_id: the case's id.
+        policy: the policy's name.
+        trial: the trial, 1…``repeats``.
+        repeats: trials per case in the run (``--tooleffect-repeats``).
+
+    Returns:
+        ``case-id[policy]``, or ``case-id[policy:trial]`` when ``repeats > 1``.
+
+    Raises:
+        ValueError: ``trial`` is not in 1…``repeats``.
+    """
+    if not 1 <= trial <= max(repeats, 1):
+        raise ValueError(f"trial {trial} of {repeats}: a trial is 1…repeats")
+    return f"{case_id}[{policy}]" if repeats == 1 else f"{case_id}[{policy}:{trial}]"
 
 
 def build_record(

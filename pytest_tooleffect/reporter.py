@@ -37,6 +37,8 @@ class Reporter:
         self.config = config
         self.settings = config.stash[settings_key]
         self.records: list[dict[str, Any]] = []
+        self.invalid: list[dict[str, Any]] = []
+        self.skipped: list[dict[str, Any]] = []
         self.families: dict[str, dict[str, Any]] = {}
         self.log: RecordLog | None = None
         self.report: dict[str, Any] | None = None
@@ -59,6 +61,10 @@ class Reporter:
         family = getattr(report, "tooleffect_family", None)
         if family is not None:
             self.families.setdefault(family["name"], family["meta"])
+        for attr, seen in (("tooleffect_invalid", self.invalid), ("tooleffect_skipped", self.skipped)):
+            entry = getattr(report, attr, None)
+            if entry is not None:
+                seen.append(entry)
         record = getattr(report, "tooleffect_record", None)
         if record is None:
             return
@@ -70,12 +76,13 @@ class Reporter:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        if not self.records and self.settings.report is None:
+        if not (self.records or self.invalid or self.skipped) and self.settings.report is None:
             return
         from .report import dumps, summarise
 
         status = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "complete"
-        report = summarise(self.records, self.families, status=status)
+        report = summarise(self.records, self.families, status=status, invalid=self.invalid, skipped=self.skipped,
+                           min_class_n=self.settings.min_class_n)
         data = report.to_json()
         self.config.hook.pytest_tooleffect_modifyreport(report=data, records=self.records, config=self.config)
         self.report = data
@@ -101,7 +108,7 @@ class Reporter:
             session.config.get_terminal_writer().line(f"tooleffect: cannot write {path}: {exc}", red=True)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.report is None or not self.settings.summary or not self.records:
+        if self.report is None or not self.settings.summary or not (self.records or self.invalid or self.skipped):
             return
         from .report import render_terminal
 

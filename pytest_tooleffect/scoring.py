@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .collect import CaseItem, scorer_key
+from .collect import CaseItem, InvalidCaseItem, scorer_key
 from .decision import Decision
 from .options import settings_key
 from .oracle import CompareContext, Verdict, compile_label, parse_emission, score
@@ -129,8 +129,20 @@ class Scorer:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
                                   ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-        """Make the error record of a setup that failed outside the agent; carry the record on the report."""
+        """Make the error record of a setup that failed outside the agent; carry the record on the report.
+
+        An invalid case's entry (``tooleffect_invalid``) and a skipped item's (``tooleffect_skipped``:
+        its record id, family, policy and reason) ride on the report too, so the controller's report
+        lists every item collected (scoring rule 7).
+        """
         report = yield
+        if call.when == "setup" and isinstance(item, InvalidCaseItem):
+            report.tooleffect_invalid = item.entry()  # type: ignore[attr-defined]
+        if (call.when == "setup" and report.skipped and isinstance(item, CaseItem) and record_key not in item.stash
+                and not hasattr(report, "wasxfail")):
+            reason = call.excinfo.value.msg if call.excinfo is not None and hasattr(call.excinfo.value, "msg") else ""
+            report.tooleffect_skipped = {"id": item.record_id, "family": item.family.name,  # type: ignore[attr-defined]
+                                         "policy": item.policy.name, "reason": str(reason or "skipped")}
         if (call.when == "setup" and call.excinfo is not None and isinstance(call.excinfo.value, NotScored)
                 and isinstance(item, CaseItem)):
             self.record(item, error=call.excinfo.value.error)

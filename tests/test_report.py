@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.report import percent, rate_table, summarise, wilson_interval
+from pytest_tooleffect.report import percent, rate_table, render_terminal, summarise, wilson_interval
 
 SEED = {"single": (179, 187), "several": (21, 22), "no_tool": (13, 31)}
 
@@ -71,7 +71,7 @@ def test_families_are_never_pooled_and_errors_are_excluded() -> None:
         _rec("b", "several", True, True, "ok", n=6),
     ]
     rep = summarise(recs, {"a": {"quota": {"last": 4}, "population": {"last": 40}}})
-    assert rep.version == 1 and rep.status == "complete"
+    assert rep.version == 1 and rep.status == "incomplete"  # an error record: not every item was scored
     a, b = rep.to_json()["blocks"]
     assert (a["family"], b["family"]) == ("a", "b")
     assert a["n_scored"] == 4 and a["n_errors"] == 1
@@ -113,3 +113,71 @@ def test_an_error_line_keeps_the_record_id_and_leaves_the_traceback_to_the_recor
     text = render_terminal(summarise(recs, {}), width=160)
     assert "error (excluded from rates): a/single[replay]: RuntimeError: tool router [down]" in text
     assert "Traceback" not in text
+
+
+# ------------------------------------------------------------------- averages' intervals, small classes
+
+
+def test_macro_interval_is_price_bonett_in_closed_form() -> None:
+    from pytest_tooleffect.report.arithmetic import macro_interval
+
+    z = 1.959963984540054
+    k = 3
+    tilde = [((c + 2 / k) / (n + 4 / k), n + 4 / k) for c, n in SEED.values()]
+    centre = sum(p for p, _ in tilde) / k
+    half = z * math.sqrt(sum(p * (1 - p) / t for p, t in tilde)) / k
+    lo, hi = macro_interval(SEED.values())  # type: ignore[misc]
+    assert (lo, hi) == (pytest.approx(centre - half, abs=1e-12), pytest.approx(centre + half, abs=1e-12))
+    assert lo < float(rate_table(SEED)["macro"]) < hi
+    assert macro_interval([(4, 4), (0, 0)]) == macro_interval([(4, 4)])  # an empty class is not in the average
+    assert macro_interval([]) is None and macro_interval([(0, 0)]) is None
+    assert macro_interval([(4, 4), (12, 12), (194, 194)])[1] == 1.0  # type: ignore[index]  # clipped to [0, 1]
+
+
+@pytest.mark.parametrize("sizes", [(4, 12, 194), (5, 5, 5), (187, 22, 31)])
+def test_macro_interval_covers_where_a_plain_wald_interval_does_not(sizes: tuple[int, int, int]) -> None:
+    """Coverage by simulation: at least 94 % of 95 % intervals hold the true macro-average, at class
+    rates where small classes sit at or near 100 % (a plain Wald interval over the per-class variances
+    then has width zero from a class that happens to be all right).
+    """
+    import numpy as np
+
+    from pytest_tooleffect.report.arithmetic import macro_interval
+
+    rng = np.random.default_rng(7)
+    for rates in ((0.95, 0.95, 0.87), (0.99, 0.99, 0.99), (0.9, 0.5, 0.7), (1.0, 0.9, 0.8)):
+        truth = sum(rates) / 3
+        draws = rng.binomial(sizes, rates, size=(2000, 3))
+        hits = wald = 0
+        for row in draws:
+            counts = list(zip((int(c) for c in row), sizes, strict=True))
+            lo, hi = macro_interval(counts)  # type: ignore[misc]
+            hits += lo <= truth <= hi
+            p = [c / n for c, n in counts]
+            half = 1.96 * math.sqrt(sum(q * (1 - q) / n for q, n in zip(p, sizes, strict=True))) / 3
+            wald += sum(p) / 3 - half <= truth <= sum(p) / 3 + half
+        assert hits / 2000 >= 0.94, (sizes, rates, hits / 2000)
+        if rates == (0.99, 0.99, 0.99):
+            assert wald / 2000 < 0.9  # why not the plain interval
+
+
+def test_averages_carry_intervals_and_small_classes_are_flagged() -> None:
+    recs = [_rec("a", "single", True, True, "ok", n=i) for i in range(4)]
+    recs += [_rec("a", "no_tool", i < 20, i < 20, "ok_no_tool" if i < 20 else "tool_when_none_needed", n=10 + i)
+             for i in range(25)]
+    block = summarise(recs, min_class_n=20).to_json()["blocks"][0]
+    assert block["min_class_n"] == 20
+    assert block["classes"]["single"]["small"] is True and block["classes"]["no_tool"]["small"] is False
+    assert block["classes"]["several"]["small"] is False  # no rows: nothing to flag
+    assert block["small_classes"] == {"single": {"n": 4, "one_row_pct": 25.0, "one_row_macro_pct": 12.5}}
+    lo, hi = wilson_interval(24, 29)  # type: ignore[misc]
+    assert block["micro"]["name_ci95_pct"] == [round(lo * 100, 4), round(hi * 100, 4)]
+    from pytest_tooleffect.report.arithmetic import macro_interval
+
+    mlo, mhi = macro_interval([(4, 4), (20, 25)])  # type: ignore[misc]
+    assert block["macro"]["name_ci95_pct"] == [round(mlo * 100, 4), round(mhi * 100, 4)]
+    assert summarise(recs, min_class_n=4).to_json()["blocks"][0]["small_classes"] == {}
+    text = render_terminal(summarise(recs, min_class_n=20))
+    assert "small classes (fewer than 20 rows; --tooleffect-min-class-n): single n=4 (one row: 25.0 points of its " \
+           "rate, 12.5 of the macro-average)" in text
+    assert "4 (small)" in text

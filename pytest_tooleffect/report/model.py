@@ -32,6 +32,8 @@ __all__ = [
     "Effects",
     "ErrorEntry",
     "Headline",
+    "InvalidCase",
+    "InvalidFamily",
     "JudgeSection",
     "KindCounts",
     "NoToolFailures",
@@ -40,6 +42,8 @@ __all__ = [
     "Rate",
     "Repeats",
     "Report",
+    "SkippedItems",
+    "SmallClass",
     "Spend",
     "dumps",
     "report_schema",
@@ -99,6 +103,9 @@ class ClassRates(_Part):
 
     n: Count
     """Scored rows of the class."""
+    small: bool = False
+    """The class has rows, fewer than the block's ``min_class_n``: one row moves its rate by ``100 / n``
+    points and the macro-average by ``100 / (k n)``."""
     weight: Annotated[float, Field(ge=0, le=1)] | None
     """``w_i = n_i / N``, fixed by the sampling quota; ``null`` when the block has no rows."""
     name: Rate
@@ -120,6 +127,22 @@ class Average(_Part):
     """``name_args_pct`` for display."""
     gap_pct: float | None
     """``name_pct - name_args_pct``: what arguments cost."""
+    name_ci95_pct: tuple[float, float] | None = None
+    """95 % interval at the name level, percentages rounded to 4 digits: Wilson's for the micro-average,
+    Price & Bonett's adjusted Wald interval for the macro-average; ``null`` for no rows."""
+    name_args_ci95_pct: tuple[float, float] | None = None
+    """95 % interval at the name + arguments level, as ``name_ci95_pct``."""
+
+
+class SmallClass(_Part):
+    """A class with fewer rows than the report's minimum: how much one row weighs."""
+
+    n: Count
+    """Scored rows of the class."""
+    one_row_pct: float
+    """Percentage points one row moves the class's rate: ``100 / n``."""
+    one_row_macro_pct: float
+    """Percentage points one row moves the macro-average: ``100 / (k n)``, ``k`` the classes with rows."""
 
 
 class Bucket(_Part):
@@ -435,6 +458,10 @@ class Block(_Part):
     """What the decisions cost."""
     errors: list[ErrorEntry]
     """The items not scored."""
+    min_class_n: Count | None = None
+    """The row count under which a class is flagged as small (``--tooleffect-min-class-n``)."""
+    small_classes: dict[str, SmallClass] = Field(default_factory=dict)
+    """The classes with rows, fewer than ``min_class_n``, and how far one row moves them."""
     label_set_fingerprint: Annotated[str, Field(pattern=r"^[0-9a-f]{16}$")]
     """SHA-256 over sorted ``(case id, label hash)``: two reports are one quantity only when these match."""
     post_stratified_estimate: PostStratified | None
@@ -477,6 +504,45 @@ class Comparison(_Part):
     """Per policy, on every case it scored."""
     shared: dict[str, Headline]
     """Per policy, on the shared cases only."""
+
+
+class InvalidCase(_Part):
+    """A case (or a file, a family file, a family's policies) that failed validation and was not run."""
+
+    case_id: str | None
+    """The case's id; ``null`` for a problem of the file, the family file or the family's policies."""
+    file: str
+    """The file the problem is in."""
+    problems: list[str]
+    """One line per problem, naming the file, the case id and the field."""
+
+
+class InvalidFamily(_Part):
+    """A family's invalid cases: collected, never scored, counted here so they cannot vanish."""
+
+    family: str
+    """The family (its folder's name when the family file itself is invalid)."""
+    count: Count
+    """Invalid entries (cases, or a file or family that could not be read)."""
+    ids: list[str | None]
+    """Their case ids, sorted, ``null`` last for entries that are not one case."""
+    cases: list[InvalidCase]
+    """Each entry with its problems, in ``ids`` order."""
+
+
+class SkippedItems(_Part):
+    """Items of one family × policy that were collected and skipped (nothing to replay, no label, a skip marker)."""
+
+    family: str
+    """The family."""
+    policy: str
+    """The policy."""
+    count: Count
+    """Items skipped."""
+    reasons: dict[str, int]
+    """Items per reason, most first."""
+    ids: list[str]
+    """Their record ids, sorted."""
 
 
 class JudgeCalibration(_Part):
@@ -531,14 +597,20 @@ class Report(_Part):
 
     version: Literal[1] = REPORT_VERSION
     """The report format's version."""
-    status: Literal["complete", "interrupted"]
-    """``interrupted`` when the run was cut short (Ctrl-C)."""
+    status: Literal["complete", "incomplete", "interrupted"]
+    """``complete`` when every item collected was scored; ``incomplete`` when some case was invalid, some
+    item ended in an error or was skipped (all listed: ``invalid``, ``skipped``, each block's ``errors``);
+    ``interrupted`` when the run was cut short (Ctrl-C)."""
     conventions: dict[str, str]
     """The conventions the figures follow (parallel matching, conditioning, class weights, errors)."""
     blocks: list[Block]
     """One per family × policy, sorted."""
     comparisons: list[Comparison]
     """One per family run under more than one policy."""
+    invalid: list[InvalidFamily] = Field(default_factory=list)
+    """Per family, the cases that failed validation (never scored), sorted by family."""
+    skipped: list[SkippedItems] = Field(default_factory=list)
+    """Per family × policy, the items collected and skipped, sorted."""
     judge: JudgeSection | None = Field(default=None, exclude_if=_none)
     """The judge of free-text fields (written by the plugin; absent from ``tooleffect report``)."""
 

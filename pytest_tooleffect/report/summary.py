@@ -16,7 +16,7 @@ from math import comb
 from typing import Any, Literal
 
 from ..records import Record
-from .arithmetic import exact_pct, fingerprint, percent, rate_table, wilson_interval
+from .arithmetic import exact_pct, fingerprint, macro_interval, percent, rate_table, wilson_interval
 from .model import (
     CLASSES,
     KINDS,
@@ -32,6 +32,8 @@ from .model import (
     ErrorEntry,
     ExpensiveDecision,
     Headline,
+    InvalidCase,
+    InvalidFamily,
     KindCounts,
     NoToolFailures,
     PerClass,
@@ -43,6 +45,8 @@ from .model import (
     Report,
     RolloutSummary,
     SandboxSummary,
+    SkippedItems,
+    SmallClass,
     Spend,
 )
 
@@ -61,29 +65,43 @@ CONVENTIONS = {
         "an upper bound on self-steered behaviour"
     ),
     "class_weights": "w_i = n_i / N come from the sampling quota, not from production",
+    "intervals": (
+        "95 %: Wilson score intervals for each class and for the micro-average; for the macro-average, the "
+        "adjusted Wald interval for a linear function of independent proportions (Price & Bonett 2004: 2/k "
+        "successes and 4/k trials added to each of the k classes)"
+    ),
     "errors": "provider errors are excluded from every rate and listed apart",
 }
 
 
 def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[str, Any]] | None = None,
-              status: str = "complete") -> Report:
-    """Build the report from records.
+              status: str = "complete", invalid: Iterable[Row] = (), skipped: Iterable[Row] = (),
+              min_class_n: int = 20) -> Report:
+    """Build the report from records, and from the items collected that made no record.
 
     Args:
         records: records (:class:`~pytest_tooleffect.records.Record` or their JSON objects);
             ``outcome`` ``"scored"`` or ``"error"``.
         families: per-family metadata (``quota``, ``population``, ``production``) by family name.
-        status: ``complete`` or ``interrupted``.
+        status: ``complete`` (the run ended) or ``interrupted``.
+        invalid: the cases that failed validation, ``{family, file, case_id, problems}`` each
+            (:meth:`~pytest_tooleffect.collect.InvalidCaseItem.entry`).
+        skipped: the items skipped, ``{id, family, policy, reason}`` each.
+        min_class_n: a class with rows, fewer than this, is flagged as small in each block
+            (``--tooleffect-min-class-n``, default 20).
 
     Returns:
-        The report: one block per family × policy, sorted, and a comparison per family run
-        under several policies.
+        The report: one block per family × policy, sorted, a comparison per family run under
+        several policies, the invalid cases per family and the skipped items per family × policy.
+        Its status is ``incomplete`` when a run that ended has an invalid case, an error record or
+        a skipped item (DESIGN.md scoring rule 8: ``complete`` only when every item was scored).
 
     Raises:
         ValueError: an unknown status.
     """
     if status not in ("complete", "interrupted"):
         raise ValueError(f"report status {status!r}: complete or interrupted")
+    invalid, skipped = list(invalid), list(skipped)
     families = families or {}
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     errs: dict[tuple[str, str], list[Row]] = defaultdict(list)
@@ -93,13 +111,56 @@ def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[st
         (groups if r["outcome"] == "scored" else errs)[key].append(r)
         groups.setdefault(key, groups.get(key, []))
     blocks = [_block(f, p, groups[(f, p)], errs.get((f, p), []), families.get(f, {})) for f, p in sorted(groups)]
+    for block in blocks:
+        _flag_small(block, min_class_n)
     comparisons = []
     for fam in sorted({f for f, _ in groups}):
         policies = sorted(p for f, p in groups if f == fam)
         if len(policies) > 1:
             comparisons.append(_comparison(fam, {p: groups[(fam, p)] for p in policies}))
-    return Report(status="complete" if status == "complete" else "interrupted", conventions=CONVENTIONS,
-                  blocks=blocks, comparisons=comparisons)
+    unscored = bool(invalid or skipped or any(errs.values()))
+    final: Literal["complete", "incomplete", "interrupted"] = (
+        "interrupted" if status == "interrupted" else "incomplete" if unscored else "complete")
+    return Report(status=final, conventions=CONVENTIONS, blocks=blocks, comparisons=comparisons,
+                  invalid=_invalid(invalid), skipped=_skipped(skipped))
+
+
+def _flag_small(block: Block, min_class_n: int) -> None:
+    """Mark the block's classes with rows, fewer than ``min_class_n``, and say how much one row weighs."""
+    block.min_class_n = min_class_n
+    rates = block.classes.model_dump()
+    k = sum(1 for c in rates.values() if c["n"])
+    for cls in CLASSES:
+        rows: ClassRates = getattr(block.classes, cls)
+        if 0 < rows.n < min_class_n:
+            rows.small = True
+            block.small_classes[cls] = SmallClass(n=rows.n, one_row_pct=round(100 / rows.n, 4),
+                                                  one_row_macro_pct=round(100 / (k * rows.n), 4))
+
+
+def _invalid(entries: Sequence[Row]) -> list[InvalidFamily]:
+    """The invalid cases per family: ids sorted, entries that are not one case (``case_id`` null) last."""
+    by_family: dict[str, list[Row]] = defaultdict(list)
+    for e in entries:
+        by_family[e["family"]].append(e)
+    out = []
+    for fam in sorted(by_family):
+        rows = sorted(by_family[fam], key=lambda e: (e.get("case_id") is None, e.get("case_id") or "", e["file"]))
+        out.append(InvalidFamily(family=fam, count=len(rows), ids=[e.get("case_id") for e in rows],
+                                 cases=[InvalidCase(case_id=e.get("case_id"), file=e["file"],
+                                                    problems=list(e["problems"])) for e in rows]))
+    return out
+
+
+def _skipped(entries: Sequence[Row]) -> list[SkippedItems]:
+    """The skipped items per family × policy, with their reasons."""
+    by_block: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for e in entries:
+        by_block[(e["family"], e["policy"])].append(e)
+    return [SkippedItems(family=f, policy=p, count=len(rows),
+                         reasons=dict(Counter(e["reason"] for e in rows).most_common()),
+                         ids=sorted(e["id"] for e in rows))
+            for (f, p), rows in sorted(by_block.items())]
 
 
 def _correct(r: Row, level: Level) -> bool:
@@ -124,7 +185,21 @@ def _rate(row: Mapping[str, Any]) -> Rate:
 def _average(name_t: Mapping[str, Any], args_t: Mapping[str, Any], which: str) -> Average:
     a, b = name_t[which], args_t[which]
     return Average(name_pct=exact_pct(a), name_display=percent(a), name_args_pct=exact_pct(b),
-                   name_args_display=percent(b), gap_pct=None if a is None or b is None else exact_pct(a - b))
+                   name_args_display=percent(b), gap_pct=None if a is None or b is None else exact_pct(a - b),
+                   name_ci95_pct=_average_interval(name_t, which),
+                   name_args_ci95_pct=_average_interval(args_t, which))
+
+
+def _average_interval(table: Mapping[str, Any], which: str) -> tuple[float, float] | None:
+    """The 95 % interval of an average, as percentages rounded to 4 digits: Wilson's for the micro-average
+    (one proportion over all rows), Price & Bonett's for the macro-average (:func:`.arithmetic.macro_interval`).
+    """
+    counts = [(c["correct"], c["n"]) for c in table["classes"].values()]
+    if which == "micro":
+        ci = wilson_interval(sum(c for c, _ in counts), sum(n for _, n in counts))
+    else:
+        ci = macro_interval(counts)
+    return None if ci is None else (round(ci[0] * 100, 4), round(ci[1] * 100, 4))
 
 
 def _share(correct: int, n: int) -> tuple[float, str]:

@@ -31,6 +31,7 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
     console = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False)
     if isinstance(report, Report):
         report = report.to_json()
+    _render_status(console, report)
     for b in report["blocks"]:
         console.print(f"[bold]tooleffect: family {b['family']} · policy {b['policy']}[/bold]  "
                       f"n={b['n_scored']} scored, {b['n_errors']} errors, {b['n_xfail']} xfail · "
@@ -46,7 +47,8 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
         for cls in CLASSES:
             c = b["classes"][cls]
             nm, fa = c["name"], c["name_args"]
-            row = [cls, str(c["n"]), "–" if c["weight"] is None else f"{c['weight']:.3f}",
+            row = [cls, f"{c['n']}{' (small)' if c.get('small') else ''}",
+                   "–" if c["weight"] is None else f"{c['weight']:.3f}",
                    f"{nm['correct']}/{c['n']}", nm["rate_display"], _ci(nm["wilson95_pct"]),
                    f"{fa['correct']}/{c['n']}", fa["rate_display"], _ci(fa["wilson95_pct"])]
             if eff:
@@ -56,12 +58,13 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
         t.add_section()
         for avg in ("micro", "macro"):
             a = b[avg]
-            row = [f"{avg}-average", "", "", "", a["name_display"], "", "", a["name_args_display"],
-                   f"gap {percent(_frac(a['gap_pct']))}"]
+            row = [f"{avg}-average", "", "", "", a["name_display"], _ci(a.get("name_ci95_pct")), "",
+                   a["name_args_display"], _ci(a.get("name_args_ci95_pct"))]
             if eff:
                 row += ["", eff[f"{avg}_display"]]
             t.add_row(*row)
         console.print(t)
+        _render_small(console, b)
         if eff:
             _render_effects(console, eff)
         if b["buckets"]:
@@ -129,6 +132,43 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
     conv = report.get("conventions", {})
     console.print("conventions: " + " | ".join(f"{k}: {v}" for k, v in conv.items()))
     return buf.getvalue()
+
+
+def _render_small(console: Any, b: Mapping[str, Any]) -> None:
+    """The gap between the levels, the averages' interval methods, and the small classes."""
+    console.print(f"gap name − name+args: micro {percent(_frac(b['micro']['gap_pct']))}, macro "
+                  f"{percent(_frac(b['macro']['gap_pct']))} points · 95 % intervals: Wilson per class and for the "
+                  "micro-average, Price–Bonett for the macro-average", markup=False, highlight=False, soft_wrap=True)
+    small = b.get("small_classes") or {}
+    if small:
+        each = ", ".join(f"{cls} n={s['n']} (one row: {s['one_row_pct']:.1f} points of its rate, "
+                         f"{s['one_row_macro_pct']:.1f} of the macro-average)" for cls, s in small.items())
+        console.print(f"small classes (fewer than {b['min_class_n']} rows; --tooleffect-min-class-n): {each}",
+                      markup=False, highlight=False, soft_wrap=True)
+
+
+def _render_status(console: Any, report: Mapping[str, Any]) -> None:
+    """The status line, then the invalid cases per family and the skipped items per family × policy."""
+    invalid = report.get("invalid") or []
+    skipped = report.get("skipped") or []
+    n_invalid = sum(f["count"] for f in invalid)
+    n_errors = sum(b["n_errors"] for b in report["blocks"])
+    n_skipped = sum(s["count"] for s in skipped)
+    console.print(f"tooleffect report status: {report['status']} ({n_invalid} invalid cases, {n_errors} errors, "
+                  f"{n_skipped} skipped)", markup=False, highlight=False, soft_wrap=True)
+    for fam in invalid:
+        ids = ", ".join("<file>" if i is None else i for i in fam["ids"][:10])
+        more = f" and {fam['count'] - 10} more" if fam["count"] > 10 else ""
+        console.print(f"invalid cases in family {fam['family']}: {fam['count']} ({ids}{more}); not scored, "
+                      "not in any rate", markup=False, highlight=False, soft_wrap=True)
+        for entry in fam["cases"][:10]:
+            console.print(f"  {entry['problems'][0]}", markup=False, highlight=False, soft_wrap=True)
+    for sk in skipped:
+        reasons = ", ".join(f"{r} {n}" for r, n in sk["reasons"].items())
+        console.print(f"skipped in {sk['family']} / {sk['policy']}: {sk['count']} ({reasons}); not in any rate",
+                      markup=False, highlight=False, soft_wrap=True)
+    if invalid or skipped:
+        console.print("")
 
 
 def _render_effects(console: Any, eff: Mapping[str, Any]) -> None:
