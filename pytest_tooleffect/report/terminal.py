@@ -47,7 +47,7 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
         for cls in CLASSES:
             c = b["classes"][cls]
             nm, fa = c["name"], c["name_args"]
-            row = [cls, f"{c['n']}{' (small)' if c.get('small') else ''}",
+            row = [cls, f"{c['n']}{'*' if c.get('small') else ''}",
                    "–" if c["weight"] is None else f"{c['weight']:.3f}",
                    f"{nm['correct']}/{c['n']}", nm["rate_display"], _ci(nm["wilson95_pct"]),
                    f"{fa['correct']}/{c['n']}", fa["rate_display"], _ci(fa["wilson95_pct"])]
@@ -143,7 +143,7 @@ def _render_small(console: Any, b: Mapping[str, Any]) -> None:
     if small:
         each = ", ".join(f"{cls} n={s['n']} (one row: {s['one_row_pct']:.1f} points of its rate, "
                          f"{s['one_row_macro_pct']:.1f} of the macro-average)" for cls, s in small.items())
-        console.print(f"small classes (fewer than {b['min_class_n']} rows; --tooleffect-min-class-n): {each}",
+        console.print(f"* small classes (fewer than {b['min_class_n']} rows; --tooleffect-min-class-n): {each}",
                       markup=False, highlight=False, soft_wrap=True)
 
 
