@@ -39,6 +39,34 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 def _cmd_import(args: argparse.Namespace) -> int:
     shared = Path(args.shared)
+    if args.source == "tooltalk":
+        from .importers.tooltalk import import_tooltalk
+
+        src = shared / "datasets" / "tooltalk"
+        if not (src / "data").is_dir():
+            print(f"tooleffect import: {src.resolve()} not found; pass --shared DIR", file=sys.stderr)
+            return 2
+        try:
+            print(json.dumps(import_tooltalk(src, Path(args.out or "cases/tooltalk"))))
+        except (ValueError, OSError) as exc:
+            print(f"tooleffect import: {exc}", file=sys.stderr)
+            return 2
+        return 0
+    if args.source == "labelled-jsonl":
+        from .importers.labelled_jsonl import import_labelled_jsonl
+
+        if not args.input or not args.out:
+            print("tooleffect import labelled-jsonl: give --input ROWS.jsonl and --out FAMILY_DIR", file=sys.stderr)
+            return 2
+        try:
+            counts, problems = import_labelled_jsonl(Path(args.input), Path(args.out))
+        except (ValueError, OSError) as exc:
+            print(f"tooleffect import: {exc}", file=sys.stderr)
+            return 2
+        for problem in problems:
+            print(f"tooleffect import: {problem}", file=sys.stderr)
+        print(json.dumps(counts))
+        return 1 if problems else 0
     if args.source == "bfcl":
         from .importers.bfcl import import_bfcl
 
@@ -248,6 +276,9 @@ def _cmd_sample(args: argparse.Namespace) -> int:
         family["tools_file"] = str(Path(args.tools).resolve())
     elif hints["tools"] and "tools" not in family and "tools_file" not in family:
         family["tools"] = hints["tools"]
+    if hints["per_case_tools"]:
+        print("tooleffect sample: the runs offered different tools: each case carries its run's tools",
+              file=sys.stderr)
     family["seed"] = args.seed
     family["quota"] = dict(sample.quota)
     family["population"] = dict(sample.population)
@@ -549,11 +580,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("what", nargs="?", choices=["case", "family", "record", "report"], default="case")
     p.set_defaults(func=_cmd_schema)
     p = sub.add_parser("import", help="build a case family from a public dataset")
-    p.add_argument("source", choices=["tau-airline", "bfcl"])
+    p.add_argument("source", choices=["tau-airline", "bfcl", "tooltalk", "labelled-jsonl"])
+    p.add_argument("--input", help="labelled-jsonl: the rows (OpenAI messages, tools and a label per line)")
     p.add_argument("--shared", default="../shared", help="folder holding datasets/ (default ../shared)")
     p.add_argument("--trajectories", help="tau-bench trajectories JSON (default: from --shared)")
     p.add_argument("--tools", help="airline tool schemas JSON (default: from --shared)")
-    p.add_argument("--out", default=None, help="default cases/tau-airline, or bfcl/ for BFCL (one family per category)")
+    p.add_argument("--out", default=None, help="default cases/tau-airline, cases/tooltalk, or bfcl/ for BFCL (one "
+                                                "family per category); labelled-jsonl: the family folder")
     p.add_argument("--category", action="append", help="bfcl: a category to import (repeatable; default all)")
     p.add_argument("--limit", type=int, default=None,
                    help="bfcl multi-turn: import only the first N conversations of each category")
