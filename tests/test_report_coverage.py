@@ -219,3 +219,12 @@ def test_the_default_minimum_is_the_reports() -> None:
     from pytest_tooleffect.options import DEFAULT_MIN_CLASS_N
 
     assert inspect.signature(summarise).parameters["min_class_n"].default == DEFAULT_MIN_CLASS_N
+
+
+def test_the_markdown_summary_says_the_run_is_incomplete(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, CASES + BAD)
+    pytester.runpytest("cases/", "--tooleffect-summary-md=summary.md").assert_outcomes(
+        passed=3, failed=2, skipped=1, xfailed=1, errors=2)
+    text = (pytester.path / "summary.md").read_text()
+    assert "Report status: incomplete (2 invalid cases, 1 skipped; none in any rate)." in text
+    assert "Invalid cases in demo: 2: `h-unknown-tool`, `j-bad-type`." in text

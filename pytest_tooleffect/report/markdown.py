@@ -69,6 +69,14 @@ def render_markdown(report: Mapping[str, Any], records: Sequence[Mapping[str, An
     for b in blocks:
         out += _block(b, by_block.get((b["family"], b["policy"]), []))
     out.append(f"Errors (not counted in any rate, and failing the run): {n_errors}.")
+    invalid, skipped = report.get("invalid") or [], report.get("skipped") or []
+    if report.get("status") and report["status"] != "complete":
+        out += ["", f"Report status: {report['status']} ({sum(f['count'] for f in invalid)} invalid cases, "
+                    f"{sum(s['count'] for s in skipped)} skipped; none in any rate)."]
+        for f in invalid:
+            ids = ", ".join(f"`{_cell('<file>' if i is None else i)}`" for i in f["ids"][:_MAX_IDS])
+            more = f" and {f['count'] - _MAX_IDS} more" if f["count"] > _MAX_IDS else ""
+            out.append(f"Invalid cases in {_cell(f['family'])}: {f['count']}: {ids}{more}.")
     return "\n".join(out) + "\n"
 
 
