@@ -278,6 +278,12 @@ def _world_problems(case: Case, family: LoadedFamily, tools: Mapping[str, ToolSp
     return problems
 
 
+def _judged_without_label(family: LoadedFamily, tool: str, key: str) -> bool:
+    """The family's rules judge ``tool.key`` with no label value (``compare: any`` or ``none``, or predicates)."""
+    rule = family.rules.lookup(tool, key)
+    return rule is not None and (rule.compare in ("any", "none") or bool(rule.predicates))
+
+
 def validate_case(case: Case, family: LoadedFamily) -> list[tuple[str, str]]:
     """Checks beyond the model: tools named in the label exist, label args fit the schema,
     no valid action is also forbidden, every tool call in the history has its result.
@@ -305,6 +311,10 @@ def validate_case(case: Case, family: LoadedFamily) -> list[tuple[str, str]]:
                 problems.append((f"{where}.tool", f"unknown tool {a.tool!r} (offered: {', '.join(sorted(tools))})"))
                 continue
             problems += _check_args(tools[a.tool], a.args, where)
+            problems += [(f"{where}.args.{k}", f"required argument of {a.tool} left out of the label (no call "
+                          "that sends it can match, and no call may leave it out)")
+                         for k in tools[a.tool].parameters.get("required") or []
+                         if k not in a.args and not _judged_without_label(family, a.tool, k)]
     for i, fb in enumerate(case.label.forbidden_actions):
         where = f"label.forbidden_actions[{i}]"
         if fb.tool not in tools:

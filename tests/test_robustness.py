@@ -45,6 +45,9 @@ def _line(c: dict[str, Any]) -> str:
      "*placement.bucket: step 1 of 3 is bucket 'middle', not 'last'"),
     ("free-form date in a label", {"label": {"valid_actions": [{"tool": "calendar.create_event", "args": {
         "title": "x", "start": "Monday 10am"}}]}}, "*args.start: 'Monday 10am' must be date-time"),
+    ("a required argument left out of a label", {"label": {"valid_actions": [{"tool": None}, {
+        "tool": "calendar.create_event", "args": {"title": "x"}}]}},
+     "*label.valid_actions[[]1[]].args.start: required argument of calendar.create_event left out of the label*"),
 ])
 def test_bad_case_is_one_error(pytester: pytest.Pytester, name: str, bad: dict[str, Any], message: str) -> None:
     broken = {**case("zz-bad", "last", {"valid_actions": [{"tool": None}]}, {"tool_calls": []}), **bad}

@@ -122,10 +122,27 @@ class Comparer:
         for key, sub in keyed:
             if done and key in done:
                 continue
-            e, g = exp.get(key, MISSING), emi.get(key, MISSING)
             fpath = sub.rpath if static_paths else join_path(path, key)
+            if sub.default is not MISSING and key not in expected and key not in got:
+                results.extend(self.both_omit(sub, fpath, key in required))
+                continue
+            e, g = exp.get(key, MISSING), emi.get(key, MISSING)
             results.extend(self.key(sub, e, g, fpath, key in required, not subset and key not in got))
         return results
+
+    def both_omit(self, sub: Node, path: str, required: bool) -> list[FieldResult]:
+        """A key with a schema default that neither the label nor the call sends.
+
+        Both sides are the same call at execution, so nothing is compared (a default that breaks
+        its own schema, common in real tool specs, must not fail an identical call); a required
+        key is still missing, and a rule's predicates still judge the default.
+        """
+        if required:
+            return self.key(sub, MISSING, MISSING, path, True, True)
+        rule = sub.rule
+        if rule is not None and rule.predicates and rule.compare != "any":
+            return [self._predicates(rule, sub.schema, sub.default, path, None)]
+        return []
 
     def judged(self, node: Node, expected: Mapping[str, Any], subset: bool = False) -> Iterator[tuple[str, Node]]:
         """The keys of an object that are judged, in order, with their compiled nodes.

@@ -298,6 +298,7 @@ class _Key:
     required: bool
     accept: _Accept | None
     missing: list[FieldResult] | None  # required: the comparator's result when the key is absent (one failure)
+    omitted: bool  # the label leaves out a key with a schema default: an omitted emitted key is compared with nothing
 
 
 class ArgsPlan:
@@ -335,8 +336,10 @@ class ArgsPlan:
             except Exception:  # e.g. an array's item schema that cannot be read: left to the comparator,
                 accept = None  # which meets the same error when a value reaches it
             required = key in node.required
-            missing = comparer.key(sub, e, default, path, True, True) if required else None
-            keys.append(_Key(key, sub, path, e, default, required, accept, missing))
+            omitted = default is not MISSING and key not in expected
+            missing = (comparer.both_omit(sub, path, True) if omitted else
+                       comparer.key(sub, e, default, path, True, True)) if required else None
+            keys.append(_Key(key, sub, path, e, default, required, accept, missing, omitted))
         self.keys = tuple(keys)
         return self.keys
 
@@ -389,6 +392,9 @@ class ArgsPlan:
             if comparer is None:
                 comparer = Comparer(self.tool, self.rules, ctx or NO_CONTEXT)
             absent = g is MISSING
+            if absent and k.omitted:
+                results.extend(comparer.both_omit(k.node, k.path, k.required))
+                continue
             results.extend(comparer.key(k.node, k.expected, k.default if absent else g, k.path, k.required, absent))
         return results
 
@@ -434,6 +440,9 @@ class ArgsPlan:
             if comparer is None:
                 comparer = Comparer(self.tool, self.rules, ctx or NO_CONTEXT)
             absent = g is MISSING
+            if absent and k.omitted:
+                n += sum(not r.ok for r in comparer.both_omit(k.node, k.path, k.required))
+                continue
             n += sum(not r.ok for r in comparer.key(k.node, k.expected, k.default if absent else g, k.path,
                                                     k.required, absent))
         return n

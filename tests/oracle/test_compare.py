@@ -354,3 +354,33 @@ def test_state_objects_compare_by_key_text() -> None:
     rules = RuleSet.from_mapping({"fields": {"f.o": {"predicates": [{"equals_state": "o"}]}}})
     results = compare_args("f", schema(o={}), {}, {"o": {"1": "a"}}, rules, CompareContext(state={"o": {1: "a"}}))
     assert all(r.ok for r in results)
+
+
+@pytest.mark.parametrize("bad_default", [
+    {"type": "string", "enum": ["fast", "slow"], "default": "normal"},     # an enum without its default
+    {"type": "integer", "default": "none"},                                # a default of another type
+    {"type": "string", "format": "date-time", "default": "now"},           # a date-time default that is no date-time
+    {"type": "array", "items": {"type": "string"}, "default": None},       # null for an array
+])
+def test_a_default_that_breaks_its_own_schema_does_not_fail_an_identical_call(bad_default: dict[str, Any]) -> None:
+    from pytest_tooleffect.models import Label, ToolSpec
+    from pytest_tooleffect.oracle import compile_label, score
+
+    schema = {"type": "object", "properties": {"q": {"type": "string"}, "mode": bad_default}, "required": ["q"]}
+    assert all(r.ok for r in compare_args("t", schema, {"q": "x"}, {"q": "x"})), \
+        compare_args("t", schema, {"q": "x"}, {"q": "x"})
+    tools = [ToolSpec.model_validate({"name": "t", "parameters": schema})]
+    label = Label.model_validate({"valid_actions": [{"tool": "t", "args": {"q": "x"}}]})
+    turn = {"tool_calls": [{"name": "t", "arguments": {"q": "x"}}]}
+    assert score(turn, label, tools).kind == "ok"
+    compile_label(label, tools)  # the compiled path decides the same
+    assert score(turn, label, tools).kind == "ok"
+    # an emitted value is still judged against the label's omission (the default stands for it)
+    sent = {"tool_calls": [{"name": "t", "arguments": {"q": "x", "mode": "other"}}]}
+    assert score(sent, label, tools).kind == "right_tool_wrong_args"
+
+
+def test_a_predicate_still_judges_the_default_when_neither_side_sends_it() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "default": 30}}}
+    rules = RuleSet.from_mapping({"fields": {"t.n": {"predicates": [{"range": {"min": 40}}]}}})
+    assert [r.ok for r in compare_args("t", schema, {}, {}, rules)] == [False]
