@@ -33,9 +33,13 @@
     var node = document.getElementById('te-data');
     var b64 = node ? node.textContent.trim() : '';
     if (!b64) return null;
-    var bin = atob(b64);
-    var bytes = new Uint8Array(bin.length);
-    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var bytes;
+    if (typeof Uint8Array.fromBase64 === 'function') bytes = Uint8Array.fromBase64(b64);
+    else {
+      var bin = atob(b64);
+      bytes = new Uint8Array(bin.length);
+      for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    }
     var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream('gzip'));
     return await new Response(stream).json();
   }
@@ -210,8 +214,10 @@
     var text = r.steps && r.steps.length ? r.steps[0].text : null;
     if (text) emitted.appendChild(h('div', { cls: 'msg assistant' }, h('span', { cls: 'role', text: 'reply text' }), text));
     if (r.agent) emitted.appendChild(h('p', { cls: 'meta', text: 'agent ' + r.agent.callable }));
-    if (r.cost) {
-      var c = r.cost;
+    var c = r.cost;
+    if (c && c.input_tokens === null && c.output_tokens === null && c.cost_usd === null && c.latency_ms === null) {
+      emitted.appendChild(h('p', { cls: 'meta', text: 'cost not recorded' + (r.policy === 'replay' ? ' (a replayed decision)' : '') }));
+    } else if (c) {
       emitted.appendChild(h('p', { cls: 'meta', text: 'cost: ' + (c.input_tokens === null ? '–' : c.input_tokens) + ' in / ' +
         (c.output_tokens === null ? '–' : c.output_tokens) + ' out tokens · ' + (c.latency_ms === null ? '–' : Math.round(c.latency_ms) + ' ms') +
         ' · ' + (c.cost_usd === null ? 'USD unknown' : '$' + c.cost_usd) + (r.cached ? ' · from the model cache' : '') }));
