@@ -50,8 +50,8 @@ def _case(rng: random.Random, i: int) -> tuple[dict[str, Any], str]:
                 {"role": "tool", "tool_call_id": f"c{i}", "content": '{"temp_c": 21, "sky": "clear"}'},
                 {"role": "assistant", "content": f"It is 21 °C and clear in {city}. Shall I look for flights?"},
                 {"role": "user", "content": "Yes, from LIS tomorrow morning please."}]
-    valid: list[dict[str, Any]] = [{"tool": "search_flights", "args": {"origin": "LIS", "destination": city[:3].upper()},
-                                    "reason": "the user asked for flights"}]
+    flights = {"origin": "LIS", "destination": city[:3].upper()}
+    valid: list[dict[str, Any]] = [{"tool": "search_flights", "args": flights, "reason": "the user asked for flights"}]
     if cls == "no_tool":
         valid = [{"tool": None, "reason": "ask which airport"}]
     elif cls == "several":
@@ -68,8 +68,9 @@ def _record(rng: random.Random, i: int, cls: str, policy: str) -> dict[str, Any]
         kind = "ok_no_tool"
     ok = kind in ("ok", "ok_no_tool")
     tool = None if kind in ("ok_no_tool", "none_when_tool_needed") else rng.choice([t["name"] for t in TOOLS])
-    fields = [] if tool is None else [{"path": f"{tool}.origin", "ok": kind != "right_tool_wrong_args", "rule": "default:string",
-                                       "expected": "LIS", "got": "LIS" if kind != "right_tool_wrong_args" else "OPO"}]
+    args_ok = kind != "right_tool_wrong_args"
+    fields = [] if tool is None else [{"path": f"{tool}.origin", "ok": args_ok, "rule": "default:string",
+                                       "expected": "LIS", "got": "LIS" if args_ok else "OPO"}]
     tokens = rng.randint(400, 4000)
     return {
         "version": 1, "id": f"bench/c{i:05d}[{policy}]", "family": "bench", "case_id": f"c{i:05d}", "policy": policy,
@@ -91,8 +92,8 @@ def main() -> None:
     ap.add_argument("--policies", type=int, default=2)
     args = ap.parse_args()
     rng = random.Random(7)
-    states = States(families={"bench": {"system_prompt": "You are a travel assistant.", "tools": TOOLS, "policies": {}}},
-                    cases={"bench": {}})
+    family = {"system_prompt": "You are a travel assistant.", "tools": TOOLS, "policies": {}}
+    states = States(families={"bench": family}, cases={"bench": {}})
     records = []
     for i in range(args.cases):
         state, cls = _case(rng, i)
@@ -109,8 +110,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, sync_playwright() as p:
         path = Path(tmp) / "page.html"
         path.write_text(html, encoding="utf-8")
-        context = p.chromium.launch_persistent_context(str(Path(tmp) / "profile"), executable_path="/usr/bin/chromium",
-                                                       headless=True, args=ARGS, viewport={"width": 1400, "height": 1000})
+        context = p.chromium.launch_persistent_context(
+            str(Path(tmp) / "profile"), executable_path="/usr/bin/chromium", headless=True, args=ARGS,
+            viewport={"width": 1400, "height": 1000})
         outside: list[str] = []
         context.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file://")
                       else (outside.append(r.request.url), r.abort()))
