@@ -63,7 +63,10 @@ def test_sample_keeps_each_runs_tools_and_maps_the_bfcl_dialect(tmp_path: Path) 
 
     for c in cases:
         calls = c["recorded"]["tool_calls"]
-        c["label"] = {"valid_actions": [{"tool": calls[0]["name"]} if calls else {"tool": None}]}
+        args = calls[0]["arguments"] if calls else None
+        c["label"] = {"valid_actions": [
+            {"tool": calls[0]["name"], "args": json.loads(args) if isinstance(args, str) else args}
+            if calls else {"tool": None}]}
     (out / "cases.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
     loaded, problems = load_case_file(out / "cases.jsonl", load_family(out))
     assert problems == [] and len(loaded) == 4
