@@ -170,7 +170,7 @@ def _cmd_agree(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from .cases import FAMILY_FILE, FamilyError, load_family
-    from .records import load_records
+    from .merging import MergeError, merge_logs
     from .report import dumps, render_terminal, summarise
 
     meta = {}
@@ -182,12 +182,24 @@ def _cmd_report(args: argparse.Namespace) -> int:
             print(f"tooleffect report: skipping {exc}", file=sys.stderr)
             continue
         meta[fam.name] = fam.meta
-    try:
-        records = load_records(Path(args.records))
-    except (OSError, ValueError) as exc:  # a line that is not JSON, or not a record: named with its field
-        print(f"tooleffect report: {args.records}: {exc}", file=sys.stderr)
+    try:  # a line that is not JSON or not a record, a repeated record, two label sets: named
+        merged = merge_logs([Path(p) for p in args.records], args.duplicates)
+    except MergeError as exc:
+        print(f"tooleffect report: {exc}", file=sys.stderr)
         return 2
-    report = summarise(records, meta)
+    report = summarise(merged.records, meta, status=merged.status)
+    if merged.shard_count is not None:
+        from .report.model import MergedShards
+
+        report.shards = MergedShards(count=merged.shard_count, merged=merged.shards_merged,
+                                     missing=merged.shards_missing, logs=[str(p) for p in merged.logs],
+                                     duplicates_dropped=merged.duplicates_dropped)
+    if merged.duplicates_dropped:
+        print(f"tooleffect report: {merged.duplicates_dropped} repeated records left out (--duplicates "
+              f"{args.duplicates})", file=sys.stderr)
+    if merged.shards_missing:
+        print(f"tooleffect report: incomplete: shard{'s' if len(merged.shards_missing) > 1 else ''} "
+              f"{', '.join(map(str, merged.shards_missing))} of {merged.shard_count} missing", file=sys.stderr)
     print(dumps(report) if args.json else render_terminal(report))
     return 0
 
@@ -599,8 +611,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.add_argument("--show", type=int, default=20, help="disagreements to list")
     p.set_defaults(func=_cmd_agree)
-    p = sub.add_parser("report", help="render the report from a record log")
-    p.add_argument("records")
+    p = sub.add_parser("report", help="render the report from record logs (several, or a folder: merged)")
+    p.add_argument("records", nargs="+", help="record logs (JSONL) or folders of them; shards merge into one report")
+    p.add_argument("--duplicates", choices=["refuse", "first", "last"], default="refuse",
+                   help="a record (id and trial) found twice: refuse (default), keep the first or the last read")
     p.add_argument("--cases", default="cases", help="folder of the families (for quota and population)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_report)

@@ -34,6 +34,7 @@ __all__ = [
     "INI_MIN_CLASS_N",
     "INI_MODEL_CACHE",
     "INI_POOL",
+    "INI_RATE_BACKEND",
     "INI_RATE_FILE",
     "INI_RATE_WINDOW",
     "INI_RECORDS",
@@ -64,6 +65,7 @@ __all__ = [
     "OPT_ROLLOUT",
     "OPT_RPM",
     "OPT_SANDBOX",
+    "OPT_SHARD",
     "OPT_SUMMARY_MD",
     "OPT_TIMEOUT",
     "OPT_TPM",
@@ -101,6 +103,7 @@ OPT_ROLLOUT = "--tooleffect-rollout"
 OPT_BASELINE = "--tooleffect-baseline"
 OPT_BASELINE_CHANGED = "--tooleffect-baseline-changed-labels"
 OPT_MIN_CLASS_N = "--tooleffect-min-class-n"
+OPT_SHARD = "--tooleffect-shard"
 
 INI_RECORDS = "tooleffect_records"
 INI_JUDGE_CACHE = "tooleffect_judge_cache"
@@ -109,6 +112,7 @@ INI_RPM = "tooleffect_rpm"
 INI_TPM = "tooleffect_tpm"
 INI_RATE_WINDOW = "tooleffect_rate_window"
 INI_RATE_FILE = "tooleffect_rate_file"  # a limiter state file shared by every run that names it
+INI_RATE_BACKEND = "tooleffect_rate_backend"  # redis://… : one limit over shards on many hosts
 INI_SANDBOX = "tooleffect_sandbox"
 INI_KEEP = "tooleffect_keep_sandbox"
 INI_POOL = "tooleffect_sandbox_pool"
@@ -187,6 +191,9 @@ class Settings:
         summary_md: the Markdown summary's path (``--tooleffect-summary-md``), or ``None``.
         html: the HTML page's path (``--tooleffect-html``), or ``None``.
         min_class_n: a class with fewer scored rows is flagged as small in the report.
+        shard: ``(index, count)`` of ``--tooleffect-shard I/N`` (1-based), or ``None``.
+        rate_backend: ``redis://…`` URL of the shared rate limit (``tooleffect_rate_backend``), or
+            ``None`` for the SQLite file.
     """
 
     report: Path | None
@@ -218,6 +225,8 @@ class Settings:
     summary_md: Path | None = None
     html: Path | None = None
     min_class_n: int = DEFAULT_MIN_CLASS_N
+    shard: tuple[int, int] | None = None
+    rate_backend: str | None = None
 
     @property
     def live(self) -> bool:
@@ -277,6 +286,31 @@ def _agent_policy(value: str) -> Policy:
     if name == REPLAY.name:
         raise argparse.ArgumentTypeError(f"{value!r}: 'replay' is the built-in offline policy; choose another name")
     return Policy(name=name, agent=spec)
+
+
+def _shard(value: str) -> tuple[int, int]:
+    """``I/N`` → ``(I, N)`` with ``1 <= I <= N``."""
+    index, slash, count = value.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not I/N (shard I of N, e.g. 2/4)") from None
+    if not slash or n < 1 or not 1 <= i <= n:
+        raise argparse.ArgumentTypeError(f"{value!r}: the shard I/N needs 1 <= I <= N")
+    return i, n
+
+
+def _rate_backend(config: pytest.Config) -> str | None:
+    """The rate limit's state from ini ``tooleffect_rate_backend``: ``None`` (the SQLite file) or a
+    ``redis://`` / ``rediss://`` / ``unix://`` URL.
+    """
+    raw = str(config.getini(INI_RATE_BACKEND)).strip()
+    if not raw:
+        return None
+    if not raw.startswith(("redis://", "rediss://", "unix://")):
+        raise pytest.UsageError(f"ini {INI_RATE_BACKEND} = {raw!r}: expected empty (the SQLite file) or a "
+                                "redis://HOST:PORT/DB URL")
+    return raw
 
 
 def _rollout_steps(value: str) -> int:
@@ -348,6 +382,8 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
     parser.addini(INI_RPM, "run-wide model requests per minute (empty: no limit)", default="")
     parser.addini(INI_TPM, "run-wide model tokens per minute (empty: no limit)", default="")
     parser.addini(INI_RATE_WINDOW, "seconds the rate limits count over (default 60: per minute)", default="60")
+    parser.addini(INI_RATE_BACKEND, "the run-wide rate limit's state: empty for a SQLite file on this host, or "
+                  "redis://HOST:PORT/DB[#NAME] for one limit over every shard and worker on any host", default="")
     parser.addini(INI_RATE_FILE, "limiter state file shared by all runs that name it, relative to the rootdir "
                   "(empty: one private file per run, shared by its xdist workers only)", default="")
     group.addoption(OPT_CACHE, choices=CACHE_MODES, default="off",
@@ -366,6 +402,9 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
     group.addoption(OPT_BASELINE, metavar="PATH", type=_path_or_none, default=None,
                     help=f"classify outcomes against a baseline (tooleffect baseline save): a decision that failed "
                          f"in it is xfail, one that passed and fails now is a regression (ini {INI_BASELINE})")
+    group.addoption(OPT_SHARD, metavar="I/N", type=_shard, default=None,
+                    help="run shard I of N: the items whose record id hashes to it (stable as cases are added); "
+                         "merge the shards' record logs with tooleffect report")
     group.addoption(OPT_BASELINE_CHANGED, choices=BASELINE_CHANGED_LABELS, default="skip",
                     help="decisions whose label changed since the baseline: skip (default: left out and counted) "
                          "or compare")
@@ -434,6 +473,8 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         summary_md=config.getoption(OPT_SUMMARY_MD),
         html=config.getoption(OPT_HTML),
         min_class_n=_min_class_n(config),
+        shard=config.getoption(OPT_SHARD),
+        rate_backend=_rate_backend(config),
         **_rate_settings(config),
     )
     if not hasattr(config, "workerinput"):

@@ -25,11 +25,13 @@ from .reporter import JudgeSection, Reporter
 from .sandbox import registered_providers
 from .sandboxing import Sandboxes, tooleffect_sandbox
 from .scoring import Scorer, tooleffect_score
+from .sharding import ShardSelector
 
 __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
 _PLUGINS = ("tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes", "tooleffect-scorer",
-            "tooleffect-judge-section", "tooleffect-reporter", "tooleffect-gates", "tooleffect-baseline")
+            "tooleffect-judge-section", "tooleffect-reporter", "tooleffect-gates", "tooleffect-baseline",
+            "tooleffect-shard")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -61,6 +63,8 @@ def pytest_configure(config: pytest.Config) -> None:
         plugins["tooleffect-judge-section"] = JudgeSection(settings)
         plugins["tooleffect-reporter"] = Reporter(config)
         plugins["tooleffect-gates"] = GateKeeper(config)  # reads [tool.tooleffect.gates]: a usage error here
+    if settings.shard is not None:  # on workers too: they collect, deselect and make records
+        plugins["tooleffect-shard"] = ShardSelector(*settings.shard)
     if baseline is not None:  # on workers too: they collect (xfail marks) and make records
         plugins["tooleffect-baseline"] = baseline
     for name, plugin in plugins.items():

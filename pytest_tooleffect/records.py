@@ -28,6 +28,7 @@ __all__ = [
     "RECORD_VERSION",
     "Record",
     "RecordLog",
+    "ShardRecord",
     "build_record",
     "load_records",
     "no_tool_failure",
@@ -227,6 +228,17 @@ class RolloutRecord(_Part):
     """Tokens, latency (ms) and money summed over the steps (``null`` when any step's is unknown)."""
 
 
+class ShardRecord(_Part):
+    """The shard a record was made in (``--tooleffect-shard I/N``)."""
+
+    index: int
+    """The shard, 1…``count``."""
+    count: int
+    """How many shards the run was split into."""
+    family_fingerprint: str | None = None
+    """The label-set fingerprint of every case of the family the shard collected (16 hex digits)."""
+
+
 class Record(_Part):
     """One record: the outcome of one item (case × policy × trial).
 
@@ -293,6 +305,8 @@ class Record(_Part):
     """The faults injected into the sandbox's tools, sorted."""
     recovery: Literal["retried", "other_path", "told_user", "none", "not_observed"] | None = None
     """How the agent answered the first injected failure; ``null`` when none fired."""
+    shard: ShardRecord | None = None
+    """The shard the record was made in (a run under ``--tooleffect-shard``)."""
 
     @model_validator(mode="after")
     def _scored_has_verdict(self) -> Record:

@@ -36,6 +36,7 @@ __all__ = [
     "InvalidFamily",
     "JudgeSection",
     "KindCounts",
+    "MergedShards",
     "NoToolFailures",
     "PerClass",
     "PostStratified",
@@ -44,6 +45,7 @@ __all__ = [
     "Report",
     "SkippedItems",
     "SmallClass",
+    "ShardOf",
     "Spend",
     "dumps",
     "report_schema",
@@ -592,6 +594,30 @@ class JudgeSection(_Part):
     """With a judge: what it spent."""
 
 
+class ShardOf(_Part):
+    """One shard of a run."""
+
+    index: int
+    """The shard, 1…``count``."""
+    count: int
+    """How many shards the run was split into."""
+
+
+class MergedShards(_Part):
+    """The shards whose record logs were merged into one report."""
+
+    count: int
+    """How many shards the run was split into (from the records)."""
+    merged: list[int]
+    """The shards that have records, sorted."""
+    missing: list[int]
+    """The shards with no record: the report's status is then ``incomplete``."""
+    logs: list[str]
+    """The record logs read, in the order given."""
+    duplicates_dropped: int = 0
+    """Records left out as repeats of one already read (same id and trial; ``--duplicates``)."""
+
+
 class Report(_Part):
     """The report of a run: one block per family × policy, comparisons, conventions."""
 
@@ -599,8 +625,9 @@ class Report(_Part):
     """The report format's version."""
     status: Literal["complete", "incomplete", "interrupted"]
     """``complete`` when every item collected was scored; ``incomplete`` when some case was invalid, some
-    item ended in an error or was skipped (all listed: ``invalid``, ``skipped``, each block's ``errors``);
-    ``interrupted`` when the run was cut short (Ctrl-C)."""
+    item ended in an error or was skipped (all listed: ``invalid``, ``skipped``, each block's ``errors``), or
+    when shards merged by ``tooleffect report`` lack one (``shards.missing``); ``interrupted`` when the run
+    was cut short (Ctrl-C)."""
     conventions: dict[str, str]
     """The conventions the figures follow (parallel matching, conditioning, class weights, errors)."""
     blocks: list[Block]
@@ -613,6 +640,10 @@ class Report(_Part):
     """Per family × policy, the items collected and skipped, sorted."""
     judge: JudgeSection | None = Field(default=None, exclude_if=_none)
     """The judge of free-text fields (written by the plugin; absent from ``tooleffect report``)."""
+    shard: ShardOf | None = Field(default=None, exclude_if=_none)
+    """The shard this run was (``--tooleffect-shard I/N``); absent from an unsharded run."""
+    shards: MergedShards | None = Field(default=None, exclude_if=_none)
+    """The shards ``tooleffect report`` merged (absent when the records carry no shard)."""
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON object, keys in field order (``judge`` left out when there is none)."""

@@ -83,7 +83,7 @@ def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[st
         records: records (:class:`~pytest_tooleffect.records.Record` or their JSON objects);
             ``outcome`` ``"scored"`` or ``"error"``.
         families: per-family metadata (``quota``, ``population``, ``production``) by family name.
-        status: ``complete`` (the run ended) or ``interrupted``.
+        status: ``complete`` (the run ended), ``interrupted``, or ``incomplete`` (merged shards lack one).
         invalid: the cases that failed validation, ``{family, file, case_id, problems}`` each
             (:meth:`~pytest_tooleffect.collect.InvalidCaseItem.entry`).
         skipped: the items skipped, ``{id, family, policy, reason}`` each.
@@ -95,12 +95,14 @@ def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[st
         several policies, the invalid cases per family and the skipped items per family × policy.
         Its status is ``incomplete`` when a run that ended has an invalid case, an error record or
         a skipped item (DESIGN.md scoring rule 8: ``complete`` only when every item was scored).
+        The order the records come in does not change it (rows are taken in record id and trial
+        order), so shards merged give the unsharded run's report.
 
     Raises:
         ValueError: an unknown status.
     """
-    if status not in ("complete", "interrupted"):
-        raise ValueError(f"report status {status!r}: complete or interrupted")
+    if status not in ("complete", "interrupted", "incomplete"):
+        raise ValueError(f"report status {status!r}: complete, interrupted or incomplete")
     invalid, skipped = list(invalid), list(skipped)
     families = families or {}
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
@@ -110,6 +112,8 @@ def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[st
         key = (r["family"], r["policy"])
         (groups if r["outcome"] == "scored" else errs)[key].append(r)
         groups.setdefault(key, groups.get(key, []))
+    for rows in (*groups.values(), *errs.values()):
+        rows.sort(key=lambda r: (r["id"], r.get("trial") or 1))
     blocks = [_block(f, p, groups[(f, p)], errs.get((f, p), []), families.get(f, {})) for f, p in sorted(groups)]
     for block in blocks:
         _flag_small(block, min_class_n)
@@ -118,7 +122,7 @@ def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[st
         policies = sorted(p for f, p in groups if f == fam)
         if len(policies) > 1:
             comparisons.append(_comparison(fam, {p: groups[(fam, p)] for p in policies}))
-    unscored = bool(invalid or skipped or any(errs.values()))
+    unscored = bool(invalid or skipped or any(errs.values())) or status == "incomplete"
     final: Literal["complete", "incomplete", "interrupted"] = (
         "interrupted" if status == "interrupted" else "incomplete" if unscored else "complete")
     return Report(status=final, conventions=CONVENTIONS, blocks=blocks, comparisons=comparisons,

@@ -31,6 +31,17 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
     console = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False)
     if isinstance(report, Report):
         report = report.to_json()
+    shard, shards = report.get("shard"), report.get("shards")
+    if shard:
+        console.print(f"tooleffect: shard {shard['index']}/{shard['count']} of a sharded run", markup=False)
+    if shards:
+        missing = shards["missing"]
+        console.print(f"tooleffect: shards {', '.join(map(str, shards['merged'])) or 'none'} of {shards['count']} "
+                      f"merged from {len(shards['logs'])} record logs"
+                      + (f"; status {report['status']}: shard{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(map(str, missing))} missing" if missing else "")
+                      + (f"; {shards['duplicates_dropped']} repeated records left out"
+                         if shards["duplicates_dropped"] else ""), markup=False)
     _render_status(console, report)
     for b in report["blocks"]:
         console.print(f"[bold]tooleffect: family {b['family']} · policy {b['policy']}[/bold]  "

@@ -1,0 +1,200 @@
+"""Shards: ``--tooleffect-shard I/N`` selection (a property of the hash), and ``tooleffect report``
+merging the shards' record logs into the unsharded run's report (duplicates, missing shards,
+label sets that differ).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_tooleffect.cli import main
+from pytest_tooleffect.options import OPT_RECORDS, OPT_REPORT, OPT_SHARD
+from pytest_tooleffect.report import Report
+from pytest_tooleffect.sharding import shard_of
+from tests.conftest import REPO
+
+ids = st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=300, unique=True)
+
+
+@given(ids, st.integers(1, 64))
+def test_every_item_is_in_exactly_one_shard(keys: list[str], n: int) -> None:
+    shards = {k: shard_of(k, n) for k in keys}
+    assert all(1 <= s <= n for s in shards.values())
+    # the split is the items' own: the same answer in any order, and for a key alone
+    assert {k: shard_of(k, n) for k in reversed(keys)} == shards
+
+
+@given(ids, ids, st.integers(1, 32))
+def test_adding_cases_moves_no_item(old: list[str], new: list[str], n: int) -> None:
+    before = {k: shard_of(k, n) for k in old}
+    after = {k: shard_of(k, n) for k in [*old, *new]}
+    assert all(after[k] == before[k] for k in old)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1, 31), st.integers(0, 10_000))
+def test_one_more_shard_moves_about_its_share_all_into_it(n: int, salt: int) -> None:
+    keys = [f"fam-{salt}/case-{i}[replay]" for i in range(4000)]
+    moved = [k for k in keys if shard_of(k, n) != shard_of(k, n + 1)]
+    assert all(shard_of(k, n + 1) == n + 1 for k in moved)  # only into the new shard
+    expected = len(keys) / (n + 1)
+    assert abs(len(moved) - expected) < 5 * (expected ** 0.5) + 5  # binomial: a few standard deviations
+    sizes = Counter(shard_of(k, n + 1) for k in keys)
+    assert set(sizes) == set(range(1, n + 2))  # balanced enough that no shard is empty at 4000 items
+
+
+def test_a_shard_of_zero_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        shard_of("x", 0)
+
+
+# ------------------------------------------------------------------------------ end to end
+
+FAMILY = "cases/tau-airline"
+
+
+def _run(out: Path, name: str, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    run = subprocess.run([sys.executable, "-m", "pytest", FAMILY, "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                          f"{OPT_RECORDS}={out / 'logs' / f'{name}.jsonl'}", f"{OPT_REPORT}={out / f'{name}.json'}",
+                          *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
+    return run
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", *args, "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+def _figures(report: dict[str, Any]) -> dict[str, Any]:
+    """What a report measures: everything but the notes on where it came from (shard, shards, judge)."""
+    return {k: report[k] for k in Report.model_fields if k in report and k not in ("judge", "shard", "shards")}
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shipped airline family run whole, and as shards 1/3, 2/3 (under -n 2) and 3/3."""
+    out = tmp_path_factory.mktemp("shards")
+    _run(out, "whole")
+    for i in (1, 2, 3):
+        run = _run(out, f"shard{i}", f"{OPT_SHARD}={i}/3", *(["-n", "2"] if i == 2 else []))
+        assert f"shard {i}/3" in run.stdout
+    return out
+
+
+def test_each_item_runs_in_one_shard_and_says_so(sharded: Path) -> None:
+    whole = [json.loads(x) for x in (sharded / "logs" / "whole.jsonl").read_text().splitlines()]
+    parts = {i: [json.loads(x) for x in (sharded / "logs" / f"shard{i}.jsonl").read_text().splitlines()]
+             for i in (1, 2, 3)}
+    ids = [r["id"] for recs in parts.values() for r in recs]
+    assert sorted(ids) == sorted(r["id"] for r in whole) and len(ids) == len(set(ids))
+    assert all(parts.values()) and len(whole) == 210
+    for i, recs in parts.items():
+        assert {(r["shard"]["index"], r["shard"]["count"]) for r in recs} == {(i, 3)}
+        assert all(shard_of(r["id"], 3) == i for r in recs)
+        report = json.loads((sharded / f"shard{i}.json").read_text())
+        assert report["shard"] == {"index": i, "count": 3}
+        assert sum(b["n_scored"] + b["n_errors"] for b in report["blocks"]) == len(recs)
+    fps = {r["shard"]["family_fingerprint"] for recs in parts.values() for r in recs}
+    whole_report = json.loads((sharded / "whole.json").read_text())
+    assert fps == {whole_report["blocks"][0]["label_set_fingerprint"]}  # the whole family's, in every shard
+
+
+def test_merged_shards_are_the_unsharded_report(sharded: Path) -> None:
+    whole = json.loads((sharded / "whole.json").read_text())
+    for args in ([str(sharded / "logs" / f"shard{i}.jsonl") for i in (3, 1, 2)],
+                 [str(sharded / "logs" / "shard1.jsonl"), str(sharded / "logs" / "shard2.jsonl"),
+                  str(sharded / "logs" / "shard3.jsonl")]):
+        merged = _cli(*args)
+        assert merged.returncode == 0, merged.stderr
+        data = json.loads(merged.stdout)
+        assert data["status"] == "complete"
+        assert data["shards"]["merged"] == [1, 2, 3] and data["shards"]["missing"] == []
+        assert _figures(data) == _figures(whole)
+
+
+def test_a_folder_of_shard_logs_merges_and_a_missing_shard_is_named(sharded: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for i in (1, 3):
+        shutil.copy(sharded / "logs" / f"shard{i}.jsonl", folder)
+    merged = _cli(str(folder))
+    assert merged.returncode == 0, merged.stderr
+    data = json.loads(merged.stdout)
+    assert data["status"] == "incomplete"
+    assert data["shards"]["missing"] == [2] and data["shards"]["merged"] == [1, 3]
+    assert "shard 2 of 3 missing" in merged.stderr
+    text = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", str(folder)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300).stdout
+    assert "status incomplete: shard 2 missing" in text
+
+
+def test_a_repeated_shard_is_refused_or_kept_once_by_choice(sharded: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logs = [str(sharded / "logs" / f"shard{i}.jsonl") for i in (1, 2, 3)]
+    assert main(["report", *logs, logs[1], "--json"]) == 2
+    err = capsys.readouterr().err
+    assert "tau-airline/" in err and "counted twice" in err and logs[1] in err
+    whole = json.loads((sharded / "whole.json").read_text())
+    for choice in ("first", "last"):
+        assert main(["report", *logs, logs[1], "--json", "--duplicates", choice]) == 0
+        out = capsys.readouterr()
+        data = json.loads(out.out)
+        assert _figures(data) == _figures(whole)
+        n2 = len((sharded / "logs" / "shard2.jsonl").read_text().splitlines())
+        assert data["shards"]["duplicates_dropped"] == n2 and f"{n2} repeated records left out" in out.err
+
+
+def test_shards_that_collected_different_label_sets_are_refused(sharded: Path, tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Shard 3 run on a checkout where one case of shard 1 has another label: its records are refused."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "cases", checkout / "cases")
+    shutil.copy(REPO / "pyproject.toml", checkout)
+    if (REPO / "oracle").is_dir():
+        shutil.copytree(REPO / "oracle", checkout / "oracle")
+    in_shard1 = json.loads((sharded / "logs" / "shard1.jsonl").read_text().splitlines()[0])["case_id"]
+    path = checkout / FAMILY / "cases.jsonl"
+    lines = []
+    for line in path.read_text().splitlines():
+        case = json.loads(line)
+        if case["id"] == in_shard1:
+            case["label"]["reason"] = "relabelled"
+            case["label"]["valid_actions"] = [{"tool": None}, *case["label"]["valid_actions"]]
+        lines.append(json.dumps(case))
+    path.write_text("\n".join(lines) + "\n")
+    _run(tmp_path, "shard3b", f"{OPT_SHARD}=3/3", cwd=checkout)
+    logs = [str(sharded / "logs" / "shard1.jsonl"), str(sharded / "logs" / "shard2.jsonl"),
+            str(tmp_path / "logs" / "shard3b.jsonl")]
+    assert main(["report", *logs]) == 2
+    err = capsys.readouterr().err
+    assert "label-set fingerprint" in err and "tau-airline" in err and "shard3b.jsonl" in err
+
+
+def test_logs_of_different_shard_counts_or_unsharded_are_not_one_run(sharded: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    recs = [json.loads(x) for x in (sharded / "logs" / "shard1.jsonl").read_text().splitlines()]
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps({**r, "shard": {**r["shard"], "count": 4}}) + "\n" for r in recs[:1]))
+    assert main(["report", str(sharded / "logs" / "shard2.jsonl"), str(other)]) == 2
+    assert "a run of 4 shards" in capsys.readouterr().err
+    assert main(["report", str(sharded / "logs" / "shard2.jsonl"), str(sharded / "logs" / "whole.jsonl")]) == 2
+    assert "an unsharded run" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "nothing-here")]) == 2
+    assert "no such record log" in capsys.readouterr().err
+
+
+def test_a_shard_outside_its_count_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    for bad in ("0/3", "4/3", "3", "a/b"):
+        result = pytester.runpytest(f"{OPT_SHARD}={bad}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        assert OPT_SHARD in result.stderr.str()
