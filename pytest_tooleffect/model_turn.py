@@ -23,22 +23,24 @@ import concurrent.futures
 import hashlib
 import json
 import os
-import re
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .models import Case, Policy, Price, ToolSpec
+from .oracle.names import NameMap, name_map  # re-exported: the mapping is the oracle's too
 from .ratelimit import RateLimit, RateLimitTooSmall
 
-__all__ = ["ModelCache", "NameMap", "Price", "ProviderError", "Turn", "TurnPool", "build_request", "import_litellm",
-           "name_map", "run_turn", "wait_turn"]
+__all__ = ["DEFAULT_MAX_TOKENS", "ModelCache", "NameMap", "Price", "ProviderError", "Turn", "TurnPool",
+           "build_request", "import_litellm", "name_map", "run_turn", "wait_turn"]
 
 T = TypeVar("T")
-SAFE_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+#: The output-token cap of a live request when the policy sets none (``Policy.max_tokens``): a
+#: decision is one call or a short reply, so this only stops a turn that runs away.
+DEFAULT_MAX_TOKENS = 4096
 
 
 class ProviderError(Exception):
@@ -53,48 +55,6 @@ class ProviderError(Exception):
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
-
-
-@dataclass(frozen=True)
-class NameMap:
-    """Reversible mapping between tool names and provider-safe names."""
-
-    to_provider: Mapping[str, str]
-    to_original: Mapping[str, str]
-
-    def out(self, name: str) -> str:
-        """Original → provider-safe (unknown names pass through)."""
-        return self.to_provider.get(name, name)
-
-    def back(self, name: str) -> str:
-        """Provider-safe → original (unknown names pass through)."""
-        return self.to_original.get(name, name)
-
-
-def name_map(names: Iterable[str]) -> NameMap:
-    """Map each name to a provider-safe one, keeping safe names as they are.
-
-    Unsafe characters become ``_``; a name over 64 characters is cut and suffixed with a hash;
-    a clash gets a numeric suffix.  The mapping is injective, so it reverses exactly.
-    """
-    names = list(dict.fromkeys(names))
-    taken = {n for n in names if SAFE_NAME.match(n)}
-    out: dict[str, str] = {}
-    for n in names:
-        if SAFE_NAME.match(n):
-            out[n] = n
-            continue
-        base = re.sub(r"[^a-zA-Z0-9_-]", "_", n) or "tool"
-        if len(base) > 64:
-            base = base[:55] + "_" + hashlib.sha1(n.encode()).hexdigest()[:8]
-        cand, k = base, 1
-        while cand in taken:
-            k += 1
-            suffix = f"_{k}"
-            cand = base[: 64 - len(suffix)] + suffix
-        taken.add(cand)
-        out[n] = cand
-    return NameMap(out, {v: k for k, v in out.items()})
 
 
 def _map_history(messages: Sequence[Mapping[str, Any]], names: NameMap) -> list[dict[str, Any]]:
@@ -122,7 +82,8 @@ def build_request(case: Case, tools: Sequence[ToolSpec], system_prompt: str | No
                   ) -> tuple[dict[str, Any], NameMap]:
     """The litellm ``completion`` keyword arguments for one decision, and the name map.
 
-    The policy's system prompt and tool descriptions override the family's.
+    The policy's system prompt and tool descriptions override the family's; ``max_tokens`` is
+    the policy's, else :data:`DEFAULT_MAX_TOKENS`.
     """
     names = name_map([t.name for t in tools])
     messages: list[dict[str, Any]] = []
@@ -143,6 +104,7 @@ def build_request(case: Case, tools: Sequence[ToolSpec], system_prompt: str | No
         kwargs["api_base"] = policy.api_base
     if policy.temperature is not None:
         kwargs["temperature"] = policy.temperature
+    kwargs["max_tokens"] = policy.max_tokens or DEFAULT_MAX_TOKENS
     return kwargs, names
 
 

@@ -376,6 +376,12 @@ class Policy(_Model):
     agent: str | None = None
     api_base: str | None = None
     temperature: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    """The cap on output tokens sent with every live request (``None``: the model turn's default,
+    ``pytest_tooleffect.model_turn.DEFAULT_MAX_TOKENS``), so a runaway turn ends."""
+    timeout_s: float | None = Field(default=None, gt=0)
+    """This policy's timeout of one model call in seconds (``None``: ``--tooleffect-timeout``); a
+    local model on a CPU needs more than a hosted one."""
     system_prompt: str | None = None
     tool_descriptions: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)

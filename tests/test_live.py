@@ -515,3 +515,36 @@ def test_a_limit_that_makes_the_run_long_is_announced(pytester: pytest.Pytester)
                               f"{OPT_API_BASE}=http://127.0.0.1:9/v1", f"{OPT_RPM}=1",
                               "-o", f"{INI_RATE_WINDOW}=120")
     slow.stdout.fnmatch_lines(["*tooleffect: at 1 requests per 120 s, 7 live model turns take at least 12 min*"])
+
+
+def test_requests_carry_a_max_tokens_cap_and_a_policy_sets_its_own_timeout(pytester: pytest.Pytester,
+                                                                          server: ScriptedServer) -> None:
+    """A live request always carries ``max_tokens`` (the policy's, else the default), so a runaway
+    turn ends; a policy's own ``timeout_s`` wins over ``--tooleffect-timeout`` (a CPU model's first
+    decision outlasts a hosted model's timeout).
+    """
+    from pytest_tooleffect.model_turn import DEFAULT_MAX_TOKENS
+
+    slow = _case("slow-ok", {"valid_actions": [NULL]})
+    REPLIES["slow-ok"] = Reply(text="Done.", delay_s=2.0)
+    try:
+        _family(pytester.path, [CASES[1], slow])
+        pytester.makepyprojecttoml(f"""
+            [tool.tooleffect.policies.capped]
+            model = "openai/local-test"
+            api_base = "{server.base_url}"
+            max_tokens = 77
+            timeout_s = 20
+            [tool.tooleffect.policies.plain]
+            model = "openai/local-test"
+            api_base = "{server.base_url}"
+        """)
+        result = pytester.runpytest("cases/", f"{OPT_POLICY}=capped", f"{OPT_POLICY}=plain", f"{OPT_TIMEOUT}=1",
+                                    f"{OPT_RETRIES}=0")
+        result.assert_outcomes(passed=3, errors=1)  # plain times out on the slow case; capped waits
+        result.stdout.fnmatch_lines_random(["*slow-ok[[]plain[]]*provider error (not scored): Timeout*"])
+    finally:
+        del REPLIES["slow-ok"]
+    sent = {(r["messages"][-1]["content"], r.get("max_tokens")) for r in server.requests
+            if "[no-call]" in r["messages"][-1]["content"]}
+    assert sent == {("[no-call] please help", 77), ("[no-call] please help", DEFAULT_MAX_TOKENS)}

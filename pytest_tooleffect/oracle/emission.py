@@ -23,6 +23,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from .names import name_map
 from .values import is_mapping
 
 __all__ = ["Call", "Emission", "parse_emission"]
@@ -49,6 +50,10 @@ class Emission(NamedTuple):
     malformed: tuple[str, ...] = ()
     malformed_names: tuple[str, ...] = ()
     text: str | None = None
+    invented_results: tuple[str, ...] = ()
+    """Tool results the model wrote into its own text (``<tool_response>`` and the like): a
+    finding of its own; a turn that holds one and no call is a malformed call, never a clean
+    abstention."""
 
     @property
     def is_null(self) -> bool:
@@ -105,45 +110,174 @@ class _Builder:
         self.calls.append(Call(name, dict(arguments)))
 
 
-_TAG_FORMS = (
-    (re.compile(r"<tool_call\b", re.I), "<tool_call> tag in the text channel"),
-    (re.compile(r"\[TOOL_CALLS\]"), "[TOOL_CALLS] marker in the text channel"),
-    (re.compile(r"<\|python_tag\|>"), "<|python_tag|> in the text channel"),
-    (re.compile(r"<function=[\w.\-]+>"), "<function=…> call in the text channel"),
-    (re.compile(r"<\|tool_call_begin\|>|<｜tool▁call▁begin｜>"), "tool-call marker in the text channel"),
+_OPENERS = (  # (opening marker, closing marker or None, the form's name in the finding)
+    (re.compile(r"<tool_call\b[^>]*>", re.I), re.compile(r"</tool_call>", re.I), "<tool_call> tag"),
+    (re.compile(r"<tools\b[^>]*>", re.I), re.compile(r"</tools>", re.I), "<tools> tag"),
+    (re.compile(r"<function_calls?\b[^>]*>", re.I), re.compile(r"</function_calls?>", re.I), "<function_call> tag"),
+    (re.compile(r"\[TOOL_CALLS\]"), None, "[TOOL_CALLS] marker"),
+    (re.compile(r"<\|python_tag\|>"), re.compile(r"<\|eom_id\|>|<\|eot_id\|>"), "<|python_tag|>"),
+    (re.compile(r"<\|tool_calls?_(?:section_)?begin\|>|<｜tool▁calls?▁begin｜>"), None, "tool-call marker"),
 )
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
-_NAME_IN_TAG = re.compile(r"""(?:name["']?\s*[:=]\s*["']|<function=)([\w.\-]+)""")
+_RESULT_TAGS = re.compile(r"<(tool_response|tool_result|tool_output|function_response|function_result)\b[^>]*>"
+                          r"|<\|ipython\|>|\[TOOL_RESULTS\]|<\|tool_response\|>", re.I)
+_FENCE = re.compile(r"```")
+# calls whose name is written outside any JSON: <function=NAME>, functions.NAME: / functions.NAME(,
+# [TOOL_CALLS]NAME[ARGS], <|python_tag|>NAME.call( / NAME(
+_NAMED_FORMS = (
+    (re.compile(r"<function=([\w.\-]+)>"), "<function=…> call"),
+    (re.compile(r"(?<![\w.])functions\.([A-Za-z_][\w.\-]*?)\s*[:(]"), "functions.… stub"),
+    (re.compile(r"\[TOOL_CALLS\]\s*([A-Za-z_][\w.\-]*)\s*\[ARGS\]"), "[TOOL_CALLS] marker"),
+    (re.compile(r"<\|python_tag\|>\s*([A-Za-z_][\w.\-]*?)(?:\.call)?\("), "<|python_tag|>"),
+)
+_NAME_FIELD = re.compile(r"""["']?(?:name|tool_name|tool|function)["']?\s*[:=]\s*["']([\w.\-]+)["']""")
+_NAME_KEYS = ("name", "tool_name", "tool", "function")
+_ARG_KEYS = ("arguments", "parameters", "args", "input")
+_JSON = json.JSONDecoder()
+
+
+class _Found(NamedTuple):
+    start: int
+    end: int
+    name: str
+    form: str
+
+
+def _lookup(offered: Collection[str]) -> dict[str, str]:
+    """Every name a model may write for an offered tool (the original, the provider-safe name given
+    to it, and ``functions.``-prefixed forms) → the original name.
+    """
+    out: dict[str, str] = {}
+    if not offered:
+        return out
+    names = list(offered)
+    safe = name_map(names)
+    for n in names:
+        for written in (n, safe.out(n)):
+            out.setdefault(written, n)
+            out.setdefault(f"functions.{written}", n)
+    return out
+
+
+def _call_in(obj: Any, lookup: Mapping[str, str], depth: int = 0) -> list[str]:
+    """The names of the calls a decoded JSON value holds (``[]``: not a call).
+
+    A call is an object with a name field (``name``, ``tool_name``, ``tool``, or ``function`` as a
+    string or ``{name}``) naming an offered tool, or naming any tool beside an arguments field;
+    an object whose only key is an offered tool's name with an object value; a list of calls; or
+    ``{tool_calls: [...]}`` / ``{function_call: {...}}``.
+    """
+    if depth > 3:
+        return []
+    if isinstance(obj, list):
+        return [n for item in obj for n in _call_in(item, lookup, depth + 1)]
+    if not isinstance(obj, Mapping):
+        return []
+    for key in ("tool_calls", "function_call", "tool_call"):
+        if isinstance(obj.get(key), (list, Mapping)):
+            return _call_in(obj[key], lookup, depth + 1)
+    name: Any = None
+    for key in _NAME_KEYS:
+        value = obj.get(key)
+        if isinstance(value, Mapping):
+            value = value.get("name")
+        if isinstance(value, str) and value:
+            name = value
+            break
+    has_args = any(k in obj for k in _ARG_KEYS) or isinstance(obj.get("function"), Mapping)
+    if isinstance(name, str):
+        if name in lookup:
+            return [lookup[name]]
+        if has_args:
+            return [name]  # a call to a tool that was not offered: still a call attempt
+        return []
+    if len(obj) == 1:
+        (key, value), = obj.items()
+        if isinstance(key, str) and key in lookup and isinstance(value, Mapping):
+            return [lookup[key]]
+    return []
+
+
+def _form_at(text: str, pos: int) -> str:
+    """The wrapper a JSON call at ``pos`` sits in: the last marker opened and not closed before it."""
+    best: tuple[int, str] | None = None
+    for opener, closer, form in _OPENERS:
+        for m in opener.finditer(text, 0, pos):
+            if closer is not None and closer.search(text, m.end(), pos):
+                continue
+            if best is None or m.start() > best[0]:
+                best = (m.start(), form)
+    if best is not None:
+        return best[1]
+    if len(_FENCE.findall(text, 0, pos)) % 2 == 1:
+        return "fenced JSON call"
+    return "JSON call"
 
 
 def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool) -> list[tuple[str, str]]:
-    found: list[tuple[str, str]] = []
-    for pattern, reason in _TAG_FORMS:
-        if pattern.search(text):
-            m = _NAME_IN_TAG.search(text)
-            found.append((m.group(1) if m else "", reason))
-            return found
-    if has_calls or not offered:
-        return found
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1)
-    if not body.startswith(("{", "[")):
-        return found
-    try:
-        obj = json.loads(body)
-    except (ValueError, RecursionError):  # not JSON (or too deep / too large to be a call)
-        return found
-    for item in obj if isinstance(obj, list) else [obj]:
-        if not isinstance(item, Mapping):
+    """Every call attempt written into ``text``, in order: ``(original name or as written, reason)``.
+
+    Several per reply; anywhere in it (after prose, before prose, one per fence, inside tags);
+    doubled braces (``{{…}}}``) read by their inner object.  With structured calls present, only
+    explicit call markers count (a model may echo its call as JSON beside it).
+    """
+    lookup = _lookup(offered)
+    found: list[_Found] = []
+    for pattern, form in _NAMED_FORMS:
+        for m in pattern.finditer(text):
+            written = m.group(1)
+            found.append(_Found(m.start(), m.end(), lookup.get(written, written), form))
+    named = list(found)
+    spans = [(f.start, f.end) for f in found]
+    pos = 0
+    while True:
+        start = min((i for i in (text.find("{", pos), text.find("[", pos)) if i >= 0), default=-1)
+        if start < 0:
+            break
+        try:
+            obj, end = _JSON.raw_decode(text, start)
+        except (ValueError, RecursionError):  # not JSON from here (or too deep): try the next brace
+            pos = start + 1
             continue
-        name = item.get("name")
-        if name is None and isinstance(item.get("function"), Mapping):
-            name = item["function"].get("name")
-        if isinstance(name, str) and name in offered:
-            found.append((name, "JSON tool call written into the text channel"))
-    return found
+        names = _call_in(obj, lookup) if (lookup or isinstance(obj, (dict, list))) else []
+        if names:
+            form = _form_at(text, start)
+            # a JSON object right after a named form (functions.x: {...}) is that call's arguments
+            owner = next((f for f in named if f.end <= start and not text[f.end:start].strip(" \n:`json")), None)
+            if owner is None:
+                found.extend(_Found(start, end, n, form) for n in names)
+            spans.append((start, end))
+        pos = end if names or start == end else start + 1
+    # a call cut off mid-JSON (a length stop, a missing brace): its name field outside every read call
+    for m in _NAME_FIELD.finditer(text):
+        written = m.group(1)
+        if written not in lookup or any(a <= m.start() < b for a, b in spans):
+            continue
+        brace = text.rfind("{", 0, m.start())
+        if brace < 0 or text[brace:m.start()].count("}") or any(a <= brace < b for a, b in spans):
+            continue
+        where = {"JSON call": "", "fenced JSON call": " in a fence"}.get(_form_at(text, brace))
+        where = f" in {_form_at(text, brace)}" if where is None else where
+        found.append(_Found(brace, m.end(), lookup[written], f"unterminated JSON call{where}"))
+        spans.append((brace, len(text)))
+    # a marker with no readable call after it is still an attempt
+    for opener, _closer, form in _OPENERS:
+        for m in opener.finditer(text):
+            if not any(f.start >= m.start() for f in found) and not any(a <= m.start() < b for a, b in spans):
+                name = _NAME_FIELD.search(text, m.end())
+                written = name.group(1) if name else ""
+                found.append(_Found(m.start(), m.end(), lookup.get(written, written),
+                                    f"{form} without a readable call"))
+    found.sort(key=lambda f: f.start)
+    if has_calls:
+        found = [f for f in found if f.form not in ("JSON call", "fenced JSON call")
+                 and not f.form.startswith("unterminated JSON call")]
+    return [(f.name, f"{f.form} in the text channel") for f in found]
+
+
+def _invented_results(text: str) -> list[str]:
+    """Tool results the model wrote itself (``<tool_response>``, ``<|ipython|>``, ``[TOOL_RESULTS]``…)."""
+    return [f"invented tool result ({m.group(0)}) in the text channel: a tool's answer the model never received"
+            for m in _RESULT_TAGS.finditer(text)]
 
 
 def _from_block(b: _Builder, block: Mapping[str, Any]) -> None:
@@ -266,8 +400,13 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
     else:
         raise TypeError(f"cannot read a model turn from {type(output).__name__}")
     text = ("\n".join(t for t in b.texts if t) or None) if b.texts else None
+    invented: list[str] = []
     if text:
         for name, reason in _text_channel_calls(text, offered, bool(b.calls)):
             b.malformed.append(reason)
             b.malformed_names.append(name)
-    return Emission(tuple(b.calls), tuple(b.malformed), tuple(b.malformed_names), text)
+        invented = _invented_results(text)
+        if invented and not b.calls and not b.malformed:  # never a clean abstention
+            b.malformed.append(invented[0])
+            b.malformed_names.append("")
+    return Emission(tuple(b.calls), tuple(b.malformed), tuple(b.malformed_names), text, tuple(invented))

@@ -1,0 +1,99 @@
+"""Calls written into the text channel, in the forms real models write them (scoring rule 1).
+
+Each is a call attempt (``malformed_call``), never "no call"; the name is the original tool
+name whether the model wrote it or the provider-safe one it was given; several per reply count
+one by one; a tool result the model wrote itself is a finding, never a clean abstention.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_tooleffect.oracle import parse_emission, score
+
+OFFERED = ["read_thread", "list_availability", "calendar.create_event", "reply_to_thread"]
+
+FORMS: list[tuple[str, str, list[str], str]] = [
+    ("fenced JSON, provider-safe name",
+     '```json\n{"name": "calendar_create_event", "arguments": {"title": "Q3"}}\n```',
+     ["calendar.create_event"], "fenced JSON call"),
+    ("bare JSON followed by prose",
+     '{"name": "read_thread", "arguments": {"thread_id": "th-1"}}\n\nI will read the thread first.',
+     ["read_thread"], "JSON call"),
+    ("prose then JSON", 'Let me check.\n{"name": "read_thread", "arguments": {"thread_id": "th-1"}}',
+     ["read_thread"], "JSON call"),
+    ("<tools> wrapper", '<tools>\n{"name": "list_availability", "arguments": {"attendees": ["a@x"]}}\n</tools>',
+     ["list_availability"], "<tools> tag"),
+    ("two objects", '{"name": "read_thread", "arguments": {}}\n{"name": "list_availability", "arguments": {}}',
+     ["read_thread", "list_availability"], "JSON call"),
+    ("doubled braces", '{{"name": "read_thread", "arguments": {"thread_id": "th-1"}}}',
+     ["read_thread"], "JSON call"),
+    ("functions.x: stub", 'functions.calendar_create_event:\n{"title": "Q3", "start": "2025-03-19T14:00:00"}',
+     ["calendar.create_event"], "functions.… stub"),
+    ("<tool_call> (Qwen/Hermes)", '<tool_call>\n{"name": "read_thread", "arguments": {"thread_id": "t"}}\n</tool_call>',
+     ["read_thread"], "<tool_call> tag"),
+    ("two <tool_call> blocks", '<tool_call>{"name": "read_thread", "arguments": {}}</tool_call>\n'
+                               '<tool_call>{"name": "calendar_create_event", "arguments": {}}</tool_call>',
+     ["read_thread", "calendar.create_event"], "<tool_call> tag"),
+    ("[TOOL_CALLS] list (Mistral)", '[TOOL_CALLS] [{"name": "read_thread", "arguments": {"thread_id": "t"}}]',
+     ["read_thread"], "[TOOL_CALLS] marker"),
+    ("[TOOL_CALLS] name[ARGS] (Mistral v11)", '[TOOL_CALLS]read_thread[ARGS]{"thread_id": "t"}',
+     ["read_thread"], "[TOOL_CALLS] marker"),
+    ("<|python_tag|> JSON (Llama 3.1)", '<|python_tag|>{"name": "read_thread", "parameters": {"thread_id": "t"}}',
+     ["read_thread"], "<|python_tag|>"),
+    ("<|python_tag|> call (Llama 3.1 built-in)", '<|python_tag|>read_thread.call(thread_id="t")',
+     ["read_thread"], "<|python_tag|>"),
+    ("<function=…> (Llama 3.2)", '<function=calendar_create_event>{"title": "Q3"}</function>',
+     ["calendar.create_event"], "<function=…> call"),
+    ("OpenAI-shaped object", '{"type": "function", "function": {"name": "read_thread", "arguments": "{}"}}',
+     ["read_thread"], "JSON call"),
+    ("tool_calls object", '{"tool_calls": [{"name": "read_thread", "arguments": {}}]}',
+     ["read_thread"], "JSON call"),
+    ("name as the only key", '{"read_thread": {"thread_id": "th-1"}}', ["read_thread"], "JSON call"),
+    ("call to a tool not offered", '{"name": "send_email", "arguments": {"to": "x"}}', ["send_email"], "JSON call"),
+    ("cut off mid-JSON", 'Sure:\n{"name": "calendar_create_event", "arguments": {"title": "Q3", "sta',
+     ["calendar.create_event"], "unterminated JSON call"),
+    ("<tool_call> with unreadable JSON", "<tool_call>\nread_thread th-1\n</tool_call>",
+     [""], "<tool_call> tag without a readable call"),
+]
+
+
+@pytest.mark.parametrize(("text", "names", "form"), [f[1:] for f in FORMS], ids=[f[0] for f in FORMS])
+def test_text_channel_call_forms(text: str, names: list[str], form: str) -> None:
+    em = parse_emission({"role": "assistant", "content": text}, offered=OFFERED)
+    assert em.calls == ()
+    assert list(em.malformed_names) == names
+    assert all(r.startswith(form) and r.endswith("in the text channel") for r in em.malformed), em.malformed
+    assert not em.is_null
+
+
+@pytest.mark.parametrize("text", [
+    "I need the thread id before I can read it. Which thread is it?",
+    'The event {"title": "Q3"} is booked.',  # JSON that names no tool
+    '{"name": "Ada Lovelace", "born": 1815}',
+    "Use the functions listed above: none is needed here.",
+    "[1, 2, 3] are the options; {x} is a placeholder.",
+], ids=["question", "json-no-tool", "name-not-a-tool", "word-functions", "brackets"])
+def test_plain_replies_are_no_call(text: str) -> None:
+    assert parse_emission({"content": text}, offered=OFFERED).is_null
+
+
+def test_echoed_json_beside_a_structured_call_is_not_a_second_call() -> None:
+    em = parse_emission({"content": '{"name": "read_thread", "arguments": {}}',
+                         "tool_calls": [{"name": "read_thread", "arguments": "{}"}]}, offered=OFFERED)
+    assert len(em.calls) == 1 and em.malformed == ()
+
+
+def test_invented_tool_result_is_a_finding_never_a_clean_abstention() -> None:
+    text = "The meeting is booked.\n<tool_response>\n{\"status\": \"confirmed\"}\n</tool_response>"
+    em = parse_emission({"content": text}, offered=OFFERED)
+    assert em.invented_results and "invented tool result (<tool_response>)" in em.invented_results[0]
+    verdict = score(em, {"valid_actions": [{"tool": None}]}, [{"name": n} for n in OFFERED])
+    assert verdict.kind == "malformed_call" and not verdict.name_ok
+
+
+def test_provider_safe_name_in_text_meets_the_forbidden_rule() -> None:
+    em = parse_emission({"content": '{"name": "calendar_create_event", "arguments": {}}'}, offered=OFFERED)
+    verdict = score(em, {"valid_actions": [{"tool": None}], "forbidden_actions": ["calendar.create_event"]},
+                    [{"name": n} for n in OFFERED])
+    assert verdict.kind == "forbidden"

@@ -1,0 +1,105 @@
+"""A real model through the real server over HTTP: llama.cpp's ``llama-server`` with
+Qwen2.5-Coder-0.5B-Instruct (:mod:`pytest_tooleffect.localmodel`), a handful of decisions.
+
+The mechanics are asserted (records written, a verdict or an error per item, cost measured,
+text-channel calls read as call attempts), never the model's quality.  The server is started
+once per test session (built and its weights assembled first on a fresh machine: ``make test``
+runs ``tooleffect model fetch`` before the suite, so the cached build is reused here) and
+stopped at the end only when this session started it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect import localmodel
+from pytest_tooleffect.options import OPT_POLICY, OPT_RECORDS, OPT_REPORT, OPT_SANDBOX
+
+KINDS = {"ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed", "forbidden",
+         "right_tool_wrong_args", "malformed_call"}
+PORT = 8089
+
+
+@pytest.fixture(scope="session")
+def real_server() -> Iterator[localmodel.Server]:
+    """The local model's server for the whole session (reused when one is already running)."""
+    before = localmodel.running()
+    try:
+        server = localmodel.serve(port=PORT, max_tokens=160)
+    except localmodel.LocalModelError as exc:
+        pytest.fail(f"the local model could not be started: {exc}")
+    yield server
+    if before is None:
+        localmodel.stop()
+
+
+FAMILY = """\
+name: mini
+system_prompt: You are Elena's scheduling assistant. Use the tools when you need data or must act.
+tools:
+  - name: read_thread
+    description: Read an email thread by its id.
+    parameters: {type: object, properties: {thread_id: {type: string}}, required: [thread_id]}
+    annotations: {readOnlyHint: true}
+  - name: calendar.create_event
+    description: Create a calendar event.
+    parameters:
+      type: object
+      properties: {title: {type: string}, start: {type: string}}
+      required: [title, start]
+    annotations: {readOnlyHint: false, destructiveHint: false}
+"""
+
+
+def _case(cid: str, content: str, label: dict[str, Any]) -> dict[str, Any]:
+    return {"id": cid, "placement": {"step": 0, "run_length": 1, "bucket": "first"}, "timezone": "Europe/Madrid",
+            "messages": [{"role": "user", "content": content}], "label": label, "source": "authored"}
+
+
+CASES = [
+    _case("no-tool", "Thanks, that is all for today!", {"valid_actions": [{"tool": None}]}),
+    _case("single", "Please read thread th-1187 and tell me what Jonas wants.",
+          {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "th-1187"}}]}),
+    _case("several", "Read threads th-1 and th-2, then tell me which meeting is first.",
+          {"valid_actions": [[{"tool": "read_thread", "args": {"thread_id": "th-1"}},
+                              {"tool": "read_thread", "args": {"thread_id": "th-2"}}],
+                             {"tool": "read_thread", "args": {"thread_id": "th-1"}}]}),
+]
+
+
+def test_real_model_decisions_over_http(pytester: pytest.Pytester, real_server: localmodel.Server) -> None:
+    fam = pytester.path / "cases" / "mini"
+    fam.mkdir(parents=True)
+    (fam / "family.yaml").write_text(FAMILY)
+    (fam / "cases.jsonl").write_text("\n".join(json.dumps(c) for c in CASES) + "\n")
+    pytester.makepyprojecttoml(f"""
+        [tool.tooleffect.policies.local-qwen]
+        model = "openai/{real_server.model}"
+        api_base = "{real_server.api_base}"
+        temperature = 0.0
+        max_tokens = 160
+        timeout_s = 600
+    """)
+    result = pytester.runpytest("cases/", f"{OPT_POLICY}=local-qwen", f"{OPT_SANDBOX}=off", f"{OPT_REPORT}=r.json",
+                                f"{OPT_RECORDS}=records.jsonl")
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("passed", 0) + outcomes.get("failed", 0) == 3, result.stdout.str()[-3000:]
+    records = [json.loads(line) for line in (Path(pytester.path) / "records.jsonl").read_text().splitlines()]
+    assert sorted(r["case_id"] for r in records) == ["no-tool", "several", "single"]
+    for rec in records:
+        assert rec["policy"] == "local-qwen" and rec["outcome"] in ("passed", "failed"), rec
+        verdict = rec["verdict"]
+        assert verdict["kind"] in KINDS
+        assert rec["cost"]["input_tokens"] > 50 and rec["cost"]["output_tokens"] >= 1
+        assert rec["cost"]["output_tokens"] <= 160  # the policy's cap reached the server
+        assert rec["cost"]["latency_ms"] > 0 and rec["cost"]["cost_usd"] is None
+        if verdict["kind"] == "malformed_call":  # a call attempt it could not read is named, never "no call"
+            assert any("malformed" in a for a in verdict["emitted"]), verdict
+    block = json.loads((Path(pytester.path) / "r.json").read_text())["blocks"][0]
+    assert block["n_scored"] == 3 and block["policy"] == "local-qwen"
+    assert {c for c in block["classes"]} == {"no_tool", "single", "several"}
