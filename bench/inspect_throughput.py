@@ -26,6 +26,8 @@ def main() -> None:
     ap.add_argument("--base-url", required=True)
     ap.add_argument("--concurrency", type=int, required=True)
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument("--max-tokens", type=int, default=None, help="the output cap each request carries")
+    ap.add_argument("--model", default="bench", help="the model name sent to the endpoint")
     args = ap.parse_args()
     os.environ["BENCH_BASE_URL"] = args.base_url
     os.environ["BENCH_API_KEY"] = "unused-local-key"
@@ -60,7 +62,8 @@ def main() -> None:
     task = Task(dataset=MemoryDataset(samples), solver=decide())
     with tempfile.TemporaryDirectory() as logs:
         t0, c0 = time.perf_counter(), time.process_time()
-        (log,) = eval(task, model="openai-api/bench/bench", log_dir=logs, display="none",
+        config = {"max_tokens": args.max_tokens, "temperature": 0.0} if args.max_tokens else {}
+        (log,) = eval(task, model=f"openai-api/bench/{args.model}", log_dir=logs, display="none", **config,
                       max_connections=args.concurrency, max_samples=args.concurrency, max_retries=0,
                       timeout=int(args.timeout), fail_on_error=False)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0

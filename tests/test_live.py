@@ -526,7 +526,7 @@ def test_requests_carry_a_max_tokens_cap_and_a_policy_sets_its_own_timeout(pytes
     from pytest_tooleffect.model_turn import DEFAULT_MAX_TOKENS
 
     slow = _case("slow-ok", {"valid_actions": [NULL]})
-    REPLIES["slow-ok"] = Reply(text="Done.", delay_s=2.0)
+    REPLIES["slow-ok"] = Reply(text="Done.", delay_s=8.0)
     try:
         _family(pytester.path, [CASES[1], slow])
         pytester.makepyprojecttoml(f"""
@@ -534,15 +534,16 @@ def test_requests_carry_a_max_tokens_cap_and_a_policy_sets_its_own_timeout(pytes
             model = "openai/local-test"
             api_base = "{server.base_url}"
             max_tokens = 77
-            timeout_s = 20
+            timeout_s = 60
             [tool.tooleffect.policies.plain]
             model = "openai/local-test"
             api_base = "{server.base_url}"
         """)
-        result = pytester.runpytest("cases/", f"{OPT_POLICY}=capped", f"{OPT_POLICY}=plain", f"{OPT_TIMEOUT}=1",
+        result = pytester.runpytest("cases/", f"{OPT_POLICY}=capped", f"{OPT_POLICY}=plain", f"{OPT_TIMEOUT}=4",
                                     f"{OPT_RETRIES}=0")
         result.assert_outcomes(passed=3, errors=1)  # plain times out on the slow case; capped waits
-        result.stdout.fnmatch_lines_random(["*slow-ok[[]plain[]]*provider error (not scored): Timeout*"])
+        result.stdout.fnmatch_lines_random(["*ERROR at setup of demo/slow-ok[[]plain[]]*",
+                                            "*provider error (not scored): Timeout*"])
     finally:
         del REPLIES["slow-ok"]
     sent = {(r["messages"][-1]["content"], r.get("max_tokens")) for r in server.requests

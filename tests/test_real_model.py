@@ -57,7 +57,7 @@ tools:
 
 
 def _case(cid: str, content: str, label: dict[str, Any]) -> dict[str, Any]:
-    return {"id": cid, "placement": {"step": 0, "run_length": 1, "bucket": "first"}, "timezone": "Europe/Madrid",
+    return {"id": cid, "placement": {"step": 0, "run_length": 1, "bucket": "last"}, "timezone": "Europe/Madrid",
             "messages": [{"role": "user", "content": content}], "label": label, "source": "authored"}
 
 
@@ -66,8 +66,8 @@ CASES = [
     _case("single", "Please read thread th-1187 and tell me what Jonas wants.",
           {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "th-1187"}}]}),
     _case("several", "Read threads th-1 and th-2, then tell me which meeting is first.",
-          {"valid_actions": [[{"tool": "read_thread", "args": {"thread_id": "th-1"}},
-                              {"tool": "read_thread", "args": {"thread_id": "th-2"}}],
+          {"valid_actions": [{"parallel": [{"tool": "read_thread", "args": {"thread_id": "th-1"}},
+                                           {"tool": "read_thread", "args": {"thread_id": "th-2"}}]},
                              {"tool": "read_thread", "args": {"thread_id": "th-1"}}]}),
 ]
 
@@ -92,7 +92,7 @@ def test_real_model_decisions_over_http(pytester: pytest.Pytester, real_server: 
     records = [json.loads(line) for line in (Path(pytester.path) / "records.jsonl").read_text().splitlines()]
     assert sorted(r["case_id"] for r in records) == ["no-tool", "several", "single"]
     for rec in records:
-        assert rec["policy"] == "local-qwen" and rec["outcome"] in ("passed", "failed"), rec
+        assert rec["policy"] == "local-qwen" and rec["outcome"] == "scored", rec
         verdict = rec["verdict"]
         assert verdict["kind"] in KINDS
         assert rec["cost"]["input_tokens"] > 50 and rec["cost"]["output_tokens"] >= 1

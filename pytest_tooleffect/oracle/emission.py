@@ -213,8 +213,11 @@ def _form_at(text: str, pos: int) -> str:
     return "JSON call"
 
 
-def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool) -> list[tuple[str, str]]:
-    """Every call attempt written into ``text``, in order: ``(original name or as written, reason)``.
+def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool
+                        ) -> tuple[list[tuple[str, str]], int]:
+    """Every call attempt written into ``text``, in order: ``(original name or as written, reason)``;
+    and how many JSON objects that are not calls follow a call written in the text (the model
+    going on with the tool's answer it imagines).
 
     Several per reply; anywhere in it (after prose, before prose, one per fence, inside tags);
     doubled braces (``{{…}}}``) read by their inner object.  With structured calls present, only
@@ -227,6 +230,7 @@ def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool) ->
             written = m.group(1)
             found.append(_Found(m.start(), m.end(), lookup.get(written, written), form))
     named = list(found)
+    results_after = 0
     spans = [(f.start, f.end) for f in found]
     pos = 0
     while True:
@@ -239,6 +243,9 @@ def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool) ->
             pos = start + 1
             continue
         names = _call_in(obj, lookup) if (lookup or isinstance(obj, (dict, list))) else []
+        if not names and isinstance(obj, dict) and obj and end - start > 2 \
+                and any(f.end <= start for f in found if f.form.endswith("JSON call")):
+            results_after += 1
         if names:
             form = _form_at(text, start)
             # a JSON object right after a named form (functions.x: {...}) is that call's arguments
@@ -271,7 +278,7 @@ def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool) ->
     if has_calls:
         found = [f for f in found if f.form not in ("JSON call", "fenced JSON call")
                  and not f.form.startswith("unterminated JSON call")]
-    return [(f.name, f"{f.form} in the text channel") for f in found]
+    return [(f.name, f"{f.form} in the text channel") for f in found], (0 if has_calls else results_after)
 
 
 def _invented_results(text: str) -> list[str]:
@@ -402,10 +409,13 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
     text = ("\n".join(t for t in b.texts if t) or None) if b.texts else None
     invented: list[str] = []
     if text:
-        for name, reason in _text_channel_calls(text, offered, bool(b.calls)):
+        calls, results_after = _text_channel_calls(text, offered, bool(b.calls))
+        for name, reason in calls:
             b.malformed.append(reason)
             b.malformed_names.append(name)
         invented = _invented_results(text)
+        invented += ["invented tool result (a JSON object after the call written in the text channel): a tool's "
+                     "answer the model never received"] * results_after
         if invented and not b.calls and not b.malformed:  # never a clean abstention
             b.malformed.append(invented[0])
             b.malformed_names.append("")

@@ -97,3 +97,14 @@ def test_provider_safe_name_in_text_meets_the_forbidden_rule() -> None:
     verdict = score(em, {"valid_actions": [{"tool": None}], "forbidden_actions": ["calendar.create_event"]},
                     [{"name": n} for n in OFFERED])
     assert verdict.kind == "forbidden"
+
+
+def test_json_after_a_text_call_that_is_not_a_call_is_an_invented_result() -> None:
+    """The 0.5B model writes its call, then the thread it imagines the tool returned (captured reply)."""
+    text = ('{"name": "read_thread", "arguments": {"thread_id": "th-8125"}}\n'
+            '{"subject": "Packaging workshop", "participants": ["elena.marin@alba-labs.eu"]}')
+    em = parse_emission({"content": text}, offered=OFFERED)
+    assert em.malformed_names == ("read_thread",)
+    assert len(em.invented_results) == 1 and "after the call" in em.invented_results[0]
+    plain = parse_emission({"content": 'Booked. {"title": "Q3"}'}, offered=OFFERED)
+    assert plain.is_null and plain.invented_results == ()
