@@ -272,3 +272,16 @@ def test_regressions_and_fixes_come_first_with_a_baseline(tmp_path: Path, browse
     page.select_option('#filters [data-key="baseline"]', "regression")
     assert _listed(page) == ["fam/c3[a]"]
     assert browser_context.outside == [] and page.errors == []
+
+
+def test_report_sections_the_page_does_not_draw_are_shown_as_json() -> None:
+    from pytest_tooleffect.report import summarise
+
+    report = summarise([_record("a", "c1", "ok", True)]).to_json()
+    report["run"] = {"started": "2026-12-01T10:00:00Z", "host_marker": "ci-7"}
+    report["blocks"][0]["hallucinated_tools"] = {"count": 3, "marker": "made-up-tool"}
+    html = render_html(report)
+    assert 'data-more="run"' in html and "ci-7" in html
+    assert 'data-more="hallucinated_tools"' in html and "made-up-tool" in html
+    plain = render_html(summarise([_record("a", "c1", "ok", True)]))
+    assert "data-more" not in plain  # the fields the page draws are not repeated

@@ -29,7 +29,7 @@ from ..cases import label_hash, load_case_file
 from ..family import FAMILY_FILE, FamilyError, is_case_file, load_family
 from ..models import Policy
 from ..records import Record
-from .model import CLASSES, Report
+from .model import CLASSES, Block, Report
 
 __all__ = ["SMALL_CLASS_N", "States", "load_states", "page_data", "render_html", "write_html"]
 
@@ -222,7 +222,11 @@ def render_html(report: Report | Mapping[str, Any], records: Sequence[Mapping[st
                              autoescape=jinja2.select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
     env.globals.update(bar=_bar, classes=CLASSES, small_n=SMALL_CLASS_N, cap=LIST_CAP)
     disagreements = _disagreements(rows)
+    env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
+    shown = {*Report.model_fields, "baseline", "gates"}
     return env.get_template("report.html.j2").render(
+        more={k: v for k, v in data.items() if k not in shown},
+        block_more=[{k: v for k, v in b.items() if k not in Block.model_fields} for b in data.get("blocks", [])],
         title=title, report=data, blocks=data.get("blocks", []), n_records=len(rows),
         disagreements=disagreements, baseline=data.get("baseline"), gates=data.get("gates"),
         style=_asset("report.css"), script=_asset("report.js"),
