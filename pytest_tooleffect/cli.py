@@ -9,7 +9,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["MAX_COUNT", "main"]
+
+#: the largest count a command accepts (buckets, quota per bucket): beyond it is a typo, not a plan
+MAX_COUNT = 100_000
 
 
 def _quota(text: str) -> dict[str, int]:
@@ -269,6 +272,18 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     from .traces import TraceError
 
     out = Path(args.out)
+    counts = {"--buckets": args.buckets, "--per-bucket": args.per_bucket, **{f"--quota {k}": v
+                                                                             for k, v in (args.quota or {}).items()}}
+    bad = [f"{k} {v}" for k, v in counts.items() if v is not None and not 1 <= v <= MAX_COUNT]
+    if bad:
+        print(f"tooleffect sample: {', '.join(bad)}: counts are whole numbers from 1 to {MAX_COUNT}", file=sys.stderr)
+        return 2
+    labelled = _labelled_cases(out / args.name)
+    if labelled and not args.force:
+        print(f"tooleffect sample: {out / args.name} holds {labelled} labelled cases; sampling again would replace "
+              "them. Choose another --out or --name, or pass --force (the old file is kept as a .bak copy)",
+              file=sys.stderr)
+        return 2
     quota = args.quota or ({f"q{i + 1}": args.per_bucket for i in range(args.buckets)} if args.buckets
                            else {"first": 20, "middle": 20, "last": 20})
     try:
@@ -294,6 +309,15 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     family["seed"] = args.seed
     family["quota"] = dict(sample.quota)
     family["population"] = dict(sample.population)
+    backup = None
+    if labelled:
+        import datetime
+        import shutil
+
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+        backup = out / f"{args.name}.{stamp}.bak"
+        shutil.copy2(out / args.name, backup)
+        print(f"tooleffect sample: {labelled} labelled cases of {out / args.name} kept in {backup}", file=sys.stderr)
     fam_path.write_text(yaml.safe_dump(family, sort_keys=False, allow_unicode=True), encoding="utf-8")
     with open(out / args.name, "w", encoding="utf-8") as fh:
         for c in cases:
@@ -304,23 +328,75 @@ def _cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL case file, each with the keys ``needs``.
+
+    Raises:
+        ValueError: the file is not UTF-8, or a line is not a JSON object with those keys (names
+            the file and the line).
+        OSError: the file cannot be read.
+    """
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    out = []
+    for n, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            c = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: line {n}: not valid JSON: {exc.msg}") from None
+        if not isinstance(c, dict):
+            raise ValueError(f"{path}: line {n}: a case is a JSON object, got {type(c).__name__}")
+        missing = [k for k in needs if k not in c]
+        if missing:
+            raise ValueError(f"{path}: line {n}: field {missing[0]!r} is missing")
+        out.append(c)
+    return out
+
+
+def _labelled_cases(path: Path) -> int:
+    """How many cases of an existing case file carry a label (JSONL or YAML; 0 when absent).
+
+    A file that cannot be read as cases counts as labelled (1): it is not replaced unasked.
+    """
+    if not path.is_file():
+        return 0
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+        if path.suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(text) or []
+            items = data if isinstance(data, list) else [data]
+        else:
+            items = [json.loads(line) for line in text.split("\n") if line.strip()]
+    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+        return 1
+    return sum(1 for c in items if isinstance(c, dict) and c.get("label"))
+
+
 def _cmd_label(args: argparse.Namespace) -> int:
     from .labelling import read_labels, render
 
     if args.action == "export":
-        n = 0
-        with open(args.out, "w", encoding="utf-8") as fh:
-            for path in args.files:
-                for line in Path(path).read_text(encoding="utf-8-sig").split("\n"):
-                    if not line.strip():
-                        continue
-                    c = json.loads(line)
-                    fh.write(json.dumps({
-                        "id": c["id"], "state": render(c["id"], c["placement"], c["messages"]),
-                        "valid_actions": [], "forbidden_actions": [], "labelled_by": args.labeller,
-                    }, ensure_ascii=False) + "\n")
-                    n += 1
-        print(f"tooleffect label export: {n} states to {args.out}; fill valid_actions (tool: null allowed) "
+        if not args.out:
+            print("tooleffect label export: --out is required (the labelling file to write)", file=sys.stderr)
+            return 2
+        rows = []
+        for path in args.files:
+            for c in _case_lines(Path(path), ("id", "placement", "messages")):
+                try:
+                    state = render(c["id"], c["placement"], c["messages"])
+                except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                    raise ValueError(f"{path}: case {c['id']}: placement or messages not as a case has them "
+                                     f"({type(exc).__name__}: {exc})") from None
+                rows.append(json.dumps({"id": c["id"], "state": state, "valid_actions": [], "forbidden_actions": [],
+                                        "labelled_by": args.labeller}, ensure_ascii=False))
+        Path(args.out).write_text("".join(r + "\n" for r in rows), encoding="utf-8")
+        print(f"tooleffect label export: {len(rows)} states to {args.out}; fill valid_actions (tool: null allowed) "
               "and forbidden_actions, keep labelled_by")
         return 0
     # import: labels into a case file
@@ -331,17 +407,12 @@ def _cmd_label(args: argparse.Namespace) -> int:
     if not args.labels or not Path(args.labels).is_file():
         print(f"tooleffect label import: --labels {args.labels}: no such file", file=sys.stderr)
         return 2
-    try:
-        labels = read_labels(Path(args.labels))
-    except ValueError as exc:
-        print(f"tooleffect label import: {exc}", file=sys.stderr)
-        return 2
+    labels = read_labels(Path(args.labels))
     target = Path(args.files[0])
-    lines = [ln for ln in target.read_text(encoding="utf-8-sig").split("\n") if ln.strip()]
+    cases = _case_lines(target)
     done, skipped, bad = 0, 0, 0
     out_lines = []
-    for line in lines:
-        c = json.loads(line)
+    for c in cases:
         lab = labels.get(str(c["id"]))
         if lab is not None and lab.get("valid_actions"):
             keep = ("valid_actions", "forbidden_actions", "labelled_by", "notes")
@@ -552,6 +623,10 @@ def _cmd_baseline_save(args: argparse.Namespace) -> int:
     from .records import read_records
 
     path, out = Path(args.records), Path(args.out)
+    if out.exists() and path.exists() and out.resolve() == path.resolve():
+        print(f"tooleffect baseline save: --out {out} is the record log it reads; give the baseline its own path",
+              file=sys.stderr)
+        return 2
     try:
         records = read_records(path)
     except OSError as exc:
@@ -674,6 +749,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--per-bucket", type=int, default=20, help="quota per quantile bucket with --buckets")
     p.add_argument("--tools", help="a JSON list of tool specs for the family (else the traces' own)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--force", action="store_true",
+                   help="replace a case file that holds labels (a timestamped .bak copy of it is kept)")
     p.set_defaults(func=_cmd_sample)
     p = sub.add_parser("label", help="export states for labelling, or import labels into a case file")
     p.add_argument("action", choices=["export", "import"])
@@ -733,7 +810,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_cmd_compare)
     args = parser.parse_args(argv)
-    return int(args.func(args))
+    name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
+    try:
+        return int(args.func(args))
+    except OSError as exc:  # a file that cannot be read or written: one line naming it
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"tooleffect {name}: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except (ValueError, UnicodeDecodeError) as exc:  # bad input the command names (file, line, field)
+        print(f"tooleffect {name}: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -28,8 +28,9 @@ from .gates import (
     RateFloors,
     load_gates,
 )
-from .options import settings_key
+from .options import OPT_SUMMARY_MD, settings_key
 from .oracle import KINDS
+from .outputs import output_problems_key, write_text
 from .report import CLASSES, percent
 
 __all__ = ["GateKeeper", "GateResult", "RunTally", "decide_exit", "evaluate"]
@@ -405,7 +406,7 @@ class GateKeeper:
         self.records: list[dict[str, Any]] = []
         self.results: list[GateResult] | None = None
         self.exit: tuple[int, str] | None = None
-        self.problems: list[str] = []
+        self.summary_written = False
 
     @property
     def configured(self) -> bool:
@@ -453,6 +454,9 @@ class GateKeeper:
             session.exitstatus = self.exit[0]
         if self.summary_md is not None:
             self._write_summary()
+        problems = self.config.stash.get(output_problems_key, None)
+        if problems and session.exitstatus == pytest.ExitCode.OK:  # outputs incomplete: never exit 0
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
         return result
 
     @pytest.hookimpl(wrapper=True, trylast=True)
@@ -471,9 +475,7 @@ class GateKeeper:
                 terminalreporter.write_line(r.line, **markup)
             terminalreporter.write_line(self._decision_line(), bold=True, red=self.exit[0] != 0,
                                         green=self.exit[0] == 0)
-        for line in self.problems:
-            terminalreporter.write_line(line, red=True)
-        if self.summary_md is not None and not self.problems:
+        if self.summary_md is not None and self.summary_written:
             terminalreporter.write_line(f"tooleffect summary (Markdown) written to {self.summary_md}")
         return result
 
@@ -523,7 +525,9 @@ class GateKeeper:
         path = self.summary_md
         assert path is not None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+            write_text(path, text)
+            self.summary_written = True
         except OSError as exc:
-            self.problems.append(f"tooleffect: cannot write {path}: {exc}")
+            problems = self.config.stash.get(output_problems_key, None)
+            if problems is not None:
+                problems.add(f"tooleffect: {OPT_SUMMARY_MD} {path}: cannot be written ({exc.strerror or exc})")

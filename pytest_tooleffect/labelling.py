@@ -146,12 +146,16 @@ def read_labels(path: Path) -> dict[str, dict[str, Any]]:
     line; a case line with a ``label`` works too) keyed by id; a missing file reads as empty.
 
     Raises:
-        ValueError: a line that is not JSON or has no ``id`` (names the file and line).
+        ValueError: the file is not UTF-8, or a line is not JSON or has no ``id`` (names the file and line).
     """
     if not path.is_file():
         return {}
     out: dict[str, dict[str, Any]] = {}
-    for n, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), 1):
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    for n, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:

@@ -21,6 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from .models import Policy, Price
+from .outputs import check_distinct, check_writable
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",
@@ -478,10 +479,13 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         **_rate_settings(config),
     )
     if not hasattr(config, "workerinput"):
-        for opt, out in ((OPT_RECORDS, settings.records), (OPT_REPORT, settings.report),
-                         (OPT_SUMMARY_MD, settings.summary_md), (OPT_HTML, settings.html)):
+        outputs = [(OPT_RECORDS, settings.records), (OPT_REPORT, settings.report),
+                   (OPT_SUMMARY_MD, settings.summary_md), (OPT_HTML, settings.html), *_other_outputs(config)]
+        for opt, out in outputs:
             if out is not None:
-                _check_writable(opt, out)
+                check_writable(opt, out)
+        check_distinct(outputs, inputs=[(OPT_BASELINE, settings.baseline), (OPT_PRICES, config.getoption(OPT_PRICES)),
+                                        (OPT_JUDGE_CAL, settings.judge_calibration)])
     return settings
 
 
@@ -571,19 +575,16 @@ def _rooted(config: pytest.Config, value: str) -> Path | None:
     return Path(config.rootpath) / value if value else None
 
 
-def _check_writable(option: str, path: Path) -> None:
-    """Refuse, before any test runs, an output path that cannot be written."""
-    if path.is_dir():
-        raise pytest.UsageError(f"{option} {path}: is a directory; give a file path")
-    if path.exists():
-        ok = os.access(path, os.W_OK)
-    else:  # nothing is created here: the nearest existing folder must let us create the path
-        parent = path.parent
-        while not parent.exists() and parent != parent.parent:
-            parent = parent.parent
-        ok = parent.is_dir() and os.access(parent, os.W_OK | os.X_OK)
-    if not ok:
-        raise pytest.UsageError(f"{option} {path}: cannot be written (permission or not a folder)")
+def _other_outputs(config: pytest.Config) -> list[tuple[str, Path | None]]:
+    """The run's other output files: pytest's JUnit XML and pytest-json-report's file, when asked for."""
+    out: list[tuple[str, Path | None]] = []
+    xml = getattr(config.option, "xmlpath", None)
+    if xml:
+        out.append(("--junitxml", Path(config.invocation_params.dir) / os.path.expanduser(xml)))
+    if getattr(config.option, "json_report", False) and getattr(config.option, "json_report_file", None):
+        if config.option.json_report_file != "none":
+            out.append(("--json-report-file", Path(config.invocation_params.dir) / config.option.json_report_file))
+    return out
 
 
 def _pyproject_policies(config: pytest.Config) -> dict[str, Policy]:

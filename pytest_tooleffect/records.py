@@ -475,26 +475,61 @@ def _first_problem(exc: ValidationError) -> str:
 class RecordLog:
     """Append-only JSONL log; each record is written and flushed as it completes.
 
+    A write that fails (a full disk) does not raise: the log stops there, keeps what it had
+    flushed, and :attr:`error` says why (the reporter turns it into a failed exit status).
+
     Args:
         path: the log file (created, with its folder; an existing file is replaced).
+
+    Attributes:
+        written: records flushed to the file.
+        lost: records that came after a failed write and are not in the file.
+        error: the failed write's error, or ``None``.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[str] = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._fh: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._lock = threading.Lock()
+        self.written = 0
+        self.lost = 0
+        self.error: OSError | None = None
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Append one record (keys sorted) and flush it to the operating system."""
         line = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
         with self._lock:
-            self._fh.write(line + "\n")
-            self._fh.flush()
+            if self._fh is None:
+                self.lost += 1
+                return
+            try:
+                self._fh.write(line + "\n")
+                self._fh.flush()
+            except OSError as exc:
+                self.error, self.lost = exc, self.lost + 1
+                self._drop()
+            else:
+                self.written += 1
+
+    def _drop(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            try:
+                fh.close()
+            except OSError:  # the unflushed tail of a failed write: already counted as lost
+                pass
 
     def close(self) -> None:
-        """Close the file."""
-        self._fh.close()
+        """Close the file (a failure to flush is kept in :attr:`error`, not raised)."""
+        with self._lock:
+            fh, self._fh = self._fh, None
+            if fh is None:
+                return
+            try:
+                fh.close()
+            except OSError as exc:
+                self.error = self.error or exc
 
 
 def _lines(path: Path) -> list[tuple[int, Any]]:

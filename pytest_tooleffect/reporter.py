@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from .family import FAMILY_FILE
-from .options import OPT_RECORDS, Settings, settings_key
+from .options import OPT_HTML, OPT_RECORDS, OPT_REPORT, Settings, settings_key
+from .outputs import OutputProblems, output_problems_key, write_text
 from .records import RecordLog
 
 __all__ = ["JudgeSection", "Reporter", "rate_line"]
@@ -42,6 +43,10 @@ class Reporter:
         self.families: dict[str, dict[str, Any]] = {}
         self.log: RecordLog | None = None
         self.report: dict[str, Any] | None = None
+        self.report_written = False
+        self.html_written = False
+        self.kept_previous_log = False
+        self.problems = config.stash[output_problems_key] = OutputProblems()
 
     def pytest_report_header(self) -> str:
         settings = self.settings
@@ -49,13 +54,15 @@ class Reporter:
         policies = ", ".join(live) if live else "replay (offline)"
         return f"tooleffect: policies {policies}; records {settings.records or 'off'}"
 
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # a new log each run that addresses case families, even when nothing gets scored
-        if self.settings.records is not None and _family_dirs(self.config):
-            try:
-                self.log = RecordLog(self.settings.records)
-            except OSError as exc:
-                raise pytest.UsageError(f"{OPT_RECORDS} {self.settings.records}: {exc}") from exc
+    def _open_log(self) -> RecordLog | None:
+        assert self.settings.records is not None
+        try:
+            return RecordLog(self.settings.records)
+        except OSError as exc:
+            self.problems.add(f"tooleffect: {OPT_RECORDS} {self.settings.records}: cannot be written "
+                              f"({exc.strerror or exc}); no record was kept")
+            self.settings = _without_records(self.settings)
+            return None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         family = getattr(report, "tooleffect_family", None)
@@ -69,13 +76,16 @@ class Reporter:
         if record is None:
             return
         self.records.append(record)
+        # the log is replaced when the run makes its first record, not at start: a run that stops
+        # before any item (an unknown policy, a collection error) leaves the previous run's log
         if self.log is None and self.settings.records is not None:
-            self.log = RecordLog(self.settings.records)
+            self.log = self._open_log()
         if self.log is not None:
             self.log.write(record)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self._finish_log(session, exitstatus)
         if not (self.records or self.invalid or self.skipped) and self.settings.report is None:
             return
         from .report import dumps, summarise
@@ -89,10 +99,11 @@ class Reporter:
         if self.settings.report is not None:
             path = self.settings.report
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_text(dumps(data) + "\n", encoding="utf-8")
+                write_text(path, dumps(data) + "\n")
+                self.report_written = True
             except OSError as exc:
-                session.config.get_terminal_writer().line(f"tooleffect: cannot write {path}: {exc}", red=True)
+                self.problems.add(f"tooleffect: {OPT_REPORT} {path}: cannot be written ({exc.strerror or exc}); "
+                                  "the previous file, if any, is left as it was")
         if self.settings.html is not None:
             self._write_html(session, self.settings.html, data)
 
@@ -104,10 +115,28 @@ class Reporter:
                              wanted={(r["family"], r["case_id"]) for r in self.records})
         try:
             write_html(path, data, self.records, states)
+            self.html_written = True
         except OSError as exc:
-            session.config.get_terminal_writer().line(f"tooleffect: cannot write {path}: {exc}", red=True)
+            self.problems.add(f"tooleffect: {OPT_HTML} {path}: cannot be written ({exc.strerror or exc})")
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def _finish_log(self, session: pytest.Session, exitstatus: int) -> None:
+        """Close the log; with no record made, replace the previous run's log by an empty one only
+        when the run went through cleanly (it collected the cases and nothing errored).
+        """
+        if self.log is None and self.settings.records is not None and _family_dirs(self.config):
+            if session.testsfailed == 0 and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+                self.log = self._open_log()
+            elif self.settings.records.exists():
+                self.kept_previous_log = True
+        if self.log is None:
+            return
+        self.log.close()
+        if self.log.error is not None:
+            err = self.log.error
+            self.problems.add(f"tooleffect: {OPT_RECORDS} {self.log.path}: write failed ({err.strerror or err}): "
+                              f"{self.log.written} records kept in it, {self.log.lost} lost (in the report only)")
+
+    def _summary(self, terminalreporter: Any) -> None:
         if self.report is None or not self.settings.summary or not (self.records or self.invalid or self.skipped):
             return
         from .report import render_terminal
@@ -117,8 +146,7 @@ class Reporter:
         judge = self.report.get("judge") or {}
         if judge.get("model"):
             cal = judge["calibration"]
-            measured = (f"Cohen's kappa {cal['kappa']:.2f} [{cal['kappa_ci95'][0]:.2f}, {cal['kappa_ci95'][1]:.2f}] "
-                        f"on {cal['n']} hand-labelled pairs" if isinstance(cal, dict) else cal)
+            measured = _calibration_text(cal)
             u = judge["usage"]
             money = "unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.6f}"
             terminalreporter.write_line(
@@ -127,12 +155,20 @@ class Reporter:
                 "(apart from the agent's cost)")
         if self.settings.rpm is not None or self.settings.tpm is not None:
             terminalreporter.write_line(rate_line(self.settings, self.records))
-        if self.settings.report is not None:
+        if self.report_written:
             terminalreporter.write_line(f"tooleffect report written to {self.settings.report}")
-        if self.settings.records is not None:
+        if self.log is not None and self.log.error is None:
             terminalreporter.write_line(f"tooleffect records written to {self.settings.records}")
-        if self.settings.html is not None and self.settings.html.is_file():
+        if self.html_written:
             terminalreporter.write_line(f"tooleffect HTML report written to {self.settings.html}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self._summary(terminalreporter)
+        if self.kept_previous_log:
+            terminalreporter.write_line(f"tooleffect records: no record was made; the previous log "
+                                        f"{self.settings.records} is kept", yellow=True)
+        for line in self.problems.lines:
+            terminalreporter.write_line(line, red=True)
 
     def close(self) -> None:
         """Close the record log."""
@@ -173,6 +209,18 @@ class JudgeSection:
         report["judge"] = {"model": settings.judge_model, "calibration": calibration, "usage": usage}
 
 
+def _calibration_text(cal: Any) -> str:
+    """The judge's last calibration in words; a file with fields missing reads as not measured."""
+    if not isinstance(cal, dict):
+        return str(cal)
+    kappa, ci, n = cal.get("kappa"), cal.get("kappa_ci95"), cal.get("n")
+    if not isinstance(kappa, (int, float)) or not isinstance(n, int):
+        return "not measured (calibration file without kappa and n)"
+    interval = (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, (list, tuple)) and len(ci) == 2
+                and all(isinstance(x, (int, float)) for x in ci) else "")
+    return f"Cohen's kappa {kappa:.2f}{interval} on {n} hand-labelled pairs"
+
+
 def rate_line(settings: Settings, records: list[dict[str, Any]]) -> str:
     """One summary line: the limits and the time model turns waited for them."""
     waits = [r.get("rate_wait_ms") or 0.0 for r in records if "rate_wait_ms" in r]
@@ -181,6 +229,12 @@ def rate_line(settings: Settings, records: list[dict[str, Any]]) -> str:
     return (f"tooleffect rate limit: {limits} per {settings.rate_window_s:g} s over all workers; "
             f"{sum(1 for w in waits if w > 0)} of {len(waits)} model turns waited for it, "
             f"{sum(waits) / 1000:.1f} s in all (not counted in latency)")
+
+
+def _without_records(settings: Settings) -> Settings:
+    import dataclasses
+
+    return dataclasses.replace(settings, records=None)
 
 
 def _family_dirs(config: pytest.Config) -> list[Path]:

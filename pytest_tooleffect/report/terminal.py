@@ -28,7 +28,9 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
     from rich.table import Table
 
     buf = StringIO()
-    console = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False)
+    # data is text, never markup: family names, ids ("…[policy]"), provider messages may hold "[" and ":"
+    console = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False,
+                      markup=False, emoji=False)
     if isinstance(report, Report):
         report = report.to_json()
     shard, shards = report.get("shard"), report.get("shards")
@@ -44,9 +46,9 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
                          if shards["duplicates_dropped"] else ""), markup=False)
     _render_status(console, report)
     for b in report["blocks"]:
-        console.print(f"[bold]tooleffect: family {b['family']} · policy {b['policy']}[/bold]  "
+        console.print(f"tooleffect: family {b['family']} · policy {b['policy']}  "
                       f"n={b['n_scored']} scored, {b['n_errors']} errors, {b['n_xfail']} xfail · "
-                      f"label set {b['label_set_fingerprint']}")
+                      f"label set {b['label_set_fingerprint']}", style="bold")
         t = Table(show_edge=False, pad_edge=False)
         eff = b.get("effects")
         cols = ["class", "n", "w", "name ok", "name %", "95% CI", "name+args ok", "name+args %", "95% CI "]
@@ -54,7 +56,7 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
             cols += ["effect ok", "effect %"]
         for col in cols:
             t.add_column(col, justify="left" if col == "class" else "right", no_wrap=col == "class",
-                         min_width=13 if col == "class" else None)
+                         min_width=13 if col == "class" else None, overflow="fold")
         for cls in CLASSES:
             c = b["classes"][cls]
             nm, fa = c["name"], c["name_args"]
@@ -82,7 +84,7 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
             console.print("by position bucket")
             bt = Table(show_edge=False, pad_edge=False)
             for col in ("bucket", "n", "quota", "population", "classes", "name %", "name+args %"):
-                bt.add_column(col, justify="left" if col in ("bucket", "classes") else "right")
+                bt.add_column(col, justify="left" if col in ("bucket", "classes") else "right", overflow="fold")
             for name, row in b["buckets"].items():
                 q = (b.get("quota") or {}).get(name)
                 pop = (b.get("population") or {}).get(name)
@@ -113,28 +115,27 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
         if cost["input_tokens"] is None and cost["cost_usd"] is None:
             console.print("cost: not recorded" + (" (replayed decisions)" if b["policy"] == "replay" else ""))
         else:
-            money = f"${cost['cost_usd']:.6f}" if cost["cost_usd"] is not None else "unknown"
+            money = _usd(cost["cost_usd"])
             if cost["cost_usd"] is not None and cost["cost_usd_unknown"]:
                 money += f" (+{cost['cost_usd_unknown']} decisions unpriced)"
-            console.print(f"cost: {cost['input_tokens']} in / {cost['output_tokens']} out tokens, {money}, "
-                          f"latency p50 {cost['latency_ms_p50']:.0f} ms p95 {cost['latency_ms_p95']:.0f} ms; "
-                          f"input tokens on no-tool rows {cost['no_tool_input_tokens']}")
+            console.print(f"cost: {_n(cost['input_tokens'])} in / {_n(cost['output_tokens'])} out tokens, {money}, "
+                          f"latency p50 {_ms(cost['latency_ms_p50'])} p95 {_ms(cost['latency_ms_p95'])}; "
+                          f"input tokens on no-tool rows {_n(cost['no_tool_input_tokens'])}")
         if cost.get("from_cache"):
             console.print(f"{cost['from_cache']} decisions came from the model cache (their cost is what they "
                           "cost when first made)")
         nts = cost.get("no_tool_spend") or {}
         if nts.get("input_tokens") is not None:
-            money = "unknown" if nts["cost_usd"] is None else f"${nts['cost_usd']:.6f}"
-            console.print(f"spent on decisions whose right answer included no tool: {nts['input_tokens']} input "
-                          f"tokens, {money}")
+            console.print(f"spent on decisions whose right answer included no tool: {_n(nts['input_tokens'])} "
+                          f"input tokens, {_usd(nts['cost_usd'])}")
         top = cost.get("most_expensive") or []
         if top and top[0].get("input_tokens") is not None:
             console.print("most expensive decisions: " + "; ".join(
-                f"{t['id']} ({t['kind']}, {t['input_tokens']} in)" for t in top[:5]))
+                f"{t['id']} ({t['kind']}, {_n(t['input_tokens'])} in)" for t in top[:5]))
         for e in b["errors"][:10]:
             err = e["error"] or {}
-            console.print(f"error (excluded from rates): {e['id']}: {err.get('type')}: {err.get('message')}",
-                          markup=False, highlight=False)
+            console.print(f"error (excluded from rates): {e['id']}: {err.get('type') or 'unknown'}: "
+                          f"{err.get('message') or 'no message'}")
         if len(b["errors"]) > 10:
             console.print(f"… and {len(b['errors']) - 10} more errors (all in the JSON report and the record log)")
         console.print("")
@@ -208,9 +209,9 @@ def _render_comparison(console: Any, comp: Mapping[str, Any]) -> None:
                         ("shared", f"the {comp['shared_n']} cases every policy scored")):
         console.print(f"policies side by side · family {comp['family']} · {title}")
         t = Table(show_edge=False, pad_edge=False)
-        t.add_column("")
+        t.add_column("", overflow="fold")
         for p in comp["policies"]:
-            t.add_column(p, justify="right")
+            t.add_column(p, justify="right", overflow="fold")
         rows = comp[view]
         t.add_row("n", *(str(rows[p]["n"]) for p in comp["policies"]))
         for cls in CLASSES:
@@ -222,6 +223,19 @@ def _render_comparison(console: Any, comp: Mapping[str, Any]) -> None:
             t.add_row(label, *(rows[p][key] for p in comp["policies"]))
         console.print(t)
     console.print("")
+
+
+def _n(x: Any) -> str:
+    """A count, or ``unknown`` (never ``None``)."""
+    return "unknown" if x is None else str(x)
+
+
+def _usd(x: Any) -> str:
+    return "unknown" if x is None else f"${x:.6f}"
+
+
+def _ms(x: Any) -> str:
+    return "unknown" if x is None else f"{x:.0f} ms"
 
 
 def _frac(p: float | None) -> Fraction | None:

@@ -1,0 +1,172 @@
+"""Outputs: refused at start when they cannot be written or collide, kept when a write fails at the end.
+
+A full disk is simulated with ``/dev/full`` (every write fails with ENOSPC), which needs no
+privilege; "cannot be written" with a path under a regular file and under ``/proc``, which
+hold for root as well (root passes every permission bit, so a ``chmod`` test would not).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_tooleffect.cli import main
+from pytest_tooleffect.options import OPT_BASELINE, OPT_POLICY, OPT_RECORDS, OPT_REPORT, OPT_SUMMARY_MD
+from tests.demo_family import CASES, write_demo
+
+PASSING = [CASES[0], CASES[1], CASES[3]]  # every decision passes: the run exits 0 unless an output fails
+DEV_FULL = Path("/dev/full")
+needs_dev_full = pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full on this system")
+
+
+def test_records_and_report_on_one_file_are_refused(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}=reports/tooleffect-records.jsonl")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{OPT_REPORT} *tooleffect-records.jsonl: the same file as {OPT_RECORDS}*"])
+
+
+def test_an_output_over_the_baseline_it_reads_is_refused(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    pytester.runpytest("cases/").assert_outcomes(passed=3)
+    assert main(["baseline", "save", str(pytester.path / "reports" / "tooleffect-records.jsonl"),
+                 "--out", str(pytester.path / "base.json")]) == 0
+    before = (pytester.path / "base.json").read_text()
+    result = pytester.runpytest("cases/", f"{OPT_BASELINE}=base.json", f"{OPT_SUMMARY_MD}=base.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{OPT_SUMMARY_MD} base.json: the same file as {OPT_BASELINE}*"])
+    assert (pytester.path / "base.json").read_text() == before
+
+
+@pytest.mark.parametrize("option", [OPT_REPORT, OPT_RECORDS, OPT_SUMMARY_MD, "--junitxml"])
+@pytest.mark.parametrize("where", ["under-a-file", "proc"])
+def test_unwritable_outputs_are_usage_errors_even_for_root(pytester: pytest.Pytester, option: str,
+                                                           where: str) -> None:
+    write_demo(pytester.path, PASSING)
+    (pytester.path / "afile").write_text("x")
+    path = "afile/out.json" if where == "under-a-file" else "/proc/tooleffect-test/out.json"
+    result = pytester.runpytest("cases/", f"{option}={path}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{option} *out.json: cannot be written*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+@needs_dev_full
+def test_full_disk_for_the_records_is_an_error_outcome_and_the_report_keeps_them(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    result = pytester.runpytest("cases/", f"{OPT_RECORDS}={DEV_FULL}", f"{OPT_REPORT}=r.json")
+    out = result.stdout.str()
+    assert "INTERNALERROR" not in out + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # every decision passed: the lost records fail the run
+    result.stdout.fnmatch_lines([f"*{OPT_RECORDS} {DEV_FULL}: write failed (No space left on device): "
+                                 "0 records kept in it, * lost*"])
+    assert "tooleffect records written to" not in out
+    assert json.loads((pytester.path / "r.json").read_text())["blocks"][0]["n_scored"] == 3
+
+
+@needs_dev_full
+@pytest.mark.parametrize("option", [OPT_REPORT, OPT_SUMMARY_MD])
+def test_full_disk_for_the_report_is_an_error_outcome_not_written_to(pytester: pytest.Pytester, option: str) -> None:
+    write_demo(pytester.path, PASSING)
+    result = pytester.runpytest("cases/", f"{option}={DEV_FULL}")
+    out = result.stdout.str()
+    assert "INTERNALERROR" not in out + result.stderr.str()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"*{option} {DEV_FULL}: cannot be written (No space left on device)*"])
+    assert f"written to {DEV_FULL}" not in out
+    assert len((pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_failed_report_write_leaves_the_previous_report(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    pytester.runpytest("cases/", f"{OPT_REPORT}=r.json").assert_outcomes(passed=3)
+    before = (pytester.path / "r.json").read_text()
+    # the report's folder loses its write permission mid-run is not testable as root; a report that
+    # cannot be encoded is: the write is atomic, so the old file stays whole either way
+    from pytest_tooleffect.outputs import write_text
+
+    with pytest.raises(UnicodeEncodeError):
+        write_text(pytester.path / "r.json", "\ud800")
+    assert (pytester.path / "r.json").read_text() == before
+    assert [p.name for p in pytester.path.iterdir() if p.name.startswith(".r.json")] == []
+
+
+def test_a_run_that_stops_before_any_item_keeps_the_previous_log(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    pytester.runpytest("cases/").assert_outcomes(passed=3)
+    log = pytester.path / "reports" / "tooleffect-records.jsonl"
+    before = log.read_text()
+    assert len(before.splitlines()) == 3
+    result = pytester.runpytest("cases/", f"{OPT_POLICY}=no-such-policy")
+    result.assert_outcomes(errors=1)
+    assert log.read_text() == before
+    result.stdout.fnmatch_lines(["*no record was made; the previous log * is kept*"])
+    (pytester.path / "cases" / "demo" / "family.yaml").write_text("name: [unclosed\n")  # a collection error
+    pytester.runpytest("cases/")
+    assert log.read_text() == before
+
+
+def _labelled_family(tmp_path: Path) -> Path:
+    fam = tmp_path / "fam"
+    fam.mkdir()
+    (fam / "cases.jsonl").write_text(json.dumps({"id": "x", "label": {"valid_actions": [{"tool": None}]}}) + "\n")
+    return fam
+
+
+def test_sample_refuses_to_overwrite_labels_unless_forced_then_keeps_a_backup(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.conftest import REPO
+
+    trace = str(REPO / "examples" / "traces" / "openai-chat.jsonl")
+    fam = _labelled_family(tmp_path)
+    labelled = (fam / "cases.jsonl").read_text()
+    assert main(["sample", trace, "--out", str(fam), "--quota", "first=1"]) == 2
+    err = capsys.readouterr().err
+    assert "holds 1 labelled cases" in err and "--force" in err and "Traceback" not in err
+    assert (fam / "cases.jsonl").read_text() == labelled
+    assert main(["sample", trace, "--out", str(fam), "--quota", "first=1", "--force"]) == 0
+    (backup,) = fam.glob("cases.jsonl.*.bak")
+    assert backup.read_text() == labelled
+    assert "label" not in (fam / "cases.jsonl").read_text()
+
+
+def test_baseline_save_refuses_to_overwrite_its_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "records.jsonl"
+    log.write_text('{"id": "x"}\n')
+    assert main(["baseline", "save", str(log), "--out", str(log)]) == 2
+    assert "is the record log it reads" in capsys.readouterr().err
+    assert log.read_text() == '{"id": "x"}\n'
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["label", "export", "{bad}", "--out", "{out}"], "*bad.jsonl: line 1: not valid JSON*"),
+    (["label", "export", "{noplace}", "--out", "{out}"], "*noplace.jsonl: line 1: field 'placement' is missing"),
+    (["label", "export", "{missing}", "--out", "{out}"], "*missing.jsonl: No such file or directory"),
+    (["label", "export", "{binary}", "--out", "{out}"], "*binary.jsonl: not UTF-8 text*"),
+    (["label", "export", "{noplace}"], "*--out is required*"),
+    (["label", "import", "{bad}", "--labels", "{noplace}"], "*bad.jsonl: line 1: not valid JSON*"),
+    (["label", "import", "{alist}", "--labels", "{noplace}"], "*alist.jsonl: line 1: a case is a JSON object*"),
+    (["merge", "{noplace}", "--out", "{proc}"], "*No such file or directory"),
+    (["merge", "{binary}", "--out", "{out}"], "*binary.jsonl: not UTF-8 text*"),
+    (["sample", "{noplace}", "--out", "{fam}", "--buckets", "0"], "*--buckets 0: counts are whole numbers*"),
+    (["sample", "{noplace}", "--out", "{fam}", "--quota", "first=-2"], "*--quota first -2: counts are*"),
+    (["sample", "{noplace}", "--out", "{fam}", "--per-bucket", "10000000", "--buckets", "2"], "*--per-bucket*"),
+])
+def test_label_merge_and_sample_answer_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             argv: list[str], message: str) -> None:
+    files = {"bad": "not json\n", "noplace": '{"id": 1}\n', "alist": "[1]\n"}
+    paths = {k: tmp_path / f"{k}.jsonl" for k in files}
+    for k, text in files.items():
+        paths[k].write_text(text)
+    (tmp_path / "binary.jsonl").write_bytes(b"\xff\xfe{")
+    names = {**{k: str(v) for k, v in paths.items()}, "binary": str(tmp_path / "binary.jsonl"),
+             "missing": str(tmp_path / "missing.jsonl"), "out": str(tmp_path / "o.jsonl"),
+             "proc": "/proc/tooleffect-test/m.jsonl", "fam": str(tmp_path / "fam")}
+    assert main([a.format(**names) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    import fnmatch
+
+    assert fnmatch.fnmatch(err.strip(), message), err
