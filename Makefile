@@ -46,6 +46,7 @@ report: $(STAMP) sandbox-image
 # langsmith (installed with the LangChain example agent) registers a pytest plugin that costs every
 # pytest process a second at start-up; the suite starts hundreds (pytester runs inherit the variable).
 test: $(STAMP) sandbox-image chromium local-model
+	scripts/ensure-redis
 	$(BIN)/ruff check pytest_tooleffect tests bench sandbox examples
 	$(BIN)/mypy
 	PYTEST_ADDOPTS="-p no:langsmith_plugin" $(BIN)/pytest tests/ -q -n 2

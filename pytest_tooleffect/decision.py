@@ -97,8 +97,10 @@ class ModelTurns:
         settings = self.settings
         if settings.rpm is None and settings.tpm is None:
             return None
-        from .ratelimit import RateLimit
+        from .ratelimit import RateLimit, RedisRateLimit
 
+        if settings.rate_backend is not None:  # one limit over shards and hosts
+            return RedisRateLimit(settings.rate_backend, settings.rpm, settings.tpm, settings.rate_window_s)
         workerinput = getattr(self.config, "workerinput", None)
         if workerinput is not None and RATE_STATE in workerinput:
             path = Path(workerinput[RATE_STATE])

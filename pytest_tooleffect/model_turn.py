@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 
 from .models import Case, Policy, Price, ToolSpec
 from .oracle.names import NameMap, name_map  # re-exported: the mapping is the oracle's too
-from .ratelimit import RateLimit, RateLimitTooSmall
+from .ratelimit import Limiter, RateLimitTooSmall
 
 __all__ = ["DEFAULT_MAX_TOKENS", "ModelCache", "NameMap", "Price", "ProviderError", "Turn", "TurnPool",
            "build_request", "import_litellm", "name_map", "run_turn", "wait_turn"]
@@ -207,7 +207,7 @@ class TurnPool:
         cache: the on-disk answer cache, or ``None``.
     """
 
-    def __init__(self, concurrency: int = 8, limit: RateLimit | None = None, cache: ModelCache | None = None) -> None:
+    def __init__(self, concurrency: int = 8, limit: Limiter | None = None, cache: ModelCache | None = None) -> None:
         self.concurrency = max(1, concurrency)
         self.limit = limit
         self.cache = cache
@@ -327,7 +327,7 @@ def _provider_error(exc: BaseException) -> ProviderError:
     return ProviderError(type(exc).__name__, " ".join(str(exc).split())[:500])
 
 
-async def _admit(limit: RateLimit, tokens: int, flight_s: float) -> tuple[int, float]:
+async def _admit(limit: Limiter, tokens: int, flight_s: float) -> tuple[int, float]:
     """Wait until the rate limit admits one request; its slot and the seconds held back (slept,
     so a request admitted at once counts as not having waited).
     """
@@ -351,7 +351,7 @@ def _estimate_tokens(litellm: Any, kwargs: Mapping[str, Any]) -> int:
 
 
 async def _complete(litellm: Any, kwargs: dict[str, Any], timeout_s: float, retries: int,
-                    limit: RateLimit | None) -> tuple[Any, float, float]:
+                    limit: Limiter | None) -> tuple[Any, float, float]:
     """One answer: the litellm response, seconds spent on the provider, seconds waited for the limit.
 
     Without a rate limit litellm retries 429s, 5xx and timeouts itself (``num_retries``, with

@@ -26,6 +26,14 @@ the provider's reported usage afterwards (:meth:`RateLimit.settle`), so later ad
 what was really spent.  Times are ``time.monotonic()`` readings, which on Linux, macOS and
 Windows are one clock for every process of the machine.
 
+Across hosts (shards on several machines, pods) the same algorithm runs in Redis
+(:class:`RedisRateLimit`, ini ``tooleffect_rate_backend = redis://HOST:PORT/DB``): one Lua script
+per admission and per settlement, which Redis runs atomically, with the Redis server's clock
+(``TIME``) as the one clock of every client.  No limiter library was used: the Redis limiters on
+the registry (``limits``' moving window, ``pyrate-limiter``, ``throttled-py``,
+``redis-rate-limiters``) admit a fixed cost per hit and cannot move a request's arrival or
+replace its token estimate once the answer is back, which is what keeps the window honest here.
+
 Example::
 
     limit = RateLimit(Path("/tmp/run/limiter.sqlite"), rpm=500, tpm=200_000)
@@ -40,11 +48,23 @@ import sqlite3
 import threading
 import time
 from pathlib import Path
+from typing import Protocol
 
-__all__ = ["RateLimit", "RateLimitTooSmall"]
+__all__ = ["Limiter", "RateLimit", "RateLimitTooSmall", "RedisRateLimit"]
 
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS admitted (id INTEGER PRIMARY KEY, t REAL NOT NULL, tokens INTEGER NOT NULL, "
            "done INTEGER NOT NULL)")
+
+
+class Limiter(Protocol):
+    """What a model turn needs of a run-wide limit: :class:`RateLimit` (SQLite) or :class:`RedisRateLimit`."""
+
+    def try_acquire(self, tokens: int = 0, flight_s: float = 0.0, now: float | None = None
+                    ) -> tuple[int | None, float]: ...
+
+    def settle(self, slot: int, tokens: int | None = None, now: float | None = None) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class RateLimitTooSmall(ValueError):
@@ -161,3 +181,120 @@ class RateLimit:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+# KEYS[1]: the hash of admitted requests (id -> "t tokens done"), KEYS[2]: the id counter.
+# ARGV: rpm (-1: none), tpm (-1: none), window_s, tokens, flight_s.  The same rule as RateLimit.
+_ACQUIRE = """
+local rpm, tpm, window = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local tokens, flight = tonumber(ARGV[4]), tonumber(ARGV[5])
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1e6
+local all = redis.call('HGETALL', KEYS[1])
+local rows = {}
+for i = 1, #all, 2 do
+  local t, spent, done = string.match(all[i + 1], '^(%S+) (%S+) (%S+)$')
+  t, spent, done = tonumber(t), tonumber(spent), tonumber(done)
+  if t <= now - window then
+    redis.call('HDEL', KEYS[1], all[i])
+  else
+    if done == 0 and t > now then t = now end
+    rows[#rows + 1] = {t, spent}
+  end
+end
+table.sort(rows, function(a, b) if a[1] == b[1] then return a[2] < b[2] end return a[1] < b[1] end)
+local wait = 0
+if rpm >= 0 and #rows >= rpm then
+  wait = math.max(wait, rows[#rows - rpm + 1][1] + window - now)
+end
+if tpm >= 0 then
+  local total = 0
+  for _, r in ipairs(rows) do total = total + r[2] end
+  for _, r in ipairs(rows) do
+    if total + tokens <= tpm then break end
+    total = total - r[2]
+    wait = math.max(wait, r[1] + window - now)
+  end
+end
+if wait > 0 then return {0, tostring(wait + 1e-6)} end
+local id = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[1], id, string.format('%.6f %d 0', now + flight, tokens))
+redis.call('PEXPIRE', KEYS[1], math.ceil((window + flight) * 1000) + 1000)
+redis.call('PEXPIRE', KEYS[2], math.ceil((window + flight) * 1000) + 1000)
+return {id, '0'}
+"""
+
+# KEYS[1]: the hash; ARGV: id, tokens ('' keeps the estimate).
+_SETTLE = """
+local row = redis.call('HGET', KEYS[1], ARGV[1])
+if not row then return 0 end
+local t, spent = string.match(row, '^(%S+) (%S+) %S+$')
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) + tonumber(clock[2]) / 1e6
+t = math.min(tonumber(t), now)
+if ARGV[2] ~= '' then spent = ARGV[2] end
+redis.call('HSET', KEYS[1], ARGV[1], string.format('%.6f %d 1', t, tonumber(spent)))
+return 1
+"""
+
+
+class RedisRateLimit:
+    """The run-wide limit of :class:`RateLimit` kept in Redis: one limit for every process on
+    every host that names the same URL (shards, pods, xdist workers).
+
+    The state is a hash of admitted requests under ``tooleffect:rate:NAME`` (``NAME`` from the
+    URL's fragment, ``default`` without one), each ``t tokens done``, expiring a window after
+    its last use; the admission rule is :class:`RateLimit`'s, run as a Lua script so the check
+    and the insert are one atomic step, on the Redis server's clock.
+
+    Args:
+        url: ``redis://HOST:PORT/DB[#NAME]`` (``rediss://``, ``unix://`` too), as redis-py's
+            ``Redis.from_url`` reads it.
+        rpm: requests per window, or ``None``.
+        tpm: tokens per window, or ``None``.
+        window_s: the window in seconds.
+
+    Raises:
+        ValueError: a limit below 1, or a window that is not positive.
+    """
+
+    def __init__(self, url: str, rpm: int | None = None, tpm: int | None = None, window_s: float = 60.0) -> None:
+        if (rpm is not None and rpm < 1) or (tpm is not None and tpm < 1):
+            raise ValueError("rate limits are whole numbers >= 1")
+        if not window_s > 0:
+            raise ValueError("the rate window must be positive")
+        import redis
+
+        base, _, name = url.partition("#")
+        self.url = base
+        self.rpm, self.tpm, self.window_s = rpm, tpm, float(window_s)
+        self.key = f"tooleffect:rate:{name or 'default'}"
+        self._client = redis.Redis.from_url(base, socket_timeout=30, socket_connect_timeout=10)
+        self._acquire = self._client.register_script(_ACQUIRE)
+        self._settle = self._client.register_script(_SETTLE)
+
+    def try_acquire(self, tokens: int = 0, flight_s: float = 0.0, now: float | None = None
+                    ) -> tuple[int | None, float]:
+        """Admit one request now, or say how long to wait (as :meth:`RateLimit.try_acquire`).
+
+        ``now`` is not used: the Redis server's clock is the one clock of all hosts.
+
+        Raises:
+            RateLimitTooSmall: ``tokens`` exceeds ``tpm``.
+            redis.RedisError: the server cannot be reached (a provider error for the turn).
+        """
+        if self.tpm is not None and tokens > self.tpm:
+            raise RateLimitTooSmall(f"the request's estimated {tokens} tokens exceed the limit of {self.tpm} "
+                                    f"tokens per {self.window_s:g} s")
+        slot, wait = self._acquire(keys=[self.key, self.key + ":id"],
+                                   args=[-1 if self.rpm is None else self.rpm, -1 if self.tpm is None else self.tpm,
+                                         self.window_s, int(tokens), float(flight_s)])
+        return (int(slot), 0.0) if int(slot) else (None, float(wait))
+
+    def settle(self, slot: int, tokens: int | None = None, now: float | None = None) -> None:
+        """Close a request: it ended now; replace its estimate with the tokens it used, when known."""
+        self._settle(keys=[self.key], args=[slot, "" if tokens is None else int(tokens)])
+
+    def close(self) -> None:
+        """Close this process's connections (the state stays in Redis for the others)."""
+        self._client.close()

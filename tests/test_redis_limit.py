@@ -1,0 +1,157 @@
+"""The run-wide rate limit in Redis (``tooleffect_rate_backend = redis://…``): one limit over
+processes, shards and their xdist workers, against a real ``redis-server`` (Debian's package,
+installed by ``scripts/ensure-redis``) started here on a free loopback port.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_tooleffect.options import (
+    INI_RATE_BACKEND,
+    INI_RATE_WINDOW,
+    OPT_API_BASE,
+    OPT_MODEL,
+    OPT_RECORDS,
+    OPT_RPM,
+    OPT_SHARD,
+    OPT_TPM,
+)
+from pytest_tooleffect.ratelimit import RateLimitTooSmall, RedisRateLimit
+from pytest_tooleffect.scripted import Reply, ScriptedServer
+from tests.test_live import NULL, _case, _family
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of its own on 127.0.0.1 (no persistence), for this module."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.fail("redis-server is not installed: run scripts/ensure-redis (Debian's redis-server package)")
+    port = _free_port()
+    work = tmp_path_factory.mktemp("redis")
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    import redis
+
+    client = redis.Redis(host="127.0.0.1", port=port)
+    for _ in range(100):
+        try:
+            client.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("redis-server did not answer on its port")
+    yield f"redis://127.0.0.1:{port}/0"
+    client.close()
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def _max_in_window(times: list[float], window: float) -> int:
+    times = sorted(times)
+    return max(sum(1 for u in times if t <= u < t + window) for t in times)
+
+
+def test_requests_and_tokens_are_limited_and_settled(redis_url: str) -> None:
+    limit = RedisRateLimit(redis_url + "#unit", rpm=2, tpm=1000, window_s=30.0)
+    a, _ = limit.try_acquire(tokens=600, flight_s=5)
+    assert a is not None
+    slot, wait = limit.try_acquire(tokens=600, flight_s=5)
+    assert slot is None and 0 < wait <= 30 + 5  # 1200 tokens would exceed 1000
+    limit.settle(a, tokens=100)  # the answer came back: it used 100, not 600
+    b, _ = limit.try_acquire(tokens=600, flight_s=5)
+    assert b is not None  # 100 + 600 fit
+    slot, wait = limit.try_acquire(tokens=1, flight_s=5)
+    assert slot is None and 25 < wait <= 30.1  # the request limit (2 per window) holds now
+    with pytest.raises(RateLimitTooSmall):
+        limit.try_acquire(tokens=1001)
+    other = RedisRateLimit(redis_url + "#another", rpm=2, window_s=30.0)
+    assert other.try_acquire()[0] is not None  # a limit of another name is apart
+    limit.close()
+    other.close()
+
+
+def _hammer(url: str, n: int, out: multiprocessing.Queue) -> None:  # type: ignore[type-arg]
+    limit = RedisRateLimit(url, rpm=4, window_s=0.5)
+    admitted: list[float] = []
+    while len(admitted) < n:
+        slot, wait = limit.try_acquire(flight_s=1.0)
+        if slot is None:
+            time.sleep(wait)
+        else:
+            admitted.append(time.time())
+            limit.settle(slot)
+    out.put(admitted)
+
+
+def test_the_limit_holds_over_processes(redis_url: str) -> None:
+    """Three processes, six requests each, 4 per 0.5 s in all: never more than 4 in any 0.5 s."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_hammer, args=(redis_url + "#procs", 6, out)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    times = [t for _ in procs for t in out.get(timeout=60)]
+    for p in procs:
+        p.join(timeout=10)
+    assert len(times) == 18
+    assert _max_in_window(times, 0.5 - 0.1) <= 4
+    assert max(times) - min(times) >= 2.0
+
+
+def test_two_shards_with_workers_share_one_limit(redis_url: str, pytester: pytest.Pytester) -> None:
+    """Two shards of one run, started at once, one under -n 2, at 4 requests per 1.5 s through Redis:
+    the server's arrival log never holds more than 4 in any window, and each shard's turns waited.
+    """
+    window = 1.5
+    cases = [_case(f"r{i:02d}", {"valid_actions": [NULL]}) for i in range(16)]
+    _family(pytester.path, cases)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    with ScriptedServer([Reply(text="fine", prompt_tokens=10, completion_tokens=2)]) as srv:
+        procs = []
+        for i in (1, 2):
+            cmd = [sys.executable, "-m", "pytest", "cases/", "-q", "-p", "no:cacheprovider", f"{OPT_SHARD}={i}/2",
+                   f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}", f"{OPT_RPM}=4",
+                   f"{OPT_TPM}=100000", "-o", f"{INI_RATE_WINDOW}={window}",
+                   "-o", f"{INI_RATE_BACKEND}={redis_url}#shards", f"{OPT_RECORDS}=reports/shard{i}.jsonl",
+                   *(["-n", "2"] if i == 2 else [])]
+            procs.append(subprocess.Popen(cmd, cwd=pytester.path, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True))
+        outs = [p.communicate(timeout=600)[0] for p in procs]
+        arrivals = sorted(r["_received"] for r in srv.requests)
+    for p, text in zip(procs, outs):
+        assert p.returncode == 0, text[-3000:]
+    assert len(arrivals) == 16
+    slack = 0.2  # admission to arrival at the server: the local HTTP hop, on a shared machine
+    assert _max_in_window(arrivals, window - slack) <= 4
+    assert arrivals[-1] - arrivals[0] >= 3 * window - slack  # 16 at 4 per window need three more windows
+    recs = [json.loads(x) for i in (1, 2) for x in (pytester.path / "reports" / f"shard{i}.jsonl").read_text().splitlines()]
+    assert len(recs) == 16 and {r["shard"]["index"] for r in recs} == {1, 2}
+    assert sum(1 for r in recs if r["rate_wait_ms"] > 0) >= 8
+
+
+def test_a_rate_backend_that_is_not_redis_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest("-o", f"{INI_RATE_BACKEND}=http://127.0.0.1:6379")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert INI_RATE_BACKEND in result.stderr.str()
