@@ -30,7 +30,23 @@ from pytest_tooleffect.options import (
 )
 from pytest_tooleffect.ratelimit import RateLimitTooSmall, RedisRateLimit
 from pytest_tooleffect.scripted import Reply, ScriptedServer
-from tests.test_live import NULL, _case, _family
+from tests.demo_family import FAMILY, RULES
+
+NULL = {"tool": None}
+
+
+def _case(cid: str) -> dict[str, object]:
+    return {"id": cid, "placement": {"step": 0, "run_length": 1, "bucket": "last"}, "timezone": "Europe/Madrid",
+            "messages": [{"role": "user", "content": f"[{cid}] please help"}], "label": {"valid_actions": [NULL]},
+            "recorded": {"tool_calls": []}, "source": "authored"}
+
+
+def _family(root: Path, cases: list[dict[str, object]]) -> None:
+    (root / "cases" / "demo").mkdir(parents=True)
+    (root / "oracle").mkdir()
+    (root / "cases" / "demo" / "family.yaml").write_text(FAMILY)
+    (root / "oracle" / "demo.yaml").write_text(RULES)
+    (root / "cases" / "demo" / "cases.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
 
 
 def _free_port() -> int:
@@ -124,7 +140,7 @@ def test_two_shards_with_workers_share_one_limit(redis_url: str, pytester: pytes
     the server's arrival log never holds more than 4 in any window, and each shard's turns waited.
     """
     window = 1.5
-    cases = [_case(f"r{i:02d}", {"valid_actions": [NULL]}) for i in range(16)]
+    cases = [_case(f"r{i:02d}") for i in range(16)]
     _family(pytester.path, cases)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
                                                          os.environ.get("PYTHONPATH", "")])}
