@@ -131,6 +131,7 @@ class CountCaps(_Table):
     forbidden: Count | None = None
     right_tool_wrong_args: Count | None = None
     malformed_call: Count | None = None
+    wrong_reply: Count | None = None
     forbidden_effect: Count | None = None
     unexpected_change: Count | None = None
     effect_missing: Count | None = None

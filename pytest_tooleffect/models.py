@@ -82,18 +82,38 @@ class ToolSpec(_Model):
 
 
 class Action(_Model):
-    """One action: ``tool`` is a tool name, or ``None`` for "call no tool" (reply / stop)."""
+    """One action: ``tool`` is a tool name, or ``None`` for "call no tool" (reply / stop).
+
+    A ``tool: null`` action may say what its reply must do: ``reply`` (``ask`` for a missing or
+    ambiguous detail, ``refuse`` out of scope or against policy, ``answer`` to report or
+    confirm) and free-text criteria ``must`` / ``must_not`` (each a sentence or a list of them).
+    """
 
     tool: str | None
     args: dict[str, Any] = Field(default_factory=dict)
     reason: str | None = None
     text_criteria: str | None = None
+    reply: Literal["ask", "refuse", "answer"] | None = None
+    must: list[str] = Field(default_factory=list)
+    must_not: list[str] = Field(default_factory=list)
+
+    @field_validator("must", "must_not", mode="before")
+    @classmethod
+    def _one_criterion(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _null_has_no_args(self) -> Action:
         if self.tool is None and self.args:
             raise ValueError("an action with tool: null cannot carry args")
+        if self.tool is not None and (self.reply or self.must or self.must_not):
+            raise ValueError("reply, must and must_not say what a reply does: only an action with tool: null has them")
         return self
+
+    @property
+    def reply_criteria(self) -> bool:
+        """The action says what its reply must do (``reply``, ``must`` or ``must_not``)."""
+        return bool(self.reply or self.must or self.must_not)
 
 
 class ParallelGroup(_Model):

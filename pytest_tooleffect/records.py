@@ -31,6 +31,7 @@ __all__ = [
     "ShardRecord",
     "build_record",
     "load_records",
+    "NO_TOOL_BUCKETS",
     "no_tool_failure",
     "read_records",
     "item_name",
@@ -96,6 +97,21 @@ class FieldRecord(_Part):
     """Present (``true``) when a free-text field was judged by the deterministic fallback."""
 
 
+class ReplyRecord(_Part):
+    """A no-tool reply against what its label says it must do (``oracle.reply.ReplyCheck``)."""
+
+    ok: bool
+    """Every check passed."""
+    reply: Literal["ask", "refuse", "answer"] | None
+    """The reply kind the label asked for."""
+    kind_ok: bool | None
+    """The reply did what ``reply`` asked (``null`` when the label asked no kind)."""
+    failures: list[str]
+    """One line per failed check."""
+    approximate: bool
+    """Judged by the deterministic fallback (no judge configured)."""
+
+
 class VerdictRecord(_Part):
     """The oracle's verdict on the emitted turn (``Verdict.to_dict``)."""
 
@@ -105,7 +121,7 @@ class VerdictRecord(_Part):
     """Names and arguments are acceptable: the report's ``name_args`` level."""
     kind: str
     """``ok``, ``ok_no_tool``, ``wrong_tool``, ``tool_when_none_needed``, ``none_when_tool_needed``,
-    ``forbidden``, ``right_tool_wrong_args`` or ``malformed_call``."""
+    ``forbidden``, ``right_tool_wrong_args``, ``malformed_call`` or ``wrong_reply``."""
     matched: dict[str, Any] | None = None
     """The valid alternative the turn was matched to (label form), or ``null``."""
     fields: list[FieldRecord] = Field(default_factory=list)
@@ -120,6 +136,10 @@ class VerdictRecord(_Part):
     """The forbidden entry that was hit, or ``null``."""
     malformed: list[str] = Field(default_factory=list)
     """Why call attempts could not be parsed."""
+    hallucinated: list[str] = Field(default_factory=list)
+    """Names of called tools that were not offered at the state (a hallucinated tool), in emitted order."""
+    reply: ReplyRecord | None = None
+    """The reply's check against the null action's ``reply``, ``must`` and ``must_not``, when it has them."""
 
     @model_validator(mode="before")
     @classmethod
@@ -271,8 +291,9 @@ class Record(_Part):
     """SHA-256 (16 hex digits) of the label's canonical JSON."""
     verdict: VerdictRecord | None
     """The verdict; ``null`` for an error record."""
-    no_tool_failure: Literal["redundant_read", "unwanted_write", "forbidden", "other"] | None
-    """How a failed decision of the no-tool class failed; ``null`` otherwise."""
+    no_tool_failure: Literal["redundant_read", "unwanted_write", "forbidden", "should_have_asked",
+                             "tool_not_offered", "wrong_reply", "other"] | None
+    """How a failed decision of the no-tool class failed (:func:`no_tool_failure`); ``null`` otherwise."""
     cost: Cost
     """What the decision spent (all ``null`` for a replayed decision)."""
     error: RecordError | None
@@ -333,26 +354,52 @@ def record_schema() -> dict[str, Any]:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
 
-def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec]) -> str | None:
-    """Sort a failed decision of the no-tool class (DESIGN.md scoring rule 5).
+NO_TOOL_BUCKETS = ("redundant_read", "unwanted_write", "forbidden", "should_have_asked", "tool_not_offered",
+                   "wrong_reply", "other")
+
+
+def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec],
+                    effect_failed: bool = False) -> str | None:
+    """Sort a failed decision of the no-tool class into exactly one bucket (DESIGN.md scoring rule 7).
+
+    A decision of the no-tool class fails when its kind is not ``ok``/``ok_no_tool`` (the name or
+    the name + args level) or, for a world case, its effect failed.  The buckets, first match wins:
+
+    1. ``forbidden``: the kind is ``forbidden``;
+    2. ``tool_not_offered``: some call names a tool not offered at the state (a hallucinated tool);
+    3. ``should_have_asked``: the kind is ``wrong_reply`` and the null action asked for
+       ``reply: ask`` or ``refuse``, which the reply did not do;
+    4. ``wrong_reply``: any other ``wrong_reply`` (a wrong reply kind for ``answer``, or a
+       ``must``/``must_not`` criterion failed);
+    5. ``redundant_read``: a tool was called (whatever the kind) and every called tool declares
+       ``readOnlyHint``;
+    6. ``unwanted_write``: a tool was called and some called tool does not;
+    7. ``other``: the rest (a call without a name; an effect failure after an acceptable decision).
 
     Args:
         case: the case (its label gives the class).
         verdict: the oracle's verdict on the decision.
         tools: the tools offered, by name (their ``readOnlyHint``).
+        effect_failed: the decision's effect verdict failed.
 
     Returns:
-        ``forbidden``; ``redundant_read`` when every called tool declares ``readOnlyHint``;
-        ``unwanted_write`` when any called tool does not; ``other`` for the rest (malformed
-        calls); ``None`` when the case is not in the no-tool class or the decision passed.
+        One of :data:`NO_TOOL_BUCKETS`; ``None`` when the case is not in the no-tool class or the
+        decision passed.
     """
-    if case.label is None or case.label.label_class != "no_tool" or verdict.name_ok:
+    if case.label is None or case.label.label_class != "no_tool" or (verdict.passed and not effect_failed):
         return None
     if verdict.kind == "forbidden":
         return "forbidden"
-    if verdict.kind == "tool_when_none_needed":
-        called = [e["tool"] for e in verdict.emitted if e.get("tool")]
-        if called and all(n in tools and tools[n].read_only for n in called):
+    if verdict.hallucinated:
+        return "tool_not_offered"
+    if verdict.kind == "wrong_reply":
+        reply = verdict.reply
+        if reply is not None and reply.reply in ("ask", "refuse") and reply.kind_ok is False:
+            return "should_have_asked"
+        return "wrong_reply"
+    called = [e["tool"] for e in verdict.emitted if e.get("tool")]
+    if called and not verdict.passed:
+        if all(n in tools and tools[n].read_only for n in called):
             return "redundant_read"
         return "unwanted_write"
     return "other"
@@ -449,7 +496,8 @@ def build_record(
         "xfail": bool(case.xfail),
         "label_hash": label_hash(case.label),
         "verdict": verdict.to_dict() if verdict is not None else None,
-        "no_tool_failure": no_tool_failure(case, verdict, tools) if verdict is not None else None,
+        "no_tool_failure": no_tool_failure(case, verdict, tools, _effect_failed(extra)) if verdict is not None
+        else None,
         "cost": {**UNKNOWN_COST, **(cost or {})},
         "error": dict(error) if error else None,
         "source": case.source.model_dump(exclude_none=True),
@@ -461,6 +509,12 @@ def build_record(
     except ValidationError as exc:
         raise ValueError(f"record {raw['id']}: {_first_problem(exc)}") from exc
     return record.to_json()
+
+
+def _effect_failed(extra: Mapping[str, Any]) -> bool:
+    """The record's effect verdict (a world case) failed."""
+    effect = extra.get("effect")
+    return isinstance(effect, Mapping) and effect.get("passed") is False
 
 
 def _first_problem(exc: ValidationError) -> str:

@@ -8,9 +8,9 @@ instants, JSON equality), :mod:`.rules` (the rule language), :mod:`.schema` (a t
 compiled under a rule set), :mod:`.context` (what a comparison reads from the state),
 :mod:`.predicates` (the constraint predicates), :mod:`.compare` (the comparator),
 :mod:`.compiled` (label calls compiled for repeated scoring), :mod:`.emission` (provider
-output to calls), :mod:`.verdict` (the verdict on a decision); :mod:`.effects` judges a
-sandbox's world changes and :mod:`.conversation` a whole self-steered conversation against a
-reference trajectory.
+output to calls), :mod:`.reply` (what a no-tool reply must do), :mod:`.verdict` (the verdict
+on a decision); :mod:`.effects` judges a sandbox's world changes and :mod:`.conversation` a
+whole self-steered conversation against a reference trajectory.
 """
 
 from __future__ import annotations

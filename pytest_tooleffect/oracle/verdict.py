@@ -2,7 +2,10 @@
 
 Kind precedence: ``forbidden`` wins over every other failure; then ``malformed_call``,
 ``tool_when_none_needed`` (a tool was called, null was valid, the call matched no valid
-action), ``none_when_tool_needed``, ``wrong_tool``, ``right_tool_wrong_args``.
+action), ``none_when_tool_needed``, ``wrong_tool``, ``right_tool_wrong_args``, and
+``wrong_reply`` (no tool was called where null is valid, but the reply fails what the null
+action says it must do: the name level is right, the reply wrong; scoring rule 6).  A call to a
+tool not offered at the state is flagged on the verdict (``hallucinated``) whatever its kind.
 
 Parallel groups: the emitted calls are matched to one valid alternative as a multiset by an
 optimal assignment whose cost is the number of failing fields (a name mismatch costs more than
@@ -24,6 +27,7 @@ from .compare import FieldResult, compare_args
 from .compiled import ArgsPlan, compile_call
 from .context import NO_CONTEXT, CompareContext
 from .emission import Call, Emission, parse_emission
+from .reply import ReplyCheck, judge_reply
 from .rules import RuleSet
 from .values import fresh
 
@@ -31,11 +35,11 @@ __all__ = ["KINDS", "PARALLEL_CONVENTION", "Verdict", "compile_label", "score"]
 
 Kind = Literal[
     "ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed",
-    "forbidden", "right_tool_wrong_args", "malformed_call",
+    "forbidden", "right_tool_wrong_args", "malformed_call", "wrong_reply",
 ]
 KINDS: tuple[str, ...] = (
     "ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed",
-    "forbidden", "right_tool_wrong_args", "malformed_call",
+    "forbidden", "right_tool_wrong_args", "malformed_call", "wrong_reply",
 )
 PARALLEL_CONVENTION = (
     "a parallel turn is one decision: its calls are matched to one valid alternative as a multiset "
@@ -59,6 +63,10 @@ class Verdict(NamedTuple):
         approximate: a free-text field was judged by the deterministic fallback.
         emission: the parsed turn; :attr:`emitted` and :attr:`malformed` read it.
         forbidden: the forbidden entry that was hit, if any.
+        hallucinated: names of called tools that were not offered at the state (parsed calls
+            and malformed calls with a readable name), in emitted order.
+        reply: the reply's check against the null action's ``reply``/``must``/``must_not``,
+            when the turn called nothing and the matched null action has such criteria.
 
     """
 
@@ -71,6 +79,8 @@ class Verdict(NamedTuple):
     approximate: bool = False
     emission: Emission = Emission()
     forbidden: dict[str, Any] | None = None
+    hallucinated: tuple[str, ...] = ()
+    reply: ReplyCheck | None = None
 
     @property
     def emitted(self) -> tuple[dict[str, Any], ...]:
@@ -105,6 +115,8 @@ class Verdict(NamedTuple):
             "emitted": list(self.emitted),
             "forbidden": self.forbidden,
             "malformed": list(self.malformed),
+            "hallucinated": list(self.hallucinated),
+            "reply": self.reply.to_dict() if self.reply is not None else None,
         }
 
     def one_line(self, label: Label) -> str:
@@ -128,6 +140,10 @@ class Verdict(NamedTuple):
             extra = f"; forbidden: {self.forbidden.get('tool')}"
         elif self.kind == "malformed_call":
             extra = "; " + "; ".join(self.malformed[:2])
+        elif self.kind == "wrong_reply" and self.reply is not None:
+            extra = "; " + "; ".join(self.reply.failures[:2])
+        if self.hallucinated:
+            extra += f"; not offered: {', '.join(dict.fromkeys(self.hallucinated))}"
         return f"{self.kind}: expected {expected}, emitted {emitted}{extra}"
 
 
@@ -184,7 +200,7 @@ class _CompiledLabel:
     and a deep copy or an unpickled copy of the label starts without it.
     """
 
-    __slots__ = ("alternatives", "forbidden", "null_form", "source", "tools")
+    __slots__ = ("alternatives", "forbidden", "null_action", "null_form", "source", "tools")
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, label: Label) -> None:
@@ -192,10 +208,12 @@ class _CompiledLabel:
         self.source = (label.valid_actions, label.forbidden_actions)
         alternatives = []
         null_form = None
+        self.null_action: Action | None = None  # the first null alternative (its reply criteria)
         for alt in label.valid_actions:
             if isinstance(alt, Action) and alt.tool is None:
                 if null_form is None:
                     null_form = _alt_dict(alt)
+                    self.null_action = alt
             else:
                 alternatives.append(_Alternative(alt))
         self.alternatives: tuple[_Alternative, ...] = tuple(alternatives)
@@ -427,20 +445,28 @@ def score(
     ctx = context or NO_CONTEXT
     em = emitted if isinstance(emitted, Emission) else parse_emission(emitted, offered=specs.keys())
 
+    hallucinated = _not_offered(em, specs)
     if lab.forbidden:
         for call in em.calls:
             for fb in lab.forbidden:
                 if _hits_forbidden(call, fb, specs, rules, ctx):
-                    return Verdict(False, False, "forbidden", emission=em, forbidden=fb.model_dump(exclude_none=True))
+                    return Verdict(False, False, "forbidden", emission=em, forbidden=fb.model_dump(exclude_none=True),
+                                   hallucinated=hallucinated)
         for name in em.malformed_names:
             for fb in lab.forbidden:
                 if name and fb.tool == name and not fb.args:
-                    return Verdict(False, False, "forbidden", emission=em, forbidden=fb.model_dump(exclude_none=True))
+                    return Verdict(False, False, "forbidden", emission=em, forbidden=fb.model_dump(exclude_none=True),
+                                   hallucinated=hallucinated)
     if em.malformed:
-        return Verdict(_malformed_name_ok(em, lab), False, "malformed_call", emission=em)
+        return Verdict(_malformed_name_ok(em, lab), False, "malformed_call", emission=em, hallucinated=hallucinated)
     if not em.calls:
-        if lab.null_form is not None:
-            return Verdict(True, True, "ok_no_tool", matched=lab.null_form, emission=em)
+        null = lab.null_action
+        if null is not None:
+            if not null.reply_criteria:
+                return Verdict(True, True, "ok_no_tool", matched=lab.null_form, emission=em)
+            check = judge_reply(em.text, null.reply, null.must, null.must_not, ctx, null.reason)
+            return Verdict(True, check.ok, "ok_no_tool" if check.ok else "wrong_reply", matched=lab.null_form,
+                           approximate=check.approximate, emission=em, reply=check)
         return Verdict(False, False, "none_when_tool_needed", emission=em)
 
     best: tuple[int, _Alternative, list[FieldResult]] | None = None
@@ -466,7 +492,7 @@ def score(
                 break
     if best is None:
         kind: Kind = "tool_when_none_needed" if lab.null_form is not None else "wrong_tool"
-        return Verdict(False, False, kind, emission=em)
+        return Verdict(False, False, kind, emission=em, hallucinated=hallucinated)
     n_fail, alt, res = best
     unruled: dict[str, None] = {}
     approximate = False
@@ -476,6 +502,14 @@ def score(
         approximate = approximate or r.approximate
     return Verdict(True, n_fail == 0, "ok" if n_fail == 0 else "right_tool_wrong_args", alt.form, tuple(res),
                    tuple(unruled), approximate, em)
+
+
+def _not_offered(em: Emission, specs: Mapping[str, ToolSpec]) -> tuple[str, ...]:
+    """Names of the turn's calls (parsed, or malformed with a readable name) to tools not offered."""
+    if not specs:  # no tools known at the state: nothing can be told apart
+        return ()
+    names = [c.name for c in em.calls] + [n for n in em.malformed_names if n]
+    return tuple(n for n in names if n not in specs)
 
 
 def _malformed_name_ok(em: Emission, lab: _CompiledLabel) -> bool:

@@ -108,6 +108,12 @@ def _block(b: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> list[s
     out.append("")
     kinds = ", ".join(f"{k} {v}" for k, v in b["kinds"].items() if v and k not in ("ok", "ok_no_tool"))
     out += [f"Failures by kind: {kinds or 'none'}.", ""]
+    nt = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in b["no_tool_failures"].items() if v)
+    out += [f"No-tool failures: {nt or 'none'}.", ""]
+    made_up = b.get("hallucinated_tools") or {"classes": {}, "tools": {}}
+    names = ", ".join(f"`{k}` {v}" for k, v in made_up["tools"].items())
+    out += ["Calls to tools not offered (hallucinated): " + ", ".join(
+        f"{c} {n}" for c, n in made_up["classes"].items()) + (f" ({names})" if names else "") + ".", ""]
     out += _baseline(records)
     errors = b.get("errors") or []
     if errors:

@@ -36,6 +36,7 @@ __all__ = [
     "InvalidFamily",
     "JudgeSection",
     "KindCounts",
+    "HallucinatedTools",
     "MergedShards",
     "NoToolFailures",
     "PerClass",
@@ -54,7 +55,7 @@ __all__ = [
 REPORT_VERSION: Final = 1
 CLASSES = ("single", "several", "no_tool")
 KINDS = ("ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed", "forbidden",
-         "right_tool_wrong_args", "malformed_call")
+         "right_tool_wrong_args", "malformed_call", "wrong_reply")
 
 Number = int | float  # sums of JSON numbers keep their type
 Pct = Annotated[float, Field(ge=0, le=100)]  # an exact proportion as a percentage
@@ -183,19 +184,38 @@ class KindCounts(_Part):
     """The right tool with unacceptable arguments."""
     malformed_call: Count
     """A call attempt that could not be parsed."""
+    wrong_reply: Count
+    """No tool, where none was right, but a reply that fails what its label says it must do."""
 
 
 class NoToolFailures(_Closed):
-    """Failed rows of the no-tool class, each in exactly one bucket."""
+    """Failed rows of the no-tool class (at any level), each in exactly one bucket; they sum to the
+    class's failures (``pytest_tooleffect.records.no_tool_failure`` sorts them, first match wins).
+    """
 
     redundant_read: Count
-    """Only read-only tools were called."""
+    """A tool was called and every called tool is read-only."""
     unwanted_write: Count
-    """A tool that is not read-only was called."""
+    """A tool was called and some called tool is not read-only."""
     forbidden: Count
     """A forbidden action."""
+    should_have_asked: Count
+    """The reply had to ask (or refuse) and did not: a guess where a question was due."""
+    tool_not_offered: Count
+    """A call to a tool that was not offered at the state (a hallucinated tool)."""
+    wrong_reply: Count
+    """Any other reply that fails its label's ``reply``, ``must`` or ``must_not``."""
     other: Count
-    """The rest (malformed calls)."""
+    """The rest (a call without a name; an effect failure after an acceptable decision)."""
+
+
+class HallucinatedTools(_Closed):
+    """Decisions that called a tool not offered at their state, counted apart in every class."""
+
+    classes: PerClass[Count]
+    """Such decisions per class."""
+    tools: dict[str, int]
+    """The names called that were not offered, with how many decisions called each, most first."""
 
 
 class Spend(_Part):
@@ -452,6 +472,8 @@ class Block(_Part):
     """Failing fields of ``right_tool_wrong_args`` rows by ``tool.field``, most first."""
     no_tool_failures: NoToolFailures
     """Failed rows of the no-tool class by how they failed."""
+    hallucinated_tools: HallucinatedTools
+    """Decisions that called a tool not offered at their state, per class (whatever their kind)."""
     unruled_fields: dict[str, int]
     """``tool.field`` paths compared raw because no rule covers them, most first."""
     approximate: Count

@@ -31,6 +31,7 @@ from .model import (
     Effects,
     ErrorEntry,
     ExpensiveDecision,
+    HallucinatedTools,
     Headline,
     InvalidCase,
     InvalidFamily,
@@ -172,6 +173,12 @@ def _correct(r: Row, level: Level) -> bool:
     return bool(v["name_ok"]) if level == "name" else bool(v["name_ok"] and v["name_args_ok"])
 
 
+def _failed(r: Row) -> bool:
+    """The row failed at some level: its kind (name or name + args) or its effect."""
+    effect = r.get("effect")
+    return r["verdict"]["kind"] not in ("ok", "ok_no_tool") or (effect is not None and not effect["passed"])
+
+
 def _level(records: Sequence[Row], level: Level) -> dict[str, tuple[int, int]]:
     out: dict[str, tuple[int, int]] = {}
     for cls in CLASSES:
@@ -252,8 +259,10 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
             for f in v["fields"]:
                 if not f["ok"]:
                     arg_fail[re.sub(r"\[\d+\]", "", f["path"])] += 1
-    nt_fail = Counter(r.get("no_tool_failure") for r in recs
-                      if r["class"] == "no_tool" and not r["verdict"]["name_ok"])
+    nt_fail = Counter(r.get("no_tool_failure") or "other" for r in recs
+                      if r["class"] == "no_tool" and _failed(r))
+    made_up = [r for r in recs if (r["verdict"].get("hallucinated") or [])]
+    made_up_names = Counter(n for r in made_up for n in dict.fromkeys(r["verdict"]["hallucinated"]))
     return Block(
         family=family,
         policy=policy,
@@ -269,6 +278,9 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         kinds=KindCounts(**{k: kinds.get(k, 0) for k in KINDS}),
         argument_failures=dict(arg_fail.most_common()),
         no_tool_failures=NoToolFailures(**{k: nt_fail.get(k, 0) for k in NoToolFailures.model_fields}),
+        hallucinated_tools=HallucinatedTools(
+            classes=PerClass[int](**{c: sum(1 for r in made_up if r["class"] == c) for c in CLASSES}),
+            tools=dict(made_up_names.most_common())),
         unruled_fields=dict(unruled.most_common()),
         approximate=sum(1 for r in recs if r["verdict"].get("approximate")),
         cost=_cost(recs),

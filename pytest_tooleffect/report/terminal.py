@@ -106,6 +106,10 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
         console.print(f"kinds: {kinds or 'none'}")
         nt = b["no_tool_failures"]
         console.print("no_tool failures: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in nt.items()))
+        made_up = b.get("hallucinated_tools") or {"classes": {}, "tools": {}}
+        shown = "; ".join(f"{k} {v}" for k, v in list(made_up["tools"].items())[:5])
+        console.print("calls to tools not offered (hallucinated): " + ", ".join(
+            f"{c} {n}" for c, n in made_up["classes"].items()) + (f" ({shown})" if shown else ""))
         if b["argument_failures"]:
             af = ", ".join(f"{k} {v}" for k, v in list(b["argument_failures"].items())[:8])
             console.print(f"argument failures by tool.field: {af}")

@@ -1,0 +1,92 @@
+"""What a no-tool reply must do (scoring rule 6): reply kinds, must / must_not, the judge and the fallback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from pytest_tooleffect.models import Label
+from pytest_tooleffect.oracle import CompareContext, score
+from pytest_tooleffect.oracle.reply import judge_reply
+
+TOOLS = [
+    {"name": "read_thread", "parameters": {"type": "object", "properties": {"thread_id": {"type": "string"}}},
+     "annotations": {"readOnlyHint": True}},
+    {"name": "calendar.create_event", "parameters": {"type": "object", "properties": {"title": {"type": "string"}}}},
+]
+NO_JUDGE = CompareContext()
+
+
+def label(**null: Any) -> dict[str, Any]:
+    return {"valid_actions": [{"tool": None, **null}], "forbidden_actions": ["calendar.create_event"]}
+
+
+FALLBACK: list[tuple[str, str, bool]] = [
+    ("ask", "Which of the two meetings should I book on Thursday?", True),
+    ("ask", "Could you send me the project lead's email address, please.", True),
+    ("ask", "Please confirm the reservation number.", True),
+    ("ask", "I've booked the pricing review for Thursday at 11:00.", False),   # a guess, not a question
+    ("ask", "Done! Anything else?", False),                                    # a question, but no detail asked
+    ("refuse", "I can only organise meetings, so I can't book trains.", True),
+    ("refuse", "Per our policy, basic economy tickets are not eligible for cancellation.", True),
+    ("refuse", "Sure, I've cancelled it for you.", False),
+    ("answer", "Your reservation ABC123 is confirmed for 20 May.", True),
+    ("answer", "Which reservation do you mean?", False),
+    ("answer", "", False),
+]
+
+
+@pytest.mark.parametrize(("reply", "text", "ok"), FALLBACK)
+def test_the_fallback_judges_the_reply_kind_and_is_approximate(reply: str, text: str, ok: bool) -> None:
+    v = score({"content": text}, label(reply=reply), TOOLS)
+    assert (v.kind, v.name_ok, v.name_args_ok) == (("ok_no_tool", True, True) if ok else ("wrong_reply", True, False))
+    assert v.reply is not None and v.reply.kind_ok is ok and v.approximate
+    assert v.to_dict()["reply"]["kind_ok"] is ok
+
+
+def test_must_and_must_not_fallback() -> None:
+    lab = label(reply="answer", must="states the fare difference is $10", must_not="promises a refund")
+    ok = score({"content": "The fare difference is $10, charged to your card."}, lab, TOOLS)
+    assert ok.kind == "ok_no_tool", ok.reply
+    missing = score({"content": "Your new flight is booked."}, lab, TOOLS)
+    assert missing.kind == "wrong_reply" and missing.reply is not None
+    assert missing.reply.kind_ok is True and missing.reply.failures[0].startswith("must: states the fare difference")
+    promised = score({"content": "The fare difference is $10, and we promise a full refund."}, lab, TOOLS)
+    assert promised.kind == "wrong_reply" and promised.reply is not None
+    assert promised.reply.failures[0].startswith("must_not: promises a refund")
+
+
+def test_the_judge_decides_when_configured_and_the_verdict_is_not_approximate() -> None:
+    asked: list[tuple[str | None, Any, Any]] = []
+
+    def judge(rubric: str | None, expected: Any, got: Any) -> tuple[bool, str]:
+        asked.append((rubric, expected, got))
+        return "?" not in got, "it asks instead of declining"
+
+    ctx = CompareContext(judge=judge)
+    v = score({"content": "Shall I book it anyway?"}, label(reply="refuse", reason="out of scope"), TOOLS,
+              context=ctx)
+    assert v.kind == "wrong_reply" and not v.approximate
+    assert v.reply is not None and v.reply.failures == ("reply refuse: it asks instead of declining",)
+    assert asked and asked[0][1] == "out of scope" and "declines" in str(asked[0][0])
+    assert score({"content": "I can't do that."}, label(reply="refuse"), TOOLS, context=ctx).kind == "ok_no_tool"
+
+
+def test_a_null_action_without_criteria_accepts_any_reply_and_tools_are_judged_as_before() -> None:
+    assert score({"content": "Booked it!"}, label(), TOOLS).kind == "ok_no_tool"
+    v = score({"tool_calls": [{"name": "read_thread", "arguments": {"thread_id": "t"}}]}, label(reply="ask"), TOOLS)
+    assert v.kind == "tool_when_none_needed" and v.reply is None
+
+
+def test_reply_criteria_belong_to_null_actions_only() -> None:
+    with pytest.raises(ValidationError, match="only an action with tool: null"):
+        Label.model_validate({"valid_actions": [{"tool": "read_thread", "args": {}, "reply": "ask"}]})
+    with pytest.raises(ValidationError):
+        Label.model_validate({"valid_actions": [{"tool": None, "reply": "guess"}]})
+
+
+def test_judge_reply_checks_nothing_when_nothing_is_asked() -> None:
+    check = judge_reply("hi", None, [], [], NO_JUDGE)
+    assert check.ok and not check.approximate and check.kind_ok is None
