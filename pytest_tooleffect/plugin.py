@@ -20,6 +20,7 @@ from .collect import CLASS_MARKERS, CaseCollector
 from .decision import ModelTurns, tooleffect_decision
 from .gating import GateKeeper
 from .options import addoptions, resolve, settings_key
+from .phases import PhaseReports
 from .regressions import BaselinePlugin
 from .reporter import JudgeSection, Reporter
 from .sandbox import registered_providers
@@ -31,7 +32,7 @@ __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
 _PLUGINS = ("tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes", "tooleffect-scorer",
             "tooleffect-judge-section", "tooleffect-reporter", "tooleffect-gates", "tooleffect-baseline",
-            "tooleffect-shard")
+            "tooleffect-shard", "tooleffect-phase-reports")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -63,6 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
         plugins["tooleffect-judge-section"] = JudgeSection(settings)
         plugins["tooleffect-reporter"] = Reporter(config)
         plugins["tooleffect-gates"] = GateKeeper(config)  # reads [tool.tooleffect.gates]: a usage error here
+        plugins["tooleffect-phase-reports"] = PhaseReports(config)
     if settings.shard is not None:  # on workers too: they collect, deselect and make records
         plugins["tooleffect-shard"] = ShardSelector(*settings.shard)
     if baseline is not None:  # on workers too: they collect (xfail marks) and make records

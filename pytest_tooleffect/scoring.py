@@ -146,6 +146,8 @@ class Scorer:
         if (call.when == "setup" and call.excinfo is not None and isinstance(call.excinfo.value, NotScored)
                 and isinstance(item, CaseItem)):
             self.record(item, error=call.excinfo.value.error)
+        if call.excinfo is not None and isinstance(item, CaseItem):
+            _short_longrepr(report, call.excinfo.value, item.record_id)
         if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, "tooleffect_record"):
             report.tooleffect_record = item.stash[record_key]  # type: ignore[attr-defined]
             assert isinstance(item, CaseItem)
@@ -160,6 +162,16 @@ class Scorer:
         if call.when in ("setup", "call") and record_key in item.stash:
             return {"tooleffect": item.stash[record_key]}
         return None
+
+
+def _short_longrepr(report: pytest.TestReport, exc: BaseException, record_id: str) -> None:
+    """A failure of the item raised with ``pytrace=False`` is its one-line reason: the report's
+    ``longrepr`` is that text (the record id, already the failure's headline, left out), so the
+    short summary shows the reason rather than the exception's qualified name, and printing one
+    failure costs one line.
+    """
+    if isinstance(exc, pytest.fail.Exception) and not exc.pytrace and exc.msg and report.longrepr is not None:
+        report.longrepr = exc.msg.removeprefix(f"{record_id}: ")
 
 
 def _error(failure: Failure | None) -> dict[str, Any] | None:

@@ -49,6 +49,28 @@ def test_wilson_interval_matches_the_closed_form() -> None:
     assert wilson_interval(0, 0) is None
 
 
+@pytest.mark.parametrize("n", [1, 2, 7, 31, 187, 50_000])
+def test_wilson_interval_agrees_with_scipy(n: int) -> None:
+    from scipy.stats import binomtest
+
+    for c in sorted({0, 1, n // 3, n - 1, n}):
+        for confidence in (0.9, 0.95, 0.99):
+            ci = binomtest(c, n).proportion_ci(confidence_level=confidence, method="wilson")
+            assert wilson_interval(c, n, confidence) == pytest.approx((ci.low, ci.high), abs=1e-12)
+
+
+def test_report_building_does_not_import_scipy_stats() -> None:
+    """SciPy's statistics take seconds to import: the end of every run would pay them."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from pytest_tooleffect.report import summarise; summarise([]); "
+            "from pytest_tooleffect.report.arithmetic import wilson_interval; wilson_interval(3, 7); "
+            "print('scipy.stats' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def _rec(family: str, cls: str, name_ok: bool, name_args_ok: bool, kind: str, bucket: str = "last",
          policy: str = "replay", outcome: str = "scored", **extra: Any) -> dict[str, Any]:
     return {"family": family, "policy": policy, "case_id": f"{cls}-{kind}-{bucket}-{extra.get('n', 0)}",

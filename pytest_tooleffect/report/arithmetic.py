@@ -5,16 +5,21 @@ DESIGN.md "Report arithmetic": for classes ``i`` with ``n_i`` rows and ``c_i`` c
 macro-average ``Σ r_i / k`` over the ``k`` classes that have rows.  Percentages display with
 round-half-up on the exact fraction (71.25 → 71.3).  Class intervals, and the micro-average's
 (a plain proportion Σc_i / Σn_i), are Wilson score intervals at 95 % (Wilson, JASA 22(158), 1927),
-computed by ``scipy.stats.binomtest``.  The macro-average's interval is :func:`macro_interval`'s
-adjusted Wald interval for a linear function of independent proportions (Price & Bonett 2004).
+from the closed form with the standard library's normal quantile (the values of
+``scipy.stats.binomtest(...).proportion_ci(method="wilson")``, without importing SciPy's statistics,
+which costs seconds at the end of every run).  The macro-average's interval is
+:func:`macro_interval`'s adjusted Wald interval for a linear function of independent proportions
+(Price & Bonett 2004).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Iterable, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
+from statistics import NormalDist
 from typing import Any, overload
 
 __all__ = ["exact_pct", "fingerprint", "macro_interval", "percent", "rate_table", "wilson_interval"]
@@ -56,6 +61,10 @@ def exact_pct(value: Fraction | None) -> float | None:
 def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[float, float] | None:
     """Wilson score interval for ``correct`` successes in ``n`` trials.
 
+    With ``p = correct / n`` and ``z`` the normal quantile at ``(1 + confidence) / 2``, the bounds
+    are ``(p + z²/2n ∓ z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n)`` (Wilson, JASA 22(158), 1927),
+    clipped to [0, 1].
+
     Args:
         correct: successes.
         n: trials.
@@ -66,10 +75,13 @@ def wilson_interval(correct: int, n: int, confidence: float = 0.95) -> tuple[flo
     """
     if n == 0:
         return None
-    from scipy.stats import binomtest
-
-    ci = binomtest(correct, n).proportion_ci(confidence_level=confidence, method="wilson")
-    return float(ci.low), float(ci.high)
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    p = correct / n
+    z2 = z * z
+    denom = 1 + z2 / n
+    centre = p + z2 / (2 * n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n))
+    return max(0.0, (centre - half) / denom), min(1.0, (centre + half) / denom)
 
 
 def macro_interval(counts: Iterable[tuple[int, int]], confidence: float = 0.95) -> tuple[float, float] | None:
@@ -96,22 +108,18 @@ def macro_interval(counts: Iterable[tuple[int, int]], confidence: float = 0.95) 
     Returns:
         ``(low, high)`` as proportions, or ``None`` when no class has rows.
     """
-    from math import sqrt
-
-    from scipy.stats import norm
-
     rows = [(c, n) for c, n in counts if n]
     if not rows:
         return None
     k = len(rows)
-    z = float(norm.ppf(0.5 + confidence / 2))
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
     centre = variance = 0.0
     for c, n in rows:
         trials = n + 4 / k
         p = (c + 2 / k) / trials
         centre += p / k
         variance += p * (1 - p) / trials / k**2
-    half = z * sqrt(variance)
+    half = z * math.sqrt(variance)
     return max(0.0, centre - half), min(1.0, centre + half)
 
 

@@ -1,0 +1,166 @@
+"""Offline replay as the set grows: the plugin against plain pytest's floor, from files to the report.
+
+The τ-airline cases the repository ships are copied to N decisions (new case ids, the same
+messages, labels and recorded turns) in a scratch project.  Two variants: ``half`` takes every
+other case from the cases whose recorded decision fails (half the decisions fail), ``pass`` takes
+only cases whose recorded decision passes.  Each runs as a user runs it: ``pytest cases -q`` with
+the JSON report and the record log written, pytest's default failure output and short summary
+(``-rfE``).  The floor is plain pytest running N trivial parametrised tests in the same run.
+
+Prints per N and variant: wall seconds, the floor's, their ratio (target ≤ 2×), milliseconds per
+decision (it must not grow with N), peak resident memory per decision (KiB) and its ratio to the
+floor's (target ≤ 3×), and for each N the ratio of the half-failing run to the all-passing one.
+
+Run: ``.venv/bin/python bench/replay_scale.py [--sizes 1000,10000,50000] [--workers 0]``
+(``make bench-replay`` runs 1k, 10k and 50k).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FAMILY = REPO / "cases" / "tau-airline"
+
+FLOOR = """\
+import pytest
+
+@pytest.mark.parametrize("i", range({n}))
+def test_decision(i):
+    pass
+"""
+
+
+@dataclass
+class Run:
+    """One child run: wall seconds, peak resident set (KiB), exit code, output tail."""
+
+    wall: float
+    peak_kib: int
+    code: int
+    tail: str
+
+
+def run(cmd: list[str], cwd: Path, out: Path) -> Run:
+    """Run ``cmd`` with its output to ``out``; wall time and the child's own peak RSS (``wait4``)."""
+    env = {**os.environ, "PYTEST_ADDOPTS": "-p no:langsmith_plugin"}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    with open(out, "w") as fh:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    text = out.read_text(errors="replace")
+    return Run(wall, usage.ru_maxrss, proc.returncode, text[-1500:])
+
+
+def classify(root: Path) -> tuple[list[dict], list[dict]]:
+    """The shipped cases split into those whose recorded decision passes and those that fail."""
+    records = root / "classify.jsonl"
+    res = run([sys.executable, "-m", "pytest", "cases", "-q", "-p", "no:cacheprovider", "--tb=no",
+               "--tooleffect-records", str(records)], root, root / "classify.out")
+    if res.code not in (0, 1):
+        raise SystemExit(f"classification run failed:\n{res.tail}")
+    failing = {r["case_id"] for r in map(json.loads, records.read_text().splitlines())
+               if r["outcome"] == "scored" and not (r["verdict"]["name_args_ok"])}
+    cases = [json.loads(line) for line in (FAMILY / "cases.jsonl").read_text().splitlines() if line.strip()]
+    cases = [c for c in cases if c.get("label") and c.get("recorded")]
+    return [c for c in cases if c["id"] not in failing], [c for c in cases if c["id"] in failing]
+
+
+def write_cases(path: Path, n: int, passing: list[dict], failing: list[dict], variant: str) -> None:
+    with open(path, "w") as fh:
+        for i in range(n):
+            pool = failing if variant == "half" and i % 2 else passing
+            case = dict(pool[(i // 2) % len(pool)])
+            case["id"] = f"d{i:06d}-{case['id']}"
+            fh.write(json.dumps(case) + "\n")
+
+
+def scaffold(root: Path) -> None:
+    fam = root / "cases" / "tau-airline"
+    fam.mkdir(parents=True)
+    for name in ("family.yaml", "system_prompt.md", "tools.json"):
+        shutil.copy(FAMILY / name, fam / name)
+    (root / "oracle").mkdir()
+    shutil.copy(REPO / "oracle" / "tau-airline.yaml", root / "oracle" / "tau-airline.yaml")
+    (root / "pytest.ini").write_text("[pytest]\n")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="1000,10000,50000")
+    ap.add_argument("--variants", default="half,pass")
+    ap.add_argument("--workers", type=int, default=0, help="pytest-xdist workers for the plugin's runs (-n)")
+    ap.add_argument("--keep", action="store_true", help="keep the scratch folder (its path is printed)")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    variants = args.variants.split(",")
+    tmp = Path(tempfile.mkdtemp(prefix="tooleffect-replay-"))
+    rows = []
+    try:
+        base = tmp / "classify"
+        base.mkdir()
+        (base / "cases").mkdir()
+        shutil.copytree(FAMILY, base / "cases" / "tau-airline")
+        shutil.copytree(REPO / "oracle", base / "oracle")
+        (base / "pytest.ini").write_text("[pytest]\n")
+        passing, failing = classify(base)
+        for n in sizes:
+            floor_dir = tmp / f"floor-{n}"
+            floor_dir.mkdir()
+            (floor_dir / "pytest.ini").write_text("[pytest]\n")
+            (floor_dir / "test_floor.py").write_text(FLOOR.format(n=n))
+            floor = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_floor.py"],
+                        floor_dir, floor_dir / "out.txt")
+            if floor.code != 0:
+                raise SystemExit(f"floor run failed:\n{floor.tail}")
+            by_variant = {}
+            for variant in variants:
+                root = tmp / f"{variant}-{n}"
+                scaffold(root)
+                write_cases(root / "cases" / "tau-airline" / "cases.jsonl", n, passing, failing, variant)
+                cmd = [sys.executable, "-m", "pytest", "cases", "-q", "-p", "no:cacheprovider",
+                       "--tooleffect-report", "report.json", "--tooleffect-records", "records.jsonl"]
+                if args.workers:
+                    cmd += ["-n", str(args.workers)]
+                ours = run(cmd, root, root / "out.txt")
+                report = json.loads((root / "report.json").read_text()) if (root / "report.json").is_file() else {}
+                scored = sum(1 for _ in open(root / "records.jsonl")) if (root / "records.jsonl").is_file() else 0
+                if ours.code not in (0, 1) or scored != n:
+                    raise SystemExit(f"run {variant} N={n} failed (exit {ours.code}, {scored} records):\n{ours.tail}")
+                by_variant[variant] = ours
+                rows.append((n, variant, ours, floor, report.get("status")))
+                print(f"N={n:>6} {variant:>4}: {ours.wall:8.1f} s  floor {floor.wall:7.1f} s  "
+                      f"ratio {ours.wall / floor.wall:5.2f}x  {1000 * ours.wall / n:6.2f} ms/decision  "
+                      f"peak {ours.peak_kib / n:7.1f} KiB/decision (floor {floor.peak_kib / n:6.1f}, "
+                      f"{ours.peak_kib / floor.peak_kib:5.2f}x)  exit {ours.code}", flush=True)
+            if "half" in by_variant and "pass" in by_variant:
+                print(f"N={n:>6} half failing / all passing: "
+                      f"{by_variant['half'].wall / by_variant['pass'].wall:.2f}x", flush=True)
+        print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(json.dumps({"replay_scale": [
+            {"n": n, "variant": v, "wall_s": round(o.wall, 2), "floor_s": round(f.wall, 2),
+             "ratio": round(o.wall / f.wall, 3), "ms_per_decision": round(1000 * o.wall / n, 3),
+             "peak_kib_per_decision": round(o.peak_kib / n, 2), "floor_peak_kib_per_decision": round(f.peak_kib / n, 2),
+             "memory_ratio": round(o.peak_kib / f.peak_kib, 3), "workers": args.workers, "status": s}
+            for n, v, o, f, s in rows], "loadavg": os.getloadavg()}))
+    finally:
+        if args.keep:
+            print(f"scratch folder kept: {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""pytest's own bookkeeping kept linear in the run's size.
+
+pytest's terminal reporter keeps every passing setup and teardown report (``stats[""]``) only to
+print a test's teardown output beside its failure, and looks them up by scanning the whole list
+once per failure (``TerminalReporter._get_teardown_reports``): with thousands of failing
+decisions the failure summary alone costs failures × items (25,000 × 100,000 comparisons for
+50,000 decisions half failing, minutes after the report is written).  :class:`PhaseReports`
+takes each passing setup or teardown report that has no teardown output back out of that list
+as it arrives: pytest prints nothing else from it, so pytest's output is unchanged, and the scan per
+failure is over the reports that have output only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+__all__ = ["PhaseReports"]
+
+
+class PhaseReports:
+    """Controller-only plugin object: drops passing setup and teardown reports with no teardown output
+    from the terminal reporter's ``stats[""]`` once the reporter has counted them.
+
+    Args:
+        config: pytest's config (its ``terminalreporter`` plugin, when there is one).
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    @pytest.hookimpl(trylast=True)  # after the terminal reporter filed the report
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" or not report.passed or any("teardown" in name for name, _ in report.sections):
+            return  # a teardown's own output is printed beside a failure: that report stays
+        terminal: Any = self.config.pluginmanager.get_plugin("terminalreporter")
+        kept = getattr(terminal, "stats", {}).get("")
+        if kept and kept[-1] is report:
+            kept.pop()
