@@ -54,6 +54,8 @@ def run(cmd: list[str], cwd: Path, out: Path) -> Run:
     """Run ``cmd`` with its output to ``out``; wall time and the child's own peak RSS (``wait4``)."""
     env = {**os.environ, "PYTEST_ADDOPTS": "-p no:langsmith_plugin"}
     env.pop("PYTEST_XDIST_WORKER", None)
+    # as on a user's machine: bytecode (and pytest's rewritten plugin modules) cached between runs
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     with open(out, "w") as fh:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, env=env)

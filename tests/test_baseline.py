@@ -109,12 +109,12 @@ def test_a_run_against_its_baseline(pytester: pytest.Pytester, capsys: pytest.Ca
     out = result.stdout.str()
     result.stdout.fnmatch_lines_random([
         "tooleffect: baseline *tooleffect-baseline.json (saved *, 6 decisions; changed labels: skip)",
-        # the failures' messages (the short summary names the exception type before them)
+        # the failures' one-line reasons (under the record id as headline; the short summary shows them too)
         "regression: bl/r-regress[[]replay[]]: tool_when_none_needed: expected {null}, emitted read_thread (was "
         "ok_no_tool in the baseline tooleffect-baseline.json)",
         "regression: bl/x-case-xfail[[]replay[]]: tool_when_none_needed: *",
-        "bl/l-label[[]replay[]]: right_tool_wrong_args: *",
-        "bl/n-new[[]replay[]]: tool_when_none_needed: *",
+        "_* bl/l-label[[]replay[]] _*", "right_tool_wrong_args: *",
+        "_* bl/n-new[[]replay[]] _*", "tool_when_none_needed: *",
         "FAILED cases/bl/cases.jsonl::r-regress[[]replay[]] - *",
         "FAILED cases/bl/cases.jsonl::x-case-xfail[[]replay[]] - *",
         "XFAIL cases/bl/cases.jsonl::k-known[[]replay[]] - known failure: tool_when_none_needed in the baseline *",

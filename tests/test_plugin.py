@@ -49,10 +49,14 @@ def test_outcomes_records_and_report(pytester: pytest.Pytester, workers: int) ->
     result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
     if workers:  # the items really ran on the workers
         result.stdout.fnmatch_lines(["*2 workers [[]7 items[]]*"])
+    # a failure is its record id as headline and its one-line reason
     result.stdout.fnmatch_lines([
-        "*demo/c-create-utc[[]replay[]]: right_tool_wrong_args: expected {calendar.create_event}, emitted "
-        "calendar.create_event; calendar.create_event.start: *different instants*",
-        "*demo/e-redundant[[]replay[]]: tool_when_none_needed: expected {null}, emitted read_thread*",
+        "_* demo/c-create-utc[[]replay[]] _*",
+        "right_tool_wrong_args: expected {calendar.create_event}, emitted "
+        "calendar.create_event; calendar.create_event.start: *different instants*"])
+    result.stdout.fnmatch_lines([
+        "_* demo/e-redundant[[]replay[]] _*", "tool_when_none_needed: expected {null}, emitted read_thread*"])
+    result.stdout.fnmatch_lines([
         "*tooleffect: family demo * policy replay*",
         "*SKIPPED*no recorded action to replay*",
     ])
