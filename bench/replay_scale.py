@@ -12,7 +12,7 @@ decision (it must not grow with N), peak resident memory per decision (KiB) and 
 floor's (target ≤ 3×), and for each N the ratio of the half-failing run to the all-passing one.
 
 Run: ``.venv/bin/python bench/replay_scale.py [--sizes 1000,10000,50000] [--workers 0]``
-(``make bench-replay`` runs 1k, 10k and 50k).
+(the default sizes are 1k, 10k and 50k).
 """
 
 from __future__ import annotations
