@@ -286,6 +286,11 @@ def _answers(port: int, timeout_s: float = 2.0) -> bool:
         return False
 
 
+# servers this process started, by pid: reaped by stop() (a detached child left to the garbage
+# collector while it runs is a ResourceWarning, and a zombie after it exits)
+_STARTED: dict[int, subprocess.Popen[bytes]] = {}
+
+
 def running(cache: Path | None = None) -> Server | None:
     """The server :func:`serve` started and recorded, when it is alive and answers; else ``None``."""
     path = _state_file(cache)
@@ -345,15 +350,18 @@ def serve(port: int = DEFAULT_PORT, weights: Weights = QWEN_05B, cache: Path | N
     with logfile.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,  # noqa: S603
                                 start_new_session=True)
+    # kept until stop(): a child this process started is reaped by it (no zombie, no ResourceWarning)
+    _STARTED[proc.pid] = proc
     server = Server(proc.pid, port, weights.name, str(logfile))
     deadline = time.monotonic() + wait_s
     _say(log, f"llama-server pid {proc.pid} on 127.0.0.1:{port}, loading {model.name} ...")
     while not _answers(port):
         if proc.poll() is not None:
+            _STARTED.pop(proc.pid, None)
             tail = logfile.read_text(encoding="utf-8", errors="replace")[-1500:]
             raise LocalModelError(f"llama-server exited with status {proc.returncode}: {tail}")
         if time.monotonic() > deadline:
-            proc.terminate()
+            _terminate(proc.pid, 10.0)
             raise LocalModelError(f"llama-server did not answer on 127.0.0.1:{port} within {wait_s:g} s "
                                   f"(log: {logfile})")
         time.sleep(0.5)
@@ -374,6 +382,22 @@ def stop(cache: Path | None = None, wait_s: float = 10.0) -> int | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     path.unlink(missing_ok=True)
+    return _terminate(pid, wait_s)
+
+
+def _terminate(pid: int, wait_s: float) -> int | None:
+    """SIGTERM, then SIGKILL after ``wait_s``; a child of this process is reaped."""
+    proc = _STARTED.pop(pid, None)
+    if proc is not None:
+        if proc.poll() is not None:
+            return None
+        proc.terminate()
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        return pid
     if not _alive(pid):
         return None
     os.kill(pid, signal.SIGTERM)

@@ -103,7 +103,7 @@ def test_openai_over_http(pytester: pytest.Pytester, server: ScriptedServer, wor
                                 f"{OPT_REPORT}=r.json", "--json-report", "--json-report-file=j.json")
     result.assert_outcomes(passed=2, failed=1, errors=4)
     result.stdout.fnmatch_lines_random([
-        "*demo/malformed[[]openai/local-test[]]: malformed_call*",
+        "_* demo/malformed[[]openai/local-test[]] _*", "malformed_call: *",
         "*provider error (not scored): InternalServerError*",
         "*provider error (not scored): Timeout*",
     ])
