@@ -1,7 +1,14 @@
 """The sandbox service: a family's tools over a world state in SQLite, JSON lines on a unix socket.
 
-Runs inside the sandbox container (``python3 -I service.py --socket PATH --state DIR``) and, for
-fast unit tests, in-process through the local provider.  Standard library only.
+Runs inside the sandbox container (``python3 -I service.py --socket @NAME --state DIR --lease S``)
+and, for fast unit tests, in-process through the local provider.  Standard library only.
+
+In the container the socket is abstract (``@NAME``: no file; the container's own network
+namespace keeps it private), and the client reaches it through ``service.py --relay @NAME``
+started by ``docker exec -i``: the relay copies its stdin to the socket and the socket to its
+stdout, so nothing on the engine's host file system is needed.  ``--lease S`` ends the service
+when no request has come for S seconds (its client's heartbeat keeps it alive), unless a
+``keep`` request arrived: a sandbox whose controller vanished ends itself.
 
 The world is a SQLite file under ``--state`` (a tmpfs in the container).  ``reset`` replaces it
 with a world's seed rows in a few milliseconds, so a warm container serves item after item;
@@ -15,6 +22,7 @@ import argparse
 import importlib.util
 import json
 import os
+import socket
 import socketserver
 import sqlite3
 import sys
@@ -298,9 +306,15 @@ class Handler(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         for line in self.rfile:
+            self.server.touch()
             try:
-                with self.server.world.lock:
-                    answer = handle(self.server.world, json.loads(line))
+                request = json.loads(line)
+                if isinstance(request, dict) and request.get("op") == "keep":
+                    self.server.kept = True  # kept for inspection: the lease no longer ends it
+                    answer = {"ok": True, "kept": True}
+                else:
+                    with self.server.world.lock:
+                        answer = handle(self.server.world, request)
             except (RequestError, json.JSONDecodeError, sqlite3.Error) as exc:
                 answer = {"ok": False, "error": f"{exc}"}
             except Exception as exc:  # never let one request take the connection down
@@ -308,36 +322,125 @@ class Handler(socketserver.StreamRequestHandler):
             # ASCII-escaped JSON: a lone surrogate in an argument stays representable
             self.wfile.write(json.dumps(answer).encode() + b"\n")
             self.wfile.flush()
+            self.server.touch()
+
+
+def socket_address(path: str) -> str:
+    """The address to bind: ``@NAME`` is Linux's abstract namespace (no file), else a path."""
+    return "\0" + path[1:] if path.startswith("@") else path
 
 
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
-    """The service on a unix socket; connections are served one thread each (calls are serialised)."""
+    """The service on a unix socket; connections are served one thread each (calls are serialised).
+
+    Args:
+        path: a socket path, or ``@NAME`` for an abstract socket.
+        world: the world state.
+        lease_s: end :meth:`serve_forever` after this many seconds without a request (``None``:
+            never), unless a ``keep`` request arrived.
+    """
 
     daemon_threads = True
 
-    def __init__(self, path: str, world: World) -> None:
-        if os.path.exists(path):
-            os.unlink(path)
-        super().__init__(path, Handler)
-        os.chmod(path, 0o666)
+    def __init__(self, path: str, world: World, lease_s: float | None = None) -> None:
+        address = socket_address(path)
+        if not address.startswith("\0"):
+            if os.path.exists(address):
+                os.unlink(address)
+        super().__init__(address, Handler)
+        if not address.startswith("\0"):
+            os.chmod(address, 0o666)
         self.world = world
+        self.lease_s = lease_s
+        self.kept = False
+        self.expired = False
+        self.last = time.monotonic()
+        if lease_s is not None:
+            threading.Thread(target=self._watch, daemon=True).start()
+
+    def touch(self) -> None:
+        """Record a request now (the liveness the lease is counted from)."""
+        self.last = time.monotonic()
+
+    def _watch(self) -> None:
+        assert self.lease_s is not None
+        while True:
+            time.sleep(min(1.0, self.lease_s / 4))
+            if not self.kept and time.monotonic() - self.last > self.lease_s:
+                self.expired = True
+                self.shutdown()
+                return
+
+
+def relay(path: str, deadline_s: float = 30.0) -> int:
+    """Copy stdin to the service's socket and its answers to stdout until either side ends.
+
+    Waits up to ``deadline_s`` seconds for the service to listen (a container just started).
+    Returns the exit status: 0, or 1 when the service never answered.
+    """
+    end = time.monotonic() + deadline_s
+    while True:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.connect(socket_address(path))
+            break
+        except OSError as exc:
+            sock.close()
+            if time.monotonic() > end:
+                sys.stderr.write(f"relay: no service on {path}: {exc}\n")
+                return 1
+            time.sleep(0.005)
+
+    def answers() -> None:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                break
+            view = memoryview(data)
+            while view:
+                view = view[os.write(1, view):]
+
+    upstream = threading.Thread(target=answers, daemon=True)
+    upstream.start()
+    while True:
+        data = os.read(0, 65536)
+        if not data:  # the client's stream ended: end the connection (the service lives on)
+            break
+        sock.sendall(data)
+    try:
+        sock.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
+    upstream.join(5.0)
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Serve until interrupted (``--socket PATH --state DIR``)."""
+    """Serve until interrupted or the lease ends (``--socket PATH --state DIR [--lease S]``), or
+    relay stdio to a running service (``--relay PATH``).
+    """
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--socket", required=True, help="unix socket path to listen on")
-    parser.add_argument("--state", required=True, help="directory for the world's SQLite file")
+    parser.add_argument("--socket", help="unix socket path to listen on (@NAME: abstract)")
+    parser.add_argument("--state", help="directory for the world's SQLite file")
+    parser.add_argument("--lease", type=float, default=None,
+                        help="end after this many seconds without a request (unless kept)")
+    parser.add_argument("--relay", metavar="PATH", help="copy stdin/stdout to the service at PATH")
     args = parser.parse_args(argv)
-    server = Server(args.socket, World(Path(args.state)))
-    sys.stdout.write(f"listening on {args.socket}\n")
-    sys.stdout.flush()
+    if args.relay:
+        return relay(args.relay)
+    if not args.socket or not args.state:
+        parser.error("--socket and --state are required (or --relay)")
+    server = Server(args.socket, World(Path(args.state)), args.lease)
+    sys.stderr.write(f"listening on {args.socket}\n")
+    sys.stderr.flush()
     try:
         server.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+    if server.expired:
+        sys.stderr.write(f"no request for {args.lease:g} s: the lease ended\n")
     return 0
 
 

@@ -18,3 +18,29 @@ def generated_report_schema() -> dict[str, Any]:
     from pytest_tooleffect.report import report_schema
 
     return report_schema()
+
+
+class DockerTcp:
+    """``scripts/docker-tcp``: the local engine's API on a TCP port of 127.0.0.1 (a remote engine's
+    transport), in its own process.  Stop it to cut every stream that went through it.
+    """
+
+    def __init__(self) -> None:
+        import subprocess
+        import sys
+
+        self.process = subprocess.Popen([sys.executable, str(REPO / "scripts" / "docker-tcp")],
+                                        stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        self.url = self.process.stdout.readline().strip()
+        if not self.url.startswith("tcp://127.0.0.1:"):
+            self.stop()
+            raise RuntimeError(f"scripts/docker-tcp did not start (said {self.url!r})")
+
+    def stop(self) -> None:
+        """End the forwarder (its connections close with it)."""
+        if self.process.poll() is None:
+            self.process.terminate()
+        self.process.wait(10)
+        if self.process.stdout is not None:
+            self.process.stdout.close()

@@ -27,7 +27,7 @@ from pytest_tooleffect.options import (
 )
 from pytest_tooleffect.sandbox.docker import remove_container
 from pytest_tooleffect.scripted import Reply, ScriptedServer
-from tests.conftest import REPO, generated_report_schema
+from tests.conftest import REPO, DockerTcp, generated_report_schema
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 REPORT_SCHEMA = generated_report_schema()
@@ -93,6 +93,27 @@ def test_scheduling_runs_in_docker_and_its_faults_fail_on_their_effect(pytester:
         ids = list(by_worker.values())
         assert not ids[0] & ids[1]  # no container served two workers
     assert all(len(ids) == 1 for ids in by_worker.values())  # one warm container per process
+
+
+def test_scheduling_runs_on_a_remote_engine_through_its_api_alone(pytester: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _scheduling(pytester)
+    endpoint = DockerTcp()  # the engine reached as a remote one is: its API on a TCP port
+    monkeypatch.setenv("DOCKER_HOST", endpoint.url)
+    folders = set(Path("/tmp").glob("te-*"))
+    try:
+        result = pytester.runpytest_subprocess("cases/", "-n", "2", OPT_RECORDS, "rec.jsonl")
+    finally:
+        endpoint.stop()
+    result.assert_outcomes(passed=36, failed=13)
+    recs = _records(pytester.path / "rec.jsonl")
+    assert len(recs) == 49 and all(r["sandbox"]["provider"] == "docker" for r in recs.values())
+    for cid, kind in FAULTY_ON_EFFECT.items():
+        assert recs[cid]["effect"]["kind"] == kind, cid
+    assert sum(1 for r in recs.values() if r["effect"]["passed"]) == 39  # as on the local socket
+    assert set(Path("/tmp").glob("te-*")) == folders  # no host directory for any sandbox
+    monkeypatch.delenv("DOCKER_HOST")
+    assert _run_containers(next(iter(recs.values()))["sandbox"]["run"]) == []
 
 
 def test_ctrl_c_removes_the_containers_and_keeps_finished_records(pytester: pytest.Pytester) -> None:

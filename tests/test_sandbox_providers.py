@@ -1,13 +1,17 @@
-"""Sandbox providers: one conformance suite run against the local and the Docker provider, and
-the Docker provider's isolation, cleanup and image checks against the real engine.
+"""Sandbox providers: one conformance suite run against the local provider, the Docker provider
+on the local engine's socket and the Docker provider on a remote engine's transport (the local
+engine's API on a TCP port of 127.0.0.1, ``scripts/docker-tcp``), and the Docker provider's
+isolation, cleanup, lease and image checks against the real engine.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -15,7 +19,15 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.sandbox import SandboxError, SandboxProvider, SandboxRefused, World, provider_class
-from pytest_tooleffect.sandbox.docker import KEPT_PREFIX, LABEL, RESTRICTIONS, DockerProvider, remove_container
+from pytest_tooleffect.sandbox.docker import (
+    KEPT_PREFIX,
+    LABEL,
+    RESTRICTIONS,
+    DockerProvider,
+    remove_container,
+    sweep_leftovers,
+)
+from tests.conftest import REPO, DockerTcp
 
 THREAD = {"thread_id": "th-1", "subject": "Design review", "participants": ["elena@x.eu", "tom@y.uk"],
           "messages": [{"from": "tom@y.uk", "text": "Thursday 14:00?"}]}
@@ -23,10 +35,23 @@ WORLD = World("scheduling", {"threads": [THREAD]}, {}, "Europe/Madrid")
 CREATE = {"thread_id": "th-1", "title": "Design review", "start": "2025-03-20T14:00:00", "attendees": ["tom@y.uk"]}
 
 
-@pytest.fixture(params=["local", "docker"])
-def provider(request: pytest.FixtureRequest) -> Iterator[SandboxProvider]:
-    prov = provider_class(request.param)(uuid.uuid4().hex, os.getpid(), "test")
+@pytest.fixture(scope="module")
+def docker_tcp() -> Iterator[DockerTcp]:
+    endpoint = DockerTcp()
+    yield endpoint
+    endpoint.stop()
+
+
+@pytest.fixture(params=["local", "docker", "docker-tcp"])
+def provider(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[SandboxProvider]:
+    name = request.param
+    if name == "docker-tcp":  # a remote engine's transport: only the API, over TCP
+        monkeypatch.setenv("DOCKER_HOST", request.getfixturevalue("docker_tcp").url)
+        name = "docker"
+    prov = provider_class(name)(uuid.uuid4().hex, os.getpid(), "test")
     prov.session_init()
+    if request.param == "docker-tcp":
+        assert isinstance(prov, DockerProvider) and prov.client.api.base_url.startswith("http://127.0.0.1:")
     yield prov
     prov.session_cleanup()
 
@@ -156,7 +181,7 @@ try:
     out["dns"] = "resolved"
 except OSError as exc:
     out["dns"] = type(exc).__name__
-for path in ["/etc/x", "/opt/tooleffect/x", "/tmp/x", "/run/tooleffect/x", "/home/x", "/state/x"]:
+for path in ["/etc/x", "/opt/tooleffect/x", "/tmp/x", "/run/x", "/home/x", "/state/x"]:
     try:
         open(path, "w").write("x")
         out[path] = "written"
@@ -168,7 +193,7 @@ print(json.dumps(out))
     assert out["127.0.0.1"] == "ConnectionRefusedError"  # only the container's own loopback exists
     assert out["10.0.0.1"] == "OSError" and out["1.1.1.1"] == "OSError"  # network unreachable
     assert out["dns"] == "gaierror"
-    for path in ["/etc/x", "/opt/tooleffect/x", "/tmp/x", "/run/tooleffect/x", "/home/x"]:
+    for path in ["/etc/x", "/opt/tooleffect/x", "/tmp/x", "/run/x", "/home/x"]:
         assert out[path] in ("OSError", "PermissionError"), (path, out[path])
     assert out["/state/x"] == "written"
     assert box.call("read_thread", {"thread_id": "th-1"}).error is False  # the service still answers
@@ -211,6 +236,105 @@ def test_leftovers_of_a_crashed_run_are_removed_at_the_next_start() -> None:
     finally:
         live.session_cleanup()
         crashed.session_cleanup()
+
+
+def test_a_remote_engine_needs_nothing_from_this_hosts_file_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    endpoint = DockerTcp()  # its own: stopping it below must not cut the module's
+    monkeypatch.setenv("DOCKER_HOST", endpoint.url)
+    before = set(glob.glob("/tmp/te-*"))
+    prov = DockerProvider(uuid.uuid4().hex, os.getpid(), "test")
+    try:
+        prov.session_init()
+        box = prov.item_init(WORLD, "t")
+        assert box.call("calendar.create_event", CREATE).error is False
+        attrs = prov.client.containers.get(box.id).attrs
+        assert attrs["HostConfig"]["Binds"] in (None, [])
+        assert [(m["Type"], m["Destination"]) for m in attrs["Mounts"]] in ([], [("tmpfs", "/state")])
+        assert sorted(attrs["HostConfig"]["Tmpfs"]) == ["/state"]
+        assert attrs["Config"]["Labels"][f"{LABEL}.lease"] == "120"
+        assert set(glob.glob("/tmp/te-*")) == before  # no socket directory on this host
+        prov.item_cleanup(box, interrupted=False, keep=False)
+        box = prov.item_init(WORLD, "u")  # pooled: the same stream, through the endpoint
+        endpoint.stop()
+        with pytest.raises(SandboxError):  # the endpoint is the only way to the service
+            box.call("read_thread", {"thread_id": "th-1"})
+    finally:
+        endpoint.stop()
+        monkeypatch.delenv("DOCKER_HOST")
+        import docker
+
+        local = docker.from_env()
+        for container in local.containers.list(all=True, filters={"label": f"{LABEL}.run={prov.run_id}"}):
+            remove_container(container)
+        local.close()
+
+
+CRASHING_CONTROLLER = """
+import os, signal, socket, sys
+socket.gethostname = lambda: "another-host"  # a controller elsewhere: its pid means nothing here
+from pytest_tooleffect.sandbox import World
+from pytest_tooleffect.sandbox.docker import DockerProvider
+prov = DockerProvider(sys.argv[1], os.getpid(), "test", lease_s=float(sys.argv[2]))
+prov.session_init()
+box = prov.item_init(World("scheduling", {}), "t")
+print(box.id, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # no cleanup of any kind, as when a host is lost
+"""
+
+
+def test_a_vanished_controllers_sandbox_ends_by_its_lease_and_any_start_sweeps_it() -> None:
+    run = uuid.uuid4().hex
+    lease = 3.0
+    out = subprocess.run([sys.executable, "-c", CRASHING_CONTROLLER, run, str(lease)], capture_output=True,
+                         text=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+    container_id = out.stdout.strip()
+    assert out.returncode == -9 and len(container_id) == 64, out.stderr[-2000:]
+    import docker
+
+    client = docker.from_env()
+    try:
+        container = client.containers.get(container_id)
+        assert container.labels[f"{LABEL}.host"] == "another-host" and container.labels[f"{LABEL}.run"] == run
+        assert container.status == "running"
+        assert container_id not in sweep_leftovers(client)  # its owner may be alive on its host: left alone
+        deadline = time.monotonic() + lease + 20
+        while container.status == "running" and time.monotonic() < deadline:
+            time.sleep(0.5)
+            container.reload()
+        assert container.status == "exited"  # no request for the lease: the service ended itself
+        assert b"the lease ended" in container.logs()
+        live = DockerProvider(uuid.uuid4().hex, os.getpid(), "test")
+        live.session_init()  # any start, of any run on any host, removes it
+        live.session_cleanup()
+        assert not client.containers.list(all=True, filters={"id": container_id})
+    finally:
+        for left in client.containers.list(all=True, filters={"label": f"{LABEL}.run={run}"}):
+            remove_container(left)
+        client.close()
+
+
+def test_the_heartbeat_keeps_a_live_runs_idle_sandbox_and_a_kept_one_outlives_its_lease() -> None:
+    prov = DockerProvider(uuid.uuid4().hex, os.getpid(), "test", lease_s=2.0)
+    prov.session_init()
+    try:
+        idle = prov.item_init(WORLD, "a")
+        kept = prov.item_init(WORLD, "b")
+        prov.item_cleanup(idle, interrupted=False, keep=False)
+        prov.item_cleanup(kept, interrupted=False, keep=True)
+        time.sleep(5.0)  # two and a half leases without an item
+        assert prov.client.containers.get(idle.id).status == "running"  # the heartbeat's pings
+        again = prov.item_init(WORLD, "c")
+        assert again.id == idle.id and again.snapshot()["events"] == []
+        prov.item_cleanup(again, interrupted=False, keep=False)
+        prov.session_cleanup()
+        time.sleep(3.0)
+        kept_container = prov.client.containers.get(kept.id)
+        assert kept_container.status == "running" and kept_container.name == f"{KEPT_PREFIX}{kept.id[:12]}"
+        assert kept.id not in sweep_leftovers(prov.client)
+    finally:
+        prov.session_cleanup()
+        for left in prov.client.containers.list(all=True, filters={"label": f"{LABEL}.run={prov.run_id}"}):
+            remove_container(left)
 
 
 def test_a_missing_image_is_a_clear_error_and_nothing_starts() -> None:

@@ -2,37 +2,55 @@
 
 Each container runs the locally built image (:func:`~.image.image_tag`, checked to exist before
 any start: the engine would otherwise try a registry) with every isolation measure this host
-accepts (:data:`RESTRICTIONS`), labelled with the run id, its owning process and host.  The
-service answers on a unix socket in a short host directory bind-mounted at
-``/run/tooleffect``; once it answers, the directory is made read-only to the container's user,
-so the only place the sandbox can write is its tmpfs ``/state``.
+accepts (:data:`RESTRICTIONS`), labelled with the run id, its lease, its owning process and host.
 
-Pooling: a container is reset over its socket (a few milliseconds) and reused by the next item
+Transport: nothing is mounted from the host, so the engine may be on another machine
+(``DOCKER_HOST=tcp://…`` or ``ssh://…``).  The service listens on an abstract unix socket inside
+the container (no file; the container's own network namespace keeps it private) and is reached
+through the stdio of ``docker exec -i <id> service.py --relay``, attached through the engine's
+API (:class:`ExecChannel`).  The only place the sandbox can write is its tmpfs ``/state``.
+
+Liveness: the service ends itself after ``lease_s`` seconds without a request (label
+``tooleffect.lease``); the provider's heartbeat pings its containers well within that, so a live
+run's sandboxes stay up and a vanished controller's (a crashed process, a lost host) stop on
+their own.  A stopped sandbox container is a leftover whoever finds it: every start removes
+those (:func:`sweep_leftovers`), and those of a dead owner process on this very host at once.
+
+Pooling: a container is reset over its stream (a few milliseconds) and reused by the next item
 of the same process; ``pool=False`` starts a fresh container per item (the benchmark's peer).
 Every process (each xdist worker) has its own provider and pool; containers are never shared.
-Leftovers of a crashed run (owner process gone) are removed at the next start; kept containers
-(``tooleffect_keep_sandbox``) are renamed ``tooleffect-kept-*`` and left alone.
+Kept containers (``tooleffect_keep_sandbox``) are told ``keep`` (the lease no longer ends them),
+renamed ``tooleffect-kept-*`` and left alone.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
-import shutil
+import re
 import socket
-import tempfile
+import struct
 import threading
-from pathlib import Path
+import time
+from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from .environment import Sandbox, SandboxError, SandboxProvider, SandboxRefused, World, register_provider
 from .image import docker_client, image_tag, require_image
 
-__all__ = ["RESTRICTIONS", "DockerProvider", "remove_container", "sandbox_containers", "sweep_leftovers"]
+__all__ = ["DEFAULT_LEASE_S", "RESTRICTIONS", "DockerProvider", "ExecChannel", "remove_container",
+           "sandbox_containers", "sweep_leftovers"]
 
 LABEL = "tooleffect"
-SOCKET_DIR = "/run/tooleffect"
 KEPT_PREFIX = "tooleffect-kept-"
+#: the service's abstract socket in the container, and the relay the client runs beside it
+SERVICE_ADDRESS = "@tooleffect"
+RELAY_COMMAND = ["/usr/bin/python3", "-I", "-B", "/opt/tooleffect/service.py", "--relay", SERVICE_ADDRESS]
+#: seconds without a request after which a sandbox ends itself (the heartbeat pings every quarter)
+DEFAULT_LEASE_S = 120.0
+#: a container created this many seconds ago and never started is a leftover
+CREATED_GRACE_S = 300.0
 
 #: isolation measures by name: container-create arguments (network_mode=none is required)
 RESTRICTIONS: dict[str, dict[str, Any]] = {
@@ -45,6 +63,82 @@ RESTRICTIONS: dict[str, dict[str, Any]] = {
     "memory_limit": {"mem_limit": "256m", "memswap_limit": "256m"},
 }
 STATE_TMPFS = "rw,nosuid,nodev,noexec,size=64m,mode=1777"
+
+
+class ExecChannel:
+    """The stdio of a relay process started in a container by ``docker exec -i``, through the API.
+
+    The stream is the engine's multiplexed one (no TTY): 8-byte frame headers, stdout frames
+    carry the service's answers, stderr frames the relay's complaints (kept in :attr:`stderr`).
+    Works over whatever transport the client has (unix socket, TCP, TLS, SSH).  Requests are
+    JSON with every control character escaped, so the engine's detach keys never occur in them.
+
+    Args:
+        client: a Docker SDK client.
+        container_id: the running container.
+        command: the relay's command line.
+        timeout_s: per read or write, seconds.
+
+    Raises:
+        OSError: the exec could not be created or started (the container is gone or stopped).
+    """
+
+    def __init__(self, client: Any, container_id: str, command: Sequence[str], timeout_s: float) -> None:
+        try:
+            exec_id = client.api.exec_create(container_id, list(command), stdin=True, stdout=True, stderr=True)["Id"]
+            self._handle = client.api.exec_start(exec_id, socket=True)
+        except OSError:
+            raise
+        except Exception as exc:  # docker.errors.DockerException and kin
+            raise OSError(f"docker exec in {container_id[:12]} failed: {type(exc).__name__}: {exc}") from None
+        # a unix or TCP connection comes as the response's SocketIO; TLS and SSH as the socket itself
+        handle: Any = self._handle
+        raw: Any = getattr(handle, "_sock", handle) if isinstance(handle, socket.SocketIO) else handle
+        raw.settimeout(timeout_s)
+        self._raw = raw
+        self._buffer = bytearray()
+        self.stderr = bytearray()
+
+    def send(self, data: bytes) -> None:
+        self._raw.sendall(data)
+
+    def _exactly(self, n: int) -> bytes | None:
+        chunks = bytearray()
+        while len(chunks) < n:
+            got = self._raw.recv(n - len(chunks))
+            if not got:
+                return None
+            chunks += got
+        return bytes(chunks)
+
+    def readline(self) -> bytes:
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[:end + 1])
+                del self._buffer[:end + 1]
+                return line
+            header = self._exactly(8)
+            if header is None:
+                return b""
+            stream, size = struct.unpack(">BxxxL", header)
+            data = self._exactly(size) if size else b""
+            if data is None:
+                return b""
+            if stream == 2:
+                self.stderr = (self.stderr + data)[-2000:]
+            else:
+                self._buffer += data
+
+    def close(self) -> None:
+        try:
+            self._raw.shutdown(socket.SHUT_RDWR)  # the exec's stdin ends: the relay exits
+        except OSError:
+            pass
+        try:
+            self._raw.close()
+        except OSError:
+            pass
 
 
 def _alive(pid: int) -> bool:
@@ -70,18 +164,46 @@ def sandbox_containers(client: Any, *labels: str) -> list[tuple[Any, str, dict[s
     return found
 
 
+def _engine_now(client: Any) -> float:
+    """The engine's clock, Unix seconds (a remote engine's clock need not be this host's)."""
+    text = str(client.info().get("SystemTime", ""))
+    try:  # RFC 3339 with nanoseconds: Python reads up to microseconds
+        return datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return time.time()
+
+
 def sweep_leftovers(client: Any) -> list[str]:
-    """Remove tooleffect containers of this host whose owning process is gone; returns their ids."""
+    """Remove leftover sandbox containers of any run and host; returns their ids.
+
+    A leftover is a sandbox container (label ``tooleffect=1``, not kept) that is stopped (its
+    service ended: its lease lapsed because its controller vanished, or it failed), or was
+    created more than :data:`CREATED_GRACE_S` seconds ago (engine clock) and never started, or
+    runs for an owner process of this host (label ``tooleffect.host``) that is gone.  A running
+    container of another host is left to its lease.
+    """
     removed = []
     host = socket.gethostname()
+    now: float | None = None
     for container, name, labels in sandbox_containers(client):
-        if name.startswith(KEPT_PREFIX) or labels.get(f"{LABEL}.host") != host:
+        if name.startswith(KEPT_PREFIX):
             continue
-        try:
-            pid = int(labels.get(f"{LABEL}.pid", "0"))
-        except ValueError:
-            pid = 0
-        if pid and _alive(pid):
+        state = container.attrs.get("State")
+        state = state.get("Status") if isinstance(state, dict) else state
+        if state in ("exited", "dead"):
+            pass
+        elif state == "created":
+            now = _engine_now(client) if now is None else now
+            if now - float(container.attrs.get("Created") or now) < CREATED_GRACE_S:
+                continue
+        elif state == "running" and labels.get(f"{LABEL}.host") == host:
+            try:
+                pid = int(labels.get(f"{LABEL}.pid", "0"))
+            except ValueError:
+                pid = 0
+            if pid and _alive(pid):
+                continue
+        else:
             continue
         remove_container(container, labels)
         removed.append(container.id)
@@ -89,29 +211,20 @@ def sweep_leftovers(client: Any) -> list[str]:
 
 
 def remove_container(container: Any, labels: dict[str, str] | None = None) -> None:
-    """Remove a sandbox container and its host socket directory (label ``tooleffect.socket_dir``).
+    """Remove a sandbox container (forced, with its anonymous volumes; gone already is fine).
 
     Args:
         container: a Docker SDK container.
-        labels: its labels when already known (a sparse listing's), else read from it.
+        labels: its labels when already known (unused; kept for callers that pass them).
     """
-    if labels is None:
-        try:
-            labels = dict(container.labels)
-        except Exception:  # gone already, or a sparse object
-            labels = {}
     _remove(container)
-    folder = labels.get(f"{LABEL}.socket_dir", "")
-    if folder.startswith("/tmp/te-") and "/" not in folder[len("/tmp/"):]:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 class _Slot:
-    """A started container, its socket directory and its client."""
+    """A started container and the client of its service."""
 
-    def __init__(self, container: Any, folder: Path, sandbox: Sandbox) -> None:
+    def __init__(self, container: Any, sandbox: Sandbox) -> None:
         self.container = container
-        self.folder = folder
         self.sandbox = sandbox
 
 
@@ -119,22 +232,28 @@ class _Slot:
 class DockerProvider(SandboxProvider):
     """Containers from the local image, pooled per process (see the module docstring).
 
+    The engine is the one ``DOCKER_HOST`` (and the Docker SDK's other variables) names, local
+    or remote.
+
     Args:
         run_id: the run's id (label ``tooleffect.run``).
-        owner_pid: the run's controller process (label ``tooleffect.pid``; a crashed run's
-            containers are swept when it is gone).
+        owner_pid: the run's controller process (label ``tooleffect.pid``; on this host, a
+            crashed run's containers are swept at once when it is gone).
         label: this process's name in the run (``gw0``…; label ``tooleffect.worker``).
         pool: reuse containers between items (reset in place) instead of one per item.
         image: the image tag (default: the tag of the checkout's ``sandbox/``).
+        lease_s: seconds without a request after which a sandbox ends itself (label
+            ``tooleffect.lease``); the heartbeat pings every quarter of it.
     """
 
     name = "docker"
 
     def __init__(self, run_id: str, owner_pid: int, label: str = "", *, pool: bool = True,
-                 image: str | None = None) -> None:
+                 image: str | None = None, lease_s: float = DEFAULT_LEASE_S) -> None:
         super().__init__(run_id, owner_pid, label)
         self.pool = pool
         self.image = image
+        self.lease_s = lease_s
         self.client: Any = None
         self._idle: list[_Slot] = []
         self._busy: dict[int, _Slot] = {}
@@ -143,6 +262,8 @@ class DockerProvider(SandboxProvider):
         self._restrictions: dict[str, bool] | None = None
         self._count = 0
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heart: threading.Thread | None = None
         self.swept: list[str] = []
 
     # ------------------------------------------------------------------ session
@@ -151,13 +272,28 @@ class DockerProvider(SandboxProvider):
         from testcontainers.core.config import testcontainers_config
 
         # Ryuk (testcontainers' reaper) is an image from a registry; containers are removed by id
-        # here instead, and swept by label after a crash.
+        # here instead, and stop by their lease after a crash.
         testcontainers_config.ryuk_disabled = True
         self.client = docker_client()
         self.image = self.image or image_tag()
         require_image(self.client, self.image)
         self.swept = sweep_leftovers(self.client)
+        self._stop.clear()
+        self._heart = threading.Thread(target=self._heartbeat, name="tooleffect-sandbox-heartbeat", daemon=True)
+        self._heart.start()
         atexit.register(self.session_cleanup)
+
+    def _heartbeat(self) -> None:
+        """Ping every sandbox idle for a quarter of the lease (one busy with a request is skipped)."""
+        period = self.lease_s / 4
+        while not self._stop.wait(period):
+            for slot in list(self._all.values()):
+                if time.monotonic() - slot.sandbox.last_request < period or slot.container.id not in self._all:
+                    continue
+                try:
+                    slot.sandbox.request({"op": "ping"}, wait=False)
+                except (BlockingIOError, SandboxError):
+                    pass  # in use right now, or gone: the item that holds it finds out
 
     def restrictions(self) -> dict[str, bool]:
         return {"network_none": True, **(self._restrictions or {})}
@@ -177,14 +313,12 @@ class DockerProvider(SandboxProvider):
         with self._lock:
             self._count += 1
             n = self._count
-        folder = Path(tempfile.mkdtemp(prefix="te-", dir="/tmp"))
-        folder.chmod(0o777)
         labels = {LABEL: "1", f"{LABEL}.run": self.run_id, f"{LABEL}.pid": str(self.owner_pid),
                   f"{LABEL}.host": socket.gethostname(), f"{LABEL}.worker": self.label or "main",
-                  f"{LABEL}.socket_dir": str(folder)}
+                  f"{LABEL}.lease": f"{self.lease_s:g}", f"{LABEL}.transport": "exec"}
         spec = (DockerContainer(self.image)
                 .with_name(f"tooleffect-{self.run_id[:8]}-{self.label or 'main'}-{n}")
-                .with_volume_mapping(str(folder), SOCKET_DIR, "rw")
+                .with_command(["--socket", SERVICE_ADDRESS, "--state", "/state", "--lease", f"{self.lease_s:g}"])
                 .with_tmpfs_mount("/state", STATE_TMPFS)
                 .with_kwargs(labels=labels, **self._create_kwargs(names)))
         try:
@@ -193,13 +327,21 @@ class DockerProvider(SandboxProvider):
             container = spec._container
             if container is not None:
                 _remove(container)
-            shutil.rmtree(folder, ignore_errors=True)
             if not isinstance(exc, Exception):
                 raise
             raise SandboxError(f"starting a sandbox container failed: {type(exc).__name__}: {exc}") from None
         container = spec.get_wrapped_container()
-        sandbox = Sandbox(folder / "sock", container.id)
-        slot = _Slot(container, folder, sandbox)
+        channels: list[ExecChannel] = []
+
+        def connect() -> ExecChannel:
+            channel = ExecChannel(self.client, container.id, RELAY_COMMAND, sandbox.timeout_s)
+            channels.append(channel)
+            del channels[:-1]
+            return channel
+
+        sandbox = Sandbox(connect, container.id, where=f"docker exec -i {container.id[:12]} (relay to "
+                                                         f"{SERVICE_ADDRESS})")
+        slot = _Slot(container, sandbox)
         self._all[container.id] = slot
 
         def running() -> bool:
@@ -213,12 +355,13 @@ class DockerProvider(SandboxProvider):
                 logs = container.logs(tail=20).decode(errors="replace").strip()
             except Exception as gone:  # removed meanwhile (a sweep, a user)
                 logs = f"unavailable ({type(gone).__name__})"
+            relay = channels[-1].stderr.decode(errors="replace").strip() if channels else ""
             self._discard(slot)
-            raise SandboxError(f"{exc}; container log: {logs[-600:] or '(empty)'}") from None
+            raise SandboxError(f"{exc}; container log: {logs[-600:] or '(empty)'}"
+                               + (f"; relay: {relay[-300:]}" if relay else "")) from None
         except BaseException:
             self._discard(slot)
             raise
-        folder.chmod(0o755)  # the socket exists: from now on the container cannot write here
         return slot
 
     def _first_start(self) -> _Slot:
@@ -267,31 +410,32 @@ class DockerProvider(SandboxProvider):
         slot = self._busy.pop(id(sandbox), None)
         if slot is None:
             return None
-        slot.sandbox.close()
         if keep:
             short = slot.container.id[:12]
             name = f"{KEPT_PREFIX}{short}"
             try:
+                slot.sandbox.request({"op": "keep"})  # its lease no longer ends it
                 slot.container.rename(name)
-            except Exception:  # the container is gone: nothing to keep
+            except Exception:  # the container is gone or stopped answering: nothing to keep
                 self._discard(slot)
                 return None
+            slot.sandbox.close()
             self._kept.add(slot.container.id)
             self._all.pop(slot.container.id, None)
             return f"sandbox kept: container {name} (docker exec -it {short} sh; remove with docker rm -f {short})"
         if interrupted or not self.pool:
             self._discard(slot)
         else:
-            self._idle.append(slot)
+            self._idle.append(slot)  # its stream stays open: the next item's reset goes straight through
         return None
 
     def _discard(self, slot: _Slot) -> None:
+        self._all.pop(slot.container.id, None)
         slot.sandbox.close()
         _remove(slot.container)
-        self._all.pop(slot.container.id, None)
-        shutil.rmtree(slot.folder, ignore_errors=True)
 
     def session_cleanup(self) -> None:
+        self._stop.set()
         for slot in list(self._all.values()):
             self._discard(slot)
         self._idle.clear()

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 __all__ = [
+    "Channel",
     "Sandbox",
     "SandboxError",
     "SandboxProvider",
@@ -78,50 +80,119 @@ class ToolResult:
     latency_ms: float
 
 
-class Sandbox:
-    """Client for one running sandbox service on a unix socket (one persistent connection).
+class Channel(Protocol):
+    """One byte stream to a sandbox service: requests written, answer lines read.
 
-    Args:
-        socket_path: the service's socket.
-        sandbox_id: the provider's id for it (a container id for Docker).
-        timeout_s: per request, seconds.
+    A unix socket (:class:`UnixChannel`) or, for Docker, the stdio of a ``docker exec -i`` relay
+    attached through the engine's API (:class:`~pytest_tooleffect.sandbox.docker.ExecChannel`).
+    Errors are ``OSError`` (a timeout is one).
     """
 
-    def __init__(self, socket_path: Path, sandbox_id: str, timeout_s: float = 30.0) -> None:
-        self.socket_path = socket_path
-        self.id = sandbox_id
-        self.timeout_s = timeout_s
-        self._sock: socket.socket | None = None
-        self._file: Any = None
-        self.info: dict[str, Any] = {}
+    def send(self, data: bytes) -> None:
+        """Write all of ``data``."""
 
-    def _connect(self) -> None:
+    def readline(self) -> bytes:
+        """The next line, newline-terminated; ``b""`` when the stream ended."""
+
+    def close(self) -> None:
+        """End the stream (the service keeps running)."""
+
+
+class UnixChannel:
+    """A connection to a service's unix socket.
+
+    Args:
+        path: the socket's path.
+        timeout_s: per operation, seconds.
+    """
+
+    def __init__(self, path: Path, timeout_s: float) -> None:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(self.timeout_s)
+        sock.settimeout(timeout_s)
         try:
-            sock.connect(str(self.socket_path))
+            sock.connect(str(path))
         except OSError:
             sock.close()
             raise
         self._sock, self._file = sock, sock.makefile("rwb")
 
-    def request(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+    def send(self, data: bytes) -> None:
+        self._file.write(data)
+        self._file.flush()
+
+    def readline(self) -> bytes:
+        line: bytes = self._file.readline()
+        return line
+
+    def close(self) -> None:
+        for closable in (self._file, self._sock):
+            try:
+                closable.close()
+            except OSError:
+                pass
+
+
+class Sandbox:
+    """Client for one running sandbox service (one persistent stream, reopened after a failure).
+
+    Requests are serialised by a lock, so a provider's heartbeat may ping from another thread.
+
+    Args:
+        target: the service's unix socket, or a callable opening a :class:`Channel` to it
+            (called again after the stream failed).
+        sandbox_id: the provider's id for it (a container id for Docker).
+        timeout_s: per request, seconds.
+        where: how the service is reached, for error messages (default: the socket's path).
+    """
+
+    def __init__(self, target: Path | Callable[[], Channel], sandbox_id: str, timeout_s: float = 30.0,
+                 where: str | None = None) -> None:
+        self.socket_path = target if isinstance(target, Path) else None
+        self._open = target if callable(target) else None
+        self.where = where or str(target)
+        self.id = sandbox_id
+        self.timeout_s = timeout_s
+        self._channel: Channel | None = None
+        self._lock = threading.Lock()
+        self.last_request = time.monotonic()
+        self.info: dict[str, Any] = {}
+
+    def _connect(self) -> Channel:
+        if self._open is not None:
+            return self._open()
+        assert self.socket_path is not None
+        return UnixChannel(self.socket_path, self.timeout_s)
+
+    def request(self, payload: Mapping[str, Any], *, wait: bool = True) -> dict[str, Any]:
         """Send one request and return the answer.
+
+        Args:
+            payload: the request (see ``sandbox/README.md``).
+            wait: wait for a request in progress on another thread; when false, raise
+                :class:`BlockingIOError` at once instead.
 
         Raises:
             SandboxError: the service is unreachable, closed the connection or refused the request.
         """
+        if not self._lock.acquire(blocking=wait):
+            raise BlockingIOError("a request is in progress")
         try:
-            if self._file is None:
-                self._connect()
-            self._file.write(json.dumps(payload, default=str).encode() + b"\n")  # ASCII: surrogates survive
-            self._file.flush()
-            line = self._file.readline()
+            return self._request(payload)
+        finally:
+            self._lock.release()
+
+    def _request(self, payload: Mapping[str, Any]) -> dict[str, Any]:
+        self.last_request = time.monotonic()
+        try:
+            if self._channel is None:
+                self._channel = self._connect()
+            self._channel.send(json.dumps(payload, default=str).encode() + b"\n")  # ASCII: surrogates survive
+            line = self._channel.readline()
         except OSError as exc:
-            self.close()
+            self._close()
             raise SandboxError(f"sandbox {self.id[:12]}: {type(exc).__name__}: {exc}") from None
         if not line:
-            self.close()
+            self._close()
             raise SandboxError(f"sandbox {self.id[:12]}: the service closed the connection")
         answer: dict[str, Any] = json.loads(line)
         if not answer.get("ok"):
@@ -141,8 +212,7 @@ class Sandbox:
                 return
             except SandboxError:  # request() turns every socket error into one
                 if time.monotonic() > end or (alive is not None and not alive()):
-                    where = self.socket_path
-                    raise SandboxError(f"sandbox {self.id[:12]} did not start answering on {where}") from None
+                    raise SandboxError(f"sandbox {self.id[:12]} did not start answering on {self.where}") from None
                 time.sleep(0.005)
 
     def reset(self, world: World) -> dict[str, int]:
@@ -166,13 +236,16 @@ class Sandbox:
 
     def close(self) -> None:
         """Close the connection (the service keeps running)."""
-        for closable in (self._file, self._sock):
-            if closable is not None:
-                try:
-                    closable.close()
-                except OSError:
-                    pass
-        self._sock = self._file = None
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        if self._channel is not None:
+            try:
+                self._channel.close()
+            except OSError:
+                pass
+        self._channel = None
 
 
 class SandboxProvider(ABC):

@@ -113,22 +113,35 @@ def _suite(files: list[Path]) -> str:
 
 
 def docker_client() -> Any:
-    """A Docker SDK client for the local engine, checked with ``ping``.
+    """A Docker SDK client for the engine, checked with ``ping``.
+
+    The engine is found as testcontainers finds it (``DOCKER_HOST``, its properties file, then
+    the current ``docker context``), so the provider's client and the containers it starts talk
+    to one engine, local or remote (``tcp://``, ``ssh://``, with ``DOCKER_TLS_VERIFY`` /
+    ``DOCKER_CERT_PATH`` honoured).
 
     Raises:
         SandboxError: the SDK is missing or no engine answers (the message says how to start one).
     """
+    import os
+
     try:
         import docker
+        from testcontainers.core.docker_client import get_docker_host
     except ImportError as exc:  # pragma: no cover - a dependency
         raise SandboxError(f"the docker SDK is not installed: {exc}") from None
+    host = None
     try:
-        client = docker.from_env(timeout=120)
+        host = get_docker_host()
+        environment = {**os.environ, **({"DOCKER_HOST": host} if host else {})}
+        client = docker.from_env(timeout=120, environment=environment,
+                                 use_ssh_client=bool(host and host.startswith("ssh://")))
         client.ping()
     except Exception as exc:
+        where = f" at {host}" if host else ""
         raise SandboxError(
-            f"no Docker engine answers ({type(exc).__name__}: {exc}); install Debian's docker.io and start "
-            "dockerd (`make docker` does both)") from None
+            f"no Docker engine answers{where} ({type(exc).__name__}: {exc}); install Debian's docker.io and start "
+            "dockerd (`make docker` does both), or set DOCKER_HOST to a running engine") from None
     return client
 
 
