@@ -1,5 +1,7 @@
-"""Sandbox provisioning per item: a warm pooled container reset over its socket, against a fresh
-container per item (the peer), in one run against the real Docker engine.
+"""Sandbox provisioning per item: a warm pooled container reset over its stream (``docker exec -i``
+of the service's relay, through the engine's API), against a fresh container per item (the peer),
+in one run against the real Docker engine; the pooled run is repeated with the engine reached as a
+remote one is (its API on a TCP port of 127.0.0.1, ``scripts/docker-tcp``).
 
 Per item we time what an item waits for before its first tool call (``item_init``: take a
 container and reset its world to the case's seed rows) and what it costs after (``item_cleanup``:
@@ -8,7 +10,7 @@ container is timed too, as the floor of any reset done from outside the service.
 
 Target (issue #4): pooled p50 at least 10x faster than fresh, and under 20 ms.
 
-    python bench/sandbox.py [--items 60] [--fresh-items 20]
+    python bench/sandbox.py [--items 60] [--fresh-items 20] [--no-tcp]
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -62,6 +65,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, default=60, help="items through the pooled provider")
     parser.add_argument("--fresh-items", type=int, default=20, help="items through fresh containers")
+    parser.add_argument("--no-tcp", action="store_true", help="skip the pooled run over the TCP endpoint")
     args = parser.parse_args()
     available = worlds()
     pooled_items = [available[i % len(available)] for i in range(args.items)]
@@ -87,19 +91,40 @@ def main() -> int:
         f_init, f_clean = run(fresh, fresh_items)
     finally:
         fresh.session_cleanup()
+    t_init: list[float] = []
+    if not args.no_tcp:
+        endpoint = subprocess.Popen([sys.executable, str(REPO / "scripts" / "docker-tcp")], stdout=subprocess.PIPE,
+                                    text=True)
+        assert endpoint.stdout is not None
+        os.environ["DOCKER_HOST"] = endpoint.stdout.readline().strip()
+        remote = DockerProvider(uuid.uuid4().hex, os.getpid(), "bench", pool=True)
+        try:
+            remote.session_init()
+            warm = remote.item_init(pooled_items[0], "warm-up")
+            remote.item_cleanup(warm, interrupted=False, keep=False)
+            t_init, _ = run(remote, pooled_items)
+        finally:
+            remote.session_cleanup()
+            del os.environ["DOCKER_HOST"]
+            endpoint.terminate()
+            endpoint.wait()
 
     print(f"sandbox provisioning per item, {len(p_init)} pooled items and {len(f_init)} fresh-container items "
           f"(scheduling worlds, Docker {pooled.client.version()['Version']}):")
-    print(f"{'':28}{'p50 ms':>10}{'p95 ms':>10}")
+    print(f"{'':30}{'p50 ms':>10}{'p95 ms':>10}")
     for label, values in (("pooled: take + reset", p_init), ("pooled: give back", p_clean),
                           ("fresh: start + ready + reset", f_init), ("fresh: remove", f_clean),
-                          ("docker exec true", execs)):
-        print(f"{label:28}{quantile(values, 0.5):>10.1f}{quantile(values, 0.95):>10.1f}")
+                          ("docker exec true", execs),
+                          *([("pooled over tcp: take + reset", t_init)] if t_init else [])):
+        print(f"{label:30}{quantile(values, 0.5):>10.1f}{quantile(values, 0.95):>10.1f}")
     ratio = statistics.median(f_init) / statistics.median(p_init)
     total = (statistics.median(f_init) + statistics.median(f_clean)) / (statistics.median(p_init)
                                                                           + statistics.median(p_clean))
     print(f"ratio fresh / pooled p50 (provisioning): {ratio:.0f}x (target >= 10x); with cleanup: {total:.0f}x")
     print(f"pooled p50 {statistics.median(p_init):.1f} ms (target < 20 ms)")
+    if t_init:
+        print(f"ratio fresh / pooled-over-tcp p50: {statistics.median(f_init) / statistics.median(t_init):.0f}x; "
+              f"pooled over tcp p50 {statistics.median(t_init):.1f} ms")
     return 0
 
 
