@@ -248,6 +248,26 @@ class RolloutRecord(_Part):
     """Tokens, latency (ms) and money summed over the steps (``null`` when any step's is unknown)."""
 
 
+class ConversationRecord(_Part):
+    """A conversation played through by a live policy, judged turn by turn against the reference's
+    world and results (:func:`pytest_tooleffect.oracle.conversation.judge_conversation`).
+    """
+
+    passed: bool
+    """Every turn played passed."""
+    kind: Literal["ok", "step_limit", "no_call_when_needed", "call_at_no_tool_turn", "state_mismatch",
+                  "response_mismatch"]
+    """``ok`` or the first failure's kind."""
+    turn: int | None = None
+    """The 0-based turn that failed first (``null`` when it passed)."""
+    message: str = ""
+    """One line saying what failed."""
+    turns_ok: int
+    """Turns passed before the first failure."""
+    turns: int
+    """The conversation's user turns."""
+
+
 class ShardRecord(_Part):
     """The shard a record was made in (``--tooleffect-shard I/N``)."""
 
@@ -322,6 +342,9 @@ class Record(_Part):
     """The steps run in the sandbox."""
     rollout: RolloutRecord | None = None
     """How the rollout went."""
+    conversation: ConversationRecord | None = None
+    """The whole conversation the case opens, played through (``--tooleffect-rollout`` in a family
+    whose ``sandbox.rollout`` is ``conversation``)."""
     faults: list[str] | None = None
     """The faults injected into the sandbox's tools, sorted."""
     recovery: Literal["retried", "other_path", "told_user", "none", "not_observed"] | None = None

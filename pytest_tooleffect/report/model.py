@@ -405,6 +405,37 @@ class RolloutSummary(_Part):
     """Rollouts per reason they stopped."""
 
 
+class ConversationSummary(_Part):
+    """Whole conversations played through by a live policy (self-steered) beside the teacher-forced
+    decisions of the same conversations.
+    """
+
+    n: Count
+    """Conversations played through."""
+    limit: int
+    """The step limit per user turn."""
+    passed: Count
+    """Conversations that passed every turn."""
+    self_steered_pct: Pct
+    """``passed / n``: whole-conversation success."""
+    self_steered_display: str
+    """``self_steered_pct`` for display."""
+    decisions: Count
+    """Decision points (scored rows) of the same conversations, teacher-forced."""
+    decisions_pct: Pct | None
+    """Decision points right at name + arguments and in effect (teacher-forced)."""
+    decisions_display: str
+    """``decisions_pct`` for display."""
+    turns: Count
+    """User turns of the same conversations with a scored decision point."""
+    turns_pct: Pct | None
+    """Turns whose every decision point is right (teacher-forced, per turn)."""
+    turns_display: str
+    """``turns_pct`` for display."""
+    kinds: dict[str, int]
+    """Conversations per verdict kind (``ok`` or the first failure's)."""
+
+
 class SandboxSummary(_Part):
     """The sandboxes the rows ran in."""
 
@@ -437,6 +468,8 @@ class Effects(_Part):
     """Recovery from injected faults."""
     rollout: RolloutSummary | None
     """Self-steered rollouts; ``null`` when none ran."""
+    conversations: ConversationSummary | None = None
+    """Conversations played through; ``null`` when none was."""
     sandbox: SandboxSummary
     """The isolation in force."""
 

@@ -25,6 +25,7 @@ from .model import (
     Bucket,
     ClassRates,
     Comparison,
+    ConversationSummary,
     CostSummary,
     EffectKindCounts,
     EffectRate,
@@ -359,7 +360,7 @@ def _effects(recs: Sequence[Row]) -> Effects | None:
     recovered = sum(recovery.get(k, 0) for k in ("retried", "other_path", "told_user"))
     # rollouts happen only for a live policy: a replayed decision is never self-steered
     steered = [r for r in rows if (r.get("rollout") or {}).get("limit", 1) > 1
-               and r["rollout"].get("stopped") != "replay"]
+               and r["rollout"].get("stopped") != "replay" and r.get("conversation") is None]
     rollout = None
     if steered:
         single_pct, single_display = _share(sum(1 for r in steered if _correct(r, "name_args")), len(steered))
@@ -386,10 +387,45 @@ def _effects(recs: Sequence[Row]) -> Effects | None:
             by_kind=RecoveryKinds(**{k: recovery.get(k, 0) for k in RecoveryKinds.model_fields}),
         ),
         rollout=rollout,
+        conversations=_conversations(recs),
         sandbox=SandboxSummary(providers=sorted({s.get("provider", "?") for s in sandboxes}),
                                restrictions=sorted({x for s in sandboxes for x in s.get("restrictions", [])}),
                                restrictions_missing=sorted({x for s in sandboxes
                                                             for x in s.get("restrictions_missing", [])})),
+    )
+
+
+def _conversations(recs: Sequence[Row]) -> ConversationSummary | None:
+    """Whole-conversation success (self-steered) beside the teacher-forced decision points of the
+    same conversations (rows sharing the conversation row's ``source.trace_id``): per decision
+    point, and per user turn (``source.position``) whose every decision point is right.
+    """
+    played = [r for r in recs if r.get("conversation") is not None]
+    if not played:
+        return None
+    traces = {(r.get("source") or {}).get("trace_id") for r in played}
+    forced = [r for r in recs if r.get("verdict") is not None and (r.get("source") or {}).get("trace_id") in traces]
+
+    def right(r: Row) -> bool:
+        effect = r.get("effect")
+        return _correct(r, "name_args") and (effect is None or bool(effect["passed"]))
+
+    by_turn: dict[tuple[Any, Any], bool] = {}
+    for r in forced:
+        key = (r["source"].get("trace_id"), r["source"].get("position"))
+        by_turn[key] = by_turn.get(key, True) and right(r)
+    passed = sum(1 for r in played if r["conversation"]["passed"])
+    ok = sum(1 for r in forced if right(r))
+    turns_ok = sum(by_turn.values())
+    pct, display = _share(passed, len(played))
+    return ConversationSummary(
+        n=len(played), limit=max((r.get("rollout") or {}).get("limit", 1) for r in played), passed=passed,
+        self_steered_pct=pct, self_steered_display=display, decisions=len(forced),
+        decisions_pct=_share(ok, len(forced))[0] if forced else None,
+        decisions_display=_share(ok, len(forced))[1] if forced else "–",
+        turns=len(by_turn), turns_pct=_share(turns_ok, len(by_turn))[0] if by_turn else None,
+        turns_display=_share(turns_ok, len(by_turn))[1] if by_turn else "–",
+        kinds=dict(sorted(Counter(r["conversation"]["kind"] for r in played).items())),
     )
 
 

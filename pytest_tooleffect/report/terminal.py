@@ -200,6 +200,14 @@ def _render_effects(console: Any, eff: Mapping[str, Any]) -> None:
         console.print(f"rollouts (up to {ro['limit']} steps, {ro['n']} cases): single-step (teacher-forced, upper "
                       f"bound; first decision, name + args) {ro['single_step_display']} % · self-steered (end state "
                       f"meets the effects) {ro['self_steered_display']} % · mean {ro['mean_steps']} steps")
+    conv = eff.get("conversations")
+    if conv:
+        failed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in conv["kinds"].items() if k != "ok" and v)
+        console.print(f"conversations played through (self-steered, up to {conv['limit']} steps a turn): "
+                      f"{conv['self_steered_display']} % ({conv['passed']}/{conv['n']}) whole conversation right · "
+                      f"teacher-forced on the same conversations: {conv['decisions_display']} % of "
+                      f"{conv['decisions']} decisions, {conv['turns_display']} % of {conv['turns']} turns"
+                      + (f" · first failures: {failed}" if failed else ""))
     sb = eff["sandbox"]
     missing = f"; not in force: {', '.join(sb['restrictions_missing'])}" if sb["restrictions_missing"] else ""
     console.print(f"sandbox {'/'.join(sb['providers'])}: {', '.join(sb['restrictions']) or 'no isolation'}"
