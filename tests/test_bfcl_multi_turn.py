@@ -379,3 +379,37 @@ def test_a_conversation_calling_a_function_not_offered_is_refused_and_the_import
             "problems": ["conversation.turns[1].reference[1].name: 'tail' is not offered at turn 1"]} in listed
     kept = next(c for c in _cases(tmp_path / "mf", "multi_turn_miss_func") if c["id"] == "multi_turn_miss_func_49.t0.c0")
     assert "conversation" not in kept
+
+
+def test_the_no_call_turns_are_reported_apart_by_the_reply_due(
+        pytester: pytest.Pytester, imported: tuple[Path, dict[str, Any]]) -> None:
+    import shutil
+
+    from pytest_tooleffect.options import OPT_REPORT
+
+    out, _ = imported
+    shutil.copytree(out / "multi_turn_miss_param", pytester.path / "multi_turn_miss_param")
+    cases = _cases(pytester.path, "multi_turn_miss_param")
+    empty = [c for c in cases if c["label"]["valid_actions"][0].get("reply") == "ask"]
+    ends = [c for c in cases if c["label"]["valid_actions"][0].get("reply") == "answer"]
+    assert len(empty) >= 2 and all("ground truth is []" in c["label"]["valid_actions"][0]["reason"] for c in empty)
+    empty[0]["recorded"] = {"tool_calls": [], "text": "Done."}  # a guess where a question was due
+    empty[1]["recorded"] = {"tool_calls": [{"name": "ls", "arguments": {}}]}  # a call where none was right
+    (pytester.path / "multi_turn_miss_param" / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    result = pytester.runpytest("multi_turn_miss_param", f"{OPT_SANDBOX}=local", f"{OPT_RECORDS}=rec.jsonl",
+                                f"{OPT_REPORT}=report.json", "-p", "no:randomly")
+    result.assert_outcomes(passed=len(cases) - 2, failed=2)
+    records = {r["case_id"]: r for r in map(json.loads, (pytester.path / "rec.jsonl").read_text().splitlines())}
+    assert {cid: r["reply_due"] for cid, r in records.items() if "reply_due" in r} == {
+        **{c["id"]: "ask" for c in empty}, **{c["id"]: "answer" for c in ends}}
+    (block,) = json.loads((pytester.path / "report.json").read_text())["blocks"]
+    n = len(empty)
+    assert block["no_tool_by_reply"]["ask"] == {
+        "n": n, "no_call_pct": pytest.approx(100 * (n - 1) / n, abs=0.05),
+        "no_call_display": f"{100 * (n - 1) / n:.1f}", "right_pct": pytest.approx(100 * (n - 2) / n, abs=0.05),
+        "right_display": f"{100 * (n - 2) / n:.1f}"}
+    assert block["no_tool_by_reply"]["answer"]["n"] == len(ends)
+    assert block["no_tool_by_reply"]["answer"]["right_display"] == "100.0"
+    assert set(block["no_tool_by_reply"]) == {"ask", "answer"}
+    assert block["classes"]["no_tool"]["n"] == n + len(ends)
+    result.stdout.fnmatch_lines([f"*no_tool by the reply due: ask {n} (no call *"])

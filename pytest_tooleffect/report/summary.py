@@ -44,6 +44,7 @@ from .model import (
     Recovery,
     RecoveryKinds,
     Repeats,
+    ReplyDue,
     Report,
     RolloutSummary,
     SandboxSummary,
@@ -279,6 +280,7 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         kinds=KindCounts(**{k: kinds.get(k, 0) for k in KINDS}),
         argument_failures=dict(arg_fail.most_common()),
         no_tool_failures=NoToolFailures(**{k: nt_fail.get(k, 0) for k in NoToolFailures.model_fields}),
+        no_tool_by_reply=_by_reply(recs),
         hallucinated_tools=HallucinatedTools(
             classes=PerClass[int](**{c: sum(1 for r in made_up if r["class"] == c) for c in CLASSES}),
             tools=dict(made_up_names.most_common())),
@@ -291,6 +293,23 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         repeats=_repeats(recs),
         effects=_effects(recs),
     )
+
+
+def _by_reply(recs: Sequence[Row]) -> dict[str, ReplyDue]:
+    """The no-tool rows per reply kind their labels ask for (``reply_due``), in a fixed order."""
+    groups: dict[str, list[Row]] = {}
+    for r in recs:
+        if r["class"] == "no_tool":
+            groups.setdefault(r.get("reply_due") or "unspecified", []).append(r)
+    out = {}
+    for due in ("ask", "refuse", "answer", "unspecified"):
+        rows = groups.get(due)
+        if rows:
+            name = _share(sum(1 for r in rows if _correct(r, "name")), len(rows))
+            right = _share(sum(1 for r in rows if _correct(r, "name_args")), len(rows))
+            out[due] = ReplyDue(n=len(rows), no_call_pct=name[0], no_call_display=name[1], right_pct=right[0],
+                                right_display=right[1])
+    return out
 
 
 def _repeats(recs: Sequence[Row]) -> Repeats | None:

@@ -106,6 +106,11 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
         console.print(f"kinds: {kinds or 'none'}")
         nt = b["no_tool_failures"]
         console.print("no_tool failures: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in nt.items()))
+        by_reply = b.get("no_tool_by_reply") or {}
+        if set(by_reply) - {"unspecified"}:
+            console.print("no_tool by the reply due: " + ", ".join(
+                f"{due} {r['n']} (no call {r['no_call_display']} %, reply right {r['right_display']} %)"
+                for due, r in by_reply.items()))
         made_up = b.get("hallucinated_tools") or {"classes": {}, "tools": {}}
         shown = "; ".join(f"{k} {v}" for k, v in list(made_up["tools"].items())[:5])
         console.print("calls to tools not offered (hallucinated): " + ", ".join(
