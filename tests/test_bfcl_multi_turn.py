@@ -230,8 +230,9 @@ def _conversation_script(entries: dict[str, tuple[dict[str, Any], list[list[str]
     return script
 
 
+@pytest.mark.parametrize("workers", [0, 2])
 def test_a_conversation_is_played_through_and_judged_per_turn_beside_its_teacher_forced_decisions(
-        pytester: pytest.Pytester, tmp_path: Path, world: Any) -> None:
+        pytester: pytest.Pytester, tmp_path: Path, world: Any, workers: int) -> None:
     import jsonschema
 
     from pytest_tooleffect.options import OPT_API_BASE, OPT_MODEL, OPT_REPORT, OPT_ROLLOUT
@@ -256,9 +257,10 @@ def test_a_conversation_is_played_through_and_judged_per_turn_beside_its_teacher
     with ScriptedServer(_conversation_script(entries, world, wrong)) as srv:
         result = pytester.runpytest(*keep, f"{OPT_SANDBOX}=docker", OPT_MODEL, "openai/scripted", OPT_API_BASE,
                                     srv.base_url, OPT_ROLLOUT, "6", f"{OPT_RECORDS}=rec.jsonl",
-                                    f"{OPT_REPORT}=report.json", "-p", "no:randomly")
+                                    f"{OPT_REPORT}=report.json", "-p", "no:randomly", "-n", str(workers))
         requests = srv.requests
     records = {r["case_id"]: r for r in map(json.loads, (pytester.path / "rec.jsonl").read_text().splitlines())}
+    assert {r["sandbox"]["worker"] == "main" for r in records.values()} == {not workers}
     played = {cid: r for cid, r in records.items() if r.get("conversation")}
     assert set(played) == {"multi_turn_miss_param_1.t0.c0", "multi_turn_miss_func_0.t0.c0"}
     # the whole conversation, self-steered: every turn, its calls run against the world and judged
