@@ -13,7 +13,7 @@ SHARED ?= ../shared
 # (cached under ~/.cache/pytest-tooleffect, rebuilt only when its version changes) and
 # Qwen2.5-Coder-0.5B-Instruct assembled from pinned PyPI packages.
 .PHONY: setup docker chromium sandbox-image report test local-model model-serve model-stop live-local bench-local \
-  bench-collection bench-sandbox bench-shards bench-throughput bfcl-conformance bfcl-multi-turn lint \
+  bench-collection bench-sandbox bench-shards bench-throughput bfcl-conformance bfcl-multi-turn bench-bfcl-multi-turn lint \
   clean
 
 $(STAMP): pyproject.toml
@@ -104,6 +104,11 @@ bfcl-multi-turn: $(STAMP) sandbox-image $(BFCL_VENV)/.installed
 	  bfcl/multi_turn_long_context -q --no-header -n 2 --tooleffect-sandbox docker \
 	  --tooleffect-report reports/bfcl-multi-turn-report.json --tooleffect-records reports/bfcl-multi-turn-records.jsonl
 	TOOLEFFECT_SHARED=$(SHARED) $(BFCL_VENV)/bin/python bench/bfcl_multi_turn_conformance.py
+
+# A whole multi-turn conversation's reset + execution in the pooled sandbox against BFCL executing
+# the same ground truth in-process (ratio printed).
+bench-bfcl-multi-turn: $(STAMP) sandbox-image $(BFCL_VENV)/.installed
+	TOOLEFFECT_SHARED=$(SHARED) $(BFCL_VENV)/bin/python bench/bfcl_multi_turn_speed.py
 
 # Harness throughput against a local fixed-latency server, beside a bare asyncio + litellm loop and
 # inspect-ai (pinned, in its own environment) on the same 1,000 BFCL cases, endpoint and concurrency.

@@ -23,7 +23,7 @@ import pytest
 from .agent import AgentError, agent_state, call_agent, is_async, run_agent
 from .collect import CaseItem
 from .model_turn import ModelCache, ProviderError, TurnPool, wait_turn
-from .models import Case
+from .models import Case, ToolSpec
 from .options import Settings, settings_key
 from .outcomes import Failure, NotScored
 from .sandboxing import SandboxRun, execute
@@ -120,13 +120,14 @@ class ModelTurns:
         """
         settings = self.settings
         case = state if state is not None else item.case
+        tools = _offered(item, state)
         if item.agent is not None:
             agent = item.agent
             if not is_async(agent):
                 return None
-            snapshot = agent_state(case, item.tools, item.family.system_prompt, item.policy, item.trial, step)
+            snapshot = agent_state(case, tools, item.family.system_prompt, item.policy, item.trial, step)
             return self.pool.submit_coroutine(lambda: _bounded_agent(agent, snapshot, settings.timeout_s))
-        return self.pool.submit(case, item.tools, item.family.system_prompt, item.policy, _timeout(item, settings),
+        return self.pool.submit(case, tools, item.family.system_prompt, item.policy, _timeout(item, settings),
                                 settings.prices, api_key=_api_key(item), trial=item.trial, retries=settings.retries)
 
     def turn(self, item: CaseItem, state: Case | None = None, step: int = 1) -> tuple[Any, dict[str, Any],
@@ -147,7 +148,7 @@ class ModelTurns:
                 future = self.submit(item, state, step)
             if item.agent is not None:
                 if future is None:
-                    snapshot = agent_state(state if state is not None else item.case, item.tools,
+                    snapshot = agent_state(state if state is not None else item.case, _offered(item, state),
                                            item.family.system_prompt, item.policy, item.trial, step)
                     emitted, cost, extra = call_agent(item.agent, snapshot)
                 else:
@@ -245,6 +246,11 @@ async def _bounded_agent(agent: Any, state: Any, timeout_s: float) -> tuple[Any,
     except TimeoutError:
         raise AgentError("Timeout", f"the agent gave no decision within {timeout_s:g} s "
                                     "(--tooleffect-timeout)") from None
+
+
+def _offered(item: CaseItem, state: Case | None) -> list[ToolSpec]:
+    """The tools offered at a rollout's state (its own, as a conversation's later turn offers), else the item's."""
+    return list(state.tools) if state is not None and state.tools is not None else item.tools
 
 
 def _model_turns(config: pytest.Config) -> ModelTurns:

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, field
 __all__ = [
     "Action",
     "Case",
+    "Conversation",
+    "ConversationTurn",
     "Effect",
     "Family",
     "Fault",
@@ -338,6 +340,40 @@ class Fault(_Model):
         return data
 
 
+class ConversationTurn(_Model):
+    """One user turn of a conversation (``Case.conversation``)."""
+
+    user: list[dict[str, Any]] = Field(default_factory=list)
+    """The messages that open the turn (empty for turn 0, whose messages end the case's ``messages``)."""
+    tools: list[ToolSpec] | None = None
+    """The tools offered from this turn on (``None``: those of the turn before; turn 0: the case's)."""
+    reference: list[ReferenceCall] = Field(default_factory=list)
+    """The turn's reference calls (the ground truth), in order; empty: the right action is no call."""
+
+
+class Conversation(_Model):
+    """The whole conversation a case opens: under ``--tooleffect-rollout N``, in a family whose
+    ``sandbox.rollout`` is ``conversation``, a live policy plays it through turn by turn (at most N
+    steps a turn) and each turn's world and results are judged against the reference's
+    (:mod:`pytest_tooleffect.oracle.conversation`).
+    """
+
+    turns: list[ConversationTurn] = Field(min_length=1)
+    """The user turns in order; turn 0 is the case's own state."""
+    no_tool_turns: Literal["decision", "bfcl"] = "decision"
+    """``decision``: a call at a turn whose reference makes none fails the conversation; ``bfcl``:
+    such turns are not checked (as BFCL's checker does)."""
+
+    @model_validator(mode="after")
+    def _turns_open(self) -> Conversation:
+        if self.turns[0].user:
+            raise ValueError("turns[0].user: turn 0's messages are the case's messages (leave it empty)")
+        for k, turn in enumerate(self.turns[1:], 1):
+            if not turn.user:
+                raise ValueError(f"turns[{k}].user: a later turn opens with at least one message")
+        return self
+
+
 class Case(_Model):
     """A labelled decision point (docs/design.md, "Words")."""
 
@@ -355,6 +391,7 @@ class Case(_Model):
     expected_effects: list[Effect] = Field(default_factory=list)
     forbidden_effects: list[Effect] = Field(default_factory=list)
     faults: dict[str, Fault] = Field(default_factory=dict)
+    conversation: Conversation | None = None
 
     @field_validator("id")
     @classmethod
@@ -415,9 +452,14 @@ class Policy(_Model):
 
 
 class SandboxSpec(_Model):
-    """A family's sandbox: the world module its cases' ``world`` rows seed (``sandbox/worlds/<world>.py``)."""
+    """A family's sandbox: the world module its cases' ``world`` rows seed (``sandbox/worlds/<world>.py``),
+    and what ``--tooleffect-rollout N`` rolls out: ``steps`` (every case: the policy goes on from its
+    own decision until it calls no tool) or ``conversation`` (a case with a ``conversation`` is played
+    through whole; every other case is decided teacher-forced, one step).
+    """
 
     world: str
+    rollout: Literal["steps", "conversation"] = "steps"
 
 
 class Family(_Model):

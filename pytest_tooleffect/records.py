@@ -21,7 +21,7 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .cases import label_hash
-from .models import Case, ToolSpec
+from .models import Action, Case, ToolSpec
 from .oracle import Verdict
 
 __all__ = [
@@ -248,6 +248,26 @@ class RolloutRecord(_Part):
     """Tokens, latency (ms) and money summed over the steps (``null`` when any step's is unknown)."""
 
 
+class ConversationRecord(_Part):
+    """A conversation played through by a live policy, judged turn by turn against the reference's
+    world and results (:func:`pytest_tooleffect.oracle.conversation.judge_conversation`).
+    """
+
+    passed: bool
+    """Every turn played passed."""
+    kind: Literal["ok", "step_limit", "no_call_when_needed", "call_at_no_tool_turn", "state_mismatch",
+                  "response_mismatch"]
+    """``ok`` or the first failure's kind."""
+    turn: int | None = None
+    """The 0-based turn that failed first (``null`` when it passed)."""
+    message: str = ""
+    """One line saying what failed."""
+    turns_ok: int
+    """Turns passed before the first failure."""
+    turns: int
+    """The conversation's user turns."""
+
+
 class ShardRecord(_Part):
     """The shard a record was made in (``--tooleffect-shard I/N``)."""
 
@@ -294,6 +314,9 @@ class Record(_Part):
     no_tool_failure: Literal["redundant_read", "unwanted_write", "forbidden", "should_have_asked",
                              "tool_not_offered", "wrong_reply", "other"] | None
     """How a failed decision of the no-tool class failed (:func:`no_tool_failure`); ``null`` otherwise."""
+    reply_due: Literal["ask", "refuse", "answer"] | None = None
+    """What the reply had to do where no tool was right (the ``reply`` of the label's ``tool: null``
+    action); absent when the label asks none, or null is not valid."""
     cost: Cost
     """What the decision spent (all ``null`` for a replayed decision)."""
     error: RecordError | None
@@ -322,6 +345,9 @@ class Record(_Part):
     """The steps run in the sandbox."""
     rollout: RolloutRecord | None = None
     """How the rollout went."""
+    conversation: ConversationRecord | None = None
+    """The whole conversation the case opens, played through (``--tooleffect-rollout`` in a family
+    whose ``sandbox.rollout`` is ``conversation``)."""
     faults: list[str] | None = None
     """The faults injected into the sandbox's tools, sorted."""
     recovery: Literal["retried", "other_path", "told_user", "none", "not_observed"] | None = None
@@ -503,12 +529,24 @@ def build_record(
         "source": case.source.model_dump(exclude_none=True),
         **extra,
     }
+    due = reply_due(case)
+    if due is not None:
+        raw["reply_due"] = due
     # records cross process boundaries (xdist) and land in JSON files: JSON values only
     try:
         record = Record.model_validate(json.loads(json.dumps(raw, default=str)))
     except ValidationError as exc:
         raise ValueError(f"record {raw['id']}: {_first_problem(exc)}") from exc
     return record.to_json()
+
+
+def reply_due(case: Case) -> str | None:
+    """The reply kind the label's first ``tool: null`` action asks for (``None``: none asked)."""
+    assert case.label is not None
+    for alt in case.label.valid_actions:
+        if isinstance(alt, Action) and alt.tool is None and alt.reply is not None:
+            return alt.reply
+    return None
 
 
 def _effect_failed(extra: Mapping[str, Any]) -> bool:

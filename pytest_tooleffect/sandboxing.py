@@ -19,15 +19,16 @@ from typing import Any
 import pytest
 
 from .collect import CaseItem
-from .models import Case
+from .models import Case, ToolSpec
 from .options import settings_key
 from .oracle import parse_emission
-from .oracle.effects import EffectVerdict, judge_effects, reference_key
+from .oracle.conversation import ConversationVerdict, TurnCheck, judge_conversation
+from .oracle.effects import EffectVerdict, diff_worlds, judge_effects, reference_key
 from .outcomes import Failure, NotScored
 from .sandbox import Sandbox, SandboxError, SandboxProvider, World, provider_class
 
-__all__ = ["FAILING_FAULTS", "SandboxRun", "Sandboxes", "StepRun", "execute", "judge_effect", "recovery",
-           "tooleffect_sandbox"]
+__all__ = ["FAILING_FAULTS", "SandboxRun", "Sandboxes", "StepRun", "conversation_verdict", "execute", "judge_effect",
+           "recovery", "tooleffect_sandbox"]
 
 #: fault kinds after which the agent has something to recover from (``slow`` still answers)
 FAILING_FAULTS = ("status", "timeout", "malformed")
@@ -191,6 +192,10 @@ class SandboxRun:
     restrictions: dict[str, bool]
     provider: str
     references: dict[str, dict[str, list[dict[str, Any]]]] = field(default_factory=dict)
+    conversation: list[TurnCheck] | None = None
+    """A played-through conversation's turns beside the reference's (``None``: not one)."""
+    limit: int = 1
+    """The step limit in force (a conversation's: per user turn)."""
 
 
 def _execute(sandbox: Sandbox, emitted: Any, offered: list[str], step: int, cost: Mapping[str, Any]) -> StepRun:
@@ -250,24 +255,92 @@ def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, cost: 
     offered = [t.name for t in item.tools]
     live = next_turn is not None
     limit = settings.rollout if live else 1
+    spec = item.family.family.sandbox
+    by_conversation = spec is not None and spec.rollout == "conversation"
+    if by_conversation and (item.case.conversation is None or limit <= 1):
+        limit = 1  # a conversation family's other cases are decided teacher-forced
     try:
         before = sandbox.snapshot()
         steps = [_execute(sandbox, emitted, offered, 1, cost)]
-        stopped = "replay" if not live else "no_tool"
-        messages = list(item.case.messages)
-        while steps[-1].calls and any(c["executed"] for c in steps[-1].calls):
-            if len(steps) >= limit or next_turn is None:
-                stopped = "max_steps" if live else "replay"
-                break
-            messages += _history(steps[-1])
-            turn_emitted, turn_cost = next_turn(item.case.model_copy(update={"messages": messages}))
-            steps.append(_execute(sandbox, turn_emitted, offered, len(steps) + 1, turn_cost))
-        after = sandbox.snapshot()
+        if by_conversation and limit > 1 and next_turn is not None:
+            after = sandbox.snapshot()  # the decision under test's own effect, as teacher-forced
+            turns, stopped = _play_conversation(sandbox, item, steps, next_turn, limit)
+        else:
+            turns = None
+            stopped = "replay" if not live else "no_tool"
+            messages = list(item.case.messages)
+            while steps[-1].calls and any(c["executed"] for c in steps[-1].calls):
+                if len(steps) >= limit or next_turn is None:
+                    stopped = "max_steps" if live else "replay"
+                    break
+                messages += _history(steps[-1])
+                turn_emitted, turn_cost = next_turn(item.case.model_copy(update={"messages": messages}))
+                steps.append(_execute(sandbox, turn_emitted, offered, len(steps) + 1, turn_cost))
+            after = sandbox.snapshot()
         references = _references(sandbox, item)
     except SandboxError as exc:
         raise _failed(item, str(exc)) from None
     prov = provider(item.config)
-    return SandboxRun(before, after, steps, stopped, sandbox.id, prov.restrictions(), prov.name, references)
+    return SandboxRun(before, after, steps, stopped, sandbox.id, prov.restrictions(), prov.name, references,
+                      turns, limit)
+
+
+def _made(step: StepRun) -> bool:
+    return any(c["executed"] for c in step.calls)
+
+
+def _play_conversation(sandbox: Sandbox, item: CaseItem, steps: list[StepRun], next_turn: NextTurn,
+                       limit: int) -> tuple[list[TurnCheck], str]:
+    """Play the case's conversation through from its first step (already in ``steps``), then run
+    the reference turn by turn from the same seed and hold each turn against it.
+
+    Each user turn is given in order; within a turn the policy acts on its own outputs until it
+    calls no tool, at most ``limit`` steps (reaching the limit ends the conversation there, as
+    BFCL's step limit does).  The world is snapshotted after each turn; then the sandbox is reset
+    to the case's seed (no faults) and the reference's calls of each turn are run, snapshotted
+    after each turn.
+
+    Returns:
+        One :class:`TurnCheck` per turn played, and why the last turn stopped (``no_tool`` or
+        ``max_steps``).
+    """
+    conversation = item.case.conversation
+    spec = item.family.family.sandbox
+    layout = item.family.world_layout
+    assert conversation is not None and spec is not None and item.case.world is not None and layout is not None
+    messages = list(item.case.messages)
+    tools: list[ToolSpec] = item.tools
+    played: list[tuple[list[str], dict[str, list[dict[str, Any]]], bool]] = []
+    stopped = "no_tool"
+    for k, turn in enumerate(conversation.turns):
+        if turn.tools is not None:
+            tools = list(turn.tools)
+        offered = [t.name for t in tools]
+        if k:
+            messages += [dict(m) for m in turn.user]
+            t_emitted, t_cost = next_turn(item.case.model_copy(update={"messages": messages, "tools": tools}))
+            steps.append(_execute(sandbox, t_emitted, offered, len(steps) + 1, t_cost))
+        mine = [steps[-1]]
+        while _made(mine[-1]) and len(mine) < limit:
+            messages += _history(mine[-1])
+            t_emitted, t_cost = next_turn(item.case.model_copy(update={"messages": messages, "tools": tools}))
+            mine.append(_execute(sandbox, t_emitted, offered, len(steps) + 1, t_cost))
+            steps.append(mine[-1])
+        cut = _made(mine[-1])
+        results = [str(c["content"]) for s in mine for c in s.calls if c["executed"]]
+        played.append((results, sandbox.snapshot(), cut))
+        if cut:
+            stopped = "max_steps"
+            break
+        messages.append({"role": "assistant", "content": mine[-1].text or ""})
+    sandbox.reset(World(spec.world, item.case.world, {}, item.case.timezone))
+    checks = []
+    for k, (results, agent_world, cut) in enumerate(played):
+        reference = conversation.turns[k].reference
+        expected = tuple(str(sandbox.call(c.name, dict(c.arguments)).content) for c in reference)
+        diff = diff_worlds(sandbox.snapshot(), agent_world, layout) if reference else {}
+        checks.append(TurnCheck(k, expected, tuple(results), diff, step_limit=cut))
+    return checks, stopped
 
 
 def _references(sandbox: Sandbox, item: CaseItem) -> dict[str, dict[str, list[dict[str, Any]]]]:
@@ -326,7 +399,9 @@ def judge_effect(item: CaseItem, run: SandboxRun) -> tuple[EffectVerdict, dict[s
 
     Returns:
         The verdict, and the record fields ``effect``, ``sandbox``, ``steps``, ``rollout``,
-        ``faults`` and ``recovery``.
+        ``faults``, ``recovery`` and, for a played-through conversation, ``conversation`` (the
+        :class:`~pytest_tooleffect.oracle.conversation.ConversationVerdict` as a dict, with
+        ``turns``: the conversation's user turns).
     """
     sandbox_settings = item.config.stash[settings_key].sandbox
     assert sandbox_settings is not None
@@ -345,9 +420,18 @@ def judge_effect(item: CaseItem, run: SandboxRun) -> tuple[EffectVerdict, dict[s
                     "restrictions_missing": sorted(k for k, v in run.restrictions.items() if not v)},
         "steps": [{"step": s.step, "calls": s.calls, "text": s.text, "cost": s.cost} for s in run.steps],
         "rollout": {"steps": len(run.steps), "stopped": run.stopped,
-                    "limit": sandbox_settings.rollout,
+                    "limit": run.limit,
                     "self_steered": len(run.steps) > 1, "cost": _total_cost(run.steps)},
         "faults": sorted(case.faults),
         "recovery": rec,
     }
+    if run.conversation is not None:
+        assert case.conversation is not None
+        judged = conversation_verdict(run.conversation, case.conversation.no_tool_turns)
+        fields["conversation"] = {**judged.to_dict(), "turns": len(case.conversation.turns)}
     return verdict, fields
+
+
+def conversation_verdict(turns: list[TurnCheck], no_tool_turns: str) -> ConversationVerdict:
+    """The played-through conversation's verdict (``no_tool_turns``: ``decision`` or ``bfcl``)."""
+    return judge_conversation(turns, no_tool_turns="bfcl" if no_tool_turns == "bfcl" else "decision")

@@ -123,6 +123,9 @@ class Scorer:
         reasons = [] if verdict.passed else [verdict.one_line(case.label)]
         if effect is not None and not effect.passed:
             reasons.append(f"effect {effect.kind}: " + "; ".join(effect.failures))
+        conversation = extra.get("conversation")
+        if conversation is not None and not conversation["passed"]:
+            reasons.append(f"conversation {conversation['kind']}: {conversation['message']}")
         if reasons:
             raise DecisionFailed(f"{item.record_id}: " + " | ".join(reasons), pytrace=False)
 

@@ -224,7 +224,7 @@ def _world_problems(case: Case, family: LoadedFamily, tools: Mapping[str, ToolSp
     """The world's rows, the effects' tables and columns, and the faults' tools exist."""
     if case.world is None:
         return [(name, "needs a world (the seed rows its conditions are about)")
-                for name in ("expected_effects", "forbidden_effects", "faults") if getattr(case, name)]
+                for name in ("expected_effects", "forbidden_effects", "faults", "conversation") if getattr(case, name)]
     layout = family.world_layout
     if layout is None:
         return [("world", f"family {family.name} declares no sandbox (family.yaml: sandbox: {{world: NAME}})")]
@@ -269,12 +269,35 @@ def _world_problems(case: Case, family: LoadedFamily, tools: Mapping[str, ToolSp
                             problems.append((f"{where}.{part}.{col}", f"no column {col!r} in {effect.table}"))
                         elif (why := _condition_problem(layout[effect.table]["columns"][col], value)) is not None:
                             problems.append((f"{where}.{part}.{col}", why))
+    problems += _conversation_problems(case, family, tools)
     for tool in case.faults:
         if tool not in tools:
             problems.append((f"faults.{tool}", f"unknown tool {tool!r} (offered: {', '.join(sorted(tools))})"))
         elif tool not in family.world_tools:
             problems.append((f"faults.{tool}", f"the sandbox world does not implement {tool!r}, so no fault "
                              "can fire there"))
+    return problems
+
+
+def _conversation_problems(case: Case, family: LoadedFamily, tools: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A conversation needs a family that plays conversations, and each turn's reference calls
+    must be tools offered at that turn.
+    """
+    if case.conversation is None:
+        return []
+    spec = family.family.sandbox
+    if spec is None or spec.rollout != "conversation":
+        return [("conversation", f"family {family.name} does not play conversations "
+                                 "(family.yaml: sandbox: {world: NAME, rollout: conversation})")]
+    problems: list[tuple[str, str]] = []
+    offered = set(tools)
+    for k, turn in enumerate(case.conversation.turns):
+        if turn.tools is not None:
+            offered = {t.name for t in turn.tools}
+        for j, call in enumerate(turn.reference):
+            if call.name not in offered:
+                problems.append((f"conversation.turns[{k}].reference[{j}].name",
+                                 f"{call.name!r} is not offered at turn {k}"))
     return problems
 
 

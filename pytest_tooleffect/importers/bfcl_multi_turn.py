@@ -21,7 +21,15 @@ How a conversation becomes labelled decision points (teacher-forced, fixed):
 * A turn whose ground truth is ``[]`` is a no-tool decision point: in ``miss_param`` the reply
   must **ask** for the missing value (the user gives it a turn later); in ``miss_func`` the
   needed function is not offered yet and the reply must say it cannot be done with the tools it
-  has (reply ``refuse``); elsewhere (three turns in base / long_context) reply ``answer``.
+  has (reply ``refuse``, ``must``: :data:`NOT_AVAILABLE`); elsewhere (three turns in base /
+  long_context) reply ``answer``.
+* The conversation's first decision point also carries the whole ``conversation`` (each later
+  turn's user messages, the tools offered when they change, each turn's ground-truth calls),
+  and the family's ``sandbox.rollout`` is ``conversation``: with ``--tooleffect-rollout N`` and a
+  live policy that case is played through whole (self-steered) while every other case stays
+  teacher-forced.
+* A ``miss_func`` turn that adds the held-back functions has no user message in BFCL's data; it
+  gets the one BFCL's inference loop gives there (:data:`ADDITIONAL_FUNCTION_PROMPT`).
 * Positional arguments in the ground truth are named from the back-end method's signature.
 * ``recorded`` is the ground truth itself (replay scores the reference; texts of no-tool turns
   are written by the importer, since BFCL's ground truth has none), so
@@ -56,7 +64,7 @@ name: bfcl-{name}
 description: BFCL v4 {category}, teacher-forced per turn; labels and replay from the ground truth.
 oracle: rules.yaml
 licence: Apache-2.0 (BFCL data and back-ends, ShishirPatil/gorilla)
-sandbox: {{world: bfcl}}
+sandbox: {{world: bfcl, rollout: conversation}}
 """
 
 RULES = """\
@@ -67,7 +75,12 @@ defaults:
 """
 
 TEXTS = {"answer": "Done.", "ask": "Could you give me the missing detail so I can go on?",
-         "refuse": "I cannot do that with the functions I have."}
+         "refuse": "I cannot do that: the function it needs is not available to me."}
+#: the user message BFCL's inference loop gives at a turn that adds held-back functions and has no
+#: message of its own (``bfcl_eval.constants.default_prompts.DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``)
+ADDITIONAL_FUNCTION_PROMPT = "I have updated some more functions you can choose from. What about now?"
+#: what a miss_func reply at a ``[]`` turn must say, beside its reply kind ``refuse``
+NOT_AVAILABLE = "says the function it needs is not available"
 
 
 def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
@@ -157,17 +170,25 @@ def conversation_cases(entry: dict[str, Any], truth: list[list[str]], category: 
     messages: list[dict[str, Any]] = []
     history: list[dict[str, Any]] = []
     drafts: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    before: list[str] | None = None
     for turn, users in enumerate(entry["question"]):
+        if turn in missed and not users:  # as BFCL's inference loop does at a turn that adds functions
+            users = [{"role": "user", "content": ADDITIONAL_FUNCTION_PROMPT}]
         held -= missed.get(turn, set())
         offered = sorted(n for n, d in docs.items() if d["_file"] in files and n not in excluded and n not in held)
         tools = [bfcl_tool({k: v for k, v in docs[n].items() if k != "_file"}) for n in offered]
         messages += [dict(m) for m in users]
         calls = truth[turn] if turn < len(truth) else []
+        turns.append({"user": [dict(m) for m in users] if turn else [], "reference": [],
+                      **({"tools": tools} if turn and offered != before else {})})
+        before = offered
         for k, text in enumerate(calls):
             try:
                 name, args = parse_call(text, signatures)
             except ValueError as exc:
                 raise ValueError(f"{entry['id']} turn {turn}: {exc}") from None
+            turns[-1]["reference"].append({"name": name, "arguments": args})
             drafts.append({
                 "id": f"{entry['id']}.t{turn}.c{k}", "turn": turn, "messages": list(messages), "tools": tools,
                 "label": {"valid_actions": [{"tool": name, "args": args, "reason":
@@ -193,14 +214,17 @@ def conversation_cases(entry: dict[str, Any], truth: list[list[str]], category: 
                                     "say it cannot be done with these tools)")
         else:
             reply, why = "answer", f"turn {turn}: BFCL's ground truth is []"
+        must = {"must": [NOT_AVAILABLE]} if not calls and "miss_func" in category else {}
         drafts.append({
             "id": f"{entry['id']}.t{turn}.stop", "turn": turn, "messages": list(messages), "tools": tools,
-            "label": {"valid_actions": [{"tool": None, **_reply(reply), "reason": why}], "labelled_by": ["bfcl"]},
+            "label": {"valid_actions": [{"tool": None, **_reply(reply), **must, "reason": why}],
+                      "labelled_by": ["bfcl"]},
             "recorded": {"tool_calls": [], "text": TEXTS[reply]},
             "world": {"classes": seed, "history": [dict(h) for h in history]},
             "expected_effects": [{"same_as_after": [], "description": "the world unchanged"}],
         })
         messages.append({"role": "assistant", "content": TEXTS[reply]})
+    drafts[0]["conversation"] = {"turns": turns}
     cases = []
     for step, draft in enumerate(drafts):
         turn = draft.pop("turn")
@@ -221,7 +245,10 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
         limit: import only the first ``limit`` conversations.
 
     Returns:
-        ``{"conversations": n, "cases": n, "no_tool": n, "rejected": n}``.
+        ``{"conversations": n, "cases": n, "no_tool": n, "rejected": n, "conversations_left_out": n}``
+        (``rejected``: cases not written; ``conversations_left_out``: first cases written without
+        their ``conversation``, whose ground truth calls a function not offered at its turn; both
+        listed in ``rejected.json``).
 
     Raises:
         ValueError: an unknown category, or a conversation without a ground truth.
@@ -245,7 +272,7 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
     (fam_dir / "family.yaml").write_text(FAMILY.format(category=category, name=name, out=fam_dir), encoding="utf-8")
     (fam_dir / "rules.yaml").write_text(RULES, encoding="utf-8")
     family = load_family(fam_dir)
-    counts = {"conversations": 0, "cases": 0, "no_tool": 0, "rejected": 0}
+    counts = {"conversations": 0, "cases": 0, "no_tool": 0, "rejected": 0, "conversations_left_out": 0}
     rejected: list[dict[str, Any]] = []
     with open(fam_dir / "cases.jsonl", "w", encoding="utf-8") as fh:
         for entry in _jsonl(source / data_file):
@@ -256,12 +283,20 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
             counts["conversations"] += 1
             for case in conversation_cases(entry, answers[entry["id"]], category, docs, world):
                 problems = validate_case(Case.model_validate(case), family)
+                if problems and all(f.startswith("conversation") for f, _ in problems):
+                    # a ground truth that calls a function not offered: the decision stays, the
+                    # conversation (which no policy could meet) is listed and left out
+                    rejected.append({"id": case["id"], "field": "conversation",
+                                     "problems": [f"{f}: {m}" for f, m in problems]})
+                    case.pop("conversation")
+                    counts["conversations_left_out"] += 1
+                    problems = validate_case(Case.model_validate(case), family)
                 if problems:
                     rejected.append({"id": case["id"], "problems": [f"{f}: {m}" for f, m in problems]})
                     continue
                 fh.write(json.dumps(case, ensure_ascii=False, sort_keys=True) + "\n")
                 counts["cases"] += 1
                 counts["no_tool"] += case["label"]["valid_actions"][0]["tool"] is None
-    counts["rejected"] = len(rejected)
+    counts["rejected"] = len(rejected) - counts["conversations_left_out"]
     (fam_dir / "rejected.json").write_text(json.dumps(rejected, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     return counts

@@ -5,6 +5,8 @@ the reference trajectory (the ground truth) produced.  The checks follow BFCL's 
 checker (``bfcl_eval/eval_checker/multi_turn_eval/multi_turn_checker.py``, bfcl-eval
 2026.3.23), in its order, turn by turn, the first failure deciding:
 
+0. the agent was still calling tools when the turn's step limit ran out: ``step_limit`` (BFCL:
+   ``multi_turn:force_terminated``; the conversation ends there);
 1. a turn whose reference makes calls, where the agent made none: ``no_call_when_needed``
    (BFCL: ``multi_turn:empty_turn_model_response``);
 2. a turn whose reference makes no call (the agent should ask, or say it cannot): BFCL skips
@@ -26,11 +28,11 @@ from typing import Any, Literal
 
 __all__ = ["CONVERSATION_KINDS", "ConversationVerdict", "TurnCheck", "judge_conversation", "missing_results"]
 
-ConversationKind = Literal["ok", "no_call_when_needed", "call_at_no_tool_turn", "state_mismatch",
+ConversationKind = Literal["ok", "step_limit", "no_call_when_needed", "call_at_no_tool_turn", "state_mismatch",
                            "response_mismatch"]
 #: conversation verdict kinds
-CONVERSATION_KINDS: tuple[str, ...] = ("ok", "no_call_when_needed", "call_at_no_tool_turn", "state_mismatch",
-                                       "response_mismatch")
+CONVERSATION_KINDS: tuple[str, ...] = ("ok", "step_limit", "no_call_when_needed", "call_at_no_tool_turn",
+                                       "state_mismatch", "response_mismatch")
 
 
 @dataclass(frozen=True)
@@ -43,12 +45,14 @@ class TurnCheck:
             the reference makes no call.
         results: the results of the agent's calls in this turn, in order.
         state_diff: ``diff_worlds(reference_world, agent_world)`` after the turn (empty: equal).
+        step_limit: the agent was still calling tools when the turn's step limit ran out.
     """
 
     turn: int
     reference_results: tuple[str, ...]
     results: tuple[str, ...]
     state_diff: Mapping[str, Any] = field(default_factory=dict)
+    step_limit: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,10 @@ def judge_conversation(turns: Sequence[TurnCheck],
     so_far: list[str] = []
     for done, check in enumerate(turns):
         so_far += check.results
+        if check.step_limit:
+            return ConversationVerdict("step_limit", check.turn,
+                                       f"turn {check.turn}: still calling tools at the step limit "
+                                       f"({len(check.results)} call(s))", done)
         if check.reference_results and not check.results:
             return ConversationVerdict("no_call_when_needed", check.turn,
                                        f"turn {check.turn}: no call where the reference makes "

@@ -110,6 +110,11 @@ def _block(b: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> list[s
     out += [f"Failures by kind: {kinds or 'none'}.", ""]
     nt = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in b["no_tool_failures"].items() if v)
     out += [f"No-tool failures: {nt or 'none'}.", ""]
+    by_reply = b.get("no_tool_by_reply") or {}
+    if set(by_reply) - {"unspecified"}:
+        out += ["No tool, by the reply due: " + ", ".join(
+            f"{due} {r['n']} (no call {_pc(r['no_call_display'])}, reply right {_pc(r['right_display'])})"
+            for due, r in by_reply.items()) + ".", ""]
     made_up = b.get("hallucinated_tools") or {"classes": {}, "tools": {}}
     names = ", ".join(f"`{k}` {v}" for k, v in made_up["tools"].items())
     out += ["Calls to tools not offered (hallucinated): " + ", ".join(

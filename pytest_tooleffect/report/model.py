@@ -188,6 +188,21 @@ class KindCounts(_Part):
     """No tool, where none was right, but a reply that fails what its label says it must do."""
 
 
+class ReplyDue(_Part):
+    """The no-tool rows whose label asks one reply kind of them."""
+
+    n: Count
+    """Rows."""
+    no_call_pct: Pct
+    """Rows where no tool was called (the name level)."""
+    no_call_display: str
+    """``no_call_pct`` for display."""
+    right_pct: Pct
+    """Rows where no tool was called and the reply did what was due (the name + args level)."""
+    right_display: str
+    """``right_pct`` for display."""
+
+
 class NoToolFailures(_Closed):
     """Failed rows of the no-tool class (at any level), each in exactly one bucket; they sum to the
     class's failures (``pytest_tooleffect.records.no_tool_failure`` sorts them, first match wins).
@@ -405,6 +420,37 @@ class RolloutSummary(_Part):
     """Rollouts per reason they stopped."""
 
 
+class ConversationSummary(_Part):
+    """Whole conversations played through by a live policy (self-steered) beside the teacher-forced
+    decisions of the same conversations.
+    """
+
+    n: Count
+    """Conversations played through."""
+    limit: int
+    """The step limit per user turn."""
+    passed: Count
+    """Conversations that passed every turn."""
+    self_steered_pct: Pct
+    """``passed / n``: whole-conversation success."""
+    self_steered_display: str
+    """``self_steered_pct`` for display."""
+    decisions: Count
+    """Decision points (scored rows) of the same conversations, teacher-forced."""
+    decisions_pct: Pct | None
+    """Decision points right at name + arguments and in effect (teacher-forced)."""
+    decisions_display: str
+    """``decisions_pct`` for display."""
+    turns: Count
+    """User turns of the same conversations with a scored decision point."""
+    turns_pct: Pct | None
+    """Turns whose every decision point is right (teacher-forced, per turn)."""
+    turns_display: str
+    """``turns_pct`` for display."""
+    kinds: dict[str, int]
+    """Conversations per verdict kind (``ok`` or the first failure's)."""
+
+
 class SandboxSummary(_Part):
     """The sandboxes the rows ran in."""
 
@@ -437,6 +483,8 @@ class Effects(_Part):
     """Recovery from injected faults."""
     rollout: RolloutSummary | None
     """Self-steered rollouts; ``null`` when none ran."""
+    conversations: ConversationSummary | None = None
+    """Conversations played through; ``null`` when none was."""
     sandbox: SandboxSummary
     """The isolation in force."""
 
@@ -472,6 +520,10 @@ class Block(_Part):
     """Failing fields of ``right_tool_wrong_args`` rows by ``tool.field``, most first."""
     no_tool_failures: NoToolFailures
     """Failed rows of the no-tool class by how they failed."""
+    no_tool_by_reply: dict[str, ReplyDue] = {}
+    """The no-tool class split by the reply its labels ask for (``ask``, ``refuse``, ``answer``,
+    ``unspecified``; only those with rows): e.g. BFCL's ``[]`` turns, where the right action is
+    to ask (miss_param) or to say a function is not available (miss_func)."""
     hallucinated_tools: HallucinatedTools
     """Decisions that called a tool not offered at their state, per class (whatever their kind)."""
     unruled_fields: dict[str, int]

@@ -25,6 +25,7 @@ from .model import (
     Bucket,
     ClassRates,
     Comparison,
+    ConversationSummary,
     CostSummary,
     EffectKindCounts,
     EffectRate,
@@ -43,6 +44,7 @@ from .model import (
     Recovery,
     RecoveryKinds,
     Repeats,
+    ReplyDue,
     Report,
     RolloutSummary,
     SandboxSummary,
@@ -278,6 +280,7 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         kinds=KindCounts(**{k: kinds.get(k, 0) for k in KINDS}),
         argument_failures=dict(arg_fail.most_common()),
         no_tool_failures=NoToolFailures(**{k: nt_fail.get(k, 0) for k in NoToolFailures.model_fields}),
+        no_tool_by_reply=_by_reply(recs),
         hallucinated_tools=HallucinatedTools(
             classes=PerClass[int](**{c: sum(1 for r in made_up if r["class"] == c) for c in CLASSES}),
             tools=dict(made_up_names.most_common())),
@@ -290,6 +293,23 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         repeats=_repeats(recs),
         effects=_effects(recs),
     )
+
+
+def _by_reply(recs: Sequence[Row]) -> dict[str, ReplyDue]:
+    """The no-tool rows per reply kind their labels ask for (``reply_due``), in a fixed order."""
+    groups: dict[str, list[Row]] = {}
+    for r in recs:
+        if r["class"] == "no_tool":
+            groups.setdefault(r.get("reply_due") or "unspecified", []).append(r)
+    out = {}
+    for due in ("ask", "refuse", "answer", "unspecified"):
+        rows = groups.get(due)
+        if rows:
+            name = _share(sum(1 for r in rows if _correct(r, "name")), len(rows))
+            right = _share(sum(1 for r in rows if _correct(r, "name_args")), len(rows))
+            out[due] = ReplyDue(n=len(rows), no_call_pct=name[0], no_call_display=name[1], right_pct=right[0],
+                                right_display=right[1])
+    return out
 
 
 def _repeats(recs: Sequence[Row]) -> Repeats | None:
@@ -359,7 +379,7 @@ def _effects(recs: Sequence[Row]) -> Effects | None:
     recovered = sum(recovery.get(k, 0) for k in ("retried", "other_path", "told_user"))
     # rollouts happen only for a live policy: a replayed decision is never self-steered
     steered = [r for r in rows if (r.get("rollout") or {}).get("limit", 1) > 1
-               and r["rollout"].get("stopped") != "replay"]
+               and r["rollout"].get("stopped") != "replay" and r.get("conversation") is None]
     rollout = None
     if steered:
         single_pct, single_display = _share(sum(1 for r in steered if _correct(r, "name_args")), len(steered))
@@ -386,10 +406,45 @@ def _effects(recs: Sequence[Row]) -> Effects | None:
             by_kind=RecoveryKinds(**{k: recovery.get(k, 0) for k in RecoveryKinds.model_fields}),
         ),
         rollout=rollout,
+        conversations=_conversations(recs),
         sandbox=SandboxSummary(providers=sorted({s.get("provider", "?") for s in sandboxes}),
                                restrictions=sorted({x for s in sandboxes for x in s.get("restrictions", [])}),
                                restrictions_missing=sorted({x for s in sandboxes
                                                             for x in s.get("restrictions_missing", [])})),
+    )
+
+
+def _conversations(recs: Sequence[Row]) -> ConversationSummary | None:
+    """Whole-conversation success (self-steered) beside the teacher-forced decision points of the
+    same conversations (rows sharing the conversation row's ``source.trace_id``): per decision
+    point, and per user turn (``source.position``) whose every decision point is right.
+    """
+    played = [r for r in recs if r.get("conversation") is not None]
+    if not played:
+        return None
+    traces = {(r.get("source") or {}).get("trace_id") for r in played}
+    forced = [r for r in recs if r.get("verdict") is not None and (r.get("source") or {}).get("trace_id") in traces]
+
+    def right(r: Row) -> bool:
+        effect = r.get("effect")
+        return _correct(r, "name_args") and (effect is None or bool(effect["passed"]))
+
+    by_turn: dict[tuple[Any, Any], bool] = {}
+    for r in forced:
+        key = (r["source"].get("trace_id"), r["source"].get("position"))
+        by_turn[key] = by_turn.get(key, True) and right(r)
+    passed = sum(1 for r in played if r["conversation"]["passed"])
+    ok = sum(1 for r in forced if right(r))
+    turns_ok = sum(by_turn.values())
+    pct, display = _share(passed, len(played))
+    return ConversationSummary(
+        n=len(played), limit=max((r.get("rollout") or {}).get("limit", 1) for r in played), passed=passed,
+        self_steered_pct=pct, self_steered_display=display, decisions=len(forced),
+        decisions_pct=_share(ok, len(forced))[0] if forced else None,
+        decisions_display=_share(ok, len(forced))[1] if forced else "–",
+        turns=len(by_turn), turns_pct=_share(turns_ok, len(by_turn))[0] if by_turn else None,
+        turns_display=_share(turns_ok, len(by_turn))[1] if by_turn else "–",
+        kinds=dict(sorted(Counter(r["conversation"]["kind"] for r in played).items())),
     )
 
 

@@ -106,6 +106,11 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
         console.print(f"kinds: {kinds or 'none'}")
         nt = b["no_tool_failures"]
         console.print("no_tool failures: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in nt.items()))
+        by_reply = b.get("no_tool_by_reply") or {}
+        if set(by_reply) - {"unspecified"}:
+            console.print("no_tool by the reply due: " + ", ".join(
+                f"{due} {r['n']} (no call {r['no_call_display']} %, reply right {r['right_display']} %)"
+                for due, r in by_reply.items()))
         made_up = b.get("hallucinated_tools") or {"classes": {}, "tools": {}}
         shown = "; ".join(f"{k} {v}" for k, v in list(made_up["tools"].items())[:5])
         console.print("calls to tools not offered (hallucinated): " + ", ".join(
@@ -200,6 +205,14 @@ def _render_effects(console: Any, eff: Mapping[str, Any]) -> None:
         console.print(f"rollouts (up to {ro['limit']} steps, {ro['n']} cases): single-step (teacher-forced, upper "
                       f"bound; first decision, name + args) {ro['single_step_display']} % · self-steered (end state "
                       f"meets the effects) {ro['self_steered_display']} % · mean {ro['mean_steps']} steps")
+    conv = eff.get("conversations")
+    if conv:
+        failed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in conv["kinds"].items() if k != "ok" and v)
+        console.print(f"conversations played through (self-steered, up to {conv['limit']} steps a turn): "
+                      f"{conv['self_steered_display']} % ({conv['passed']}/{conv['n']}) whole conversation right · "
+                      f"teacher-forced on the same conversations: {conv['decisions_display']} % of "
+                      f"{conv['decisions']} decisions, {conv['turns_display']} % of {conv['turns']} turns"
+                      + (f" · first failures: {failed}" if failed else ""))
     sb = eff["sandbox"]
     missing = f"; not in force: {', '.join(sb['restrictions_missing'])}" if sb["restrictions_missing"] else ""
     console.print(f"sandbox {'/'.join(sb['providers'])}: {', '.join(sb['restrictions']) or 'no isolation'}"
