@@ -292,3 +292,22 @@ def test_a_family_whose_rule_would_be_ignored_does_not_load(tmp_path: Path) -> N
     assert str(fam / "family.yaml") in message and str(fam / "../../rules.yaml") in message
     assert "fields.make_event.start: compare: instant judges two fields together" in message
     assert "for one date-time field use compare: datetime" in message
+
+
+def test_a_case_whose_own_tools_would_ignore_a_rule_is_invalid(tmp_path: Path) -> None:
+    from pytest_tooleffect.cases import load_case_file
+
+    fam = tmp_path / "f"
+    fam.mkdir()
+    (fam / "rules.yaml").write_text("version: 1\nfields:\n  make_event.start: {compare: instant}\n")
+    (fam / "family.yaml").write_text("name: f\noracle: rules.yaml\n")  # tools per case
+    tool = {"name": "make_event", "description": "d",
+            "parameters": {"type": "object", "properties": {"start": {"type": "string"}}}}
+    case = {"id": "c1", "source": "authored", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+            "messages": [{"role": "user", "content": "hi"}], "tools": [tool],
+            "label": {"valid_actions": [{"tool": None}], "labelled_by": ["a"]}}
+    (fam / "cases.jsonl").write_text(json.dumps(case) + "\n")
+    cases, problems = load_case_file(fam / "cases.jsonl", load_family(fam))
+    assert not cases and len(problems) == 1
+    assert problems[0].case_id == "c1" and problems[0].field == "tools"
+    assert "fields.make_event.start: compare: instant judges two fields together" in problems[0].message
