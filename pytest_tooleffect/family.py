@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from .models import Family, ToolSpec
 from .oracle import RuleError, RuleSet, load_rules
+from .oracle.rulecheck import rule_problems
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "is_case_file",
            "load_family", "named_files", "yaml_load"]
@@ -188,6 +189,11 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
         unknown = rules.unknown_tools(names)
         if unknown:
             raise FamilyError(f"{path}: oracle: rules for tools the family does not offer: {', '.join(unknown)}")
+        silent = rule_problems(rules, {t.name: t.parameters for t in fam.tools}, unknown_tools=True)
+        if silent:
+            where = directory / fam.oracle if fam.oracle else path
+            raise FamilyError("; ".join(f"{path}: oracle: {where}: fields.{key}: {reason} (the rule would be ignored)"
+                                        for key, reason in silent))
     layout, world_tools = None, frozenset[str]()
     if fam.sandbox is not None:
         from .sandbox.environment import SandboxError

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["action_set", "agreement", "label_class", "merge", "merge_agreeing", "name_set", "read_labels", "render"]
+__all__ = ["action_set", "agreement", "label_class", "merge", "merge_agreeing", "name_set", "read_labels", "render",
+           "revise"]
 
 
 def _canon(args: Any) -> str:
@@ -189,6 +190,53 @@ def merge_agreeing(*labels: Mapping[str, Any]) -> dict[str, Any]:
                 forbidden.append(f)
     by = list(dict.fromkeys(b for lab in labels for b in _as_list(lab.get("labelled_by"))))
     return {"valid_actions": valid, "forbidden_actions": forbidden, "labelled_by": by}
+
+
+def revise(label: Mapping[str, Any], revision: Mapping[str, Any], where: str = "revision") -> dict[str, Any]:
+    """Apply a relabelling pass's revision to one final label.
+
+    A revision (one line of ``labels/revisions.jsonl``) may hold ``drop_valid`` (tool names whose
+    valid actions are removed), ``forbid`` (``{tool, reason}`` entries replacing any forbidden
+    entry for the same tool without arguments), ``reply`` / ``must`` / ``must_not`` (set on the
+    label's ``tool: null`` action) and ``by`` (the pass's name, added to ``labelled_by``);
+    ``why`` and ``policy`` are notes for the reader.
+
+    Args:
+        label: the label (``valid_actions``, ``forbidden_actions``, ``labelled_by``); not changed.
+        revision: the revision.
+        where: names the revision in errors (file and id).
+
+    Returns:
+        The revised label (a new dict).
+
+    Raises:
+        ValueError: an unknown key, a reply criterion on a label without a ``tool: null`` action,
+            a revision that leaves no valid action, or a tool both valid and forbidden.
+
+    """
+    known = {"id", "by", "why", "policy", "drop_valid", "forbid", "reply", "must", "must_not"}
+    unknown = sorted(set(revision) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown} (known: {sorted(known)})")
+    drop = set(_as_list(revision.get("drop_valid")))
+    valid = [dict(a) for a in label.get("valid_actions") or [] if a.get("tool") not in drop]
+    if not valid:
+        raise ValueError(f"{where}: drop_valid leaves no valid action")
+    forbid = [dict(f) for f in revision.get("forbid") or []]
+    forbid_tools = {f.get("tool") for f in forbid}
+    both = sorted(str(t) for t in forbid_tools if any(a.get("tool") == t for a in valid))
+    if both:
+        raise ValueError(f"{where}: forbid names valid tools {both} (drop them with drop_valid)")
+    forbidden = [{"tool": f} if isinstance(f, str) else dict(f) for f in label.get("forbidden_actions") or []]
+    forbidden = [f for f in forbidden if f.get("tool") not in forbid_tools or f.get("args")] + forbid
+    criteria = {k: revision[k] for k in ("reply", "must", "must_not") if revision.get(k)}
+    if criteria:
+        nulls = [a for a in valid if a.get("tool") is None and "parallel" not in a]
+        if not nulls:
+            raise ValueError(f"{where}: reply, must and must_not need a tool: null valid action")
+        nulls[0].update(criteria)
+    by = list(dict.fromkeys([*_as_list(label.get("labelled_by")), *_as_list(revision.get("by"))]))
+    return {**label, "valid_actions": valid, "forbidden_actions": forbidden, "labelled_by": by}
 
 
 def merge(labellers: Sequence[Mapping[str, Mapping[str, Any]]],

@@ -14,6 +14,7 @@ from typing import Any
 from .family import LoadedFamily
 from .models import Case, ParallelGroup, ToolSpec
 from .oracle import ANY_OF, OMITTED, parse_date, parse_datetime
+from .oracle.rulecheck import rule_problems
 from .traces import position_bucket
 
 __all__ = ["validate_case"]
@@ -322,6 +323,10 @@ def validate_case(case: Case, family: LoadedFamily) -> list[tuple[str, str]]:
                          f"{position_bucket(p.step, p.run_length)!r}, not {p.bucket!r}"))
     tools = {t.name: t for t in case.tools} if case.tools is not None else dict(family.tools_by_name)
     problems += _world_problems(case, family, tools)
+    if case.tools is not None and (family.rules.fields or family.rules.composites):
+        problems += [("tools", f"the family's rule fields.{key}: {reason} (the rule would be ignored)")
+                     for key, reason in rule_problems(family.rules, {t.name: t.parameters for t in case.tools or ()},
+                                                      unknown_tools=False)]
     if case.label is None:
         return problems
     for i, alt in enumerate(case.label.valid_actions):

@@ -8,6 +8,7 @@ written by a run of the shipped families and checked against that run's JSON rep
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -146,7 +147,7 @@ def test_filtering_to_forbidden_lists_exactly_those_decisions(shipped_run: dict[
     assert page.locator("#decisions tbody tr").count() == 100  # paged: not one DOM row per decision
     assert page.inner_text("#page") == f"page 1 of {-(-len(records) // 100)}"
     forbidden = sorted(r["id"] for r in records if r["verdict"] and r["verdict"]["kind"] == "forbidden")
-    assert len(forbidden) == 21  # 17 of GPT-4o's airline decisions and 4 authored scheduling faults
+    assert len(forbidden) == 27  # 23 of GPT-4o's airline decisions and 4 authored scheduling faults
     page.select_option('#filters [data-key="kind"]', "forbidden")
     assert page.inner_text("#count") == f"{len(forbidden)} of {len(records)} decisions"
     assert sorted(_listed(page)) == forbidden
@@ -279,9 +280,31 @@ def test_report_sections_the_page_does_not_draw_are_shown_as_json() -> None:
 
     report = summarise([_record("a", "c1", "ok", True)]).to_json()
     report["run"] = {"started": "2026-12-01T10:00:00Z", "host_marker": "ci-7"}
-    report["blocks"][0]["hallucinated_tools"] = {"count": 3, "marker": "made-up-tool"}
+    report["blocks"][0]["tool_loops"] = {"count": 3, "marker": "made-up-tool"}
     html = render_html(report)
     assert 'data-more="run"' in html and "ci-7" in html
-    assert 'data-more="hallucinated_tools"' in html and "made-up-tool" in html
+    assert 'data-more="tool_loops"' in html and "made-up-tool" in html
     plain = render_html(summarise([_record("a", "c1", "ok", True)]))
     assert "data-more" not in plain  # the fields the page draws are not repeated
+
+
+def test_every_block_field_is_drawn_by_the_page() -> None:
+    """A field of the report's block model that the page leaves out would be dropped from it unseen
+    (only fields the model does not know are shown as JSON)."""
+    from pytest_tooleffect.report.model import Block
+
+    source = "".join(p.read_text() for p in (REPO / "pytest_tooleffect" / "report").rglob("*")
+                     if p.is_file() and p.suffix in (".j2", ".js", ".py") and p.name != "model.py")
+    assert [k for k in Block.model_fields if not re.search(rf"\b{k}\b", source)] == []
+
+
+def test_calls_to_tools_not_offered_are_a_line_of_the_page() -> None:
+    from pytest_tooleffect.report import summarise
+
+    rec = _record("a", "c1", "tool_when_none_needed", False)
+    rec["verdict"]["hallucinated"] = ["made_up"]
+    html = render_html(summarise([rec]))
+    line = re.search(r'<p class="meta" data-field="hallucinated_tools">(.*?)</p>', html, re.S)
+    assert line is not None
+    assert re.sub(r"<[^>]+>", "", line.group(1)) == ("calls to tools not offered (hallucinated): single 1, several 0, "
+                                                     "no_tool 0 (made_up 1)")

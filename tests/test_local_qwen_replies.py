@@ -6,8 +6,10 @@ message as the server returned it, its cost, and the verdict kind the run gave i
 The model never used the structured ``tool_calls`` channel: it wrote its calls into the text
 (provider-safe names, JSON followed by the tool result it imagined, several objects, calls to
 tools it was never offered).  Each reply is scored again here against its case's label with the
-family's rules, as the plugin scores it: the kind must stay the one the live run recorded, and a
-reply whose text holds a call must never be scored as no call.
+family's rules, as the plugin scores it: the kind must stay the one the live run recorded (or,
+where the labels were revised after the capture to say what a reply must do, the kind under the
+revised label, ``kind_relabelled``), and a reply whose text holds a call must never be scored as
+no call.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ def test_captured_reply_scores_as_in_the_live_run(row: dict[str, Any]) -> None:
     em = parse_emission(row["emitted"], offered=[t.name for t in tools])
     ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages)
     verdict = score(em, case.label, tools, family.rules, ctx)
-    assert verdict.kind == row["kind_at_capture"]
+    assert verdict.kind == row.get("kind_relabelled", row["kind_at_capture"])
+    if "kind_relabelled" in row:  # a revision moves only an abstention whose reply fails its criteria
+        assert row["kind_at_capture"] == "ok_no_tool" and verdict.reply is not None and not verdict.reply.ok
     text = row["emitted"].get("content") or ""
     if re.search(r'"name"\s*:\s*"', text):  # the reply writes a call: never "no call"
         assert not em.is_null and verdict.kind not in ("ok_no_tool", "none_when_tool_needed")

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,10 +25,11 @@ TOOLS = SHARED / "datasets" / "tau-bench" / "airline_tools.json"
 def test_family_rebuilds_byte_for_byte(tmp_path: Path) -> None:
     out = tmp_path / "tau-airline"
     (out / "labels").mkdir(parents=True)
-    for name in ("manual.jsonl", "adjudicated.jsonl"):
+    for name in ("manual.jsonl", "adjudicated.jsonl", "revisions.jsonl"):
         shutil.copy(FAMILY / "labels" / name, out / "labels" / name)
     counts = build_family(TRAJ, TOOLS, out)
-    assert counts == {"cases": 210, "labelled": 210, "adjudicated": 99, "agreed": 111, "unlabelled": 0}
+    assert counts == {"cases": 210, "labelled": 210, "adjudicated": 99, "agreed": 111, "unlabelled": 0,
+                      "revised": 193}
     for name in ("cases.jsonl", "family.yaml", "tools.json", "system_prompt.md", "labels/rules.jsonl"):
         assert (out / name).read_bytes() == (FAMILY / name).read_bytes(), name
 
@@ -94,7 +96,65 @@ def test_main_job_scores_gpt4o_with_a_no_tool_class(tmp_path: Path) -> None:
     assert "tooleffect: family tau-airline" in out.stdout
 
 
-@pytest.mark.parametrize("name", ["labels/manual.jsonl", "labels/adjudicated.jsonl", "labels/rules.jsonl"])
+def _cases() -> dict[str, dict[str, Any]]:
+    return {c["id"]: c for c in map(json.loads, (FAMILY / "cases.jsonl").read_text().splitlines())}
+
+
+def _transfer(label: dict[str, Any]) -> str:
+    tool = "transfer_to_human_agents"
+    if any(a.get("tool") == tool for a in label["valid_actions"]):
+        return "valid"
+    if any((f if isinstance(f, str) else f.get("tool")) == tool for f in label["forbidden_actions"]):
+        return "forbidden"
+    return "neither"
+
+
+def test_a_transfer_for_a_request_the_policy_denies_is_forbidden_in_every_such_state() -> None:
+    # the policy: "deny user requests that are against this policy" and "transfer ... if and only if
+    # the request cannot be handled within the scope of your actions": a denial is within scope
+    policy = (FAMILY / "system_prompt.md").read_text()
+    assert "You should deny user requests that are against this policy." in policy
+    assert "if and only if the request cannot be handled within the scope of your actions" in policy
+    revisions = [json.loads(line) for line in (FAMILY / "labels" / "revisions.jsonl").read_text().splitlines()]
+    denied = {r["id"] for r in revisions if r.get("policy") == "denied"}
+    cases = _cases()
+    assert len(denied) == 30
+    assert {i: _transfer(cases[i]["label"]) for i in denied} == dict.fromkeys(denied, "forbidden")
+    # the states a human agent must take (flown segments, an insurance refund the agent has no action
+    # for) keep the transfer valid, and none of them is marked denied
+    kept = {i for i, c in cases.items() if _transfer(c["label"]) == "valid"}
+    assert kept == {"t26-r3-s06", "t28-r0-s16", "t38-r0-s03", "t38-r0-s06"} and not kept & denied
+    # the denied states' right reply declines (reply: refuse), except one where the user already declined
+    refusals = {i for i in denied if next(a for a in cases[i]["label"]["valid_actions"]
+                                          if a.get("tool") is None).get("reply") == "refuse"}
+    assert denied - refusals == {"t35-r1-s07"}
+
+
+def test_every_no_tool_state_says_what_its_reply_must_do() -> None:
+    nulls = {i: next((a for a in c["label"]["valid_actions"] if a.get("tool") is None), None)
+             for i, c in _cases().items()}
+    kinds = [a.get("reply") for a in nulls.values() if a is not None]
+    assert len(kinds) == 194
+    assert {k: kinds.count(k) for k in set(kinds)} == {"ask": 72, "refuse": 33, "answer": 88, None: 1}
+
+
+def test_a_revision_that_cannot_apply_is_refused_with_the_file_and_state(tmp_path: Path) -> None:
+    from pytest_tooleffect.labelling import revise
+
+    label = {"valid_actions": [{"tool": "get_user_details"}], "forbidden_actions": [], "labelled_by": ["m"]}
+    with pytest.raises(ValueError, match=r"revisions.jsonl: t1: reply, must and must_not need a tool: null"):
+        revise(label, {"reply": "ask"}, "revisions.jsonl: t1")
+    with pytest.raises(ValueError, match="forbid names valid tools"):
+        revise(label, {"forbid": [{"tool": "get_user_details"}]}, "r")
+    with pytest.raises(ValueError, match="unknown keys"):
+        revise(label, {"relpy": "ask"}, "r")
+    out = revise(label, {"drop_valid": [], "forbid": [{"tool": "x", "reason": "r"}], "by": "revision-1"}, "r")
+    assert out["forbidden_actions"] == [{"tool": "x", "reason": "r"}] and out["labelled_by"] == ["m", "revision-1"]
+    assert label["forbidden_actions"] == []  # the input is not changed
+
+
+@pytest.mark.parametrize("name", ["labels/manual.jsonl", "labels/adjudicated.jsonl", "labels/rules.jsonl",
+                                  "labels/revisions.jsonl"])
 def test_label_files_cover_every_state(name: str) -> None:
     ids = {json.loads(line)["id"] for line in (FAMILY / "cases.jsonl").read_text().splitlines()}
     labelled = [json.loads(line)["id"] for line in (FAMILY / name).read_text().splitlines()]

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..labelling import merge_agreeing, read_labels, render
+from ..labelling import merge_agreeing, read_labels, render, revise
 from ..sampling import StratifiedSample, stratified_sample
 from ..traces import DecisionPoint, Run, decision_points, position_bucket, read_tau_bench, recorded_from_message
 from .tau_airline_rules import rule_label
@@ -121,10 +121,15 @@ def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, in
     Writes ``family.yaml`` (with quota and population per bucket), ``tools.json``,
     ``system_prompt.md``, ``labels/rules.jsonl`` (pass 1) and ``cases.jsonl``.  Final labels:
     ``labels/adjudicated.jsonl`` where present, else the merge of pass 1 and
-    ``labels/manual.jsonl`` where their valid sets agree; other states stay unlabelled.
+    ``labels/manual.jsonl`` where their valid sets agree; other states stay unlabelled.  Then
+    ``labels/revisions.jsonl`` (a later relabelling pass, :func:`~pytest_tooleffect.labelling.revise`)
+    is applied to the labels it names.
 
     Returns:
-        Counts: ``{"cases", "labelled", "adjudicated", "agreed", "unlabelled"}``.
+        Counts: ``{"cases", "labelled", "adjudicated", "agreed", "unlabelled", "revised"}``.
+
+    Raises:
+        ValueError: a revision names an unlabelled or unknown state, or cannot be applied.
 
     """
     from ..labelling import action_set
@@ -144,7 +149,11 @@ def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, in
             fh.write(json.dumps(rules[cid], ensure_ascii=False, sort_keys=True) + "\n")
     manual = read_labels(out / "labels" / "manual.jsonl")
     adjudicated = read_labels(out / "labels" / "adjudicated.jsonl")
-    counts = {"cases": len(cases), "labelled": 0, "adjudicated": 0, "agreed": 0, "unlabelled": 0}
+    revisions = read_labels(out / "labels" / "revisions.jsonl")
+    stray = sorted(set(revisions) - {c["id"] for c in cases})
+    if stray:
+        raise ValueError(f"{out / 'labels' / 'revisions.jsonl'}: revisions for states not in the sample: {stray}")
+    counts = {"cases": len(cases), "labelled": 0, "adjudicated": 0, "agreed": 0, "unlabelled": 0, "revised": 0}
     with open(out / "cases.jsonl", "w", encoding="utf-8") as fh:
         for c in cases:
             c.pop("_gold")
@@ -156,6 +165,12 @@ def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, in
             elif cid in manual and action_set(manual[cid]) == action_set(rules[cid]):
                 label = merge_agreeing(rules[cid], manual[cid])
                 counts["agreed"] += 1
+            if cid in revisions:
+                where = f"{out / 'labels' / 'revisions.jsonl'}: {cid}"
+                if label is None:
+                    raise ValueError(f"{where}: the state has no label to revise")
+                label = revise(label, revisions[cid], where)
+                counts["revised"] += 1
             if label is not None:
                 c["label"] = label
                 counts["labelled"] += 1

@@ -4,7 +4,8 @@ Imports no pytest, litellm or docker (a subprocess test holds this boundary).  E
 :func:`score`.
 
 Modules, each importing only those listed before it: :mod:`.values` (normalisers, dates and
-instants, JSON equality), :mod:`.rules` (the rule language), :mod:`.schema` (a tool's schema
+instants, JSON equality), :mod:`.rules` (the rule language), :mod:`.rulecheck` (rules against the tools' schemas: each
+takes effect or is refused at load), :mod:`.schema` (a tool's schema
 compiled under a rule set), :mod:`.context` (what a comparison reads from the state),
 :mod:`.predicates` (the constraint predicates), :mod:`.compare` (the comparator),
 :mod:`.compiled` (label calls compiled for repeated scoring), :mod:`.emission` (provider

@@ -259,7 +259,7 @@ class Comparer:
         """Compare one value at ``node``; returns the leaf results."""
         compare = node.compare
         src = node.src
-        if compare == "none":
+        if compare == "none" or compare == "any":  # array items ruled any or none (a field's any is in _field)
             return [FieldResult(path, True, src, "", e, g)]
         if compare == "exact" and not is_mapping(e):  # a scalar as written: no normalisers, no tolerance
             if isinstance(e, list) and isinstance(g, list):
@@ -282,7 +282,8 @@ class Comparer:
             ok = member and same
             reason = "" if ok else "different enum value" if member else "not one of the schema's enum values"
             return [FieldResult(path, ok, "schema:enum", reason, e, g)]
-        if compare == "number" or kind == "number" or kind == "integer":
+        if (compare == "number" or kind == "number" or kind == "integer"
+                or (kind is None and is_number(e) and node.rule is not None and node.rule.numeric_strings)):
             return [self._number(node.rule, kind, e, g, path, src or f"schema:{kind or 'number'}")]
         if compare == "boolean" or kind == "boolean":
             ok = isinstance(g, bool) and isinstance(e, bool) and g == e

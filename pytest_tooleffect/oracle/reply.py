@@ -11,7 +11,8 @@ approximate:
   interrogative or auxiliary word, or holds one in its last clause), or the reply asks in the
   imperative (``please provide``, ``let me know``, ``could you``…);
 * ``refuse``: the reply says it cannot or will not do it (``can't``, ``cannot``, ``unable``,
-  ``not able``, ``outside``, ``against … policy``, ``not allowed``, ``only handle``…);
+  ``not able``, ``outside``, ``against … policy``, ``not allowed``, ``only handle``,
+  ``unfortunately``, ``non-refundable``, ``no exceptions``, ``does not cover``…);
 * ``answer``: the reply has text and is not only a question;
 * ``must``: at least half of the criterion's content words occur in the reply;
 * ``must_not``: fails only when every content word of the criterion occurs in the reply
@@ -51,7 +52,8 @@ _REFUSING = re.compile(
     r"(\bcan['’]?t\b|\bcannot\b|\bcan not\b|\bunable\b|\bnot able\b|\bwon['’]?t\b|\bnot possible\b|"
     r"\boutside (of )?(what|my|the)\b|\bagainst (the |our |airline )?polic|\bnot (allowed|permitted|eligible)\b|"
     r"\b(i|we) only (handle|organi[sz]e|arrange|help)|\bnot something (i|we) can\b|\bdon['’]?t (handle|do)\b|"
-    r"\bno puedo\b)", re.I)
+    r"\bunfortunately\b|\bnon-?refundable\b|\bno exceptions?\b|\b(don['’]?t|do not) have access\b|"
+    r"\b(does|do|is|are) not (cover|allow|permit|covered|allowed|permitted|refundable)\b|\bno puedo\b)", re.I)
 _SENTENCE = re.compile(r"[^.!?¿\n]*[?？]")
 
 

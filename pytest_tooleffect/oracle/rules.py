@@ -262,6 +262,10 @@ class RuleSet:
                         f"{origin}: fields.{key}: fields judged together take compare: instant "
                         "(date-time+zone) or compare: paired (two index-paired lists)"
                     )
+                unread = [k for k in ("normalise", "order", "predicates") if k in r]
+                if unread:
+                    raise RuleError(f"{origin}: fields.{key}: a group rule reads only compare; "
+                                    f"{', '.join(unread)} would be ignored (give them to each field)")
                 composites.setdefault(head, []).append((names, rule))
             else:
                 if "." not in key:

@@ -32,6 +32,12 @@ FALLBACK: list[tuple[str, str, bool]] = [
     ("refuse", "I can only organise meetings, so I can't book trains.", True),
     ("refuse", "Per our policy, basic economy tickets are not eligible for cancellation.", True),
     ("refuse", "Sure, I've cancelled it for you.", False),
+    # refusals as airline agents write them (tau-airline's recorded replies)
+    ("refuse", "Unfortunately, without travel insurance basic economy tickets are non-refundable.", True),
+    ("refuse", "The policy is strict, and there are no exceptions that I can apply.", True),
+    ("refuse", "I'm sorry, but I don't have access to the cause of flight delays.", True),
+    ("refuse", "Your insurance does not cover fees for voluntary changes.", True),
+    ("refuse", "I recommend speaking with a human agent. Shall I transfer you?", False),
     ("answer", "Your reservation ABC123 is confirmed for 20 May.", True),
     ("answer", "Which reservation do you mean?", False),
     ("answer", "", False),
