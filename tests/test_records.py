@@ -18,12 +18,13 @@ from pytest_tooleffect.cases import load_case_file, load_family
 from pytest_tooleffect.cli import main
 from pytest_tooleffect.models import Case, ToolSpec
 from pytest_tooleffect.oracle import CompareContext, Verdict, parse_emission, score
-from pytest_tooleffect.records import Record, build_record, load_records, record_id, record_schema
+from pytest_tooleffect.records import Record, build_record, load_records, record_id, record_schema, reply_due
 from pytest_tooleffect.report import Report, dumps, render_terminal, report_schema, summarise
 from tests.conftest import REPO
 
+# the first shipped airline state's label asks its reply for a kind: reply_due follows no_tool_failure
 BASE_KEYS = ["version", "id", "family", "case_id", "policy", "outcome", "class", "bucket", "step", "run_length",
-             "xfail", "label_hash", "verdict", "no_tool_failure", "cost", "error", "source"]
+             "xfail", "label_hash", "verdict", "no_tool_failure", "reply_due", "cost", "error", "source"]
 SANDBOX_KEYS = ["effect", "sandbox", "steps", "rollout", "faults", "recovery"]
 
 
@@ -86,6 +87,7 @@ SANDBOX_EXTRA = {
     ({"extra": {}}, BASE_KEYS),
 ], ids=["replay", "live", "agent", "sandbox", "provider-error", "sandbox-error", "oracle-error", "bare"])
 def test_a_record_has_exactly_the_keys_of_its_outcome(kw: dict[str, Any], keys: list[str]) -> None:
+    assert reply_due(_shipped()[0][0]) is not None
     rec = _record(**kw)
     assert list(rec) == keys
     assert rec["outcome"] == ("error" if "error" in kw else "scored")
@@ -99,6 +101,13 @@ def test_a_record_has_exactly_the_keys_of_its_outcome(kw: dict[str, Any], keys: 
         assert rec["steps"][0]["cost"] == {}  # a replayed step's cost stays empty, not filled with nulls
     assert Record.model_validate(rec).to_json() == rec
     jsonschema.validate(rec, record_schema())
+
+
+def test_a_record_whose_label_asks_no_reply_kind_has_no_reply_due() -> None:
+    i = next(i for i, (case, _, _) in enumerate(_shipped()) if reply_due(case) is None)
+    rec = _record(i)
+    assert "reply_due" not in rec
+    assert list(rec) == [k for k in BASE_KEYS if k != "reply_due"] + ["model", "trial"]
 
 
 def test_an_agent_traceback_is_kept_and_absent_otherwise() -> None:
