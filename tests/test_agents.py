@@ -248,6 +248,7 @@ def test_the_async_agent_runs_concurrently_and_the_same_under_xdist(tmp_path: Pa
     delay = 0.3
     delays = {"s": delay}
     runs: dict[str, dict[str, dict[str, Any]]] = {}
+    outputs: dict[str, str] = {}  # shown when the runs differ
     with ScriptedServer(_replies(delays)) as srv:
         for name, extra in (("n0", []), ("n2", ["-n", "2"])):
             out = tmp_path / name
@@ -255,6 +256,7 @@ def test_the_async_agent_runs_concurrently_and_the_same_under_xdist(tmp_path: Pa
                            "--tooleffect-concurrency=16", *extra], out, _env(srv))
             assert run.returncode in (0, 1), run.stdout[-3000:] + run.stderr[-3000:]
             runs[name] = _records(out)
+            outputs[name] = run.stdout[-4000:] + run.stderr[-2000:]
             if name == "n0":
                 arrivals = sorted(r["_received"] for r in srv.requests)
                 delays["s"] = 0.0  # the -n 2 run is compared, not timed
@@ -271,7 +273,7 @@ def test_the_async_agent_runs_concurrently_and_the_same_under_xdist(tmp_path: Pa
         return {"outcome": rec["outcome"], "verdict": rec["verdict"], "effect": rec.get("effect"), "cost": cost,
                 "error": rec["error"], "calls": calls}
 
-    assert runs["n0"].keys() == runs["n2"].keys()
+    assert runs["n0"].keys() == runs["n2"].keys(), outputs["n2"]
     assert all(r["outcome"] == "scored" for r in runs["n2"].values())
     assert {k: stable(r) for k, r in runs["n0"].items()} == {k: stable(r) for k, r in runs["n2"].items()}
     assert {r["sandbox"]["worker"] for r in runs["n2"].values()} == {"gw0", "gw1"}
