@@ -227,3 +227,44 @@ def test_report_building_reads_each_record_a_bounded_number_of_times(pytester: p
         per_record[copies] = reads[0] / len(records)
     assert per_record[80] <= per_record[20] * 1.05, per_record
     assert per_record[20] < 100, per_record
+
+
+STARTUP_CONFTEST = """
+import json, sys, threading
+import pytest
+from pytest_tooleffect.model_turn import PRELOAD_THREAD
+
+SEEN = {}
+
+def pytest_collection_finish(session):
+    importing = any(t.name == PRELOAD_THREAD for t in threading.enumerate())
+    SEEN["at_collection_end"] = importing or "litellm" in sys.modules
+
+def pytest_unconfigure(config):
+    name = getattr(config, "workerinput", {}).get("workerid", "main")
+    SEEN["litellm"] = "litellm" in sys.modules
+    (config.rootpath / f"startup-{name}.json").write_text(json.dumps(SEEN))
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_live_run_imports_litellm_while_it_collects(pytester: pytest.Pytester, workers: int) -> None:
+    """litellm's import starts at configure time on the processes that make model turns (not at the
+    first turn), so it runs during collection; the xdist controller, which makes none, never imports it.
+    """
+    from pytest_tooleffect.scripted import Reply, ScriptedServer
+
+    write_demo(pytester.path, _many(4))
+    pytester.makeconftest(STARTUP_CONFTEST)
+    with ScriptedServer([Reply(text="done")]) as srv:
+        result = pytester.runpytest("cases/", "-n", str(workers), "--tooleffect-model=openai/local-test",
+                                    f"--tooleffect-api-base={srv.base_url}", "--tooleffect-retries=0",
+                                    "--tooleffect-no-summary")
+        assert len(srv.requests) == 4
+    result.assert_outcomes(passed=2, failed=2)  # a text reply: right where no tool was needed
+    seen = {p.stem.removeprefix("startup-"): json.loads(p.read_text()) for p in pytester.path.glob("startup-*.json")}
+    assert len(seen) == 1 + workers, seen
+    runners = [s for name, s in seen.items() if (name != "main") == bool(workers)]
+    assert runners and all(s["at_collection_end"] and s["litellm"] for s in runners), seen
+    if workers:
+        assert seen["main"] == {"litellm": False}, seen  # the controller neither collects nor imports it
