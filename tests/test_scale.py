@@ -268,3 +268,30 @@ def test_a_live_run_imports_litellm_while_it_collects(pytester: pytest.Pytester,
     assert runners and all(s["at_collection_end"] and s["litellm"] for s in runners), seen
     if workers:
         assert seen["main"] == {"litellm": False}, seen  # the controller neither collects nor imports it
+
+
+def test_a_jsonl_line_that_is_not_utf8_is_one_problem_and_the_rest_loads(tmp_path: Path) -> None:
+    from pytest_tooleffect.cases import case_refs, load_family
+
+    fam_dir = write_demo(tmp_path, [READ_OK, {**READ_OK, "id": "c-second"}])
+    good = (fam_dir / "cases.jsonl").read_bytes().splitlines()
+    (fam_dir / "cases.jsonl").write_bytes(b"\xef\xbb\xbf" + good[0] + b"\n\xff\xfe{\n" + good[1] + b"\n")
+    refs, problems = case_refs(fam_dir / "cases.jsonl", load_family(fam_dir))
+    assert [r.id for r in refs] == ["a-read", "c-second"]
+    assert [str(p) for p in problems] == [f"{fam_dir / 'cases.jsonl'}: file: <file>: line 2 is not UTF-8 text "
+                                          "(invalid start byte at byte 0 of the line)"]
+    assert [r.load().id for r in refs] == ["a-read", "c-second"]  # each read again from its own line (BOM skipped)
+
+
+def test_a_case_file_changed_during_the_run_is_named_when_its_case_is_read_again(tmp_path: Path) -> None:
+    from pytest_tooleffect.cases import case_refs, load_family
+
+    fam_dir = write_demo(tmp_path, [READ_OK, {**READ_OK, "id": "b-read"}])  # lines of the same length
+    (ref, _second), _ = case_refs(fam_dir / "cases.jsonl", load_family(fam_dir))
+    lines = (fam_dir / "cases.jsonl").read_text().splitlines()
+    (fam_dir / "cases.jsonl").write_text("\n".join([lines[1], lines[0]]) + "\n")
+    with pytest.raises(ValueError, match=r"cases.jsonl: case a-read: the line at byte 0 now holds case b-read"):
+        ref.load()
+    (fam_dir / "cases.jsonl").write_text("")
+    with pytest.raises(ValueError, match=r"cases.jsonl: case a-read: cannot be read again at byte 0"):
+        ref.load()
