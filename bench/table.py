@@ -59,7 +59,7 @@ def run(name: str, cmd: list[str], needs: str | None, timeout_s: float) -> list[
     load = os.getloadavg()[0]
     if needs is not None and not Path(needs).exists():
         return [{"figure": name, "peer": "", "ratio": None, "target": "", "met": None,
-                 "note": f"not run: no {Path(needs).relative_to(REPO)} (make {name.replace(' ', '-')} builds it)",
+                 "note": f"not run: no {Path(needs).relative_to(REPO)} (make bench builds it)",
                  "load": load}]
     print(f"== {name}: {' '.join(Path(c).name if c.startswith('/') else c for c in cmd)}", flush=True)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]).rstrip(":")}
