@@ -13,7 +13,7 @@ SHARED ?= ../shared
 # (cached under ~/.cache/pytest-tooleffect, rebuilt only when its version changes) and
 # Qwen2.5-Coder-0.5B-Instruct assembled from pinned PyPI packages.
 .PHONY: setup docker chromium sandbox-image report test local-model model-serve model-stop live-local bench-local \
-  bench-collection bench-sandbox bench-shards bench-throughput bfcl-conformance bfcl-multi-turn bench-bfcl-multi-turn lint \
+  bench bench-collection bench-sandbox bench-shards bench-throughput bfcl-conformance bfcl-multi-turn bench-bfcl-multi-turn lint \
   clean
 
 $(STAMP): pyproject.toml
@@ -122,6 +122,12 @@ $(INSPECT_VENV)/.installed: Makefile
 bench-throughput: $(STAMP) $(INSPECT_VENV)/.installed
 	$(BIN)/python bench/throughput.py --cases 1000 --delay 2.0 --concurrency 32 \
 	  --inspect-python $(INSPECT_VENV)/bin/python
+
+# Every benchmark at quick sizes (BENCH_FULL=1: the sizes the README quotes), then one table: figure, peer or
+# limit, ratio, target, met, and the load average (bench/table.py).  The local model server is stopped after.
+bench: $(STAMP) sandbox-image chromium model-serve $(BFCL_VENV)/.installed $(INSPECT_VENV)/.installed
+	$(BIN)/python bench/table.py $(if $(BENCH_FULL),--full) --json reports/bench.json; \
+	  rc=$$?; $(BIN)/tooleffect model stop; exit $$rc
 
 lint: $(STAMP)
 	$(BIN)/ruff check pytest_tooleffect tests bench sandbox examples

@@ -46,6 +46,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from results import emit  # bench/results.py: this folder is on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TOOLEFFECT_SHARED", REPO.parent / "shared"))
 sys.path.insert(0, str(REPO))
@@ -425,6 +427,10 @@ def main() -> None:
     print(f"  a case decided once (its label not compiled: the comparator judges): {1e6 * once / n:.1f} µs "
           f"each, ratio {statistics.median(r[0] / r[3] for r in rounds):.2f}; with parsing: "
           f"{statistics.median(r[0] / (r[1] + r[3]) for r in rounds):.2f}")
+    emit("BFCL AST conformance: unexplained disagreements", f"bfcl-eval's checker, {len(work)} outputs",
+         len(unexplained), "== 0", f"agreement {agree}/{len(work)}")
+    emit("oracle decisions/s, compiled labels", "bfcl-eval's AST checker (CPU time)", statistics.median(ratios),
+         ">= 1.0", f"BFCL {1e6 * b / n:.1f} µs, oracle {1e6 * o / n:.1f} µs per decision")
     sys.exit(1 if unexplained else 0)
 
 

@@ -42,6 +42,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TOOLEFFECT_SHARED", REPO.parent / "shared"))
 sys.path.insert(0, str(REPO))
+from results import emit  # noqa: E402 - bench/results.py: this folder is on sys.path
+
 if __name__ == "__main__" and "--cached" in sys.argv:  # BFCL's checker from the pinned wheel's files
     from pytest_tooleffect.sandbox.bfcl_source import activate
 
@@ -235,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {key}: {count}")
     for line in unexplained[:40]:
         print("UNEXPLAINED", line)
+    emit("BFCL multi-turn conformance: unexplained disagreements", f"BFCL's multi-turn checker, {n} trajectories",
+         len(unexplained), "== 0", f"agreement {agree}/{n}")
     return 1 if unexplained else 0
 
 

@@ -33,6 +33,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from results import emit  # noqa: E402 - bench/results.py: this folder is on sys.path
+
 from pytest_tooleffect import localmodel  # noqa: E402
 from pytest_tooleffect.cases import load_case_file  # noqa: E402
 from pytest_tooleffect.family import is_case_file, load_family  # noqa: E402
@@ -155,6 +157,11 @@ def main() -> None:
     else:
         print(f"inspect-ai:               {inspect[0]:7.1f} s  {per_min(inspect[0]):6.2f} decisions/min  "
               f"inspect-ai / limit {inspect[0] / t_grouped:.2f}   ours / inspect-ai {t_ours / inspect[0]:.2f}")
+    emit(f"local model, {n} decisions: harness wall", "llama-server alone (grouped requests)", t_ours / t_grouped,
+         "<= 1.2", f"{t_ours:.1f} s against {t_grouped:.1f} s")
+    if not isinstance(inspect, str):
+        emit(f"local model, {n} decisions: harness wall", "inspect-ai on the same server and cases",
+             t_ours / inspect[0], "<= 1", f"{t_ours:.1f} s against {inspect[0]:.1f} s")
     print(f"prefix cache: interleaved {t_mixed:7.1f} s  {per_min(t_mixed):6.2f} decisions/min; grouped / interleaved "
           f"decisions per minute {t_mixed / t_grouped:.2f}")
 

@@ -7,12 +7,14 @@ only cases whose recorded decision passes.  Each runs as a user runs it: ``pytes
 the JSON report and the record log written, pytest's default failure output and short summary
 (``-rfE``).  The floor is plain pytest running N trivial parametrised tests in the same run.
 
-Prints per N and variant: wall seconds, the floor's, their ratio (target ≤ 2×), milliseconds per
+Prints per N and variant: wall seconds, the floor's, their ratio (target ≤ 2×), the same for CPU
+seconds (user + system of the child: on a shared machine the steadier of the two), milliseconds per
 decision (it must not grow with N), peak resident memory per decision (KiB) and its ratio to the
 floor's (target ≤ 3×), and for each N the ratio of the half-failing run to the all-passing one.
+The floor runs right before each of the plugin's runs, so both meet the same load.
 
 Run: ``.venv/bin/python bench/replay_scale.py [--sizes 1000,10000,50000] [--workers 0]``
-(the default sizes are 1k, 10k and 50k).
+(the default sizes are 1k, 10k and 50k; ``make bench`` runs 1k and 10k, ``BENCH_FULL=1`` adds 50k).
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from results import emit  # bench/results.py: this folder is on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
 FAMILY = REPO / "cases" / "tau-airline"
 
@@ -42,9 +46,10 @@ def test_decision(i):
 
 @dataclass
 class Run:
-    """One child run: wall seconds, peak resident set (KiB), exit code, output tail."""
+    """One child run: wall seconds, CPU seconds (user + system), peak resident set (KiB), exit code, output tail."""
 
     wall: float
+    cpu: float
     peak_kib: int
     code: int
     tail: str
@@ -63,7 +68,7 @@ def run(cmd: list[str], cwd: Path, out: Path) -> Run:
         wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     text = out.read_text(errors="replace")
-    return Run(wall, usage.ru_maxrss, proc.returncode, text[-1500:])
+    return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, proc.returncode, text[-1500:])
 
 
 def classify(root: Path) -> tuple[list[dict], list[dict]]:
@@ -123,12 +128,12 @@ def main() -> None:
             floor_dir.mkdir()
             (floor_dir / "pytest.ini").write_text("[pytest]\n")
             (floor_dir / "test_floor.py").write_text(FLOOR.format(n=n))
-            floor = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_floor.py"],
-                        floor_dir, floor_dir / "out.txt")
-            if floor.code != 0:
-                raise SystemExit(f"floor run failed:\n{floor.tail}")
             by_variant = {}
             for variant in variants:
+                floor = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_floor.py"],
+                            floor_dir, floor_dir / "out.txt")
+                if floor.code != 0:
+                    raise SystemExit(f"floor run failed:\n{floor.tail}")
                 root = tmp / f"{variant}-{n}"
                 scaffold(root)
                 write_cases(root / "cases" / "tau-airline" / "cases.jsonl", n, passing, failing, variant)
@@ -144,16 +149,29 @@ def main() -> None:
                 by_variant[variant] = ours
                 rows.append((n, variant, ours, floor, report.get("status")))
                 print(f"N={n:>6} {variant:>4}: {ours.wall:8.1f} s  floor {floor.wall:7.1f} s  "
-                      f"ratio {ours.wall / floor.wall:5.2f}x  {1000 * ours.wall / n:6.2f} ms/decision  "
+                      f"ratio {ours.wall / floor.wall:5.2f}x  CPU {ours.cpu:7.1f} s floor {floor.cpu:6.1f} s "
+                      f"ratio {ours.cpu / floor.cpu:5.2f}x  {1000 * ours.wall / n:6.2f} ms/decision "
+                      f"({1000 * ours.cpu / n:5.2f} ms CPU)  "
                       f"peak {ours.peak_kib / n:7.1f} KiB/decision (floor {floor.peak_kib / n:6.1f}, "
                       f"{ours.peak_kib / floor.peak_kib:5.2f}x)  exit {ours.code}", flush=True)
+                what = f"replay N={n} {'half failing' if variant == 'half' else 'all passing'}"
+                if args.workers:
+                    what += f" -n {args.workers}"
+                peer = f"plain pytest, {n} trivial parametrised tests"
+                emit(f"{what}: wall", peer, ours.wall / floor.wall, "<= 2", f"{ours.wall:.1f} s against "
+                     f"{floor.wall:.1f} s; {1000 * ours.wall / n:.2f} ms per decision")
+                emit(f"{what}: CPU", peer, ours.cpu / floor.cpu, "<= 2", f"{ours.cpu:.1f} s against {floor.cpu:.1f} s; "
+                     f"{1000 * ours.cpu / n:.2f} ms per decision")
+                emit(f"{what}: peak memory", peer, ours.peak_kib / floor.peak_kib, "<= 3",
+                     f"{ours.peak_kib / n:.1f} KiB per decision against {floor.peak_kib / n:.1f}")
             if "half" in by_variant and "pass" in by_variant:
                 print(f"N={n:>6} half failing / all passing: "
                       f"{by_variant['half'].wall / by_variant['pass'].wall:.2f}x", flush=True)
         print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(json.dumps({"replay_scale": [
             {"n": n, "variant": v, "wall_s": round(o.wall, 2), "floor_s": round(f.wall, 2),
-             "ratio": round(o.wall / f.wall, 3), "ms_per_decision": round(1000 * o.wall / n, 3),
+             "ratio": round(o.wall / f.wall, 3), "cpu_s": round(o.cpu, 2), "floor_cpu_s": round(f.cpu, 2),
+             "cpu_ratio": round(o.cpu / f.cpu, 3), "ms_per_decision": round(1000 * o.wall / n, 3),
              "peak_kib_per_decision": round(o.peak_kib / n, 2), "floor_peak_kib_per_decision": round(f.peak_kib / n, 2),
              "memory_ratio": round(o.peak_kib / f.peak_kib, 3), "workers": args.workers, "status": s}
             for n, v, o, f, s in rows], "loadavg": os.getloadavg()}))

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from results import emit  # bench/results.py: this folder is on sys.path
+
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = Path(os.environ.get("TOOLEFFECT_SHARED", REPO.parent / "shared")) / \
     "datasets/tau-bench/historical_trajectories/gpt-4o-airline.json"
@@ -76,6 +78,8 @@ def main() -> None:
     if len(peaks) >= 2:
         small, large = min(peaks), max(peaks)
         print(f"peak memory ratio {large} MB / {small} MB: {peaks[large] / peaks[small]:.2f} (target <= 1.2)")
+        emit(f"trace sampling peak memory, {large} MB input", f"the same at {small} MB", peaks[large] / peaks[small],
+             "<= 1.2", f"{peaks[large] / 1024:.0f} MiB against {peaks[small] / 1024:.0f} MiB")
 
 
 if __name__ == "__main__":

@@ -4,14 +4,20 @@ A family lives in ``cases/<family>/``: ``family.yaml`` (:mod:`.family`) plus cas
 (``*.jsonl``: one case a line; ``*.yaml``/``*.yml``: a list of cases, or ``{cases: [...]}``).  A
 bad case never stops the others: :func:`load_case_file` returns the good cases and a
 :class:`CaseProblem` per bad one.
+
+A run keeps of each case only a :class:`CaseRef` (its id, class, bucket, label hash and where its
+line is): :func:`case_refs` reads a JSONL file one line at a time and lets each parsed case go, and
+an item reads its case again from its line (:meth:`CaseRef.load`) in setup, so memory does not grow
+with the cases' size times their number, and an xdist worker holds only the cases of its items.
 """
 
 from __future__ import annotations
 
+import codecs
 import gc
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,8 +38,9 @@ from .family import (
 from .models import Case, Label
 from .validation import validate_case
 
-__all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "CaseProblem", "FamilyError", "LoadedFamily", "is_case_file",
-           "label_hash", "load_case_file", "load_family", "named_files", "validate_case"]
+__all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "CaseProblem", "CaseRef", "CaseSpan", "FamilyError", "LoadedFamily",
+           "case_refs", "is_case_file", "label_hash", "load_case_file", "load_family", "named_files",
+           "validate_case"]
 
 
 @dataclass(frozen=True)
@@ -50,28 +57,123 @@ class CaseProblem:
         return f"{self.file}: {where}: {self.field}: {self.message}"
 
 
-def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """Yield ``(line or index, raw case, parse error)``; a JSONL case comes as its line's text."""
-    text = path.read_text(encoding="utf-8-sig")
+@dataclass(frozen=True, slots=True)
+class CaseSpan:
+    """Where one JSONL case lies in its file: ``length`` bytes from byte ``offset`` (its line, no newline)."""
+
+    path: Path
+    offset: int
+    length: int
+
+    def read(self) -> bytes:
+        """The line's bytes, read again from the file.
+
+        Raises:
+            OSError: the file cannot be read.
+        """
+        with open(self.path, "rb") as fh:
+            fh.seek(self.offset)
+            return fh.read(self.length)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseRef:
+    """What a run keeps of a validated case between collection and the item that needs it whole.
+
+    Attributes:
+        id: the case's id.
+        label_class: ``single``, ``several`` or ``no_tool``; ``None`` for an unlabelled case.
+        bucket: the state's position bucket.
+        xfail: the case's ``xfail`` (a reason, ``True``, or ``None``/``False``).
+        label_hash: :func:`label_hash` of its label (``unlabelled`` without one).
+        span: where its line is, for a JSONL case; ``None`` when the case is kept whole.
+        case: the case itself when it cannot be read again on its own (a YAML file's, parsed
+            with its whole file); ``None`` for a JSONL case.
+    """
+
+    id: str
+    label_class: str | None
+    bucket: str
+    xfail: bool | str | None
+    label_hash: str
+    span: CaseSpan | None = None
+    case: Case | None = None
+
+    @classmethod
+    def of(cls, case: Case, span: CaseSpan | None = None) -> CaseRef:
+        """The reference to ``case``: its line when ``span`` is given, else the case kept whole."""
+        return cls(id=case.id, label_class=case.label.label_class if case.label is not None else None,
+                   bucket=case.placement.bucket, xfail=case.xfail, label_hash=label_hash(case.label), span=span,
+                   case=None if span is not None else case)
+
+    def load(self) -> Case:
+        """The case, parsed again from its line (validated at collection: not validated again).
+
+        Raises:
+            ValueError: the line cannot be read any more, or no longer holds this case (the file
+                changed during the run); the message names the file, the case id and the offset.
+        """
+        if self.case is not None:
+            return self.case
+        assert self.span is not None
+        where = f"{self.span.path}: case {self.id}"
+        try:
+            case = Case.model_validate_json(self.span.read())
+        except (OSError, ValidationError) as exc:
+            raise ValueError(f"{where}: cannot be read again at byte {self.span.offset} (the file changed during "
+                             f"the run?): {type(exc).__name__}") from None
+        if case.id != self.id:
+            raise ValueError(f"{where}: the line at byte {self.span.offset} now holds case {case.id} "
+                             "(the file changed during the run)")
+        return case
+
+
+def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None]]:
+    """Yield ``(line or index, raw case, problem, span)``; a JSONL case comes as its line's text
+    with its span, one line at a time (the file is never held whole).
+
+    Raises:
+        OSError: the file cannot be read.
+        UnicodeDecodeError: a YAML file that is not UTF-8.
+    """
     if path.suffix == ".jsonl":
-        for n, line in enumerate(text.split("\n"), 1):
-            if line.strip():
-                yield n, line, None
+        yield from _jsonl_lines(path)
         return
+    text = path.read_text(encoding="utf-8-sig")
     try:
         doc = yaml_load(text)
     except Exception as exc:
-        yield 0, None, f"not valid YAML: {exc}"
+        yield 0, None, f"not valid YAML: {exc}", None
         return
     if isinstance(doc, Mapping) and "cases" in doc:
         doc = doc["cases"]
     if doc is None:
         return
     if not isinstance(doc, list):
-        yield 0, None, "a YAML case file holds a list of cases (or a mapping with 'cases:')"
+        yield 0, None, "a YAML case file holds a list of cases (or a mapping with 'cases:')", None
         return
     for n, raw in enumerate(doc):
-        yield n, raw, None
+        yield n, raw, None, None
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None]]:
+    """The non-blank lines of a JSONL file (split at newlines, a leading BOM skipped), each with its
+    span; a line that is not UTF-8 is a problem of the file naming the line, and the rest is read.
+    """
+    with open(path, "rb") as fh:
+        end = 0
+        for n, line in enumerate(fh, 1):
+            start, end = end, end + len(line)
+            if n == 1 and line.startswith(codecs.BOM_UTF8):
+                line, start = line[len(codecs.BOM_UTF8):], start + len(codecs.BOM_UTF8)
+            body = line[:-1] if line.endswith(b"\n") else line
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield n, None, f"line {n} is not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", None
+                continue
+            if text.strip():
+                yield n, text, None, CaseSpan(path, start, len(body))
 
 
 def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
@@ -128,49 +230,77 @@ def load_case_file(path: Path, family: LoadedFamily, seen: set[str] | None = Non
         ``(cases, problems)``: the usable cases, and one problem per unusable case or file.
 
     """
-    seen = seen if seen is not None else set()
     cases: list[Case] = []
-    problems: list[CaseProblem] = []
-    fname = str(path)
-    try:
-        raws = list(_raw_cases(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        return [], [CaseProblem(fname, None, "<file>", f"cannot read: {exc}")]
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # thousands of long-lived models: generational GC passes would rescan them all
-    try:
-        _load_all(raws, fname, family, seen, cases, problems)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    # the cases live for the whole run: keep later collections from rescanning them
-    gc.freeze()
+    problems = _load(path, family, seen, lambda case, span: cases.append(case))
     return cases, problems
 
 
-def _load_all(raws: list[tuple[int, Any, str | None]], fname: str, family: LoadedFamily, seen: set[str],
-              cases: list[Case], problems: list[CaseProblem]) -> None:
-    for n, raw, error in raws:
-        if error:
-            problems.append(CaseProblem(fname, None, "<file>", error))
-            continue
-        try:
-            case = _parse_case(n, raw, fname)
-        except (RecursionError, ValueError, TypeError) as exc:
-            problems.append(CaseProblem(fname, f"line {n}", "<case>", f"cannot read: {type(exc).__name__}: {exc}"))
-            continue
-        if isinstance(case, list):
-            problems += case
-            continue
-        if case.id in seen:
-            problems.append(CaseProblem(fname, case.id, "id", f"duplicate case id in family {family.name}"))
-            continue
-        seen.add(case.id)
-        try:
-            bad = validate_case(case, family)
-        except Exception as exc:  # a case shape the checks did not foresee: report it, go on
-            bad = [("<case>", f"cannot validate: {type(exc).__name__}: {exc}")]
-        if bad:
-            problems += [CaseProblem(fname, case.id, f, m) for f, m in bad]
-            continue
-        cases.append(case)
+def case_refs(path: Path, family: LoadedFamily, seen: set[str] | None = None
+              ) -> tuple[list[CaseRef], list[CaseProblem]]:
+    """Validate every case of one file and keep a :class:`CaseRef` of each usable one.
+
+    A JSONL file is read one line at a time and each case is let go once validated (its ref
+    reads it again from its line); a YAML file's cases are kept whole in their refs.
+
+    Args:
+        path: the case file.
+        family: its loaded family.
+        seen: case ids already loaded from this family (updated; a repeat is a problem).
+
+    Returns:
+        ``(refs, problems)``: one ref per usable case, and one problem per unusable case or file.
+    """
+    refs: list[CaseRef] = []
+    problems = _load(path, family, seen, lambda case, span: refs.append(CaseRef.of(case, span)))
+    return refs, problems
+
+
+def _load(path: Path, family: LoadedFamily, seen: set[str] | None,
+          keep: Callable[[Case, CaseSpan | None], object]) -> list[CaseProblem]:
+    """Validate the file's cases one at a time, hand each usable one to ``keep``; the problems."""
+    seen = seen if seen is not None else set()
+    problems: list[CaseProblem] = []
+    fname = str(path)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # thousands of long-lived objects: generational GC passes would rescan them all
+    try:
+        for n, raw, error, span in _raw_cases(path):
+            if error:
+                problems.append(CaseProblem(fname, None, "<file>", error))
+                continue
+            case = _checked(n, raw, fname, family, seen, problems)
+            if case is not None:
+                keep(case, span)
+    except (OSError, UnicodeDecodeError) as exc:
+        return [CaseProblem(fname, None, "<file>", f"cannot read: {exc}")]
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    # what the run keeps of them lives for the whole run: keep later collections from rescanning it
+    gc.freeze()
+    return problems
+
+
+def _checked(n: int, raw: Any, fname: str, family: LoadedFamily, seen: set[str],
+             problems: list[CaseProblem]) -> Case | None:
+    """The case parsed and validated against its family, or ``None`` with its problems added."""
+    try:
+        case = _parse_case(n, raw, fname)
+    except (RecursionError, ValueError, TypeError) as exc:
+        problems.append(CaseProblem(fname, f"line {n}", "<case>", f"cannot read: {type(exc).__name__}: {exc}"))
+        return None
+    if isinstance(case, list):
+        problems += case
+        return None
+    if case.id in seen:
+        problems.append(CaseProblem(fname, case.id, "id", f"duplicate case id in family {family.name}"))
+        return None
+    seen.add(case.id)
+    try:
+        bad = validate_case(case, family)
+    except Exception as exc:  # a case shape the checks did not foresee: report it, go on
+        bad = [("<case>", f"cannot validate: {type(exc).__name__}: {exc}")]
+    if bad:
+        problems += [CaseProblem(fname, case.id, f, m) for f, m in bad]
+        return None
+    return case

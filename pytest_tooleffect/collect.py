@@ -11,7 +11,7 @@ this module imports no later stage.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from .agent import Agent, AgentError, load_agent
-from .cases import load_case_file
+from .cases import CaseRef, case_refs
 from .family import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, is_case_file, load_family
 from .models import Case, Policy, ToolSpec
 from .options import REPLAY, Settings, settings_key
@@ -91,6 +91,15 @@ class CaseCollector:
         self.config = config
         self.families = config.stash[families_key] = Families()
         config.stash[agents_key] = Agents(config)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
+        """After an item's teardown, let its case go (:meth:`CaseItem.release`)."""
+        try:
+            return (yield)
+        finally:
+            if isinstance(item, CaseItem):
+                item.release()
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         directory = file_path.parent
@@ -205,7 +214,7 @@ class CaseFile(pytest.File):
                                               family=self.path.parent.name)
             return
         seen = families.seen_ids.setdefault(self.path.parent, set())
-        cases, problems = load_case_file(self.path, fam, seen)
+        cases, problems = case_refs(self.path, fam, seen)
         by_case: dict[str, list[str]] = {}
         for p in problems:
             by_case.setdefault(p.case_id or "<file>", []).append(str(p))
@@ -240,10 +249,10 @@ class CaseFile(pytest.File):
                     self._mark(item, fam, case)
                     yield item
 
-    def _mark(self, item: pytest.Item, fam: LoadedFamily, case: Case) -> None:
-        names = [_marker_name("family_", fam.name), _marker_name("bucket_", case.placement.bucket)]
-        if case.label is not None:
-            names.append(case.label.label_class)
+    def _mark(self, item: pytest.Item, fam: LoadedFamily, case: CaseRef) -> None:
+        names = [_marker_name("family_", fam.name), _marker_name("bucket_", case.bucket)]
+        if case.label_class is not None:
+            names.append(case.label_class)
         for name in names:
             item.add_marker(_marker(self.config, name))
         if case.xfail:
@@ -278,8 +287,13 @@ def _tooleffect_case(tooleffect_decision: Any) -> None:
 class CaseItem(pytest.Function):
     """One case × policy × trial.  Its setup obtains the decision; its call scores it.
 
+    The item keeps a :class:`~pytest_tooleffect.cases.CaseRef` from collection on; the case
+    itself is read again from its line when the item first needs it (in setup) and let go after
+    its teardown (:meth:`release`), so a run holds the cases of the items running, not all of them.
+
     Attributes:
-        case: the labelled state.
+        ref: what the run keeps of the case (id, class, bucket, label hash, where its line is).
+        case: the labelled state (read on first use, see above).
         family: its family (tools, system prompt, rules, sandbox).
         policy: the policy under test.
         trial: 1…K under ``--tooleffect-repeats K``.
@@ -288,10 +302,12 @@ class CaseItem(pytest.Function):
         agent_source: where the agent came from (its import path, or ``pytest_tooleffect_agent``).
     """
 
-    def __init__(self, *, case: Case, family: LoadedFamily, policy: Policy, trial: int = 1, decisions: int = 1,
-                 agent: Agent | None = None, agent_source: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, *, case: CaseRef | Case, family: LoadedFamily, policy: Policy, trial: int = 1,
+                 decisions: int = 1, agent: Agent | None = None, agent_source: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.case = case
+        self.ref = case if isinstance(case, CaseRef) else CaseRef.of(case)
+        self._case: Case | None = self.ref.case
         self.family = family
         self.policy = policy
         self.trial = trial
@@ -300,10 +316,25 @@ class CaseItem(pytest.Function):
         self.agent_source = agent_source if agent is not None else None
 
     @property
+    def case(self) -> Case:
+        """The case, read again from its line on first use until :meth:`release`.
+
+        Raises:
+            ValueError: its line no longer holds it (the file changed during the run).
+        """
+        if self._case is None:
+            self._case = self.ref.load()
+        return self._case
+
+    def release(self) -> None:
+        """Let the case go (after teardown): it is read again if asked for; a case kept whole stays."""
+        self._case = self.ref.case
+
+    @property
     def record_id(self) -> str:
         """``family/case-id[policy]`` (``[policy:trial]`` with repeats), by :func:`.records.record_id`."""
         repeats = self.config.stash[settings_key].repeats
-        return record_id(self.family.name, self.case.id, self.policy.name, self.trial, repeats)
+        return record_id(self.family.name, self.ref.id, self.policy.name, self.trial, repeats)
 
     @property
     def tools(self) -> list[ToolSpec]:
@@ -318,10 +349,24 @@ class CaseItem(pytest.Function):
     @property
     def live(self) -> bool:
         """The decision is asked of a model or an agent (a labelled case, not a replay)."""
-        return not self.replay and self.case.label is not None
+        return not self.replay and self.ref.label_class is not None
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, self.record_id
+
+    def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException],
+                         style: Any = None) -> Any:
+        """A failure raised without a traceback (``pytrace=False``: a failing decision, an error
+        outcome) is its one-line reason, the record id (the failure's headline) left out.
+
+        pytest formats every phase's failure here; for such a failure it would walk and filter the
+        whole traceback (path lookups per frame) only to print the message: thousands of failing
+        decisions made that most of a run's time.
+        """
+        exc = excinfo.value
+        if isinstance(exc, pytest.fail.Exception) and not exc.pytrace and exc.msg:
+            return exc.msg.removeprefix(f"{self.record_id}: ")
+        return super()._repr_failure_py(excinfo, style)
 
 
 class InvalidCaseItem(pytest.Item):

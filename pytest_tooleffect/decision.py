@@ -22,7 +22,7 @@ import pytest
 
 from .agent import AgentError, agent_state, call_agent, is_async, run_agent
 from .collect import CaseItem
-from .model_turn import ModelCache, ProviderError, TurnPool, wait_turn
+from .model_turn import ModelCache, ProviderError, TurnPool, finish_preload, preload_litellm, wait_turn
 from .models import Case, ToolSpec
 from .options import Settings, settings_key
 from .outcomes import Failure, NotScored
@@ -91,6 +91,9 @@ class ModelTurns:
         self.rate_file: Path | None = None
         self.pool = TurnPool(self.settings.concurrency, self._rate_limit(), _cache(self.settings))
         config.stash[pool_key] = self.pool
+        self.preloading = _runs_model_turns(config)
+        if self.preloading:  # litellm's import runs while pytest collects
+            preload_litellm()
 
     def _rate_limit(self) -> Any:
         """One limiter state file per run: the controller creates it, xdist workers get its path."""
@@ -232,6 +235,8 @@ class ModelTurns:
 
     def close(self) -> None:
         """Stop the pool's loop and remove the run's private limiter state."""
+        if self.preloading:
+            finish_preload()
         self.pool.close()
         if self.rate_dir is not None:
             import shutil
@@ -251,6 +256,17 @@ async def _bounded_agent(agent: Any, state: Any, timeout_s: float) -> tuple[Any,
 def _offered(item: CaseItem, state: Case | None) -> list[ToolSpec]:
     """The tools offered at a rollout's state (its own, as a conversation's later turn offers), else the item's."""
     return list(state.tools) if state is not None and state.tools is not None else item.tools
+
+
+def _runs_model_turns(config: pytest.Config) -> bool:
+    """This process may make model turns: some policy asked for may have a model, and it is not
+    the xdist controller (the workers make the turns; the controller never imports litellm).
+    """
+    if getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
+        return False
+    settings = config.stash[settings_key]
+    named = (settings.pyproject_policies.get(name) for name in settings.policies if name != "replay")
+    return bool(settings.model) or any(p is None or p.model for p in named)  # None: the family's, unknown yet
 
 
 def _model_turns(config: pytest.Config) -> ModelTurns:

@@ -1,7 +1,9 @@
 """One model turn through litellm: request building, reversible tool names, cost, faults.
 
 litellm is imported lazily (it costs seconds) with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` set
-first, so the bundled cost map is used and nothing is fetched.  Tool names that providers
+first, so the bundled cost map is used and nothing is fetched.  A run that may call a model starts
+the import on a background thread at configure time (:func:`preload_litellm`), so it proceeds
+while pytest collects; the first turn waits only for what is left of it.  Tool names that providers
 reject (the OpenAI and Anthropic rule is ``^[a-zA-Z0-9_-]{1,64}$``; ``calendar.create_event``
 breaks it) are mapped to safe names before the call, in the tool list and in the history, and
 mapped back after it; the record keeps both.
@@ -35,7 +37,7 @@ from .oracle.names import NameMap, name_map  # re-exported: the mapping is the o
 from .ratelimit import Limiter, RateLimitTooSmall
 
 __all__ = ["DEFAULT_MAX_TOKENS", "ModelCache", "NameMap", "Price", "ProviderError", "Turn", "TurnPool",
-           "build_request", "import_litellm", "name_map", "run_turn", "wait_turn"]
+           "build_request", "import_litellm", "name_map", "preload_litellm", "run_turn", "wait_turn"]
 
 T = TypeVar("T")
 #: The output-token cap of a live request when the policy sets none (``Policy.max_tokens``): a
@@ -109,21 +111,63 @@ def build_request(case: Case, tools: Sequence[ToolSpec], system_prompt: str | No
 
 
 _LITELLM: Any = None
+_IMPORT_LOCK = threading.Lock()
+_PRELOAD: threading.Thread | None = None
+PRELOAD_THREAD = "tooleffect-litellm-import"
 
 
 def import_litellm() -> Any:
-    """Import litellm once, with the local cost map and its debug output off."""
-    global _LITELLM
-    if _LITELLM is None:
-        os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-        import litellm as module
+    """Import litellm once, with the local cost map and its debug output off.
 
-        litellm: Any = module
-        litellm.suppress_debug_info = True
-        litellm.set_verbose = False
-        litellm.drop_params = True
-        _LITELLM = litellm
+    Safe from any thread: a caller while the import runs (on the preload thread) waits for it.
+
+    Raises:
+        ImportError: litellm cannot be imported.
+    """
+    global _LITELLM
+    with _IMPORT_LOCK:
+        if _LITELLM is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm as module
+
+            litellm: Any = module
+            litellm.suppress_debug_info = True
+            litellm.set_verbose = False
+            litellm.drop_params = True
+            _LITELLM = litellm
     return _LITELLM
+
+
+def preload_litellm() -> threading.Thread:
+    """Start importing litellm on a daemon thread (once per process) and return that thread.
+
+    The import takes seconds; started at configure time it runs while pytest collects, and the
+    first model turn's :func:`import_litellm` waits only for the rest of it.  An import error is
+    not raised here: the first turn's own :func:`import_litellm` raises it.
+
+    Returns:
+        The thread doing (or that did) the import; :func:`finish_preload` joins it.
+    """
+    global _PRELOAD
+    with _IMPORT_LOCK:
+        if _PRELOAD is None:
+            _PRELOAD = threading.Thread(target=_preload, name=PRELOAD_THREAD, daemon=True)
+            _PRELOAD.start()
+        return _PRELOAD
+
+
+def _preload() -> None:
+    try:
+        import_litellm()
+    except Exception:  # noqa: S110 - the first turn imports again and reports the error where it belongs
+        pass
+
+
+def finish_preload() -> None:
+    """Wait for a preload still importing (so the interpreter never exits in the middle of it)."""
+    thread = _PRELOAD
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
 
 
 @dataclass(frozen=True)

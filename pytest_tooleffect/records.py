@@ -478,6 +478,7 @@ def build_record(
     error: Mapping[str, Any] | None = None,
     cost: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
+    label_digest: str | None = None,
 ) -> dict[str, Any]:
     """Make one item's record: scored (give ``verdict``) or an error (give ``error``).
 
@@ -494,6 +495,8 @@ def build_record(
         extra: the record's further fields (:class:`Record` from ``model`` on): ``model`` and
             ``trial`` (the id's trial, default 1), the turn's, the judge's, the sandbox's.  Keys
             not left out are written, in field order.
+        label_digest: :func:`~pytest_tooleffect.cases.label_hash` of the case's label when the
+            caller has it already (computed once per case at collection); else computed here.
 
     Returns:
         The record as a JSON object (:meth:`Record.to_json`), which ``pytest_tooleffect_modify_record``
@@ -520,7 +523,7 @@ def build_record(
         "step": case.placement.step,
         "run_length": case.placement.run_length,
         "xfail": bool(case.xfail),
-        "label_hash": label_hash(case.label),
+        "label_hash": label_digest or label_hash(case.label),
         "verdict": verdict.to_dict() if verdict is not None else None,
         "no_tool_failure": no_tool_failure(case, verdict, tools, _effect_failed(extra)) if verdict is not None
         else None,

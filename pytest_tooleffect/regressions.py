@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from .baseline import Baseline, BaselineDecision, BaselineError, classify
-from .cases import label_hash
 from .collect import CaseItem
 from .comparison import compare, summary_lines
 from .options import OPT_BASELINE, settings_key
@@ -74,13 +73,13 @@ class BaselinePlugin:
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         for item in items:
-            if not isinstance(item, CaseItem) or item.case.label is None:
+            if not isinstance(item, CaseItem) or item.ref.label_class is None:
                 continue
             before = self.baseline.decisions.get(item.record_id)
             item.stash[_before_key] = before
             if before is None or before.outcome == "error" or before.passed:
                 continue
-            if before.label_hash != label_hash(item.case.label) and self.changed_labels != "compare":
+            if before.label_hash != item.ref.label_hash and self.changed_labels != "compare":
                 continue
             item.add_marker(pytest.mark.xfail(
                 reason=f"known failure: {before.describe()} in the baseline {self.path.name}",

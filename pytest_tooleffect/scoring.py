@@ -79,7 +79,7 @@ class Scorer:
             family=item.family.name, case=item.case, policy=item.policy.name, verdict=verdict,
             tools={t.name: t for t in item.tools}, cost=cost,
             error=_error(error),
-            extra=fields, repeats=self.settings.repeats)
+            extra=fields, repeats=self.settings.repeats, label_digest=item.ref.label_hash)
         item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
         item.stash[record_key] = record
         return record

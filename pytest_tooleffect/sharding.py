@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 
-from .cases import label_hash
 from .collect import CaseItem
 
 __all__ = ["ShardSelector", "family_fingerprint", "shard_of"]
@@ -66,8 +65,8 @@ def family_fingerprint(items: list[pytest.Item]) -> dict[str, str]:
     """
     pairs: dict[str, set[tuple[str, str]]] = {}
     for item in items:
-        if isinstance(item, CaseItem) and item.case.label is not None:
-            pairs.setdefault(item.family.name, set()).add((item.case.id, label_hash(item.case.label)))
+        if isinstance(item, CaseItem) and item.ref.label_class is not None:
+            pairs.setdefault(item.family.name, set()).add((item.ref.id, item.ref.label_hash))
     out = {}
     for fam, labels in pairs.items():
         h = hashlib.sha256()

@@ -102,3 +102,196 @@ def test_an_offline_run_never_imports_litellm(pytester: pytest.Pytester, workers
     seen = [json.loads(p.read_text()) for p in pytester.path.glob("seen-*.json")]
     assert len(seen) == 1 + workers  # the controller and each worker said
     assert not any(s["litellm"] for s in seen), seen
+
+
+HOLDING_CONFTEST = """
+import json
+import pytest
+from pytest_tooleffect.cases import CaseRef
+from pytest_tooleffect.collect import CaseItem
+
+LOADS, HELD, RAN = [], [], []
+_load, _release = CaseRef.load, CaseItem.release
+
+def load(self):
+    LOADS.append(self.id)
+    return _load(self)
+
+def release(self):
+    if self._case is not None and self.ref.case is None:
+        LOADS.append(None)  # one case let go
+    _release(self)
+
+CaseRef.load = load
+CaseItem.release = release
+
+def pytest_runtest_call(item):
+    if isinstance(item, CaseItem):
+        RAN.append(item.ref.id)
+        HELD.append(sum(1 for x in LOADS if x is not None) - LOADS.count(None))
+
+def pytest_unconfigure(config):
+    name = getattr(config, "workerinput", {}).get("workerid", "main")
+    with open(config.rootpath / f"held-{name}.json", "w") as fh:
+        json.dump({"loads": [x for x in LOADS if x is not None], "ran": RAN, "held": HELD}, fh)
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_process_holds_the_cases_of_its_running_items_only(pytester: pytest.Pytester, workers: int) -> None:
+    """Collection keeps a reference per case, not the case: each item reads its own case once, in
+    setup, and lets it go after teardown; an xdist worker reads only the cases of the items it runs.
+    """
+    n = 12
+    write_demo(pytester.path, _many(n))
+    pytester.makeconftest(HOLDING_CONFTEST)
+    result = pytester.runpytest("cases/", "-n", str(workers), "--tooleffect-no-summary", "-p", "no:randomly")
+    result.assert_outcomes(passed=n // 2, failed=n // 2)
+    seen = {p.name: json.loads(p.read_text()) for p in pytester.path.glob("held-*.json")}
+    runners = [s for name, s in seen.items() if (name != "held-main.json") == bool(workers)]
+    assert len(runners) == max(1, workers)
+    assert sorted(i for s in runners for i in s["ran"]) == [f"c{i:03d}" for i in range(n)]
+    for s in runners:
+        assert sorted(s["loads"]) == sorted(s["ran"]), s  # its own cases, each read once
+        assert max(s["held"]) == 1, s  # the running item's case only
+    if workers:
+        assert all(len(s["ran"]) < n for s in runners), seen  # each ran a share, and read only that share
+        assert not seen["held-main.json"]["loads"]  # the controller reads none
+
+
+def test_a_failing_decision_does_not_walk_its_traceback(pytester: pytest.Pytester) -> None:
+    """pytest filters a failure's traceback (path lookups per frame) before it prints it: for a
+    decision's one-line reason that work is not done at all, however many decisions fail.
+    """
+    n = 20
+    write_demo(pytester.path, _many(n))
+    pytester.makeconftest("""
+import json
+import pytest
+
+CALLS = []
+_filter = pytest.Function._traceback_filter
+
+def counted(self, excinfo):
+    CALLS.append(self.nodeid)
+    return _filter(self, excinfo)
+
+pytest.Function._traceback_filter = counted
+
+def pytest_unconfigure(config):
+    (config.rootpath / "filtered.json").write_text(json.dumps(CALLS))
+""")
+    result = pytester.runpytest("cases/", "--tooleffect-no-summary")
+    result.assert_outcomes(passed=n // 2, failed=n // 2)
+    result.stdout.fnmatch_lines(["FAILED cases/demo/cases.jsonl::c001[[]replay[]] - tool_when_none_needed: *"])
+    assert json.loads((pytester.path / "filtered.json").read_text()) == []
+
+
+class _Counted(dict):  # type: ignore[type-arg]
+    """A record whose key lookups are counted (``reads`` is shared by all records of one size)."""
+
+    def __init__(self, data: dict[str, object], reads: list[int]) -> None:
+        super().__init__(data)
+        self.reads = reads
+
+    def __getitem__(self, key: object) -> object:
+        self.reads[0] += 1
+        return super().__getitem__(key)
+
+    def get(self, key: object, default: object = None) -> object:
+        self.reads[0] += 1
+        return super().get(key, default)
+
+
+def test_report_building_reads_each_record_a_bounded_number_of_times(pytester: pytest.Pytester) -> None:
+    """The report over 4N records reads each record as often as the report over N does: no step
+    of report building (grouping, sorting, per-class and per-kind tables, costs, comparisons)
+    rescans the records per record.
+    """
+    from pytest_tooleffect.report import summarise
+
+    write_demo(pytester.path)
+    result = pytester.runpytest("cases/", "--tooleffect-records=r.jsonl", "--tooleffect-no-summary")
+    assert result.ret == 1
+    base = [json.loads(line) for line in (pytester.path / "r.jsonl").read_text().splitlines()]
+    assert len(base) >= 5
+    per_record = {}
+    for copies in (20, 80):
+        reads = [0]
+        records = [_Counted({**r, "id": f"{r['id']}-{k}", "case_id": f"{r['case_id']}-{k}"}, reads)
+                   for k in range(copies) for r in base]
+        records += [_Counted({**r, "policy": "other", "id": r["id"].replace("[replay]", "[other]")}, reads)
+                    for r in list(records)]
+        report = summarise(records, {}).to_json()
+        assert report["blocks"] and report["comparisons"]
+        per_record[copies] = reads[0] / len(records)
+    assert per_record[80] <= per_record[20] * 1.05, per_record
+    assert per_record[20] < 100, per_record
+
+
+STARTUP_CONFTEST = """
+import json, sys, threading
+import pytest
+from pytest_tooleffect.model_turn import PRELOAD_THREAD
+
+SEEN = {}
+
+def pytest_collection_finish(session):
+    importing = any(t.name == PRELOAD_THREAD for t in threading.enumerate())
+    SEEN["at_collection_end"] = importing or "litellm" in sys.modules
+
+def pytest_unconfigure(config):
+    name = getattr(config, "workerinput", {}).get("workerid", "main")
+    SEEN["litellm"] = "litellm" in sys.modules
+    (config.rootpath / f"startup-{name}.json").write_text(json.dumps(SEEN))
+"""
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_live_run_imports_litellm_while_it_collects(pytester: pytest.Pytester, workers: int) -> None:
+    """litellm's import starts at configure time on the processes that make model turns (not at the
+    first turn), so it runs during collection; the xdist controller, which makes none, never imports it.
+    """
+    from pytest_tooleffect.scripted import Reply, ScriptedServer
+
+    write_demo(pytester.path, _many(4))
+    pytester.makeconftest(STARTUP_CONFTEST)
+    with ScriptedServer([Reply(text="done")]) as srv:
+        result = pytester.runpytest("cases/", "-n", str(workers), "--tooleffect-model=openai/local-test",
+                                    f"--tooleffect-api-base={srv.base_url}", "--tooleffect-retries=0",
+                                    "--tooleffect-no-summary")
+        assert len(srv.requests) == 4
+    result.assert_outcomes(passed=2, failed=2)  # a text reply: right where no tool was needed
+    seen = {p.stem.removeprefix("startup-"): json.loads(p.read_text()) for p in pytester.path.glob("startup-*.json")}
+    assert len(seen) == 1 + workers, seen
+    runners = [s for name, s in seen.items() if (name != "main") == bool(workers)]
+    assert runners and all(s["at_collection_end"] and s["litellm"] for s in runners), seen
+    if workers:
+        assert seen["main"] == {"litellm": False}, seen  # the controller neither collects nor imports it
+
+
+def test_a_jsonl_line_that_is_not_utf8_is_one_problem_and_the_rest_loads(tmp_path: Path) -> None:
+    from pytest_tooleffect.cases import case_refs, load_family
+
+    fam_dir = write_demo(tmp_path, [READ_OK, {**READ_OK, "id": "c-second"}])
+    good = (fam_dir / "cases.jsonl").read_bytes().splitlines()
+    (fam_dir / "cases.jsonl").write_bytes(b"\xef\xbb\xbf" + good[0] + b"\n\xff\xfe{\n" + good[1] + b"\n")
+    refs, problems = case_refs(fam_dir / "cases.jsonl", load_family(fam_dir))
+    assert [r.id for r in refs] == ["a-read", "c-second"]
+    assert [str(p) for p in problems] == [f"{fam_dir / 'cases.jsonl'}: file: <file>: line 2 is not UTF-8 text "
+                                          "(invalid start byte at byte 0 of the line)"]
+    assert [r.load().id for r in refs] == ["a-read", "c-second"]  # each read again from its own line (BOM skipped)
+
+
+def test_a_case_file_changed_during_the_run_is_named_when_its_case_is_read_again(tmp_path: Path) -> None:
+    from pytest_tooleffect.cases import case_refs, load_family
+
+    fam_dir = write_demo(tmp_path, [READ_OK, {**READ_OK, "id": "b-read"}])  # lines of the same length
+    (ref, _second), _ = case_refs(fam_dir / "cases.jsonl", load_family(fam_dir))
+    lines = (fam_dir / "cases.jsonl").read_text().splitlines()
+    (fam_dir / "cases.jsonl").write_text("\n".join([lines[1], lines[0]]) + "\n")
+    with pytest.raises(ValueError, match=r"cases.jsonl: case a-read: the line at byte 0 now holds case b-read"):
+        ref.load()
+    (fam_dir / "cases.jsonl").write_text("")
+    with pytest.raises(ValueError, match=r"cases.jsonl: case a-read: cannot be read again at byte 0"):
+        ref.load()

@@ -6,14 +6,35 @@ Modules: :mod:`.arithmetic` (rates, micro- and macro-averages, Wilson intervals,
 display, the label-set fingerprint), :mod:`.model` (the :class:`Report` models, :func:`dumps`
 and the generated JSON Schema), :mod:`.summary` (records → :class:`Report`), :mod:`.terminal`
 (:func:`render_terminal`).
+
+Each name is imported from its module on first use: building the report models takes a good part
+of a second, which a process that only gates or compares (or an xdist worker, which makes no
+report) does not pay at start-up.
 """
 
 from __future__ import annotations
 
-from .arithmetic import fingerprint, percent, rate_table, wilson_interval
-from .model import CLASSES, REPORT_VERSION, Block, Report, dumps, report_schema
-from .summary import summarise
-from .terminal import render_terminal
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .arithmetic import CLASSES, fingerprint, percent, rate_table, wilson_interval
+    from .model import REPORT_VERSION, Block, Report, dumps, report_schema
+    from .summary import summarise
+    from .terminal import render_terminal
+
+_HOME = {"CLASSES": "arithmetic", "fingerprint": "arithmetic", "percent": "arithmetic", "rate_table": "arithmetic",
+         "wilson_interval": "arithmetic", "REPORT_VERSION": "model", "Block": "model", "Report": "model",
+         "dumps": "model", "report_schema": "model", "summarise": "summary", "render_terminal": "terminal"}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported from its module the first time it is asked for (PEP 562)."""
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_HOME[name]}", __name__), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "CLASSES",

@@ -22,7 +22,10 @@ from fractions import Fraction
 from statistics import NormalDist
 from typing import Any, overload
 
-__all__ = ["exact_pct", "fingerprint", "macro_interval", "percent", "rate_table", "wilson_interval"]
+__all__ = ["CLASSES", "exact_pct", "fingerprint", "macro_interval", "percent", "rate_table", "wilson_interval"]
+
+#: The label classes, in report order (they partition every label set).
+CLASSES = ("single", "several", "no_tool")
 
 
 def percent(value: Fraction | float | None, digits: int = 1) -> str:

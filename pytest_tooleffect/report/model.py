@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from ..records import RecordError
+from .arithmetic import CLASSES
 
 __all__ = [
     "CLASSES",
@@ -53,7 +54,6 @@ __all__ = [
 ]
 
 REPORT_VERSION: Final = 1
-CLASSES = ("single", "several", "no_tool")
 KINDS = ("ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed", "forbidden",
          "right_tool_wrong_args", "malformed_call", "wrong_reply")
 
