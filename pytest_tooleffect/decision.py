@@ -22,7 +22,7 @@ import pytest
 
 from .agent import AgentError, agent_state, call_agent, is_async, run_agent
 from .collect import CaseItem
-from .model_turn import ModelCache, ProviderError, TurnPool, wait_turn
+from .model_turn import ModelCache, ProviderError, TurnPool, api_key, wait_turn
 from .models import Case
 from .options import Settings, settings_key
 from .outcomes import Failure, NotScored
@@ -64,7 +64,10 @@ def _cache(settings: Settings) -> ModelCache | None:
 
 
 def _api_key(item: CaseItem) -> str | None:
-    return "unused-local-key" if item.policy.api_base else None
+    """The item's API key (:func:`~pytest_tooleffect.model_turn.api_key`; raises its ``ProviderError``)."""
+    policy = item.policy
+    assert policy.model is not None
+    return api_key(policy.model, policy.api_base, policy.api_key_env)
 
 
 def _timeout(item: CaseItem, settings: Settings) -> float:
@@ -126,8 +129,14 @@ class ModelTurns:
                 return None
             snapshot = agent_state(case, item.tools, item.family.system_prompt, item.policy, item.trial, step)
             return self.pool.submit_coroutine(lambda: _bounded_agent(agent, snapshot, settings.timeout_s))
+        try:
+            key = _api_key(item)
+        except ProviderError as exc:  # the item's error outcome, raised where it waits (never here, in prefetch)
+            failed: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            failed.set_exception(exc)
+            return failed
         return self.pool.submit(case, item.tools, item.family.system_prompt, item.policy, _timeout(item, settings),
-                                settings.prices, api_key=_api_key(item), trial=item.trial, retries=settings.retries)
+                                settings.prices, api_key=key, trial=item.trial, retries=settings.retries)
 
     def turn(self, item: CaseItem, state: Case | None = None, step: int = 1) -> tuple[Any, dict[str, Any],
                                                                                       dict[str, Any]]:

@@ -20,6 +20,7 @@ from .options import settings_key
 from .oracle import CompareContext, Verdict, compile_label, parse_emission, score
 from .outcomes import DecisionFailed, Failure, NotScored
 from .records import build_record
+from .redaction import known, redact, redact_obj, register_environment
 from .sandboxing import judge_effect
 
 __all__ = ["Scorer", "record_key", "tooleffect_score"]
@@ -50,6 +51,7 @@ class Scorer:
                                self.settings.timeout_s)
         self._families_sent: set[str] = set()
         config.stash[scorer_key] = self.__call__
+        register_environment()  # the credentials litellm would read: redacted from every record and report
 
     def predicates(self) -> Mapping[str, Callable[..., Any]]:
         """The predicates every ``pytest_tooleffect_predicates`` implementation contributes, merged."""
@@ -81,6 +83,7 @@ class Scorer:
             error=_error(error),
             extra=fields, repeats=self.settings.repeats)
         item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
+        record = dict(redact_obj(record))  # what a model or a hook wrote may hold a key the run knows
         item.stash[record_key] = record
         return record
 
@@ -148,6 +151,7 @@ class Scorer:
             self.record(item, error=call.excinfo.value.error)
         if call.excinfo is not None and isinstance(item, CaseItem):
             _short_longrepr(report, call.excinfo.value, item.record_id)
+        _redact_report(report)
         if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, "tooleffect_record"):
             report.tooleffect_record = item.stash[record_key]  # type: ignore[attr-defined]
             assert isinstance(item, CaseItem)
@@ -172,6 +176,20 @@ def _short_longrepr(report: pytest.TestReport, exc: BaseException, record_id: st
     """
     if isinstance(exc, pytest.fail.Exception) and not exc.pytrace and exc.msg and report.longrepr is not None:
         report.longrepr = exc.msg.removeprefix(f"{record_id}: ")
+
+
+def _redact_report(report: pytest.TestReport) -> None:
+    """Cut every known secret out of a test report's failure text and captured output (what the
+    terminal, JUnit and pytest-json-report print); a report with none is left as it is.
+    """
+    if not known():
+        return
+    if report.longrepr is not None:
+        text = report.longrepr if isinstance(report.longrepr, str) else str(report.longrepr)
+        clean = redact(text)
+        if clean != text:
+            report.longrepr = clean
+    report.sections = [(title, redact(content)) for title, content in report.sections]
 
 
 def _error(failure: Failure | None) -> dict[str, Any] | None:
