@@ -11,9 +11,13 @@ Turns run as ``litellm.acompletion`` coroutines on the event loop thread of a :c
 the pool's concurrency in flight, each request admitted first by the pool's run-wide rate limit
 (:mod:`pytest_tooleffect.ratelimit`).
 
-A provider failure (timeout, connection error, 4xx/5xx, an invalid body) raises
-:class:`ProviderError`; the plugin raises it during setup, so pytest reports an error, never a
-failed decision.
+A provider failure (timeout, connection reset, 4xx/5xx, an invalid body) or an answer that is
+not a decision (the provider's safety layer stopped it, or it was cut off at the output cap:
+:func:`stop_failure`) raises :class:`ProviderError`; the plugin raises it during setup, so
+pytest reports an error, never a failed decision.  Retries (:func:`_complete`) are this
+module's alone: litellm's ``num_retries`` is off, so ``retries`` N makes at most N + 1 requests.
+The request's key comes from :func:`api_key`; every message of a :class:`ProviderError` has the
+run's known secrets redacted (:mod:`pytest_tooleffect.redaction`).
 """
 
 from __future__ import annotations
@@ -659,8 +663,8 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
              timeout_s: float = 60.0, prices: Mapping[str, Price] | None = None,
              api_key: str | None = None, cache: ModelCache | None = None, trial: int = 1, retries: int = 0,
              pool: TurnPool | None = None) -> Turn:
-    """Ask the policy's model for its decision at one state (one litellm call, ``retries`` more on
-    429/5xx/timeouts).
+    """Ask the policy's model for its decision at one state (one litellm call, at most ``retries``
+    more on 408, 429, 5xx, timeouts and lost connections).
 
     Args:
         case: the state.
@@ -669,10 +673,10 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
         policy: model, api base, temperature, overrides.
         timeout_s: request timeout in seconds.
         prices: per-model prices for models the cost map does not know.
-        api_key: passed to litellm (local servers accept any key).
+        api_key: passed to litellm (``None``: litellm reads the provider's usual variable; see :func:`api_key`).
         cache: answer from / store into this on-disk cache.
         trial: the trial number (part of the cache key, so repeated trials stay distinct).
-        retries: litellm's ``num_retries``.
+        retries: retries of a failed request (the only retry layer: litellm's ``num_retries`` is off).
         pool: the process's pool (its concurrency, rate limit and cache, ``cache`` then ignored);
             ``None``: a pool of one turn, closed after it.
 

@@ -181,7 +181,8 @@ class Settings:
         cache_mode: ``off``, ``read``, ``write`` or ``readwrite`` (the model-answer cache).
         cache_dir: folder of cached model answers.
         concurrency: model turns in flight at once per process.
-        retries: retries of a model call on 429, 5xx and timeouts.
+        retries: retries of a model request on 408, 429, 5xx, timeouts and lost connections (at
+            most ``retries + 1`` requests per turn).
         rpm: run-wide requests per rate window, or ``None``.
         tpm: run-wide tokens per rate window, or ``None``.
         rate_window_s: the rate limits' window, in seconds.
@@ -374,7 +375,8 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
     group.addoption(OPT_CONCURRENCY, metavar="N", type=_positive_int, default=8,
                     help="model turns in flight at once in each process (default 8); with -n W up to W x N in all")
     group.addoption(OPT_RETRIES, metavar="N", type=_non_negative_int, default=2,
-                    help="litellm retries of a model call on 429, 5xx and timeouts, with backoff (default 2)")
+                    help="retries of a model request on 408, 429, 5xx, timeouts and lost connections, never on "
+                         "other 4xx: at most N+1 requests per turn, after Retry-After or a backoff (default 2)")
     group.addoption(OPT_RPM, metavar="N", type=_positive_int, default=None,
                     help=f"run-wide limit of model requests per minute, over all xdist workers (ini {INI_RPM})")
     group.addoption(OPT_TPM, metavar="N", type=_positive_int, default=None,

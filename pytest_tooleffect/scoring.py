@@ -184,7 +184,9 @@ def _redact_report(report: pytest.TestReport) -> None:
     """
     if not known():
         return
-    if report.longrepr is not None:
+    if isinstance(report.longrepr, tuple):  # a skip's (path, line, reason): kept a tuple
+        report.longrepr = tuple(redact(x) if isinstance(x, str) else x for x in report.longrepr)  # type: ignore[assignment]
+    elif report.longrepr is not None:
         text = report.longrepr if isinstance(report.longrepr, str) else str(report.longrepr)
         clean = redact(text)
         if clean != text:

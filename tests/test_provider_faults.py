@@ -89,6 +89,8 @@ FORMATS = {
     }),
     "gemini": ("gemini/gemini-local-test", "root_url", {
         "filtered": (Reply(text=None, finish_reason="SAFETY"), CONTENT_FILTER),
+        "blocked": (Reply(raw_body=json.dumps({"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {
+            "promptTokenCount": 10, "candidatesTokenCount": 0, "totalTokenCount": 10}}).encode()), CONTENT_FILTER),
         "recited": (Reply(text="Once upon", finish_reason="RECITATION"), CONTENT_FILTER),
         # litellm reports "tool_calls" for this one: only the raw MAX_TOKENS tells it was cut
         "cut-call": (Reply(tool_calls=[("read_thread", {"thread_id": "t"})], finish_reason="MAX_TOKENS"), TRUNCATED),
@@ -343,3 +345,44 @@ def test_a_reset_then_an_answer_recovers() -> None:
     with ScriptedServer([Reply(reset=True), Reply(text="fine")]) as srv:
         assert _turn(srv, 1).emitted["content"] == "fine"
         assert len(srv.requests) == 2
+
+
+@pytest.mark.parametrize(("text", "key_like"), [
+    ("sk-proj-abcdefghijklmnop1234", True),
+    ("sk-ant-api03-abcdefghijklmnopqrstuv", True),
+    ("AIzaSyA1234567890abcdefghijklmno", True),
+    ("hf_abcdefghijklmnopqrstuvwxyz", True),
+    ("Bearer abcdefgh12345678", True),
+    ("http://user:hunter22@127.0.0.1:8000/v1", True),
+    ("https://gw.example/v1?api_key=abcdefgh123", True),
+    ("OPENAI_API_KEY", False),
+    ("http://127.0.0.1:8000/v1", False),
+    ("openai/gpt-4o-mini", False),
+    ("task-specific settings", False),
+])
+def test_what_looks_like_a_key(text: str, key_like: bool) -> None:
+    from pytest_tooleffect.redaction import looks_like_key
+
+    assert looks_like_key(text) is key_like
+
+
+def test_known_secrets_are_cut_from_every_failure_and_value(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Credential variables and named ones are known (short values are not); a key containing another
+    is cut whole; a failure made anywhere (an agent's, a sandbox's) carries no secret.
+    """
+    from pytest_tooleffect.outcomes import Failure
+    from pytest_tooleffect.redaction import known, redact, redact_obj, register, register_environment
+
+    long_key, inner = "tok-" + secrets.token_hex(10), secrets.token_hex(5)
+    env = {"MY_SERVICE_API_KEY": long_key, "SHORT_TOKEN": "1234", "VENDOR_CRED": "vendor-" + secrets.token_hex(8),
+           "HOME": "/root/somewhere"}
+    register_environment(env, names=("VENDOR_CRED",))
+    register(long_key + inner)
+    assert {long_key, long_key + inner, env["VENDOR_CRED"]} <= known()
+    assert "1234" not in known() and "/root/somewhere" not in known()
+    assert redact(f"a={long_key}{inner}; b={long_key}; c={env['VENDOR_CRED']}") == \
+        f"a={REDACTED}; b={REDACTED}; c={REDACTED}"
+    assert redact_obj({"k": [f"x {long_key}", 3, None], long_key: True}) == {"k": [f"x {REDACTED}", 3, None],
+                                                                             REDACTED: True}
+    failure = Failure("AgentError", f"login with {long_key} failed", traceback=f"File x\n  key = '{long_key}'")
+    assert long_key not in failure.message and long_key not in (failure.traceback or "")
