@@ -285,13 +285,9 @@ CASE = Case.model_validate(_case("retry", {"valid_actions": [NULL]}))
 
 
 def _turn(srv: ScriptedServer, retries: int, timeout_s: float = 5.0, pool: TurnPool | None = None) -> Any:
+    import_litellm()  # in the test, not in a fixture pytester's module snapshot would undo
     return run_turn(CASE, [], None, Policy(name="p", model="openai/x", api_base=srv.base_url), api_key="x",
                     retries=retries, timeout_s=timeout_s, pool=pool)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _litellm_imported() -> None:
-    import_litellm()  # its import takes seconds and is not part of any bound here
 
 
 @pytest.mark.parametrize(("reply", "retries", "requests", "kind"), [
