@@ -171,10 +171,12 @@ def _every_output(root: Path) -> dict[str, str]:
             if p.is_file() and "__pycache__" not in p.parts and not any(p == i or i in p.parents for i in inputs)}
 
 
+@pytest.mark.parametrize("workers", [0, 2])
 def test_a_policy_key_is_sent_and_redacted_from_every_output(pytester: pytest.Pytester,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """A policy's ``api_key_env`` key reaches the server; a provider echoing it in a 401, a model
-    writing it into its text and an agent-side failure message never carry it into any output.
+                                                              monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    """A policy's ``api_key_env`` key reaches the server; a provider echoing it in a 401 or a 500
+    and a model writing it into its text never carry it into any output, in one process or from
+    xdist workers.
     """
     canary = "sk-canary-" + secrets.token_hex(12)
     monkeypatch.setenv("TOOLEFFECT_TEST_GATEWAY", canary)
@@ -197,7 +199,8 @@ def test_a_policy_key_is_sent_and_redacted_from_every_output(pytester: pytest.Py
         _family(pytester.path, cases, extra_family=(
             f"policies:\n  - name: gateway\n    model: openai/gateway-model\n    api_base: {srv.base_url}\n"
             "    api_key_env: TOOLEFFECT_TEST_GATEWAY\n"))
-        result = pytester.runpytest("cases/", f"{OPT_POLICY}=gateway", f"{OPT_RETRIES}=1", f"{OPT_TIMEOUT}=5",
+        result = pytester.runpytest("cases/", *(["-n", str(workers)] if workers else []),
+                                    f"{OPT_POLICY}=gateway", f"{OPT_RETRIES}=1", f"{OPT_TIMEOUT}=5",
                                     f"{OPT_REPORT}=out/r.json", f"{OPT_SUMMARY_MD}=out/r.md", f"{OPT_HTML}=out/r.html",
                                     f"{OPT_CACHE}=readwrite", "--junitxml=out/junit.xml", "--json-report",
                                     "--json-report-file=out/j.json", "-rA")
