@@ -93,17 +93,23 @@ def redact(text: str) -> str:
 
 def redact_obj(obj: Any) -> Any:
     """A copy of a JSON-like value (dicts, lists, strings) with every known secret redacted in its
-    strings and keys; other values are returned as they are.
+    strings and keys; other values are returned as they are (and ``obj`` itself when no secret is
+    known).
     """
-    if _compiled() is None:
+    pattern = _compiled()
+    if pattern is None:
         return obj
-    if isinstance(obj, str):
-        return redact(obj)
-    if isinstance(obj, Mapping):
-        return {redact(k) if isinstance(k, str) else k: redact_obj(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [redact_obj(v) for v in obj]
-    return obj
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return pattern.sub(REDACTED, value) if value else value
+        if isinstance(value, Mapping):
+            return {pattern.sub(REDACTED, k) if isinstance(k, str) else k: walk(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [walk(v) for v in value]
+        return value
+
+    return walk(obj)
 
 
 def looks_like_key(text: str) -> bool:

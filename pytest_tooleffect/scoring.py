@@ -83,7 +83,8 @@ class Scorer:
             error=_error(error),
             extra=fields, repeats=self.settings.repeats)
         item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
-        record = dict(redact_obj(record))  # what a model or a hook wrote may hold a key the run knows
+        if not item.replay:  # what a model, an agent or a provider wrote may hold a key the run knows
+            record = dict(redact_obj(record))
         item.stash[record_key] = record
         return record
 
