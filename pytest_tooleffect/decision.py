@@ -90,6 +90,7 @@ class ModelTurns:
         self.prefetched: dict[str, concurrent.futures.Future[Any]] = {}
         self.submitted: set[str] = set()
         self.groups: dict[str, list[CaseItem]] = {}
+        self.keys: dict[str, str | None | ProviderError] = {}  # policy name -> its key (or why it has none)
         self.rate_dir: Path | None = None
         self.rate_file: Path | None = None
         self.pool = TurnPool(self.settings.concurrency, self._rate_limit(), _cache(self.settings))
@@ -117,6 +118,19 @@ class ModelTurns:
             path = self.rate_dir / "limiter.sqlite"
         return RateLimit(path, settings.rpm, settings.tpm, settings.rate_window_s)
 
+    def _api_key(self, item: CaseItem) -> str | None:
+        """The item's API key, resolved once per policy and run (raises its ``ProviderError`` each time)."""
+        name = item.policy.name
+        if name not in self.keys:
+            try:
+                self.keys[name] = _api_key(item)
+            except ProviderError as exc:
+                self.keys[name] = exc
+        found = self.keys[name]
+        if isinstance(found, ProviderError):
+            raise ProviderError(found.kind, found.message)
+        return found
+
     def submit(self, item: CaseItem, state: Case | None = None, step: int = 1) -> concurrent.futures.Future[Any] | None:
         """Start the item's turn on the pool (or take it from the cache): a model turn, or an async
         agent's; ``None`` for a sync agent (it is called in setup).
@@ -130,7 +144,7 @@ class ModelTurns:
             snapshot = agent_state(case, item.tools, item.family.system_prompt, item.policy, item.trial, step)
             return self.pool.submit_coroutine(lambda: _bounded_agent(agent, snapshot, settings.timeout_s))
         try:
-            key = _api_key(item)
+            key = self._api_key(item)
         except ProviderError as exc:  # the item's error outcome, raised where it waits (never here, in prefetch)
             failed: concurrent.futures.Future[Any] = concurrent.futures.Future()
             failed.set_exception(exc)
