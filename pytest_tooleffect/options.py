@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from .models import Policy, Price
 from .outputs import check_distinct, check_writable
+from .redaction import looks_like_key
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",
@@ -445,10 +446,15 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
 
     Raises:
         pytest.UsageError: an ini value, the prices file, ``[tool.tooleffect.policies]`` or an
-            output path is invalid (checked before any test runs).
+            output path is invalid, or an api base URL holds a key (checked before any test runs).
     """
     records_opt = config.getoption(OPT_RECORDS)
     records = records_opt if records_opt is not None else config.getini(INI_RECORDS)
+    for opt in (OPT_API_BASE, OPT_JUDGE_BASE):
+        base = config.getoption(opt)
+        if base and looks_like_key(base):
+            raise pytest.UsageError(f"{opt}: the URL holds what looks like a key (not shown); give the key through "
+                                    "the provider's variable (OPENAI_API_KEY, …) or a policy's api_key_env: NAME")
     settings = Settings(
         report=config.getoption(OPT_REPORT),
         records=(Path(config.rootpath) / records) if records else None,

@@ -385,3 +385,13 @@ def test_known_secrets_are_cut_from_every_failure_and_value(monkeypatch: pytest.
                                                                              REDACTED: True}
     failure = Failure("AgentError", f"login with {long_key} failed", traceback=f"File x\n  key = '{long_key}'")
     assert long_key not in failure.message and long_key not in (failure.traceback or "")
+
+
+@pytest.mark.parametrize("option", [OPT_API_BASE, "--tooleffect-judge-api-base"])
+def test_a_key_in_an_api_base_url_is_a_usage_error_unshown(pytester: pytest.Pytester, option: str) -> None:
+    key = "sk-" + secrets.token_hex(16)
+    _family(pytester.path, [_case("ok", {"valid_actions": [NULL]})])
+    result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/m", f"{option}=http://user:{key}@127.0.0.1:9/v1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{option}: the URL holds what looks like a key (not shown)*"])
+    assert key not in result.stdout.str() + result.stderr.str()
