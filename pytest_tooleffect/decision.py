@@ -22,7 +22,7 @@ import pytest
 
 from .agent import AgentError, agent_state, call_agent, is_async, run_agent
 from .collect import CaseItem
-from .model_turn import ModelCache, ProviderError, TurnPool, finish_preload, preload_litellm, wait_turn
+from .model_turn import ModelCache, ProviderError, TurnPool, api_key, finish_preload, preload_litellm, wait_turn
 from .models import Case, ToolSpec
 from .options import Settings, settings_key
 from .outcomes import Failure, NotScored
@@ -64,7 +64,10 @@ def _cache(settings: Settings) -> ModelCache | None:
 
 
 def _api_key(item: CaseItem) -> str | None:
-    return "unused-local-key" if item.policy.api_base else None
+    """The item's API key (:func:`~pytest_tooleffect.model_turn.api_key`; raises its ``ProviderError``)."""
+    policy = item.policy
+    assert policy.model is not None
+    return api_key(policy.model, policy.api_base, policy.api_key_env)
 
 
 def _timeout(item: CaseItem, settings: Settings) -> float:
@@ -87,6 +90,7 @@ class ModelTurns:
         self.prefetched: dict[str, concurrent.futures.Future[Any]] = {}
         self.submitted: set[str] = set()
         self.groups: dict[str, list[CaseItem]] = {}
+        self.keys: dict[str, str | None | ProviderError] = {}  # policy name -> its key (or why it has none)
         self.rate_dir: Path | None = None
         self.rate_file: Path | None = None
         self.pool = TurnPool(self.settings.concurrency, self._rate_limit(), _cache(self.settings))
@@ -117,6 +121,19 @@ class ModelTurns:
             path = self.rate_dir / "limiter.sqlite"
         return RateLimit(path, settings.rpm, settings.tpm, settings.rate_window_s)
 
+    def _api_key(self, item: CaseItem) -> str | None:
+        """The item's API key, resolved once per policy and run (raises its ``ProviderError`` each time)."""
+        name = item.policy.name
+        if name not in self.keys:
+            try:
+                self.keys[name] = _api_key(item)
+            except ProviderError as exc:
+                self.keys[name] = exc
+        found = self.keys[name]
+        if isinstance(found, ProviderError):
+            raise ProviderError(found.kind, found.message)
+        return found
+
     def submit(self, item: CaseItem, state: Case | None = None, step: int = 1) -> concurrent.futures.Future[Any] | None:
         """Start the item's turn on the pool (or take it from the cache): a model turn, or an async
         agent's; ``None`` for a sync agent (it is called in setup).
@@ -130,8 +147,14 @@ class ModelTurns:
                 return None
             snapshot = agent_state(case, tools, item.family.system_prompt, item.policy, item.trial, step)
             return self.pool.submit_coroutine(lambda: _bounded_agent(agent, snapshot, settings.timeout_s))
+        try:
+            key = self._api_key(item)
+        except ProviderError as exc:  # the item's error outcome, raised where it waits (never here, in prefetch)
+            failed: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            failed.set_exception(exc)
+            return failed
         return self.pool.submit(case, tools, item.family.system_prompt, item.policy, _timeout(item, settings),
-                                settings.prices, api_key=_api_key(item), trial=item.trial, retries=settings.retries)
+                                settings.prices, api_key=key, trial=item.trial, retries=settings.retries)
 
     def turn(self, item: CaseItem, state: Case | None = None, step: int = 1) -> tuple[Any, dict[str, Any],
                                                                                       dict[str, Any]]:

@@ -86,7 +86,8 @@ class Judge:
 
     def __call__(self, rubric: str | None, expected: Any, got: Any) -> tuple[bool, str]:
         """Judge one field; raises :class:`JudgeError` when no verdict can be had."""
-        from .model_turn import ModelCache, import_litellm
+        from .model_turn import ModelCache, api_key, import_litellm
+        from .redaction import redact
 
         key = self.key(rubric, expected, got)
         cache = ModelCache(self.cache_dir) if self.cache_dir else None
@@ -103,7 +104,9 @@ class Judge:
                                   "num_retries": 0}
         if self.api_base:
             kwargs["api_base"] = self.api_base
-            kwargs["api_key"] = "unused-local-key"
+            found = api_key(self.model, self.api_base, None)  # the provider's variable when set, else a placeholder
+            if found is not None:
+                kwargs["api_key"] = found
         try:
             response = litellm.completion(**kwargs)
             text = response.choices[0].message.content or ""
@@ -111,7 +114,8 @@ class Judge:
             if doc.get("verdict") not in ("pass", "fail"):
                 raise ValueError(f"verdict {doc.get('verdict')!r}")
         except Exception as exc:
-            raise JudgeError(f"judge {self.model}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from exc
+            raise JudgeError(redact(f"judge {self.model}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+                             ) from exc
         usage = getattr(response, "usage", None)
         try:
             cost: float | None = float(litellm.completion_cost(completion_response=response, model=self.model))

@@ -426,12 +426,24 @@ class Policy(_Model):
     """An agent configuration under test: a litellm model (api base, overrides, sampling
     parameters), or the team's own agent (``agent: "package.module:function"``, or one a
     ``pytest_tooleffect_agent`` hook returns); ``replay`` has neither.
+
+    A policy never holds a key: ``api_key_env`` names the environment variable that does.  A
+    policy with an ``api_key`` field, or with a key-shaped value in any field but its prompts
+    (:func:`~pytest_tooleffect.redaction.looks_like_key`), is refused, and the refusal does not
+    repeat the value.
     """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
     name: str
     model: str | None = None
     agent: str | None = None
     api_base: str | None = None
+    api_key_env: str | None = None
+    """The environment variable that holds this policy's API key (``VLLM_KEY``); ``None``: the
+    provider's usual variable, which litellm reads (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
+    ``GEMINI_API_KEY``, …), and with an ``api_base`` and no such variable set, a placeholder key
+    (local servers want one and accept any)."""
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     """The cap on output tokens sent with every live request (``None``: the model turn's default,
@@ -443,6 +455,47 @@ class Policy(_Model):
     tool_descriptions: dict[str, str] = Field(default_factory=dict)
     settings: dict[str, Any] = Field(default_factory=dict)
     """Free-form settings an agent reads from its state (``state.policy["settings"]``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_key_in_a_file(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        name = data.get("name")
+        for field_name in ("api_key", "key", "api_token", "token", "secret", "password"):
+            if field_name in data:
+                raise ValueError(f"policy {name!r}: {field_name}: a key is never written into a file; put it in an "
+                                 "environment variable and name that with api_key_env: NAME")
+        from .redaction import looks_like_key
+
+        def strings(value: Any, where: str) -> list[tuple[str, str]]:
+            if isinstance(value, str):
+                return [(where, value)]
+            if isinstance(value, dict):
+                return [s for k, v in value.items() for s in strings(v, f"{where}.{k}")]
+            if isinstance(value, list):
+                return [s for i, v in enumerate(value) for s in strings(v, f"{where}[{i}]")]
+            return []
+
+        for key, value in data.items():
+            if key in ("system_prompt", "tool_descriptions"):
+                continue  # prose: a prompt may well speak of tokens and keys
+            for where, text in strings(value, str(key)):
+                if looks_like_key(text):
+                    raise ValueError(f"policy {name!r}: {where} holds what looks like a key (not shown); a key is "
+                                     "never written into a file: put it in an environment variable and name that "
+                                     "with api_key_env: NAME")
+        return data
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, v: str | None) -> str | None:
+        from .redaction import ENV_NAME
+
+        if v is not None and not ENV_NAME.fullmatch(v):
+            raise ValueError("api_key_env must be the name of an environment variable (letters, digits, _), "
+                             "not a key: the value is not shown")
+        return v
 
     @model_validator(mode="after")
     def _model_or_agent(self) -> Policy:
@@ -464,6 +517,8 @@ class SandboxSpec(_Model):
 
 class Family(_Model):
     """A family file (``cases/<family>/family.yaml``): shared tools, prompt, rules and quota."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)  # a policy's refused key
 
     name: str
     description: str = ""

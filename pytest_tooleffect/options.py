@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from .models import Policy, Price
 from .outputs import check_distinct, check_writable
+from .redaction import looks_like_key
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",
@@ -181,7 +182,8 @@ class Settings:
         cache_mode: ``off``, ``read``, ``write`` or ``readwrite`` (the model-answer cache).
         cache_dir: folder of cached model answers.
         concurrency: model turns in flight at once per process.
-        retries: retries of a model call on 429, 5xx and timeouts.
+        retries: retries of a model request on 408, 429, 5xx, timeouts and lost connections (at
+            most ``retries + 1`` requests per turn).
         rpm: run-wide requests per rate window, or ``None``.
         tpm: run-wide tokens per rate window, or ``None``.
         rate_window_s: the rate limits' window, in seconds.
@@ -374,7 +376,8 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
     group.addoption(OPT_CONCURRENCY, metavar="N", type=_positive_int, default=8,
                     help="model turns in flight at once in each process (default 8); with -n W up to W x N in all")
     group.addoption(OPT_RETRIES, metavar="N", type=_non_negative_int, default=2,
-                    help="litellm retries of a model call on 429, 5xx and timeouts, with backoff (default 2)")
+                    help="retries of a model request on 408, 429, 5xx, timeouts and lost connections, never on "
+                         "other 4xx: at most N+1 requests per turn, after Retry-After or a backoff (default 2)")
     group.addoption(OPT_RPM, metavar="N", type=_positive_int, default=None,
                     help=f"run-wide limit of model requests per minute, over all xdist workers (ini {INI_RPM})")
     group.addoption(OPT_TPM, metavar="N", type=_positive_int, default=None,
@@ -443,10 +446,15 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
 
     Raises:
         pytest.UsageError: an ini value, the prices file, ``[tool.tooleffect.policies]`` or an
-            output path is invalid (checked before any test runs).
+            output path is invalid, or an api base URL holds a key (checked before any test runs).
     """
     records_opt = config.getoption(OPT_RECORDS)
     records = records_opt if records_opt is not None else config.getini(INI_RECORDS)
+    for opt in (OPT_API_BASE, OPT_JUDGE_BASE):
+        base = config.getoption(opt)
+        if base and looks_like_key(base):
+            raise pytest.UsageError(f"{opt}: the URL holds what looks like a key (not shown); give the key through "
+                                    "the provider's variable (OPENAI_API_KEY, …) or a policy's api_key_env: NAME")
     settings = Settings(
         report=config.getoption(OPT_REPORT),
         records=(Path(config.rootpath) / records) if records else None,

@@ -3,7 +3,7 @@
 A failing decision is a test failure (``DecisionFailed``, raised in the call phase); a provider,
 agent, sandbox or oracle failure is an error outcome, never a verdict (raised in setup, or in
 the call phase with an error record for the oracle).  Every stage imports these; they import
-no stage.
+no stage (only :mod:`~pytest_tooleffect.redaction`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+
+from .redaction import redact
 
 __all__ = ["DecisionFailed", "Failure", "NotScored"]
 
@@ -21,13 +23,18 @@ class Failure:
 
     Attributes:
         kind: the error's type (``Timeout``, ``RateLimit``, ``SandboxError``, ``OracleError``, …).
-        message: one line, at most a few hundred characters.
+        message: one line, at most a few hundred characters (known secrets redacted).
         traceback: the formatted traceback, for an agent's exception; else ``None``.
     """
 
     kind: str
     message: str
     traceback: str | None = None
+
+    def __post_init__(self) -> None:  # whoever made it, a known secret never reaches a record or a report
+        object.__setattr__(self, "message", redact(self.message))
+        if self.traceback is not None:
+            object.__setattr__(self, "traceback", redact(self.traceback))
 
 
 class DecisionFailed(pytest.fail.Exception):  # type: ignore[name-defined,misc]

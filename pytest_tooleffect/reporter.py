@@ -22,6 +22,7 @@ from .family import FAMILY_FILE
 from .options import OPT_HTML, OPT_RECORDS, OPT_REPORT, Settings, settings_key
 from .outputs import OutputProblems, output_problems_key, write_text
 from .records import RecordLog
+from .redaction import redact_obj
 
 __all__ = ["JudgeSection", "Reporter", "rate_line"]
 
@@ -95,7 +96,7 @@ class Reporter:
                            min_class_n=self.settings.min_class_n)
         data = report.to_json()
         self.config.hook.pytest_tooleffect_modifyreport(report=data, records=self.records, config=self.config)
-        self.report = data
+        data = self.report = redact_obj(data)  # invalid cases' messages and hooks' additions too
         if self.settings.report is not None:
             path = self.settings.report
             try:

@@ -20,6 +20,7 @@ from .options import settings_key
 from .oracle import CompareContext, Verdict, compile_label, parse_emission, score
 from .outcomes import DecisionFailed, Failure, NotScored
 from .records import build_record
+from .redaction import known, redact, redact_obj, register_environment
 from .sandboxing import judge_effect
 
 __all__ = ["Scorer", "record_key", "tooleffect_score"]
@@ -50,6 +51,7 @@ class Scorer:
                                self.settings.timeout_s)
         self._families_sent: set[str] = set()
         config.stash[scorer_key] = self.__call__
+        register_environment()  # the credentials litellm would read: redacted from every record and report
 
     def predicates(self) -> Mapping[str, Callable[..., Any]]:
         """The predicates every ``pytest_tooleffect_predicates`` implementation contributes, merged."""
@@ -81,6 +83,8 @@ class Scorer:
             error=_error(error),
             extra=fields, repeats=self.settings.repeats, label_digest=item.ref.label_hash)
         item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
+        if not item.replay:  # what a model, an agent or a provider wrote may hold a key the run knows
+            record = dict(redact_obj(record))
         item.stash[record_key] = record
         return record
 
@@ -151,6 +155,7 @@ class Scorer:
             self.record(item, error=call.excinfo.value.error)
         if call.excinfo is not None and isinstance(item, CaseItem):
             _short_longrepr(report, call.excinfo.value, item.record_id)
+        _redact_report(report)
         if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, "tooleffect_record"):
             report.tooleffect_record = item.stash[record_key]  # type: ignore[attr-defined]
             assert isinstance(item, CaseItem)
@@ -175,6 +180,22 @@ def _short_longrepr(report: pytest.TestReport, exc: BaseException, record_id: st
     """
     if isinstance(exc, pytest.fail.Exception) and not exc.pytrace and exc.msg and report.longrepr is not None:
         report.longrepr = exc.msg.removeprefix(f"{record_id}: ")
+
+
+def _redact_report(report: pytest.TestReport) -> None:
+    """Cut every known secret out of a test report's failure text and captured output (what the
+    terminal, JUnit and pytest-json-report print); a report with none is left as it is.
+    """
+    if not known():
+        return
+    if isinstance(report.longrepr, tuple):  # a skip's (path, line, reason): kept a tuple
+        report.longrepr = tuple(redact(x) if isinstance(x, str) else x for x in report.longrepr)  # type: ignore[assignment]
+    elif report.longrepr is not None:
+        text = report.longrepr if isinstance(report.longrepr, str) else str(report.longrepr)
+        clean = redact(text)
+        if clean != text:
+            report.longrepr = clean
+    report.sections = [(title, redact(content)) for title, content in report.sections]
 
 
 def _error(failure: Failure | None) -> dict[str, Any] | None:

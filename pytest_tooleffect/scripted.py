@@ -10,9 +10,12 @@ It speaks three wire formats over real HTTP, so litellm's own client code runs e
 
 Each request is answered by the *script*: a callable taking the decoded request body and
 returning a :class:`Reply`, or a list of replies used in turn (the last one repeats).  A reply is
-a decision (tool calls and/or text, with token usage) or a fault: ``status`` (an HTTP error
-code), ``delay_s`` (answer late, e.g. past the client's timeout) or ``raw_body`` (an invalid
-body).  Example::
+a decision (tool calls and/or text, with token usage, and the stop reason in the wire format's
+own words: ``finish_reason``) or a fault: ``status`` (an HTTP error code, with ``error_message``
+and ``headers`` such as ``Retry-After``), ``delay_s`` (answer late, e.g. past the client's
+timeout), ``raw_body`` (an invalid body) or ``reset`` (close the connection with a TCP reset).
+A callable script sees the request's headers under ``_headers`` (the API key a client sent is
+there: ``Authorization``, ``x-api-key`` or ``x-goog-api-key``).  Example::
 
     with ScriptedServer([Reply(tool_calls=[("get_weather", '{"city": "Oslo"}')])]) as srv:
         litellm.completion(model="openai/test", api_base=srv.base_url, api_key="x", messages=[...])
@@ -21,9 +24,11 @@ body).  Example::
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -43,8 +48,16 @@ class Reply:
         status: HTTP status to answer with (an error body for ≥ 400).
         delay_s: seconds to wait before answering (seconds).
         raw_body: bytes to send instead of a JSON body (an invalid response).
-        finish_reason: OpenAI ``finish_reason`` (default: ``tool_calls`` when calls, else ``stop``).
+        finish_reason: the stop reason as the wire format spells it: OpenAI ``finish_reason``
+            (``stop``, ``tool_calls``, ``length``, ``content_filter``), Anthropic ``stop_reason``
+            (``end_turn``, ``tool_use``, ``max_tokens``, ``refusal``) or Gemini ``finishReason``
+            (``STOP``, ``MAX_TOKENS``, ``SAFETY``, ``RECITATION``, …).  Default: the format's
+            "called a tool" or "finished" value.
         drip_s: send the body one byte every ``drip_s`` seconds (a server that never quite answers).
+        error_message: the ``error.message`` of an error body (status ≥ 400); default
+            ``scripted failure <status>``.
+        headers: extra response headers (``{"Retry-After": "1"}``).
+        reset: close the connection with a TCP reset instead of answering.
     """
 
     tool_calls: Sequence[tuple[str, Any]] = ()
@@ -56,6 +69,9 @@ class Reply:
     raw_body: bytes | None = None
     finish_reason: str | None = None
     drip_s: float = 0.0
+    error_message: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    reset: bool = False
 
 
 Script = Callable[[dict[str, Any]], Reply] | Sequence[Reply]
@@ -98,7 +114,8 @@ def anthropic_body(reply: Reply, model: str, n: int) -> dict[str, Any]:
     for i, (name, args) in enumerate(reply.tool_calls):
         content.append({"type": "tool_use", "id": f"toolu_{n}_{i}", "name": name, "input": _args_obj(args)})
     return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": "tool_use" if reply.tool_calls else "end_turn", "stop_sequence": None,
+            "stop_reason": reply.finish_reason or ("tool_use" if reply.tool_calls else "end_turn"),
+            "stop_sequence": None,
             "usage": {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens}}
 
 
@@ -109,7 +126,8 @@ def gemini_body(reply: Reply, model: str, n: int) -> dict[str, Any]:
         parts.append({"text": reply.text})
     for name, args in reply.tool_calls:
         parts.append({"functionCall": {"name": name, "args": _args_obj(args)}})
-    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+    return {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": reply.finish_reason or "STOP",
+                            "index": 0}],
             "usageMetadata": {"promptTokenCount": reply.prompt_tokens, "candidatesTokenCount": reply.completion_tokens,
                               "totalTokenCount": reply.prompt_tokens + reply.completion_tokens},
             "modelVersion": model}
@@ -160,14 +178,21 @@ class ScriptedServer:
                     body = {}
                 body["_path"] = self.path
                 body["_received"] = time.monotonic()
+                body["_headers"] = dict(self.headers.items())
                 reply, n = state.next_reply(body)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
+                if reply.reset:  # SO_LINGER 0: close() sends RST, the client reads "connection reset by peer"
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.close_connection = True
+                    self.connection.close()
+                    return
                 model = str(body.get("model") or self.path.rsplit("/", 1)[-1].split(":")[0])
                 if reply.raw_body is not None:
                     payload, status = reply.raw_body, reply.status
                 elif reply.status >= 400:
-                    payload = json.dumps({"error": {"message": f"scripted failure {reply.status}",
+                    message = reply.error_message or f"scripted failure {reply.status}"
+                    payload = json.dumps({"error": {"message": message,
                                                     "type": "server_error", "code": reply.status}}).encode()
                     status = reply.status
                 else:
@@ -182,6 +207,8 @@ class ScriptedServer:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(payload)))
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     if reply.drip_s:
                         for i in range(len(payload)):

@@ -124,7 +124,9 @@ def _block(b: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> list[s
     if errors:
         listed = ", ".join(f"`{_cell(e['id'])}`" for e in errors[:_MAX_IDS])
         more = f" and {len(errors) - _MAX_IDS} more" if len(errors) > _MAX_IDS else ""
-        out += [f"Errors: {len(errors)}: {listed}{more}.", ""]
+        types = ", ".join(f"{_cell(t)} {n}" for t, n in (b.get("error_types") or {}).items())
+        out += [f"Errors: {len(errors)} ({types}): {listed}{more}." if types else
+                f"Errors: {len(errors)}: {listed}{more}.", ""]
     return out
 
 

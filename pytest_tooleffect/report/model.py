@@ -534,6 +534,11 @@ class Block(_Part):
     """What the decisions cost."""
     errors: list[ErrorEntry]
     """The items not scored."""
+    error_types: dict[str, int] = Field(default_factory=dict)
+    """The items not scored by error type, most first: a provider's (``Timeout``,
+    ``ConnectionReset``, ``RateLimitError``, …), an answer that is not a decision
+    (``ContentFilter``: the provider's safety layer stopped it; ``Truncated``: cut off at the
+    output cap), an agent's, a sandbox's or the oracle's."""
     min_class_n: Count | None = None
     """The row count under which a class is flagged as small (``--tooleffect-min-class-n``)."""
     small_classes: dict[str, SmallClass] = Field(default_factory=dict)

@@ -73,7 +73,11 @@ CONVENTIONS = {
         "adjusted Wald interval for a linear function of independent proportions (Price & Bonett 2004: 2/k "
         "successes and 4/k trials added to each of the k classes)"
     ),
-    "errors": "provider errors are excluded from every rate and listed apart",
+    "errors": (
+        "provider errors are excluded from every rate, counted by type and listed apart; so are answers that are "
+        "not decisions: ContentFilter (the provider's safety layer stopped the answer) and Truncated (cut off at "
+        "the output cap)"
+    ),
 }
 
 
@@ -288,6 +292,7 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         approximate=sum(1 for r in recs if r["verdict"].get("approximate")),
         cost=_cost(recs),
         errors=[ErrorEntry(id=e["id"], error=e.get("error")) for e in errors],
+        error_types=dict(Counter((e.get("error") or {}).get("type") or "unknown" for e in errors).most_common()),
         label_set_fingerprint=fingerprint((r["case_id"], r["label_hash"]) for r in [*recs, *errors]),
         post_stratified_estimate=_post_stratified(recs, family_meta),
         repeats=_repeats(recs),

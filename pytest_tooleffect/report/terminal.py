@@ -141,6 +141,9 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
         if top and top[0].get("input_tokens") is not None:
             console.print("most expensive decisions: " + "; ".join(
                 f"{t['id']} ({t['kind']}, {_n(t['input_tokens'])} in)" for t in top[:5]))
+        if b.get("error_types"):
+            console.print("errors by type (excluded from rates): " + ", ".join(
+                f"{t} {n}" for t, n in b["error_types"].items()))
         for e in b["errors"][:10]:
             err = e["error"] or {}
             console.print(f"error (excluded from rates): {e['id']}: {err.get('type') or 'unknown'}: "
