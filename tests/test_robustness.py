@@ -39,6 +39,23 @@ def _line(c: dict[str, Any]) -> str:
     ("forbidden args identical to a valid action", {"label": {
         "valid_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}}],
         "forbidden_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}}]}}, "*read_thread is both valid*"),
+    ("a valid action's $any_of alternative is forbidden", {"label": {
+        "valid_actions": [{"tool": "read_thread", "args": {"thread_id": {"$any_of": ["a", "b"]}}}],
+        "forbidden_actions": [{"tool": "read_thread", "args": {"thread_id": "b"}}]}}, "*read_thread is both valid*"),
+    ("a forbidden $any_of alternative is a valid action", {"label": {
+        "valid_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}}],
+        "forbidden_actions": [{"tool": "read_thread", "args": {"thread_id": {"$any_of": ["c", "a"]}}}]}},
+     "*read_thread is both valid*"),
+    ("nested $any_of alternatives overlap", {"label": {
+        "valid_actions": [{"tool": "calendar.create_event", "args": {
+            "title": {"$any_of": ["x", "y"]}, "start": "2025-03-19T10:00:00"}}],
+        "forbidden_actions": [{"tool": "calendar.create_event", "args": {
+            "title": {"$any_of": ["z", "y"]}}}]}}, "*calendar.create_event is both valid*"),
+    ("a forbidden value equal to a valid one under the family's rules", {"label": {
+        "valid_actions": [{"tool": "calendar.create_event", "args": {"title": "Q3 review",
+                                                                     "start": "2025-03-19T10:00:00"}}],
+        "forbidden_actions": [{"tool": "calendar.create_event", "args": {"title": "Q3 REVIEW"}}]}},
+     "*calendar.create_event is both valid*"),
     ("object where a string is declared", {"label": {"valid_actions": [{"tool": "calendar.create_event", "args": {
         "title": {"text": "x"}, "start": "2025-03-19T10:00:00"}}]}}, "*args.title: {'text': 'x'} must be string*"),
     ("bucket does not match the step", {"placement": {"step": 1, "run_length": 3, "bucket": "last"}},
@@ -55,6 +72,16 @@ def test_bad_case_is_one_error(pytester: pytest.Pytester, name: str, bad: dict[s
     result = pytester.runpytest("cases/")
     result.assert_outcomes(passed=3, failed=1, errors=1)
     result.stdout.fnmatch_lines([f"*cases.jsonl: case zz-bad: {message}*"])
+
+
+def test_alternatives_that_do_not_overlap_a_forbidden_action_are_accepted(pytester: pytest.Pytester) -> None:
+    fine = case("zz-fine", "last", {"valid_actions": [{"tool": "read_thread",
+                                                        "args": {"thread_id": {"$any_of": ["a", "b"]}}}],
+                                    "forbidden_actions": [{"tool": "read_thread", "args": {
+                                        "thread_id": {"$any_of": ["c", "d"]}}}]},
+                {"tool_calls": [{"name": "read_thread", "arguments": {"thread_id": "b"}}]})
+    write_demo(pytester.path, [*GOOD, fine])
+    pytester.runpytest("cases/").assert_outcomes(passed=4, failed=1)
 
 
 def test_unreadable_lines_do_not_stop_the_run(pytester: pytest.Pytester) -> None:
