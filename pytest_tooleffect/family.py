@@ -188,6 +188,10 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
         unknown = rules.unknown_tools(names)
         if unknown:
             raise FamilyError(f"{path}: oracle: rules for tools the family does not offer: {', '.join(unknown)}")
+        missing = rules.unknown_fields({t.name: t.parameters for t in fam.tools})
+        if missing:
+            raise FamilyError("; ".join(f"{path}: oracle {directory / str(fam.oracle)}: fields.{key}: {why}"
+                                        for key, why in missing))
     layout, world_tools = None, frozenset[str]()
     if fam.sandbox is not None:
         from .sandbox.environment import SandboxError

@@ -165,6 +165,17 @@ def test_scoring_errors_are_errors_not_decisions(pytester: pytest.Pytester) -> N
                                                                   "read_thred.thread_id"),
     (lambda fam, root: (fam / "family.yaml").write_text(
         "name: demo\ntools: [{name: x, parameters: {type: object, properties: [1]}}]\n"), "*parameters*"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  read_thread.thred_id: {compare: exact}\n"),
+     "*family.yaml: oracle *demo.yaml: fields.read_thread.thred_id: read_thread has no field 'thred_id' "
+     "(fields: thread_id)"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  calendar.create_event.title.text: {compare: exact}\n"),
+     "*fields.calendar.create_event.title.text: calendar.create_event has no field 'text' in title (a string, "
+     "not an object)"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  calendar.create_event.start+zone: {compare: instant}\n"),
+     "*fields.calendar.create_event.zone: calendar.create_event has no field 'zone'*"),
 ])
 def test_bad_family_is_one_error(pytester: pytest.Pytester, setup: Any, message: str) -> None:
     fam = write_demo(pytester.path, GOOD)

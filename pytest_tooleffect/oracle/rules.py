@@ -215,6 +215,33 @@ class RuleSet:
                 out.append(key)
         return sorted(set(out))
 
+    def unknown_fields(self, schemas: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+        """Rule keys whose path is not a field of the tool's schema (a typo would otherwise be ignored).
+
+        A path goes through nested objects and array items by field name (a last ``[]`` means
+        the array's items); it stops being checked where the schema does not say which fields
+        an object has (no ``properties``, ``additionalProperties`` allowed, ``anyOf``/``oneOf``/
+        ``allOf``/``$ref``).  Wildcard keys (``*.field``) and keys naming no tool of ``schemas``
+        (:meth:`unknown_tools` reports those) are not judged here.
+
+        Args:
+            schemas: each tool's JSON-schema ``parameters`` by tool name.
+
+        Returns:
+            ``(key, reason)`` pairs, sorted by key.
+        """
+        out = []
+        keys = [*self.fields, *(f"{head}.{name}" for head, groups in self.composites.items()
+                                for names, _ in groups for name in names)]
+        for key in sorted(set(keys)):
+            tool = max((t for t in schemas if key.startswith(t + ".")), key=len, default=None)
+            if key.startswith("*") or tool is None:
+                continue
+            why = _missing_field(schemas[tool], key[len(tool) + 1:].split("."))
+            if why is not None:
+                out.append((key, f"{tool} has no field {why}"))
+        return out
+
     def composites_at(self, tool: str, prefix: str) -> tuple[tuple[tuple[str, ...], Rule], ...]:
         """Groups of fields judged together inside the object at ``prefix`` (``""`` = top)."""
         key = f".{prefix}" if prefix else ""
@@ -268,6 +295,42 @@ class RuleSet:
                     raise RuleError(f"{origin}: fields.{key}: a rule key is 'tool.field'")
                 fields_[key] = rule
         return cls(fields_, defaults, {k: tuple(v) for k, v in composites.items()})
+
+
+def _closed_properties(node: Any) -> Mapping[str, Any] | None:
+    """The properties of an object schema that says which fields it has, else ``None`` (open)."""
+    if not isinstance(node, Mapping) or any(k in node for k in ("anyOf", "oneOf", "allOf", "$ref")):
+        return None
+    props = node.get("properties")
+    if not isinstance(props, Mapping) or node.get("additionalProperties") not in (None, False):
+        return None
+    return props
+
+
+def _missing_field(schema: Mapping[str, Any], segments: Sequence[str]) -> str | None:
+    """The first segment of a rule path the schema does not have (quoted, with its parent), else ``None``."""
+    node: Any = schema
+    done: list[str] = []
+    for seg in segments:
+        name, items = (seg[:-2], True) if seg.endswith("[]") else (seg, False)
+        while isinstance(node, Mapping) and (node.get("type") == "array" or "items" in node):
+            node = node.get("items")  # paths go into array items by field name
+        kind = node.get("type") if isinstance(node, Mapping) else None
+        if kind in ("string", "number", "integer", "boolean", "null") and done:
+            return f"{name!r} in {'.'.join(done)} (a {kind}, not an object)"
+        props = _closed_properties(node)
+        if props is None:
+            return None
+        if name not in props:
+            where = ".".join(done)
+            return f"{name!r}" + (f" in {where}" if where else "") + f" (fields: {', '.join(sorted(props)) or 'none'})"
+        node = props[name]
+        done.append(seg)
+        if items:
+            if not (isinstance(node, Mapping) and (node.get("type") == "array" or "items" in node)):
+                return f"{seg!r}: {name} is not an array"
+            node = node.get("items")
+    return None
 
 
 def load_rules(path: str | Path) -> RuleSet:
