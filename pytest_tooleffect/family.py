@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from .models import Family, ToolSpec
 from .oracle import RuleError, RuleSet, load_rules
+from .oracle.rules import UniqueKeyLoader
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "is_case_file",
            "load_family", "named_files", "yaml_load"]
@@ -26,9 +27,9 @@ FAMILY_FILE = "family.yaml"
 CASE_SUFFIXES = (".jsonl", ".yaml", ".yml")
 
 
-class _JSONLikeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class _JSONLikeLoader(UniqueKeyLoader):
     """YAML's safe loader without implicit timestamps: case data stays JSON-like (a date-time
-    stays the string the author wrote, as it would in JSONL).
+    stays the string the author wrote, as it would in JSONL); a key given twice is refused.
     """
 
 

@@ -21,6 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from .models import Policy, Price
+from .oracle.rules import UniqueKeyLoader
 from .outputs import check_distinct, check_writable
 
 __all__ = [
@@ -547,7 +548,7 @@ def _load_prices(path: Path | None) -> dict[str, Price]:
     if path is None:
         return {}
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
         prices = {}
         for m, p in raw.items():
             values = [p["input_per_mtok"], p["output_per_mtok"]]

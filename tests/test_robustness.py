@@ -176,6 +176,10 @@ def test_scoring_errors_are_errors_not_decisions(pytester: pytest.Pytester) -> N
     (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
         "fields:\n  calendar.create_event.start+zone: {compare: instant}\n"),
      "*fields.calendar.create_event.zone: calendar.create_event has no field 'zone'*"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  calendar.create_event.start: {predicates: [{callable: {name: nope, end: 18}}]}\n"),
+     "*family.yaml: oracle *demo.yaml: fields.calendar.create_event.start: callable predicate 'nope' is not "
+     "registered by any pytest_tooleffect_predicates hook (registered: none)"),
 ])
 def test_bad_family_is_one_error(pytester: pytest.Pytester, setup: Any, message: str) -> None:
     fam = write_demo(pytester.path, GOOD)
@@ -183,6 +187,37 @@ def test_bad_family_is_one_error(pytester: pytest.Pytester, setup: Any, message:
     result = pytester.runpytest("cases/")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([message])
+
+
+def test_a_key_given_twice_in_a_yaml_file_is_an_error_naming_it(pytester: pytest.Pytester) -> None:
+    fam = write_demo(pytester.path, GOOD)
+    (fam / "more.yaml").write_text("""
+- id: twice
+  placement: {step: 2, run_length: 3, bucket: last}
+  messages: [{role: user, content: hi}]
+  label: {valid_actions: [{tool: read_thread, args: {thread_id: a}}]}
+  label: {valid_actions: [{tool: null}]}
+  recorded: {tool_calls: []}
+  source: authored
+""")
+    result = pytester.runpytest("cases/")
+    result.assert_outcomes(passed=3, failed=1, errors=1)
+    result.stdout.fnmatch_lines(["*more.yaml*: not valid YAML: line 6, column 3: the key 'label' is given twice in one mapping "
+                                 "(first on line 5)*"])
+    (fam / "more.yaml").unlink()
+    (pytester.path / "oracle" / "demo.yaml").write_text(
+        "fields:\n  calendar.create_event.title: {normalise: [casefold]}\n"
+        "  calendar.create_event.title: {compare: exact}\n")
+    result = pytester.runpytest("cases/")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*demo.yaml: not valid YAML: line 3, column 3: the key 'calendar.create_event.title' is "
+                                 "given twice*"])
+    (pytester.path / "oracle" / "demo.yaml").write_text("base: &b {compare: exact}\nfields:\n"
+                                                        "  read_thread.thread_id: {<<: *b, compare: string}\n")
+    result = pytester.runpytest("cases/")  # a merge key may be overridden: not a key given twice
+    assert "given twice" not in result.stdout.str()
+    result.assert_outcomes(errors=1)  # base: is not a rules section (the document's own check)
+    result.stdout.fnmatch_lines(["*unknown top-level keys [[]'base'[]]*"])
 
 
 def test_rules_file_beside_the_cases_is_not_a_case_file(pytester: pytest.Pytester) -> None:

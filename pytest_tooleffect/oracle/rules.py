@@ -42,7 +42,7 @@ import yaml
 
 from .values import parse_datetime
 
-__all__ = ["COMPARES", "NORMALISERS", "PREDICATES", "Rule", "RuleError", "RuleSet", "load_rules"]
+__all__ = ["COMPARES", "NORMALISERS", "PREDICATES", "Rule", "RuleError", "RuleSet", "UniqueKeyLoader", "load_rules"]
 
 COMPARES = frozenset(
     {"exact", "string", "number", "boolean", "date", "datetime", "instant", "paired", "free_text", "any", "none"}
@@ -50,6 +50,29 @@ COMPARES = frozenset(
 NORMALISERS = frozenset({"nfkc", "casefold", "strip", "collapse_whitespace", "strip_punctuation"})
 PREDICATES = frozenset({"within", "superset", "equals_state", "in_messages", "pattern", "range", "callable"})
 _RULE_KEYS = frozenset({"compare", "normalise", "order", "predicates", "numeric_strings", "threshold", "rubric"})
+
+
+class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML's safe loader refusing a key given twice in one mapping (plain YAML keeps the last one
+    without a word).  A merge key (``<<``) may still be overridden.
+    """
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: the constructor refuses it itself
+                    continue
+                if first is not key_node.start_mark:
+                    mark = key_node.start_mark
+                    raise yaml.YAMLError(f"line {mark.line + 1}, column {mark.column + 1}: the key {key!r} is "
+                                         f"given twice in one mapping (first on line {first.line + 1})")
+        return super().construct_mapping(node, deep)
 
 
 class RuleError(ValueError):
@@ -215,6 +238,24 @@ class RuleSet:
                 out.append(key)
         return sorted(set(out))
 
+    def callables(self) -> list[tuple[str, str]]:
+        """The user predicates the rules call: ``(rule key, predicate name)`` pairs, sorted.
+
+        Returns:
+            One pair per ``callable`` predicate, keyed ``fields.<key>`` (``defaults.<type>``).
+        """
+        rules = [*((f"fields.{k}", r) for k, r in self.fields.items()),
+                 *((f"defaults.{k}", r) for k, r in self.defaults.items()),
+                 *((f"fields.{head}.{'+'.join(names)}", r) for head, groups in self.composites.items()
+                   for names, r in groups)]
+        out = set()
+        for key, rule in rules:
+            for pred in rule.predicates:
+                if "callable" in pred:
+                    arg = pred["callable"]
+                    out.add((key, str(arg if isinstance(arg, str) else arg.get("name"))))
+        return sorted(out)
+
     def unknown_fields(self, schemas: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
         """Rule keys whose path is not a field of the tool's schema (a typo would otherwise be ignored).
 
@@ -342,7 +383,7 @@ def load_rules(path: str | Path) -> RuleSet:
     """
     p = Path(path)
     try:
-        raw = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        raw = yaml.load(p.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
     except FileNotFoundError as exc:
         raise RuleError(f"{p}: rules file not found") from exc
     except yaml.YAMLError as exc:
