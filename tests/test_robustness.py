@@ -263,3 +263,26 @@ def test_report_command_errors_cleanly(tmp_path: Path) -> None:
     bad.write_text("not json\n")
     assert main(["report", str(bad)]) == 2
     assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--tooleffect-api-base=http://127.0.0.1:9/v1"],
+     "--tooleffect-api-base http://127.0.0.1:9/v1: an api base is for --tooleffect-model, which is not given*"),
+    (["--tooleffect-judge-api-base=http://127.0.0.1:9/v1"],
+     "--tooleffect-judge-api-base *: an api base is for --tooleffect-judge-model, which is not given*"),
+    (["--tooleffect-repeats=1001"], "*--tooleffect-repeats*'1001' must be at most 1,000"),
+    (["--tooleffect-concurrency=100000"], "*--tooleffect-concurrency*'100000' must be at most 1,024"),
+    (["--tooleffect-rpm=100000000"], "*--tooleffect-rpm*must be at most 10,000,000"),
+    (["-o", "tooleffect_tpm=10000000000000"], "ini tooleffect_tpm = '10000000000000': *must be at most*"),
+    (["-o", "tooleffect_min_class_n=10000000"], "ini tooleffect_min_class_n = '10000000': *must be at most 1,000,000"),
+    (["--tooleffect-shard=1/1000000"], "*--tooleffect-shard*at most 100,000 shards"),
+    (["--tooleffect-timeout=1e9"], "*--tooleffect-timeout*must be at most 86400 (a day, in seconds)"),
+    (["-o", "tooleffect_rate_window=1e9"], "ini tooleffect_rate_window = '1e9': *must be at most 86400*"),
+])
+def test_options_out_of_bounds_or_without_their_model_are_usage_errors(pytester: pytest.Pytester, args: list[str],
+                                                                     message: str) -> None:
+    write_demo(pytester.path, GOOD)
+    result = pytester.runpytest("cases/", "--collect-only", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+    assert "Traceback" not in result.stderr.str()
