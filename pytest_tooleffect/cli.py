@@ -404,7 +404,10 @@ def _cmd_label(args: argparse.Namespace) -> int:
 
     from .models import Label
 
-    if not args.labels or not Path(args.labels).is_file():
+    if not args.labels:
+        print("tooleffect label import: --labels is required (the labelling file to read)", file=sys.stderr)
+        return 2
+    if not Path(args.labels).is_file():
         print(f"tooleffect label import: --labels {args.labels}: no such file", file=sys.stderr)
         return 2
     labels = read_labels(Path(args.labels))

@@ -11,7 +11,7 @@ and the generated JSON Schema), :mod:`.summary` (records → :class:`Report`), :
 from __future__ import annotations
 
 from .arithmetic import fingerprint, percent, rate_table, wilson_interval
-from .model import CLASSES, REPORT_VERSION, Block, Report, dumps, report_schema
+from .model import CLASSES, REPORT_VERSION, Block, Report, RunInfo, dumps, report_schema
 from .summary import summarise
 from .terminal import render_terminal
 
@@ -20,6 +20,7 @@ __all__ = [
     "REPORT_VERSION",
     "Block",
     "Report",
+    "RunInfo",
     "dumps",
     "fingerprint",
     "percent",
