@@ -138,6 +138,10 @@ def select_policies(settings: Settings, family: LoadedFamily) -> list[Policy] | 
         if name == REPLAY.name:
             chosen.append(REPLAY)
         elif name in own:
+            other = settings.pyproject_policies.get(name)
+            if other is not None and other != own[name]:  # neither may silently win over the other
+                return (f"policy {name!r} is defined both in {family.directory / FAMILY_FILE} (policies:) and in "
+                        f"[tool.tooleffect.policies.{name}], differently: give one of them another name")
             chosen.append(own[name])
         elif name in settings.pyproject_policies:
             chosen.append(settings.pyproject_policies[name])

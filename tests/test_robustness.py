@@ -286,3 +286,17 @@ def test_options_out_of_bounds_or_without_their_model_are_usage_errors(pytester:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{message}*"])
     assert "Traceback" not in result.stderr.str()
+
+
+def test_a_policy_defined_differently_in_the_family_file_and_pyproject_is_refused(pytester: pytest.Pytester) -> None:
+    fam = write_demo(pytester.path, GOOD)
+    (pytester.path / "mine.py").write_text("def decide(state):\n    return {'tool_calls': []}\n")
+    (fam / "family.yaml").write_text((fam / "family.yaml").read_text()
+                                     + "policies:\n  - {name: mine, agent: 'mine:decide', temperature: 0.0}\n")
+    pytester.makepyprojecttoml('[tool.tooleffect.policies.mine]\nagent = "mine:decide"\ntemperature = 1.0\n')
+    result = pytester.runpytest("cases/", "--tooleffect-policy=mine")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*policy 'mine' is defined both in *family.yaml (policies:) and in "
+                                 "[[]tool.tooleffect.policies.mine[]], differently: give one of them another name*"])
+    pytester.makepyprojecttoml('[tool.tooleffect.policies.mine]\nagent = "mine:decide"\ntemperature = 0.0\n')
+    pytester.runpytest("cases/", "--tooleffect-policy=mine").assert_outcomes(passed=1, failed=3)  # the same: fine
