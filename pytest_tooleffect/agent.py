@@ -26,8 +26,8 @@ from typing import Any
 
 from .models import Case, Policy, ToolSpec
 
-__all__ = ["AgentError", "AgentState", "AgentTurn", "agent_cost", "agent_state", "call_agent", "load_agent",
-           "run_agent"]
+__all__ = ["AgentError", "AgentState", "AgentTurn", "agent_cost", "agent_state", "call_agent", "call_agent_bounded",
+           "load_agent", "run_agent"]
 
 #: An agent: ``decide(state) -> decision``, or ``async def decide(state) -> decision``.
 Agent = Callable[["AgentState"], Any]
@@ -238,7 +238,43 @@ async def _awaited(result: Awaitable[Any]) -> Any:
         raise _failure(exc) from exc
 
 
-def call_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+def call_agent_bounded(agent: Agent, state: AgentState, timeout_s: float) -> tuple[Any, dict[str, Any],
+                                                                                    dict[str, Any]]:
+    """Call a sync agent as :func:`call_agent` does, in a daemon thread, waiting at most ``timeout_s``.
+
+    A thread cannot be stopped from outside: an agent that hangs is left running there (a daemon
+    thread never holds the process at exit) and its item becomes an error outcome.
+
+    Returns:
+        ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
+
+    Raises:
+        AgentError: as :func:`call_agent`, or ``Timeout`` when no decision came within ``timeout_s``.
+    """
+    import threading
+
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["result"] = call_agent(agent, state, main_thread=False)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"tooleffect-agent-{state.case_id}", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise AgentError("Timeout", f"the agent gave no decision within {timeout_s:g} s (--tooleffect-timeout); "
+                                    "it is left running in its thread")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]  # type: ignore[no-any-return]
+
+
+def call_agent(agent: Agent, state: AgentState, *, main_thread: bool = True) -> tuple[Any, dict[str, Any],
+                                                                                      dict[str, Any]]:
     """Call a sync agent (an awaitable it returns is run to completion on a new event loop).
 
     Returns:
@@ -251,7 +287,7 @@ def call_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any], di
             infinite tokens or cost).
     """
     t0 = time.perf_counter()
-    result = _called(agent, state)
+    result = _called(agent, state, main_thread=main_thread)
     if inspect.isawaitable(result):
         import asyncio
 

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -279,6 +280,7 @@ def test_the_async_agent_runs_concurrently_and_the_same_under_xdist(tmp_path: Pa
 
 RECORDING_AGENT = '''
 import json
+import time
 import os
 
 from examples.agents import plain_litellm
@@ -503,3 +505,20 @@ def test_an_agent_module_that_exits_on_import_is_an_error_naming_it(pytester: py
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*policy 'mine': agent exits_on_import:decide: cannot import exits_on_import: "
                                  "SystemExit: 2*"])
+
+
+def test_a_sync_agent_that_hangs_and_an_async_one_that_blocks_its_loop_time_out(pytester: pytest.Pytester) -> None:
+    _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]})])
+    pytester.makepyfile(stuck="import time\n\n\ndef hangs(state):\n    time.sleep(3600)\n\n\n"
+                              "async def blocks(state):\n    time.sleep(3600)\n")
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess("cases/", "--tooleffect-agent=hangs=stuck:hangs",
+                                           "--tooleffect-agent=blocks=stuck:blocks", "--tooleffect-timeout=1",
+                                           timeout=120)
+    assert time.monotonic() - started < 60  # bounded: each is its timeout (plus the loop's grace), not an hour
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines_random([
+        "*agent error (not scored): Timeout: the agent gave no decision within 1 s (--tooleffect-timeout); it is "
+        "left running in its thread*",
+        "*agent error (not scored): Timeout: the agent gave no decision within 1 s (--tooleffect-timeout), and its "
+        "event loop did not answer: a blocking call inside async def?*"])
