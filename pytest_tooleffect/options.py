@@ -504,9 +504,9 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
     for base, needs, opt in ((settings.api_base, settings.model, OPT_MODEL),
                              (settings.judge_api_base, settings.judge_model, OPT_JUDGE)):
         if base and not needs:
-            api_opt = OPT_API_BASE if opt == OPT_MODEL else OPT_JUDGE_BASE
-            raise pytest.UsageError(f"{api_opt} {base}: an api base is for {opt}, which is not given (a named "
-                                    "policy sets its own api_base in [tool.tooleffect.policies])")
+            api_opt, hint = ((OPT_API_BASE, " (a named policy sets its own api_base in [tool.tooleffect.policies])")
+                             if opt == OPT_MODEL else (OPT_JUDGE_BASE, ""))
+            raise pytest.UsageError(f"{api_opt} {base}: an api base is for {opt}, which is not given{hint}")
     if not hasattr(config, "workerinput"):
         outputs = [(OPT_RECORDS, settings.records), (OPT_REPORT, settings.report),
                    (OPT_SUMMARY_MD, settings.summary_md), (OPT_HTML, settings.html), *_other_outputs(config)]

@@ -177,6 +177,9 @@ def test_scoring_errors_are_errors_not_decisions(pytester: pytest.Pytester) -> N
         "fields:\n  calendar.create_event.start+zone: {compare: instant}\n"),
      "*fields.calendar.create_event.zone: calendar.create_event has no field 'zone'*"),
     (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  '*.thread_idd': {compare: exact}\n  '*.title': {compare: exact}\n"),
+     "*fields.*.thread_idd: no tool of the family has the field 'thread_idd'"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
         "fields:\n  calendar.create_event.start: {predicates: [{callable: {name: nope, end: 18}}]}\n"),
      "*family.yaml: oracle *demo.yaml: fields.calendar.create_event.start: callable predicate 'nope' is not "
      "registered by any pytest_tooleffect_predicates hook (registered: none)"),

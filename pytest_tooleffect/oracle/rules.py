@@ -262,8 +262,8 @@ class RuleSet:
         A path goes through nested objects and array items by field name (a last ``[]`` means
         the array's items); it stops being checked where the schema does not say which fields
         an object has (no ``properties``, ``additionalProperties`` allowed, ``anyOf``/``oneOf``/
-        ``allOf``/``$ref``).  Wildcard keys (``*.field``) and keys naming no tool of ``schemas``
-        (:meth:`unknown_tools` reports those) are not judged here.
+        ``allOf``/``$ref``).  A wildcard key (``*.field``) needs one tool that has the path; keys
+        naming no tool of ``schemas`` (:meth:`unknown_tools` reports those) are not judged here.
 
         Args:
             schemas: each tool's JSON-schema ``parameters`` by tool name.
@@ -275,6 +275,11 @@ class RuleSet:
         keys = [*self.fields, *(f"{head}.{name}" for head, groups in self.composites.items()
                                 for names, _ in groups for name in names)]
         for key in sorted(set(keys)):
+            if key.startswith("*.") and schemas:  # any tool: at least one must have the field
+                reasons = [_missing_field(schema, key[2:].split(".")) for schema in schemas.values()]
+                if all(reasons):
+                    out.append((key, f"no tool of the family has the field {key[2:]!r}"))
+                continue
             tool = max((t for t in schemas if key.startswith(t + ".")), key=len, default=None)
             if key.startswith("*") or tool is None:
                 continue
