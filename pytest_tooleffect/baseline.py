@@ -428,7 +428,7 @@ def load_runs(path: Path) -> Baseline:
     except json.JSONDecodeError:
         whole = None
     if isinstance(whole, dict) and ("kind" in whole or "blocks" in whole):
-        return Baseline.from_json(whole, path)
+        return Baseline.load(path)  # read again, refusing a key given twice
     try:
         records = read_records(path)
     except ValueError as exc:

@@ -13,7 +13,7 @@ import pytest
 import scipy.stats  # noqa: F401  (numpy's extension loads once per process: import before pytester's module snapshot)
 from statsmodels.stats.contingency_tables import mcnemar
 
-from pytest_tooleffect.baseline import Baseline, BaselineDecision, BaselineError, classify, record_passed
+from pytest_tooleffect.baseline import Baseline, BaselineDecision, BaselineError, classify, load_runs, record_passed
 from pytest_tooleffect.cli import main as cli
 from pytest_tooleffect.comparison import compare, fingerprint_mismatches, mcnemar_exact
 from pytest_tooleffect.report import dumps, summarise
@@ -377,3 +377,5 @@ def test_a_key_given_twice_in_a_baseline_file_is_refused(tmp_path: Path) -> None
     assert json.loads(twice)["decisions"]  # plain JSON would keep the last one without a word
     with pytest.raises(BaselineError, match=r"b.json: <file>: the key 'fam/a\[replay\]' is given twice"):
         Baseline.load(tmp_path / "b.json")
+    with pytest.raises(BaselineError, match=r"b.json: <file>: the key 'fam/a\[replay\]' is given twice"):
+        load_runs(tmp_path / "b.json")  # as tooleffect compare reads it
