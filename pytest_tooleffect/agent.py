@@ -16,6 +16,8 @@ from __future__ import annotations
 import copy
 import importlib
 import inspect
+import json
+import math
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -24,8 +26,8 @@ from typing import Any
 
 from .models import Case, Policy, ToolSpec
 
-__all__ = ["AgentError", "AgentState", "AgentTurn", "agent_cost", "agent_state", "call_agent", "load_agent",
-           "run_agent"]
+__all__ = ["AgentError", "AgentState", "AgentTurn", "agent_cost", "agent_state", "call_agent", "call_agent_bounded",
+           "load_agent", "run_agent"]
 
 #: An agent: ``decide(state) -> decision``, or ``async def decide(state) -> decision``.
 Agent = Callable[["AgentState"], Any]
@@ -107,7 +109,9 @@ def load_agent(spec: str) -> Agent:
         raise AgentError("AgentNotFound", f"{spec!r} is not 'package.module:function'")
     try:
         obj: Any = importlib.import_module(module_name)
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # a module calling sys.exit on import too: this policy's error, not the run's
         raise AgentError("AgentNotFound", f"{spec}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
     for part in attr.split("."):
         if not hasattr(obj, part):
@@ -156,7 +160,10 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
 
     Raises:
         AgentError: the agent returned ``None`` (``AgentReturnedNothing``: return a message with
-            no tool calls to call nothing).
+            no tool calls to call nothing), nothing :func:`~pytest_tooleffect.oracle.parse_emission`
+            reads (``AgentReturnedUnreadable``), tokens that are not whole numbers >= 0 or a cost
+            that is not a finite number >= 0 (``AgentBadUsage``), or ``extra`` that is not JSON
+            (``AgentBadExtra``).
     """
     cost: dict[str, Any] = {"input_tokens": None, "output_tokens": None, "latency_ms": round(latency_s * 1000, 3),
                             "cost_usd": None}
@@ -174,35 +181,113 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
     if result is None:
         raise AgentError("AgentReturnedNothing", "the agent returned None; to call no tool, return a message "
                                                  "without tool calls, e.g. {'role': 'assistant', 'content': '...'}")
+    for key in ("input_tokens", "output_tokens"):
+        value = cost[key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise AgentError("AgentBadUsage", f"{key} {value!r}: a whole number of tokens >= 0, or None when unknown")
+    money = cost["cost_usd"]
+    if money is not None and (isinstance(money, bool) or not isinstance(money, (int, float))
+                              or not math.isfinite(money) or money < 0):
+        raise AgentError("AgentBadUsage", f"cost_usd {money!r}: a finite number of US dollars >= 0, or None "
+                                          "when unknown")
+    if extra:
+        try:
+            json.dumps(extra["agent"], allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise AgentError("AgentBadExtra", f"AgentTurn.extra must hold JSON values: {exc}") from None
+    from .oracle import parse_emission
+
+    try:
+        parse_emission(result)
+    except (TypeError, ValueError) as exc:  # nothing the oracle can read: the agent's fault, not a verdict
+        raise AgentError("AgentReturnedUnreadable", f"the agent returned {type(result).__name__}, which is no "
+                                                    f"decision: {exc}") from None
     return result, cost, extra
 
 
-def _called(agent: Agent, state: AgentState) -> Any:
+def _caught(exc: BaseException, *, main_thread: bool) -> bool:
+    """An agent's exception that is its failure (an error outcome), not the run's: anything but a
+    Ctrl-C in the main thread (a ``SystemExit``, a ``KeyboardInterrupt`` raised by the agent's own
+    code off the main thread, any ``BaseException`` subclass) and pytest's own outcomes.
+    """
+    if main_thread and isinstance(exc, KeyboardInterrupt):
+        return False
+    return not type(exc).__module__.startswith("_pytest")
+
+
+def _called(agent: Agent, state: AgentState, *, main_thread: bool = True) -> Any:
     """The agent's return value (an awaitable for an async agent); its exception as an AgentError."""
     try:
         return agent(state)
-    except Exception as exc:
+    except BaseException as exc:
+        if not _caught(exc, main_thread=main_thread):
+            raise
         raise _failure(exc) from exc
 
 
 async def _awaited(result: Awaitable[Any]) -> Any:
+    import asyncio
+
     try:
         return await result
-    except Exception as exc:
+    except asyncio.CancelledError:  # the pool cancels it (timeout, interrupted run): not the agent's failure
+        raise
+    except BaseException as exc:  # on the pool's loop thread a SystemExit would end the loop: keep it here
+        if not _caught(exc, main_thread=False):
+            raise
         raise _failure(exc) from exc
 
 
-def call_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+def call_agent_bounded(agent: Agent, state: AgentState, timeout_s: float) -> tuple[Any, dict[str, Any],
+                                                                                    dict[str, Any]]:
+    """Call a sync agent as :func:`call_agent` does, in a daemon thread, waiting at most ``timeout_s``.
+
+    A thread cannot be stopped from outside: an agent that hangs is left running there (a daemon
+    thread never holds the process at exit) and its item becomes an error outcome.
+
+    Returns:
+        ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
+
+    Raises:
+        AgentError: as :func:`call_agent`, or ``Timeout`` when no decision came within ``timeout_s``.
+    """
+    import threading
+
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["result"] = call_agent(agent, state, main_thread=False)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"tooleffect-agent-{state.case_id}", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise AgentError("Timeout", f"the agent gave no decision within {timeout_s:g} s (--tooleffect-timeout); "
+                                    "it is left running in its thread")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]  # type: ignore[no-any-return]
+
+
+def call_agent(agent: Agent, state: AgentState, *, main_thread: bool = True) -> tuple[Any, dict[str, Any],
+                                                                                      dict[str, Any]]:
     """Call a sync agent (an awaitable it returns is run to completion on a new event loop).
 
     Returns:
         ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
 
     Raises:
-        AgentError: the agent raised (its traceback kept) or returned ``None``.
+        AgentError: the agent raised (its traceback kept; a ``SystemExit`` or another
+            ``BaseException`` too, but not Ctrl-C), returned ``None`` or nothing the oracle reads
+            (``AgentReturnedUnreadable``), or bad usage (``AgentBadUsage``: negative, NaN or
+            infinite tokens or cost).
     """
     t0 = time.perf_counter()
-    result = _called(agent, state)
+    result = _called(agent, state, main_thread=main_thread)
     if inspect.isawaitable(result):
         import asyncio
 
@@ -220,7 +305,7 @@ async def run_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any
         AgentError: the agent raised (its traceback kept) or returned ``None``.
     """
     t0 = time.perf_counter()
-    result = _called(agent, state)
+    result = _called(agent, state, main_thread=False)
     if inspect.isawaitable(result):
         result = await _awaited(result)
     return agent_cost(result, time.perf_counter() - t0)

@@ -31,6 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from .models import Label
+from .oracle.rules import UniqueKeyLoader
 from .traces import position_bucket
 
 __all__ = ["AuthoredSpec", "generate"]
@@ -80,7 +81,7 @@ def _family(given: dict[str, Any], spec_dir: Path, out: Path) -> dict[str, Any]:
         return family
     base_path = (spec_dir / base_ref).resolve()
     try:
-        base = yaml.safe_load(base_path.read_text(encoding="utf-8")) or {}
+        base = yaml.load(base_path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ValueError(f"family.base {base_path}: {exc}") from exc
     merged = {k: v for k, v in base.items() if k not in ("quota", "population", "policies", "seed")}
@@ -103,7 +104,7 @@ def generate(spec_path: Path, out: Path) -> dict[str, Any]:
         ValueError: the spec cannot be read, or a placement's step is outside its run.
     """
     try:
-        raw = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+        raw = yaml.load(spec_path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
     except (OSError, yaml.YAMLError) as exc:
         raise ValueError(f"{spec_path}: {exc}") from exc
     spec = AuthoredSpec.model_validate(raw)

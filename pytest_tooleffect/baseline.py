@@ -125,6 +125,16 @@ class BaselineDecision(BaseModel):
             missing = [k for k in ("passed", "kind", "name_ok", "name_args_ok") if getattr(self, k) is None]
             if missing:
                 raise ValueError(f"a scored decision needs {', '.join(missing)}")
+            passed = self.kind in _OK_KINDS and self.effect_ok is not False
+            if self.passed != passed:  # the entry says two things at once: which one is the accepted run's?
+                effect = "" if self.effect_ok is None else f" and effect_ok {str(self.effect_ok).lower()}"
+                raise ValueError(f"passed {str(self.passed).lower()} with kind {self.kind}{effect}: a decision passes "
+                                 "exactly when its kind is ok or ok_no_tool and its effect, if any, passed")
+            if self.name_args_ok and not self.name_ok:
+                raise ValueError("name_args_ok true with name_ok false: arguments are judged on the right name")
+            if self.kind in _OK_KINDS and not (self.name_ok and self.name_args_ok):
+                raise ValueError(f"kind {self.kind} with name_ok {str(self.name_ok).lower()} and name_args_ok "
+                                 f"{str(self.name_args_ok).lower()}: an ok decision is right at both levels")
         elif self.passed is not None:
             raise ValueError("an error outcome is no verdict: passed must be null")
         return self
@@ -309,9 +319,12 @@ class Baseline(BaseModel):
         """
         text = _read_text(path)
         try:
-            data = json.loads(text)
+            data = json.loads(text, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as exc:
             raise BaselineError(path, "<file>", f"not JSON ({exc.msg}, line {exc.lineno})") from None
+        except _DuplicateKey as exc:
+            raise BaselineError(path, "<file>", f"the key {exc.args[0]!r} is given twice in one object: which "
+                                                "entry is the accepted run's?") from None
         return cls.from_json(data, path)
 
     @classmethod
@@ -347,6 +360,20 @@ class Baseline(BaseModel):
 
 def _loc(loc: Sequence[Any]) -> str:
     return ".".join(str(p) for p in loc)
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's pairs as a dict; a key given twice raises (json keeps the last without a word)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
 
 
 def record_passed(record: Mapping[str, Any]) -> bool | None:
@@ -401,7 +428,7 @@ def load_runs(path: Path) -> Baseline:
     except json.JSONDecodeError:
         whole = None
     if isinstance(whole, dict) and ("kind" in whole or "blocks" in whole):
-        return Baseline.from_json(whole, path)
+        return Baseline.load(path)  # read again, refusing a key given twice
     try:
         records = read_records(path)
     except ValueError as exc:

@@ -404,7 +404,10 @@ def _cmd_label(args: argparse.Namespace) -> int:
 
     from .models import Label
 
-    if not args.labels or not Path(args.labels).is_file():
+    if not args.labels:
+        print("tooleffect label import: --labels is required (the labelling file to read)", file=sys.stderr)
+        return 2
+    if not Path(args.labels).is_file():
         print(f"tooleffect label import: --labels {args.labels}: no such file", file=sys.stderr)
         return 2
     labels = read_labels(Path(args.labels))
@@ -685,9 +688,11 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         "shared_only": bool(args.shared_only), "blocks": [f"{f}/{p}" for f, p, _, _ in mismatches],
         "left_out": sum(left.values()) + comparison["totals"]["new"],
         "by_reason": {**left, "only_in_b": comparison["totals"]["new"]}}
+    # as diff does: 0 when B regressed nowhere, 1 when it did (a CI step fails on it), 2 for bad input
+    status = 1 if comparison["totals"]["regressions"] else 0
     if args.json:
         print(json.dumps({"a": args.a, "b": args.b, **comparison}, indent=2))
-        return 0
+        return status
     print(f"A = {args.a}\nB = {args.b}")
     if mismatches:
         r = comparison["restricted"]
@@ -696,7 +701,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
         print(f"restricted to the shared decisions with unchanged labels (--shared-only; label sets differ in "
               f"{', '.join(r['blocks'])}): {r['left_out']} decisions left out ({reasons})")
     print(render_comparison(comparison), end="")
-    return 0
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -802,7 +807,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("records", help="the accepted run's record log (JSONL)")
     p.add_argument("--out", default="tooleffect-baseline.json", help="default tooleffect-baseline.json")
     p.set_defaults(func=_cmd_baseline_save)
-    p = sub.add_parser("compare", help="two runs decision by decision: flips, rates before and after, exact McNemar")
+    p = sub.add_parser("compare", help="two runs decision by decision: flips, rates before and after, exact McNemar; "
+                                       "exit 1 when B regressed, 2 for bad input")
     p.add_argument("a", help="the earlier run: a record log (JSONL) or a baseline file")
     p.add_argument("b", help="the later run: a record log (JSONL) or a baseline file")
     p.add_argument("--shared-only", action="store_true",

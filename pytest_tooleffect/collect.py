@@ -147,6 +147,10 @@ def select_policies(settings: Settings, family: LoadedFamily) -> list[Policy] | 
         if name == REPLAY.name:
             chosen.append(REPLAY)
         elif name in own:
+            other = settings.pyproject_policies.get(name)
+            if other is not None and other != own[name]:  # neither may silently win over the other
+                return (f"policy {name!r} is defined both in {family.directory / FAMILY_FILE} (policies:) and in "
+                        f"[tool.tooleffect.policies.{name}], differently: give one of them another name")
             chosen.append(own[name])
         elif name in settings.pyproject_policies:
             chosen.append(settings.pyproject_policies[name])
@@ -202,6 +206,26 @@ class Agents:
 agents_key = pytest.StashKey[Agents]()
 
 
+def _unregistered_callables(config: pytest.Config, fam: LoadedFamily) -> FamilyError | None:
+    """A family whose rules call a user predicate no ``pytest_tooleffect_predicates`` hook registers
+    is refused at collection (not only once some emitted value reaches the predicate).
+    """
+    wanted = fam.rules.callables()
+    if not wanted:
+        return None
+    registered: set[str] = set()
+    for contributed in config.hook.pytest_tooleffect_predicates():
+        registered.update(contributed or {})
+    missing = [(key, name) for key, name in wanted if name not in registered]
+    if not missing:
+        return None
+    rules = fam.directory / str(fam.family.oracle)
+    known = ", ".join(sorted(registered)) or "none"
+    return FamilyError("; ".join(
+        f"{fam.directory / FAMILY_FILE}: oracle {rules}: {key}: callable predicate {name!r} is not registered by "
+        f"any pytest_tooleffect_predicates hook (registered: {known})" for key, name in missing))
+
+
 class CaseFile(pytest.File):
     """A case file: one item per case × policy × trial, sorted by case id."""
 
@@ -209,6 +233,8 @@ class CaseFile(pytest.File):
         config = self.config
         families = config.stash[families_key]
         fam = families.for_cases(self.path.parent)
+        if isinstance(fam, LoadedFamily):
+            fam = _unregistered_callables(config, fam) or fam
         if isinstance(fam, FamilyError):
             yield InvalidCaseItem.from_parent(self, name="<family>", problems=[str(fam)],
                                               family=self.path.parent.name)

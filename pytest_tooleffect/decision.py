@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from .agent import AgentError, agent_state, call_agent, is_async, run_agent
+from .agent import AgentError, agent_state, call_agent_bounded, is_async, run_agent
 from .collect import CaseItem
 from .model_turn import ModelCache, ProviderError, TurnPool, api_key, finish_preload, preload_litellm, wait_turn
 from .models import Case, ToolSpec
@@ -146,7 +146,8 @@ class ModelTurns:
             if not is_async(agent):
                 return None
             snapshot = agent_state(case, tools, item.family.system_prompt, item.policy, item.trial, step)
-            return self.pool.submit_coroutine(lambda: _bounded_agent(agent, snapshot, settings.timeout_s))
+            timeout_s = _timeout(item, settings)
+            return self.pool.submit_coroutine(lambda: _bounded_agent(agent, snapshot, timeout_s))
         try:
             key = self._api_key(item)
         except ProviderError as exc:  # the item's error outcome, raised where it waits (never here, in prefetch)
@@ -176,9 +177,9 @@ class ModelTurns:
                 if future is None:
                     snapshot = agent_state(state if state is not None else item.case, _offered(item, state),
                                            item.family.system_prompt, item.policy, item.trial, step)
-                    emitted, cost, extra = call_agent(item.agent, snapshot)
+                    emitted, cost, extra = call_agent_bounded(item.agent, snapshot, _timeout(item, settings))
                 else:
-                    emitted, cost, extra = future.result()
+                    emitted, cost, extra = _agent_result(future, _timeout(item, settings))
                 told = extra.get("agent", {})
                 return emitted, cost, {"agent": {"callable": item.agent_source, **told}}
             assert future is not None
@@ -265,6 +266,22 @@ class ModelTurns:
             import shutil
 
             shutil.rmtree(self.rate_dir, ignore_errors=True)
+
+
+#: seconds past its own timeout an async agent's turn is waited for, before its loop is taken as blocked
+LOOP_GRACE_S = 5.0
+
+
+def _agent_result(future: concurrent.futures.Future[Any], timeout_s: float) -> Any:
+    """An async agent's turn from the pool: the loop's own timeout ends it, unless a blocking call
+    inside the ``async def`` holds the loop (then this wait ends it, ``LOOP_GRACE_S`` later).
+    """
+    try:
+        return future.result(timeout=timeout_s + LOOP_GRACE_S)
+    except TimeoutError:
+        future.cancel()
+        raise AgentError("Timeout", f"the agent gave no decision within {timeout_s:g} s (--tooleffect-timeout), "
+                                    "and its event loop did not answer: a blocking call inside async def?") from None
 
 
 async def _bounded_agent(agent: Any, state: Any, timeout_s: float) -> tuple[Any, dict[str, Any], dict[str, Any]]:

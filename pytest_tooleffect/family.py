@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from .models import Family, ToolSpec
 from .oracle import RuleError, RuleSet, load_rules
 from .oracle.rulecheck import rule_problems
+from .oracle.rules import UniqueKeyLoader
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "is_case_file",
            "load_family", "named_files", "yaml_load"]
@@ -27,9 +28,9 @@ FAMILY_FILE = "family.yaml"
 CASE_SUFFIXES = (".jsonl", ".yaml", ".yml")
 
 
-class _JSONLikeLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+class _JSONLikeLoader(UniqueKeyLoader):
     """YAML's safe loader without implicit timestamps: case data stays JSON-like (a date-time
-    stays the string the author wrote, as it would in JSONL).
+    stays the string the author wrote, as it would in JSONL); a key given twice is refused.
     """
 
 
@@ -189,6 +190,10 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
         unknown = rules.unknown_tools(names)
         if unknown:
             raise FamilyError(f"{path}: oracle: rules for tools the family does not offer: {', '.join(unknown)}")
+        missing = rules.unknown_fields({t.name: t.parameters for t in fam.tools})
+        if missing:
+            raise FamilyError("; ".join(f"{path}: oracle {directory / str(fam.oracle)}: fields.{key}: {why}"
+                                        for key, why in missing))
         silent = rule_problems(rules, {t.name: t.parameters for t in fam.tools}, unknown_tools=True)
         if silent:
             where = directory / fam.oracle if fam.oracle else path

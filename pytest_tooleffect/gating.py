@@ -33,7 +33,7 @@ from .oracle import KINDS
 from .outputs import output_problems_key, write_text
 from .report import CLASSES, percent
 
-__all__ = ["GateKeeper", "GateResult", "RunTally", "decide_exit", "evaluate"]
+__all__ = ["GateKeeper", "GateResult", "RunTally", "decide_exit", "evaluate", "unmatched_tables"]
 
 _FAIL_KINDS = tuple(k for k in KINDS if k not in ("ok", "ok_no_tool"))
 _BASELINE_HINT = "no baseline: run with --tooleffect-baseline PATH"
@@ -159,6 +159,23 @@ def evaluate(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
                               gates.unjudged != "pass", None, None, _unjudged(reason, gates))
                    for gate, op, threshold, unit, bound in _listed(gates))
     return out
+
+
+def unmatched_tables(report: Mapping[str, Any], config: GatesConfig) -> list[str]:
+    """The gate tables with a wildcard that match no block of the report (a typo such as
+    ``"*/Replay"`` would otherwise judge nothing while every gate "passed"), as ``FAMILY/POLICY``.
+
+    Args:
+        report: the report as a JSON object (``blocks``).
+        config: the gates.
+
+    Returns:
+        The tables' keys, in the file's order; ``"*"`` (every block) is never among them.
+    """
+    blocks = [(b["family"], b["policy"]) for b in report.get("blocks") or []]
+    return [f"{fam}/{pol}" for fam, pol in config.tables
+            if "*" in (fam, pol) and (fam, pol) != ("*", "*")
+            and not any(fam in ("*", f) and pol in ("*", p) for f, p in blocks)]
 
 
 def _listed(gates: GateSet) -> Iterable[tuple[str, str, float, str, str | None]]:
@@ -469,6 +486,11 @@ class GateKeeper:
             terminalreporter.write_line(f"tooleffect gates: not applied: {_NOT_APPLIED}", yellow=True)
         if self.applies and self.results is not None and self.exit is not None:
             terminalreporter.write_sep("=", "tooleffect gates")
+            assert self.gates is not None and self.report is not None
+            shown = ", ".join(f"{b['family']}/{b['policy']}" for b in self.report.get("blocks") or []) or "none"
+            for key in unmatched_tables(self.report, self.gates):
+                terminalreporter.write_line(f'tooleffect gates: warning: table "{key}" matches no family x policy '
+                                            f"of the run (blocks: {shown}); its gates judged nothing", yellow=True)
             for r in self.results:
                 markup = ({"green": True} if r.status == "passed" else {"red": True} if r.fails_run
                           else {"yellow": True})
@@ -510,6 +532,7 @@ class GateKeeper:
             "errors": asdict(self.tally) | {"total": self.tally.errors},
             "exit_status": self.exit[0],
             "exit_reason": self.exit[1],
+            "unmatched_tables": unmatched_tables(self.report or {}, self.gates),
             "results": [r.to_dict() for r in self.results],
         }
 

@@ -21,6 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from .models import Policy, Price
+from .oracle.rules import UniqueKeyLoader
 from .outputs import check_distinct, check_writable
 from .redaction import looks_like_key
 
@@ -247,6 +248,10 @@ def _path_or_none(value: str) -> Path | None:
     return Path(value) if value else None
 
 
+#: a day, in seconds: the longest model-call timeout and rate window accepted
+MAX_SECONDS = 86_400.0
+
+
 def _positive_float(value: str) -> float:
     try:
         f = float(value)
@@ -254,11 +259,13 @@ def _positive_float(value: str) -> float:
         raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
     if not math.isfinite(f) or f <= 0:
         raise argparse.ArgumentTypeError(f"{value!r} must be positive")
+    if f > MAX_SECONDS:
+        raise argparse.ArgumentTypeError(f"{value!r} must be at most {MAX_SECONDS:g} (a day, in seconds)")
     return f
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type=`` for whole numbers ≥ ``minimum``."""
+def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse ``type=`` for whole numbers from ``minimum`` to ``maximum`` (inclusive)."""
 
     def parse(value: str) -> int:
         try:
@@ -267,6 +274,8 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from exc
         if n < minimum:
             raise argparse.ArgumentTypeError(f"{value!r} must be at least {minimum}")
+        if maximum is not None and n > maximum:
+            raise argparse.ArgumentTypeError(f"{value!r} must be at most {maximum:,}")
         return n
 
     return parse
@@ -274,6 +283,18 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
+#: upper bounds of the counts: far past any real run, below what would exhaust memory or time at start
+MAX_REPEATS = 1_000
+MAX_CONCURRENCY = 1_024
+MAX_RPM = 10_000_000
+MAX_TPM = 10**12
+MAX_MIN_CLASS_N = 1_000_000
+MAX_SHARDS = 100_000
+_repeats = _int_at_least(1, MAX_REPEATS)
+_concurrency = _int_at_least(1, MAX_CONCURRENCY)
+_rpm = _int_at_least(1, MAX_RPM)
+_tpm = _int_at_least(1, MAX_TPM)
+_class_n = _int_at_least(1, MAX_MIN_CLASS_N)
 
 
 def _agent_policy(value: str) -> Policy:
@@ -300,6 +321,8 @@ def _shard(value: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"{value!r} is not I/N (shard I of N, e.g. 2/4)") from None
     if not slash or n < 1 or not 1 <= i <= n:
         raise argparse.ArgumentTypeError(f"{value!r}: the shard I/N needs 1 <= I <= N")
+    if n > MAX_SHARDS:
+        raise argparse.ArgumentTypeError(f"{value!r}: at most {MAX_SHARDS:,} shards")
     return i, n
 
 
@@ -370,17 +393,17 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
     group.addoption(OPT_JUDGE_BASE, metavar="URL", default=None, help="api base for the judge model")
     group.addoption(OPT_JUDGE_CAL, metavar="PATH", type=_path_or_none, default=Path("reports/judge-calibration.json"),
                     help="the judge's last calibration (tooleffect calibrate-judge), named in the report")
-    group.addoption(OPT_REPEATS, metavar="K", type=_positive_int, default=1,
+    group.addoption(OPT_REPEATS, metavar="K", type=_repeats, default=1,
                     help="run each case x policy K times (trials); the report adds pass^k and the share of cases "
                          "whose verdict flips between trials")
-    group.addoption(OPT_CONCURRENCY, metavar="N", type=_positive_int, default=8,
+    group.addoption(OPT_CONCURRENCY, metavar="N", type=_concurrency, default=8,
                     help="model turns in flight at once in each process (default 8); with -n W up to W x N in all")
     group.addoption(OPT_RETRIES, metavar="N", type=_non_negative_int, default=2,
                     help="retries of a model request on 408, 429, 5xx, timeouts and lost connections, never on "
                          "other 4xx: at most N+1 requests per turn, after Retry-After or a backoff (default 2)")
-    group.addoption(OPT_RPM, metavar="N", type=_positive_int, default=None,
+    group.addoption(OPT_RPM, metavar="N", type=_rpm, default=None,
                     help=f"run-wide limit of model requests per minute, over all xdist workers (ini {INI_RPM})")
-    group.addoption(OPT_TPM, metavar="N", type=_positive_int, default=None,
+    group.addoption(OPT_TPM, metavar="N", type=_tpm, default=None,
                     help=f"run-wide limit of model tokens (input + output) per minute, over all xdist workers "
                          f"(ini {INI_TPM})")
     parser.addini(INI_RPM, "run-wide model requests per minute (empty: no limit)", default="")
@@ -413,7 +436,7 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
                     help="decisions whose label changed since the baseline: skip (default: left out and counted) "
                          "or compare")
     parser.addini(INI_BASELINE, "baseline file, relative to the rootdir (empty: none)", default="")
-    group.addoption(OPT_MIN_CLASS_N, metavar="N", type=_positive_int, default=None,
+    group.addoption(OPT_MIN_CLASS_N, metavar="N", type=_class_n, default=None,
                     help=f"flag a class with fewer than N scored rows as small in the report (default "
                          f"{DEFAULT_MIN_CLASS_N}; ini {INI_MIN_CLASS_N})")
     parser.addini(INI_MIN_CLASS_N, f"a class with fewer scored rows is flagged as small (default "
@@ -486,6 +509,12 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         rate_backend=_rate_backend(config),
         **_rate_settings(config),
     )
+    for base, needs, opt in ((settings.api_base, settings.model, OPT_MODEL),
+                             (settings.judge_api_base, settings.judge_model, OPT_JUDGE)):
+        if base and not needs:
+            api_opt, hint = ((OPT_API_BASE, " (a named policy sets its own api_base in [tool.tooleffect.policies])")
+                             if opt == OPT_MODEL else (OPT_JUDGE_BASE, ""))
+            raise pytest.UsageError(f"{api_opt} {base}: an api base is for {opt}, which is not given{hint}")
     if not hasattr(config, "workerinput"):
         outputs = [(OPT_RECORDS, settings.records), (OPT_REPORT, settings.report),
                    (OPT_SUMMARY_MD, settings.summary_md), (OPT_HTML, settings.html), *_other_outputs(config)]
@@ -526,7 +555,7 @@ def _min_class_n(config: pytest.Config) -> int:
         return int(value)
     raw = str(config.getini(INI_MIN_CLASS_N)).strip() or str(DEFAULT_MIN_CLASS_N)
     try:
-        return _positive_int(raw)
+        return _class_n(raw)
     except Exception as exc:
         raise pytest.UsageError(f"ini {INI_MIN_CLASS_N} = {raw!r}: {exc}") from None
 
@@ -534,12 +563,12 @@ def _min_class_n(config: pytest.Config) -> int:
 def _rate_settings(config: pytest.Config) -> dict[str, Any]:
     """``rpm``, ``tpm`` and ``rate_window_s`` from the options, else the ini keys."""
     out: dict[str, Any] = {}
-    for key, opt, ini in (("rpm", OPT_RPM, INI_RPM), ("tpm", OPT_TPM, INI_TPM)):
+    for key, opt, ini, parse in (("rpm", OPT_RPM, INI_RPM, _rpm), ("tpm", OPT_TPM, INI_TPM, _tpm)):
         value = config.getoption(opt)
         raw = str(config.getini(ini)).strip()
         if value is None and raw:
             try:
-                value = _positive_int(raw)
+                value = parse(raw)
             except Exception as exc:
                 raise pytest.UsageError(f"ini {ini} = {raw!r}: {exc}") from None
         out[key] = value
@@ -555,7 +584,7 @@ def _load_prices(path: Path | None) -> dict[str, Price]:
     if path is None:
         return {}
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
         prices = {}
         for m, p in raw.items():
             values = [p["input_per_mtok"], p["output_per_mtok"]]

@@ -27,12 +27,13 @@ from .sandbox import registered_providers
 from .sandboxing import Sandboxes, tooleffect_sandbox
 from .scoring import Scorer, tooleffect_score
 from .sharding import ShardSelector
+from .signals import TermAsInterrupt
 
 __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
-_PLUGINS = ("tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes", "tooleffect-scorer",
-            "tooleffect-judge-section", "tooleffect-reporter", "tooleffect-gates", "tooleffect-baseline",
-            "tooleffect-shard", "tooleffect-phase-reports")
+_PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes",
+            "tooleffect-scorer", "tooleffect-judge-section", "tooleffect-reporter", "tooleffect-gates",
+            "tooleffect-baseline", "tooleffect-shard", "tooleffect-phase-reports")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -54,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # read before any plugin object starts anything: a bad baseline file is a usage error
     baseline = BaselinePlugin(config) if settings.baseline is not None else None
     plugins: dict[str, Any] = {
+        "tooleffect-signals": TermAsInterrupt(),  # SIGTERM ends the run as Ctrl-C does
         "tooleffect-collector": CaseCollector(config),
         "tooleffect-sandboxes": Sandboxes(config),
         "tooleffect-scorer": Scorer(config),

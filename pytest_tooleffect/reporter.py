@@ -23,6 +23,7 @@ from .options import OPT_HTML, OPT_RECORDS, OPT_REPORT, Settings, settings_key
 from .outputs import OutputProblems, output_problems_key, write_text
 from .records import RecordLog
 from .redaction import redact_obj
+from .runinfo import git_state, now_utc, versions
 
 __all__ = ["JudgeSection", "Reporter", "rate_line"]
 
@@ -42,6 +43,9 @@ class Reporter:
         self.invalid: list[dict[str, Any]] = []
         self.skipped: list[dict[str, Any]] = []
         self.families: dict[str, dict[str, Any]] = {}
+        self.family_dirs: dict[str, str] = {}
+        self.policies: dict[str, dict[str, Any]] = {}
+        self.started_at = now_utc()
         self.log: RecordLog | None = None
         self.report: dict[str, Any] | None = None
         self.report_written = False
@@ -69,6 +73,11 @@ class Reporter:
         family = getattr(report, "tooleffect_family", None)
         if family is not None:
             self.families.setdefault(family["name"], family["meta"])
+            if family.get("directory"):
+                self.family_dirs.setdefault(family["name"], family["directory"])
+        policy = getattr(report, "tooleffect_policy", None)
+        if policy is not None:
+            self.policies.setdefault(policy["name"], policy["params"])
         for attr, seen in (("tooleffect_invalid", self.invalid), ("tooleffect_skipped", self.skipped)):
             entry = getattr(report, attr, None)
             if entry is not None:
@@ -94,8 +103,12 @@ class Reporter:
         status = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "complete"
         report = summarise(self.records, self.families, status=status, invalid=self.invalid, skipped=self.skipped,
                            min_class_n=self.settings.min_class_n)
+        report.run = self._run_info()
         data = report.to_json()
         self.config.hook.pytest_tooleffect_modifyreport(report=data, records=self.records, config=self.config)
+        # the report's own sections in its model's order (a hook may have set one, as the judge's), then the hooks'
+        order = [k for k in type(report).model_fields if k in data]
+        data = {**{k: data[k] for k in order}, **{k: v for k, v in data.items() if k not in order}}
         data = self.report = redact_obj(data)  # invalid cases' messages and hooks' additions too
         if self.settings.report is not None:
             path = self.settings.report
@@ -107,6 +120,22 @@ class Reporter:
                                   "the previous file, if any, is left as it was")
         if self.settings.html is not None:
             self._write_html(session, self.settings.html, data)
+
+    def _run_info(self) -> Any:
+        """The report's ``run`` section (a :class:`~pytest_tooleffect.report.model.RunInfo`): times,
+        command, versions, the cases' commits, policy parameters.
+        """
+        import platform
+
+        from .report.model import GitState, RunInfo, Versions
+
+        by_dir = git_state(Path(d) for d in sorted(set(self.family_dirs.values())))
+        params = self.config.invocation_params
+        return RunInfo(
+            started_at=self.started_at, ended_at=now_utc(), command=[str(a) for a in params.args],
+            directory=str(params.dir), versions=Versions(**versions(), python=platform.python_version()),
+            cases_git={name: GitState(**by_dir[d]) for name, d in sorted(self.family_dirs.items()) if d in by_dir},
+            policies=dict(sorted(self.policies.items())))
 
     def _write_html(self, session: pytest.Session, path: Path, data: dict[str, Any]) -> None:
         """The HTML page: the report, and every record with the state its case file holds."""

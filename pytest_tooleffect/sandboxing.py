@@ -87,11 +87,18 @@ class Sandboxes:
         node.workerinput["tooleffect_run_id"] = settings.run_id
         node.workerinput["tooleffect_owner_pid"] = settings.owner_pid
 
+    @pytest.hookimpl(trylast=True)  # after xdist's controller has stopped its workers
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        """Remove this process's sandboxes (also after Ctrl-C: pytest still finishes the session)."""
+        """Remove this process's sandboxes (also after Ctrl-C or SIGTERM: pytest still finishes the
+        session); on the xdist controller, then every sandbox of the run its workers left.
+        """
         found = session.config.stash.get(provider_key, None)
         if isinstance(found, SandboxProvider):
             found.session_cleanup()
+        settings = session.config.stash[settings_key].sandbox
+        if (settings is not None and settings.provider != "off" and not hasattr(session.config, "workerinput")
+                and session.config.pluginmanager.has_plugin("dsession")):
+            provider_class(settings.provider).remove_run(settings.run_id)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]

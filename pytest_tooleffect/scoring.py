@@ -21,6 +21,7 @@ from .oracle import CompareContext, Verdict, compile_label, parse_emission, scor
 from .outcomes import DecisionFailed, Failure, NotScored
 from .records import build_record
 from .redaction import known, redact, redact_obj, register_environment
+from .runinfo import policy_params
 from .sandboxing import judge_effect
 
 __all__ = ["Scorer", "record_key", "tooleffect_score"]
@@ -50,6 +51,7 @@ class Scorer:
             self.judge = Judge(self.settings.judge_model, self.settings.judge_api_base, self.settings.judge_cache,
                                self.settings.timeout_s)
         self._families_sent: set[str] = set()
+        self._policies_sent: set[str] = set()
         config.stash[scorer_key] = self.__call__
         register_environment()  # the credentials litellm would read: redacted from every record and report
 
@@ -162,7 +164,11 @@ class Scorer:
             if item.family.name not in self._families_sent:  # the controller reports without reading family files
                 self._families_sent.add(item.family.name)
                 report.tooleffect_family = {"name": item.family.name,  # type: ignore[attr-defined]
-                                            "meta": item.family.meta}
+                                            "meta": item.family.meta, "directory": str(item.family.directory)}
+            if item.policy.name not in self._policies_sent:  # its parameters, for the report's run section
+                self._policies_sent.add(item.policy.name)
+                report.tooleffect_policy = {"name": item.policy.name,  # type: ignore[attr-defined]
+                                            "params": policy_params(item.policy)}
         return report
 
     @pytest.hookimpl(optionalhook=True)

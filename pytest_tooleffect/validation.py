@@ -7,14 +7,16 @@ and the case id.
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .family import LoadedFamily
-from .models import Case, ParallelGroup, ToolSpec
-from .oracle import ANY_OF, OMITTED, parse_date, parse_datetime
+from .models import Action, Case, ForbiddenAction, ParallelGroup, ToolSpec
+from .oracle import ANY_OF, OMITTED, CompareContext, compare_args, parse_date, parse_datetime
 from .oracle.rulecheck import rule_problems
+from .oracle.values import MISSING
 from .traces import position_bucket
 
 __all__ = ["validate_case"]
@@ -352,6 +354,58 @@ def validate_case(case: Case, family: LoadedFamily) -> list[tuple[str, str]]:
         for k, alt in enumerate(case.label.valid_actions):
             members = alt.parallel if isinstance(alt, ParallelGroup) else [alt]
             for a in members:
-                if a.tool == fb.tool and (not fb.args or all(a.args.get(key) == val for key, val in fb.args.items())):
+                if a.tool == fb.tool and _overlaps(a, fb, tools.get(fb.tool), family, case):
                     problems.append((where, f"{fb.tool} is both valid (valid_actions[{k}]) and forbidden"))
     return problems
+
+
+_CANDIDATES = 256  # concrete calls tried per valid action and forbidden entry
+
+
+def _concrete(value: Any) -> Iterator[Any]:
+    """Every concrete value a label value accepts, its ``$any_of`` alternatives expanded at any
+    depth (``MISSING`` for an ``$omitted`` one; at most :data:`_CANDIDATES` of them).
+    """
+    if isinstance(value, Mapping):
+        if ANY_OF in value and isinstance(value[ANY_OF], list):
+            for alt in value[ANY_OF]:
+                if isinstance(alt, Mapping) and alt.get(OMITTED):
+                    yield MISSING
+                else:
+                    yield from _concrete(alt)
+            return
+        keys = list(value)
+        for combo in itertools.islice(itertools.product(*(list(itertools.islice(_concrete(value[k]), _CANDIDATES))
+                                                          for k in keys)), _CANDIDATES):
+            yield {k: v for k, v in zip(keys, combo, strict=True) if v is not MISSING}
+        return
+    if isinstance(value, list):
+        for combo in itertools.islice(itertools.product(*(list(itertools.islice(_concrete(v), _CANDIDATES))
+                                                          for v in value)), _CANDIDATES):
+            yield [v for v in combo if v is not MISSING]
+        return
+    yield value
+
+
+def _overlaps(valid: Action, fb: ForbiddenAction, tool: ToolSpec | None, family: LoadedFamily, case: Case) -> bool:
+    """A call the valid action accepts is also one the forbidden entry refuses: some concrete
+    value of each key the entry restricts (the valid action's ``$any_of`` alternatives expanded)
+    is hit by the entry, as the oracle judges it under the family's rules.
+    """
+    if not fb.args:
+        return True
+    if any(key not in valid.args for key in fb.args):
+        return False
+    restricted = {key: valid.args[key] for key in fb.args}
+    schema = tool.parameters if tool is not None else {}
+    ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages)
+    for candidate in _concrete(restricted):
+        try:
+            results = compare_args(fb.tool, schema, fb.args, candidate, family.rules, ctx, subset=True)
+        except LookupError:  # a predicate reads what only the run has: judge the raw values
+            if all(candidate.get(key, MISSING) == val for key, val in fb.args.items()):
+                return True
+            continue
+        if all(r.ok for r in results):
+            return True
+    return False

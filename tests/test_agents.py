@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -281,6 +282,7 @@ def test_the_async_agent_runs_concurrently_and_the_same_under_xdist(tmp_path: Pa
 
 RECORDING_AGENT = '''
 import json
+import time
 import os
 
 from examples.agents import plain_litellm
@@ -404,3 +406,121 @@ def test_one_name_for_two_policies_is_refused(pytester: pytest.Pytester, args: l
     result = pytester.runpytest("cases/", *args, "--tooleffect-records=")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(["*policy names given twice (*): every policy of a run needs its own name*"])
+
+
+BAD_AGENTS = '''
+import sys
+from pytest_tooleffect.agent import AgentTurn
+
+REPLY = {"role": "assistant", "content": "done"}
+
+
+class Escaped(BaseException):
+    pass
+
+
+def negative(state):
+    return AgentTurn(REPLY, input_tokens=-5)
+
+
+def nan_cost(state):
+    return AgentTurn(REPLY, cost_usd=float("nan"))
+
+
+def inf_tokens(state):
+    return AgentTurn(REPLY, output_tokens=float("inf"))
+
+
+def text_tokens(state):
+    return AgentTurn(REPLY, input_tokens="12")
+
+
+def not_json(state):
+    return AgentTurn(REPLY, extra={"seen": {1, 2}})
+
+
+def forty_two(state):
+    return 42
+
+
+def text(state):
+    return "hello"
+
+
+def generator(state):
+    return (x for x in [REPLY])
+
+
+def exits(state):
+    sys.exit(3)
+
+
+def escapes(state):
+    raise Escaped("out of the agent")
+
+
+async def async_exits(state):
+    raise SystemExit(1)
+
+
+async def async_interrupts(state):
+    raise KeyboardInterrupt
+
+
+async def async_fine(state):
+    return REPLY
+'''
+BAD_KINDS = {"negative": "AgentBadUsage", "nan_cost": "AgentBadUsage", "inf_tokens": "AgentBadUsage",
+             "text_tokens": "AgentBadUsage", "not_json": "AgentBadExtra", "forty_two": "AgentReturnedUnreadable",
+             "text": "AgentReturnedUnreadable", "generator": "AgentReturnedUnreadable", "exits": "SystemExit",
+             "escapes": "Escaped", "async_exits": "SystemExit", "async_interrupts": "KeyboardInterrupt"}
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_every_way_an_agent_fails_is_its_error_with_a_record(pytester: pytest.Pytester, workers: int) -> None:
+    """Bad numbers, unreadable returns, SystemExit and BaseException (sync and async: the pool's loop
+    survives them): each an agent error, none a verdict, none lost."""
+    _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]})])
+    pytester.makepyfile(bad_agents=BAD_AGENTS)
+    args = [f"--tooleffect-agent={name}=bad_agents:{name}" for name in BAD_KINDS]
+    result = pytester.runpytest_subprocess("cases/", *args, "--tooleffect-agent=async_fine=bad_agents:async_fine",
+                                           "--tooleffect-timeout=10", "-n", str(workers), "--tooleffect-report=r.json",
+                                           timeout=120)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(passed=1, errors=len(BAD_KINDS))
+    records = {r["policy"]: r for r in map(
+        json.loads, (pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines())}
+    assert set(records) == {*BAD_KINDS, "async_fine"}
+    assert records["async_fine"]["verdict"]["kind"] == "ok_no_tool"  # after the loop met SystemExit
+    for policy, kind in BAD_KINDS.items():
+        rec = records[policy]
+        assert rec["outcome"] == "error" and rec["verdict"] is None and rec["error"]["type"] == kind, rec
+    json.loads((pytester.path / "r.json").read_text(),  # no NaN or Infinity written as a value
+               parse_constant=lambda c: pytest.fail(f"{c} in the report"))
+
+
+def test_an_agent_module_that_exits_on_import_is_an_error_naming_it(pytester: pytest.Pytester) -> None:
+    _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]})])
+    pytester.makepyfile(exits_on_import="import sys\nsys.exit(2)\n")
+    result = pytester.runpytest_subprocess("cases/", "--tooleffect-agent=mine=exits_on_import:decide", timeout=120)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*policy 'mine': agent exits_on_import:decide: cannot import exits_on_import: "
+                                 "SystemExit: 2*"])
+
+
+def test_a_sync_agent_that_hangs_and_an_async_one_that_blocks_its_loop_time_out(pytester: pytest.Pytester) -> None:
+    _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]})])
+    pytester.makepyfile(stuck="import time\n\n\ndef hangs(state):\n    time.sleep(3600)\n\n\n"
+                              "async def blocks(state):\n    time.sleep(3600)\n")
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess("cases/", "--tooleffect-agent=hangs=stuck:hangs",
+                                           "--tooleffect-agent=blocks=stuck:blocks", "--tooleffect-timeout=1",
+                                           timeout=120)
+    assert time.monotonic() - started < 60  # bounded: each is its timeout (plus the loop's grace), not an hour
+    result.assert_outcomes(errors=2)
+    result.stdout.fnmatch_lines_random([
+        "*agent error (not scored): Timeout: the agent gave no decision within 1 s (--tooleffect-timeout); it is "
+        "left running in its thread*",
+        "*agent error (not scored): Timeout: the agent gave no decision within 1 s (--tooleffect-timeout), and its "
+        "event loop did not answer: a blocking call inside async def?*"])

@@ -13,7 +13,7 @@ import pytest
 import scipy.stats  # noqa: F401  (numpy's extension loads once per process: import before pytester's module snapshot)
 from statsmodels.stats.contingency_tables import mcnemar
 
-from pytest_tooleffect.baseline import Baseline, BaselineDecision, BaselineError, classify, record_passed
+from pytest_tooleffect.baseline import Baseline, BaselineDecision, BaselineError, classify, load_runs, record_passed
 from pytest_tooleffect.cli import main as cli
 from pytest_tooleffect.comparison import compare, fingerprint_mismatches, mcnemar_exact
 from pytest_tooleffect.report import dumps, summarise
@@ -218,7 +218,7 @@ def test_compare_refuses_different_label_sets_and_restricts_when_asked(
     assert f"family bl, policy replay: label-set fingerprints differ (A {fp_a}, B " in err
     assert "--shared-only" in err
 
-    assert cli(["compare", a, b, "--shared-only"]) == 0
+    assert cli(["compare", a, b, "--shared-only"]) == 1  # B regressed: the exit status says so
     out = capsys.readouterr().out
     assert ("restricted to the shared decisions with unchanged labels (--shared-only; label sets differ in "
             "bl/replay): 2 decisions left out (label changed 1, only in B 1)") in out
@@ -227,7 +227,7 @@ def test_compare_refuses_different_label_sets_and_restricts_when_asked(
     assert "bl/replay: McNemar exact p = 1 (pass→fail 2, fail→pass 1, on 5 paired decisions)" in out
 
     # a baseline file on one side, --json: the same comparison
-    assert cli(["compare", str(base_path), b, "--shared-only", "--json"]) == 0
+    assert cli(["compare", str(base_path), b, "--shared-only", "--json"]) == 1
     data = json.loads(capsys.readouterr().out)
     assert data["restricted"]["left_out"] == 2 and data["totals"]["regressions"] == 2
     (block,) = data["blocks"]
@@ -349,6 +349,12 @@ def test_compare_levels_trials_and_left_out() -> None:
     (lambda d: d["groups"].clear(), "decisions.fam/a[replay]"),
     (lambda d: d["groups"][0].update(label_set_fingerprint="nope"), "groups.0.label_set_fingerprint"),
     (lambda d: d["decisions"]["fam/a[replay]"].update(passed=None), "decisions.fam/a[replay]"),
+    (lambda d: d["decisions"]["fam/a[replay]"].update(kind="wrong_tool", name_ok=False, name_args_ok=False),
+     "decisions.fam/a[replay]"),  # passed: true with a failing kind
+    (lambda d: d["decisions"]["fam/a[replay]"].update(effect_ok=False), "decisions.fam/a[replay]"),
+    (lambda d: d["decisions"]["fam/a[replay]"].update(name_args_ok=False), "decisions.fam/a[replay]"),
+    (lambda d: d["decisions"]["fam/a[replay]"].update(passed=False, kind="wrong_tool", name_ok=False),
+     "decisions.fam/a[replay]"),  # name_args_ok true on a wrong name
 ])
 def test_a_malformed_baseline_names_the_field(mutate: Any, field: str) -> None:
     data = json.loads(Baseline.from_records([rec("a")]).dumps())
@@ -361,3 +367,15 @@ def test_a_malformed_baseline_names_the_field(mutate: Any, field: str) -> None:
 def test_duplicate_record_ids_are_refused() -> None:
     with pytest.raises(BaselineError, match=r"log.jsonl: record 2.id: 'fam/a\[replay\]' appears twice"):
         Baseline.from_records([rec("a"), rec("a")], source="log.jsonl")
+
+
+def test_a_key_given_twice_in_a_baseline_file_is_refused(tmp_path: Path) -> None:
+    text = Baseline.from_records([rec("a")]).dumps()
+    entry = text[text.index('"fam/a[replay]"'):]
+    twice = text.replace('"decisions": {', '"decisions": {' + entry[:entry.index("}") + 1] + ",", 1)
+    (tmp_path / "b.json").write_text(twice)
+    assert json.loads(twice)["decisions"]  # plain JSON would keep the last one without a word
+    with pytest.raises(BaselineError, match=r"b.json: <file>: the key 'fam/a\[replay\]' is given twice"):
+        Baseline.load(tmp_path / "b.json")
+    with pytest.raises(BaselineError, match=r"b.json: <file>: the key 'fam/a\[replay\]' is given twice"):
+        load_runs(tmp_path / "b.json")  # as tooleffect compare reads it

@@ -140,7 +140,7 @@ def test_an_over_calling_variant_fails_the_gate_against_the_accepted_agent(tmp_p
     done = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "compare", "accepted.jsonl",
                            "variant-n0.jsonl"], cwd=root, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the variant regressed
     assert mcnemar.split(": ", 1)[1].split(" (")[0] in done.stdout
 
 

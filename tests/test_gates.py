@@ -477,3 +477,15 @@ def test_a_regressions_gate_that_compares_nothing_is_not_judged(statuses: list[s
         r["baseline"] = {"status": status}
     (result,) = evaluate(_report(records), records, _gates('[tool.tooleffect.gates."*"]\nmax_regressions = 0\n'))
     assert result.status == expected, result.line
+
+
+def test_a_wildcard_table_that_matches_no_block_is_said(pytester: pytest.Pytester) -> None:
+    write_family(pytester.path)
+    write_gates(pytester.path, '[tool.tooleffect.gates."*/Replay"]\nmin_pct.no_tool = {name = 99}\n'
+                               '[tool.tooleffect.gates."mini/*"]\nmin_pct.no_tool = {name = 50}\n')
+    result = pytester.runpytest("cases/", "--tooleffect-report=r.json")
+    assert result.ret == 0  # the table that matches judges; the typo judges nothing, and says so
+    assert gate_lines(result)[0] == ('tooleffect gates: warning: table "*/Replay" matches no family x policy of the '
+                                     'run (blocks: mini/replay); its gates judged nothing')
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["gates"]["unmatched_tables"] == ["*/Replay"]

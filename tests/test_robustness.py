@@ -39,6 +39,23 @@ def _line(c: dict[str, Any]) -> str:
     ("forbidden args identical to a valid action", {"label": {
         "valid_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}}],
         "forbidden_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}}]}}, "*read_thread is both valid*"),
+    ("a valid action's $any_of alternative is forbidden", {"label": {
+        "valid_actions": [{"tool": "read_thread", "args": {"thread_id": {"$any_of": ["a", "b"]}}}],
+        "forbidden_actions": [{"tool": "read_thread", "args": {"thread_id": "b"}}]}}, "*read_thread is both valid*"),
+    ("a forbidden $any_of alternative is a valid action", {"label": {
+        "valid_actions": [{"tool": "read_thread", "args": {"thread_id": "a"}}],
+        "forbidden_actions": [{"tool": "read_thread", "args": {"thread_id": {"$any_of": ["c", "a"]}}}]}},
+     "*read_thread is both valid*"),
+    ("nested $any_of alternatives overlap", {"label": {
+        "valid_actions": [{"tool": "calendar.create_event", "args": {
+            "title": {"$any_of": ["x", "y"]}, "start": "2025-03-19T10:00:00"}}],
+        "forbidden_actions": [{"tool": "calendar.create_event", "args": {
+            "title": {"$any_of": ["z", "y"]}}}]}}, "*calendar.create_event is both valid*"),
+    ("a forbidden value equal to a valid one under the family's rules", {"label": {
+        "valid_actions": [{"tool": "calendar.create_event", "args": {"title": "Q3 review",
+                                                                     "start": "2025-03-19T10:00:00"}}],
+        "forbidden_actions": [{"tool": "calendar.create_event", "args": {"title": "Q3 REVIEW"}}]}},
+     "*calendar.create_event is both valid*"),
     ("object where a string is declared", {"label": {"valid_actions": [{"tool": "calendar.create_event", "args": {
         "title": {"text": "x"}, "start": "2025-03-19T10:00:00"}}]}}, "*args.title: {'text': 'x'} must be string*"),
     ("bucket does not match the step", {"placement": {"step": 1, "run_length": 3, "bucket": "last"}},
@@ -55,6 +72,16 @@ def test_bad_case_is_one_error(pytester: pytest.Pytester, name: str, bad: dict[s
     result = pytester.runpytest("cases/")
     result.assert_outcomes(passed=3, failed=1, errors=1)
     result.stdout.fnmatch_lines([f"*cases.jsonl: case zz-bad: {message}*"])
+
+
+def test_alternatives_that_do_not_overlap_a_forbidden_action_are_accepted(pytester: pytest.Pytester) -> None:
+    fine = case("zz-fine", "last", {"valid_actions": [{"tool": "read_thread",
+                                                        "args": {"thread_id": {"$any_of": ["a", "b"]}}}],
+                                    "forbidden_actions": [{"tool": "read_thread", "args": {
+                                        "thread_id": {"$any_of": ["c", "d"]}}}]},
+                {"tool_calls": [{"name": "read_thread", "arguments": {"thread_id": "b"}}]})
+    write_demo(pytester.path, [*GOOD, fine])
+    pytester.runpytest("cases/").assert_outcomes(passed=4, failed=1)
 
 
 def test_unreadable_lines_do_not_stop_the_run(pytester: pytest.Pytester) -> None:
@@ -138,6 +165,24 @@ def test_scoring_errors_are_errors_not_decisions(pytester: pytest.Pytester) -> N
                                                                   "read_thred.thread_id"),
     (lambda fam, root: (fam / "family.yaml").write_text(
         "name: demo\ntools: [{name: x, parameters: {type: object, properties: [1]}}]\n"), "*parameters*"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  read_thread.thred_id: {compare: exact}\n"),
+     "*family.yaml: oracle *demo.yaml: fields.read_thread.thred_id: read_thread has no field 'thred_id' "
+     "(fields: thread_id)"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  calendar.create_event.title.text: {compare: exact}\n"),
+     "*fields.calendar.create_event.title.text: calendar.create_event has no field 'text' in title (a string, "
+     "not an object)"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  calendar.create_event.start+zone: {compare: instant}\n"),
+     "*fields.calendar.create_event.zone: calendar.create_event has no field 'zone'*"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  '*.thread_idd': {compare: exact}\n  '*.title': {compare: exact}\n"),
+     "*fields.*.thread_idd: no tool of the family has the field 'thread_idd'"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  calendar.create_event.start: {predicates: [{callable: {name: nope, end: 18}}]}\n"),
+     "*family.yaml: oracle *demo.yaml: fields.calendar.create_event.start: callable predicate 'nope' is not "
+     "registered by any pytest_tooleffect_predicates hook (registered: none)"),
 ])
 def test_bad_family_is_one_error(pytester: pytest.Pytester, setup: Any, message: str) -> None:
     fam = write_demo(pytester.path, GOOD)
@@ -145,6 +190,37 @@ def test_bad_family_is_one_error(pytester: pytest.Pytester, setup: Any, message:
     result = pytester.runpytest("cases/")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines([message])
+
+
+def test_a_key_given_twice_in_a_yaml_file_is_an_error_naming_it(pytester: pytest.Pytester) -> None:
+    fam = write_demo(pytester.path, GOOD)
+    (fam / "more.yaml").write_text("""
+- id: twice
+  placement: {step: 2, run_length: 3, bucket: last}
+  messages: [{role: user, content: hi}]
+  label: {valid_actions: [{tool: read_thread, args: {thread_id: a}}]}
+  label: {valid_actions: [{tool: null}]}
+  recorded: {tool_calls: []}
+  source: authored
+""")
+    result = pytester.runpytest("cases/")
+    result.assert_outcomes(passed=3, failed=1, errors=1)
+    result.stdout.fnmatch_lines(["*more.yaml*: not valid YAML: line 6, column 3: the key 'label' is given twice in one mapping "
+                                 "(first on line 5)*"])
+    (fam / "more.yaml").unlink()
+    (pytester.path / "oracle" / "demo.yaml").write_text(
+        "fields:\n  calendar.create_event.title: {normalise: [casefold]}\n"
+        "  calendar.create_event.title: {compare: exact}\n")
+    result = pytester.runpytest("cases/")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*demo.yaml: not valid YAML: line 3, column 3: the key 'calendar.create_event.title' is "
+                                 "given twice*"])
+    (pytester.path / "oracle" / "demo.yaml").write_text("base: &b {compare: exact}\nfields:\n"
+                                                        "  read_thread.thread_id: {<<: *b, compare: string}\n")
+    result = pytester.runpytest("cases/")  # a merge key may be overridden: not a key given twice
+    assert "given twice" not in result.stdout.str()
+    result.assert_outcomes(errors=1)  # base: is not a rules section (the document's own check)
+    result.stdout.fnmatch_lines(["*unknown top-level keys [[]'base'[]]*"])
 
 
 def test_rules_file_beside_the_cases_is_not_a_case_file(pytester: pytest.Pytester) -> None:
@@ -190,3 +266,40 @@ def test_report_command_errors_cleanly(tmp_path: Path) -> None:
     bad.write_text("not json\n")
     assert main(["report", str(bad)]) == 2
     assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--tooleffect-api-base=http://127.0.0.1:9/v1"],
+     "--tooleffect-api-base http://127.0.0.1:9/v1: an api base is for --tooleffect-model, which is not given*"),
+    (["--tooleffect-judge-api-base=http://127.0.0.1:9/v1"],
+     "--tooleffect-judge-api-base *: an api base is for --tooleffect-judge-model, which is not given*"),
+    (["--tooleffect-repeats=1001"], "*--tooleffect-repeats*'1001' must be at most 1,000"),
+    (["--tooleffect-concurrency=100000"], "*--tooleffect-concurrency*'100000' must be at most 1,024"),
+    (["--tooleffect-rpm=100000000"], "*--tooleffect-rpm*must be at most 10,000,000"),
+    (["-o", "tooleffect_tpm=10000000000000"], "ini tooleffect_tpm = '10000000000000': *must be at most*"),
+    (["-o", "tooleffect_min_class_n=10000000"], "ini tooleffect_min_class_n = '10000000': *must be at most 1,000,000"),
+    (["--tooleffect-shard=1/1000000"], "*--tooleffect-shard*at most 100,000 shards"),
+    (["--tooleffect-timeout=1e9"], "*--tooleffect-timeout*must be at most 86400 (a day, in seconds)"),
+    (["-o", "tooleffect_rate_window=1e9"], "ini tooleffect_rate_window = '1e9': *must be at most 86400*"),
+])
+def test_options_out_of_bounds_or_without_their_model_are_usage_errors(pytester: pytest.Pytester, args: list[str],
+                                                                     message: str) -> None:
+    write_demo(pytester.path, GOOD)
+    result = pytester.runpytest("cases/", "--collect-only", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}*"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_a_policy_defined_differently_in_the_family_file_and_pyproject_is_refused(pytester: pytest.Pytester) -> None:
+    fam = write_demo(pytester.path, GOOD)
+    (pytester.path / "mine.py").write_text("def decide(state):\n    return {'tool_calls': []}\n")
+    (fam / "family.yaml").write_text((fam / "family.yaml").read_text()
+                                     + "policies:\n  - {name: mine, agent: 'mine:decide', temperature: 0.0}\n")
+    pytester.makepyprojecttoml('[tool.tooleffect.policies.mine]\nagent = "mine:decide"\ntemperature = 1.0\n')
+    result = pytester.runpytest("cases/", "--tooleffect-policy=mine")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*policy 'mine' is defined both in *family.yaml (policies:) and in "
+                                 "[[]tool.tooleffect.policies.mine[]], differently: give one of them another name*"])
+    pytester.makepyprojecttoml('[tool.tooleffect.policies.mine]\nagent = "mine:decide"\ntemperature = 0.0\n')
+    pytester.runpytest("cases/", "--tooleffect-policy=mine").assert_outcomes(passed=1, failed=3)  # the same: fine

@@ -78,7 +78,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _figures(report: dict[str, Any]) -> dict[str, Any]:
     """What a report measures: everything but the notes on where it came from (shard, shards, judge)."""
-    return {k: report[k] for k in Report.model_fields if k in report and k not in ("judge", "shard", "shards")}
+    return {k: report[k] for k in Report.model_fields if k in report and k not in ("judge", "shard", "shards", "run")}
 
 
 @pytest.fixture(scope="module")

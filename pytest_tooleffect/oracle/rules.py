@@ -42,7 +42,7 @@ import yaml
 
 from .values import parse_datetime
 
-__all__ = ["COMPARES", "NORMALISERS", "PREDICATES", "Rule", "RuleError", "RuleSet", "load_rules"]
+__all__ = ["COMPARES", "NORMALISERS", "PREDICATES", "Rule", "RuleError", "RuleSet", "UniqueKeyLoader", "load_rules"]
 
 COMPARES = frozenset(
     {"exact", "string", "number", "boolean", "date", "datetime", "instant", "paired", "free_text", "any", "none"}
@@ -50,6 +50,29 @@ COMPARES = frozenset(
 NORMALISERS = frozenset({"nfkc", "casefold", "strip", "collapse_whitespace", "strip_punctuation"})
 PREDICATES = frozenset({"within", "superset", "equals_state", "in_messages", "pattern", "range", "callable"})
 _RULE_KEYS = frozenset({"compare", "normalise", "order", "predicates", "numeric_strings", "threshold", "rubric"})
+
+
+class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """YAML's safe loader refusing a key given twice in one mapping (plain YAML keeps the last one
+    without a word).  A merge key (``<<``) may still be overridden.
+    """
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: the constructor refuses it itself
+                    continue
+                if first is not key_node.start_mark:
+                    mark = key_node.start_mark
+                    raise yaml.YAMLError(f"line {mark.line + 1}, column {mark.column + 1}: the key {key!r} is "
+                                         f"given twice in one mapping (first on line {first.line + 1})")
+        return super().construct_mapping(node, deep)
 
 
 class RuleError(ValueError):
@@ -215,6 +238,56 @@ class RuleSet:
                 out.append(key)
         return sorted(set(out))
 
+    def callables(self) -> list[tuple[str, str]]:
+        """The user predicates the rules call: ``(rule key, predicate name)`` pairs, sorted.
+
+        Returns:
+            One pair per ``callable`` predicate, keyed ``fields.<key>`` (``defaults.<type>``).
+        """
+        rules = [*((f"fields.{k}", r) for k, r in self.fields.items()),
+                 *((f"defaults.{k}", r) for k, r in self.defaults.items()),
+                 *((f"fields.{head}.{'+'.join(names)}", r) for head, groups in self.composites.items()
+                   for names, r in groups)]
+        out = set()
+        for key, rule in rules:
+            for pred in rule.predicates:
+                if "callable" in pred:
+                    arg = pred["callable"]
+                    out.add((key, str(arg if isinstance(arg, str) else arg.get("name"))))
+        return sorted(out)
+
+    def unknown_fields(self, schemas: Mapping[str, Mapping[str, Any]]) -> list[tuple[str, str]]:
+        """Rule keys whose path is not a field of the tool's schema (a typo would otherwise be ignored).
+
+        A path goes through nested objects and array items by field name (a last ``[]`` means
+        the array's items); it stops being checked where the schema does not say which fields
+        an object has (no ``properties``, ``additionalProperties`` allowed, ``anyOf``/``oneOf``/
+        ``allOf``/``$ref``).  A wildcard key (``*.field``) needs one tool that has the path; keys
+        naming no tool of ``schemas`` (:meth:`unknown_tools` reports those) are not judged here.
+
+        Args:
+            schemas: each tool's JSON-schema ``parameters`` by tool name.
+
+        Returns:
+            ``(key, reason)`` pairs, sorted by key.
+        """
+        out = []
+        keys = [*self.fields, *(f"{head}.{name}" for head, groups in self.composites.items()
+                                for names, _ in groups for name in names)]
+        for key in sorted(set(keys)):
+            if key.startswith("*.") and schemas:  # any tool: at least one must have the field
+                reasons = [_missing_field(schema, key[2:].split(".")) for schema in schemas.values()]
+                if all(reasons):
+                    out.append((key, f"no tool of the family has the field {key[2:]!r}"))
+                continue
+            tool = max((t for t in schemas if key.startswith(t + ".")), key=len, default=None)
+            if key.startswith("*") or tool is None:
+                continue
+            why = _missing_field(schemas[tool], key[len(tool) + 1:].split("."))
+            if why is not None:
+                out.append((key, f"{tool} has no field {why}"))
+        return out
+
     def composites_at(self, tool: str, prefix: str) -> tuple[tuple[tuple[str, ...], Rule], ...]:
         """Groups of fields judged together inside the object at ``prefix`` (``""`` = top)."""
         key = f".{prefix}" if prefix else ""
@@ -274,6 +347,42 @@ class RuleSet:
         return cls(fields_, defaults, {k: tuple(v) for k, v in composites.items()})
 
 
+def _closed_properties(node: Any) -> Mapping[str, Any] | None:
+    """The properties of an object schema that says which fields it has, else ``None`` (open)."""
+    if not isinstance(node, Mapping) or any(k in node for k in ("anyOf", "oneOf", "allOf", "$ref")):
+        return None
+    props = node.get("properties")
+    if not isinstance(props, Mapping) or node.get("additionalProperties") not in (None, False):
+        return None
+    return props
+
+
+def _missing_field(schema: Mapping[str, Any], segments: Sequence[str]) -> str | None:
+    """The first segment of a rule path the schema does not have (quoted, with its parent), else ``None``."""
+    node: Any = schema
+    done: list[str] = []
+    for seg in segments:
+        name, items = (seg[:-2], True) if seg.endswith("[]") else (seg, False)
+        while isinstance(node, Mapping) and (node.get("type") == "array" or "items" in node):
+            node = node.get("items")  # paths go into array items by field name
+        kind = node.get("type") if isinstance(node, Mapping) else None
+        if kind in ("string", "number", "integer", "boolean", "null") and done:
+            return f"{name!r} in {'.'.join(done)} (a {kind}, not an object)"
+        props = _closed_properties(node)
+        if props is None:
+            return None
+        if name not in props:
+            where = ".".join(done)
+            return f"{name!r}" + (f" in {where}" if where else "") + f" (fields: {', '.join(sorted(props)) or 'none'})"
+        node = props[name]
+        done.append(seg)
+        if items:
+            if not (isinstance(node, Mapping) and (node.get("type") == "array" or "items" in node)):
+                return f"{seg!r}: {name} is not an array"
+            node = node.get("items")
+    return None
+
+
 def load_rules(path: str | Path) -> RuleSet:
     """Read and compile a YAML (or JSON) rules file.
 
@@ -283,7 +392,7 @@ def load_rules(path: str | Path) -> RuleSet:
     """
     p = Path(path)
     try:
-        raw = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        raw = yaml.load(p.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
     except FileNotFoundError as exc:
         raise RuleError(f"{p}: rules file not found") from exc
     except yaml.YAMLError as exc:

@@ -19,13 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .arithmetic import CLASSES, fingerprint, percent, rate_table, wilson_interval
-    from .model import REPORT_VERSION, Block, Report, dumps, report_schema
+    from .model import REPORT_VERSION, Block, Report, RunInfo, dumps, report_schema
     from .summary import summarise
     from .terminal import render_terminal
 
 _HOME = {"CLASSES": "arithmetic", "fingerprint": "arithmetic", "percent": "arithmetic", "rate_table": "arithmetic",
          "wilson_interval": "arithmetic", "REPORT_VERSION": "model", "Block": "model", "Report": "model",
-         "dumps": "model", "report_schema": "model", "summarise": "summary", "render_terminal": "terminal"}
+         "RunInfo": "model", "dumps": "model", "report_schema": "model", "summarise": "summary",
+         "render_terminal": "terminal"}
 
 
 def __getattr__(name: str) -> Any:
@@ -41,6 +42,7 @@ __all__ = [
     "REPORT_VERSION",
     "Block",
     "Report",
+    "RunInfo",
     "dumps",
     "fingerprint",
     "percent",

@@ -32,6 +32,7 @@ __all__ = [
     "EffectRate",
     "Effects",
     "ErrorEntry",
+    "GitState",
     "Headline",
     "InvalidCase",
     "InvalidFamily",
@@ -45,10 +46,12 @@ __all__ = [
     "Rate",
     "Repeats",
     "Report",
+    "RunInfo",
     "SkippedItems",
     "SmallClass",
     "ShardOf",
     "Spend",
+    "Versions",
     "dumps",
     "report_schema",
 ]
@@ -539,6 +542,8 @@ class Block(_Part):
     ``ConnectionReset``, ``RateLimitError``, …), an answer that is not a decision
     (``ContentFilter``: the provider's safety layer stopped it; ``Truncated``: cut off at the
     output cap), an agent's, a sandbox's or the oracle's."""
+    failing: list[str] = Field(default_factory=list)
+    """The record ids of the scored rows that failed (their kind, or their effect), in record id order."""
     min_class_n: Count | None = None
     """The row count under which a class is flagged as small (``--tooleffect-min-class-n``)."""
     small_classes: dict[str, SmallClass] = Field(default_factory=dict)
@@ -697,6 +702,50 @@ class MergedShards(_Part):
     """Records left out as repeats of one already read (same id and trial; ``--duplicates``)."""
 
 
+class Versions(_Part):
+    """The versions of the packages the run used, from their installed metadata (never imported to read them)."""
+
+    plugin: str | None
+    """pytest-tooleffect."""
+    pytest: str | None
+    """pytest."""
+    litellm: str | None
+    """litellm (``null`` when it is not installed)."""
+    pytest_xdist: str | None
+    """pytest-xdist (``null`` when it is not installed)."""
+    python: str
+    """The Python interpreter (``3.11.7``)."""
+
+
+class GitState(_Part):
+    """The commit a family's folder was checked out at."""
+
+    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+    """``HEAD``'s commit."""
+    dirty: bool
+    """A tracked file under the folder differed from the commit, or an untracked one was there."""
+
+
+class RunInfo(_Part):
+    """When and how the run was made (written by the plugin; absent from ``tooleffect report``)."""
+
+    started_at: str
+    """When the session started, ISO 8601 in UTC (``2026-12-01T22:51:00.123Z``)."""
+    ended_at: str
+    """When the report was made, ISO 8601 in UTC."""
+    command: list[str]
+    """The arguments pytest was run with (``config.invocation_params.args``)."""
+    directory: str
+    """The folder pytest was run from."""
+    versions: Versions
+    """The plugin's, pytest's, litellm's, pytest-xdist's and Python's versions."""
+    cases_git: dict[str, GitState]
+    """By family, the git commit of its folder; a family whose folder is in no git work tree is absent."""
+    policies: dict[str, dict[str, Any]]
+    """By policy name, its parameters (model or agent, api base, sampling parameters, overrides, settings);
+    never an api key or another secret."""
+
+
 class Report(_Part):
     """The report of a run: one block per family × policy, comparisons, conventions."""
 
@@ -723,6 +772,9 @@ class Report(_Part):
     """The shard this run was (``--tooleffect-shard I/N``); absent from an unsharded run."""
     shards: MergedShards | None = Field(default=None, exclude_if=_none)
     """The shards ``tooleffect report`` merged (absent when the records carry no shard)."""
+    run: RunInfo | None = Field(default=None, exclude_if=_none)
+    """When and how the run was made, with which versions, cases commit and policy parameters (written by
+    the plugin; absent from ``tooleffect report``)."""
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON object, keys in field order (``judge`` left out when there is none)."""

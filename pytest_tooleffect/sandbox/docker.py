@@ -453,6 +453,29 @@ class DockerProvider(SandboxProvider):
         """Ids of the containers this provider has running (kept ones excluded)."""
         return list(self._all)
 
+    @classmethod
+    def remove_run(cls, run_id: str) -> list[str]:
+        """Remove the run's containers (label ``tooleffect.run``) of every worker; kept ones stay.
+
+        Returns:
+            The ids removed (none when no engine answers: there is nothing it could hold).
+        """
+        try:
+            client = docker_client()
+        except SandboxError:
+            return []
+        removed = []
+        try:
+            for container, name, labels in sandbox_containers(client, f"{LABEL}.run={run_id}"):
+                if not name.startswith(KEPT_PREFIX):
+                    remove_container(container, labels)
+                    removed.append(container.id)
+        except Exception:  # the engine went away meanwhile
+            pass
+        finally:
+            client.close()
+        return removed
+
 
 def _remove(container: Any) -> None:
     try:

@@ -299,6 +299,18 @@ class SandboxProvider(ABC):
         """Isolation measures by name, ``True`` when in force (empty for in-process providers)."""
         return {}
 
+    @classmethod
+    def remove_run(cls, run_id: str) -> list[str]:
+        """Remove every sandbox of the run ``run_id`` that any process of it left (kept ones excepted).
+
+        Called by the xdist controller after its workers are gone, so a worker stopped before its
+        own :meth:`session_cleanup` leaves nothing behind.  In-process providers have nothing to do.
+
+        Returns:
+            The ids of the sandboxes removed.
+        """
+        return []
+
 
 _REGISTRY: dict[str, type[SandboxProvider]] = {}
 
