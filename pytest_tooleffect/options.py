@@ -282,7 +282,6 @@ def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], i
 
 
 _positive_int = _int_at_least(1)
-_non_negative_int = _int_at_least(0)
 #: upper bounds of the counts: far past any real run, below what would exhaust memory or time at start
 MAX_REPEATS = 1_000
 MAX_CONCURRENCY = 1_024
@@ -290,11 +289,13 @@ MAX_RPM = 10_000_000
 MAX_TPM = 10**12
 MAX_MIN_CLASS_N = 1_000_000
 MAX_SHARDS = 100_000
+MAX_RETRIES = 100
 _repeats = _int_at_least(1, MAX_REPEATS)
 _concurrency = _int_at_least(1, MAX_CONCURRENCY)
 _rpm = _int_at_least(1, MAX_RPM)
 _tpm = _int_at_least(1, MAX_TPM)
 _class_n = _int_at_least(1, MAX_MIN_CLASS_N)
+_retries = _int_at_least(0, MAX_RETRIES)
 
 
 def _agent_policy(value: str) -> Policy:
@@ -398,7 +399,7 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
                          "whose verdict flips between trials")
     group.addoption(OPT_CONCURRENCY, metavar="N", type=_concurrency, default=8,
                     help="model turns in flight at once in each process (default 8); with -n W up to W x N in all")
-    group.addoption(OPT_RETRIES, metavar="N", type=_non_negative_int, default=2,
+    group.addoption(OPT_RETRIES, metavar="N", type=_retries, default=2,
                     help="retries of a model request on 408, 429, 5xx, timeouts and lost connections, never on "
                          "other 4xx: at most N+1 requests per turn, after Retry-After or a backoff (default 2)")
     group.addoption(OPT_RPM, metavar="N", type=_rpm, default=None,

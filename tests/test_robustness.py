@@ -275,6 +275,7 @@ def test_report_command_errors_cleanly(tmp_path: Path) -> None:
      "--tooleffect-judge-api-base *: an api base is for --tooleffect-judge-model, which is not given*"),
     (["--tooleffect-repeats=1001"], "*--tooleffect-repeats*'1001' must be at most 1,000"),
     (["--tooleffect-concurrency=100000"], "*--tooleffect-concurrency*'100000' must be at most 1,024"),
+    (["--tooleffect-retries=1000000"], "*--tooleffect-retries*'1000000' must be at most 100"),
     (["--tooleffect-rpm=100000000"], "*--tooleffect-rpm*must be at most 10,000,000"),
     (["-o", "tooleffect_tpm=10000000000000"], "ini tooleffect_tpm = '10000000000000': *must be at most*"),
     (["-o", "tooleffect_min_class_n=10000000"], "ini tooleffect_min_class_n = '10000000': *must be at most 1,000,000"),
