@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 SHARED ?= ../shared
 
 # The real local model (README "Live models"): llama-server built from the llama-cpp-python sdist
-# (cached under ~/.cache/pytest-tooleffect, rebuilt only when its version changes) and
+# (cached under ~/.cache/pytest-tooleffect, rebuilt only when its version or build flags change) and
 # Qwen2.5-Coder-0.5B-Instruct assembled from pinned PyPI packages.
 .PHONY: setup docker chromium sandbox-image report test local-model model-serve model-stop live-local bench-local \
   bench bench-collection bench-sandbox bench-shards bench-throughput bfcl-conformance bfcl-multi-turn bench-bfcl-multi-turn lint \
