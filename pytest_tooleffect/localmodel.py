@@ -37,8 +37,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LLAMA_CPP_PYTHON", "QWEN_05B", "LocalModelError", "Server", "Weights", "cache_dir", "ensure_server",
-           "ensure_weights", "running", "serve", "stop"]
+__all__ = ["CMAKE_FLAGS", "LLAMA_CPP_PYTHON", "QWEN_05B", "LocalModelError", "Server", "Weights", "build_id",
+           "cache_dir", "ensure_server", "ensure_weights", "install_built", "model_path", "running", "serve",
+           "server_path", "stop"]
 
 #: The ``llama-cpp-python`` sdist whose vendored llama.cpp is built (its version keys the cache).
 LLAMA_CPP_PYTHON = "0.3.36"

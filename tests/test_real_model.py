@@ -103,3 +103,14 @@ def test_real_model_decisions_over_http(pytester: pytest.Pytester, real_server: 
     block = json.loads((Path(pytester.path) / "r.json").read_text())["blocks"][0]
     assert block["n_scored"] == 3 and block["policy"] == "local-qwen"
     assert {c for c in block["classes"]} == {"no_tool", "single", "several"}
+
+
+def test_the_server_is_built_portable_and_cached_per_version_and_flags(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """A ``-march=native`` build takes the AMX kernels a virtual machine's CPUID advertises and
+    then dies in ``ldtilecfg``: the build must not be native, and a change of flags is a new build."""
+    assert "-DGGML_NATIVE=OFF" in localmodel.CMAKE_FLAGS
+    before = localmodel.server_path(tmp_path)
+    assert before.parent.name == localmodel.build_id() and before.parent.name.startswith(localmodel.LLAMA_CPP_PYTHON)
+    monkeypatch.setattr(localmodel, "CMAKE_FLAGS", (*localmodel.CMAKE_FLAGS, "-DGGML_AVX512=ON"))
+    assert localmodel.server_path(tmp_path) != before
