@@ -91,7 +91,8 @@ def write_text(path: Path, text: str) -> None:
 
     The text goes to a temporary file beside ``path``, is flushed to disk, then renamed over it:
     a full disk leaves the previous file as it was.  Anything else (a device, a pipe) is written
-    in place.
+    in place.  The file gets the mode ``open()`` would give a new one (0666 less the umask; a
+    temporary file's own 0600 would hide the report from the other users of a shared host).
 
     Args:
         path: the file (its folder is created).
@@ -111,6 +112,7 @@ def write_text(path: Path, text: str) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -118,6 +120,21 @@ def write_text(path: Path, text: str) -> None:
         except OSError:
             pass
         raise
+
+
+def _umask() -> int:
+    """The process's umask: Linux's ``/proc/self/status`` (read, never changed: other threads may
+    be creating files), else set and set back."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 class OutputProblems:

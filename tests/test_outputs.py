@@ -170,3 +170,21 @@ def test_label_merge_and_sample_answer_bad_input_in_one_line(tmp_path: Path, cap
     import fnmatch
 
     assert fnmatch.fnmatch(err.strip(), message), err
+
+
+def test_an_atomically_written_output_gets_the_mode_a_new_file_would(tmp_path: Path) -> None:
+    """The report is written through a temporary file (mode 0600): renamed into place, it takes
+    the mode ``open()`` gives a new file under the umask, as the record log and the HTML page do."""
+    import os
+    import stat
+
+    from pytest_tooleffect.outputs import write_text
+
+    old = os.umask(0o022)
+    try:
+        write_text(tmp_path / "r.json", "{}\n")
+        (tmp_path / "plain.json").write_text("{}\n")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == stat.S_IMODE((tmp_path / "plain.json").stat().st_mode)
