@@ -124,7 +124,8 @@ def write_text(path: Path, text: str) -> None:
 
 def _umask() -> int:
     """The process's umask: Linux's ``/proc/self/status`` (read, never changed: other threads may
-    be creating files), else set and set back."""
+    be creating files), else set and set back.
+    """
     try:
         with open("/proc/self/status", encoding="ascii") as fh:
             for line in fh:
