@@ -147,6 +147,20 @@ def _cmd_agree(args: argparse.Namespace) -> int:
     if not set(a) & set(b):
         print(f"tooleffect agree: {args.a} and {args.b} share no case ids", file=sys.stderr)
         return 2
+    # a state with no valid action is not labelled yet (label export writes valid_actions: []):
+    # agreeing on nothing is no agreement, so such states are left out and counted
+    unlabelled = {p: sorted(cid for cid in set(a) & set(b) if not labels[cid]["valid_actions"])
+                  for p, labels in ((args.a, a), (args.b, b))}
+    left_out = set(unlabelled[args.a]) | set(unlabelled[args.b])
+    a = {cid: lab for cid, lab in a.items() if cid not in left_out}
+    b = {cid: lab for cid, lab in b.items() if cid not in left_out}
+    for path, ids in unlabelled.items():
+        if ids:
+            print(f"tooleffect agree: {path}: {len(ids)} shared states have no valid action (not labelled yet), "
+                  f"left out: {', '.join(ids[:5])}{' …' if len(ids) > 5 else ''}", file=sys.stderr)
+    if not set(a) & set(b):
+        print(f"tooleffect agree: {args.a} and {args.b} share no labelled state", file=sys.stderr)
+        return 2
     res = agreement(a, b)
     if args.json:
         print(json.dumps(res, indent=2))

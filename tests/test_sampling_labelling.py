@@ -153,6 +153,24 @@ def test_round_trip_sample_label_agree_merge_run(tmp_path: Path, trace: Path, qu
     assert f"{len(final)} passed" in run.stdout  # each labelled state replays the action its label names
 
 
+def test_agree_leaves_out_states_not_labelled_yet(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``label export`` writes ``valid_actions: []``: two such files agree on nothing, not 100 %."""
+    rows = [{"id": f"c{i}", "valid_actions": []} for i in range(3)]
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    b.write_text(a.read_text())
+    assert main(["agree", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "3 shared states have no valid action (not labelled yet), left out" in err
+    assert "share no labelled state" in err
+    labelled = [{"id": "c0", "valid_actions": [{"tool": None}]}, *rows[1:]]
+    b.write_text("\n".join(json.dumps(r) for r in labelled) + "\n")
+    a.write_text(b.read_text())
+    assert main(["agree", str(a), str(b), "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["n"] == 1 and "2 shared states have no valid action" in out.err
+
+
 def test_agreement_statistics_against_an_independent_computation() -> None:
     import krippendorff
 
