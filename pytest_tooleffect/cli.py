@@ -215,8 +215,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
         print(f"tooleffect report: {merged.duplicates_dropped} repeated records left out (--duplicates "
               f"{args.duplicates})", file=sys.stderr)
     if merged.shards_missing:
-        print(f"tooleffect report: incomplete: shard{'s' if len(merged.shards_missing) > 1 else ''} "
-              f"{', '.join(map(str, merged.shards_missing))} of {merged.shard_count} missing", file=sys.stderr)
+        from .report.terminal import shard_ranges
+
+        missing = merged.shards_missing
+        print(f"tooleffect report: incomplete: shard{'s' if len(missing) > 1 else ''} {shard_ranges(missing)} "
+              f"of {merged.shard_count} missing", file=sys.stderr)
     print(dumps(report) if args.json else render_terminal(report))
     return 0
 

@@ -11,7 +11,9 @@ and nothing is pooled across label sets:
   label sets (the ``family_fingerprint`` each shard stamps on its records), is refused: the
   shards did not measure one quantity;
 * records of different shard counts are refused; when the count is known, the shards with no
-  record are listed and the report's status is ``incomplete``.
+  record are listed and the report's status is ``incomplete``;
+* logs with no record at all (every shard's run wrote nothing) are refused: a report of nothing
+  is not a complete one.
 """
 
 from __future__ import annotations
@@ -95,7 +97,8 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merg
         MergeError: a log that cannot be read or holds a line that is not a record (names the
             file and line); a repeated record under ``refuse`` (names the record and both files);
             a case with two label hashes, a family with two label-set fingerprints, or two shard
-            counts (names the family or case and the files).
+            counts (names the family or case and the files); logs that hold no record at all
+            (names them).
     """
     if duplicates not in DUPLICATE_CHOICES:
         raise MergeError(f"duplicates {duplicates!r}: one of {', '.join(DUPLICATE_CHOICES)}")
@@ -126,6 +129,10 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merg
                     continue
             _check_label(r, log, labels)
             kept[key] = (r, log)
+    if not kept:  # nothing read: a report of no item would say "complete" about a run that left no trace
+        named = ", ".join(map(str, logs[:3])) + (f" and {len(logs) - 3} more" if len(logs) > 3 else "")
+        raise MergeError(f"no record in {named}: nothing to report (every log is empty; did the runs "
+                         "that wrote them collect or finish any item?)")
     merged = Merged(records=[r for r, _ in kept.values()], logs=logs, duplicates_dropped=dropped)
     n = next(iter(counts), 0)
     if n:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from .cases import label_hash
 from .models import Action, Case, ToolSpec
+from .options import MAX_SHARDS
 from .oracle import Verdict
 
 __all__ = [
@@ -273,10 +274,16 @@ class ShardRecord(_Part):
 
     index: int
     """The shard, 1…``count``."""
-    count: int
-    """How many shards the run was split into."""
+    count: int = Field(ge=1, le=MAX_SHARDS)
+    """How many shards the run was split into: 1…``MAX_SHARDS``, the bound ``--tooleffect-shard`` has."""
     family_fingerprint: str | None = None
     """The label-set fingerprint of every case of the family the shard collected (16 hex digits)."""
+
+    @model_validator(mode="after")
+    def _index_in_count(self) -> ShardRecord:
+        if not 1 <= self.index <= self.count:
+            raise ValueError(f"index {self.index} is not a shard of {self.count} (1…{self.count})")
+        return self
 
 
 class Record(_Part):

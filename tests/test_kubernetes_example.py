@@ -108,3 +108,16 @@ def test_the_pods_scripts_shard_the_run_and_the_merge_makes_one_complete_report(
                              text=True, timeout=300)
     assert json.loads((records / "report.json").read_text())["shards"]["missing"] == [2]
     assert f"shard 2 of {n} missing" in partial.stderr
+
+
+def test_the_merge_fails_when_every_pod_wrote_nothing(tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    records.mkdir()
+    for i in (1, 2):
+        (records / f"shard-{i}.jsonl").write_text("")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "PYTHONPATH": str(REPO), "RECORDS": str(records)}
+    merged = subprocess.run(["/bin/sh", str(EXAMPLE / "merge.sh")], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=300)
+    assert merged.returncode == 2, merged.stdout[-2000:]
+    assert "no record in" in merged.stderr and not (records / "report.json").exists()

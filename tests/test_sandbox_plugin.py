@@ -307,3 +307,66 @@ def test_a_rollout_without_a_live_policy_is_a_usage_error(pytester: pytest.Pytes
     result = pytester.runpytest("cases/", OPT_ROLLOUT, "3")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--tooleffect-rollout 3: a rollout needs a live policy*"])
+
+
+CUT_ENDPOINT = """
+
+import os, signal, socket, time
+
+import pytest
+
+_items = []
+
+
+@pytest.fixture(autouse=True)
+def _cut_at_the_fifth(request):  # the engine's endpoint is lost once the fifth item's sandbox is reset
+    _items.append(request.node)
+    if len(_items) != 5:
+        return
+    request.getfixturevalue("tooleffect_sandbox")
+    os.kill(int(os.environ["TOOLEFFECT_TEST_CUT_PID"]), signal.SIGTERM)
+    port = int(os.environ["DOCKER_HOST"].rsplit(":", 1)[1])
+    for _ in range(1000):  # until the endpoint is gone: the decision's calls then meet the cut stream
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return
+        time.sleep(0.01)
+    raise RuntimeError("the endpoint did not go away")
+"""
+
+
+def test_an_engine_lost_mid_run_is_an_error_record_for_every_item_after(pytester: pytest.Pytester,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The endpoint cut mid-run: the item whose stream is cut and every one after (image check,
+    container start, reset) end as sandbox errors with a record and a one-line reason."""
+    _scheduling(pytester)
+    with open(pytester.path / "conftest.py", "a") as fh:
+        fh.write(CUT_ENDPOINT)
+    endpoint = DockerTcp()
+    monkeypatch.setenv("DOCKER_HOST", endpoint.url)
+    monkeypatch.setenv("TOOLEFFECT_TEST_CUT_PID", str(endpoint.process.pid))
+    try:
+        result = pytester.runpytest_subprocess("cases/", "-p", "no:randomly", OPT_RECORDS, "rec.jsonl",
+                                               OPT_REPORT, "report.json")
+    finally:
+        endpoint.stop()
+    out = result.stdout.str()
+    recs = [json.loads(x) for x in (pytester.path / "rec.jsonl").read_text().splitlines()]
+    assert len(recs) == 49 == len({r["id"] for r in recs}), out[-3000:]  # every item collected has its record
+    errors = [r for r in recs if r["outcome"] == "error"]
+    assert [r["outcome"] for r in recs] == ["scored"] * 4 + ["error"] * 45, out[-3000:]
+    for r in errors:
+        assert r["error"]["type"] == "SandboxError", r["error"]
+        assert "\n" not in r["error"]["message"] and len(r["error"]["message"]) < 500, r["error"]
+    assert any("Docker engine failed" in r["error"]["message"] for r in errors)
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert report["status"] == "incomplete"
+    assert sum(b["n_scored"] + b["n_errors"] for b in report["blocks"]) == 49
+    assert sum(b["n_errors"] for b in report["blocks"]) == len(errors)
+    assert "requests.exceptions" not in out and "Traceback" not in out, out[-3000:]
+    monkeypatch.delenv("DOCKER_HOST")
+    left = _run_containers(recs[0]["sandbox"]["run"])  # the cut item's: out of the run's reach, ended by its lease
+    for container in left:
+        remove_container(container)
+    assert len(left) <= 1

@@ -18,8 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_tooleffect.cli import main
-from pytest_tooleffect.options import OPT_RECORDS, OPT_REPORT, OPT_SHARD
+from pytest_tooleffect.options import MAX_SHARDS, OPT_RECORDS, OPT_REPORT, OPT_SHARD
 from pytest_tooleffect.report import Report
+from pytest_tooleffect.report.terminal import RANGES_SHOWN, shard_ranges
 from pytest_tooleffect.sharding import shard_of
 from tests.conftest import REPO
 
@@ -198,3 +199,64 @@ def test_a_shard_outside_its_count_is_a_usage_error(pytester: pytest.Pytester) -
         result = pytester.runpytest(f"{OPT_SHARD}={bad}")
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         assert OPT_SHARD in result.stderr.str()
+
+
+def _with_shard(recs: list[dict[str, Any]], path: Path, **shard: Any) -> Path:
+    path.write_text("".join(json.dumps({**r, "shard": {**r["shard"], **shard}}) + "\n" for r in recs))
+    return path
+
+
+def test_a_record_whose_shard_is_not_one_of_its_count_is_refused(sharded: Path, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    recs = [json.loads(x) for x in (sharded / "logs" / "shard1.jsonl").read_text().splitlines()][:2]
+    for shard, problem in (({"index": 7, "count": 3}, "index 7 is not a shard of 3"),
+                           ({"index": 0, "count": 3}, "index 0 is not a shard of 3"),
+                           ({"index": 1, "count": 0}, "shard.count"),
+                           ({"index": 1, "count": MAX_SHARDS + 1}, f"less than or equal to {MAX_SHARDS}"),
+                           ({"index": 1, "count": 10**9}, f"less than or equal to {MAX_SHARDS}")):
+        log = _with_shard(recs, tmp_path / "bad.jsonl", **shard)
+        assert main(["report", str(log)]) == 2
+        err = capsys.readouterr().err
+        assert str(log) in err and "line 1" in err and problem in err, (shard, err)
+
+
+def test_the_most_shards_merge_and_the_missing_ones_are_named_in_ranges(sharded: Path, tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    recs = [json.loads(x) for x in (sharded / "logs" / "shard1.jsonl").read_text().splitlines()]
+    a = _with_shard(recs[:1], tmp_path / "a.jsonl", index=1000, count=MAX_SHARDS)
+    b = _with_shard(recs[1:2], tmp_path / "b.jsonl", index=1002, count=MAX_SHARDS)
+    assert main(["report", str(a), str(b), "--json"]) == 0
+    out = capsys.readouterr()
+    data = json.loads(out.out)
+    assert data["status"] == "incomplete" and data["shards"]["merged"] == [1000, 1002]
+    assert len(data["shards"]["missing"]) == MAX_SHARDS - 2
+    assert f"shards 1-999, 1001, 1003-{MAX_SHARDS} of {MAX_SHARDS} missing" in out.err
+    assert len(out.err) < 300
+    assert main(["report", str(a), str(b)]) == 0
+    text = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert f"shards 1000, 1002 of {MAX_SHARDS} merged" in text and f"1-999, 1001, 1003-{MAX_SHARDS} missing" in text
+
+
+def test_shard_ranges_are_runs_and_their_length_is_bounded() -> None:
+    assert shard_ranges([]) == ""
+    assert shard_ranges([2, 3, 4, 7, 9, 10]) == "2-4, 7, 9-10"
+    every_other = list(range(1, MAX_SHARDS + 1, 2))
+    text = shard_ranges(every_other)
+    assert text.startswith("1, 3, 5, ") and len(text) < 200
+    assert text.endswith(f"… and {len(every_other) - RANGES_SHOWN:,} more in {len(every_other) - RANGES_SHOWN:,} runs")
+
+
+def test_logs_that_hold_no_record_are_refused_not_complete(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    one = tmp_path / "one.jsonl"
+    one.write_text("")
+    assert main(["report", str(one)]) == 2
+    err = capsys.readouterr().err
+    assert "no record in" in err and str(one) in err
+    folder = tmp_path / "pods"
+    folder.mkdir()
+    for i in (1, 2, 3, 4):
+        (folder / f"shard-{i}.jsonl").write_text("")
+    assert main(["report", str(folder), "--json"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and "no record in" in out.err and "shard-1.jsonl" in out.err and "1 more" in out.err

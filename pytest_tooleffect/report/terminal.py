@@ -9,7 +9,36 @@ from typing import Any
 from .arithmetic import percent
 from .model import CLASSES, Report
 
-__all__ = ["render_terminal"]
+__all__ = ["render_terminal", "shard_ranges"]
+
+#: runs of consecutive shards written out by :func:`shard_ranges` before the rest is counted
+RANGES_SHOWN = 10
+
+
+def shard_ranges(shards: Sequence[int], shown: int = RANGES_SHOWN) -> str:
+    """Sorted shard numbers as runs, the first ``shown`` of them written out: ``2-999, 1001``.
+
+    The length of the text is bounded by ``shown``, not by how many shards there are; past
+    ``shown`` runs it ends with how many shards are left out (``… and 40,000 more in 20,000 runs``).
+
+    Args:
+        shards: shard numbers, sorted ascending, each once.
+        shown: how many runs to write out.
+
+    Returns:
+        The runs, comma-separated (``""`` for no shard).
+    """
+    runs: list[tuple[int, int]] = []
+    for i in shards:
+        if runs and i == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs[:shown])
+    rest = runs[shown:]
+    if rest:
+        text += f", … and {sum(b - a + 1 for a, b in rest):,} more in {len(rest):,} runs"
+    return text
 
 
 def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str:
@@ -38,10 +67,10 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str
         console.print(f"tooleffect: shard {shard['index']}/{shard['count']} of a sharded run", markup=False)
     if shards:
         missing = shards["missing"]
-        console.print(f"tooleffect: shards {', '.join(map(str, shards['merged'])) or 'none'} of {shards['count']} "
+        console.print(f"tooleffect: shards {shard_ranges(shards['merged']) or 'none'} of {shards['count']} "
                       f"merged from {len(shards['logs'])} record logs"
                       + (f"; status {report['status']}: shard{'s' if len(missing) > 1 else ''} "
-                         f"{', '.join(map(str, missing))} missing" if missing else "")
+                         f"{shard_ranges(missing)} missing" if missing else "")
                       + (f"; {shards['duplicates_dropped']} repeated records left out"
                          if shards["duplicates_dropped"] else ""), markup=False)
     _render_status(console, report)

@@ -32,11 +32,20 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from .environment import Sandbox, SandboxError, SandboxProvider, SandboxRefused, World, register_provider
+from .environment import (
+    Sandbox,
+    SandboxError,
+    SandboxProvider,
+    SandboxRefused,
+    World,
+    one_line,
+    register_provider,
+)
 from .image import docker_client, image_tag, require_image
 
 __all__ = ["DEFAULT_LEASE_S", "RESTRICTIONS", "DockerProvider", "ExecChannel", "remove_container",
@@ -139,6 +148,22 @@ class ExecChannel:
             self._raw.close()
         except OSError:
             pass
+
+
+@contextmanager
+def _engine(what: str) -> Iterator[None]:
+    """Turn any failure of the engine or its transport during ``what`` into a :class:`SandboxError`.
+
+    The Docker SDK raises its own errors (``docker.errors.DockerException``), ``requests``' (a
+    lost connection: ``requests.exceptions.ConnectionError``) and the socket's; each is an error
+    outcome of the item, with a one-line message, never a traceback.
+    """
+    try:
+        yield
+    except SandboxError:
+        raise
+    except Exception as exc:
+        raise SandboxError(f"{what}: the Docker engine failed: {one_line(exc)}") from None
 
 
 def _alive(pid: int) -> bool:
@@ -276,8 +301,9 @@ class DockerProvider(SandboxProvider):
         testcontainers_config.ryuk_disabled = True
         self.client = docker_client()
         self.image = self.image or image_tag()
-        require_image(self.client, self.image)
-        self.swept = sweep_leftovers(self.client)
+        with _engine("starting the docker provider"):
+            require_image(self.client, self.image)
+            self.swept = sweep_leftovers(self.client)
         self._stop.clear()
         self._heart = threading.Thread(target=self._heartbeat, name="tooleffect-sandbox-heartbeat", daemon=True)
         self._heart.start()
@@ -390,6 +416,17 @@ class DockerProvider(SandboxProvider):
     # ------------------------------------------------------------------ items
 
     def item_init(self, world: World, item_id: str) -> Sandbox:
+        """A sandbox for the item, its world reset to ``world``.
+
+        Raises:
+            SandboxRefused: the service refused the world.
+            SandboxError: no container could be started or reset; any failure of the engine or
+                its transport (a lost ``DOCKER_HOST``) is one, with a one-line message.
+        """
+        with _engine(f"a sandbox for {item_id}"):
+            return self._item_init(world)
+
+    def _item_init(self, world: World) -> Sandbox:
         slot = self._idle.pop() if self._idle else None
         if slot is None:
             slot = self._first_start() if self._restrictions is None else self._start(

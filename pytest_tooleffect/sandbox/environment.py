@@ -32,6 +32,7 @@ __all__ = [
     "SandboxRefused",
     "ToolResult",
     "World",
+    "one_line",
     "provider_class",
     "register_provider",
     "registered_providers",
@@ -40,6 +41,16 @@ __all__ = [
 
 class SandboxError(Exception):
     """A sandbox could not be provisioned or stopped answering (an error outcome, never a verdict)."""
+
+
+#: the longest message :func:`one_line` makes of an exception
+ONE_LINE_CHARS = 300
+
+
+def one_line(exc: BaseException) -> str:
+    """``Type: message`` of ``exc`` on one line, whitespace collapsed, at most :data:`ONE_LINE_CHARS`."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return text if len(text) <= ONE_LINE_CHARS else text[:ONE_LINE_CHARS - 1] + "…"
 
 
 class SandboxRefused(SandboxError):
@@ -188,13 +199,17 @@ class Sandbox:
                 self._channel = self._connect()
             self._channel.send(json.dumps(payload, default=str).encode() + b"\n")  # ASCII: surrogates survive
             line = self._channel.readline()
-        except OSError as exc:
+        except Exception as exc:  # a socket's OSError, or a transport's own (an SSH client's): one kind here
             self._close()
-            raise SandboxError(f"sandbox {self.id[:12]}: {type(exc).__name__}: {exc}") from None
+            raise SandboxError(f"sandbox {self.id[:12]}: {one_line(exc)}") from None
         if not line:
             self._close()
             raise SandboxError(f"sandbox {self.id[:12]}: the service closed the connection")
-        answer: dict[str, Any] = json.loads(line)
+        try:
+            answer: dict[str, Any] = json.loads(line)
+        except ValueError:  # a line cut short by a transport that ended mid-answer
+            self._close()
+            raise SandboxError(f"sandbox {self.id[:12]}: the service's answer is not JSON: {line[:80]!r}") from None
         if not answer.get("ok"):
             raise SandboxRefused(f"sandbox refused the request: {answer.get('error')}")
         return answer

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .environment import SandboxError
+from .environment import SandboxError, one_line
 
 __all__ = ["IMAGE_REPOSITORY", "build_image", "context_dir", "context_hash", "docker_client", "image_tag",
            "require_image", "sources_files", "world_spec"]
@@ -146,12 +146,19 @@ def docker_client() -> Any:
 
 
 def _image_exists(client: Any, tag: str) -> bool:
+    """Whether the engine has ``tag``.
+
+    Raises:
+        SandboxError: the engine did not answer (a lost connection, an API error).
+    """
     import docker
 
     try:
         client.images.get(tag)
     except docker.errors.ImageNotFound:
         return False
+    except Exception as exc:  # requests' connection errors, docker.errors.APIError
+        raise SandboxError(f"checking for sandbox image {tag}: the Docker engine failed: {one_line(exc)}") from None
     return True
 
 
@@ -159,7 +166,8 @@ def require_image(client: Any, tag: str) -> None:
     """Raise unless ``tag`` exists locally (a container start would otherwise try a registry).
 
     Raises:
-        SandboxError: the image is missing (the message says how to build it).
+        SandboxError: the image is missing (the message says how to build it), or the engine did
+            not answer.
     """
     if not _image_exists(client, tag):
         raise SandboxError(f"sandbox image {tag} is not built: run `tooleffect sandbox build` (or "
