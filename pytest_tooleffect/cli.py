@@ -90,16 +90,22 @@ def _cmd_import(args: argparse.Namespace) -> int:
         if args.limit is not None and args.limit < 1:
             print(f"tooleffect import: --limit must be at least 1 (got {args.limit})", file=sys.stderr)
             return 2
+        refused: list[str] = []
+
+        def refuse(line: str) -> None:
+            refused.append(line)
+            print(f"tooleffect import: {line}", file=sys.stderr)
+
         try:
             single = [c for c in asked if c in CATEGORIES]
             counts = import_bfcl(src, Path(args.out or "bfcl"), single) if single else {}
             for category in (c for c in asked if c in MULTI_TURN):
-                counts[category] = import_multi_turn(src, Path(args.out or "bfcl"), category, args.limit)
+                counts[category] = import_multi_turn(src, Path(args.out or "bfcl"), category, args.limit, refuse)
         except (ValueError, OSError, SandboxError) as exc:
             print(f"tooleffect import: {exc}", file=sys.stderr)
             return 2
         print(json.dumps(counts))
-        return 0
+        return 1 if refused else 0
     from .importers.tau_airline import DEFAULT_QUOTA, build_family
 
     if args.quota is not None:
@@ -273,6 +279,11 @@ def _cmd_html(args: argparse.Namespace) -> int:
     states = load_states([cases], wanted={(r["family"], r["case_id"]) for r in rows}) if cases.is_dir() else None
     if states is None:
         print(f"tooleffect html: {cases} is not a folder: the page has no conversations (--cases DIR)", file=sys.stderr)
+    else:
+        missing = _cases_not_found(rows, states.cases)
+        if missing:
+            print(f"tooleffect html: case files not found under {cases} for {', '.join(missing)}: "
+                  "their decisions have no conversation on the page (--cases DIR)", file=sys.stderr)
     try:
         write_html(out, summarise(records, meta), rows, states)
     except OSError as exc:
@@ -280,6 +291,23 @@ def _cmd_html(args: argparse.Namespace) -> int:
         return 2
     print(f"tooleffect html: {out} written ({len(rows)} decisions)")
     return 0
+
+
+def _cases_not_found(rows: list[dict[str, Any]], found: dict[str, dict[str, Any]]) -> list[str]:
+    """The families of ``rows`` whose cases are not in ``found`` (family → case id → state), each as
+    ``family`` (none found) or ``family (k of n cases)`` (some missing), in name order.
+    """
+    wanted: dict[str, set[str]] = {}
+    for r in rows:
+        wanted.setdefault(str(r["family"]), set()).add(str(r["case_id"]))
+    out = []
+    for fam, ids in sorted(wanted.items()):
+        lost = ids - set(found.get(fam, {}))
+        if lost == ids:
+            out.append(fam)
+        elif lost:
+            out.append(f"{fam} ({len(lost)} of {len(ids)} cases)")
+    return out
 
 
 def _cmd_sample(args: argparse.Namespace) -> int:

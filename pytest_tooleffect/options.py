@@ -539,6 +539,9 @@ def _sandbox_settings(config: pytest.Config, providers: list[str]) -> SandboxSet
                             or config.getoption(OPT_AGENT)):
         raise pytest.UsageError(f"{OPT_ROLLOUT} {rollout}: a rollout needs a live policy ({OPT_MODEL}, {OPT_AGENT} "
                                 f"or {OPT_POLICY}); a replay is one recorded decision")
+    if rollout > 1 and provider == "off":
+        raise pytest.UsageError(f"{OPT_ROLLOUT} {rollout}: a rollout runs the policy's calls in a sandbox and "
+                                f"{OPT_SANDBOX} off runs none (choose one of: {', '.join(providers)})")
     workerinput = getattr(config, "workerinput", None)
     return SandboxSettings(
         provider=provider, keep=keep, pool=bool(config.getini(INI_POOL)), image=config.getini(INI_IMAGE) or None,

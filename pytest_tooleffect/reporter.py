@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from .family import FAMILY_FILE
-from .options import OPT_HTML, OPT_RECORDS, OPT_REPORT, Settings, settings_key
+from .options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT, Settings, settings_key
 from .outputs import OutputProblems, output_problems_key, write_text
 from .records import RecordLog
 from .redaction import redact_obj
@@ -197,6 +197,8 @@ class Reporter:
         if self.kept_previous_log:
             terminalreporter.write_line(f"tooleffect records: no record was made; the previous log "
                                         f"{self.settings.records} is kept", yellow=True)
+        for line in rollout_notes(self.records, self.settings.sandbox.rollout if self.settings.sandbox else 1):
+            terminalreporter.write_line(line, yellow=True)
         for line in self.problems.lines:
             terminalreporter.write_line(line, red=True)
 
@@ -259,6 +261,40 @@ def rate_line(settings: Settings, records: list[dict[str, Any]]) -> str:
     return (f"tooleffect rate limit: {limits} per {settings.rate_window_s:g} s over all workers; "
             f"{sum(1 for w in waits if w > 0)} of {len(waits)} model turns waited for it, "
             f"{sum(waits) / 1000:.1f} s in all (not counted in latency)")
+
+
+def rollout_notes(records: list[dict[str, Any]], rollout: int) -> list[str]:
+    """One line per family that ``--tooleffect-rollout N`` (``rollout``) did not reach.
+
+    A family is reached when one of its records has a rollout whose step limit is above 1.
+
+    Args:
+        records: the run's records (``family``, ``rollout`` as in
+            :class:`~pytest_tooleffect.records.Record`).
+        rollout: the step limit asked for (1: nothing was asked, no note).
+
+    Returns:
+        The notes, in family name order.
+    """
+    if rollout <= 1:
+        return []
+    sandboxed: dict[str, bool] = {}
+    reached: set[str] = set()
+    for r in records:
+        ro = r.get("rollout")
+        fam = str(r["family"])
+        sandboxed[fam] = sandboxed.get(fam, False) or ro is not None
+        if ro is not None and ro.get("limit", 1) > 1:
+            reached.add(fam)
+    notes = []
+    for fam in sorted(set(sandboxed) - reached):
+        why = ("none of its decisions ran in a sandbox (its cases have no world: family.yaml sandbox:)"
+               if not sandboxed[fam] else
+               "it plays through only the cases that open a conversation (sandbox.rollout: conversation), "
+               "and none of those was run by a live policy")
+        notes.append(f"tooleffect: {OPT_ROLLOUT} {rollout} did not apply to family {fam}: {why}; its decisions "
+                     "are single-step, teacher-forced")
+    return notes
 
 
 def _without_records(settings: Settings) -> Settings:

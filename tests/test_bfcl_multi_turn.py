@@ -415,3 +415,64 @@ def test_the_no_call_turns_are_reported_apart_by_the_reply_due(
     assert set(block["no_tool_by_reply"]) == {"ask", "answer"}
     assert block["classes"]["no_tool"]["n"] == n + len(ends)
     result.stdout.fnmatch_lines([f"*no_tool by the reply due: ask {n} (no call *"])
+
+
+def _bad_source(tmp: Path) -> Path:
+    """A BFCL folder whose base data file holds two good conversations around five bad lines."""
+    src = tmp / "bfcl"
+    (src / "possible_answer").mkdir(parents=True)
+    (src / "multi_turn_func_doc").symlink_to(BFCL / "multi_turn_func_doc")
+    data, answers = MULTI_TURN["multi_turn_base"]
+    (src / answers).symlink_to(BFCL / answers)
+    good = [json.loads(line) for line in (BFCL / data).read_text().splitlines()[:2]]
+    unknown = {**good[0], "id": "multi_turn_base_2", "involved_classes": ["NoSuchAPI"]}
+    no_question = {k: v for k, v in good[0].items() if k != "question"} | {"id": "multi_turn_base_3"}
+    no_answer = {**good[0], "id": "no_such_answer"}
+    bad_config = {**good[0], "id": "multi_turn_base_4", "initial_config": ["not", "an", "object"]}
+    lines = [json.dumps(good[0]), "not json at all", json.dumps(unknown), json.dumps(no_question),
+             json.dumps(no_answer), json.dumps(bad_config), json.dumps(good[1])]
+    (src / data).write_text("\n".join(lines) + "\n")
+    return src
+
+
+def test_a_malformed_conversation_is_rejected_by_id_and_field_and_the_rest_imported(tmp_path: Path) -> None:
+    src = _bad_source(tmp_path)
+    said: list[str] = []
+    counts = import_multi_turn(src, tmp_path / "out", "multi_turn_base", on_reject=said.append)
+    assert counts["conversations"] == 2 and counts["conversations_rejected"] == 5
+    fam = tmp_path / "out" / "multi_turn_base"
+    listed = {(r["id"], r.get("field")) for r in json.loads((fam / "rejected.json").read_text())}
+    assert {("line 2", "entry"), ("multi_turn_base_2", "involved_classes"), ("multi_turn_base_3", "question"),
+            ("no_such_answer", "ground_truth"), ("multi_turn_base_4", "initial_config")} <= listed
+    assert {c["source"]["trace_id"] for c in _cases(tmp_path / "out", "multi_turn_base")} == {
+        "multi_turn_base_0", "multi_turn_base_1"}
+    data = str(src / MULTI_TURN["multi_turn_base"][0])
+    assert len(said) == 5 and all(line.startswith(data + ": ") and "\n" not in line for line in said)
+    assert any("multi_turn_base_2: involved_classes: no BFCL back-end class 'NoSuchAPI'" in line for line in said)
+
+
+@pytest.mark.parametrize("kind", ["garbage", "unknown_class", "no_question"])
+def test_import_bfcl_names_the_file_entry_and_field_of_a_bad_conversation_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    from pytest_tooleffect.cli import main
+
+    src = _bad_source(tmp_path / "shared" / "datasets")
+    data = src / MULTI_TURN["multi_turn_base"][0]
+    lines = data.read_text().splitlines()
+    data.write_text(lines[{"garbage": 1, "unknown_class": 2, "no_question": 3}[kind]] + "\n")
+    rc = main(["import", "bfcl", "--shared", str(tmp_path / "shared"), "--category", "multi_turn_base",
+               "--limit", "1", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and "Traceback" not in err and len(err.splitlines()) == 1
+    field = {"garbage": "line 1: entry", "unknown_class": "multi_turn_base_2: involved_classes",
+             "no_question": "multi_turn_base_3: question"}[kind]
+    assert err.startswith(f"tooleffect import: {data}: {field}: ")
+
+
+def test_a_bfcl_possible_answer_file_that_is_not_json_is_named_with_its_line(tmp_path: Path) -> None:
+    src = _bad_source(tmp_path)
+    answers = src / MULTI_TURN["multi_turn_base"][1]
+    answers.unlink()
+    answers.write_text("{\"id\": \"multi_turn_base_0\", \"ground_truth\": []}\n{oops\n")
+    with pytest.raises(ValueError, match=rf"^{answers}:2: not JSON"):
+        import_multi_turn(src, tmp_path / "out", "multi_turn_base")

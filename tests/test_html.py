@@ -308,3 +308,31 @@ def test_calls_to_tools_not_offered_are_a_line_of_the_page() -> None:
     assert line is not None
     assert re.sub(r"<[^>]+>", "", line.group(1)) == ("calls to tools not offered (hallucinated): single 1, several 0, "
                                                      "no_tool 0 (made_up 1)")
+
+
+def test_the_command_warns_in_one_line_of_the_families_whose_cases_it_did_not_find(tmp_path: Path) -> None:
+    records = tmp_path / "records.jsonl"
+    rows = [_record("p", "sch-conf-01", "valid", True, "scheduling"),
+            _record("p", "sch-no-such-case", "valid", True, "scheduling"),
+            _record("p", "c1", "valid", True, "fam")]
+    records.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    shutil.copytree(REPO / "cases" / "scheduling", tmp_path / "cases" / "scheduling")
+    (tmp_path / "oracle").mkdir()
+    shutil.copy(REPO / "oracle" / "scheduling.yaml", tmp_path / "oracle")
+
+    def run(cases: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "html", str(records), "--cases",
+                               str(cases), "--out", str(tmp_path / "a.html")], cwd=REPO, capture_output=True,
+                              text=True)
+
+    out = run(tmp_path / "cases")
+    assert out.returncode == 0 and (tmp_path / "a.html").is_file()
+    assert out.stderr.splitlines() == [
+        f"tooleffect html: case files not found under {tmp_path / 'cases'} for fam, scheduling (1 of 2 cases): "
+        "their decisions have no conversation on the page (--cases DIR)"]
+    (tmp_path / "empty").mkdir()
+    out = run(tmp_path / "empty")
+    assert len(out.stderr.splitlines()) == 1 and "for fam, scheduling: their decisions" in out.stderr
+    shutil.copytree(REPO / "cases" / "scheduling", tmp_path / "all" / "scheduling")
+    records.write_text(json.dumps(rows[0]) + "\n")
+    assert run(tmp_path / "all").stderr == ""

@@ -370,3 +370,59 @@ def test_an_engine_lost_mid_run_is_an_error_record_for_every_item_after(pytester
     for container in left:
         remove_container(container)
     assert len(left) <= 1
+
+
+def test_a_rollout_with_the_sandbox_off_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    _scheduling(pytester)
+    result = pytester.runpytest("cases/", f"{OPT_SANDBOX}=off", OPT_MODEL, "openai/scripted", OPT_API_BASE,
+                                "http://127.0.0.1:9/v1", OPT_ROLLOUT, "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--tooleffect-rollout 2: a rollout runs the policy's calls in a sandbox and "
+                                 "--tooleffect-sandbox off runs none*"])
+
+
+PLAIN_FAMILY = """\
+name: plain
+system_prompt: You help.
+tools:
+  - name: get_weather
+    parameters: {type: object, properties: {city: {type: string}}, required: [city]}
+    annotations: {readOnlyHint: true}
+oracle: rules.yaml
+"""
+PLAIN_CASE = {"id": "p1", "source": "authored", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+              "messages": [{"role": "user", "content": "weather in Paris?"}],
+              "label": {"valid_actions": [{"tool": "get_weather", "args": {"city": "Paris"}}]}}
+AGENT = '''\
+def decide(state):
+    if state.step == 1:
+        return {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": state.tools[0]["function"]["name"] if "function" in state.tools[0]
+                             else state.tools[0]["name"], "arguments": "{}"}}]}
+    return {"role": "assistant", "content": "Done."}
+'''
+
+
+def test_a_rollout_names_the_families_it_did_not_reach(pytester: pytest.Pytester) -> None:
+    _scheduling(pytester)
+    folder = pytester.path / "cases" / "scheduling"
+    (folder / "cases.yaml").unlink()
+    (folder / "rollouts.yaml").write_text(yaml.safe_dump([_rollout_case("retry", {})]))
+    plain = pytester.path / "cases" / "plain"
+    plain.mkdir()
+    (plain / "family.yaml").write_text(PLAIN_FAMILY)
+    (plain / "rules.yaml").write_text("version: 1\n")
+    (plain / "cases.yaml").write_text(yaml.safe_dump([PLAIN_CASE]))
+    (pytester.path / "rollout_agent.py").write_text(AGENT)
+    pytester.syspathinsert()
+    result = pytester.runpytest("cases/", f"{OPT_SANDBOX}=local", "--tooleffect-agent", "rollout_agent:decide",
+                                OPT_ROLLOUT, "3", OPT_RECORDS, "rec.jsonl")
+    recs = _records(pytester.path / "rec.jsonl")
+    assert recs["ro-retry"]["rollout"]["limit"] == 3 and recs["p1"].get("rollout") is None
+    notes = [line for line in result.outlines if "did not apply" in line]
+    assert notes == ["tooleffect: --tooleffect-rollout 3 did not apply to family plain: none of its decisions ran in "
+                     "a sandbox (its cases have no world: family.yaml sandbox:); its decisions are single-step, "
+                     "teacher-forced"]
+    # without the option, no note
+    result = pytester.runpytest("cases/", f"{OPT_SANDBOX}=local", "--tooleffect-agent", "rollout_agent:decide")
+    assert not [line for line in result.outlines if "did not apply" in line]

@@ -121,10 +121,22 @@ def label_from_ground_truth(ground_truth: list[Mapping[str, Any]]) -> dict[str, 
 
 
 def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """The entries of a BFCL JSON-lines file.
+
+    Raises:
+        ValueError: a line that is not JSON or not a JSON object (names the file and the line).
+    """
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{n}: not JSON ({exc.msg}, column {exc.colno})") from None
+            if not isinstance(value, dict):
+                raise ValueError(f"{path}:{n}: not a JSON object")
+            yield value
 
 
 def omit_required_empty(label: dict[str, Any], tools: list[dict[str, Any]]) -> None:

@@ -41,13 +41,13 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .bfcl import bfcl_tool
+from .bfcl import _jsonl, bfcl_tool
 
-__all__ = ["MULTI_TURN", "import_multi_turn", "parse_call"]
+__all__ = ["MULTI_TURN", "EntryError", "check_entry", "import_multi_turn", "parse_call"]
 
 #: category → (data file, possible-answer file)
 MULTI_TURN: dict[str, tuple[str, str]] = {
@@ -83,11 +83,73 @@ ADDITIONAL_FUNCTION_PROMPT = "I have updated some more functions you can choose 
 NOT_AVAILABLE = "says the function it needs is not available"
 
 
-def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+class EntryError(ValueError):
+    """A BFCL conversation that cannot become cases: ``field`` is the entry's key at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.problem = message
+
+
+def _entries(path: Path) -> Iterator[tuple[int, Any, str | None]]:
+    """Each non-blank line of a data file: ``(line number, value, None)``, or
+    ``(line number, None, why)`` for a line that is not JSON.
+    """
     with open(path, encoding="utf-8") as fh:
-        for line in fh:
+        for n, line in enumerate(fh, 1):
             if line.strip():
-                yield json.loads(line)
+                try:
+                    yield n, json.loads(line), None
+                except json.JSONDecodeError as exc:
+                    yield n, None, f"{exc.msg}, column {exc.colno}"
+
+
+def check_entry(entry: Any, classes: dict[str, str]) -> None:
+    """Check the shape of one BFCL multi-turn entry before it is read.
+
+    Args:
+        entry: one line of ``BFCL_v4_multi_turn_<category>.json``, parsed.
+        classes: the known back-end class names (→ their module).
+
+    Raises:
+        EntryError: a missing or mistyped key, or an unknown back-end class (``field`` names it).
+    """
+    if not isinstance(entry, dict):
+        raise EntryError("entry", f"not a JSON object but {type(entry).__name__}")
+    if not isinstance(entry.get("id"), str) or not entry["id"]:
+        raise EntryError("id", "missing or not a string")
+    question = entry.get("question")
+    if not isinstance(question, list) or not question:
+        raise EntryError("question", "missing or not a non-empty list of turns")
+    for t, users in enumerate(question):
+        if not isinstance(users, list) or not all(isinstance(m, dict) and "role" in m for m in users):
+            raise EntryError(f"question[{t}]", "not a list of messages (objects with a role)")
+    involved = entry.get("involved_classes")
+    if not isinstance(involved, list) or not involved or not all(isinstance(c, str) for c in involved):
+        raise EntryError("involved_classes", "missing or not a non-empty list of class names")
+    unknown = [c for c in involved if c not in classes]
+    if unknown:
+        raise EntryError("involved_classes", f"no BFCL back-end class {unknown[0]!r} (known: {', '.join(classes)})")
+    config = entry.get("initial_config")
+    if config is not None and not isinstance(config, dict):
+        raise EntryError("initial_config", "not an object (class name → its configuration)")
+    excluded = entry.get("excluded_function")
+    if excluded is not None and not (isinstance(excluded, list) and all(isinstance(f, str) for f in excluded)):
+        raise EntryError("excluded_function", "not a list of function names")
+    missed = entry.get("missed_function")
+    if missed is not None:
+        if not isinstance(missed, dict) or not all(
+                str(k).isdigit() and isinstance(v, list) and all(isinstance(f, str) for f in v)
+                for k, v in missed.items()):
+            raise EntryError("missed_function", "not an object of turn number → list of function names")
+
+
+def _truth(value: Any) -> list[list[str]]:
+    if not (isinstance(value, list) and all(isinstance(t, list) and all(isinstance(c, str) for c in t)
+                                            for t in value)):
+        raise EntryError("ground_truth", "not a list of turns, each a list of call strings")
+    return value
 
 
 def parse_call(text: str, signatures: dict[str, inspect.Signature]) -> tuple[str, dict[str, Any]]:
@@ -125,6 +187,8 @@ def _docs(source: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for path in sorted((source / "multi_turn_func_doc").glob("*.json")):
         for spec in _jsonl(path):
+            if not isinstance(spec.get("name"), str):
+                raise ValueError(f"{path}: a function document without a name")
             out[spec["name"]] = {**spec, "_file": path.stem}
     return out
 
@@ -154,14 +218,20 @@ def conversation_cases(entry: dict[str, Any], truth: list[list[str]], category: 
         world: the ``bfcl`` world module (``ObjectWorld``, ``CLASS_MODULES``, ``methods``).
 
     Raises:
-        ValueError: a ground-truth call that cannot be read (names the entry and turn).
+        EntryError: an entry that does not have BFCL's shape (see :func:`check_entry`), or a
+            ground-truth call that cannot be read (field ``ground_truth[turn]``).
     """
+    check_entry(entry, world.CLASS_MODULES)
+    truth = _truth(truth)
     classes = list(entry["involved_classes"])
     config = entry.get("initial_config") or {}
     seed = [{"class": c, "config": config.get(c, {})} for c in classes]
     if "long_context" in category:
         seed.append({"class": "$long_context", "config": True})
-    state = world.ObjectWorld({"classes": seed, "history": []})
+    try:
+        state = world.ObjectWorld({"classes": seed, "history": []})
+    except Exception as exc:  # the back-end refused its configuration
+        raise EntryError("initial_config", f"{type(exc).__name__}: {exc}") from None
     signatures = {m: inspect.signature(f) for c in classes for m, f in world.methods(world.load_class(c)).items()}
     files = {world.CLASS_MODULES[c] for c in classes}
     excluded = set(entry.get("excluded_function") or [])
@@ -187,7 +257,7 @@ def conversation_cases(entry: dict[str, Any], truth: list[list[str]], category: 
             try:
                 name, args = parse_call(text, signatures)
             except ValueError as exc:
-                raise ValueError(f"{entry['id']} turn {turn}: {exc}") from None
+                raise EntryError(f"ground_truth[{turn}]", str(exc)) from None
             turns[-1]["reference"].append({"name": name, "arguments": args})
             drafts.append({
                 "id": f"{entry['id']}.t{turn}.c{k}", "turn": turn, "messages": list(messages), "tools": tools,
@@ -235,23 +305,29 @@ def conversation_cases(entry: dict[str, Any], truth: list[list[str]], category: 
     return cases
 
 
-def import_multi_turn(source: Path, out: Path, category: str, limit: int | None = None) -> dict[str, Any]:
+def import_multi_turn(source: Path, out: Path, category: str, limit: int | None = None,
+                      on_reject: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Write the family of one multi-turn category into ``out/<category>/``.
 
     Args:
         source: the BFCL data folder (``../shared/datasets/bfcl``).
         out: where families go.
         category: a key of :data:`MULTI_TURN`.
-        limit: import only the first ``limit`` conversations.
+        limit: import only the first ``limit`` conversations (rejected ones count).
+        on_reject: called with one line (data file, entry id or line, field, problem) for each
+            conversation rejected whole.
 
     Returns:
-        ``{"conversations": n, "cases": n, "no_tool": n, "rejected": n, "conversations_left_out": n}``
-        (``rejected``: cases not written; ``conversations_left_out``: first cases written without
-        their ``conversation``, whose ground truth calls a function not offered at its turn; both
-        listed in ``rejected.json``).
+        ``{"conversations": n, "cases": n, "no_tool": n, "rejected": n, "conversations_left_out": n,
+        "conversations_rejected": n}`` (``rejected``: cases not written; ``conversations_left_out``:
+        first cases written without their ``conversation``, whose ground truth calls a function not
+        offered at its turn; ``conversations_rejected``: entries that are not JSON, lack or mistype a
+        key, name an unknown back-end class or have no readable ground truth, none of whose cases
+        are written; all listed in ``rejected.json``, a rejected conversation under its ``field``).
 
     Raises:
-        ValueError: an unknown category, or a conversation without a ground truth.
+        ValueError: an unknown category, or a possible-answer or function-document file that is
+            not JSON lines (names the file and line).
         pytest_tooleffect.sandbox.SandboxError: BFCL's back-ends could not be downloaded.
     """
     from ..cases import load_family, validate_case
@@ -264,7 +340,7 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
     activate()
     world = load_service().load_world("bfcl")
     data_file, answer_file = MULTI_TURN[category]
-    answers = {a["id"]: a["ground_truth"] for a in _jsonl(source / answer_file)}
+    answers: dict[Any, Any] = {a.get("id"): a.get("ground_truth") for a in _jsonl(source / answer_file)}
     docs = _docs(source)
     fam_dir = out / category
     fam_dir.mkdir(parents=True, exist_ok=True)
@@ -272,16 +348,35 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
     (fam_dir / "family.yaml").write_text(FAMILY.format(category=category, name=name, out=fam_dir), encoding="utf-8")
     (fam_dir / "rules.yaml").write_text(RULES, encoding="utf-8")
     family = load_family(fam_dir)
-    counts = {"conversations": 0, "cases": 0, "no_tool": 0, "rejected": 0, "conversations_left_out": 0}
+    counts = {"conversations": 0, "cases": 0, "no_tool": 0, "rejected": 0, "conversations_left_out": 0,
+              "conversations_rejected": 0}
     rejected: list[dict[str, Any]] = []
+
+    def reject(where: str, field: str, problem: str) -> None:
+        rejected.append({"id": where, "field": field, "problems": [problem]})
+        counts["conversations_rejected"] += 1
+        if on_reject is not None:
+            on_reject(f"{source / data_file}: {where}: {field}: {problem} (conversation rejected)")
+
     with open(fam_dir / "cases.jsonl", "w", encoding="utf-8") as fh:
-        for entry in _jsonl(source / data_file):
-            if limit is not None and counts["conversations"] >= limit:
+        for line in _entries(source / data_file):
+            if limit is not None and counts["conversations"] + counts["conversations_rejected"] >= limit:
                 break
-            if entry["id"] not in answers:
-                raise ValueError(f"{source / answer_file}: no ground truth for {entry['id']}")
+            n, entry, not_json = line
+            if not_json is not None:
+                reject(f"line {n}", "entry", f"not JSON ({not_json})")
+                continue
+            eid: str = entry["id"] if isinstance(entry, dict) and isinstance(entry.get("id"), str) else f"line {n}"
+            if eid not in answers:
+                reject(eid, "ground_truth", f"no entry with this id in {source / answer_file}")
+                continue
+            try:
+                cases = conversation_cases(entry, answers[eid], category, docs, world)
+            except EntryError as exc:
+                reject(eid, exc.field, exc.problem)
+                continue
             counts["conversations"] += 1
-            for case in conversation_cases(entry, answers[entry["id"]], category, docs, world):
+            for case in cases:
                 problems = validate_case(Case.model_validate(case), family)
                 if problems and all(f.startswith("conversation") for f, _ in problems):
                     # a ground truth that calls a function not offered: the decision stays, the
@@ -297,6 +392,6 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
                 fh.write(json.dumps(case, ensure_ascii=False, sort_keys=True) + "\n")
                 counts["cases"] += 1
                 counts["no_tool"] += case["label"]["valid_actions"][0]["tool"] is None
-    counts["rejected"] = len(rejected) - counts["conversations_left_out"]
+    counts["rejected"] = len(rejected) - counts["conversations_left_out"] - counts["conversations_rejected"]
     (fam_dir / "rejected.json").write_text(json.dumps(rejected, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     return counts
