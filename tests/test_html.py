@@ -279,13 +279,42 @@ def test_report_sections_the_page_does_not_draw_are_shown_as_json() -> None:
     from pytest_tooleffect.report import summarise
 
     report = summarise([_record("a", "c1", "ok", True)]).to_json()
-    report["run"] = {"started": "2026-12-01T10:00:00Z", "host_marker": "ci-7"}
+    report["host_info"] = {"started": "2026-12-01T10:00:00Z", "host_marker": "ci-7"}  # a hook's section
     report["blocks"][0]["tool_loops"] = {"count": 3, "marker": "made-up-tool"}
     html = render_html(report)
-    assert 'data-more="run"' in html and "ci-7" in html
+    assert 'data-more="host_info"' in html and "ci-7" in html
     assert 'data-more="tool_loops"' in html and "made-up-tool" in html
     plain = render_html(summarise([_record("a", "c1", "ok", True)]))
     assert "data-more" not in plain  # the fields the page draws are not repeated
+
+
+def test_the_runs_metadata_and_its_shards_are_drawn() -> None:
+    from pytest_tooleffect.report import summarise
+
+    report = summarise([_record("a", "c1", "ok", True)]).to_json()
+    report["run"] = {"started_at": "2026-12-01T10:00:00.000Z", "ended_at": "2026-12-01T10:01:00.000Z",
+                     "command": ["pytest", "cases/", "-n", "2"], "directory": "/ci/work",
+                     "versions": {"plugin": "0.1.0", "pytest": "9.2.0", "litellm": None, "pytest_xdist": "3.8.0",
+                                  "python": "3.11.7"},
+                     "cases_git": {"demo": {"commit": "a" * 40, "dirty": True}},
+                     "policies": {"replay": {"name": "replay"}}}
+    report["shards"] = {"count": 4, "merged": [1, 2, 4], "missing": [3], "logs": ["a.jsonl", "b.jsonl", "d.jsonl"],
+                        "duplicates_dropped": 2}
+    html = render_html(report)
+    assert "merged 3 of 4 shards from 3 record logs; missing: 3; 2 repeated records dropped" in html
+    assert 'id="run"' in html and "pytest cases/ -n 2" in html and "litellm unknown" in html
+    assert "git <code>aaaaaaaaaaaa</code> (with uncommitted changes)" in html and "data-more" not in html
+
+
+def test_every_report_section_is_drawn_by_the_page() -> None:
+    """A section of the report model the page does not draw would be dropped from it unseen (only
+    sections the model does not know are shown as JSON)."""
+    from pytest_tooleffect.report.model import Report
+
+    template = (REPO / "pytest_tooleffect" / "report" / "templates" / "report.html.j2").read_text()
+    drawn_elsewhere = {"version"}  # the page is of this report version; data-version is on the body
+    assert [k for k in Report.model_fields
+            if k not in drawn_elsewhere and not re.search(rf"\b(report\.{k}|{k}\b)", template)] == []
 
 
 def test_every_block_field_is_drawn_by_the_page() -> None:
