@@ -509,8 +509,15 @@ class GateKeeper:
         unjudged = f"{counts['not_judged']} not judged"
         if counts["not_judged"]:
             unjudged += f" ({failing} of them failing the run)" if failing else " (let through)"
+        unscored = ""
+        if self.report is not None:  # collected and never decided: no gate judges them, and the report says so
+            skipped = sum(int(s.get("count") or 0) for s in self.report.get("skipped") or [])
+            invalid = sum(int(f.get("count") or 0) for f in self.report.get("invalid") or [])
+            parts = [f"{n} {what}" for n, what in ((skipped, "skipped"), (invalid, "invalid cases")) if n]
+            if parts:
+                unscored = f"; {', '.join(parts)} judged by no gate (report {self.report.get('status')})"
         return (f"tooleffect gates: {counts['passed']} passed, {counts['failed']} failed, {unjudged}; "
-                f"{self.tally.errors} errors; {self.exit[1]}")
+                f"{self.tally.errors} errors; {self.exit[1]}{unscored}")
 
     def _judge(self) -> None:
         if self.results is None:

@@ -87,6 +87,20 @@ def gate_lines(result: pytest.RunResult) -> list[str]:
     return [line for line in result.outlines if line.startswith(("gate ", "tooleffect gates:"))]
 
 
+def test_the_decision_line_counts_what_no_gate_judged(pytester: pytest.Pytester) -> None:
+    """A skipped item (nothing recorded to replay) and an invalid case are never decided: the gates'
+    line says so beside the exit, as the report's status does."""
+    write_family(pytester.path)
+    with open(pytester.path / "cases" / "mini" / "cases.jsonl", "a") as fh:
+        fh.write(json.dumps({**_case("unrecorded", {"valid_actions": [{"tool": None}]}, STOP), "recorded": None})
+                 + "\n")
+        fh.write(json.dumps(_case("bad", {"valid_actions": [{"tool": "fax"}]}, STOP)) + "\n")
+    write_gates(pytester.path, '[tool.tooleffect.gates."*"]\nmin_pct.no_tool = {name = 75}\n')
+    result = pytester.runpytest("cases/")
+    result.assert_outcomes(passed=11, failed=2, skipped=1, errors=1)
+    assert gate_lines(result)[-1].endswith("; 1 skipped, 1 invalid cases judged by no gate (report incomplete)")
+
+
 def test_passing_gates_exit_0_despite_failing_decisions(pytester: pytest.Pytester) -> None:
     write_family(pytester.path)  # no_tool 8/10 at the name level
     write_gates(pytester.path, '[tool.tooleffect.gates."*"]\nmin_pct.no_tool = {name = 75}\n')
