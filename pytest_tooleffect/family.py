@@ -189,7 +189,8 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
     if names:
         unknown = rules.unknown_tools(names)
         if unknown:
-            raise FamilyError(f"{path}: oracle: rules for tools the family does not offer: {', '.join(unknown)}")
+            raise FamilyError(f"{path}: oracle {directory / str(fam.oracle)}: rules for tools the family does not "
+                              f"offer: {', '.join(unknown)} (tools: {', '.join(sorted(names))})")
         missing = rules.unknown_fields({t.name: t.parameters for t in fam.tools})
         if missing:
             raise FamilyError("; ".join(f"{path}: oracle {directory / str(fam.oracle)}: fields.{key}: {why}"
@@ -197,8 +198,8 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
         silent = rule_problems(rules, {t.name: t.parameters for t in fam.tools}, unknown_tools=True)
         if silent:
             where = directory / fam.oracle if fam.oracle else path
-            raise FamilyError("; ".join(f"{path}: oracle: {where}: fields.{key}: {reason} (the rule would be ignored)"
-                                        for key, reason in silent))
+            raise FamilyError("; ".join(f"{path}: oracle: {where}: fields.{key}: {reason} "
+                                        "(the rule would not take effect)" for key, reason in silent))
     layout, world_tools = None, frozenset[str]()
     if fam.sandbox is not None:
         from .sandbox.environment import SandboxError
