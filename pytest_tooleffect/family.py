@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from . import models
 from .models import Family, ToolSpec
 from .oracle import RuleError, RuleSet, load_rules
 from .oracle.rulecheck import rule_problems
@@ -214,8 +215,16 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
 
 
 def error_location(loc: Sequence[Any]) -> str:
-    """A pydantic error location as a field path: ``messages[2].content``."""
+    """A pydantic error location as a field path: ``messages[2].content``.
+
+    The name of a model a union tried (or a tagged union chose) is left out: it names no field.
+    """
     out = ""
     for part in loc:
+        if isinstance(part, str) and part in _MODEL_NAMES:
+            continue
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "<root>"
+
+
+_MODEL_NAMES = frozenset(n for n in models.__all__ if n[:1].isupper())

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from pytest_tooleffect.models import Label
+from pytest_tooleffect.models import Label, ParallelGroup
 from pytest_tooleffect.oracle import CompareContext, score
 from pytest_tooleffect.oracle.reply import judge_reply
 
@@ -164,3 +164,50 @@ def test_the_judge_is_asked_until_a_null_action_is_met() -> None:
               context=CompareContext(judge=judge))
     assert v.kind == "ok_no_tool" and v.matched == {"tool": None, "reply": "refuse"} and not v.approximate
     assert len(asked) == 2 and "asks" in str(asked[0]) and "declines" in str(asked[1])
+
+
+BAD_CRITERIA = [
+    ({"tool": None, "reply": "refuse", "must": ""}, "label.valid_actions[0].must",
+     "criterion 0 is empty: each criterion is a sentence saying what the reply does"),
+    ({"tool": None, "must": ["names the fare", "  "]}, "label.valid_actions[0].must", "criterion 1 is empty"),
+    ({"tool": None, "must_not": [""]}, "label.valid_actions[0].must_not", "criterion 0 is empty"),
+    ({"tool": None, "must": "only handles weather", "must_not": "only handles weather"},
+     "label.valid_actions[0].must_not",
+     "'only handles weather' is both required (must) and forbidden (must_not): no reply can pass"),
+    ({"tool": None, "must": ["asks the date", "Only  handles WEATHER"], "must_not": ["only handles weather"]},
+     "label.valid_actions[0].must_not", "is both required (must) and forbidden (must_not)"),
+    ({"tool": None, "must": 5}, "label.valid_actions[0].must", "a criterion is a sentence, or a list of sentences"),
+    ({"tool": None, "args": {"x": 1}}, "label.valid_actions[0]", "an action with tool: null cannot carry args"),
+]
+
+
+@pytest.mark.parametrize(("null", "field", "message"), BAD_CRITERIA,
+                         ids=["empty", "blank-in-list", "empty-must-not", "contradiction", "contradiction-folded",
+                              "not-text", "null-with-args"])
+def test_a_criterion_that_is_empty_or_both_required_and_forbidden_is_refused_naming_file_case_and_field(
+        tmp_path: Any, null: dict[str, Any], field: str, message: str) -> None:
+    import json
+
+    from pytest_tooleffect.cases import load_case_file
+    from pytest_tooleffect.family import load_family
+
+    fam = tmp_path / "f"
+    fam.mkdir()
+    (fam / "family.yaml").write_text(json.dumps({"name": "f", "tools": TOOLS}))
+    case = {"id": "c7", "source": "authored", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+            "messages": [{"role": "user", "content": "book me a train"}],
+            "label": {"valid_actions": [null], "labelled_by": ["a"]}}
+    (fam / "cases.jsonl").write_text(json.dumps(case) + "\n")
+    cases, problems = load_case_file(fam / "cases.jsonl", load_family(fam))
+    assert not cases and len(problems) == 1, problems
+    p = problems[0]
+    assert (p.case_id, p.field) == ("c7", field) and message in p.message, str(p)
+    assert str(p).startswith(f"{fam / 'cases.jsonl'}: case c7: {field}: ")
+
+
+def test_criteria_that_differ_load() -> None:
+    lab = Label.model_validate({"valid_actions": [{"tool": None, "must": "says it only handles weather",
+                                                   "must_not": "promises a refund"}]})
+    null = lab.valid_actions[0]
+    assert not isinstance(null, ParallelGroup)
+    assert (null.must, null.must_not) == (["says it only handles weather"], ["promises a refund"])
