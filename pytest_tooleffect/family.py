@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from . import models
 from .models import Family, ToolSpec
 from .oracle import RuleError, RuleSet, load_rules
 from .oracle.rulecheck import rule_problems
@@ -189,7 +190,8 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
     if names:
         unknown = rules.unknown_tools(names)
         if unknown:
-            raise FamilyError(f"{path}: oracle: rules for tools the family does not offer: {', '.join(unknown)}")
+            raise FamilyError(f"{path}: oracle {directory / str(fam.oracle)}: rules for tools the family does not "
+                              f"offer: {', '.join(unknown)} (tools: {', '.join(sorted(names))})")
         missing = rules.unknown_fields({t.name: t.parameters for t in fam.tools})
         if missing:
             raise FamilyError("; ".join(f"{path}: oracle {directory / str(fam.oracle)}: fields.{key}: {why}"
@@ -197,8 +199,8 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
         silent = rule_problems(rules, {t.name: t.parameters for t in fam.tools}, unknown_tools=True)
         if silent:
             where = directory / fam.oracle if fam.oracle else path
-            raise FamilyError("; ".join(f"{path}: oracle: {where}: fields.{key}: {reason} (the rule would be ignored)"
-                                        for key, reason in silent))
+            raise FamilyError("; ".join(f"{path}: oracle: {where}: fields.{key}: {reason} "
+                                        "(the rule would not take effect)" for key, reason in silent))
     layout, world_tools = None, frozenset[str]()
     if fam.sandbox is not None:
         from .sandbox.environment import SandboxError
@@ -213,8 +215,16 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
 
 
 def error_location(loc: Sequence[Any]) -> str:
-    """A pydantic error location as a field path: ``messages[2].content``."""
+    """A pydantic error location as a field path: ``messages[2].content``.
+
+    The name of a model a union tried (or a tagged union chose) is left out: it names no field.
+    """
     out = ""
     for part in loc:
+        if isinstance(part, str) and part in _MODEL_NAMES:
+            continue
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "<root>"
+
+
+_MODEL_NAMES = frozenset(n for n in models.__all__ if n[:1].isupper())

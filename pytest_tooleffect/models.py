@@ -10,9 +10,20 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictInt, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    PrivateAttr,
+    StrictInt,
+    Tag,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 __all__ = [
     "Action",
@@ -83,6 +94,11 @@ class ToolSpec(_Model):
         return bool(self.annotations.readOnlyHint)
 
 
+def _criterion_key(criterion: str) -> str:
+    """A reply criterion as compared for contradiction: casefolded, whitespace collapsed."""
+    return " ".join(criterion.casefold().split())
+
+
 class Action(_Model):
     """One action: ``tool`` is a tool name, or ``None`` for "call no tool" (reply / stop).
 
@@ -102,7 +118,24 @@ class Action(_Model):
     @field_validator("must", "must_not", mode="before")
     @classmethod
     def _one_criterion(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
+        if isinstance(v, str):
+            return [v]
+        if not isinstance(v, list) or not all(isinstance(c, str) for c in v):
+            raise ValueError(f"a criterion is a sentence, or a list of sentences; got {v!r}")
+        return v
+
+    @field_validator("must", "must_not")
+    @classmethod
+    def _criteria_say_something(cls, v: list[str], info: ValidationInfo) -> list[str]:
+        for i, criterion in enumerate(v):
+            if not criterion.strip():
+                raise ValueError(f"criterion {i} is empty: each criterion is a sentence saying what the reply does")
+        if info.field_name == "must_not":
+            required = {_criterion_key(c) for c in info.data.get("must", ())}
+            both = [c for c in v if _criterion_key(c) in required]
+            if both:
+                raise ValueError(f"{both[0]!r} is both required (must) and forbidden (must_not): no reply can pass")
+        return v
 
     @model_validator(mode="after")
     def _null_has_no_args(self) -> Action:
@@ -136,6 +169,21 @@ class ParallelGroup(_Model):
 ValidAction = ParallelGroup | Action
 
 
+def _action_kind(v: Any) -> str:
+    """Which model a valid action is read as: a mapping with ``parallel`` is a group, else an action."""
+    if isinstance(v, ParallelGroup) or (isinstance(v, dict) and "parallel" in v):
+        return "ParallelGroup"
+    return "Action"
+
+
+# a valid action validated as the one model its shape names, so that an error is that model's
+# (an action's ``must``), never the other's ("parallel: field required"); the tags are the
+# models' names, which error locations leave out
+_TaggedAction = Annotated[
+    Annotated[ParallelGroup, Tag("ParallelGroup")] | Annotated[Action, Tag("Action")], Discriminator(_action_kind)
+]
+
+
 class ForbiddenAction(_Model):
     """An actively wrong action: a tool name, with ``args`` restricting it (absent = any args)."""
 
@@ -154,7 +202,7 @@ class ForbiddenAction(_Model):
 class Label(_Model):
     """The set of acceptable actions at a decision point, and the forbidden ones apart."""
 
-    valid_actions: list[ValidAction] = Field(min_length=1)
+    valid_actions: list[_TaggedAction] = Field(min_length=1)
     forbidden_actions: list[ForbiddenAction] = Field(default_factory=list)
     labelled_by: list[str] = Field(default_factory=list)
     notes: str | None = None

@@ -323,7 +323,9 @@ class Record(_Part):
     """How a failed decision of the no-tool class failed (:func:`no_tool_failure`); ``null`` otherwise."""
     reply_due: Literal["ask", "refuse", "answer"] | None = None
     """What the reply had to do where no tool was right (the ``reply`` of the label's ``tool: null``
-    action); absent when the label asks none, or null is not valid."""
+    action); absent when the label asks none, or null is not valid.  With several null actions
+    that ask different kinds it is the first one's (a property of the label, not of the reply:
+    ``verdict.matched`` and ``verdict.reply`` say which null action the reply was judged against)."""
     cost: Cost
     """What the decision spent (all ``null`` for a replayed decision)."""
     error: RecordError | None
@@ -551,7 +553,13 @@ def build_record(
 
 
 def reply_due(case: Case) -> str | None:
-    """The reply kind the label's first ``tool: null`` action asks for (``None``: none asked)."""
+    """The reply kind the label's first ``tool: null`` action that asks one asks for (``None``: none asked).
+
+    With several null actions asking different kinds (``ask`` or ``refuse``, say) this is the
+    first in label order whatever the reply did, so that a case stays in one ``reply_due`` group
+    of the report across policies and trials; the verdict's ``matched`` names the null action
+    the reply met (or came closest to).
+    """
     assert case.label is not None
     for alt in case.label.valid_actions:
         if isinstance(alt, Action) and alt.tool is None and alt.reply is not None:

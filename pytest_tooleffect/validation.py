@@ -326,7 +326,7 @@ def validate_case(case: Case, family: LoadedFamily) -> list[tuple[str, str]]:
     tools = {t.name: t for t in case.tools} if case.tools is not None else dict(family.tools_by_name)
     problems += _world_problems(case, family, tools)
     if case.tools is not None and (family.rules.fields or family.rules.composites):
-        problems += [("tools", f"the family's rule fields.{key}: {reason} (the rule would be ignored)")
+        problems += [("tools", f"the family's rule fields.{key}: {reason} (the rule would not take effect)")
                      for key, reason in rule_problems(family.rules, {t.name: t.parameters for t in case.tools or ()},
                                                       unknown_tools=False)]
     if case.label is None:

@@ -19,7 +19,7 @@ BLOCKS = re.findall(r"```yaml\n(.*?)```", README, re.S)
 def test_readme_examples_load_and_score(tmp_path: Path) -> None:
     family = next(b for b in BLOCKS if b.startswith("# cases/scheduling/family.yaml"))
     cases = next(b for b in BLOCKS if b.startswith("# cases/scheduling/cases.yaml"))
-    rules = next(b for b in BLOCKS if b.startswith("defaults:"))
+    rules = next(b for b in BLOCKS if b.startswith("version: 1 "))
     policies = next(b for b in BLOCKS if b.startswith("policies:"))
     fam_dir = tmp_path / "cases" / "scheduling"
     fam_dir.mkdir(parents=True)

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_tooleffect.cases import load_case_file, load_family
 from pytest_tooleffect.cli import main
-from pytest_tooleffect.models import Case, ToolSpec
+from pytest_tooleffect.models import Case, Label, ToolSpec
 from pytest_tooleffect.oracle import CompareContext, Verdict, parse_emission, score
 from pytest_tooleffect.records import Record, build_record, load_records, record_id, record_schema, reply_due
 from pytest_tooleffect.report import Report, dumps, render_terminal, report_schema, summarise
@@ -235,3 +235,21 @@ def test_shipped_cases_run_report_and_records_match_the_generated_schemas(tmp_pa
     # the judge's section (a hook's) and the run's metadata are the plugin's own
     plugin_report = {k: data[k] for k in Report.model_fields if k not in ("judge", "run") and k in data}
     assert rebuilt.stdout == dumps(plugin_report) + "\n"
+
+
+@pytest.mark.parametrize(("kinds", "text"), [
+    (["ask", "refuse"], "I can only organise meetings, so I can't book trains."),
+    (["refuse", "ask"], "Which of the two meetings should I book on Thursday?"),
+], ids=["refusal-against-ask-first", "question-against-refuse-first"])
+def test_with_two_null_actions_reply_due_is_the_first_and_the_verdict_names_the_one_met(
+        kinds: list[str], text: str) -> None:
+    case, tools, _ = _shipped()[0]
+    case = case.model_copy(update={"label": Label.model_validate(
+        {"valid_actions": [{"tool": None, "reply": k} for k in kinds]})})
+    assert case.label is not None
+    verdict = score({"content": text}, case.label, list(tools.values()))
+    rec = _record(case=case, verdict=verdict)
+    assert rec["reply_due"] == kinds[0]
+    assert rec["verdict"]["kind"] == "ok_no_tool" and rec["no_tool_failure"] is None
+    assert rec["verdict"]["matched"] == {"tool": None, "reply": kinds[1]}
+    assert rec["verdict"]["reply"]["reply"] == kinds[1] and rec["verdict"]["reply"]["ok"] is True

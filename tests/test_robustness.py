@@ -161,8 +161,12 @@ def test_scoring_errors_are_errors_not_decisions(pytester: pytest.Pytester) -> N
     (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
         "fields:\n  read_thread.thread_id: {predicates: [{pattern: '('}]}\n"), "*invalid regular expression*"),
     (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
-        "fields:\n  read_thred.thread_id: {compare: exact}\n"), "*rules for tools the family does not offer: "
-                                                                  "read_thred.thread_id"),
+        "fields:\n  read_thred.thread_id: {compare: exact}\n"),
+     "*family.yaml: oracle *demo.yaml: rules for tools the family does not offer: read_thred.thread_id (tools: *"),
+    (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(
+        "fields:\n  read_thread.thread_id: {predicates: [{range: {min: 1}}]}\n"),
+     "*family.yaml: oracle: *demo.yaml: fields.read_thread.thread_id: predicate range reads an integer or a "
+     "number; this is a string field: it would fail every call*"),
     (lambda fam, root: (fam / "family.yaml").write_text(
         "name: demo\ntools: [{name: x, parameters: {type: object, properties: [1]}}]\n"), "*parameters*"),
     (lambda fam, root: (root / "oracle" / "demo.yaml").write_text(

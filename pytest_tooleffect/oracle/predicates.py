@@ -17,7 +17,7 @@ from typing import Any
 from .context import CompareContext
 from .values import MISSING, is_number, json_key, normaliser, parse_datetime
 
-__all__ = ["REGISTRY", "PredicateFn", "evaluate", "register"]
+__all__ = ["INPUT_TYPES", "REGISTRY", "PredicateFn", "evaluate", "register"]
 
 #: A registered predicate: ``(argument, emitted value, ctx) -> (ok, reason)``; ``reason`` empty when ok.
 PredicateFn = Callable[[Any, Any, CompareContext], tuple[bool, str]]
@@ -25,12 +25,20 @@ PredicateFn = Callable[[Any, Any, CompareContext], tuple[bool, str]]
 #: The predicates by name.
 REGISTRY: dict[str, PredicateFn] = {}
 
+#: The JSON-schema types a predicate can accept, by name (the names of
+#: :func:`~.rulecheck.field_type`); a predicate absent here reads a value of any type.  A rule
+#: putting a predicate on a field whose declared type is not among them is refused at load
+#: (it would fail every call).
+INPUT_TYPES: dict[str, frozenset[str]] = {}
 
-def register(name: str) -> Callable[[PredicateFn], PredicateFn]:
+
+def register(name: str, types: frozenset[str] | None = None) -> Callable[[PredicateFn], PredicateFn]:
     """Register the decorated function as the predicate ``name`` (replacing any under that name).
 
     Args:
         name: the predicate's name in rules files.
+        types: the field types (``string``, ``number``, ``integer``, ``boolean``, ``array``,
+            ``object``, ``null``) whose values it can accept; ``None`` = any type.
 
     Returns:
         A decorator that registers its function and returns it unchanged.
@@ -39,6 +47,10 @@ def register(name: str) -> Callable[[PredicateFn], PredicateFn]:
 
     def add(fn: PredicateFn) -> PredicateFn:
         REGISTRY[name] = fn
+        if types is None:
+            INPUT_TYPES.pop(name, None)
+        else:
+            INPUT_TYPES[name] = frozenset(types)
         return fn
 
     return add
@@ -87,7 +99,7 @@ def _lookup(state: Mapping[str, Any], dotted: str) -> Any:
     return cur
 
 
-@register("within")
+@register("within", frozenset({"string"}))
 def within(arg: Any, g: Any, ctx: CompareContext) -> tuple[bool, str]:
     """The value is an instant inside the window ``{start, end}`` (either bound may be left out; bounds included).
 
@@ -113,7 +125,7 @@ def within(arg: Any, g: Any, ctx: CompareContext) -> tuple[bool, str]:
     return inside, "" if inside else f"{g} is outside the window {arg.get('start')} – {arg.get('end')}"
 
 
-@register("superset")
+@register("superset", frozenset({"array"}))
 def superset(arg: Any, g: Any, ctx: CompareContext) -> tuple[bool, str]:
     """The value is a list holding every required member (text through NFKC, casefold and strip).
 
@@ -180,7 +192,7 @@ def in_messages(arg: Any, g: Any, ctx: CompareContext) -> tuple[bool, str]:
     return ok, "" if ok else f"{g!r} does not appear in the conversation"
 
 
-@register("pattern")
+@register("pattern", frozenset({"string"}))
 def pattern(arg: Any, g: Any, ctx: CompareContext) -> tuple[bool, str]:
     """The value is a string the regular expression matches in full (:func:`re.fullmatch`).
 
@@ -197,7 +209,7 @@ def pattern(arg: Any, g: Any, ctx: CompareContext) -> tuple[bool, str]:
     return ok, "" if ok else f"{g!r} does not match /{arg}/"
 
 
-@register("range")
+@register("range", frozenset({"number", "integer"}))
 def range_(arg: Any, g: Any, ctx: CompareContext) -> tuple[bool, str]:
     """The value is a number in ``[min, max]`` (either bound may be left out; bounds included).
 

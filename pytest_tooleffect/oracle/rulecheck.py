@@ -15,7 +15,10 @@ file states is accepted and then silently ignored:
   reads no normalisers (``number``, ``date``, ``free_text``, ``any``, …);
 * ``order`` on a field that is not an array, or beside a comparator that does not walk arrays;
 * ``numeric_strings`` on a field that is not a number (and not ``compare: number``);
-* ``predicates`` on array items (``<array>[]``: predicates judge a field, never its items);
+* ``predicates`` on array items (``<array>[]``: predicates judge a field, never its items), and
+  a predicate on a field whose type it cannot accept (:data:`~.predicates.INPUT_TYPES`:
+  ``range`` reads numbers, ``superset`` arrays, ``pattern`` and ``within`` strings), which
+  would fail every call;
 * a rule below a field compared ``any`` or ``none`` (the comparator does not descend there), and
   a rule on a field that a group rule (``a+b``) already judges;
 * a group whose fields do not exist, or are not a date-time string and a zone string
@@ -30,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .predicates import INPUT_TYPES
 from .rules import Rule, RuleSet
 
 __all__ = ["COMPARE_TYPES", "field_type", "rule_problems"]
@@ -159,6 +163,13 @@ def _field_problems(rule: Rule, schema: Any, items_rule: bool, own_items_rule: b
     if rule.predicates and items_rule:
         out.append("predicates judge a field, not the items of an array: put them on the array "
                    "(superset, callable) or on the items' fields")
+    elif kind != "untyped":
+        for pred in rule.predicates:
+            name = next(iter(pred))
+            needs = INPUT_TYPES.get(name)
+            if needs is not None and kind not in needs:
+                out.append(f"predicate {name} reads {' or '.join(_a(t) for t in sorted(needs))}; this is "
+                           f"{_a(kind)} field: it would fail every call")
     return out
 
 

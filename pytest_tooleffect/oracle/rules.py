@@ -48,6 +48,8 @@ COMPARES = frozenset(
     {"exact", "string", "number", "boolean", "date", "datetime", "instant", "paired", "free_text", "any", "none"}
 )
 NORMALISERS = frozenset({"nfkc", "casefold", "strip", "collapse_whitespace", "strip_punctuation"})
+#: The rule-language versions a rules file may declare (``version:``; absent = the last).
+RULES_VERSIONS: tuple[int, ...] = (1,)
 PREDICATES = frozenset({"within", "superset", "equals_state", "in_messages", "pattern", "range", "callable"})
 _RULE_KEYS = frozenset({"compare", "normalise", "order", "predicates", "numeric_strings", "threshold", "rubric"})
 
@@ -298,7 +300,8 @@ class RuleSet:
         """Compile a parsed rules document.
 
         Raises:
-            RuleError: unknown keys, comparators, normalisers or predicates (names ``origin``).
+            RuleError: unknown keys, comparators, normalisers or predicates, or a ``version``
+                not in :data:`RULES_VERSIONS` (names ``origin``).
 
         """
         if not raw:
@@ -308,6 +311,10 @@ class RuleSet:
         extra = set(raw) - {"version", "defaults", "fields", "description"}
         if extra:
             raise RuleError(f"{origin}: unknown top-level keys {sorted(map(str, extra))}")
+        version = raw.get("version", RULES_VERSIONS[-1])
+        if isinstance(version, bool) or version not in RULES_VERSIONS:
+            raise RuleError(f"{origin}: version: {version!r} is not a version of the rule language this release "
+                            f"reads ({', '.join(map(str, RULES_VERSIONS))}; absent = {RULES_VERSIONS[-1]})")
         for section in ("defaults", "fields"):
             value = raw.get(section)
             if value is not None and not isinstance(value, Mapping):

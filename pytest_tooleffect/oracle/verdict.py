@@ -3,8 +3,9 @@
 Kind precedence: ``forbidden`` wins over every other failure; then ``malformed_call``,
 ``tool_when_none_needed`` (a tool was called, null was valid, the call matched no valid
 action), ``none_when_tool_needed``, ``wrong_tool``, ``right_tool_wrong_args``, and
-``wrong_reply`` (no tool was called where null is valid, but the reply fails what the null
-action says it must do: the name level is right, the reply wrong; scoring rule 6).  A call to a
+``wrong_reply`` (no tool was called where null is valid, but the reply fails what every null
+action says it must do: the name level is right, the reply wrong; scoring rule 6; with several
+null actions the reply passes when it meets any one of them).  A call to a
 tool not offered at the state is flagged on the verdict (``hallucinated``) whatever its kind.
 
 Parallel groups: the emitted calls are matched to one valid alternative as a multiset by an
@@ -66,7 +67,9 @@ class Verdict(NamedTuple):
         hallucinated: names of called tools that were not offered at the state (parsed calls
             and malformed calls with a readable name), in emitted order.
         reply: the reply's check against the null action's ``reply``/``must``/``must_not``,
-            when the turn called nothing and the matched null action has such criteria.
+            when the turn called nothing and the matched null action has such criteria (with
+            several null actions: the first the reply meets, else the one with the fewest
+            failing checks, the first among equals).
 
     """
 
@@ -200,24 +203,23 @@ class _CompiledLabel:
     and a deep copy or an unpickled copy of the label starts without it.
     """
 
-    __slots__ = ("alternatives", "forbidden", "null_action", "null_form", "source", "tools")
+    __slots__ = ("alternatives", "forbidden", "null_form", "nulls", "source", "tools")
     __hash__ = None  # type: ignore[assignment]
 
     def __init__(self, label: Label) -> None:
         # the lists it was made from: a copy with other lists (``model_copy(update=...)``) gets its own
         self.source = (label.valid_actions, label.forbidden_actions)
         alternatives = []
-        null_form = None
-        self.null_action: Action | None = None  # the first null alternative (its reply criteria)
+        nulls = []
         for alt in label.valid_actions:
             if isinstance(alt, Action) and alt.tool is None:
-                if null_form is None:
-                    null_form = _alt_dict(alt)
-                    self.null_action = alt
+                nulls.append((alt, _alt_dict(alt)))
             else:
                 alternatives.append(_Alternative(alt))
         self.alternatives: tuple[_Alternative, ...] = tuple(alternatives)
-        self.null_form: dict[str, Any] | None = null_form  # label form of the null alternative, when null is valid
+        # the null alternatives in label order, each with its label form (the verdict's ``matched``)
+        self.nulls: tuple[tuple[Action, dict[str, Any]], ...] = tuple(nulls)
+        self.null_form: dict[str, Any] | None = nulls[0][1] if nulls else None  # set when null is valid
         self.forbidden: tuple[ForbiddenAction, ...] = tuple(label.forbidden_actions)
         # the tools it was last scored with, by name (a state's tools rarely change between decisions)
         self.tools: tuple[list[int], dict[str, ToolSpec]] | None = None
@@ -460,13 +462,8 @@ def score(
     if em.malformed:
         return Verdict(_malformed_name_ok(em, lab), False, "malformed_call", emission=em, hallucinated=hallucinated)
     if not em.calls:
-        null = lab.null_action
-        if null is not None:
-            if not null.reply_criteria:
-                return Verdict(True, True, "ok_no_tool", matched=lab.null_form, emission=em)
-            check = judge_reply(em.text, null.reply, null.must, null.must_not, ctx, null.reason)
-            return Verdict(True, check.ok, "ok_no_tool" if check.ok else "wrong_reply", matched=lab.null_form,
-                           approximate=check.approximate, emission=em, reply=check)
+        if lab.nulls:
+            return _score_reply(em, lab.nulls, ctx)
         return Verdict(False, False, "none_when_tool_needed", emission=em)
 
     best: tuple[int, _Alternative, list[FieldResult]] | None = None
@@ -502,6 +499,31 @@ def score(
         approximate = approximate or r.approximate
     return Verdict(True, n_fail == 0, "ok" if n_fail == 0 else "right_tool_wrong_args", alt.form, tuple(res),
                    tuple(unruled), approximate, em)
+
+
+def _score_reply(em: Emission, nulls: Sequence[tuple[Action, dict[str, Any]]], ctx: CompareContext) -> Verdict:
+    """The verdict on a turn that called nothing, where null is valid (DESIGN.md scoring rule 6).
+
+    The reply passes when it meets any null alternative: one without reply criteria accepts any
+    reply; the others are judged in label order until one passes, which is the matched action.
+    When none passes, the matched action is the closest one: the fewest failing checks, the
+    first in label order among equals.
+    """
+    for null, form in nulls:
+        if not null.reply_criteria:
+            return Verdict(True, True, "ok_no_tool", matched=form, emission=em)
+    closest: tuple[ReplyCheck, dict[str, Any]] | None = None
+    approximate = False
+    for null, form in nulls:
+        check = judge_reply(em.text, null.reply, null.must, null.must_not, ctx, null.reason)
+        approximate = approximate or check.approximate
+        if check.ok:
+            return Verdict(True, True, "ok_no_tool", matched=form, approximate=approximate, emission=em, reply=check)
+        if closest is None or len(check.failures) < len(closest[0].failures):
+            closest = (check, form)
+    assert closest is not None  # ``nulls`` is not empty
+    check, form = closest
+    return Verdict(True, False, "wrong_reply", matched=form, approximate=approximate, emission=em, reply=check)
 
 
 def _not_offered(em: Emission, specs: Mapping[str, ToolSpec]) -> tuple[str, ...]:

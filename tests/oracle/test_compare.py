@@ -187,6 +187,10 @@ def test_forbidden_subset_mode_judges_only_label_keys() -> None:
     ({"fields": {"f.a+b": {"compare": "string"}}}, "fields judged together"),
     ({"fields": {"x": {"compare": "any"}}}, "a rule key is 'tool.field'"),
     ({"rules": {}}, "unknown top-level keys"),
+    ({"version": 99, "fields": {}}, r"version: 99 is not a version of the rule language this release reads \(1;"),
+    ({"version": "1"}, "version: '1' is not a version"),
+    ({"version": True}, "version: True is not a version"),
+    ({"version": None, "fields": {"f.x": {"compare": "any"}}}, "version: None is not a version"),
     ({"fields": {"f.x": {"compare": "exact", "normalise": ["casefold"]}}}, "exact .* takes no normalise"),
     ({"fields": {"f.x": {"compare": "exact", "threshold": 0.5}}}, "threshold and rubric are read by compare: free_text"),
     ({"fields": {"f.x": {"rubric": "polite"}}}, "threshold and rubric are read by compare: free_text"),
@@ -198,6 +202,11 @@ def test_rule_errors_name_the_key(doc: dict[str, Any], message: str) -> None:
     with pytest.raises(RuleError, match=message) as exc:
         RuleSet.from_mapping(doc, "oracle/demo.yaml")
     assert "oracle/demo.yaml" in str(exc.value)
+
+
+def test_a_rules_file_of_version_1_or_none_given_loads() -> None:
+    for doc in ({"version": 1, "fields": {"f.x": {"compare": "any"}}}, {"fields": {"f.x": {"compare": "any"}}}):
+        assert RuleSet.from_mapping(doc, "oracle/demo.yaml").lookup("f", "x") is not None
 
 
 def test_array_rule_normalise_applies_to_items() -> None:

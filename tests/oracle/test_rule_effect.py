@@ -78,7 +78,19 @@ ORDER_PAIRS = [(["a", "b"], ["b", "a"]), ([1, 2], [2, 1]), ([{"k": "a"}, {"k": "
 NORMALISE_PAIRS = {"casefold": ("Ab", "ab"), "strip": ("ab", " ab "), "strip_punctuation": ("a-b", "ab")}
 #: predicates that reject every sample value (after the comparison has passed)
 REJECTING = [{"pattern": "^zzz$"}, {"range": {"min": 1e9}}, {"superset": ["zzz"]},
-             {"within": {"start": "2099-01-01T00:00:00+00:00", "end": "2099-01-02T00:00:00+00:00"}}]
+             {"within": {"start": "2099-01-01T00:00:00+00:00", "end": "2099-01-02T00:00:00+00:00"}},
+             {"in_messages": True}]
+#: per predicate: an argument and the emitted values (of several types) it accepts with it; a
+#: predicate that loads on a field must accept one of them that fits the field's schema
+ACCEPTING: dict[str, tuple[Any, list[Any]]] = {
+    "pattern": (".*", ["ab", "Ab", "2025-03-19T10:00:00+01:00"]),
+    "range": ({"min": -1e9}, [12, 12.5]),
+    "superset": ([], [["a", "b"], [1, 2], [{"k": "a"}]]),
+    "within": ({"start": "2000-01-01T00:00:00+00:00"}, ["2025-03-19T10:00:00+01:00", "2025-03-19"]),
+    "in_messages": (True, ["ab", 12, True, ["a", "b"], {"k": "a"}, "2025-03-19T10:00:00+01:00", "Ab"]),
+}
+PRED_CTX = CompareContext(timezone="Europe/Madrid", messages=(
+    {"role": "user", "content": "ab Ab 12 True ['a', 'b'] {'k': 'a'} 2025-03-19T10:00:00+01:00"},))
 
 
 def _fits(value: Any, schema: dict[str, Any]) -> bool:
@@ -117,13 +129,13 @@ def _load(rule: dict[str, Any], position: str, field: dict[str, Any]) -> RuleSet
     return rules
 
 
-def _ok(rules: RuleSet, position: str, field: dict[str, Any], e: Any, g: Any) -> bool:
+def _ok(rules: RuleSet, position: str, field: dict[str, Any], e: Any, g: Any, ctx: CompareContext = CTX) -> bool:
     params, _ = _tool(position, field)
     expected, got = _wrap(position, e), _wrap(position, g)
-    slow = all(r.ok for r in compare_args(TOOL, params, expected, got, rules, CTX))
+    slow = all(r.ok for r in compare_args(TOOL, params, expected, got, rules, ctx))
     plan = compile_call(TOOL, params, expected, rules)
     plan.compile()
-    fast = all(r.ok for r in plan.run(got, CTX))
+    fast = all(r.ok for r in plan.run(got, ctx))
     assert slow == fast, (e, g)
     return slow
 
@@ -169,6 +181,14 @@ def _holds(rule: dict[str, Any], ftype: str, position: str) -> None:
     if isinstance(loaded, str):
         return  # refused at load, naming the key and the reason
     if "predicates" in rule:  # a rejecting predicate hides what the other parts accept: check them without it
+        # a predicate that loads on this field can accept some value of the field's type
+        name = next(iter(rule["predicates"][0]))
+        arg, values = ACCEPTING[name]
+        alone = _load({"compare": "none", "predicates": [{name: arg}]}, position, field)
+        assert not isinstance(alone, str), f"{name} on {ftype}: loads beside {rule}, refused alone: {alone}"
+        fitting = [v for v in values if _fits(v, field)]
+        assert any(_ok(alone, position, field, v, v, PRED_CTX) for v in fitting), (
+            f"{name} on {ftype} ({position}) loads but accepts none of {fitting}: it would fail every call")
         rest = {k: v for k, v in rule.items() if k != "predicates"}
         if rest and rest.get("compare") not in ("any", "none"):
             assert not isinstance(_load(rest, position, field), str), f"{rule}: refused without its predicates only"
@@ -205,6 +225,9 @@ ACCEPTED = [  # (rule, field type): each must load and take effect
     ({"compare": "string", "normalise": ["casefold"]}, "enum"), ({"order": "any"}, "objects"),
     ({"numeric_strings": True}, "integer"), ({"compare": "exact", "order": "any"}, "integers"),
     ({"compare": "any", "predicates": [{"pattern": "^zzz$"}]}, "string"), ({"compare": "free_text"}, "untyped"),
+    ({"predicates": [{"range": {"min": 1e9}}]}, "integer"), ({"predicates": [{"superset": ["zzz"]}]}, "strings"),
+    ({"predicates": [{"pattern": "^zzz$"}]}, "nullable-string"), ({"predicates": [{"range": {"min": 1e9}}]}, "untyped"),
+    ({"predicates": [{"in_messages": True}]}, "integer"),
 ]
 REFUSED = [  # (rule, field type, what the refusal says)
     ({"compare": "instant"}, "date-time", "compare: instant judges two fields together"),
@@ -219,6 +242,15 @@ REFUSED = [  # (rule, field type, what the refusal says)
     ({"compare": "date", "normalise": ["casefold"]}, "string", "normalise is not read by compare: date"),
     ({"order": "any"}, "string", "order is read on arrays"),
     ({"numeric_strings": True}, "string", "numeric_strings is read on number fields"),
+    ({"predicates": [{"range": {"min": 1}}]}, "string", "predicate range reads an integer or a number; this is a "
+                                                        "string field: it would fail every call"),
+    ({"predicates": [{"superset": ["a"]}]}, "string", "predicate superset reads an array; this is a string field"),
+    ({"predicates": [{"superset": ["a"]}]}, "object", "predicate superset reads an array; this is an object field"),
+    ({"predicates": [{"pattern": "^a"}]}, "integer", "predicate pattern reads a string; this is an integer field"),
+    ({"predicates": [{"pattern": "^a"}]}, "strings", "predicate pattern reads a string; this is an array field"),
+    ({"predicates": [{"within": {"start": "2025-01-01T00:00:00Z"}}]}, "number",
+     "predicate within reads a string; this is a number field"),
+    ({"predicates": [{"range": {"min": 1}}]}, "boolean", "predicate range reads an integer or a number"),
 ]
 
 
