@@ -19,6 +19,7 @@ The server listens on 127.0.0.1 only, with ``--jinja`` (the model's own chat tem
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -162,6 +163,17 @@ def ensure_server(cache: Path | None = None, version: str = LLAMA_CPP_PYTHON, jo
             raise LocalModelError(f"building llama-server needs {tool} (Debian: apt-get install cmake g++; "
                                   "scripts/ensure-build-tools does it)")
     target.parent.mkdir(parents=True, exist_ok=True)
+    # one build at a time per build id: a second process (another CI job, a test session) waits for
+    # the first and takes its binary, instead of compiling into the same folder beside it
+    with open(target.parent / ".build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.is_file():
+            return target
+        return _build(target, version, jobs, log)
+
+
+def _build(target: Path, version: str, jobs: int | None, log: Callable[[str], None] | None) -> Path:
+    """Download the sdist, build ``llama-server`` into ``target`` (the caller holds the build lock)."""
     build = target.parent / "build"
     with tempfile.TemporaryDirectory(prefix="tooleffect-llama-") as tmp:
         _say(log, f"downloading llama-cpp-python=={version} (sdist) ...")

@@ -114,3 +114,28 @@ def test_the_server_is_built_portable_and_cached_per_version_and_flags(monkeypat
     assert before.parent.name == localmodel.build_id() and before.parent.name.startswith(localmodel.LLAMA_CPP_PYTHON)
     monkeypatch.setattr(localmodel, "CMAKE_FLAGS", (*localmodel.CMAKE_FLAGS, "-DGGML_AVX512=ON"))
     assert localmodel.server_path(tmp_path) != before
+
+
+def test_two_processes_wanting_the_server_build_it_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A second caller waits on the build lock and takes the first one's binary (two builds into one
+    folder would clobber each other)."""
+    import threading
+    import time
+
+    built: list[Path] = []
+
+    def slow_build(target: Path, version: str, jobs: int | None, log: Any) -> Path:
+        built.append(target)
+        time.sleep(0.5)
+        target.write_bytes(b"#!/bin/sh\n")
+        return target
+
+    monkeypatch.setattr(localmodel, "_build", slow_build)
+    monkeypatch.delenv("TOOLEFFECT_LLAMA_SERVER", raising=False)
+    got: list[Path] = []
+    threads = [threading.Thread(target=lambda: got.append(localmodel.ensure_server(tmp_path))) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(built) == 1 and got == [localmodel.server_path(tmp_path)] * 2
