@@ -32,17 +32,20 @@ def main() -> None:
     os.environ["BENCH_BASE_URL"] = args.base_url
     os.environ["BENCH_API_KEY"] = "unused-local-key"
 
+    import asyncio
+
     from inspect_ai import Task, eval
     from inspect_ai.dataset import MemoryDataset, Sample
-    from inspect_ai.model import ChatMessageSystem, ChatMessageUser, get_model
+    from inspect_ai.model import get_model, messages_from_openai
     from inspect_ai.solver import Generate, TaskState, solver
     from inspect_ai.tool import ToolInfo, ToolParams
 
     requests = json.loads(args.requests.read_text())
-    kinds = {"system": ChatMessageSystem, "user": ChatMessageUser}
     samples = []
     for n, req in enumerate(requests):
-        messages = [kinds[m["role"]](content=m["content"]) for m in req["messages"]]
+        # the whole conversation as the agent saw it (assistant turns with tool calls, tool results):
+        # inspect-ai's own reader of OpenAI chat messages
+        messages = asyncio.run(messages_from_openai(req["messages"]))
         samples.append(Sample(input=messages, id=n, metadata={"tools": req["tools"]}))
 
     @solver
