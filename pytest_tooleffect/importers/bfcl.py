@@ -29,7 +29,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CATEGORIES", "bfcl_tool", "convert_schema", "import_bfcl", "label_from_ground_truth", "omit_required_empty"]
+__all__ = ["CATEGORIES", "bfcl_tool", "convert_schema", "import_bfcl", "label_from_ground_truth", "omit_required_empty",
+           "read_jsonl"]
 
 #: Category → (data file, possible-answer file or None for "no call expected").
 CATEGORIES: dict[str, tuple[str, str | None]] = {
@@ -120,7 +121,7 @@ def label_from_ground_truth(ground_truth: list[Mapping[str, Any]]) -> dict[str, 
     return {"valid_actions": [{"parallel": actions, "order_matters": False}], "labelled_by": ["bfcl"]}
 
 
-def _jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """The entries of a BFCL JSON-lines file.
 
     Raises:
@@ -190,7 +191,7 @@ def import_bfcl(source: Path, out: Path, categories: list[str] | None = None) ->
         if category not in CATEGORIES:
             raise ValueError(f"unknown BFCL category {category!r} (known: {', '.join(CATEGORIES)})")
         data_file, answer_file = CATEGORIES[category]
-        answers = {a["id"]: a["ground_truth"] for a in _jsonl(source / answer_file)} if answer_file else {}
+        answers = {a["id"]: a["ground_truth"] for a in read_jsonl(source / answer_file)} if answer_file else {}
         fam_dir = out / category
         fam_dir.mkdir(parents=True, exist_ok=True)
         (fam_dir / "family.yaml").write_text(FAMILY.format(category=category, out=fam_dir), encoding="utf-8")
@@ -202,7 +203,7 @@ def import_bfcl(source: Path, out: Path, categories: list[str] | None = None) ->
         n = 0
         rejected = []
         with open(fam_dir / "cases.jsonl", "w", encoding="utf-8") as fh:
-            for entry in _jsonl(source / data_file):
+            for entry in read_jsonl(source / data_file):
                 tools = [bfcl_tool(f) for f in entry["function"]]
                 if answer_file is None:
                     label: dict[str, Any] = {"valid_actions": [{"tool": None, "reason": "BFCL irrelevance: no "

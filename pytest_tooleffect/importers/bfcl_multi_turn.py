@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .bfcl import _jsonl, bfcl_tool
+from .bfcl import bfcl_tool, read_jsonl
 
 __all__ = ["MULTI_TURN", "EntryError", "check_entry", "import_multi_turn", "parse_call"]
 
@@ -186,7 +186,7 @@ def parse_call(text: str, signatures: dict[str, inspect.Signature]) -> tuple[str
 def _docs(source: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for path in sorted((source / "multi_turn_func_doc").glob("*.json")):
-        for spec in _jsonl(path):
+        for spec in read_jsonl(path):
             if not isinstance(spec.get("name"), str):
                 raise ValueError(f"{path}: a function document without a name")
             out[spec["name"]] = {**spec, "_file": path.stem}
@@ -340,7 +340,7 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
     activate()
     world = load_service().load_world("bfcl")
     data_file, answer_file = MULTI_TURN[category]
-    answers: dict[Any, Any] = {a.get("id"): a.get("ground_truth") for a in _jsonl(source / answer_file)}
+    answers: dict[Any, Any] = {a.get("id"): a.get("ground_truth") for a in read_jsonl(source / answer_file)}
     docs = _docs(source)
     fam_dir = out / category
     fam_dir.mkdir(parents=True, exist_ok=True)
