@@ -381,20 +381,10 @@ def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, An
             the file and the line).
         OSError: the file cannot be read.
     """
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    from .jsonl import read_objects
+
     out = []
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            c = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: line {n}: not valid JSON: {exc.msg}") from None
-        if not isinstance(c, dict):
-            raise ValueError(f"{path}: line {n}: a case is a JSON object, got {type(c).__name__}")
+    for n, c in read_objects(path, "a case"):
         missing = [k for k in needs if k not in c]
         if missing:
             raise ValueError(f"{path}: line {n}: field {missing[0]!r} is missing")
@@ -411,14 +401,19 @@ def _labelled_cases(path: Path) -> int:
         return 0
     import yaml
 
+    from .jsonl import json_lines
+
     try:
-        text = path.read_text(encoding="utf-8-sig")
         if path.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(text) or []
+            data = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or []
             items = data if isinstance(data, list) else [data]
         else:
-            items = [json.loads(line) for line in text.split("\n") if line.strip()]
-    except (OSError, UnicodeDecodeError, ValueError, yaml.YAMLError):
+            items = []
+            for _, value, why in json_lines(path):
+                if why is not None:
+                    return 1
+                items.append(value)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return 1
     return sum(1 for c in items if isinstance(c, dict) and c.get("label"))
 

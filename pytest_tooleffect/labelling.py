@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .jsonl import read_objects
+
 __all__ = ["action_set", "agreement", "label_class", "merge", "merge_agreeing", "name_set", "read_labels", "render",
            "revise"]
 
@@ -152,18 +154,8 @@ def read_labels(path: Path) -> dict[str, dict[str, Any]]:
     if not path.is_file():
         return {}
     out: dict[str, dict[str, Any]] = {}
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    for n, line in enumerate(text.split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}: line {n}: not valid JSON: {exc.msg}") from exc
-        if not isinstance(d, dict) or "id" not in d:
+    for n, d in read_objects(path, "a label"):
+        if "id" not in d:
             raise ValueError(f"{path}: line {n}: field 'id' is missing")
         label = d.get("label", d)
         out[str(d["id"])] = {"id": d["id"], **(label if isinstance(label, dict) else {})}

@@ -645,14 +645,10 @@ class RecordLog:
 def _lines(path: Path) -> list[tuple[int, Any]]:
     """``(line number, JSON value)`` of every non-blank line."""
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                out.append((n, json.loads(line)))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"line {n} is not JSON ({exc.msg}); a torn last line means the run was cut") from exc
+    for n, value, why in json_lines(path):
+        if why is not None:
+            raise ValueError(f"line {n}: {why}; a torn last line means the run was cut")
+        out.append((n, value))
     return out
 
 

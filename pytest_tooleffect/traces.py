@@ -144,22 +144,17 @@ def read_openai_jsonl(path: str | Path) -> Iterator[Run]:
     Raises:
         TraceError: a line that is not JSON or not a run (names the file and line).
     """
-    with open(path, encoding="utf-8-sig") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                doc = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise TraceError(f"{path}: line {n}: not valid JSON: {exc.msg}") from exc
-            if isinstance(doc, dict):
-                messages, run_id, tools = doc.get("messages"), str(doc.get("id", f"line{n}")), doc.get("tools")
-            else:
-                messages, run_id, tools = doc, f"line{n}", None
-            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-                raise TraceError(f"{path}: line {n}: a run is a list of messages or {{messages: [...]}}")
-            system = next((m.get("content") for m in messages if m.get("role") == "system"), None)
-            yield Run(run_id=run_id, messages=messages, system_prompt=system, tools=tools)
+    for n, doc, why in json_lines(path):
+        if why is not None:
+            raise TraceError(f"{path}: line {n}: {why}")
+        if isinstance(doc, dict):
+            messages, run_id, tools = doc.get("messages"), str(doc.get("id", f"line{n}")), doc.get("tools")
+        else:
+            messages, run_id, tools = doc, f"line{n}", None
+        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+            raise TraceError(f"{path}: line {n}: a run is a list of messages or {{messages: [...]}}")
+        system = next((m.get("content") for m in messages if m.get("role") == "system"), None)
+        yield Run(run_id=run_id, messages=messages, system_prompt=system, tools=tools)
 
 
 def _attr_value(v: Any) -> Any:

@@ -474,5 +474,5 @@ def test_a_bfcl_possible_answer_file_that_is_not_json_is_named_with_its_line(tmp
     answers = src / MULTI_TURN["multi_turn_base"][1]
     answers.unlink()
     answers.write_text("{\"id\": \"multi_turn_base_0\", \"ground_truth\": []}\n{oops\n")
-    with pytest.raises(ValueError, match=rf"^{answers}:2: not JSON"):
+    with pytest.raises(ValueError, match=rf"^{answers}: line 2: not valid JSON"):
         import_multi_turn(src, tmp_path / "out", "multi_turn_base")

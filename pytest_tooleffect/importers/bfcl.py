@@ -25,12 +25,13 @@ outside ``cases/`` (default ``bfcl/``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CATEGORIES", "bfcl_tool", "convert_schema", "import_bfcl", "label_from_ground_truth", "omit_required_empty",
-           "read_jsonl"]
+from ..jsonl import read_objects
+
+__all__ = ["CATEGORIES", "bfcl_tool", "convert_schema", "import_bfcl", "label_from_ground_truth", "omit_required_empty"]
 
 #: Category → (data file, possible-answer file or None for "no call expected").
 CATEGORIES: dict[str, tuple[str, str | None]] = {
@@ -121,25 +122,6 @@ def label_from_ground_truth(ground_truth: list[Mapping[str, Any]]) -> dict[str, 
     return {"valid_actions": [{"parallel": actions, "order_matters": False}], "labelled_by": ["bfcl"]}
 
 
-def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
-    """The entries of a BFCL JSON-lines file.
-
-    Raises:
-        ValueError: a line that is not JSON or not a JSON object (names the file and the line).
-    """
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{n}: not JSON ({exc.msg}, column {exc.colno})") from None
-            if not isinstance(value, dict):
-                raise ValueError(f"{path}:{n}: not a JSON object")
-            yield value
-
-
 def omit_required_empty(label: dict[str, Any], tools: list[dict[str, Any]]) -> None:
     """BFCL lists ``""`` for some required parameters; a required argument cannot be omitted, so
     those alternatives are dropped (the call must carry the argument).
@@ -191,7 +173,7 @@ def import_bfcl(source: Path, out: Path, categories: list[str] | None = None) ->
         if category not in CATEGORIES:
             raise ValueError(f"unknown BFCL category {category!r} (known: {', '.join(CATEGORIES)})")
         data_file, answer_file = CATEGORIES[category]
-        answers = {a["id"]: a["ground_truth"] for a in read_jsonl(source / answer_file)} if answer_file else {}
+        answers = {a["id"]: a["ground_truth"] for _, a in read_objects(source / answer_file)} if answer_file else {}
         fam_dir = out / category
         fam_dir.mkdir(parents=True, exist_ok=True)
         (fam_dir / "family.yaml").write_text(FAMILY.format(category=category, out=fam_dir), encoding="utf-8")
@@ -203,7 +185,7 @@ def import_bfcl(source: Path, out: Path, categories: list[str] | None = None) ->
         n = 0
         rejected = []
         with open(fam_dir / "cases.jsonl", "w", encoding="utf-8") as fh:
-            for entry in read_jsonl(source / data_file):
+            for _, entry in read_objects(source / data_file):
                 tools = [bfcl_tool(f) for f in entry["function"]]
                 if answer_file is None:
                     label: dict[str, Any] = {"valid_actions": [{"tool": None, "reason": "BFCL irrelevance: no "

@@ -41,11 +41,12 @@ from __future__ import annotations
 import ast
 import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .bfcl import bfcl_tool, read_jsonl
+from ..jsonl import json_lines, read_objects
+from .bfcl import bfcl_tool
 
 __all__ = ["MULTI_TURN", "EntryError", "check_entry", "import_multi_turn", "parse_call"]
 
@@ -90,19 +91,6 @@ class EntryError(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.problem = message
-
-
-def _entries(path: Path) -> Iterator[tuple[int, Any, str | None]]:
-    """Each non-blank line of a data file: ``(line number, value, None)``, or
-    ``(line number, None, why)`` for a line that is not JSON.
-    """
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    yield n, json.loads(line), None
-                except json.JSONDecodeError as exc:
-                    yield n, None, f"{exc.msg}, column {exc.colno}"
 
 
 def check_entry(entry: Any, classes: dict[str, str]) -> None:
@@ -186,7 +174,7 @@ def parse_call(text: str, signatures: dict[str, inspect.Signature]) -> tuple[str
 def _docs(source: Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for path in sorted((source / "multi_turn_func_doc").glob("*.json")):
-        for spec in read_jsonl(path):
+        for _, spec in read_objects(path):
             if not isinstance(spec.get("name"), str):
                 raise ValueError(f"{path}: a function document without a name")
             out[spec["name"]] = {**spec, "_file": path.stem}
@@ -340,7 +328,7 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
     activate()
     world = load_service().load_world("bfcl")
     data_file, answer_file = MULTI_TURN[category]
-    answers: dict[Any, Any] = {a.get("id"): a.get("ground_truth") for a in read_jsonl(source / answer_file)}
+    answers: dict[Any, Any] = {a.get("id"): a.get("ground_truth") for _, a in read_objects(source / answer_file)}
     docs = _docs(source)
     fam_dir = out / category
     fam_dir.mkdir(parents=True, exist_ok=True)
@@ -359,12 +347,12 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
             on_reject(f"{source / data_file}: {where}: {field}: {problem} (conversation rejected)")
 
     with open(fam_dir / "cases.jsonl", "w", encoding="utf-8") as fh:
-        for line in _entries(source / data_file):
+        for line in json_lines(source / data_file):
             if limit is not None and counts["conversations"] + counts["conversations_rejected"] >= limit:
                 break
             n, entry, not_json = line
             if not_json is not None:
-                reject(f"line {n}", "entry", f"not JSON ({not_json})")
+                reject(f"line {n}", "entry", not_json)
                 continue
             eid: str = entry["id"] if isinstance(entry, dict) and isinstance(entry.get("id"), str) else f"line {n}"
             if eid not in answers:

@@ -76,18 +76,12 @@ def import_labelled_jsonl(path: Path, out: Path) -> tuple[dict[str, Any], list[s
 
     rows: list[tuple[int, dict[str, Any]]] = []
     problems: list[str] = []
-    with open(path, encoding="utf-8-sig") as fh:
-        for n, text in enumerate(fh, 1):
-            if not text.strip():
-                continue
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as exc:
-                problems.append(f"{path}: line {n}: not valid JSON ({exc.msg})")
-                continue
-            if not isinstance(value, dict) or not isinstance(value.get("messages"), list):
-                problems.append(f"{path}: line {n}: messages: each line needs a list of OpenAI messages")
-                continue
+    for n, value, why in json_lines(path):
+        if why is not None:
+            problems.append(f"{path}: line {n}: {why}")
+        elif not isinstance(value, dict) or not isinstance(value.get("messages"), list):
+            problems.append(f"{path}: line {n}: messages: each line needs a list of OpenAI messages")
+        else:
             rows.append((n, value))
     cases: list[tuple[dict[str, Any], Any]] = []
     tool_sets: dict[str, Any] = {}
