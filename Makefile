@@ -6,6 +6,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# the pinned peers' own environments (BFCL's checker, inspect-ai): defined before any rule names them
+BFCL_VENV := .venv-bfcl
+INSPECT_VENV := .venv-inspect
 # the shared data folder (datasets/), beside the checkout unless set
 SHARED ?= ../shared
 
@@ -83,7 +86,6 @@ bench-shards: $(STAMP)
 	$(BIN)/python bench/shards.py
 
 # BFCL conformance and speed: bfcl-eval (pinned) without its dependencies, in its own environment.
-BFCL_VENV := .venv-bfcl
 $(BFCL_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(BFCL_VENV)
 	$(BFCL_VENV)/bin/python -m pip install --quiet -e .
@@ -112,7 +114,6 @@ bench-bfcl-multi-turn: $(STAMP) sandbox-image $(BFCL_VENV)/.installed
 
 # Harness throughput against a local fixed-latency server, beside a bare asyncio + litellm loop and
 # inspect-ai (pinned, in its own environment) on the same 1,000 BFCL cases, endpoint and concurrency.
-INSPECT_VENV := .venv-inspect
 $(INSPECT_VENV)/.installed: Makefile
 	$(PYTHON) -m venv $(INSPECT_VENV)
 	$(INSPECT_VENV)/bin/python -m pip install --quiet --upgrade pip

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pytest_tooleffect import Policy
@@ -52,3 +54,17 @@ def test_readme_sandbox_example_is_a_valid_world_case() -> None:
     assert validate_case(case, fam) == []
     assert case.faults["calendar.create_event"].status == 503
     assert [e.describe() for e in case.forbidden_effects] == ["no event created"]
+
+
+def _phony_targets() -> list[str]:
+    text = (REPO / "Makefile").read_text(encoding="utf-8").replace("\\\n", " ")
+    line = next(line for line in text.splitlines() if line.startswith(".PHONY:"))
+    return line.removeprefix(".PHONY:").split()
+
+
+@pytest.mark.parametrize("target", _phony_targets())
+def test_every_make_target_resolves_its_prerequisites(target: str) -> None:
+    # make expands a rule's prerequisites as it reads the rule: a variable defined further down is
+    # empty there, and `make TARGET` stops with "No rule to make target".  -n runs nothing.
+    out = subprocess.run(["make", "-n", target], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
