@@ -21,6 +21,7 @@ from typing import IO, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .cases import label_hash
+from .jsonl import json_lines
 from .models import Action, Case, ToolSpec
 from .options import MAX_SHARDS
 from .oracle import Verdict

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .jsonl import json_lines
+
 __all__ = [
     "FORMATS",
     "DecisionPoint",

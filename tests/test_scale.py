@@ -36,11 +36,21 @@ def pytest_configure(config):
 
     terminal.getreports = counting
 
-def pytest_unconfigure(config):
+def _write(config):
     name = getattr(config, "workerinput", {}).get("workerid", "main")
     with open(config.rootpath / f"seen-{name}.json", "w") as fh:
         json.dump({"scanned": sum(SCANNED), "lookups": len(SCANNED),
                    "litellm": "litellm" in sys.modules}, fh)
+
+# a worker writes at session finish: its unconfigure can be cut short once it has told the
+# controller it finished; the controller writes after its terminal summary
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):
+        _write(session.config)
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        _write(config)
 """
 
 
@@ -130,9 +140,9 @@ def pytest_runtest_call(item):
         RAN.append(item.ref.id)
         HELD.append(sum(1 for x in LOADS if x is not None) - LOADS.count(None))
 
-def pytest_unconfigure(config):
-    name = getattr(config, "workerinput", {}).get("workerid", "main")
-    with open(config.rootpath / f"held-{name}.json", "w") as fh:
+def pytest_sessionfinish(session):  # not unconfigure: a worker's can be cut short once it has finished
+    name = getattr(session.config, "workerinput", {}).get("workerid", "main")
+    with open(session.config.rootpath / f"held-{name}.json", "w") as fh:
         json.dump({"loads": [x for x in LOADS if x is not None], "ran": RAN, "held": HELD}, fh)
 """
 
@@ -240,7 +250,10 @@ def pytest_collection_finish(session):
     importing = any(t.name == PRELOAD_THREAD for t in threading.enumerate())
     SEEN["at_collection_end"] = importing or "litellm" in sys.modules
 
-def pytest_unconfigure(config):
+def pytest_sessionfinish(session):
+    # at session finish, not unconfigure: a worker's unconfigure can be cut short once it has
+    # told the controller it finished (the controller then ends its process)
+    config = session.config
     name = getattr(config, "workerinput", {}).get("workerid", "main")
     SEEN["litellm"] = "litellm" in sys.modules
     (config.rootpath / f"startup-{name}.json").write_text(json.dumps(SEEN))

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..jsonl import json_lines
+
 __all__ = ["import_labelled_jsonl"]
 
 UNPLACED = "unplaced"
