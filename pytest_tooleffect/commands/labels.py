@@ -1,0 +1,385 @@
+"""The labelling commands: ``sample`` (decision points from traces into a case file), ``label``
+(export states for labelling, import the labels), ``merge`` and ``agree`` (several labellers' label
+files), ``calibrate-judge`` (an LLM judge against human verdicts) and ``generate`` (an authored
+family), with the case-file helpers they share.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["MAX_COUNT", "cmd_agree", "cmd_calibrate", "cmd_generate", "cmd_label", "cmd_merge", "cmd_sample"]
+
+#: the largest count a command accepts (buckets, quota per bucket): beyond it is a typo, not a plan
+MAX_COUNT = 100_000
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    """``tooleffect sample``: draw decision points from traces, stratified by position bucket, into
+    a family folder (its case file and ``family.yaml``).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0 when written; 2 for a count out of range, a labelled case file without ``--force``,
+        or traces that cannot be read (the reason on stderr).
+    """
+    import yaml
+
+    from ..sampling import sample_cases
+    from ..traces import TraceError
+
+    out = Path(args.out)
+    counts = {"--buckets": args.buckets, "--per-bucket": args.per_bucket, **{f"--quota {k}": v
+                                                                             for k, v in (args.quota or {}).items()}}
+    bad = [f"{k} {v}" for k, v in counts.items() if v is not None and not 1 <= v <= MAX_COUNT]
+    if bad:
+        print(f"tooleffect sample: {', '.join(bad)}: counts are whole numbers from 1 to {MAX_COUNT}", file=sys.stderr)
+        return 2
+    labelled = _labelled_cases(out / args.name)
+    if labelled and not args.force:
+        print(f"tooleffect sample: {out / args.name} holds {labelled} labelled cases; sampling again would replace "
+              "them. Choose another --out or --name, or pass --force (the old file is kept as a .bak copy)",
+              file=sys.stderr)
+        return 2
+    quota = args.quota or ({f"q{i + 1}": args.per_bucket for i in range(args.buckets)} if args.buckets
+                           else {"first": 20, "middle": 20, "last": 20})
+    try:
+        cases, sample, hints = sample_cases(args.traces, quota, args.format, args.buckets, args.seed)
+    except (TraceError, OSError) as exc:
+        print(f"tooleffect sample: {exc}", file=sys.stderr)
+        return 2
+    out.mkdir(parents=True, exist_ok=True)
+    fam_path = out / "family.yaml"
+    family: dict[str, Any] = {}
+    if fam_path.is_file():
+        family = yaml.safe_load(fam_path.read_text(encoding="utf-8")) or {}
+    family.setdefault("name", out.name)
+    if hints["system_prompt"] and "system_prompt" not in family and "system_prompt_file" not in family:
+        family["system_prompt"] = hints["system_prompt"]
+    if args.tools:
+        family["tools_file"] = str(Path(args.tools).resolve())
+    elif hints["tools"] and "tools" not in family and "tools_file" not in family:
+        family["tools"] = hints["tools"]
+    if hints["per_case_tools"]:
+        print("tooleffect sample: the runs offered different tools: each case carries its run's tools",
+              file=sys.stderr)
+    family["seed"] = args.seed
+    family["quota"] = dict(sample.quota)
+    family["population"] = dict(sample.population)
+    backup = None
+    if labelled:
+        import datetime
+        import shutil
+
+        stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+        backup = out / f"{args.name}.{stamp}.bak"
+        shutil.copy2(out / args.name, backup)
+        print(f"tooleffect sample: {labelled} labelled cases of {out / args.name} kept in {backup}", file=sys.stderr)
+    fam_path.write_text(yaml.safe_dump(family, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    with open(out / args.name, "w", encoding="utf-8") as fh:
+        for c in cases:
+            fh.write(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n")
+    drawn = {b: len(v) for b, v in sample.items.items()}
+    print(json.dumps({"cases": len(cases), "drawn": drawn, "quota": sample.quota, "population": sample.population,
+                      "out": str(out / args.name)}))
+    return 0
+
+
+def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL case file, each with the keys ``needs``.
+
+    Raises:
+        ValueError: the file is not UTF-8, or a line is not a JSON object with those keys (names
+            the file and the line).
+        OSError: the file cannot be read.
+    """
+    from ..jsonl import read_objects
+
+    out = []
+    for n, c in read_objects(path, "a case"):
+        missing = [k for k in needs if k not in c]
+        if missing:
+            raise ValueError(f"{path}: line {n}: field {missing[0]!r} is missing")
+        out.append(c)
+    return out
+
+
+def _labelled_cases(path: Path) -> int:
+    """How many cases of an existing case file carry a label (JSONL or YAML; 0 when absent).
+
+    A file that cannot be read as cases counts as labelled (1): it is not replaced unasked.
+    """
+    if not path.is_file():
+        return 0
+    import yaml
+
+    from ..jsonl import json_lines
+
+    try:
+        if path.suffix in (".yaml", ".yml"):
+            data = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or []
+            items = data if isinstance(data, list) else [data]
+        else:
+            items = []
+            for _, value, why in json_lines(path):
+                if why is not None:
+                    return 1
+                items.append(value)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return 1
+    return sum(1 for c in items if isinstance(c, dict) and c.get("label"))
+
+
+def cmd_label(args: argparse.Namespace) -> int:
+    """``tooleffect label export|import``: write the states of case files for labelling, or copy
+    the filled labels into a case file.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0 when done; 1 when some labels are invalid (each named on stderr); 2 for a missing
+        option or labelling file.
+
+    Raises:
+        ValueError: a case line that is not a case (names the file and the line or case).
+        OSError: a file that cannot be read or written.
+    """
+    from ..labelling import read_labels, render
+
+    if args.action == "export":
+        if not args.out:
+            print("tooleffect label export: --out is required (the labelling file to write)", file=sys.stderr)
+            return 2
+        rows = []
+        for path in args.files:
+            for c in _case_lines(Path(path), ("id", "placement", "messages")):
+                try:
+                    state = render(c["id"], c["placement"], c["messages"])
+                except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                    raise ValueError(f"{path}: case {c['id']}: placement or messages not as a case has them "
+                                     f"({type(exc).__name__}: {exc})") from None
+                rows.append(json.dumps({"id": c["id"], "state": state, "valid_actions": [], "forbidden_actions": [],
+                                        "labelled_by": args.labeller}, ensure_ascii=False))
+        Path(args.out).write_text("".join(r + "\n" for r in rows), encoding="utf-8")
+        print(f"tooleffect label export: {len(rows)} states to {args.out}; fill valid_actions (tool: null allowed) "
+              "and forbidden_actions, keep labelled_by")
+        return 0
+    # import: labels into a case file
+    from pydantic import ValidationError
+
+    from ..models import Label
+
+    if not args.labels:
+        print("tooleffect label import: --labels is required (the labelling file to read)", file=sys.stderr)
+        return 2
+    if not Path(args.labels).is_file():
+        print(f"tooleffect label import: --labels {args.labels}: no such file", file=sys.stderr)
+        return 2
+    labels = read_labels(Path(args.labels))
+    target = Path(args.files[0])
+    cases = _case_lines(target)
+    done, skipped, bad = 0, 0, 0
+    out_lines = []
+    for c in cases:
+        lab = labels.get(str(c["id"]))
+        if lab is not None and lab.get("valid_actions"):
+            keep = ("valid_actions", "forbidden_actions", "labelled_by", "notes")
+            label = {k: v for k, v in lab.items() if k in keep}
+            try:
+                Label.model_validate(label)
+            except ValidationError as exc:
+                print(f"{args.labels}: case {c['id']}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}",
+                      file=sys.stderr)
+                bad += 1
+            else:
+                c["label"] = label
+                done += 1
+        else:
+            skipped += 1
+        out_lines.append(json.dumps(c, ensure_ascii=False, sort_keys=True))
+    Path(args.out or target).write_text("\n".join(out_lines) + "\n", encoding="utf-8")
+    print(f"tooleffect label import: {done} labelled, {skipped} without a label, {bad} invalid")
+    return 0 if not bad else 1
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """``tooleffect merge``: the final labels of several labellers (adjudicated labels win) and the
+    list of states that need adjudication, beside ``--out``.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0 when written; 2 for a missing or unreadable label file.
+    """
+    from ..labelling import merge, read_labels
+
+    missing = [p for p in [*args.labels, *([args.adjudicated] if args.adjudicated else [])] if not Path(p).is_file()]
+    if missing:
+        print(f"tooleffect merge: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        labellers = [read_labels(Path(p)) for p in args.labels]
+        adjudicated = read_labels(Path(args.adjudicated)) if args.adjudicated else {}
+    except ValueError as exc:
+        print(f"tooleffect merge: {exc}", file=sys.stderr)
+        return 2
+    final, pending = merge(labellers, adjudicated)
+    with open(args.out, "w", encoding="utf-8") as fh:
+        for i, lab in sorted(final.items()):
+            fh.write(json.dumps({"id": i, **lab}, ensure_ascii=False, sort_keys=True) + "\n")
+    print(f"tooleffect merge: {len(final)} final labels to {args.out}; {len(pending)} need adjudication")
+    if pending:
+        path = Path(args.out).with_suffix(".adjudicate.jsonl")
+        with open(path, "w", encoding="utf-8") as fh:
+            for i in pending:
+                fh.write(json.dumps({"id": i, "labels": [lab.get(i) for lab in labellers]}, ensure_ascii=False) + "\n")
+        print(f"  listed in {path}: " + ", ".join(pending[:20]) + (" …" if len(pending) > 20 else ""))
+    return 0
+
+
+def cmd_agree(args: argparse.Namespace) -> int:
+    """``tooleffect agree``: the agreement of two labellers' label files on their shared
+    labelled states (exact sets, Krippendorff's alpha, per class, the disagreements).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0 when printed; 2 for a missing or malformed label file, or no shared labelled state.
+    """
+    from ..labelling import agreement, read_labels
+
+    missing = [p for p in (args.a, args.b) if not Path(p).is_file()]
+    if missing:
+        print(f"tooleffect agree: no such file: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    try:
+        a, b = read_labels(Path(args.a)), read_labels(Path(args.b))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        print(f"tooleffect agree: {exc}", file=sys.stderr)
+        return 2
+    for path, labels in ((args.a, a), (args.b, b)):
+        for cid, lab in labels.items():
+            acts = lab.get("valid_actions") if isinstance(lab, dict) else None
+            if not isinstance(acts, list) or not all(isinstance(x, dict) for x in acts):
+                print(f"tooleffect agree: {path}: case {cid}: valid_actions must be a list of actions", file=sys.stderr)
+                return 2
+    if not set(a) & set(b):
+        print(f"tooleffect agree: {args.a} and {args.b} share no case ids", file=sys.stderr)
+        return 2
+    # a state with no valid action is not labelled yet (label export writes valid_actions: []):
+    # agreeing on nothing is no agreement, so such states are left out and counted
+    unlabelled = {p: sorted(cid for cid in set(a) & set(b) if not labels[cid]["valid_actions"])
+                  for p, labels in ((args.a, a), (args.b, b))}
+    left_out = set(unlabelled[args.a]) | set(unlabelled[args.b])
+    a = {cid: lab for cid, lab in a.items() if cid not in left_out}
+    b = {cid: lab for cid, lab in b.items() if cid not in left_out}
+    for path, ids in unlabelled.items():
+        if ids:
+            print(f"tooleffect agree: {path}: {len(ids)} shared states have no valid action (not labelled yet), "
+                  f"left out: {', '.join(ids[:5])}{' …' if len(ids) > 5 else ''}", file=sys.stderr)
+    if not set(a) & set(b):
+        print(f"tooleffect agree: {args.a} and {args.b} share no labelled state", file=sys.stderr)
+        return 2
+    res = agreement(a, b)
+    if args.json:
+        print(json.dumps(res, indent=2))
+        return 0
+
+    def pct(x: float | None) -> str:
+        return "–" if x is None else f"{100 * x:.1f} %"
+
+    print(f"states compared: {res['n']}")
+    print(f"exact-set agreement: names {pct(res['exact_name'])}, actions with arguments {pct(res['exact_action'])}")
+    print(f"Krippendorff's alpha (MASI distance, NLTK): names {res['alpha_masi_name']:.3f}, "
+          f"actions {res['alpha_masi_action']:.3f}")
+    print(f"class agreement: {pct(res['class_agreement'])}")
+    for cls, row in sorted(res["per_class"].items()):
+        print(f"  class {cls} (by A): n={row['n']}, exact names {pct(row['exact_name'])}")
+    kinds: dict[str, int] = {}
+    for d in res["disagreements"]:
+        kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
+    print(f"disagreements: {len(res['disagreements'])} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
+    for d in res["disagreements"][: args.show]:
+        print(f"  {d['id']} [{d['kind']}]  A={d['a']}  B={d['b']}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``tooleffect calibrate-judge``: Cohen's kappa of an LLM judge against hand-labelled pairs,
+    written as JSON to ``--out``.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0 when written; 2 for a malformed pairs file or a judge that fails.
+    """
+    import datetime
+
+    from ..judge import Judge, JudgeError, calibrate
+    from ..labelling import read_labels
+
+    try:
+        pairs = list(read_labels(Path(args.pairs)).values())
+    except ValueError as exc:
+        print(f"tooleffect calibrate-judge: {exc}", file=sys.stderr)
+        return 2
+    bad = [p["id"] for p in pairs if p.get("human") not in ("pass", "fail") or "expected" not in p or "got" not in p]
+    if bad:
+        print(f"tooleffect calibrate-judge: {args.pairs}: pairs {bad[:5]} need expected, got and human: pass|fail",
+              file=sys.stderr)
+        return 2
+    judge = Judge(args.judge_model, args.api_base, Path(args.cache) if args.cache else None)
+    try:
+        result = calibrate(judge, pairs)
+    except JudgeError as exc:
+        print(f"tooleffect calibrate-judge: {exc}", file=sys.stderr)
+        return 2
+    result["measured_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    result["pairs_file"] = args.pairs
+    result["usage"] = judge.usage.to_dict()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    lo, hi = result["kappa_ci95"]
+    print(f"judge {result['model']} on {result['n']} pairs: agreement {100 * result['agreement']:.1f} %, "
+          f"Cohen's kappa {result['kappa']:.3f} (95 % CI {lo:.3f} to {hi:.3f}); written to {out}")
+    return 0
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    """``tooleffect generate``: an authored family from a spec (notes x placements).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0 when written; 2 for a spec that does not validate (each error on stderr) or is
+        refused.
+    """
+    from pydantic import ValidationError
+
+    from ..authored import generate
+
+    try:
+        counts = generate(Path(args.spec), Path(args.out))
+    except ValidationError as exc:
+        for e in exc.errors():
+            loc = ".".join(str(x) for x in e["loc"])
+            print(f"{args.spec}: {loc}: {e['msg']}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"tooleffect generate: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(counts))
+    return 0

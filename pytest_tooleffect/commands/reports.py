@@ -1,0 +1,278 @@
+"""The commands that read record logs: ``report`` (the report from one or more logs, shards
+merged), ``html`` (the self-contained page), ``baseline save``, ``compare`` (two runs decision by
+decision), and ``schema`` (the JSON Schemas of the files they read and write).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["cmd_baseline_save", "cmd_compare", "cmd_html", "cmd_report", "cmd_schema"]
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``tooleffect report``: the report from record logs (shards merged into one), as terminal
+    tables or JSON.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0 when printed; 2 for logs that do not merge.
+    """
+    from ..cases import FAMILY_FILE, FamilyError, load_family
+    from ..merging import MergeError, merge_logs
+    from ..report import dumps, render_terminal, summarise
+
+    meta = {}
+    root = Path(args.cases)
+    for fam_file in sorted(root.rglob(FAMILY_FILE)) if root.is_dir() else []:
+        try:
+            fam = load_family(fam_file.parent)
+        except FamilyError as exc:
+            print(f"tooleffect report: skipping {exc}", file=sys.stderr)
+            continue
+        meta[fam.name] = fam.meta
+    try:  # a line that is not JSON or not a record, a repeated record, two label sets: named
+        merged = merge_logs([Path(p) for p in args.records], args.duplicates)
+    except MergeError as exc:
+        print(f"tooleffect report: {exc}", file=sys.stderr)
+        return 2
+    report = summarise(merged.records, meta, status=merged.status)
+    if merged.shard_count is not None:
+        from ..report.model import MergedShards
+
+        report.shards = MergedShards(count=merged.shard_count, merged=merged.shards_merged,
+                                     missing=merged.shards_missing, logs=[str(p) for p in merged.logs],
+                                     duplicates_dropped=merged.duplicates_dropped)
+    if merged.duplicates_dropped:
+        print(f"tooleffect report: {merged.duplicates_dropped} repeated records left out (--duplicates "
+              f"{args.duplicates})", file=sys.stderr)
+    if merged.shards_missing:
+        from ..report.terminal import shard_ranges
+
+        missing = merged.shards_missing
+        print(f"tooleffect report: incomplete: shard{'s' if len(missing) > 1 else ''} {shard_ranges(missing)} "
+              f"of {merged.shard_count} missing", file=sys.stderr)
+    print(dumps(report) if args.json else render_terminal(report))
+    return 0
+
+
+def cmd_html(args: argparse.Namespace) -> int:
+    """``tooleffect html``: one self-contained HTML page from a record log (the report and a browser
+    of every decision) or from a JSON report (its tables only).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0 when written; 2 for a source that cannot be read or is neither a record log nor a
+        report, or an ``--out`` that cannot be written.
+    """
+    from ..cases import FAMILY_FILE, FamilyError, load_family
+    from ..records import load_records
+    from ..report.html import load_states, write_html
+    from ..report.model import Report
+    from ..report.summary import summarise
+
+    source, out = Path(args.source), Path(args.out)
+    try:
+        text = source.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"tooleffect html: {source}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report_json = json.loads(text)
+    except ValueError:
+        report_json = None  # a record log has one object per line
+    del text
+    cases = Path(args.cases)
+    if isinstance(report_json, dict) and "blocks" in report_json:  # a JSON report: its tables, no decision
+        try:
+            Report.model_validate(report_json)
+        except ValueError as exc:
+            print(f"tooleffect html: {source} is not a tooleffect report: {exc}", file=sys.stderr)
+            return 2
+        try:
+            write_html(out, report_json)
+        except OSError as exc:
+            print(f"tooleffect html: cannot write {out}: {exc}", file=sys.stderr)
+            return 2
+        print(f"tooleffect html: {out} written from the report {source} (no records: no decision browser; "
+              "give the record log for it)")
+        return 0
+    try:
+        records = load_records(source)
+    except (OSError, ValueError) as exc:
+        print(f"tooleffect html: {source}: {exc}", file=sys.stderr)
+        return 2
+    meta = {}
+    for fam_file in sorted(cases.rglob(FAMILY_FILE)) if cases.is_dir() else []:
+        try:
+            fam = load_family(fam_file.parent)
+        except FamilyError:
+            continue  # load_states names it on the page
+        meta[fam.name] = fam.meta
+    rows = [r.to_json() for r in records]
+    states = load_states([cases], wanted={(r["family"], r["case_id"]) for r in rows}) if cases.is_dir() else None
+    if states is None:
+        print(f"tooleffect html: {cases} is not a folder: the page has no conversations (--cases DIR)", file=sys.stderr)
+    else:
+        missing = _cases_not_found(rows, states.cases)
+        if missing:
+            print(f"tooleffect html: case files not found under {cases} for {', '.join(missing)}: "
+                  "their decisions have no conversation on the page (--cases DIR)", file=sys.stderr)
+    try:
+        write_html(out, summarise(records, meta), rows, states)
+    except OSError as exc:
+        print(f"tooleffect html: cannot write {out}: {exc}", file=sys.stderr)
+        return 2
+    print(f"tooleffect html: {out} written ({len(rows)} decisions)")
+    return 0
+
+
+def _cases_not_found(rows: list[dict[str, Any]], found: dict[str, dict[str, Any]]) -> list[str]:
+    """The families of ``rows`` whose cases are not in ``found`` (family → case id → state), each as
+    ``family`` (none found) or ``family (k of n cases)`` (some missing), in name order.
+    """
+    wanted: dict[str, set[str]] = {}
+    for r in rows:
+        wanted.setdefault(str(r["family"]), set()).add(str(r["case_id"]))
+    out = []
+    for fam, ids in sorted(wanted.items()):
+        lost = ids - set(found.get(fam, {}))
+        if lost == ids:
+            out.append(fam)
+        elif lost:
+            out.append(f"{fam} ({len(lost)} of {len(ids)} cases)")
+    return out
+
+
+def cmd_baseline_save(args: argparse.Namespace) -> int:
+    """``tooleffect baseline save``: a baseline file from an accepted run's record log.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0 when written; 2 for a log that cannot be read, holds no record, or is ``--out`` itself.
+    """
+    from ..baseline import Baseline, BaselineError
+    from ..records import read_records
+
+    path, out = Path(args.records), Path(args.out)
+    if out.exists() and path.exists() and out.resolve() == path.resolve():
+        print(f"tooleffect baseline save: --out {out} is the record log it reads; give the baseline its own path",
+              file=sys.stderr)
+        return 2
+    try:
+        records = read_records(path)
+    except OSError as exc:
+        print(f"tooleffect baseline save: {path}: cannot be read ({exc.strerror or exc})", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"tooleffect baseline save: {path}: {exc}", file=sys.stderr)
+        return 2
+    if not records:
+        print(f"tooleffect baseline save: {path}: no records (was anything scored?)", file=sys.stderr)
+        return 2
+    try:
+        baseline = Baseline.from_records(records, source=str(path))
+    except BaselineError as exc:
+        print(f"tooleffect baseline save: {exc}", file=sys.stderr)
+        return 2
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(baseline.dumps(), encoding="utf-8")
+    except OSError as exc:
+        print(f"tooleffect baseline save: --out {out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    d = list(baseline.decisions.values())
+    passed = sum(1 for x in d if x.passed)
+    errors = sum(1 for x in d if x.outcome == "error")
+    print(f"tooleffect baseline: {len(d)} decisions ({passed} passed, {len(d) - passed - errors} failed; {errors} "
+          f"errors, kept as errors and never compared) of {len(baseline.groups)} family x policy written to {out}")
+    for g in baseline.groups:
+        print(f"  {g.family}/{g.policy}: {g.decisions} decisions, label set {g.label_set_fingerprint}")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``tooleffect compare``: two runs decision by decision (flips, rates before and after, exact
+    McNemar), as text or JSON.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0 when B regressed nowhere; 1 when it did; 2 for bad input (unreadable runs, label
+        sets that differ without ``--shared-only``, no paired decision).
+    """
+    from ..baseline import BaselineError, load_runs
+    from ..comparison import compare, fingerprint_mismatches, render_comparison
+
+    try:
+        a, b = load_runs(Path(args.a)), load_runs(Path(args.b))
+    except BaselineError as exc:
+        print(f"tooleffect compare: {exc}", file=sys.stderr)
+        return 2
+    mismatches = fingerprint_mismatches(a, b)
+    if mismatches and not args.shared_only:
+        for family, policy, fa, fb in mismatches:
+            print(f"tooleffect compare: family {family}, policy {policy}: label-set fingerprints differ (A {fa}, "
+                  f"B {fb}): not one quantity measured twice; --shared-only compares the shared decisions whose "
+                  "labels did not change", file=sys.stderr)
+        return 2
+    comparison = compare(a, b, "skip")
+    if not comparison["totals"]["compared"]:
+        print(f"tooleffect compare: {args.a} and {args.b} pair no decision (decisions pair by record id: family, "
+              "case, policy and trial)", file=sys.stderr)
+        return 2
+    left = comparison["totals"]["left_out"]
+    comparison["restricted"] = {
+        "shared_only": bool(args.shared_only), "blocks": [f"{f}/{p}" for f, p, _, _ in mismatches],
+        "left_out": sum(left.values()) + comparison["totals"]["new"],
+        "by_reason": {**left, "only_in_b": comparison["totals"]["new"]}}
+    # as diff does: 0 when B regressed nowhere, 1 when it did (a CI step fails on it), 2 for bad input
+    status = 1 if comparison["totals"]["regressions"] else 0
+    if args.json:
+        print(json.dumps({"a": args.a, "b": args.b, **comparison}, indent=2))
+        return status
+    print(f"A = {args.a}\nB = {args.b}")
+    if mismatches:
+        r = comparison["restricted"]
+        reasons = ", ".join(f"{'only in B' if k == 'only_in_b' else k.replace('_', ' ')} {v}"
+                            for k, v in r["by_reason"].items() if v)
+        print(f"restricted to the shared decisions with unchanged labels (--shared-only; label sets differ in "
+              f"{', '.join(r['blocks'])}): {r['left_out']} decisions left out ({reasons})")
+    print(render_comparison(comparison), end="")
+    return status
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """``tooleffect schema``: print the JSON Schema of a case or family file, a record or a report.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0.
+    """
+    if args.what == "record":
+        from ..records import record_schema
+
+        schema = record_schema()
+    elif args.what == "report":
+        from ..report import report_schema
+
+        schema = report_schema()
+    else:
+        from ..models import Case, Family
+
+        schema = Case.model_json_schema() if args.what == "case" else Family.model_json_schema()
+    print(json.dumps(schema, indent=2))
+    return 0
