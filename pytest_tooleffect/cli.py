@@ -212,7 +212,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         return 2
     report = summarise(merged.records, meta, status=merged.status)
     if merged.shard_count is not None:
-        from .report.model import MergedShards
+        from .report.run_model import MergedShards
 
         report.shards = MergedShards(count=merged.shard_count, merged=merged.shards_merged,
                                      missing=merged.shards_missing, logs=[str(p) for p in merged.logs],
