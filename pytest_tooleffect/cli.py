@@ -232,7 +232,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def _cmd_html(args: argparse.Namespace) -> int:
     from .cases import FAMILY_FILE, FamilyError, load_family
-    from .records import load_records
+    from .record_log import load_records
     from .report.html import load_states, write_html
     from .report.model import Report
     from .report.summary import summarise
@@ -666,7 +666,7 @@ def _cmd_sandbox(args: argparse.Namespace) -> int:
 
 def _cmd_baseline_save(args: argparse.Namespace) -> int:
     from .baseline import Baseline, BaselineError
-    from .records import read_records
+    from .record_log import read_records
 
     path, out = Path(args.records), Path(args.out)
     if out.exists() and path.exists() and out.resolve() == path.resolve():

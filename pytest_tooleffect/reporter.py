@@ -21,7 +21,7 @@ import pytest
 from .family import FAMILY_FILE
 from .options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT, Settings, settings_key
 from .outputs import OutputProblems, output_problems_key, write_text
-from .records import RecordLog
+from .record_log import RecordLog
 from .redaction import redact_obj
 from .runinfo import git_state, now_utc, versions
 
