@@ -420,7 +420,7 @@ def load_runs(path: Path) -> Baseline:
     Raises:
         BaselineError: the file cannot be read or is neither (names the file and the field).
     """
-    from .records import read_records
+    from .record_log import read_records
 
     text = _read_text(path)
     try:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .records import load_records
+from .record_log import load_records
 
 __all__ = ["DUPLICATE_CHOICES", "MergeError", "Merged", "merge_logs", "record_logs"]
 

@@ -1,27 +1,23 @@
-"""Per-sample records: the typed :class:`Record`, the one function that makes one, and the JSONL log.
+"""Per-sample records: the typed :class:`Record` and the one function that makes one.
 
 A record is one JSON object per item (one case × policy × trial): a scored decision, or an error
 that is not the agent's decision (provider, agent, sandbox, oracle).  Its keys, in order, are the
 fields of :class:`Record`; the optional ones (the live turn's, the judge's, the sandbox's) are
 present only when the run produced them, and keys a ``pytest_tooleffect_modify_record`` hook adds
 are kept.  :func:`build_record` is the one place a record is made; :func:`record_schema` is its
-JSON Schema (``tooleffect schema record``).
-
-The log is appended and flushed line by line as records complete, so a crash loses nothing.
+JSON Schema (``tooleffect schema record``).  The log they are written to and read back from is
+:mod:`.record_log`'s.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Mapping
-from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .cases import label_hash
-from .jsonl import json_lines
 from .models import Action, Case, ToolSpec
 from .options import MAX_SHARDS
 from .oracle import Verdict
@@ -29,13 +25,11 @@ from .oracle import Verdict
 __all__ = [
     "RECORD_VERSION",
     "Record",
-    "RecordLog",
     "ShardRecord",
     "build_record",
-    "load_records",
+    "first_problem",
     "NO_TOOL_BUCKETS",
     "no_tool_failure",
-    "read_records",
     "item_name",
     "record_id",
     "record_schema",
@@ -549,7 +543,7 @@ def build_record(
     try:
         record = Record.model_validate(json.loads(json.dumps(raw, default=str)))
     except ValidationError as exc:
-        raise ValueError(f"record {raw['id']}: {_first_problem(exc)}") from exc
+        raise ValueError(f"record {raw['id']}: {first_problem(exc)}") from exc
     return record.to_json()
 
 
@@ -574,118 +568,17 @@ def _effect_failed(extra: Mapping[str, Any]) -> bool:
     return isinstance(effect, Mapping) and effect.get("passed") is False
 
 
-def _first_problem(exc: ValidationError) -> str:
-    """``field.path: message`` of the first error, and how many more there are."""
+def first_problem(exc: ValidationError) -> str:
+    """``field.path: message`` of the first error, and how many more there are.
+
+    Args:
+        exc: a failed validation of a record.
+
+    Returns:
+        One line: where the first error is and what it says, with the count of the others.
+    """
     errors = exc.errors()
     first = errors[0]
     where = ".".join(str(p) for p in first["loc"]) or "record"
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{where}: {first['msg']}{more}"
-
-
-class RecordLog:
-    """Append-only JSONL log; each record is written and flushed as it completes.
-
-    A write that fails (a full disk) does not raise: the log stops there, keeps what it had
-    flushed, and :attr:`error` says why (the reporter turns it into a failed exit status).
-
-    Args:
-        path: the log file (created, with its folder; an existing file is replaced).
-
-    Attributes:
-        written: records flushed to the file.
-        lost: records that came after a failed write and are not in the file.
-        error: the failed write's error, or ``None``.
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
-        self._lock = threading.Lock()
-        self.written = 0
-        self.lost = 0
-        self.error: OSError | None = None
-
-    def write(self, record: Mapping[str, Any]) -> None:
-        """Append one record (keys sorted) and flush it to the operating system."""
-        line = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
-        with self._lock:
-            if self._fh is None:
-                self.lost += 1
-                return
-            try:
-                self._fh.write(line + "\n")
-                self._fh.flush()
-            except OSError as exc:
-                self.error, self.lost = exc, self.lost + 1
-                self._drop()
-            else:
-                self.written += 1
-
-    def _drop(self) -> None:
-        fh, self._fh = self._fh, None
-        if fh is not None:
-            try:
-                fh.close()
-            except OSError:  # the unflushed tail of a failed write: already counted as lost
-                pass
-
-    def close(self) -> None:
-        """Close the file (a failure to flush is kept in :attr:`error`, not raised)."""
-        with self._lock:
-            fh, self._fh = self._fh, None
-            if fh is None:
-                return
-            try:
-                fh.close()
-            except OSError as exc:
-                self.error = self.error or exc
-
-
-def _lines(path: Path) -> list[tuple[int, Any]]:
-    """``(line number, JSON value)`` of every non-blank line."""
-    out = []
-    for n, value, why in json_lines(path):
-        if why is not None:
-            raise ValueError(f"line {n}: {why}; a torn last line means the run was cut")
-        out.append((n, value))
-    return out
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Read a record log back as JSON objects, unchecked.
-
-    Args:
-        path: the JSONL log.
-
-    Returns:
-        One JSON value per non-blank line.
-
-    Raises:
-        OSError: the file cannot be read.
-        ValueError: a line that is not JSON (names the line).
-    """
-    return [value for _, value in _lines(path)]
-
-
-def load_records(path: Path) -> list[Record]:
-    """Read a record log back and check every line against :class:`Record`.
-
-    Args:
-        path: the JSONL log.
-
-    Returns:
-        The records, in the log's order.
-
-    Raises:
-        OSError: the file cannot be read.
-        ValueError: a line that is not JSON or not a record (names the line and the field).
-    """
-    out = []
-    for n, value in _lines(path):
-        try:
-            out.append(Record.model_validate(value))
-        except ValidationError as exc:
-            raise ValueError(f"line {n} is not a tooleffect record ({_first_problem(exc)})") from exc
-    return out

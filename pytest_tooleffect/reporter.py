@@ -21,7 +21,7 @@ import pytest
 from .family import FAMILY_FILE
 from .options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT, Settings, settings_key
 from .outputs import OutputProblems, output_problems_key, write_text
-from .records import RecordLog
+from .record_log import RecordLog
 from .redaction import redact_obj
 from .runinfo import git_state, now_utc, versions
 
@@ -122,12 +122,12 @@ class Reporter:
             self._write_html(session, self.settings.html, data)
 
     def _run_info(self) -> Any:
-        """The report's ``run`` section (a :class:`~pytest_tooleffect.report.model.RunInfo`): times,
+        """The report's ``run`` section (a :class:`~pytest_tooleffect.report.run_model.RunInfo`): times,
         command, versions, the cases' commits, policy parameters.
         """
         import platform
 
-        from .report.model import GitState, RunInfo, Versions
+        from .report.run_model import GitState, RunInfo, Versions
 
         by_dir = git_state(Path(d) for d in sorted(set(self.family_dirs.values())))
         params = self.config.invocation_params

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT
-from pytest_tooleffect.records import read_records
+from pytest_tooleffect.record_log import read_records
 from pytest_tooleffect.report.html import load_states, render_html
 from tests.conftest import REPO
 

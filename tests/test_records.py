@@ -18,7 +18,8 @@ from pytest_tooleffect.cases import load_case_file, load_family
 from pytest_tooleffect.cli import main
 from pytest_tooleffect.models import Case, Label, ToolSpec
 from pytest_tooleffect.oracle import CompareContext, Verdict, parse_emission, score
-from pytest_tooleffect.records import Record, build_record, load_records, record_id, record_schema, reply_due
+from pytest_tooleffect.record_log import load_records
+from pytest_tooleffect.records import Record, build_record, record_id, record_schema, reply_due
 from pytest_tooleffect.report import Report, dumps, render_terminal, report_schema, summarise
 from tests.conftest import REPO
 

@@ -44,7 +44,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     report = summarise(merged.records, meta, status=merged.status)
     if merged.shard_count is not None:
-        from ..report.model import MergedShards
+        from ..report.run_model import MergedShards
 
         report.shards = MergedShards(count=merged.shard_count, merged=merged.shards_merged,
                                      missing=merged.shards_missing, logs=[str(p) for p in merged.logs],
@@ -74,7 +74,7 @@ def cmd_html(args: argparse.Namespace) -> int:
         report, or an ``--out`` that cannot be written.
     """
     from ..cases import FAMILY_FILE, FamilyError, load_family
-    from ..records import load_records
+    from ..record_log import load_records
     from ..report.html import load_states, write_html
     from ..report.model import Report
     from ..report.summary import summarise
@@ -162,7 +162,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         The exit status: 0 when written; 2 for a log that cannot be read, holds no record, or is ``--out`` itself.
     """
     from ..baseline import Baseline, BaselineError
-    from ..records import read_records
+    from ..record_log import read_records
 
     path, out = Path(args.records), Path(args.out)
     if out.exists() and path.exists() and out.resolve() == path.resolve():

@@ -4,8 +4,9 @@ One block per family × policy: families are separate populations and are never 
 
 Modules: :mod:`.arithmetic` (rates, micro- and macro-averages, Wilson intervals, round-half-up
 display, the label-set fingerprint), :mod:`.model` (the :class:`Report` models, :func:`dumps`
-and the generated JSON Schema), :mod:`.summary` (records → :class:`Report`), :mod:`.terminal`
-(:func:`render_terminal`).
+and the generated JSON Schema; their effect-level and run-level parts in :mod:`.effects_model`
+and :mod:`.run_model`, their shared bases in :mod:`.parts`), :mod:`.summary` (records →
+:class:`Report`), :mod:`.terminal` (:func:`render_terminal`).
 
 Each name is imported from its module on first use: building the report models takes a good part
 of a second, which a process that only gates or compares (or an xdist worker, which makes no
@@ -19,13 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .arithmetic import CLASSES, fingerprint, percent, rate_table, wilson_interval
-    from .model import REPORT_VERSION, Block, Report, RunInfo, dumps, report_schema
+    from .model import REPORT_VERSION, Block, Report, dumps, report_schema
+    from .run_model import RunInfo
     from .summary import summarise
     from .terminal import render_terminal
 
 _HOME = {"CLASSES": "arithmetic", "fingerprint": "arithmetic", "percent": "arithmetic", "rate_table": "arithmetic",
          "wilson_interval": "arithmetic", "REPORT_VERSION": "model", "Block": "model", "Report": "model",
-         "RunInfo": "model", "dumps": "model", "report_schema": "model", "summarise": "summary",
+         "RunInfo": "run_model", "dumps": "model", "report_schema": "model", "summarise": "summary",
          "render_terminal": "terminal"}
 
 

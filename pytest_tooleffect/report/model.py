@@ -6,18 +6,24 @@ declared in the order they are written; :func:`dumps` writes them, :func:`report
 schema generated from the models (``tooleffect schema report``).  Percentages are floats in
 [0, 100] (``*_pct``, unrounded) beside their display form (``*_display``, round half up, one
 digit, ``"–"`` for no rows).
+
+A block's effect level is :mod:`.effects_model`'s, the run-level parts (invalid cases, skipped
+items, the judge, shards, the run) are :mod:`.run_model`'s; the bases they share are :mod:`.parts`'s.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Annotated, Any, Final, Generic, Literal, TypeVar
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+from pydantic import Field, WithJsonSchema, field_validator
 
 from ..records import RecordError
 from .arithmetic import CLASSES
+from .effects_model import Effects
+from .parts import Closed, Count, Number, Part, Pct, PerClass, is_none
+from .run_model import InvalidFamily, JudgeSection, MergedShards, RunInfo, ShardOf, SkippedItems
 
 __all__ = [
     "CLASSES",
@@ -29,29 +35,17 @@ __all__ = [
     "ClassRates",
     "Comparison",
     "CostSummary",
-    "EffectRate",
-    "Effects",
     "ErrorEntry",
-    "GitState",
     "Headline",
-    "InvalidCase",
-    "InvalidFamily",
-    "JudgeSection",
     "KindCounts",
     "HallucinatedTools",
-    "MergedShards",
     "NoToolFailures",
-    "PerClass",
     "PostStratified",
     "Rate",
     "Repeats",
     "Report",
-    "RunInfo",
-    "SkippedItems",
     "SmallClass",
-    "ShardOf",
     "Spend",
-    "Versions",
     "dumps",
     "report_schema",
 ]
@@ -60,38 +54,8 @@ REPORT_VERSION: Final = 1
 KINDS = ("ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed", "forbidden",
          "right_tool_wrong_args", "malformed_call", "wrong_reply")
 
-Number = int | float  # sums of JSON numbers keep their type
-Pct = Annotated[float, Field(ge=0, le=100)]  # an exact proportion as a percentage
-Count = Annotated[int, Field(ge=0)]
-T = TypeVar("T")
 
-
-class _Part(BaseModel):
-    """Base of the report's models: keys in declared order, a docstring per field, keys added by
-    ``pytest_tooleffect_modifyreport`` hooks kept.
-    """
-
-    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True, ser_json_inf_nan="constants")
-
-
-class _Closed(_Part):
-    """A part whose keys are a fixed partition: no other key."""
-
-    model_config = ConfigDict(extra="forbid")
-
-
-class PerClass(_Closed, Generic[T]):
-    """One value per label class."""
-
-    single: T
-    """Exactly one valid action, a tool."""
-    several: T
-    """Two or more valid alternatives, none of them no tool."""
-    no_tool: T
-    """No tool is among the valid actions."""
-
-
-class Rate(_Part):
+class Rate(Part):
     """One class's rate at one level (name, or name + arguments)."""
 
     correct: Count
@@ -104,7 +68,7 @@ class Rate(_Part):
     """Wilson 95 % interval, percentages rounded to 4 digits; ``null`` for no rows."""
 
 
-class ClassRates(_Part):
+class ClassRates(Part):
     """One class's rows, weight and rates at both levels."""
 
     n: Count
@@ -120,7 +84,7 @@ class ClassRates(_Part):
     """Names and arguments are acceptable."""
 
 
-class Average(_Part):
+class Average(Part):
     """Micro- or macro-average at both levels."""
 
     name_pct: Pct | None
@@ -140,7 +104,7 @@ class Average(_Part):
     """95 % interval at the name + arguments level, as ``name_ci95_pct``."""
 
 
-class SmallClass(_Part):
+class SmallClass(Part):
     """A class with fewer rows than the report's minimum: how much one row weighs."""
 
     n: Count
@@ -151,7 +115,7 @@ class SmallClass(_Part):
     """Percentage points one row moves the macro-average: ``100 / (k n)``, ``k`` the classes with rows."""
 
 
-class Bucket(_Part):
+class Bucket(Part):
     """The rows of one position bucket."""
 
     n: Count
@@ -168,7 +132,7 @@ class Bucket(_Part):
     """``name_args_pct`` for display."""
 
 
-class KindCounts(_Part):
+class KindCounts(Part):
     """Scored rows per verdict kind (every kind listed, zeros included)."""
 
     ok: Count
@@ -191,7 +155,7 @@ class KindCounts(_Part):
     """No tool, where none was right, but a reply that fails what its label says it must do."""
 
 
-class ReplyDue(_Part):
+class ReplyDue(Part):
     """The no-tool rows whose label asks one reply kind of them."""
 
     n: Count
@@ -206,7 +170,7 @@ class ReplyDue(_Part):
     """``right_pct`` for display."""
 
 
-class NoToolFailures(_Closed):
+class NoToolFailures(Closed):
     """Failed rows of the no-tool class (at any level), each in exactly one bucket; they sum to the
     class's failures (``pytest_tooleffect.records.no_tool_failure`` sorts them, first match wins).
     """
@@ -227,7 +191,7 @@ class NoToolFailures(_Closed):
     """The rest (a call without a name; an effect failure after an acceptable decision)."""
 
 
-class HallucinatedTools(_Closed):
+class HallucinatedTools(Closed):
     """Decisions that called a tool not offered at their state, counted apart in every class."""
 
     classes: PerClass[Count]
@@ -236,7 +200,7 @@ class HallucinatedTools(_Closed):
     """The names called that were not offered, with how many decisions called each, most first."""
 
 
-class Spend(_Part):
+class Spend(Part):
     """What a set of decisions spent."""
 
     n: Count
@@ -249,7 +213,7 @@ class Spend(_Part):
     """Rows with no price."""
 
 
-class ExpensiveDecision(_Part):
+class ExpensiveDecision(Part):
     """One of the most expensive decisions."""
 
     id: str
@@ -264,7 +228,7 @@ class ExpensiveDecision(_Part):
     """US dollars."""
 
 
-class CostSummary(_Part):
+class CostSummary(Part):
     """Cost of a block's scored decisions (``null`` totals: nothing known; ``*_unknown``: rows not known)."""
 
     input_tokens: Number | None
@@ -297,7 +261,7 @@ class CostSummary(_Part):
     """Decisions that came from the model cache."""
 
 
-class ErrorEntry(_Part):
+class ErrorEntry(Part):
     """An item that was not scored."""
 
     id: str
@@ -314,7 +278,7 @@ class ErrorEntry(_Part):
         return value
 
 
-class PostStratified(_Part):
+class PostStratified(Part):
     """The production rate estimated from per-bucket rates (an estimate, only as good as its weights)."""
 
     weights_from: Literal["production", "population"]
@@ -331,7 +295,7 @@ class PostStratified(_Part):
     """``name_args_pct`` for display."""
 
 
-class Repeats(_Part):
+class Repeats(Part):
     """Repeated trials of the same cases (``--tooleffect-repeats``)."""
 
     trials: int
@@ -344,155 +308,7 @@ class Repeats(_Part):
     """Share of cases whose verdict differs between trials."""
 
 
-class EffectRate(_Part):
-    """One class's rate at the effect level."""
-
-    n: Count
-    """Rows of the class run in a sandbox."""
-    correct: Count
-    """Rows whose end state meets the effects."""
-    rate_pct: Pct | None
-    """``correct / n`` as a percentage; ``null`` for no rows."""
-    rate_display: str
-    """``rate_pct`` for display."""
-    wilson95_pct: tuple[float, float] | None
-    """Wilson 95 % interval, percentages; ``null`` for no rows."""
-
-
-class EffectKindCounts(_Part):
-    """Rows per effect kind."""
-
-    ok: Count
-    """The end state meets the effects."""
-    forbidden_effect: Count
-    """A forbidden change happened."""
-    unexpected_change: Count
-    """A change no effect allows."""
-    effect_missing: Count
-    """An expected change did not happen."""
-
-
-class RecoveryKinds(_Part):
-    """How the agent answered the first injected failure."""
-
-    retried: Count
-    """Called the failed tool again."""
-    other_path: Count
-    """Called other tools."""
-    told_user: Count
-    """Answered without a tool call."""
-    none: Count
-    """The rollout ended at its step limit right after the failure."""
-    not_observed: Count
-    """No step after the failure (a single decision, or a replay)."""
-
-
-class Recovery(_Part):
-    """Recovery from injected faults."""
-
-    observed: Count
-    """Rows where a failure fired and a next step was seen."""
-    recovered: Count
-    """Of those, rows that retried, took another path or told the user."""
-    rate_pct: Pct | None
-    """``recovered / observed``; ``null`` when nothing was observed."""
-    rate_display: str
-    """``rate_pct`` for display."""
-    by_kind: RecoveryKinds
-    """Rows per recovery kind."""
-
-
-class RolloutSummary(_Part):
-    """Self-steered rollouts (live policies only) against the single-step rate on the same cases."""
-
-    n: Count
-    """Cases rolled out."""
-    limit: int
-    """The step limit."""
-    single_step_pct: Pct
-    """First decision correct at name + arguments (teacher-forced, an upper bound)."""
-    single_step_display: str
-    """``single_step_pct`` for display."""
-    self_steered_pct: Pct
-    """End state meets the effects."""
-    self_steered_display: str
-    """``self_steered_pct`` for display."""
-    mean_steps: float
-    """Mean steps taken, 2 digits."""
-    stopped: dict[str, int]
-    """Rollouts per reason they stopped."""
-
-
-class ConversationSummary(_Part):
-    """Whole conversations played through by a live policy (self-steered) beside the teacher-forced
-    decisions of the same conversations.
-    """
-
-    n: Count
-    """Conversations played through."""
-    limit: int
-    """The step limit per user turn."""
-    passed: Count
-    """Conversations that passed every turn."""
-    self_steered_pct: Pct
-    """``passed / n``: whole-conversation success."""
-    self_steered_display: str
-    """``self_steered_pct`` for display."""
-    decisions: Count
-    """Decision points (scored rows) of the same conversations, teacher-forced."""
-    decisions_pct: Pct | None
-    """Decision points right at name + arguments and in effect (teacher-forced)."""
-    decisions_display: str
-    """``decisions_pct`` for display."""
-    turns: Count
-    """User turns of the same conversations with a scored decision point."""
-    turns_pct: Pct | None
-    """Turns whose every decision point is right (teacher-forced, per turn)."""
-    turns_display: str
-    """``turns_pct`` for display."""
-    kinds: dict[str, int]
-    """Conversations per verdict kind (``ok`` or the first failure's)."""
-
-
-class SandboxSummary(_Part):
-    """The sandboxes the rows ran in."""
-
-    providers: list[str]
-    """Providers, sorted."""
-    restrictions: list[str]
-    """Isolation measures in force in any sandbox, sorted."""
-    restrictions_missing: list[str]
-    """Isolation measures missing in any sandbox, sorted."""
-
-
-class Effects(_Part):
-    """Effect-level results of the rows run in a sandbox."""
-
-    n: Count
-    """Rows run in a sandbox."""
-    classes: PerClass[EffectRate]
-    """Rates per class."""
-    micro_pct: Pct | None
-    """Micro-average."""
-    micro_display: str
-    """``micro_pct`` for display."""
-    macro_pct: Pct | None
-    """Macro-average over the classes with rows."""
-    macro_display: str
-    """``macro_pct`` for display."""
-    kinds: EffectKindCounts
-    """Rows per effect kind."""
-    recovery: Recovery
-    """Recovery from injected faults."""
-    rollout: RolloutSummary | None
-    """Self-steered rollouts; ``null`` when none ran."""
-    conversations: ConversationSummary | None = None
-    """Conversations played through; ``null`` when none was."""
-    sandbox: SandboxSummary
-    """The isolation in force."""
-
-
-class Block(_Part):
+class Block(Part):
     """The results of one family under one policy."""
 
     family: str
@@ -558,7 +374,7 @@ class Block(_Part):
     """Effect-level results; ``null`` when no row ran in a sandbox."""
 
 
-class Headline(_Part):
+class Headline(Part):
     """One policy's headline figures in a comparison."""
 
     n: Count
@@ -577,7 +393,7 @@ class Headline(_Part):
     """Per-class rates at the name level."""
 
 
-class Comparison(_Part):
+class Comparison(Part):
     """Policies side by side on one family."""
 
     family: str
@@ -592,161 +408,7 @@ class Comparison(_Part):
     """Per policy, on the shared cases only."""
 
 
-class InvalidCase(_Part):
-    """A case (or a file, a family file, a family's policies) that failed validation and was not run."""
-
-    case_id: str | None
-    """The case's id; ``null`` for a problem of the file, the family file or the family's policies."""
-    file: str
-    """The file the problem is in."""
-    problems: list[str]
-    """One line per problem, naming the file, the case id and the field."""
-
-
-class InvalidFamily(_Part):
-    """A family's invalid cases: collected, never scored, counted here so they cannot vanish."""
-
-    family: str
-    """The family (its folder's name when the family file itself is invalid)."""
-    count: Count
-    """Invalid entries (cases, or a file or family that could not be read)."""
-    ids: list[str | None]
-    """Their case ids, sorted, ``null`` last for entries that are not one case."""
-    cases: list[InvalidCase]
-    """Each entry with its problems, in ``ids`` order."""
-
-
-class SkippedItems(_Part):
-    """Items of one family × policy that were collected and skipped (nothing to replay, no label, a skip marker)."""
-
-    family: str
-    """The family."""
-    policy: str
-    """The policy."""
-    count: Count
-    """Items skipped."""
-    reasons: dict[str, int]
-    """Items per reason, most first."""
-    ids: list[str]
-    """Their record ids, sorted."""
-
-
-class JudgeCalibration(_Part):
-    """The judge's last measured agreement with hand labels (``tooleffect calibrate-judge``)."""
-
-    n: int | None = None
-    """Hand-labelled pairs."""
-    agreement: float | None = None
-    """Share of pairs where judge and hand label agree."""
-    kappa: float | None = None
-    """Cohen's kappa."""
-    kappa_ci95: list[float] | None = None
-    """95 % interval of kappa."""
-    measured_at: str | None = None
-    """When it was measured."""
-
-
-class JudgeUsage(_Part):
-    """What the judge spent over the run (apart from the agent's cost)."""
-
-    calls: Number
-    """Judge calls."""
-    cached: Number
-    """Answers from the judge's cache."""
-    input_tokens: Number
-    """Prompt tokens."""
-    output_tokens: Number
-    """Completion tokens."""
-    cost_usd: Number | None
-    """US dollars; ``null`` when any call is unpriced."""
-
-
-def _none(value: Any) -> bool:
-    return value is None
-
-
-class JudgeSection(_Part):
-    """The LLM judge of free-text fields, written by the plugin's ``pytest_tooleffect_modifyreport``."""
-
-    model: str | None
-    """The judge's model; ``null`` when there is none."""
-    note: str | None = Field(default=None, exclude_if=_none)
-    """Without a judge: what judged free-text fields instead."""
-    calibration: JudgeCalibration | str | None = Field(default=None, exclude_if=_none)
-    """With a judge: its calibration, or why there is none."""
-    usage: JudgeUsage | None = Field(default=None, exclude_if=_none)
-    """With a judge: what it spent."""
-
-
-class ShardOf(_Part):
-    """One shard of a run."""
-
-    index: int
-    """The shard, 1…``count``."""
-    count: int
-    """How many shards the run was split into."""
-
-
-class MergedShards(_Part):
-    """The shards whose record logs were merged into one report."""
-
-    count: int
-    """How many shards the run was split into (from the records)."""
-    merged: list[int]
-    """The shards that have records, sorted."""
-    missing: list[int]
-    """The shards with no record: the report's status is then ``incomplete``."""
-    logs: list[str]
-    """The record logs read, in the order given."""
-    duplicates_dropped: int = 0
-    """Records left out as repeats of one already read (same id and trial; ``--duplicates``)."""
-
-
-class Versions(_Part):
-    """The versions of the packages the run used, from their installed metadata (never imported to read them)."""
-
-    plugin: str | None
-    """pytest-tooleffect."""
-    pytest: str | None
-    """pytest."""
-    litellm: str | None
-    """litellm (``null`` when it is not installed)."""
-    pytest_xdist: str | None
-    """pytest-xdist (``null`` when it is not installed)."""
-    python: str
-    """The Python interpreter (``3.11.7``)."""
-
-
-class GitState(_Part):
-    """The commit a family's folder was checked out at."""
-
-    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
-    """``HEAD``'s commit."""
-    dirty: bool
-    """A tracked file under the folder differed from the commit, or an untracked one was there."""
-
-
-class RunInfo(_Part):
-    """When and how the run was made (written by the plugin; absent from ``tooleffect report``)."""
-
-    started_at: str
-    """When the session started, ISO 8601 in UTC (``2026-12-01T22:51:00.123Z``)."""
-    ended_at: str
-    """When the report was made, ISO 8601 in UTC."""
-    command: list[str]
-    """The arguments pytest was run with (``config.invocation_params.args``)."""
-    directory: str
-    """The folder pytest was run from."""
-    versions: Versions
-    """The plugin's, pytest's, litellm's, pytest-xdist's and Python's versions."""
-    cases_git: dict[str, GitState]
-    """By family, the git commit of its folder; a family whose folder is in no git work tree is absent."""
-    policies: dict[str, dict[str, Any]]
-    """By policy name, its parameters (model or agent, api base, sampling parameters, overrides, settings);
-    never an api key or another secret."""
-
-
-class Report(_Part):
+class Report(Part):
     """The report of a run: one block per family × policy, comparisons, conventions."""
 
     version: Literal[1] = REPORT_VERSION
@@ -766,13 +428,13 @@ class Report(_Part):
     """Per family, the cases that failed validation (never scored), sorted by family."""
     skipped: list[SkippedItems] = Field(default_factory=list)
     """Per family × policy, the items collected and skipped, sorted."""
-    judge: JudgeSection | None = Field(default=None, exclude_if=_none)
+    judge: JudgeSection | None = Field(default=None, exclude_if=is_none)
     """The judge of free-text fields (written by the plugin; absent from ``tooleffect report``)."""
-    shard: ShardOf | None = Field(default=None, exclude_if=_none)
+    shard: ShardOf | None = Field(default=None, exclude_if=is_none)
     """The shard this run was (``--tooleffect-shard I/N``); absent from an unsharded run."""
-    shards: MergedShards | None = Field(default=None, exclude_if=_none)
+    shards: MergedShards | None = Field(default=None, exclude_if=is_none)
     """The shards ``tooleffect report`` merged (absent when the records carry no shard)."""
-    run: RunInfo | None = Field(default=None, exclude_if=_none)
+    run: RunInfo | None = Field(default=None, exclude_if=is_none)
     """When and how the run was made, with which versions, cases commit and policy parameters (written by
     the plugin; absent from ``tooleffect report``)."""
 

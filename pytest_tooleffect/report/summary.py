@@ -17,6 +17,16 @@ from typing import Any, Literal
 
 from ..records import Record
 from .arithmetic import exact_pct, fingerprint, macro_interval, percent, rate_table, wilson_interval
+from .effects_model import (
+    ConversationSummary,
+    EffectKindCounts,
+    EffectRate,
+    Effects,
+    Recovery,
+    RecoveryKinds,
+    RolloutSummary,
+    SandboxSummary,
+)
 from .model import (
     CLASSES,
     KINDS,
@@ -25,33 +35,23 @@ from .model import (
     Bucket,
     ClassRates,
     Comparison,
-    ConversationSummary,
     CostSummary,
-    EffectKindCounts,
-    EffectRate,
-    Effects,
     ErrorEntry,
     ExpensiveDecision,
     HallucinatedTools,
     Headline,
-    InvalidCase,
-    InvalidFamily,
     KindCounts,
     NoToolFailures,
-    PerClass,
     PostStratified,
     Rate,
-    Recovery,
-    RecoveryKinds,
     Repeats,
     ReplyDue,
     Report,
-    RolloutSummary,
-    SandboxSummary,
-    SkippedItems,
     SmallClass,
     Spend,
 )
+from .parts import PerClass
+from .run_model import InvalidCase, InvalidFamily, SkippedItems
 
 __all__ = ["CONVENTIONS", "summarise"]
 

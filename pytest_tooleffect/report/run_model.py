@@ -1,0 +1,178 @@
+"""The run-level parts of a report, as typed data: what was not scored, the judge, the shards and the run.
+
+Invalid cases (:class:`InvalidFamily`) and skipped items (:class:`SkippedItems`), the judge of
+free-text fields (:class:`JudgeSection`), the shard a run was or the shards a report merged
+(:class:`ShardOf`, :class:`MergedShards`), and when and how the run was made (:class:`RunInfo`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field
+
+from .parts import Count, Number, Part, is_none
+
+__all__ = [
+    "GitState",
+    "InvalidCase",
+    "InvalidFamily",
+    "JudgeCalibration",
+    "JudgeSection",
+    "JudgeUsage",
+    "MergedShards",
+    "RunInfo",
+    "ShardOf",
+    "SkippedItems",
+    "Versions",
+]
+
+
+class InvalidCase(Part):
+    """A case (or a file, a family file, a family's policies) that failed validation and was not run."""
+
+    case_id: str | None
+    """The case's id; ``null`` for a problem of the file, the family file or the family's policies."""
+    file: str
+    """The file the problem is in."""
+    problems: list[str]
+    """One line per problem, naming the file, the case id and the field."""
+
+
+class InvalidFamily(Part):
+    """A family's invalid cases: collected, never scored, counted here so they cannot vanish."""
+
+    family: str
+    """The family (its folder's name when the family file itself is invalid)."""
+    count: Count
+    """Invalid entries (cases, or a file or family that could not be read)."""
+    ids: list[str | None]
+    """Their case ids, sorted, ``null`` last for entries that are not one case."""
+    cases: list[InvalidCase]
+    """Each entry with its problems, in ``ids`` order."""
+
+
+class SkippedItems(Part):
+    """Items of one family × policy that were collected and skipped (nothing to replay, no label, a skip marker)."""
+
+    family: str
+    """The family."""
+    policy: str
+    """The policy."""
+    count: Count
+    """Items skipped."""
+    reasons: dict[str, int]
+    """Items per reason, most first."""
+    ids: list[str]
+    """Their record ids, sorted."""
+
+
+class JudgeCalibration(Part):
+    """The judge's last measured agreement with hand labels (``tooleffect calibrate-judge``)."""
+
+    n: int | None = None
+    """Hand-labelled pairs."""
+    agreement: float | None = None
+    """Share of pairs where judge and hand label agree."""
+    kappa: float | None = None
+    """Cohen's kappa."""
+    kappa_ci95: list[float] | None = None
+    """95 % interval of kappa."""
+    measured_at: str | None = None
+    """When it was measured."""
+
+
+class JudgeUsage(Part):
+    """What the judge spent over the run (apart from the agent's cost)."""
+
+    calls: Number
+    """Judge calls."""
+    cached: Number
+    """Answers from the judge's cache."""
+    input_tokens: Number
+    """Prompt tokens."""
+    output_tokens: Number
+    """Completion tokens."""
+    cost_usd: Number | None
+    """US dollars; ``null`` when any call is unpriced."""
+
+
+class JudgeSection(Part):
+    """The LLM judge of free-text fields, written by the plugin's ``pytest_tooleffect_modifyreport``."""
+
+    model: str | None
+    """The judge's model; ``null`` when there is none."""
+    note: str | None = Field(default=None, exclude_if=is_none)
+    """Without a judge: what judged free-text fields instead."""
+    calibration: JudgeCalibration | str | None = Field(default=None, exclude_if=is_none)
+    """With a judge: its calibration, or why there is none."""
+    usage: JudgeUsage | None = Field(default=None, exclude_if=is_none)
+    """With a judge: what it spent."""
+
+
+class ShardOf(Part):
+    """One shard of a run."""
+
+    index: int
+    """The shard, 1…``count``."""
+    count: int
+    """How many shards the run was split into."""
+
+
+class MergedShards(Part):
+    """The shards whose record logs were merged into one report."""
+
+    count: int
+    """How many shards the run was split into (from the records)."""
+    merged: list[int]
+    """The shards that have records, sorted."""
+    missing: list[int]
+    """The shards with no record: the report's status is then ``incomplete``."""
+    logs: list[str]
+    """The record logs read, in the order given."""
+    duplicates_dropped: int = 0
+    """Records left out as repeats of one already read (same id and trial; ``--duplicates``)."""
+
+
+class Versions(Part):
+    """The versions of the packages the run used, from their installed metadata (never imported to read them)."""
+
+    plugin: str | None
+    """pytest-tooleffect."""
+    pytest: str | None
+    """pytest."""
+    litellm: str | None
+    """litellm (``null`` when it is not installed)."""
+    pytest_xdist: str | None
+    """pytest-xdist (``null`` when it is not installed)."""
+    python: str
+    """The Python interpreter (``3.11.7``)."""
+
+
+class GitState(Part):
+    """The commit a family's folder was checked out at."""
+
+    commit: Annotated[str, Field(pattern=r"^[0-9a-f]{40}$")]
+    """``HEAD``'s commit."""
+    dirty: bool
+    """A tracked file under the folder differed from the commit, or an untracked one was there."""
+
+
+class RunInfo(Part):
+    """When and how the run was made (written by the plugin; absent from ``tooleffect report``)."""
+
+    started_at: str
+    """When the session started, ISO 8601 in UTC (``2026-12-01T22:51:00.123Z``)."""
+    ended_at: str
+    """When the report was made, ISO 8601 in UTC."""
+    command: list[str]
+    """The arguments pytest was run with (``config.invocation_params.args``)."""
+    directory: str
+    """The folder pytest was run from."""
+    versions: Versions
+    """The plugin's, pytest's, litellm's, pytest-xdist's and Python's versions."""
+    cases_git: dict[str, GitState]
+    """By family, the git commit of its folder; a family whose folder is in no git work tree is absent."""
+    policies: dict[str, dict[str, Any]]
+    """By policy name, its parameters (model or agent, api base, sampling parameters, overrides, settings);
+    never an api key or another secret."""
