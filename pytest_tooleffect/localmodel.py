@@ -38,6 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .processes import is_running
+
 __all__ = ["CMAKE_FLAGS", "LLAMA_CPP_PYTHON", "QWEN_05B", "LocalModelError", "Server", "Weights", "build_id",
            "cache_dir", "ensure_server", "ensure_weights", "install_built", "model_path", "running", "serve",
            "server_path", "stop"]
@@ -292,20 +294,6 @@ def _state_file(cache: Path | None = None) -> Path:
     return (cache or cache_dir()) / "run" / "llama-server.json"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (our own child, exited, not reaped) is not a server
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def _answers(port: int, timeout_s: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=timeout_s) as resp:  # noqa: S310
@@ -327,7 +315,7 @@ def running(cache: Path | None = None) -> Server | None:
         server = Server(int(doc["pid"]), int(doc["port"]), str(doc["model"]), str(doc["log"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if not _alive(server.pid) or not _answers(server.port):
+    if not is_running(server.pid) or not _answers(server.port):
         return None
     return server
 
@@ -426,12 +414,12 @@ def _terminate(pid: int, wait_s: float) -> int | None:
             proc.kill()
             proc.wait()
         return pid
-    if not _alive(pid):
+    if not is_running(pid):
         return None
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + wait_s
-    while _alive(pid) and time.monotonic() < deadline:
+    while is_running(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _alive(pid):
+    if is_running(pid):
         os.kill(pid, signal.SIGKILL)
     return pid

@@ -26,7 +26,6 @@ renamed ``tooleffect-kept-*`` and left alone.
 from __future__ import annotations
 
 import atexit
-import os
 import re
 import socket
 import struct
@@ -37,6 +36,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from ..processes import is_running
 from .environment import (
     Sandbox,
     SandboxError,
@@ -166,16 +166,6 @@ def _engine(what: str) -> Iterator[None]:
         raise SandboxError(f"{what}: the Docker engine failed: {one_line(exc)}") from None
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sandbox_containers(client: Any, *labels: str) -> list[tuple[Any, str, dict[str, str]]]:
     """The sandbox containers with these labels (``key=value``), as ``(container, name, labels)``.
 
@@ -226,7 +216,7 @@ def sweep_leftovers(client: Any) -> list[str]:
                 pid = int(labels.get(f"{LABEL}.pid", "0"))
             except ValueError:
                 pid = 0
-            if pid and _alive(pid):
+            if pid and is_running(pid):
                 continue
         else:
             continue
