@@ -22,9 +22,10 @@ from .agent import Agent, AgentError, load_agent
 from .cases import CaseRef, case_refs
 from .family import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, is_case_file, load_family
 from .models import Case, Policy, ToolSpec
-from .options import REPLAY, Settings, settings_key
+from .options import REPLAY
 from .outcomes import DecisionFailed
 from .records import item_name, record_id
+from .settings import Settings, settings_key
 
 __all__ = ["CLASS_MARKERS", "Agents", "CaseCollector", "CaseFile", "CaseItem", "Families", "InvalidCaseItem",
            "agents_key", "families_key", "scorer_key",

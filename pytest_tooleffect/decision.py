@@ -22,11 +22,12 @@ import pytest
 
 from .agent import AgentError, agent_state, call_agent_bounded, is_async, run_agent
 from .collect import CaseItem
-from .model_turn import ModelCache, ProviderError, TurnPool, api_key, finish_preload, preload_litellm, wait_turn
+from .model_turn import ModelCache, TurnPool, api_key, finish_preload, preload_litellm, wait_turn
 from .models import Case, ToolSpec
-from .options import Settings, settings_key
 from .outcomes import Failure, NotScored
+from .provider_errors import ProviderError
 from .sandboxing import SandboxRun, execute
+from .settings import Settings, settings_key
 
 __all__ = ["PREFETCH_GROUP", "Decision", "ModelTurns", "pool_key", "tooleffect_decision"]
 

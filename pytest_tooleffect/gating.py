@@ -28,10 +28,11 @@ from .gates import (
     RateFloors,
     load_gates,
 )
-from .options import OPT_SUMMARY_MD, settings_key
+from .options import OPT_SUMMARY_MD
 from .oracle import KINDS
 from .outputs import output_problems_key, write_text
 from .report import CLASSES, percent
+from .settings import settings_key
 
 __all__ = ["GateKeeper", "GateResult", "RunTally", "decide_exit", "evaluate", "unmatched_tables"]
 

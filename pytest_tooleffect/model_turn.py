@@ -15,11 +15,13 @@ the pool's concurrency in flight, each request admitted first by the pool's run-
 
 A provider failure (timeout, connection reset, 4xx/5xx, an invalid body) or an answer that is
 not a decision (the provider's safety layer stopped it, or it was cut off at the output cap:
-:func:`stop_failure`) raises :class:`ProviderError`; the plugin raises it during setup, so
-pytest reports an error, never a failed decision.  Retries (:func:`_complete`) are this
+:func:`~pytest_tooleffect.provider_errors.stop_failure`) raises
+:class:`~pytest_tooleffect.provider_errors.ProviderError` (which failures are retried, and after
+how long, is :mod:`pytest_tooleffect.provider_errors`'s to say); the plugin raises it during
+setup, so pytest reports an error, never a failed decision.  Retries (:func:`_complete`) are this
 module's alone: litellm's ``num_retries`` is off, so ``retries`` N makes at most N + 1 requests.
-The request's key comes from :func:`api_key`; every message of a :class:`ProviderError` has the
-run's known secrets redacted (:mod:`pytest_tooleffect.redaction`).
+The request's key comes from :func:`api_key`; every message of a ``ProviderError`` has the run's
+known secrets redacted (:mod:`pytest_tooleffect.redaction`).
 """
 
 from __future__ import annotations
@@ -38,37 +40,27 @@ from typing import Any, TypeVar
 
 from .models import Case, Policy, Price, ToolSpec
 from .oracle.names import NameMap, name_map  # re-exported: the mapping is the oracle's too
+from .provider_errors import (
+    MAX_RETRY_AFTER_S,
+    ProviderError,
+    backoff_s,
+    exception_chain,
+    native_reason,
+    provider_error,
+    retry_after_s,
+    retryable,
+    stop_failure,
+)
 from .ratelimit import Limiter, RateLimitTooSmall
-from .redaction import redact, redact_obj, register
+from .redaction import redact_obj, register
 
-__all__ = ["CONNECTION_RESET", "CONTENT_FILTER", "DEFAULT_MAX_TOKENS", "MAX_RETRY_AFTER_S", "PLACEHOLDER_KEY",
-           "RETRY_STATUSES", "TRUNCATED", "ModelCache", "NameMap", "Price", "ProviderError", "Turn", "TurnPool",
-           "api_key", "backoff_s", "build_request", "import_litellm", "name_map", "preload_litellm", "run_turn",
-           "stop_failure", "wait_turn"]
+__all__ = ["DEFAULT_MAX_TOKENS", "PLACEHOLDER_KEY", "ModelCache", "NameMap", "Price", "Turn", "TurnPool", "api_key",
+           "build_request", "import_litellm", "name_map", "preload_litellm", "run_turn", "wait_turn"]
 
 T = TypeVar("T")
 #: The output-token cap of a live request when the policy sets none (``Policy.max_tokens``): a
 #: decision is one call or a short reply, so this only stops a turn that runs away.
 DEFAULT_MAX_TOKENS = 4096
-
-
-class ProviderError(Exception):
-    """The provider failed; not a decision of the agent.
-
-    Attributes:
-        kind: the exception's class name (``Timeout``, ``InternalServerError``, …), or one of the
-            plugin's own: ``ConnectionReset``, ``RateLimit``, ``ContentFilter`` and
-            ``Truncated`` (an answer that is not a decision, :func:`stop_failure`).
-        message: the provider's message, shortened, with every known secret redacted.
-        status: the HTTP status of the provider's answer, when there was one.
-    """
-
-    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
-        message = redact(message)
-        super().__init__(f"{kind}: {message}")
-        self.kind = kind
-        self.message = message
-        self.status = status
 
 
 def _map_history(messages: Sequence[Mapping[str, Any]], names: NameMap) -> list[dict[str, Any]]:
@@ -413,34 +405,6 @@ def _wall_bound(timeout_s: float, retries: int) -> float:
     return timeout_s * (retries + 1) + 2.0 * retries + 1.0
 
 
-#: The error kind of a connection the provider's side reset (``ECONNRESET``), told apart from a
-#: timeout and from an HTTP error (litellm wraps it as a 500 ``InternalServerError``).
-CONNECTION_RESET = "ConnectionReset"
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    out: list[BaseException] = []
-    cur: BaseException | None = exc
-    while cur is not None and all(cur is not e for e in out):
-        out.append(cur)
-        cur = cur.__cause__ or cur.__context__
-    return out
-
-
-def _provider_error(exc: BaseException) -> ProviderError:
-    """The :class:`ProviderError` of a failed litellm call: a reset connection is ``ConnectionReset``;
-    else the exception's class name, with its HTTP status when it has one.
-    """
-    chain = _chain(exc)
-    message = " ".join(str(exc).split())[:500]
-    if any(isinstance(e, ConnectionResetError) for e in chain):
-        return ProviderError(CONNECTION_RESET, f"the connection was reset by the provider's side ({message})")
-    status = next((s for e in chain if isinstance(s := getattr(e, "status_code", None), int)), None)
-    if any(type(e).__name__ == "APIConnectionError" for e in chain[1:]) and status == 500:
-        return ProviderError("APIConnectionError", message)  # litellm reports a lost connection as a 500
-    return ProviderError(type(exc).__name__, message, status)
-
-
 async def _admit(limit: Limiter, tokens: int, flight_s: float) -> tuple[int, float]:
     """Wait until the rate limit admits one request; its slot and the seconds held back (slept,
     so a request admitted at once counts as not having waited).
@@ -464,28 +428,13 @@ def _estimate_tokens(litellm: Any, kwargs: Mapping[str, Any]) -> int:
         return len(json.dumps(kwargs["messages"], default=str)) // 4 + 1
 
 
-#: The statuses a request is retried on: 408 (request timeout), 429 (rate limited) and every 5xx.
-#: 400, 401, 403, 404, 409, 422 and other 4xx answers would fail the same way again.
-RETRY_STATUSES = frozenset({408, 429})
-#: The longest ``Retry-After`` honoured, in seconds: a provider asking for more ends the turn
-#: (an error outcome saying so) instead of stalling the run.
-MAX_RETRY_AFTER_S = 60.0
-
-
-def backoff_s(attempt: int) -> float:
-    """Seconds to wait before retry ``attempt + 1`` when the provider names no ``Retry-After``:
-    0.5, 1, 2, 2, … (exponential, capped at 2 s).
-    """
-    return min(2.0, 0.5 * 2.0 ** attempt)
-
-
 async def _complete(litellm: Any, kwargs: dict[str, Any], timeout_s: float, retries: int,
                     limit: Limiter | None) -> tuple[Any, float, float]:
     """One answer: the litellm response, seconds spent on the provider, seconds waited for the limit.
 
     The only retry layer: litellm's own (``num_retries``) and the OpenAI client's
     (``max_retries``) are off, so ``retries`` N makes at most N + 1 requests.  A failure is
-    retried only when :func:`_retryable` says so, after the provider's ``Retry-After`` (at most
+    retried only when :func:`retryable` says so, after the provider's ``Retry-After`` (at most
     :data:`MAX_RETRY_AFTER_S`) or else :func:`backoff_s`.  With a rate limit, every attempt is a
     request the limit admits first.  Each attempt is bounded on the wall clock by
     :func:`_wall_bound` of ``timeout_s``.
@@ -509,9 +458,9 @@ async def _complete(litellm: Any, kwargs: dict[str, Any], timeout_s: float, retr
             if limit is not None and slot is not None:
                 await asyncio.to_thread(limit.settle, slot)
             spent += time.perf_counter() - t0
-            if attempt == retries or not _retryable(exc):
+            if attempt == retries or not retryable(exc):
                 raise
-            after = _retry_after_s(exc.__cause__)
+            after = retry_after_s(exc.__cause__)
             if after is not None and after > MAX_RETRY_AFTER_S:
                 raise ProviderError(exc.kind, f"{exc.message} (the provider asked to retry after {after:g} s, "
                                               f"more than {MAX_RETRY_AFTER_S:g} s: not retried)") from None
@@ -528,52 +477,6 @@ async def _complete(litellm: Any, kwargs: dict[str, Any], timeout_s: float, retr
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def _retryable(exc: ProviderError) -> bool:
-    """Whether a failed attempt is worth another: a timeout, a connection reset or refused, a
-    408, 429 or 5xx answer.  Never a 400, 401, 403 or other 4xx, nor an unreadable 200.
-    """
-    if exc.kind in ("Timeout", CONNECTION_RESET, "APIConnectionError"):
-        return True
-    status = exc.status
-    if status is None:
-        return False
-    return status in RETRY_STATUSES or status >= 500
-
-
-def _retry_after_s(exc: BaseException | None) -> float | None:
-    """The seconds a provider's ``Retry-After`` (or ``retry-after-ms``) header asks for, or ``None``.
-
-    ``Retry-After`` is delta-seconds or an HTTP date (RFC 9110 section 10.2.3).
-    """
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        headers = getattr(exc, "litellm_response_headers", None)
-        response = getattr(exc, "response", None)
-        if headers is None and response is not None:
-            headers = getattr(response, "headers", None)
-        if headers is not None:
-            ms = headers.get("retry-after-ms")
-            if ms is not None:
-                try:
-                    return max(0.0, float(ms) / 1000.0)
-                except ValueError:
-                    pass
-            value = headers.get("retry-after")
-            if value is not None:
-                try:
-                    return max(0.0, float(value))
-                except ValueError:
-                    from email.utils import parsedate_to_datetime
-
-                    try:
-                        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-                    except (TypeError, ValueError):
-                        return None
-        exc = exc.__cause__ or exc.__context__
-    return None
-
-
 async def _bounded(call: Any, bound: float, timeout_s: float) -> Any:
     """Await ``call`` for at most ``bound`` seconds; every failure becomes a :class:`ProviderError`."""
     t0 = time.perf_counter()
@@ -582,70 +485,11 @@ async def _bounded(call: Any, bound: float, timeout_s: float) -> Any:
     except asyncio.CancelledError:
         raise
     except Exception as exc:  # every provider failure is an error outcome, never a verdict
-        if isinstance(exc, TimeoutError) or (time.perf_counter() - t0 >= bound
-                                             and not any(isinstance(e, ConnectionResetError) for e in _chain(exc))):
+        if isinstance(exc, TimeoutError) or (time.perf_counter() - t0 >= bound and not any(
+                isinstance(e, ConnectionResetError) for e in exception_chain(exc))):
             raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s per attempt "
                                            f"({bound:g} s in all)") from None
-        raise _provider_error(exc) from exc
-
-
-#: The error kind of an answer the provider's safety layer stopped (a refusal that is not the agent's choice).
-CONTENT_FILTER = "ContentFilter"
-#: The error kind of an answer cut off at the output-token cap (its calls may be cut mid-argument).
-TRUNCATED = "Truncated"
-#: Provider stop reasons as litellm keeps them raw (Gemini's ``native_finish_reason``, Anthropic's
-#: ``stop_reason``), for the cases litellm's mapped ``finish_reason`` hides: Gemini reports
-#: ``tool_calls`` whenever a call is present, even when the call was cut at ``MAX_TOKENS``.
-_NATIVE_FILTERED = frozenset({"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "LANGUAGE",
-                              "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT", "refusal"})
-_NATIVE_TRUNCATED = frozenset({"MAX_TOKENS", "max_tokens", "model_context_window_exceeded"})
-
-
-def _native_reason(choice: Mapping[str, Any]) -> str | None:
-    """The provider's own stop reason where litellm keeps it (``provider_specific_fields``), or ``None``."""
-    message = choice.get("message") if isinstance(choice.get("message"), Mapping) else None
-    where = (choice.get("provider_specific_fields"), message.get("provider_specific_fields") if message else None)
-    for fields in where:
-        if isinstance(fields, Mapping):
-            for k in ("native_finish_reason", "stop_reason"):
-                if isinstance(fields.get(k), str):
-                    return str(fields[k])
-    return None
-
-
-def stop_failure(choice: Mapping[str, Any], max_tokens: int | None = None) -> ProviderError | None:
-    """The error of an answer that is not a decision, from its stop reason; ``None`` for a decision.
-
-    litellm maps every provider's stop reason onto OpenAI's ``finish_reason``
-    (``litellm_core_utils/core_helpers.py``, ``map_finish_reason``): ``content_filter`` is OpenAI's
-    own, Anthropic's ``refusal``, Gemini's ``SAFETY``, ``RECITATION``, ``BLOCKLIST``,
-    ``PROHIBITED_CONTENT``, ``SPII``, ``LANGUAGE`` and ``OTHER``, Bedrock's ``guardrail_intervened``;
-    ``length`` is OpenAI's own, Anthropic's ``max_tokens`` (and ``pause_turn``, ``compaction``,
-    ``model_context_window_exceeded``), Gemini's ``MAX_TOKENS``.  The raw reason litellm keeps
-    (``provider_specific_fields``) is read too, because Gemini's mapped reason says ``tool_calls``
-    for a call cut at ``MAX_TOKENS``.
-
-    Args:
-        choice: ``choices[0]`` of litellm's response, as a dict.
-        max_tokens: the request's output cap, named in the message.
-
-    Returns:
-        :data:`CONTENT_FILTER` or :data:`TRUNCATED` as a :class:`ProviderError`, or ``None``.
-    """
-    finish = choice.get("finish_reason")
-    message = choice.get("message") if isinstance(choice.get("message"), Mapping) else {}
-    native = _native_reason(choice)
-    said = f"finish_reason {finish}" + (f", the provider's {native}" if native and native != finish else "")
-    if finish == "content_filter" or native in _NATIVE_FILTERED:
-        return ProviderError(CONTENT_FILTER, f"the provider's safety layer stopped the answer ({said}): "
-                                             "not a decision of the agent")
-    if finish == "length" or native in _NATIVE_TRUNCATED:
-        calls = len((message or {}).get("tool_calls") or [])
-        cut = f"; {calls} tool call(s) possibly cut mid-argument" if calls else ""
-        cap = f" of {max_tokens} tokens" if max_tokens else ""
-        return ProviderError(TRUNCATED, f"the answer was cut off at the output cap{cap} ({said}{cut}): not a "
-                                        "decision; raise the policy's max_tokens")
-    return None
+        raise provider_error(exc) from exc
 
 
 async def _turn(pool: TurnPool, kwargs: dict[str, Any], names: NameMap, model: str, timeout_s: float,
@@ -661,7 +505,7 @@ async def _turn(pool: TurnPool, kwargs: dict[str, Any], names: NameMap, model: s
     not_a_decision = stop_failure(data["choices"][0], kwargs.get("max_tokens"))
     if not_a_decision is not None:  # never cached: a later run asks again
         raise not_a_decision
-    if _native_reason(data["choices"][0]) == "MALFORMED_FUNCTION_CALL" and not message.get("tool_calls"):
+    if native_reason(data["choices"][0]) == "MALFORMED_FUNCTION_CALL" and not message.get("tool_calls"):
         # Gemini could not parse the call the model wrote, and litellm maps that to "stop" with no
         # call: the agent's own malformed call (scoring rule 1), never an abstention
         message["tool_calls"] = [{"id": "malformed_function_call", "type": "function",

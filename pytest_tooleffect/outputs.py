@@ -1,6 +1,6 @@
 """The files a run writes: checked before the first test, written so a failure loses nothing.
 
-Used by :mod:`~pytest_tooleffect.options` (the checks at configure time) and by the controller's
+Used by :mod:`~pytest_tooleffect.settings` (the checks at configure time) and by the controller's
 writers (the reporter, the gate keeper).  Three rules:
 
 * every output path is checked at start by *trying* it (opening an existing file for append,

@@ -1,7 +1,8 @@
 """The pytest entry point: registers the hooks and builds the plugin objects at configure time.
 
 Nothing else lives here.  The stages of the path of one case are modules of their own
-(``docs/design.md``, "Architecture"): :mod:`~pytest_tooleffect.options` →
+(``docs/design.md``, "Architecture"): :mod:`~pytest_tooleffect.options` (resolved by
+:mod:`~pytest_tooleffect.settings`) →
 :mod:`~pytest_tooleffect.collect` → :mod:`~pytest_tooleffect.decision` (with
 :mod:`~pytest_tooleffect.sandboxing`) → :mod:`~pytest_tooleffect.scoring` →
 :mod:`~pytest_tooleffect.records` → :mod:`~pytest_tooleffect.reporter` →
@@ -19,13 +20,14 @@ import pytest
 from .collect import CLASS_MARKERS, CaseCollector
 from .decision import ModelTurns, tooleffect_decision
 from .gating import GateKeeper
-from .options import addoptions, resolve, settings_key
+from .options import addoptions
 from .phases import PhaseReports
 from .regressions import BaselinePlugin
 from .reporter import JudgeSection, Reporter
 from .sandbox import registered_providers
 from .sandboxing import Sandboxes, tooleffect_sandbox
 from .scoring import Scorer, tooleffect_score
+from .settings import resolve, settings_key
 from .sharding import ShardSelector
 from .signals import TermAsInterrupt
 

@@ -21,8 +21,9 @@ import pytest
 from .baseline import Baseline, BaselineDecision, BaselineError, classify
 from .collect import CaseItem
 from .comparison import compare, summary_lines
-from .options import OPT_BASELINE, settings_key
+from .options import OPT_BASELINE
 from .outcomes import DecisionFailed
+from .settings import settings_key
 
 __all__ = ["BaselinePlugin", "Regression"]
 

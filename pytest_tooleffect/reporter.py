@@ -19,11 +19,12 @@ from typing import Any
 import pytest
 
 from .family import FAMILY_FILE
-from .options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT, Settings, settings_key
+from .options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT
 from .outputs import OutputProblems, output_problems_key, write_text
 from .record_log import RecordLog
 from .redaction import redact_obj
 from .runinfo import git_state, now_utc, versions
+from .settings import Settings, settings_key
 
 __all__ = ["JudgeSection", "Reporter", "rate_line"]
 

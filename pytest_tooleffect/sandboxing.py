@@ -20,12 +20,12 @@ import pytest
 
 from .collect import CaseItem
 from .models import Case, ToolSpec
-from .options import settings_key
 from .oracle import parse_emission
 from .oracle.conversation import ConversationVerdict, TurnCheck, judge_conversation
 from .oracle.effects import EffectVerdict, diff_worlds, judge_effects, reference_key
 from .outcomes import Failure, NotScored
 from .sandbox import Sandbox, SandboxError, SandboxProvider, World, provider_class
+from .settings import settings_key
 
 __all__ = ["FAILING_FAULTS", "SandboxRun", "Sandboxes", "StepRun", "conversation_verdict", "execute", "judge_effect",
            "recovery", "tooleffect_sandbox"]

@@ -16,13 +16,13 @@ import pytest
 
 from .collect import CaseItem, InvalidCaseItem, scorer_key
 from .decision import Decision
-from .options import settings_key
 from .oracle import CompareContext, Verdict, compile_label, parse_emission, score
 from .outcomes import DecisionFailed, Failure, NotScored
 from .records import build_record
 from .redaction import known, redact, redact_obj, register_environment
 from .runinfo import policy_params
 from .sandboxing import judge_effect
+from .settings import settings_key
 
 __all__ = ["Scorer", "record_key", "tooleffect_score"]
 

@@ -261,8 +261,9 @@ def test_live_path_reproduces_replay(tmp_path: Path, workers: int) -> None:
 
 
 def test_a_dripping_server_times_out_on_the_wall_clock(tmp_path: Path) -> None:
-    from pytest_tooleffect.model_turn import ProviderError, import_litellm, run_turn
+    from pytest_tooleffect.model_turn import import_litellm, run_turn
     from pytest_tooleffect.models import Case, Policy
+    from pytest_tooleffect.provider_errors import ProviderError
 
     case = Case.model_validate(_case("drip", {"valid_actions": [NULL]}))
     import_litellm()  # its import takes seconds and is not part of the bound being tested
@@ -479,8 +480,9 @@ def test_interrupt_drops_turns_not_yet_finished() -> None:
     """Ctrl-C (the pool cancelled): with one turn in flight at a time, the queued turns never reach the server."""
     import time
 
-    from pytest_tooleffect.model_turn import ProviderError, TurnPool, import_litellm, wait_turn
+    from pytest_tooleffect.model_turn import TurnPool, import_litellm, wait_turn
     from pytest_tooleffect.models import Case, Policy
+    from pytest_tooleffect.provider_errors import ProviderError
 
     import_litellm()
     pool = TurnPool(1)

@@ -12,16 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.model_turn import (
-    CONNECTION_RESET,
-    CONTENT_FILTER,
-    PLACEHOLDER_KEY,
-    TRUNCATED,
-    ProviderError,
-    TurnPool,
-    import_litellm,
-    run_turn,
-)
+from pytest_tooleffect.model_turn import PLACEHOLDER_KEY, TurnPool, import_litellm, run_turn
 from pytest_tooleffect.models import Case, Policy
 from pytest_tooleffect.options import (
     OPT_API_BASE,
@@ -34,6 +25,7 @@ from pytest_tooleffect.options import (
     OPT_SUMMARY_MD,
     OPT_TIMEOUT,
 )
+from pytest_tooleffect.provider_errors import CONNECTION_RESET, CONTENT_FILTER, TRUNCATED, ProviderError
 from pytest_tooleffect.ratelimit import RateLimit
 from pytest_tooleffect.redaction import REDACTED
 from pytest_tooleffect.scripted import Reply, ScriptedServer
