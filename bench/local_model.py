@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -127,10 +128,15 @@ def main() -> None:
         ids = [f"cases/{fam}" for fam in families]
         keep = " or ".join(body_id for body_id in _ids(families, args.cases))
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "pytest", *ids, "-q", "-p", "no:cacheprovider", "-k", keep,
-                        "--tooleffect-policy=local-qwen", "--tooleffect-sandbox=off", "--tooleffect-records=",
-                        "--tb=no", "-rN"], cwd=root, capture_output=True, text=True, check=False)
+        run = subprocess.run([sys.executable, "-m", "pytest", *ids, "-q", "-p", "no:cacheprovider", "-k", keep,
+                              "--tooleffect-policy=local-qwen", "--tooleffect-sandbox=off", "--tooleffect-records=",
+                              "--tb=no", "-rN"], cwd=root, capture_output=True, text=True, check=False)
         t_ours = time.perf_counter() - t0
+        outcomes = _outcomes(run.stdout)
+        decided = sum(outcomes.get(k, 0) for k in ("passed", "failed", "xfailed", "xpassed"))
+        if decided != n or outcomes.get("errors") or outcomes.get("error"):
+            sys.exit(f"the harness made {decided} decisions of {n} ({outcomes}): the comparison would be void\n"
+                     f"{run.stdout[-2000:]}{run.stderr[-2000:]}")
         (root / "requests.json").write_text(json.dumps(grouped))
         inspect: tuple[float, str] | str
         if args.inspect_python.is_file():
@@ -141,6 +147,10 @@ def main() -> None:
                                    server.model], capture_output=True, text=True, check=False)
             inspect = (time.perf_counter() - t0, proc.stdout.strip()[-300:]) if proc.returncode == 0 else \
                 f"exited {proc.returncode}: {proc.stderr[-500:]}"
+            if not isinstance(inspect, str):
+                done = json.loads(proc.stdout.strip().splitlines()[-1])
+                if done.get("samples") != n or done.get("errors"):
+                    inspect = f"inspect-ai completed {done.get('samples')} samples of {n}, errors {done.get('errors')}"
         else:
             inspect = f"{args.inspect_python} not found (make bench-local installs it)"
 
@@ -164,6 +174,12 @@ def main() -> None:
              t_ours / inspect[0], "<= 1", f"{t_ours:.1f} s against {inspect[0]:.1f} s")
     print(f"prefix cache: interleaved {t_mixed:7.1f} s  {per_min(t_mixed):6.2f} decisions/min; grouped / interleaved "
           f"decisions per minute {t_mixed / t_grouped:.2f}")
+
+
+def _outcomes(stdout: str) -> dict[str, int]:
+    """pytest's closing counts (``3 failed, 5 passed in 9.1s`` → ``{"failed": 3, "passed": 5}``)."""
+    last = next((line for line in reversed(stdout.splitlines()) if " in " in line and line.strip()), "")
+    return {word: int(count) for count, word in re.findall(r"(\d+) (\w+)", last.split(" in ")[0])}
 
 
 def _ids(families: list[str], n: int) -> list[str]:
