@@ -34,6 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from replay_scale import scaffold as copy_family  # noqa: E402 - this folder is on sys.path
 from results import emit  # noqa: E402 - bench/results.py: this folder is on sys.path
 
 from pytest_tooleffect.scripted import Reply, ScriptedServer  # noqa: E402
@@ -87,12 +88,8 @@ def run(cmd: list[str], cwd: Path) -> tuple[float, dict[str, dict[str, float]], 
 
 
 def scaffold(root: Path, n: int) -> None:
+    copy_family(root)  # the family without its cases, and its oracle rules
     fam = root / "cases" / "tau-airline"
-    fam.mkdir(parents=True)
-    for name in ("family.yaml", "system_prompt.md", "tools.json"):
-        shutil.copy(FAMILY / name, fam / name)
-    (root / "oracle").mkdir()
-    shutil.copy(REPO / "oracle" / "tau-airline.yaml", root / "oracle" / "tau-airline.yaml")
     cases = [json.loads(line) for line in (FAMILY / "cases.jsonl").read_text().splitlines() if line.strip()]
     cases = [c for c in cases if c.get("label") and c.get("recorded")]
     with open(fam / "cases.jsonl", "w") as fh:
