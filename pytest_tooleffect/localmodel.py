@@ -19,7 +19,6 @@ The server listens on 127.0.0.1 only, with ``--jinja`` (the model's own chat tem
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -37,6 +36,8 @@ import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from filelock import FileLock
 
 from .processes import is_running
 
@@ -167,8 +168,7 @@ def ensure_server(cache: Path | None = None, version: str = LLAMA_CPP_PYTHON, jo
     target.parent.mkdir(parents=True, exist_ok=True)
     # one build at a time per build id: a second process (another CI job, a test session) waits for
     # the first and takes its binary, instead of compiling into the same folder beside it
-    with open(target.parent / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with FileLock(target.parent / ".build.lock"):
         if target.is_file():
             return target
         return _build(target, version, jobs, log)
