@@ -128,6 +128,10 @@ class CaseRef:
         return case
 
 
+#: JSON's whitespace (RFC 8259 §2): a line of nothing else is blank
+JSON_WHITESPACE = " \t\r\n"
+
+
 def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None]]:
     """Yield ``(line or index, raw case, problem, span)``; a JSONL case comes as its line's text
     with its span, one line at a time (the file is never held whole).
@@ -172,7 +176,7 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | 
             except UnicodeDecodeError as exc:
                 yield n, None, f"line {n} is not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", None
                 continue
-            if text.strip():
+            if text.strip(JSON_WHITESPACE):  # str.strip() would also drop 0x1c-0x1f and Unicode spaces
                 yield n, text, None, CaseSpan(path, start, len(body))
 
 
@@ -264,13 +268,17 @@ def _load(path: Path, family: LoadedFamily, seen: set[str] | None,
     gc_was_enabled = gc.isenabled()
     gc.disable()  # thousands of long-lived objects: generational GC passes would rescan them all
     try:
+        read = 0
         for n, raw, error, span in _raw_cases(path):
+            read += 1
             if error:
                 problems.append(CaseProblem(fname, None, "<file>", error))
                 continue
             case = _checked(n, raw, fname, family, seen, problems)
             if case is not None:
                 keep(case, span)
+        if not read:  # a file of the family that holds nothing would leave no trace in the report
+            problems.append(CaseProblem(fname, None, "<file>", "holds no case (an empty case file)"))
     except (OSError, UnicodeDecodeError) as exc:
         return [CaseProblem(fname, None, "<file>", f"cannot read: {exc}")]
     finally:

@@ -1,19 +1,39 @@
 """Reading JSON Lines files: one reader for every JSONL input of the plugin and its commands.
 
-Lines are decoded by the ``jsonlines`` library (a UTF-8 byte-order mark on the first line is
-skipped, each line is decoded on its own so a bad byte names its line); blank lines are skipped.
-Callers add what a line must hold (an object, an ``id``, ``messages``) and their own error type.
+Lines are decoded by the ``jsonlines`` library, each line on its own so a bad byte names its line;
+a UTF-8 byte-order mark is skipped on the first line only, and blank lines (JSON whitespace
+only) are skipped.  What JSON does not allow is refused: ``NaN``/``Infinity``, a line that starts
+with a record separator (0x1e, RFC 7464's JSON text sequences, not JSON Lines), a byte-order mark
+past the first line.  Callers add what a line must hold (an object, an ``id``, ``messages``) and
+their own error type.
 """
 from __future__ import annotations
 
+import codecs
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jsonlines
 
-__all__ = ["json_lines", "read_objects"]
+__all__ = ["json_lines", "loads", "read_objects"]
+
+_RS = b"\x1e"
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads(text: str | bytes) -> Any:
+    """``json.loads`` refusing ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON, RFC 8259 §6).
+
+    Raises:
+        ValueError: not JSON (``json.JSONDecodeError``), or one of those constants.
+        RecursionError: nested deeper than the interpreter's recursion limit.
+    """
+    return json.loads(text, parse_constant=_no_constant)
 
 
 def json_lines(path: Path | str) -> Iterator[tuple[int, Any, str | None]]:
@@ -21,20 +41,23 @@ def json_lines(path: Path | str) -> Iterator[tuple[int, Any, str | None]]:
 
     Yields:
         ``(line number, value, None)`` for a line that is JSON (``null`` included), and
-        ``(line number, None, why)`` for one that is not UTF-8 or not JSON; reading goes on after
-        it, so a caller can list every bad line.
+        ``(line number, None, why)`` for one that is not UTF-8, not JSON, nested too deeply or
+        prefixed as above; reading goes on after it, so a caller can list every bad line.
 
     Raises:
         OSError: the file cannot be opened or read.
     """
     with open(path, "rb") as fh:
         at = [0]  # the line the reader last took (it counts lines as this does, from 1)
+        prefixed: set[int] = set()
 
         def lines() -> Iterator[bytes]:
             for at[0], line in enumerate(fh, 1):
-                yield line
+                if line.startswith(_RS) or (at[0] > 1 and line.startswith(codecs.BOM_UTF8)):
+                    prefixed.add(at[0])  # jsonlines drops either prefix on any line
+                yield line.rstrip(b"\r\n")  # an error's column counts within the line
 
-        reader = jsonlines.Reader(lines(), loads=json.loads)
+        reader = jsonlines.Reader(lines(), loads=loads)
         while True:
             try:
                 value = reader.read(allow_none=True, skip_empty=True)
@@ -42,6 +65,12 @@ def json_lines(path: Path | str) -> Iterator[tuple[int, Any, str | None]]:
                 return
             except jsonlines.InvalidLineError as exc:
                 yield exc.lineno, None, _why(exc)
+                continue
+            except RecursionError:
+                yield at[0], None, "not read: nested too deeply"
+                continue
+            if at[0] in prefixed:
+                yield at[0], None, "not valid JSON: starts with a record separator (0x1e) or a byte-order mark"
                 continue
             yield at[0], value, None
 
@@ -51,7 +80,9 @@ def _why(exc: jsonlines.InvalidLineError) -> str:
     if isinstance(cause, UnicodeDecodeError):
         return f"not UTF-8 text ({cause.reason} at byte {cause.start})"
     if isinstance(cause, json.JSONDecodeError):
-        return f"not valid JSON: {cause.msg}, column {cause.colno}"
+        return f"not valid JSON: {cause.msg} (column {cause.colno})"
+    if isinstance(cause, ValueError):
+        return f"not valid JSON: {cause}"
     return str(exc).removesuffix(f" (line {exc.lineno})")
 
 

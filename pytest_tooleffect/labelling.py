@@ -149,16 +149,23 @@ def read_labels(path: Path) -> dict[str, dict[str, Any]]:
     line; a case line with a ``label`` works too) keyed by id; a missing file reads as empty.
 
     Raises:
-        ValueError: the file is not UTF-8, or a line is not JSON or has no ``id`` (names the file and line).
+        ValueError: the file is not UTF-8, or a line is not JSON, has no ``id`` or repeats the id
+            of an earlier line (names the file and the lines).
     """
     if not path.is_file():
         return {}
     out: dict[str, dict[str, Any]] = {}
+    lines: dict[str, int] = {}
     for n, d in read_objects(path, "a label"):
         if "id" not in d:
             raise ValueError(f"{path}: line {n}: field 'id' is missing")
+        key = str(d["id"])
+        if key in lines:
+            raise ValueError(f"{path}: line {n}: id {key!r} is labelled again (first on line {lines[key]}): "
+                             "one label per state")
+        lines[key] = n
         label = d.get("label", d)
-        out[str(d["id"])] = {"id": d["id"], **(label if isinstance(label, dict) else {})}
+        out[key] = {"id": d["id"], **(label if isinstance(label, dict) else {})}
     return out
 
 

@@ -84,10 +84,18 @@ class RecordLog:
 def _lines(path: Path) -> list[tuple[int, Any]]:
     """``(line number, JSON value)`` of every non-blank line."""
     out = []
+    bad: tuple[int, str] | None = None
+    last = 0
     for n, value, why in json_lines(path):
+        last = n
         if why is not None:
-            raise ValueError(f"line {n}: {why}; a torn last line means the run was cut")
-        out.append((n, value))
+            bad = bad or (n, why)
+        elif bad is None:
+            out.append((n, value))
+    if bad is not None:
+        n, why = bad
+        cut = "; the last line is torn: the run that wrote it was cut" if n == last else ""
+        raise ValueError(f"line {n}: {why}{cut}")
     return out
 
 

@@ -92,6 +92,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
+def _not_files(paths: Sequence[str]) -> list[str]:
+    """``"<path>: no such file"`` or ``"<path>: a folder, not a file"`` for each path that is not a file."""
+    return [f"{p}: a folder, not a file" if Path(p).is_dir() else f"{p}: no such file"
+            for p in paths if not Path(p).is_file()]
+
+
 def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
     """The JSON objects of a JSONL case file, each with the keys ``needs``.
 
@@ -180,8 +186,9 @@ def cmd_label(args: argparse.Namespace) -> int:
     if not args.labels:
         print("tooleffect label import: --labels is required (the labelling file to read)", file=sys.stderr)
         return 2
-    if not Path(args.labels).is_file():
-        print(f"tooleffect label import: --labels {args.labels}: no such file", file=sys.stderr)
+    unreadable = _not_files([args.labels])
+    if unreadable:
+        print(f"tooleffect label import: --labels {unreadable[0]}", file=sys.stderr)
         return 2
     labels = read_labels(Path(args.labels))
     target = Path(args.files[0])
@@ -222,9 +229,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """
     from ..labelling import merge, read_labels
 
-    missing = [p for p in [*args.labels, *([args.adjudicated] if args.adjudicated else [])] if not Path(p).is_file()]
-    if missing:
-        print(f"tooleffect merge: no such file: {', '.join(missing)}", file=sys.stderr)
+    unreadable = _not_files([*args.labels, *([args.adjudicated] if args.adjudicated else [])])
+    if unreadable:
+        print(f"tooleffect merge: {'; '.join(unreadable)}", file=sys.stderr)
         return 2
     try:
         labellers = [read_labels(Path(p)) for p in args.labels]
@@ -232,11 +239,18 @@ def cmd_merge(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tooleffect merge: {exc}", file=sys.stderr)
         return 2
+    empty = [p for p, lab in zip(args.labels, labellers) if not lab]
+    if empty:  # its labeller would count as agreeing with every other
+        print(f"tooleffect merge: {', '.join(empty)}: holds no label", file=sys.stderr)
+        return 2
     final, pending = merge(labellers, adjudicated)
     with open(args.out, "w", encoding="utf-8") as fh:
         for i, lab in sorted(final.items()):
             fh.write(json.dumps({"id": i, **lab}, ensure_ascii=False, sort_keys=True) + "\n")
-    print(f"tooleffect merge: {len(final)} final labels to {args.out}; {len(pending)} need adjudication")
+    alone = sum(1 for i in final if i not in adjudicated and sum(1 for lab in labellers if i in lab) < 2)
+    print(f"tooleffect merge: {len(final)} final labels to {args.out}; {len(pending)} need adjudication"
+          + (f"; {alone} of the final labels come from one labeller only (no agreement to check)"
+             if alone and len(labellers) > 1 else ""))
     if pending:
         path = Path(args.out).with_suffix(".adjudicate.jsonl")
         with open(path, "w", encoding="utf-8") as fh:
@@ -258,9 +272,9 @@ def cmd_agree(args: argparse.Namespace) -> int:
     """
     from ..labelling import agreement, read_labels
 
-    missing = [p for p in (args.a, args.b) if not Path(p).is_file()]
-    if missing:
-        print(f"tooleffect agree: no such file: {', '.join(missing)}", file=sys.stderr)
+    unreadable = _not_files([args.a, args.b])
+    if unreadable:
+        print(f"tooleffect agree: {'; '.join(unreadable)}", file=sys.stderr)
         return 2
     try:
         a, b = read_labels(Path(args.a)), read_labels(Path(args.b))

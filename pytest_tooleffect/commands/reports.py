@@ -81,15 +81,15 @@ def cmd_html(args: argparse.Namespace) -> int:
 
     source, out = Path(args.source), Path(args.out)
     try:
-        text = source.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = source.read_bytes()
+    except OSError as exc:
         print(f"tooleffect html: {source}: {exc}", file=sys.stderr)
         return 2
     try:
-        report_json = json.loads(text)
-    except ValueError:
-        report_json = None  # a record log has one object per line
-    del text
+        report_json = json.loads(raw)
+    except (ValueError, RecursionError):
+        report_json = None  # a record log has one object per line (its reader names a bad line)
+    del raw
     cases = Path(args.cases)
     if isinstance(report_json, dict) and "blocks" in report_json:  # a JSON report: its tables, no decision
         try:
@@ -109,6 +109,10 @@ def cmd_html(args: argparse.Namespace) -> int:
         records = load_records(source)
     except (OSError, ValueError) as exc:
         print(f"tooleffect html: {source}: {exc}", file=sys.stderr)
+        return 2
+    if not records:
+        print(f"tooleffect html: no record in {source}: nothing to draw (an empty log: did the run decide "
+              "anything?)", file=sys.stderr)
         return 2
     meta = {}
     for fam_file in sorted(cases.rglob(FAMILY_FILE)) if cases.is_dir() else []:
