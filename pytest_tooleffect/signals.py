@@ -18,6 +18,8 @@ import threading
 from types import FrameType
 from typing import Any
 
+import pytest
+
 __all__ = ["TermAsInterrupt"]
 
 
@@ -44,6 +46,22 @@ class TermAsInterrupt:
             return  # the run is finishing already: let it remove what it started
         self.received = True
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        """Drop the traceback entries without a line number before pytest reports the interrupt.
+
+        A signal can interrupt a frame at an instruction CPython (3.11) maps to no line
+        (``tb_lineno`` is ``None``); pytest's report of the interrupt then fails with a
+        ``TypeError`` and the run ends with exit status 1 and an internal error instead of 2.
+        """
+        def has_line(entry: Any) -> bool:
+            try:
+                return isinstance(entry.lineno, int)
+            except TypeError:  # None - 1, inside pytest's TracebackEntry.lineno
+                return False
+
+        excinfo.traceback = excinfo.traceback.filter(has_line)
 
     def close(self) -> None:
         """Put the previous handler back (called at ``pytest_unconfigure``)."""

@@ -125,3 +125,27 @@ def test_the_xdist_controller_removes_the_containers_of_a_worker_that_died(pytes
     assert len(runs) == 1
     assert {r["sandbox"]["worker"] for r in records} >= {"gw0", "gw1"}
     assert _containers(runs.pop()) == []  # the dead worker's container too, not left for the next start
+
+
+def test_an_interrupt_in_a_frame_without_a_line_number_is_reported_not_an_internal_error() -> None:
+    import types
+
+    from pytest_tooleffect.signals import TermAsInterrupt
+
+    try:
+        raise KeyboardInterrupt("signal SIGTERM")
+    except KeyboardInterrupt as exc:
+        caught = exc
+    assert caught.__traceback__ is not None
+    # a frame interrupted at an instruction that maps to no line: tb_lineno is None (CPython 3.11)
+    lineless = types.TracebackType(caught.__traceback__, caught.__traceback__.tb_frame, 10**6, -1)
+    assert lineless.tb_lineno is None
+    excinfo = pytest.ExceptionInfo.from_exc_info((KeyboardInterrupt, caught, lineless))
+    with pytest.raises(TypeError):
+        excinfo.getrepr(funcargs=True)  # what pytest's terminal reporter does with it
+    handler = TermAsInterrupt()
+    try:
+        handler.pytest_keyboard_interrupt(excinfo)
+    finally:
+        handler.close()
+    assert "KeyboardInterrupt: signal SIGTERM" in str(excinfo.getrepr(funcargs=True))
