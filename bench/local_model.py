@@ -94,7 +94,8 @@ def _interleave(reqs: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=4, help="cases per family (default 4)")
-    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--max-tokens", type=int, default=384,
+                    help="the output cap of every request (default 384, the local-qwen policy's)")
     ap.add_argument("--inspect-python", type=Path, default=REPO / ".venv-inspect" / "bin" / "python")
     args = ap.parse_args()
     server = localmodel.running()
@@ -122,6 +123,9 @@ def main() -> None:
             f'[tool.tooleffect.policies.local-qwen]\nmodel = "openai/{server.model}"\n'
             f'api_base = "{server.api_base}"\ntemperature = 0.0\nmax_tokens = {args.max_tokens}\n'
             "timeout_s = 1800\n")
+        # the repo's conftest registers the scheduling rules' callable predicate (working_hours):
+        # without it the family is refused at load
+        (root / "conftest.py").write_bytes((REPO / "conftest.py").read_bytes())
         for oracle in (REPO / "oracle").glob("*.yaml"):
             (root / "oracle").mkdir(exist_ok=True)
             (root / "oracle" / oracle.name).write_bytes(oracle.read_bytes())
