@@ -218,7 +218,7 @@ def test_the_command_writes_the_page_from_records_or_a_report(shipped_run: dict[
     assert out.returncode == 2 and f"{bad}: line 1 is not a tooleffect record" in out.stderr
 
 
-def _record(rid_policy: str, case: str, kind: str, ok: bool, family: str = "fam") -> dict[str, Any]:
+def record_row(rid_policy: str, case: str, kind: str, ok: bool, family: str = "fam") -> dict[str, Any]:
     return {"version": 1, "id": f"{family}/{case}[{rid_policy}]", "family": family, "case_id": case,
             "policy": rid_policy, "outcome": "scored", "class": "single", "bucket": "first", "step": 0,
             "run_length": 2, "xfail": False, "label_hash": "0" * 16,
@@ -230,9 +230,9 @@ def _record(rid_policy: str, case: str, kind: str, ok: bool, family: str = "fam"
 def test_policies_side_by_side_and_their_disagreements(tmp_path: Path, browser_context: Any) -> None:
     from pytest_tooleffect.report import summarise
 
-    records = [_record("a", "c1", "ok", True), _record("b", "c1", "wrong_tool", False),
-               _record("a", "c2", "ok", True), _record("b", "c2", "ok", True),
-               _record("a", "c3", "wrong_tool", False)]
+    records = [record_row("a", "c1", "ok", True), record_row("b", "c1", "wrong_tool", False),
+               record_row("a", "c2", "ok", True), record_row("b", "c2", "ok", True),
+               record_row("a", "c3", "wrong_tool", False)]
     html = render_html(summarise(records), records)
     path = tmp_path / "p.html"
     path.write_text(html)
@@ -252,7 +252,7 @@ def test_policies_side_by_side_and_their_disagreements(tmp_path: Path, browser_c
 def test_regressions_and_fixes_come_first_with_a_baseline(tmp_path: Path, browser_context: Any) -> None:
     from pytest_tooleffect.report import summarise
 
-    records = [_record("a", f"c{i}", "ok", True) for i in range(5)] + [_record("a", "c9", "wrong_tool", False)]
+    records = [record_row("a", f"c{i}", "ok", True) for i in range(5)] + [record_row("a", "c9", "wrong_tool", False)]
     records[3]["verdict"].update(name_ok=False, name_args_ok=False, kind="wrong_tool")
     for r, status in zip(records, ["passing", "passing", "passing", "regression", "passing", "fixed"]):
         r["baseline"] = {"status": status}
@@ -278,20 +278,20 @@ def test_regressions_and_fixes_come_first_with_a_baseline(tmp_path: Path, browse
 def test_report_sections_the_page_does_not_draw_are_shown_as_json() -> None:
     from pytest_tooleffect.report import summarise
 
-    report = summarise([_record("a", "c1", "ok", True)]).to_json()
+    report = summarise([record_row("a", "c1", "ok", True)]).to_json()
     report["host_info"] = {"started": "2026-12-01T10:00:00Z", "host_marker": "ci-7"}  # a hook's section
     report["blocks"][0]["tool_loops"] = {"count": 3, "marker": "made-up-tool"}
     html = render_html(report)
     assert 'data-more="host_info"' in html and "ci-7" in html
     assert 'data-more="tool_loops"' in html and "made-up-tool" in html
-    plain = render_html(summarise([_record("a", "c1", "ok", True)]))
+    plain = render_html(summarise([record_row("a", "c1", "ok", True)]))
     assert "data-more" not in plain  # the fields the page draws are not repeated
 
 
 def test_the_runs_metadata_and_its_shards_are_drawn() -> None:
     from pytest_tooleffect.report import summarise
 
-    report = summarise([_record("a", "c1", "ok", True)]).to_json()
+    report = summarise([record_row("a", "c1", "ok", True)]).to_json()
     report["run"] = {"started_at": "2026-12-01T10:00:00.000Z", "ended_at": "2026-12-01T10:01:00.000Z",
                      "command": ["pytest", "cases/", "-n", "2"], "directory": "/ci/work",
                      "versions": {"plugin": "0.1.0", "pytest": "9.2.0", "litellm": None, "pytest_xdist": "3.8.0",
@@ -330,7 +330,7 @@ def test_every_block_field_is_drawn_by_the_page() -> None:
 def test_calls_to_tools_not_offered_are_a_line_of_the_page() -> None:
     from pytest_tooleffect.report import summarise
 
-    rec = _record("a", "c1", "tool_when_none_needed", False)
+    rec = record_row("a", "c1", "tool_when_none_needed", False)
     rec["verdict"]["hallucinated"] = ["made_up"]
     html = render_html(summarise([rec]))
     line = re.search(r'<p class="meta" data-field="hallucinated_tools">(.*?)</p>', html, re.S)
@@ -341,9 +341,9 @@ def test_calls_to_tools_not_offered_are_a_line_of_the_page() -> None:
 
 def test_the_command_warns_in_one_line_of_the_families_whose_cases_it_did_not_find(tmp_path: Path) -> None:
     records = tmp_path / "records.jsonl"
-    rows = [_record("p", "sch-conf-01", "valid", True, "scheduling"),
-            _record("p", "sch-no-such-case", "valid", True, "scheduling"),
-            _record("p", "c1", "valid", True, "fam")]
+    rows = [record_row("p", "sch-conf-01", "valid", True, "scheduling"),
+            record_row("p", "sch-no-such-case", "valid", True, "scheduling"),
+            record_row("p", "c1", "valid", True, "fam")]
     records.write_text("".join(json.dumps(r) + "\n" for r in rows))
     shutil.copytree(REPO / "cases" / "scheduling", tmp_path / "cases" / "scheduling")
     (tmp_path / "oracle").mkdir()

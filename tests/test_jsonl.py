@@ -14,7 +14,7 @@ from pytest_tooleffect.jsonl import json_lines
 from pytest_tooleffect.labelling import read_labels
 from pytest_tooleffect.record_log import load_records
 from tests.demo_family import write_demo
-from tests.test_html import _record
+from tests.test_html import record_row
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
 
@@ -56,7 +56,7 @@ def test_deep_nesting_is_an_error_naming_the_line_on_every_command(tmp_path: Pat
 
 
 def test_a_record_log_with_nan_is_refused_and_only_a_torn_last_line_says_so(tmp_path: Path) -> None:
-    good = json.dumps(_record("p", "c1", "ok", True))
+    good = json.dumps(record_row("p", "c1", "ok", True))
     log = tmp_path / "records.jsonl"
     log.write_text(good + "\n" + good.replace('"latency_ms": 5.0', '"latency_ms": NaN') + "\n" + good + "\n")
     with pytest.raises(ValueError, match=r"^line 2: not valid JSON: NaN is not a JSON number$"):
@@ -75,7 +75,7 @@ def test_html_refuses_an_empty_log_and_names_a_bad_lines_number(tmp_path: Path,
     assert f"no record in {empty}: nothing to draw" in capsys.readouterr().err
     assert not (tmp_path / "e.html").exists()
     binary = tmp_path / "binary.jsonl"
-    binary.write_bytes(json.dumps(_record("p", "c1", "ok", True)).encode() + b"\n{\"id\": \"\xff\"}\n")
+    binary.write_bytes(json.dumps(record_row("p", "c1", "ok", True)).encode() + b"\n{\"id\": \"\xff\"}\n")
     assert main(["html", str(binary), "--out", str(tmp_path / "b.html")]) == 2
     assert f"{binary}: line 2: not UTF-8 text (invalid start byte at byte 8)" in capsys.readouterr().err
 
