@@ -308,3 +308,31 @@ def test_a_case_file_changed_during_the_run_is_named_when_its_case_is_read_again
     (fam_dir / "cases.jsonl").write_text("")
     with pytest.raises(ValueError, match=r"cases.jsonl: case a-read: cannot be read again at byte 0"):
         ref.load()
+
+
+def test_the_logger_registry_can_be_iterated_while_the_background_import_adds_loggers() -> None:
+    """pytest's log capture walks every logger at each test phase while litellm's import (on the
+    preload thread) creates more: that walk must not fail with "dictionary changed size"."""
+    import logging
+
+    from pytest_tooleffect.model_turn import snapshot_logger_registry
+
+    manager = logging.Logger.manager
+    original = manager.loggerDict
+    try:
+        manager.loggerDict = dict(original)  # the stdlib's plain registry
+        with pytest.raises(RuntimeError, match="dictionary changed size during iteration"):
+            for i, _ in enumerate(manager.loggerDict.values()):  # as pytest's catching_logs.__enter__
+                logging.getLogger(f"tooleffect-test-plain-{i}")  # as an import on another thread
+        snapshot_logger_registry()
+        seen = 0
+        for i, _ in enumerate(manager.loggerDict.values()):
+            logging.getLogger(f"tooleffect-test-snapshot-{i}")
+            seen += 1
+        assert seen and "tooleffect-test-snapshot-0" in manager.loggerDict
+        snapshot_logger_registry()  # once: the registry is not wrapped twice
+        assert type(manager.loggerDict).__mro__[1] is dict
+    finally:
+        merged = {**original, **manager.loggerDict}
+        manager.loggerDict = original
+        original.update(merged)
