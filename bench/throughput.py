@@ -37,6 +37,10 @@ SHARED = Path(os.environ.get("TOOLEFFECT_SHARED", REPO.parent / "shared"))
 
 from results import emit  # noqa: E402 - bench/results.py: this folder is on sys.path
 
+# requests in flight at most: each is held `delay` seconds from its arrival, so the most arrivals
+# in any window of that length
+from shards import max_in_window  # noqa: E402
+
 from pytest_tooleffect.scripted import Reply, ScriptedServer  # noqa: E402
 
 
@@ -97,17 +101,6 @@ def bare_child(requests: Path, base_url: str, concurrency: int) -> dict:
     return doc
 
 
-def peak_in_flight(arrivals: list[float], delay: float) -> int:
-    """The most requests the server held at once: each is held ``delay`` seconds from its arrival."""
-    arrivals = sorted(arrivals)
-    peak, start = 0, 0
-    for end, t in enumerate(arrivals):
-        while arrivals[start] <= t - delay:
-            start += 1
-        peak = max(peak, end - start + 1)
-    return peak
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", type=int, default=1000)
@@ -149,7 +142,7 @@ def main() -> None:
             startup_wall, startup_cpu, _ = run_child([*common, "--collect-only"], root)
             wall, ours_cpu, tail = run_child(common, root)
             served = len(srv.requests)
-            peak = peak_in_flight([r["_received"] for r in srv.requests], args.delay)
+            peak = max_in_window([r["_received"] for r in srv.requests], args.delay)
             bare = bare_child(root / "requests.json", srv.base_url, args.concurrency)
             bare_wall, bare_cpu = bare["wall_s"], bare["cpu_s"]
             before = len(srv.requests)
@@ -160,7 +153,7 @@ def main() -> None:
             before = len(srv.requests)
             wall2, _, tail2 = run_child([*common, "-n", "2", "--dist", "loadgroup"], root)
             served2 = len(srv.requests) - before
-            peak2 = peak_in_flight([r["_received"] for r in srv.requests[before:]], args.delay)
+            peak2 = max_in_window([r["_received"] for r in srv.requests[before:]], args.delay)
     n = len(requests)
     print(f"{n} cases, delay {args.delay} s, concurrency {args.concurrency}: physical limit {limit:.1f} s")
     print(f"pytest-tooleffect: wall {wall:.1f} s (start-up {startup_wall:.1f} s of it: imports, collection and "

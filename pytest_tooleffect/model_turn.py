@@ -30,7 +30,6 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
-import logging
 import os
 import threading
 import time
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .logregistry import snapshot_logger_registry
 from .models import Case, Policy, Price, ToolSpec
 from .oracle.names import NameMap, name_map  # re-exported: the mapping is the oracle's too
 from .provider_errors import (
@@ -56,7 +56,7 @@ from .ratelimit import Limiter, RateLimitTooSmall
 from .redaction import redact_obj, register
 
 __all__ = ["DEFAULT_MAX_TOKENS", "PLACEHOLDER_KEY", "ModelCache", "NameMap", "Price", "Turn", "TurnPool", "api_key",
-           "build_request", "import_litellm", "name_map", "preload_litellm", "run_turn", "snapshot_logger_registry",
+           "build_request", "import_litellm", "name_map", "preload_litellm", "run_turn",
            "wait_turn"]
 
 T = TypeVar("T")
@@ -194,27 +194,6 @@ def preload_litellm() -> threading.Thread:
             _PRELOAD = threading.Thread(target=_preload, name=PRELOAD_THREAD, daemon=True)
             _PRELOAD.start()
         return _PRELOAD
-
-
-class _SnapshotLoggers(dict):  # type: ignore[type-arg]  # logging's own registry type is a plain dict
-    """logging's registry of loggers whose ``values()`` is a copy taken at once.
-
-    pytest's log capture iterates ``logging.Logger.manager.loggerDict.values()`` each time it
-    attaches its handlers (session start, collection, every test phase); the background import
-    creates litellm's, httpx's and openai's loggers meanwhile, and a plain dict's view then raises
-    ``RuntimeError: dictionary changed size during iteration`` (an INTERNALERROR).  ``list()`` of
-    the values runs in C without releasing the GIL, so the copy cannot see a half-made change.
-    """
-
-    def values(self) -> list[Any]:  # type: ignore[override]
-        return list(super().values())
-
-
-def snapshot_logger_registry() -> None:
-    """Make logging's registry of loggers safe to iterate while another thread adds to it (once)."""
-    manager = logging.Logger.manager
-    if type(manager.loggerDict) is dict:
-        manager.loggerDict = _SnapshotLoggers(manager.loggerDict)
 
 
 def _preload() -> None:

@@ -315,7 +315,7 @@ def test_the_logger_registry_can_be_iterated_while_the_background_import_adds_lo
     preload thread) creates more: that walk must not fail with "dictionary changed size"."""
     import logging
 
-    from pytest_tooleffect.model_turn import snapshot_logger_registry
+    from pytest_tooleffect.logregistry import snapshot_logger_registry
 
     manager = logging.Logger.manager
     original = manager.loggerDict
