@@ -541,7 +541,7 @@ def build_record(
         raw["reply_due"] = due
     # records cross process boundaries (xdist) and land in JSON files: JSON values only
     try:
-        record = Record.model_validate(json.loads(json.dumps(raw, default=str)))
+        record = Record.model_validate_json(json.dumps(raw, default=str))
     except ValidationError as exc:
         raise ValueError(f"record {raw['id']}: {first_problem(exc)}") from exc
     return record.to_json()

@@ -18,9 +18,11 @@ made depends on the calls present, never on ``finish_reason``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Collection, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from .names import name_map
@@ -142,20 +144,25 @@ class _Found(NamedTuple):
     form: str
 
 
-def _lookup(offered: Collection[str]) -> dict[str, str]:
+def _lookup(offered: Collection[str]) -> Mapping[str, str]:
     """Every name a model may write for an offered tool (the original, the provider-safe name given
     to it, and ``functions.``-prefixed forms) → the original name.
     """
+    return _lookup_of(tuple(offered))
+
+
+@functools.lru_cache(maxsize=256)
+def _lookup_of(names: tuple[str, ...]) -> Mapping[str, str]:
+    """:func:`_lookup` of the names in this order, built once per tool set (a run offers few)."""
     out: dict[str, str] = {}
-    if not offered:
-        return out
-    names = list(offered)
+    if not names:
+        return MappingProxyType(out)
     safe = name_map(names)
     for n in names:
         for written in (n, safe.out(n)):
             out.setdefault(written, n)
             out.setdefault(f"functions.{written}", n)
-    return out
+    return MappingProxyType(out)
 
 
 def _call_in(obj: Any, lookup: Mapping[str, str], depth: int = 0) -> list[str]:

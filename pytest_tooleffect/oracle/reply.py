@@ -54,7 +54,10 @@ _REFUSING = re.compile(
     r"\b(i|we) only (handle|organi[sz]e|arrange|help)|\bnot something (i|we) can\b|\bdon['’]?t (handle|do)\b|"
     r"\bunfortunately\b|\bnon-?refundable\b|\bno exceptions?\b|\b(don['’]?t|do not) have access\b|"
     r"\b(does|do|is|are) not (cover|allow|permit|covered|allowed|permitted|refundable)\b|\bno puedo\b)", re.I)
-_SENTENCE = re.compile(r"[^.!?¿\n]*[?？]")
+#: A sentence ending in a question mark.  The lookbehind lets a match start only where a sentence
+#: starts (the text's start or right after a terminator): without it every position inside a long
+#: sentence with no question mark rescans it to its end, quadratic in the sentence's length.
+_SENTENCE = re.compile(r"(?<![^.!?¿\n])[^.!?¿\n]*[?？]")
 
 
 class ReplyCheck(NamedTuple):
