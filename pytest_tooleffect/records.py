@@ -11,11 +11,10 @@ JSON Schema (``tooleffect schema record``).  The log they are written to and rea
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from .cases import label_hash
 from .models import Action, Case, ToolSpec
@@ -471,6 +470,10 @@ def item_name(case_id: str, policy: str, trial: int = 1, repeats: int = 1) -> st
     return f"{case_id}[{policy}]" if repeats == 1 else f"{case_id}[{policy}:{trial}]"
 
 
+#: turns any value into JSON values (used to check a record before it is validated)
+_JSON_VALUES: TypeAdapter[Any] = TypeAdapter(Any)
+
+
 def build_record(
     *,
     family: str,
@@ -539,9 +542,10 @@ def build_record(
     due = reply_due(case)
     if due is not None:
         raw["reply_due"] = due
-    # records cross process boundaries (xdist) and land in JSON files: JSON values only
+    # records cross process boundaries (xdist) and land in JSON files: JSON values only (a value
+    # JSON has no form for is written as its str(), as json.dumps(default=str) would)
     try:
-        record = Record.model_validate_json(json.dumps(raw, default=str))
+        record = Record.model_validate(_JSON_VALUES.dump_python(raw, mode="json", fallback=str))
     except ValidationError as exc:
         raise ValueError(f"record {raw['id']}: {first_problem(exc)}") from exc
     return record.to_json()

@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from pytest_tooleffect.models import Label, ParallelGroup
 from pytest_tooleffect.oracle import CompareContext, score
-from pytest_tooleffect.oracle.reply import judge_reply
+from pytest_tooleffect.oracle.reply import _SENTENCE, judge_reply
 
 TOOLS = [
     {"name": "read_thread", "parameters": {"type": "object", "properties": {"thread_id": {"type": "string"}}},
@@ -211,3 +213,27 @@ def test_criteria_that_differ_load() -> None:
     null = lab.valid_actions[0]
     assert not isinstance(null, ParallelGroup)
     assert (null.must, null.must_not) == (["says it only handles weather"], ["promises a refund"])
+
+
+def _question_sentences(text: str) -> list[str]:
+    """Reference for the fallback's question sentences: cut the text after each terminator
+    (``.``, ``!``, ``?``, ``¿``, newline); a piece is a question when it holds ``?`` or ``？``,
+    and it is kept up to its last one (a piece's ``.``/``!``-free tail after it is not).
+    """
+    out, start = [], 0
+    for i, ch in enumerate(text + "\0"):
+        if ch in ".!?¿\n\0":
+            piece = text[start:i + 1] if ch == "?" else text[start:i]
+            cut = max(piece.rfind("?"), piece.rfind("？"))
+            if cut >= 0:
+                out.append(piece[:cut + 1])
+            start = i + 1
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab ?.!？¿\nx", max_size=40))
+def test_question_sentences_are_the_pieces_between_terminators(text: str) -> None:
+    """The pattern starts a match only where a sentence starts (so it reads a sentence once, not
+    once per position in it) and finds exactly the question sentences."""
+    assert _SENTENCE.findall(text) == _question_sentences(text)
