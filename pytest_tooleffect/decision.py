@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from .agent import AgentError, agent_state, call_agent_bounded, is_async, run_agent
+from .chunks import chunk_name, chunk_scheduler
 from .collect import CaseItem
 from .model_turn import ModelCache, TurnPool, api_key, finish_preload, preload_litellm, wait_turn
 from .models import Case, ToolSpec
@@ -29,9 +30,8 @@ from .provider_errors import ProviderError
 from .sandboxing import SandboxRun, execute
 from .settings import Settings, settings_key
 
-__all__ = ["PREFETCH_GROUP", "Decision", "ModelTurns", "pool_key", "tooleffect_decision"]
+__all__ = ["Decision", "ModelTurns", "pool_key", "tooleffect_decision"]
 
-PREFETCH_GROUP = 64  # live items per xdist_group chunk: a worker prefetches the chunk it is handed
 RATE_STATE = "tooleffect_rate_state"  # workerinput key: the controller's rate-limit state file
 
 pool_key = pytest.StashKey[TurnPool]()
@@ -90,7 +90,8 @@ class ModelTurns:
         self.settings = config.stash[settings_key]
         self.prefetched: dict[str, concurrent.futures.Future[Any]] = {}
         self.submitted: set[str] = set()
-        self.groups: dict[str, list[CaseItem]] = {}
+        self.groups: dict[str, list[CaseItem]] = {}  # chunk -> its live items (pytest_collection_finish)
+        self.chunk_of: dict[str, str] = {}  # live item's node id -> its chunk
         self.keys: dict[str, str | None | ProviderError] = {}  # policy name -> its key (or why it has none)
         self.rate_dir: Path | None = None
         self.rate_file: Path | None = None
@@ -196,17 +197,24 @@ class ModelTurns:
         extra["rate_wait_ms"] = turn.rate_wait_ms
         return turn.emitted, turn.cost, extra
 
-    @pytest.hookimpl(trylast=True)  # after -k / -m deselection: only items that will run are grouped
-    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
-                                      items: list[pytest.Item]) -> None:
-        """Group live items in chunks (``xdist_group``) so a worker knows which items it will run."""
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The live items that will run (after -k / -m deselection), by chunk of positions
+        (:mod:`.chunks`: under ``--dist loadgroup`` a worker is handed whole chunks).
+        """
         if self.settings.concurrency <= 1:
             return
-        live = [it for it in items if isinstance(it, CaseItem) and it.live]
-        for n, item in enumerate(live):
-            name = f"tooleffect-{n // PREFETCH_GROUP}"
-            self.groups.setdefault(name, []).append(item)
-            item.add_marker(pytest.mark.xdist_group(name=name))
+        self.groups = {}
+        for n, item in enumerate(session.items):
+            if isinstance(item, CaseItem) and item.live:
+                self.groups.setdefault(chunk_name(n), []).append(item)
+                self.chunk_of[item.nodeid] = chunk_name(n)
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """On the xdist controller under ``--dist loadgroup``: schedule whole chunks (:mod:`.chunks`)."""
+        if config.getvalue("dist") != "loadgroup" or self.settings.concurrency <= 1:
+            return None
+        return chunk_scheduler(config, log)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
@@ -222,8 +230,8 @@ class ModelTurns:
         batch: list[pytest.Item]
         if not hasattr(self.config, "workerinput"):
             batch = [it for group in self.groups.values() for it in group]
-        elif getattr(self.config.option, "dist", "no") == "loadgroup":
-            batch = list(next((g for g in self.groups.values() if item in g), []))
+        elif _loadgroup(self.config):
+            batch = list(self.groups.get(self.chunk_of.get(item.nodeid, ""), []))
         else:
             batch = [nextitem] if isinstance(nextitem, CaseItem) and nextitem.live else []
         for it in [item, *batch]:
@@ -267,6 +275,13 @@ class ModelTurns:
             import shutil
 
             shutil.rmtree(self.rate_dir, ignore_errors=True)
+
+
+def _loadgroup(config: pytest.Config) -> bool:
+    """The run is scheduled by ``--dist loadgroup``.  On an xdist worker ``config.option.dist`` is
+    always ``no`` (pytest-xdist's ``remote.setup_config``); it keeps the mode as ``option.loadgroup``.
+    """
+    return bool(getattr(config.option, "loadgroup", False)) or getattr(config.option, "dist", "no") == "loadgroup"
 
 
 #: seconds past its own timeout an async agent's turn is waited for, before its loop is taken as blocked

@@ -51,8 +51,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     for name, doc in CLASS_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: tooleffect class: {doc}")
-    if not config.pluginmanager.hasplugin("xdist"):  # live items carry it for --dist loadgroup
-        config.addinivalue_line("markers", "xdist_group(name): group of live tooleffect items (pytest-xdist)")
     settings = config.stash[settings_key] = resolve(config, registered_providers())
     # read before any plugin object starts anything: a bad baseline file is a usage error
     baseline = BaselinePlugin(config) if settings.baseline is not None else None

@@ -552,3 +552,26 @@ def test_requests_carry_a_max_tokens_cap_and_a_policy_sets_its_own_timeout(pytes
     sent = {r.get("max_tokens") for r in server.requests if r.get("model") == "local-test"
             and "[no-call]" in json.dumps(r.get("messages"))}
     assert {77, DEFAULT_MAX_TOKENS} <= sent
+
+
+def test_loadgroup_hands_each_worker_whole_chunks_it_prefetches(pytester: pytest.Pytester) -> None:
+    """-n 2 --dist loadgroup: 140 live items are three chunks (64, 64, 12 positions); each worker
+    queues the chunk it is handed at the run's concurrency, so both workers have turns in flight
+    together (2 × C at the most) and no turn is asked twice.  pytest-xdist's own loadgroup, whose
+    node-id suffix pytest 9 drops, ran every item on its own: each worker had one turn queued
+    ahead of the one it waited for (4 in flight), and prefetching its markers' chunks asked
+    every turn on both workers."""
+    cases = [_case(f"g{i:03d}", {"valid_actions": [NULL]}) for i in range(140)]
+    delay = 1.0
+    with ScriptedServer([Reply(text="fine", delay_s=delay)]) as srv:
+        _family(pytester.path, cases)
+        result = pytester.runpytest("cases/", "-n", "2", "--dist", "loadgroup", "-v",
+                                    f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}",
+                                    f"{OPT_CONCURRENCY}=8")
+        result.assert_outcomes(passed=140)
+        asked = [r["messages"][-1]["content"] for r in srv.requests]
+        arrivals = sorted(r["_received"] for r in srv.requests)
+    result.stdout.fnmatch_lines_random(["*[[]gw0[]]*PASSED*", "*[[]gw1[]]*PASSED*"])
+    assert len(asked) == 140 and len(set(asked)) == 140, len(asked)  # every turn asked once
+    in_flight = max(sum(t <= a < t + delay for a in arrivals) for t in arrivals)
+    assert 8 < in_flight <= 16, in_flight  # more than one worker's concurrency, at most both workers'

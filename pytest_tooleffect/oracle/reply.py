@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from .context import CompareContext
 from .values import tokens
 
-__all__ = ["REPLY_KINDS", "ReplyCheck", "judge_reply"]
+__all__ = ["QUESTION_SENTENCE", "REPLY_KINDS", "ReplyCheck", "judge_reply"]
 
 #: What a no-tool reply may be required to do.
 REPLY_KINDS = ("ask", "refuse", "answer")
@@ -57,7 +57,7 @@ _REFUSING = re.compile(
 #: A sentence ending in a question mark.  The lookbehind lets a match start only where a sentence
 #: starts (the text's start or right after a terminator): without it every position inside a long
 #: sentence with no question mark rescans it to its end, quadratic in the sentence's length.
-_SENTENCE = re.compile(r"(?<![^.!?¿\n])[^.!?¿\n]*[?？]")
+QUESTION_SENTENCE = re.compile(r"(?<![^.!?¿\n])[^.!?¿\n]*[?？]")
 
 
 class ReplyCheck(NamedTuple):
@@ -87,7 +87,7 @@ class ReplyCheck(NamedTuple):
 def _asks(text: str) -> bool:
     if _ASKING.search(text):
         return True
-    for sentence in _SENTENCE.findall(text):
+    for sentence in QUESTION_SENTENCE.findall(text):
         words = re.findall(r"[\w¿']+", sentence.lower())
         if words and (words[0] in _QUESTION_WORDS or any(w in _QUESTION_WORDS for w in words[-8:])):
             return True
@@ -99,7 +99,7 @@ def _refuses(text: str) -> bool:
 
 
 def _only_question(text: str) -> bool:
-    rest = _SENTENCE.sub(" ", text)
+    rest = QUESTION_SENTENCE.sub(" ", text)
     return _asks(text) and not re.search(r"\w", rest)
 
 

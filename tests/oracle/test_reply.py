@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from pytest_tooleffect.models import Label, ParallelGroup
 from pytest_tooleffect.oracle import CompareContext, score
-from pytest_tooleffect.oracle.reply import _SENTENCE, judge_reply
+from pytest_tooleffect.oracle.reply import QUESTION_SENTENCE, judge_reply
 
 TOOLS = [
     {"name": "read_thread", "parameters": {"type": "object", "properties": {"thread_id": {"type": "string"}}},
@@ -236,4 +236,4 @@ def _question_sentences(text: str) -> list[str]:
 def test_question_sentences_are_the_pieces_between_terminators(text: str) -> None:
     """The pattern starts a match only where a sentence starts (so it reads a sentence once, not
     once per position in it) and finds exactly the question sentences."""
-    assert _SENTENCE.findall(text) == _question_sentences(text)
+    assert QUESTION_SENTENCE.findall(text) == _question_sentences(text)
