@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CHUNK", "chunk_name", "chunk_scheduler"]
+__all__ = ["CHUNK", "chunk_name", "chunk_scheduler", "group_of"]
 
 #: positions per chunk
 CHUNK = 64
@@ -28,6 +28,16 @@ CHUNK = 64
 def chunk_name(position: int) -> str:
     """The chunk of the item at ``position`` (0-based, in collection order): ``tooleffect-<k>``."""
     return f"tooleffect-{position // CHUNK}"
+
+
+def group_of(nodeid: str, position: int) -> str:
+    """The work unit the controller schedules the item in: the group its id carries (``…@name``,
+    as pytest-xdist's ``loadgroup`` reads it), else its chunk.  The worker prefetches by the same
+    units, so it never queues a turn of an item another worker is handed.
+    """
+    if nodeid.rfind("@") > nodeid.rfind("]"):
+        return nodeid.split("@")[-1]
+    return chunk_name(position)
 
 
 def chunk_scheduler(config: Any, log: Any) -> Any:
@@ -44,11 +54,9 @@ def chunk_scheduler(config: Any, log: Any) -> Any:
         def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
             super().add_node_collection(node, collection)
             if self._chunks is None:
-                self._chunks = {nodeid: chunk_name(n) for n, nodeid in enumerate(collection)}
+                self._chunks = {nodeid: group_of(nodeid, n) for n, nodeid in enumerate(collection)}
 
         def _split_scope(self, nodeid: str) -> str:
-            if nodeid.rfind("@") > nodeid.rfind("]"):
-                return str(super()._split_scope(nodeid))
-            return (self._chunks or {}).get(nodeid, nodeid)
+            return (self._chunks or {}).get(nodeid) or str(super()._split_scope(nodeid))
 
     return ChunkScheduling(config, log)

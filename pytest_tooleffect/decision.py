@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from .agent import AgentError, agent_state, call_agent_bounded, is_async, run_agent
-from .chunks import chunk_name, chunk_scheduler
+from .chunks import chunk_scheduler, group_of
 from .collect import CaseItem
 from .model_turn import ModelCache, TurnPool, api_key, finish_preload, preload_litellm, wait_turn
 from .models import Case, ToolSpec
@@ -206,8 +206,9 @@ class ModelTurns:
         self.groups = {}
         for n, item in enumerate(session.items):
             if isinstance(item, CaseItem) and item.live:
-                self.groups.setdefault(chunk_name(n), []).append(item)
-                self.chunk_of[item.nodeid] = chunk_name(n)
+                unit = group_of(item.nodeid, n)  # the controller's work unit (chunks.py)
+                self.groups.setdefault(unit, []).append(item)
+                self.chunk_of[item.nodeid] = unit
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:

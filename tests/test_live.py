@@ -575,3 +575,25 @@ def test_loadgroup_hands_each_worker_whole_chunks_it_prefetches(pytester: pytest
     assert len(asked) == 140 and len(set(asked)) == 140, len(asked)  # every turn asked once
     in_flight = max(sum(t <= a < t + delay for a in arrivals) for t in arrivals)
     assert 8 < in_flight <= 16, in_flight  # more than one worker's concurrency, at most both workers'
+
+
+def test_loadgroup_item_whose_id_carries_a_group_is_prefetched_with_its_group_only(pytester: pytest.Pytester) -> None:
+    """An item whose node id carries an xdist group (``…@solo``: pytest-xdist's loadgroup write on
+    pytest 8, reproduced here by the conftest) is scheduled with its group, not its chunk; the worker
+    must prefetch by the same units, or the chunk's worker and the group's worker both ask its turn."""
+    cases = [_case(f"g{i:03d}", {"valid_actions": [NULL]}) for i in range(100)]
+    pytester.makeconftest("""
+        import pytest
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_modifyitems(items):
+            for it in items[:10]:
+                it._id = f"{it.nodeid}@solo"
+    """)
+    with ScriptedServer([Reply(text="fine", delay_s=0.3)]) as srv:
+        _family(pytester.path, cases)
+        result = pytester.runpytest("cases/", "-n", "2", "--dist", "loadgroup",
+                                    f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}",
+                                    f"{OPT_CONCURRENCY}=8")
+        result.assert_outcomes(passed=100)
+        asked = [r["messages"][-1]["content"] for r in srv.requests]
+    assert len(asked) == 100 and len(set(asked)) == 100, len(asked)  # every turn asked once
