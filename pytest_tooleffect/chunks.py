@@ -19,25 +19,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CHUNK", "chunk_name", "chunk_scheduler", "group_of"]
+__all__ = ["CHUNK", "chunk_scheduler", "group_of"]
 
 #: positions per chunk
 CHUNK = 64
 
 
-def chunk_name(position: int) -> str:
-    """The chunk of the item at ``position`` (0-based, in collection order): ``tooleffect-<k>``."""
-    return f"tooleffect-{position // CHUNK}"
-
-
 def group_of(nodeid: str, position: int) -> str:
     """The work unit the controller schedules the item in: the group its id carries (``…@name``,
-    as pytest-xdist's ``loadgroup`` reads it), else its chunk.  The worker prefetches by the same
-    units, so it never queues a turn of an item another worker is handed.
+    as pytest-xdist's ``loadgroup`` reads it), else its chunk, ``tooleffect-<position // CHUNK>``
+    (``position``: 0-based, in collection order).  The worker prefetches by the same units, so it
+    never queues a turn of an item another worker is handed.
     """
     if nodeid.rfind("@") > nodeid.rfind("]"):
         return nodeid.split("@")[-1]
-    return chunk_name(position)
+    return f"tooleffect-{position // CHUNK}"
 
 
 def chunk_scheduler(config: Any, log: Any) -> Any:

@@ -90,8 +90,10 @@ class ModelTurns:
         self.settings = config.stash[settings_key]
         self.prefetched: dict[str, concurrent.futures.Future[Any]] = {}
         self.submitted: set[str] = set()
-        self.groups: dict[str, list[CaseItem]] = {}  # chunk -> its live items (pytest_collection_finish)
-        self.chunk_of: dict[str, str] = {}  # live item's node id -> its chunk
+        # live item's node id -> the live items of its work unit (one list per unit; pytest_collection_finish)
+        self.unit_of: dict[str, list[CaseItem]] = {}
+        self.live: list[CaseItem] = []  # the live items that will run, in order
+        self.all_queued = False  # without xdist: every live item was queued at the first one
         self.keys: dict[str, str | None | ProviderError] = {}  # policy name -> its key (or why it has none)
         self.rate_dir: Path | None = None
         self.rate_file: Path | None = None
@@ -203,12 +205,13 @@ class ModelTurns:
         """
         if self.settings.concurrency <= 1:
             return
-        self.groups = {}
+        units: dict[str, list[CaseItem]] = {}
         for n, item in enumerate(session.items):
             if isinstance(item, CaseItem) and item.live:
-                unit = group_of(item.nodeid, n)  # the controller's work unit (chunks.py)
-                self.groups.setdefault(unit, []).append(item)
-                self.chunk_of[item.nodeid] = unit
+                unit = units.setdefault(group_of(item.nodeid, n), [])  # the controller's work unit (chunks.py)
+                unit.append(item)
+                self.unit_of[item.nodeid] = unit
+                self.live.append(item)
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
@@ -229,10 +232,11 @@ class ModelTurns:
         if not (isinstance(item, CaseItem) and item.live) or self.settings.concurrency <= 1:
             return
         batch: list[pytest.Item]
-        if not hasattr(self.config, "workerinput"):
-            batch = [it for group in self.groups.values() for it in group]
+        if not hasattr(self.config, "workerinput"):  # all at the first item, not all at every item (items²)
+            batch = [] if self.all_queued else list(self.live)
+            self.all_queued = True
         elif _loadgroup(self.config):
-            batch = list(self.groups.get(self.chunk_of.get(item.nodeid, ""), []))
+            batch = list(self.unit_of.get(item.nodeid, []))
         else:
             batch = [nextitem] if isinstance(nextitem, CaseItem) and nextitem.live else []
         for it in [item, *batch]:
