@@ -4,8 +4,8 @@ The second stage of the path of one case (``docs/design.md``, "Architecture").  
 once per process (:class:`Families`); a case file yields its cases sorted by id, an
 :class:`InvalidCaseItem` per case that failed validation (an error outcome naming the file, the
 case id and the field), and markers for the class, the family and the position bucket.  The
-item's call phase hands its decision to the scorer built at configure time (``scorer_key``), so
-this module imports no later stage.
+item's setup obtains its decision from the decider built at configure time (``decider_key``) and
+its call phase hands it to the scorer (``scorer_key``), so this module imports no later stage.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from .agent import Agent, AgentError, load_agent
-from .cases import CaseRef, case_refs
+from .cases import CaseRef, case_refs, close_case_files
 from .family import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, is_case_file, load_family
 from .models import Case, Policy, ToolSpec
 from .options import REPLAY
@@ -28,7 +28,7 @@ from .records import item_name, record_id
 from .settings import Settings, settings_key
 
 __all__ = ["CLASS_MARKERS", "Agents", "CaseCollector", "CaseFile", "CaseItem", "Families", "InvalidCaseItem",
-           "agents_key", "families_key", "scorer_key",
+           "agents_key", "decider_key", "families_key", "scorer_key",
            "select_policies"]
 
 CLASS_MARKERS = {
@@ -83,6 +83,8 @@ families_key = pytest.StashKey[Families]()
 #: The scorer the plugin builds at configure time: ``scorer(item, decision)`` scores the item's
 #: decision, attaches its record and raises :class:`~pytest_tooleffect.outcomes.DecisionFailed`.
 scorer_key = pytest.StashKey[Callable[["CaseItem", Any], None]]()
+#: the decider built at configure time: ``decide(item)`` is the item's decision (setup phase)
+decider_key = pytest.StashKey[Callable[["CaseItem"], Any]]()
 
 
 class CaseCollector:
@@ -92,6 +94,10 @@ class CaseCollector:
         self.config = config
         self.families = config.stash[families_key] = Families()
         config.stash[agents_key] = Agents(config)
+
+    def close(self) -> None:
+        """At unconfigure: close the case files kept open for reading cases again."""
+        close_case_files()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -305,14 +311,17 @@ def _marker(config: pytest.Config, name: str) -> pytest.MarkDecorator:
     return cache[name]
 
 
-def _tooleffect_case(tooleffect_decision: Any) -> None:
-    """Score the decision made in setup against the case's label (the scorer built at configure)."""
-    item = tooleffect_decision.item
-    item.config.stash[scorer_key](item, tooleffect_decision)
+def _tooleffect_case() -> None:
+    """A case item's test function: its call phase is :meth:`CaseItem.runtest` (it scores the decision)."""
 
 
 class CaseItem(pytest.Function):
     """One case × policy × trial.  Its setup obtains the decision; its call scores it.
+
+    The setup runs the item's fixtures (autouse ones: the function takes none) and then asks the
+    decider for the decision; the call hands it to the scorer.  Neither goes through a fixture
+    or ``pytest_pyfunc_call``: for a replayed decision pytest's fixture machinery would cost a
+    tenth of the item's time.
 
     The item keeps a :class:`~pytest_tooleffect.cases.CaseRef` from collection on; the case
     itself is read again from its line when the item first needs it (in setup) and let go after
@@ -341,6 +350,27 @@ class CaseItem(pytest.Function):
         self.decisions = decisions
         self.agent = agent
         self.agent_source = agent_source if agent is not None else None
+        self._decision: Any = None
+
+    def setup(self) -> None:
+        """The item's fixtures, then its decision (a provider, agent or sandbox failure is a setup error)."""
+        super().setup()
+        self.decide()
+
+    def decide(self) -> Any:
+        """The item's decision (a :class:`~pytest_tooleffect.decision.Decision`), obtained once per setup."""
+        if self._decision is None:
+            self._decision = self.config.stash[decider_key](self)
+        return self._decision
+
+    def runtest(self) -> None:
+        """Score the decision made in setup against the case's label (the scorer built at configure)."""
+        self.config.stash[scorer_key](self, self.decide())
+
+    @property
+    def fixture_request(self) -> pytest.FixtureRequest:
+        """The item's fixture request (the sandbox fixture is requested through it in setup)."""
+        return self._request
 
     @property
     def case(self) -> Case:
@@ -354,8 +384,11 @@ class CaseItem(pytest.Function):
         return self._case
 
     def release(self) -> None:
-        """Let the case go (after teardown): it is read again if asked for; a case kept whole stays."""
+        """Let the case and its decision go (after teardown): the case is read again if asked for,
+        and a case kept whole stays.
+        """
         self._case = self.ref.case
+        self._decision = None
 
     @property
     def record_id(self) -> str:

@@ -4,7 +4,7 @@
 world, its calls run in the sandbox.
 
 The third stage of the path of one case (``docs/design.md``, "Architecture").  The decision is
-made in setup (``tooleffect_decision``), so a provider or sandbox failure is an error outcome,
+made in the item's setup (:func:`obtain_decision`), so a provider or sandbox failure is an error outcome,
 never a verdict.  :class:`ModelTurns` is the plugin object that owns the pool: it prefetches
 turns so each item only waits for its own answer, shares the rate limit with xdist workers and
 cancels queued turns on Ctrl-C.
@@ -30,7 +30,7 @@ from .provider_errors import ProviderError
 from .sandboxing import SandboxRun, execute
 from .settings import Settings, settings_key
 
-__all__ = ["Decision", "ModelTurns", "pool_key", "tooleffect_decision"]
+__all__ = ["Decision", "ModelTurns", "obtain_decision", "pool_key", "tooleffect_decision"]
 
 RATE_STATE = "tooleffect_rate_state"  # workerinput key: the controller's rate-limit state file
 
@@ -336,9 +336,13 @@ def _model_turns(config: pytest.Config) -> ModelTurns:
     return plugin
 
 
-@pytest.fixture
-def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
-    """The decision at this item, obtained in setup (so a provider failure is an error).
+def obtain_decision(item: CaseItem) -> Decision:
+    """The decision at ``item``, obtained in its setup (so a provider failure is an error).
+
+    The case item's own setup calls it after the item's fixtures (the decider of
+    :data:`~pytest_tooleffect.collect.decider_key`), without a fixture of its own: a fixture that
+    takes ``request`` costs pytest three ``RequestFixtureDef`` objects per item (each reading a
+    function signature), a tenth of a replayed decision's time.
 
     Replay (no model option): the case's ``recorded`` turn, at no cost; a case with nothing
     recorded is skipped.  A live policy: the model's turn, or the agent's.  A case with a world: the decision's
@@ -346,12 +350,8 @@ def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
     steps too).
 
     Raises:
-        pytest.UsageError: requested by a test that is not a tooleffect case item.
         NotScored: the provider, the agent or the sandbox failed (an error outcome).
     """
-    item = request.node
-    if not isinstance(item, CaseItem):
-        raise pytest.UsageError("tooleffect_decision is only available to tooleffect case items")
     if item.case.label is None:
         pytest.skip("unlabelled case: nothing to score against")
     next_turn = None
@@ -371,5 +371,20 @@ def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
             t_emitted, t_cost, _ = turns.turn(item, state, steps[-1])
             return t_emitted, t_cost
 
-    run = execute(request, item, emitted, cost, next_turn) if item.case.world is not None else None
+    run = execute(item.fixture_request, item, emitted, cost, next_turn) if item.case.world is not None else None
     return Decision(item, emitted, cost, extra, run)
+
+
+@pytest.fixture
+def tooleffect_decision(request: pytest.FixtureRequest) -> Decision:
+    """The decision at this case item (the one its setup obtains; obtained now if asked for first).
+
+    Raises:
+        pytest.UsageError: requested by a test that is not a tooleffect case item.
+        NotScored: the provider, the agent or the sandbox failed (an error outcome).
+    """
+    item = request.node
+    if not isinstance(item, CaseItem):
+        raise pytest.UsageError("tooleffect_decision is only available to tooleffect case items")
+    decision: Decision = item.decide()
+    return decision

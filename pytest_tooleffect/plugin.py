@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from .collect import CLASS_MARKERS, CaseCollector
-from .decision import ModelTurns, tooleffect_decision
+from .collect import CLASS_MARKERS, CaseCollector, decider_key
+from .decision import ModelTurns, obtain_decision, tooleffect_decision
 from .gating import GateKeeper
 from .options import addoptions
 from .phases import PhaseReports
@@ -54,6 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = config.stash[settings_key] = resolve(config, registered_providers())
     # read before any plugin object starts anything: a bad baseline file is a usage error
     baseline = BaselinePlugin(config) if settings.baseline is not None else None
+    config.stash[decider_key] = obtain_decision  # the case item's setup asks it (collect imports no later stage)
     plugins: dict[str, Any] = {
         "tooleffect-signals": TermAsInterrupt(),  # SIGTERM ends the run as Ctrl-C does
         "tooleffect-collector": CaseCollector(config),

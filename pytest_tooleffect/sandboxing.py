@@ -241,7 +241,7 @@ def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, cost: 
     policy) let the policy go on from the results until it calls no tool or N steps are taken.
 
     Args:
-        request: the decision fixture's request (the sandbox fixture is requested through it).
+        request: the case item's fixture request (the sandbox fixture is requested through it).
         item: the case item.
         emitted: the decision under test (any shape ``parse_emission`` reads).
         cost: its tokens, latency (ms) and money.

@@ -197,6 +197,41 @@ def pytest_unconfigure(config):
     assert json.loads((pytester.path / "filtered.json").read_text()) == []
 
 
+def test_a_case_item_sets_up_its_decision_without_a_fixture(pytester: pytest.Pytester) -> None:
+    """A decision is obtained by the item's own setup: pytest sets up no fixture for it (a fixture
+    taking ``request`` costs three ``RequestFixtureDef`` per item), while a user's autouse fixture
+    still runs first.
+    """
+    n = 6
+    write_demo(pytester.path, _many(n))
+    pytester.makeconftest("""
+import json
+import pytest
+
+SETUP = []
+ORDER = []
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef, request):
+    SETUP.append(fixturedef.argname)
+    return (yield)
+
+@pytest.fixture(autouse=True)
+def user_env(request):
+    ORDER.append(("fixture", request.node.name, getattr(request.node, "_decision", None) is None))
+    yield
+
+def pytest_unconfigure(config):
+    (config.rootpath / "fixtures.json").write_text(json.dumps({"setup": SETUP, "order": ORDER}))
+""")
+    result = pytester.runpytest("cases/", "--tooleffect-no-summary", "-p", "no:randomly")
+    result.assert_outcomes(passed=n // 2, failed=n // 2)
+    seen = json.loads((pytester.path / "fixtures.json").read_text())
+    assert seen["setup"] == ["user_env"] * n, seen  # the user's fixture only: none for the decision
+    assert [o[1] for o in seen["order"]] == [f"c{i:03d}[replay]" for i in range(n)]
+    assert all(o[2] for o in seen["order"])  # the user's fixture ran before the decision was made
+
+
 class _Counted(dict):  # type: ignore[type-arg]
     """A record whose key lookups are counted (``reads`` is shared by all records of one size)."""
 
@@ -336,3 +371,44 @@ def test_the_logger_registry_can_be_iterated_while_the_background_import_adds_lo
         merged = {**original, **manager.loggerDict}
         manager.loggerDict = original
         original.update(merged)
+
+
+def test_case_lines_are_read_again_from_files_kept_open_a_bounded_number(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a case again opens its file once, not once per item; at most ``LIMIT`` files stay
+    open (the least recently read closed first), and ``close_case_files`` closes them all.
+    """
+    import os
+
+    from pytest_tooleffect import cases
+
+    files = []
+    for i in range(5):
+        path = tmp_path / f"c{i}.jsonl"
+        path.write_bytes(b"".join(f"line-{i}-{j}\n".encode() for j in range(3)))
+        files.append(path)
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting(path: object, *args: object) -> int:
+        opened.append(str(path))
+        return real_open(path, *args)  # type: ignore[arg-type]
+
+    reader = cases._OpenCaseFiles()
+    monkeypatch.setattr(cases, "_OPEN_FILES", reader)
+    monkeypatch.setattr(reader, "LIMIT", 3)
+    monkeypatch.setattr(os, "open", counting)
+    width = len(b"line-0-0\n")
+    for _ in range(4):
+        for i, path in enumerate(files[:3]):
+            for j in range(3):
+                assert cases.CaseSpan(path, j * width, width - 1).read() == f"line-{i}-{j}".encode()
+    assert sorted(opened) == sorted(str(p) for p in files[:3])  # each file once, however many reads
+    assert cases.CaseSpan(files[3], width, width - 1).read() == b"line-3-1"
+    assert list(reader._fds) == files[1:4]  # the least recently read one was closed
+    fds = list(reader._fds.values())
+    cases.close_case_files()
+    assert not reader._fds
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)
