@@ -121,17 +121,17 @@ def _schema_errors(tool: ToolSpec, key: str, value: Any, where: str) -> list[tup
     sub = (tool.parameters.get("properties") or {}).get(key)
     if not isinstance(sub, Mapping) or value is None:  # null: an explicit null the label allows
         return []
-    if "$ref" in json.dumps(sub):  # never resolve references (a remote one would be fetched): skip the check
-        return []
     import fastjsonschema
 
     cache_key = (id(tool), key)
     entry = _VALIDATORS.get(cache_key)
-    if entry is None:
-        try:
-            check = fastjsonschema.compile(dict(sub), formats=_FORMATS)
-        except (fastjsonschema.JsonSchemaDefinitionException, TypeError, ValueError):
-            check = None
+    if entry is None:  # the entry keeps the tool alive: its id is not reused meanwhile
+        check = None
+        if "$ref" not in json.dumps(sub):  # never resolve references (a remote one would be fetched): no check
+            try:
+                check = fastjsonschema.compile(dict(sub), formats=_FORMATS)
+            except (fastjsonschema.JsonSchemaDefinitionException, TypeError, ValueError):
+                check = None
         entry = _VALIDATORS[cache_key] = (tool, check)
     if entry[1] is None:
         return []

@@ -87,10 +87,11 @@ ACCEPTING: dict[str, tuple[Any, list[Any]]] = {
     "range": ({"min": -1e9}, [12, 12.5]),
     "superset": ([], [["a", "b"], [1, 2], [{"k": "a"}]]),
     "within": ({"start": "2000-01-01T00:00:00+00:00"}, ["2025-03-19T10:00:00+01:00", "2025-03-19"]),
-    "in_messages": (True, ["ab", 12, True, ["a", "b"], {"k": "a"}, "2025-03-19T10:00:00+01:00", "Ab"]),
+    # the value's text in the conversation: any type's, so one value of every field type
+    "in_messages": (True, ["ab", *SAMPLE.values()]),
 }
 PRED_CTX = CompareContext(timezone="Europe/Madrid", messages=(
-    {"role": "user", "content": "ab Ab 12 True ['a', 'b'] {'k': 'a'} 2025-03-19T10:00:00+01:00"},))
+    {"role": "user", "content": " ".join(str(v) for v in ACCEPTING["in_messages"][1])},))
 
 
 def _fits(value: Any, schema: dict[str, Any]) -> bool:
