@@ -386,6 +386,12 @@ def _price(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
     except Exception:  # litellm raises several types for an unmapped model
         known = False
     if known:
+        # litellm priced the answer already (its documented ``_hidden_params["response_cost"]``):
+        # pricing it again cost a second pass over the response per decision
+        hidden = getattr(response, "_hidden_params", None)
+        priced = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
+        if isinstance(priced, int | float) and not isinstance(priced, bool):
+            return float(priced), "litellm"
         try:
             return float(litellm.completion_cost(completion_response=response, model=model)), "litellm"
         except Exception:  # noqa: S110 - fall through to the user's table

@@ -149,12 +149,31 @@ def test_prices_from_a_user_table(pytester: pytest.Pytester, server: ScriptedSer
 
 
 def test_known_model_priced_by_litellm(pytester: pytest.Pytester, server: ScriptedServer) -> None:
+    """litellm's own price of the answer is taken as it is: the response is not priced a second time."""
     _family(pytester.path, CASES[1:2])
+    pytester.makeconftest("""
+import json
+import litellm
+
+CALLS = []
+_cost = litellm.completion_cost
+
+def counted(*args, **kwargs):
+    CALLS.append(1)
+    return _cost(*args, **kwargs)
+
+def pytest_configure(config):
+    litellm.completion_cost = counted
+
+def pytest_unconfigure(config):
+    (config.rootpath / "priced.json").write_text(json.dumps(len(CALLS)))
+""")
     result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/gpt-4o", f"{OPT_API_BASE}={server.base_url}")
     result.assert_outcomes(passed=1)
     cost = _records(pytester.path)["no-call"]["cost"]
     assert cost["priced_by"] == "litellm"
     assert cost["cost_usd"] == pytest.approx(800 * 2.5e-6 + 10 * 1e-5)  # gpt-4o in litellm's bundled map
+    assert json.loads((pytester.path / "priced.json").read_text()) == 0  # litellm's price, not computed again
 
 
 @pytest.mark.parametrize(("model", "base"), [("anthropic/claude-local-test", "root_url"),
