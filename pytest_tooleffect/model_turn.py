@@ -376,16 +376,28 @@ class TurnPool:
         self._loop = None
 
 
+#: per model name: litellm's price map knows it (asked once per process: the map does not change
+#: during a run, and an unmapped model made litellm build and raise an error at every decision)
+_KNOWN_MODELS: dict[str, bool] = {}
+
+
+def _priced_by_litellm(litellm: Any, model: str) -> bool:
+    known = _KNOWN_MODELS.get(model)
+    if known is None:
+        try:
+            litellm.get_model_info(model=model)
+            known = True
+        except Exception:  # litellm raises several types for an unmapped model
+            known = False
+        _KNOWN_MODELS[model] = known
+    return known
+
+
 def _price(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
            usage: Mapping[str, int | None]) -> tuple[float | None, str | None]:
     if usage.get("input_tokens") is None:
         return None, None
-    try:
-        litellm.get_model_info(model=model)
-        known = True
-    except Exception:  # litellm raises several types for an unmapped model
-        known = False
-    if known:
+    if _priced_by_litellm(litellm, model):
         # litellm priced the answer already (its documented ``_hidden_params["response_cost"]``):
         # pricing it again cost a second pass over the response per decision
         hidden = getattr(response, "_hidden_params", None)

@@ -148,6 +148,39 @@ def test_prices_from_a_user_table(pytester: pytest.Pytester, server: ScriptedSer
     assert recs["call-dotted"]["cost"]["priced_by"] == "user"
 
 
+def test_litellm_is_asked_whether_it_prices_a_model_once_per_run(pytester: pytest.Pytester,
+                                                                server: ScriptedServer) -> None:
+    """Whether litellm's price map knows the model is asked once, not at every decision (an unmapped
+    model made litellm build and raise an error per decision); the cost stays unknown, never 0.
+    """
+    _family(pytester.path, [c for c in CASES if c["id"] in ("call-dotted", "no-call", "malformed")])
+    pytester.makeconftest("""
+import json
+import sys
+import litellm
+
+ASKED = []
+_info = litellm.get_model_info
+
+def counted(*args, **kwargs):
+    if sys._getframe(1).f_globals.get("__name__", "").startswith("pytest_tooleffect"):  # litellm asks too
+        ASKED.append(kwargs.get("model", args[0] if args else None))
+    return _info(*args, **kwargs)
+
+def pytest_configure(config):
+    litellm.get_model_info = counted
+
+def pytest_unconfigure(config):
+    (config.rootpath / "asked.json").write_text(json.dumps(ASKED))
+""")
+    result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={server.base_url}",
+                                f"{OPT_RETRIES}=0")
+    result.assert_outcomes(passed=2, failed=1)
+    recs = _records(pytester.path)
+    assert all(r["cost"]["cost_usd"] is None and r["cost"]["input_tokens"] for r in recs.values())
+    assert json.loads((pytester.path / "asked.json").read_text()) == ["openai/local-test"]
+
+
 def test_known_model_priced_by_litellm(pytester: pytest.Pytester, server: ScriptedServer) -> None:
     """litellm's own price of the answer is taken as it is: the response is not priced a second time."""
     _family(pytester.path, CASES[1:2])
