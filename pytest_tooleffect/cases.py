@@ -14,10 +14,12 @@ with the cases' size times their number, and an xdist worker holds only the case
 from __future__ import annotations
 
 import codecs
+import errno
 import gc
 import hashlib
 import json
 import os
+import stat
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
@@ -42,8 +44,8 @@ from .models import Case, Label
 from .validation import validate_case
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "CaseProblem", "CaseRef", "CaseSpan", "FamilyError", "LoadedFamily",
-           "case_refs", "close_case_files", "is_case_file", "label_hash", "load_case_file", "load_family",
-           "named_files", "validate_case"]
+           "case_refs", "close_case_files", "is_case_file", "keep_case_files_open", "label_hash", "load_case_file",
+           "load_family", "named_files", "validate_case"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,11 @@ class _OpenCaseFiles:
     :attr:`LIMIT`, the least recently read closed first), read at an offset with ``os.pread``
     under one lock.  Opening the file again for every item cost a fifth of a
     replayed case's reading.
+
+    When the process may open no more files (``EMFILE``/``ENFILE``: a low ``ulimit -n``) the kept
+    ones are closed and the open is tried again; a path that is no longer a regular file (a pipe,
+    say) is an error, never a wait.  Between :meth:`close` (a run's end) and :meth:`reopen` (the
+    next run's configure) a read opens and closes the file itself.
     """
 
     LIMIT = 64
@@ -93,31 +100,67 @@ class _OpenCaseFiles:
     def __init__(self) -> None:
         self._fds: OrderedDict[Path, int] = OrderedDict()
         self._lock = threading.Lock()
+        self._closed = False
 
     def pread(self, path: Path, offset: int, length: int) -> bytes:
         with self._lock:
             fd = self._fds.get(path)
             if fd is None:
-                fd = self._fds[path] = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+                fd = self._open(path)
+                if self._closed:
+                    try:
+                        return os.pread(fd, length, offset)
+                    finally:
+                        os.close(fd)
+                self._fds[path] = fd
                 while len(self._fds) > self.LIMIT:
                     os.close(self._fds.popitem(last=False)[1])
             else:
                 self._fds.move_to_end(path)
             return os.pread(fd, length, offset)  # under the lock: no other thread closes it meanwhile
 
-    def close(self) -> None:
-        with self._lock:
-            fds, self._fds = self._fds, OrderedDict()
+    def _open(self, path: Path) -> int:
+        flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(path, flags)
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._fds:
+                raise
+            self._close_all()  # the process's descriptors ran out: give back the kept ones, try once more
+            fd = os.open(path, flags)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file any more", str(path))
+        return fd
+
+    def _close_all(self) -> None:
+        fds, self._fds = self._fds, OrderedDict()
         for fd in fds.values():
             os.close(fd)
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_all()
+            self._closed = True
+
+    def reopen(self) -> None:
+        with self._lock:
+            self._closed = False
 
 
 _OPEN_FILES = _OpenCaseFiles()
 
 
 def close_case_files() -> None:
-    """Close the case files :meth:`CaseSpan.read` keeps open (at the end of a run)."""
+    """Close the case files :meth:`CaseSpan.read` keeps open (at the end of a run); until
+    :func:`keep_case_files_open`, a read opens and closes its file.
+    """
     _OPEN_FILES.close()
+
+
+def keep_case_files_open() -> None:
+    """Keep case files open again for reading cases (at a run's configure)."""
+    _OPEN_FILES.reopen()
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +207,9 @@ class CaseRef:
         try:
             case = Case.model_validate_json(self.span.read())
         except (OSError, ValidationError) as exc:
+            detail = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else type(exc).__name__
             raise ValueError(f"{where}: cannot be read again at byte {self.span.offset} (the file changed during "
-                             f"the run?): {type(exc).__name__}") from None
+                             f"the run?): {detail}") from None
         if case.id != self.id:
             raise ValueError(f"{where}: the line at byte {self.span.offset} now holds case {case.id} "
                              "(the file changed during the run)")

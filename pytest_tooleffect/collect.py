@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from .agent import Agent, AgentError, load_agent
-from .cases import CaseRef, case_refs, close_case_files
+from .cases import CaseRef, case_refs, close_case_files, keep_case_files_open
 from .family import CASE_SUFFIXES, FAMILY_FILE, FamilyError, LoadedFamily, is_case_file, load_family
 from .models import Case, Policy, ToolSpec
 from .options import REPLAY
@@ -94,6 +94,7 @@ class CaseCollector:
         self.config = config
         self.families = config.stash[families_key] = Families()
         config.stash[agents_key] = Agents(config)
+        keep_case_files_open()
 
     def close(self) -> None:
         """At unconfigure: close the case files kept open for reading cases again."""

@@ -412,3 +412,63 @@ def test_case_lines_are_read_again_from_files_kept_open_a_bounded_number(tmp_pat
     for fd in fds:
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+def test_case_files_are_read_again_under_a_low_open_file_limit(tmp_path: Path) -> None:
+    """A process that may open few files (``ulimit -n``) still reads every case again: the kept
+    files are given back when the limit is reached, not turned into "file changed" errors.
+    """
+    import subprocess
+    import sys
+
+    for i in range(40):
+        (tmp_path / f"c{i}.jsonl").write_bytes(f"line-{i}\n".encode())
+    code = """
+import os, resource, sys
+from pathlib import Path
+from pytest_tooleffect import cases
+root = Path(sys.argv[1])
+opened = len(os.listdir("/proc/self/fd"))
+resource.setrlimit(resource.RLIMIT_NOFILE, (opened + 8, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+got = [cases.CaseSpan(root / f"c{i}.jsonl", 0, len(f"line-{i}")).read().decode() for i in range(40)]
+print(got == [f"line-{i}" for i in range(40)], len(cases._OPEN_FILES._fds) <= 8)
+"""
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+def test_a_case_file_replaced_by_a_pipe_is_an_error_not_a_wait(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    from pytest_tooleffect import cases
+
+    path = tmp_path / "c.jsonl"
+    os.mkfifo(path)  # nothing ever writes to it: opening it for reading would block
+    raised: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            cases._OpenCaseFiles().pread(path, 0, 10)
+        except BaseException as exc:  # noqa: BLE001 - what it raised is the finding
+            raised.append(exc)
+
+    reader = threading.Thread(target=read, daemon=True)  # a read that waits must not hang the suite
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "the read waits on the pipe"
+    assert len(raised) == 1 and isinstance(raised[0], OSError) and "not a regular file" in str(raised[0])
+
+
+def test_after_a_run_ends_a_case_read_keeps_no_file_open(tmp_path: Path) -> None:
+    from pytest_tooleffect import cases
+
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b"line\n")
+    reader = cases._OpenCaseFiles()
+    assert reader.pread(path, 0, 4) == b"line" and len(reader._fds) == 1
+    reader.close()
+    assert reader.pread(path, 0, 4) == b"line" and not reader._fds  # read, and closed again
+    reader.reopen()
+    assert reader.pread(path, 0, 4) == b"line" and len(reader._fds) == 1
+    reader.close()
