@@ -155,6 +155,9 @@ class Scorer:
         if (call.when == "setup" and call.excinfo is not None and isinstance(call.excinfo.value, NotScored)
                 and isinstance(item, CaseItem)):
             self.record(item, error=call.excinfo.value.error)
+        elif (call.when == "setup" and call.excinfo is not None and report.failed and isinstance(item, CaseItem)
+              and record_key not in item.stash):
+            _setup_failed(self, item, report, call.excinfo.value)
         if call.excinfo is not None and isinstance(item, CaseItem):
             _short_longrepr(report, call.excinfo.value, item.record_id)
         _redact_report(report)
@@ -176,6 +179,20 @@ class Scorer:
         if call.when in ("setup", "call") and record_key in item.stash:
             return {"tooleffect": item.stash[record_key]}
         return None
+
+
+def _setup_failed(scorer: Scorer, item: CaseItem, report: pytest.TestReport, exc: BaseException) -> None:
+    """Any other failure of a case item's setup (a user's fixture, a case that can no longer be
+    read) is an error record too, so the item stays in the report (scoring rule 7); when its case
+    cannot be read to make one, the report lists it as an invalid case naming the file and the id.
+    """
+    failure = Failure(type(exc).__name__, f"{exc}"[:500])
+    try:
+        scorer.record(item, error=failure)
+    except Exception:  # the case itself is unreadable: no record can be made of it
+        report.tooleffect_invalid = {  # type: ignore[attr-defined]
+            "family": item.family.name, "file": str(item.path), "case_id": item.ref.id,
+            "problems": [f"{item.path}: case {item.ref.id}: {failure.kind}: {failure.message}"]}
 
 
 def _short_longrepr(report: pytest.TestReport, exc: BaseException, record_id: str) -> None:

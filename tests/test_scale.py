@@ -472,3 +472,38 @@ def test_after_a_run_ends_a_case_read_keeps_no_file_open(tmp_path: Path) -> None
     reader.reopen()
     assert reader.pread(path, 0, 4) == b"line" and len(reader._fds) == 1
     reader.close()
+
+
+def test_a_case_items_setup_failing_outside_the_plugin_stays_in_the_report(pytester: pytest.Pytester) -> None:
+    """A user's fixture that raises, or a case that can no longer be read, fails the item's setup
+    outside the plugin's own errors: the item is still in the report (an error record, or an
+    invalid case naming the file and the id) and the report is not complete (scoring rule 7).
+    """
+    n = 6
+    fam = write_demo(pytester.path, _many(n))
+    pytester.makeconftest(f"""
+import pytest
+from pathlib import Path
+
+SEEN = []
+
+@pytest.fixture(autouse=True)
+def user_env(request):
+    SEEN.append(request.node.name)
+    if request.node.name == "c001[replay]":
+        raise RuntimeError("the user's fixture failed")
+    if len(SEEN) == 4:  # the rest of the file's cases can no longer be read
+        Path({str(fam / "cases.jsonl")!r}).write_text("")
+    yield
+""")
+    result = pytester.runpytest("cases/", "--tooleffect-report", "r.json", "--tooleffect-records", "rec.jsonl",
+                                "-p", "no:randomly")
+    result.assert_outcomes(passed=2, errors=4)
+    recs = {r["case_id"]: r for r in map(json.loads, (pytester.path / "rec.jsonl").read_text().splitlines())}
+    assert recs["c001"]["outcome"] == "error" and recs["c001"]["error"]["type"] == "RuntimeError"
+    assert sorted(recs) == ["c000", "c001", "c002"]
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["status"] == "incomplete"
+    (invalid,) = report["invalid"]
+    assert [e["case_id"] for e in invalid["cases"]] == ["c003", "c004", "c005"], invalid
+    assert all("cannot be read again" in " ".join(e["problems"]) for e in invalid["cases"])
