@@ -11,7 +11,7 @@ its call phase hands it to the scorer (``scorer_key``), so this module imports n
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from .records import item_name, record_id
 from .settings import Settings, settings_key
 
 __all__ = ["CLASS_MARKERS", "Agents", "CaseCollector", "CaseFile", "CaseItem", "Families", "InvalidCaseItem",
-           "agents_key", "decider_key", "families_key", "scorer_key",
+           "agents_key", "decider_key", "families_key", "invalid_entry", "scorer_key",
            "select_policies"]
 
 CLASS_MARKERS = {
@@ -430,6 +430,13 @@ class CaseItem(pytest.Function):
         return super()._repr_failure_py(excinfo, style)
 
 
+def invalid_entry(family: str, path: Path, case_id: str | None, problems: Sequence[str]) -> dict[str, Any]:
+    """An invalid case as the report lists it: ``{family, file, case_id, problems}`` (JSON values;
+    ``case_id`` ``None`` for a problem of the file, the family or its policies).
+    """
+    return {"family": family, "file": str(path), "case_id": case_id, "problems": list(problems)}
+
+
 class InvalidCaseItem(pytest.Item):
     """Stands for a case (or file) that failed validation: an error outcome naming the problems.
 
@@ -452,9 +459,8 @@ class InvalidCaseItem(pytest.Item):
         self.case_id = case_id
 
     def entry(self) -> dict[str, Any]:
-        """What the report lists: ``{family, file, case_id, problems}`` (JSON values)."""
-        return {"family": self.family, "file": str(self.path), "case_id": self.case_id,
-                "problems": list(self.problems)}
+        """What the report lists: :func:`invalid_entry` of this item."""
+        return invalid_entry(self.family, self.path, self.case_id, self.problems)
 
     def setup(self) -> None:
         pytest.fail(f"{self.heading}:\n" + "\n".join(self.problems), pytrace=False)

@@ -41,6 +41,7 @@ from typing import Any, TypeVar
 from .logregistry import snapshot_logger_registry
 from .models import Case, Policy, Price, ToolSpec
 from .oracle.names import NameMap, name_map  # re-exported: the mapping is the oracle's too
+from .pricing import price_answer
 from .provider_errors import (
     MAX_RETRY_AFTER_S,
     ProviderError,
@@ -376,46 +377,6 @@ class TurnPool:
         self._loop = None
 
 
-#: per model name: litellm's price map knows it (asked once per process: the map does not change
-#: during a run, and an unmapped model made litellm build and raise an error at every decision)
-_KNOWN_MODELS: dict[str, bool] = {}
-
-
-def _priced_by_litellm(litellm: Any, model: str) -> bool:
-    known = _KNOWN_MODELS.get(model)
-    if known is None:
-        try:
-            litellm.get_model_info(model=model)
-            known = True
-        except Exception:  # litellm raises several types for an unmapped model
-            known = False
-        _KNOWN_MODELS[model] = known
-    return known
-
-
-def _price(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
-           usage: Mapping[str, int | None]) -> tuple[float | None, str | None]:
-    if usage.get("input_tokens") is None:
-        return None, None
-    if _priced_by_litellm(litellm, model):
-        # litellm priced the answer already (its documented ``_hidden_params["response_cost"]``):
-        # pricing it again cost a second pass over the response per decision
-        hidden = getattr(response, "_hidden_params", None)
-        priced = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
-        if isinstance(priced, int | float) and not isinstance(priced, bool):
-            return float(priced), "litellm"
-        try:
-            return float(litellm.completion_cost(completion_response=response, model=model)), "litellm"
-        except Exception:  # noqa: S110 - fall through to the user's table
-            pass
-    price = prices.get(model) or prices.get(model.split("/", 1)[-1])
-    if price is not None and usage.get("input_tokens") is not None:
-        cost = ((usage["input_tokens"] or 0) * price.input_per_mtok
-                + (usage["output_tokens"] or 0) * price.output_per_mtok) / 1e6
-        return cost, "user"
-    return None, None
-
-
 def _wall_bound(timeout_s: float, retries: int) -> float:
     """The wall-clock bound of one answer in seconds, retries and their backoff included (each
     attempt is bounded by ``_wall_bound(timeout_s, 0)``).
@@ -547,7 +508,7 @@ async def _turn(pool: TurnPool, kwargs: dict[str, Any], names: NameMap, model: s
     tokens = {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
     if not usage:  # a provider that reports no usage: tokens and cost are unknown, not zero
         tokens = {"input_tokens": None, "output_tokens": None}
-    cost_usd, priced_by = _price(litellm, model, response, prices, tokens)
+    cost_usd, priced_by = price_answer(litellm, model, response, prices, tokens)
     cost = {**tokens, "latency_ms": round(spent_s * 1000, 3), "cost_usd": cost_usd, "priced_by": priced_by}
     if pool.cache is not None:
         pool.cache.put(key, {"emitted": message, "cost": cost, "provider_names": provider_names})

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .collect import CaseItem, InvalidCaseItem, scorer_key
+from .collect import CaseItem, InvalidCaseItem, invalid_entry, scorer_key
 from .decision import Decision
 from .oracle import CompareContext, Verdict, compile_label, parse_emission, score
 from .outcomes import DecisionFailed, Failure, NotScored
@@ -190,9 +190,9 @@ def _setup_failed(scorer: Scorer, item: CaseItem, report: pytest.TestReport, exc
     try:
         scorer.record(item, error=failure)
     except Exception:  # the case itself is unreadable: no record can be made of it
-        report.tooleffect_invalid = {  # type: ignore[attr-defined]
-            "family": item.family.name, "file": str(item.path), "case_id": item.ref.id,
-            "problems": [f"{item.path}: case {item.ref.id}: {failure.kind}: {failure.message}"]}
+        problem = f"{item.path}: case {item.ref.id}: {failure.kind}: {failure.message}"
+        report.tooleffect_invalid = invalid_entry(item.family.name, item.path, item.ref.id,  # type: ignore[attr-defined]
+                                                  [problem])
 
 
 def _short_longrepr(report: pytest.TestReport, exc: BaseException, record_id: str) -> None:
