@@ -295,6 +295,22 @@ class CaseFile(pytest.File):
             item.add_marker(pytest.mark.xfail(reason=reason, strict=False, raises=DecisionFailed))
 
 
+def _id_as_read_back(item: pytest.Item) -> None:
+    """Give ``item`` the structured node id its node id string is read back as (pytest ≥ 9.2).
+
+    pytest 9.2 keys ``--lf``, ``--ff`` and ``--sw`` by structured ids that it parses back from the
+    strings in its cache: ``file::name[params]`` becomes the name before ``[`` and the params in it.
+    A custom item's own id keeps the whole name (``a-read[replay]``) and no params, so the two
+    never compared equal and those options lost every case item (pytest issue #15045).  The id
+    parsed from the item's own string is the one the cache finds again.  Before pytest 9.2 node ids
+    are plain strings and nothing changes.
+    """
+    structured = getattr(item, "_id", None)
+    parse = getattr(type(structured), "parse", None)
+    if parse is not None:
+        item._id = parse(str(structured))
+
+
 def _marker_name(prefix: str, value: str) -> str:
     return prefix + re.sub(r"\W", "_", value)
 
@@ -343,6 +359,7 @@ class CaseItem(pytest.Function):
                  decisions: int = 1, agent: Agent | None = None, agent_source: str | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        _id_as_read_back(self)
         self.ref = case if isinstance(case, CaseRef) else CaseRef.of(case)
         self._case: Case | None = self.ref.case
         self.family = family
@@ -453,6 +470,7 @@ class InvalidCaseItem(pytest.Item):
     def __init__(self, *, problems: list[str], heading: str = "invalid case", family: str = "",
                  case_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        _id_as_read_back(self)
         self.problems = problems
         self.heading = heading
         self.family = family or self.path.parent.name

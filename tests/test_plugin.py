@@ -94,6 +94,28 @@ def test_item_ids_are_stable_and_sorted(pytester: pytest.Pytester) -> None:
     assert "cases/demo/cases.jsonl::a-read[replay]" in ids
 
 
+def test_last_failed_failed_first_and_stepwise_find_case_items(pytester: pytest.Pytester) -> None:
+    """--lf, --ff and --sw find a case item again from the cache's string node id.
+
+    pytest 9.2 reads those ids back as structured ids (``name[params]`` split apart), which did not
+    equal a custom item's own (the whole name, no params: pytest issue #15045), so ``--lf`` ran
+    every case, ``--ff`` kept the order and ``--sw`` started over.
+    """
+    write_demo(pytester.path)
+    cache = ["-p", "cacheprovider"]
+    assert pytester.runpytest("cases/", *cache).parseoutcomes()["failed"] == 2
+    last = pytester.runpytest("cases/", *cache, "--lf", "-q")
+    last.assert_outcomes(failed=2)
+    last.stdout.fnmatch_lines(["*FAILED cases/demo/cases.jsonl::c-create-utc[[]replay[]]*",
+                               "*FAILED cases/demo/cases.jsonl::e-redundant[[]replay[]]*"])
+    first = pytester.runpytest("cases/", *cache, "--ff", "--collect-only", "-q")
+    ids = [line for line in first.outlines if "::" in line]
+    assert ids[:2] == ["cases/demo/cases.jsonl::c-create-utc[replay]", "cases/demo/cases.jsonl::e-redundant[replay]"]
+    pytester.runpytest("cases/", *cache, "--cache-clear", "--sw").assert_outcomes(passed=2, failed=1)
+    # the second stepwise run starts at the failure: nothing before it runs again
+    pytester.runpytest("cases/", *cache, "--sw").assert_outcomes(failed=1, deselected=2)
+
+
 @pytest.mark.parametrize(("expr", "passed", "failed"), [("no_tool", 1, 1), ("single", 2, 1),
                                                         ("bucket_middle", 1, 1), ("family_demo and single", 2, 1)])
 def test_markers_select(pytester: pytest.Pytester, expr: str, passed: int, failed: int) -> None:
