@@ -21,6 +21,7 @@ import json
 import os
 import stat
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -64,11 +65,15 @@ class CaseProblem:
 
 @dataclass(frozen=True, slots=True)
 class CaseSpan:
-    """Where one JSONL case lies in its file: ``length`` bytes from byte ``offset`` (its line, no newline)."""
+    """Where one JSONL case lies in its file: ``length`` bytes from byte ``offset`` (its line, no
+    newline), and ``crc32``, the CRC-32 (:func:`zlib.crc32`) of those bytes as collected, which
+    tells a line edited in place from the one validated (``None``: not checked).
+    """
 
     path: Path
     offset: int
     length: int
+    crc32: int | None = None
 
     def read(self) -> bytes:
         """The line's bytes, read again from the file (kept open: :func:`close_case_files`).
@@ -197,15 +202,16 @@ class CaseRef:
         """The case, parsed again from its line (validated at collection: not validated again).
 
         Raises:
-            ValueError: the line cannot be read any more, or no longer holds this case (the file
-                changed during the run); the message names the file, the case id and the offset.
+            ValueError: the line cannot be read any more, or its bytes are not those collected (the
+                file changed during the run); the message names the file, the case id and the offset.
         """
         if self.case is not None:
             return self.case
         assert self.span is not None
         where = f"{self.span.path}: case {self.id}"
         try:
-            case = Case.model_validate_json(self.span.read())
+            line = self.span.read()
+            case = Case.model_validate_json(line)
         except (OSError, ValidationError) as exc:
             detail = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else type(exc).__name__
             raise ValueError(f"{where}: cannot be read again at byte {self.span.offset} (the file changed during "
@@ -213,6 +219,9 @@ class CaseRef:
         if case.id != self.id:
             raise ValueError(f"{where}: the line at byte {self.span.offset} now holds case {case.id} "
                              "(the file changed during the run)")
+        if self.span.crc32 is not None and zlib.crc32(line) != self.span.crc32:
+            raise ValueError(f"{where}: the line at byte {self.span.offset} is not the one collected (the file "
+                             "changed during the run)")
         return case
 
 
@@ -265,7 +274,7 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | 
                 yield n, None, f"line {n} is not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", None
                 continue
             if text.strip(JSON_WHITESPACE):  # str.strip() would also drop 0x1c-0x1f and Unicode spaces
-                yield n, text, None, CaseSpan(path, start, len(body))
+                yield n, text, None, CaseSpan(path, start, len(body), zlib.crc32(body))
 
 
 def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:

@@ -345,6 +345,23 @@ def test_a_case_file_changed_during_the_run_is_named_when_its_case_is_read_again
         ref.load()
 
 
+def test_a_case_line_edited_in_place_during_the_run_is_named_not_scored_under_its_old_label(tmp_path: Path) -> None:
+    """An edit that keeps the line's length and its id (a label's thread id, th-1 to th-2) is a
+    changed case, not the case validated and hashed at collection."""
+    from pytest_tooleffect.cases import case_refs, load_family
+
+    fam_dir = write_demo(tmp_path, [READ_OK])
+    (ref,), _ = case_refs(fam_dir / "cases.jsonl", load_family(fam_dir))
+    text = (fam_dir / "cases.jsonl").read_text()
+    assert "th-1" in text
+    (fam_dir / "cases.jsonl").write_text(text.replace("th-1", "th-2"))
+    with pytest.raises(ValueError, match=r"cases.jsonl: case a-read: the line at byte 0 is not the one collected "
+                                         r"\(the file changed during the run\)"):
+        ref.load()
+    (fam_dir / "cases.jsonl").write_text(text)
+    assert ref.load().id == "a-read"  # the line as collected again
+
+
 def test_the_logger_registry_can_be_iterated_while_the_background_import_adds_loggers() -> None:
     """pytest's log capture walks every logger at each test phase while litellm's import (on the
     preload thread) creates more: that walk must not fail with "dictionary changed size"."""
