@@ -1,16 +1,20 @@
-"""Chunks of items for ``-n W --dist loadgroup``: each xdist worker is handed whole chunks, so it
-knows in advance which live items it will run and can queue their model turns at once.
+"""Chunks of items for ``-n W --dist loadgroup``, and for ``-n W`` alone (``--dist load``) in a
+live run: each xdist worker is handed whole chunks, so it knows in advance which live items it
+will run and can queue their model turns at once.
 
-The run's items, in collection order, are cut into chunks of :data:`CHUNK` positions (chunk *k*
-holds positions ``k × CHUNK`` to ``(k + 1) × CHUNK − 1``).  Both sides compute the same chunks
-from the same list: the controller from the node ids the workers report (every worker collects
-the same list, pytest-xdist checks it), a worker from its ``session.items``.
+The run's N items, in collection order, are cut into chunks of *s* positions (chunk *k* holds
+positions ``k × s`` to ``(k + 1) × s − 1``), *s* = :func:`chunk_size` of N and the W workers: at
+most :data:`CHUNK`, and small enough that there are at least 2 W chunks (so a run of a few dozen
+items still spreads over every worker).  Both sides compute the same chunks from the same list
+and the same W: the controller from the node ids the workers report (every worker collects the
+same list, pytest-xdist checks it) and its ``--tx`` specs, a worker from its ``session.items``
+and ``workerinput["workercount"]`` (pytest-xdist sets both from the same specs).
 
 pytest-xdist's own ``loadgroup`` groups by ``xdist_group`` markers, which it writes into the node
 ids (``…@group``) on the worker; with pytest 9's structured node ids that write no longer changes
 the id, so every item is scheduled on its own and a worker cannot tell what it will run
 (pytest-xdist issue #1386).  :func:`chunk_scheduler` is therefore the controller's scheduler of a
-live run under ``--dist loadgroup``: an item whose id does carry a group (``…@name``, on a pytest
+live run under ``--dist loadgroup`` or ``load``: an item whose id does carry a group (``…@name``, on a pytest
 where the write works) keeps it; any other item is scheduled with its chunk.
 """
 
@@ -19,21 +23,28 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CHUNK", "chunk_scheduler", "group_of"]
+__all__ = ["CHUNK", "chunk_scheduler", "chunk_size", "group_of"]
 
-#: positions per chunk
+#: positions per chunk at the most
 CHUNK = 64
 
 
-def group_of(nodeid: str, position: int) -> str:
+def chunk_size(items: int, workers: int) -> int:
+    """Positions per chunk for ``items`` items over ``workers`` workers: ``⌈items / 2 W⌉``, at
+    least 1 and at most :data:`CHUNK`.
+    """
+    return max(1, min(CHUNK, -(-items // (2 * max(1, workers)))))
+
+
+def group_of(nodeid: str, position: int, size: int = CHUNK) -> str:
     """The work unit the controller schedules the item in: the group its id carries (``…@name``,
-    as pytest-xdist's ``loadgroup`` reads it), else its chunk, ``tooleffect-<position // CHUNK>``
-    (``position``: 0-based, in collection order).  The worker prefetches by the same units, so it
-    never queues a turn of an item another worker is handed.
+    as pytest-xdist's ``loadgroup`` reads it), else its chunk, ``tooleffect-<position // size>``
+    (``position``: 0-based, in collection order; ``size``: :func:`chunk_size`).  The worker
+    prefetches by the same units, so it never queues a turn of an item another worker is handed.
     """
     if nodeid.rfind("@") > nodeid.rfind("]"):
         return nodeid.split("@")[-1]
-    return f"tooleffect-{position // CHUNK}"
+    return f"tooleffect-{position // size}"
 
 
 def chunk_scheduler(config: Any, log: Any) -> Any:
@@ -50,7 +61,8 @@ def chunk_scheduler(config: Any, log: Any) -> Any:
         def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
             super().add_node_collection(node, collection)
             if self._chunks is None:
-                self._chunks = {nodeid: group_of(nodeid, n) for n, nodeid in enumerate(collection)}
+                size = chunk_size(len(collection), self.numnodes)
+                self._chunks = {nodeid: group_of(nodeid, n, size) for n, nodeid in enumerate(collection)}
 
         def _split_scope(self, nodeid: str) -> str:
             return (self._chunks or {}).get(nodeid) or str(super()._split_scope(nodeid))

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from .agent import AgentError, agent_state, call_agent_bounded, is_async, run_agent
-from .chunks import chunk_scheduler, group_of
+from .chunks import chunk_scheduler, chunk_size, group_of
 from .collect import CaseItem
 from .model_turn import ModelCache, TurnPool, api_key, finish_preload, preload_litellm, wait_turn
 from .models import Case, ToolSpec
@@ -201,22 +201,29 @@ class ModelTurns:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """The live items that will run (after -k / -m deselection), by chunk of positions
-        (:mod:`.chunks`: under ``--dist loadgroup`` a worker is handed whole chunks).
+        (:mod:`.chunks`: under ``--dist load`` and ``loadgroup`` a worker is handed whole chunks).
         """
         if self.settings.concurrency <= 1:
             return
         units: dict[str, list[CaseItem]] = {}
+        workers = int(getattr(self.config, "workerinput", {}).get("workercount", 1))
+        size = chunk_size(len(session.items), workers)
         for n, item in enumerate(session.items):
             if isinstance(item, CaseItem) and item.live:
-                unit = units.setdefault(group_of(item.nodeid, n), [])  # the controller's work unit (chunks.py)
+                unit = units.setdefault(group_of(item.nodeid, n, size), [])  # the controller's work unit (chunks.py)
                 unit.append(item)
                 self.unit_of[item.nodeid] = unit
                 self.live.append(item)
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """On the xdist controller under ``--dist loadgroup``: schedule whole chunks (:mod:`.chunks`)."""
-        if config.getvalue("dist") != "loadgroup" or self.settings.concurrency <= 1:
+        """On the xdist controller under ``--dist loadgroup``, and under ``--dist load`` (what
+        ``-n W`` alone means) in a live run: schedule whole chunks (:mod:`.chunks`).  pytest-xdist's
+        ``load`` stops refilling a worker whose last test took 0.1 s or more while it holds two,
+        so a worker waiting on model turns had two items and two turns in flight, not the run's
+        concurrency.
+        """
+        if not _chunked(config, self.settings):
             return None
         return chunk_scheduler(config, log)
 
@@ -225,9 +232,10 @@ class ModelTurns:
         """Prefetch model turns so that each item only waits for its own answer.
 
         Without xdist every live item runs here, so all are queued at the first one (the pool keeps
-        ``--tooleffect-concurrency`` in flight).  Under xdist with ``--dist loadgroup`` a worker is
-        handed whole chunks of live items, so it queues the chunk of the item it starts.  Under other
-        ``--dist`` modes a worker does not know its items: it looks one item ahead.
+        ``--tooleffect-concurrency`` in flight).  Under xdist with ``--dist load`` (``-n W`` alone) or
+        ``--dist loadgroup`` a worker is handed whole chunks of items (:func:`_chunked`), so it
+        queues the chunk of the item it starts.  Under other ``--dist`` modes a worker does not know
+        its items: it looks one item ahead.
         """
         if not (isinstance(item, CaseItem) and item.live) or self.settings.concurrency <= 1:
             return
@@ -235,7 +243,7 @@ class ModelTurns:
         if not hasattr(self.config, "workerinput"):  # all at the first item, not all at every item (items²)
             batch = [] if self.all_queued else list(self.live)
             self.all_queued = True
-        elif _loadgroup(self.config):
+        elif self.config.workerinput.get(CHUNKED):
             batch = list(self.unit_of.get(item.nodeid, []))
         else:
             batch = [nextitem] if isinstance(nextitem, CaseItem) and nextitem.live else []
@@ -261,7 +269,10 @@ class ModelTurns:
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
-        """On the xdist controller, hand each worker the run's rate-limit state file."""
+        """On the xdist controller, hand each worker the run's rate-limit state file, and say
+        whether the controller schedules whole chunks (the worker then prefetches its chunk).
+        """
+        node.workerinput[CHUNKED] = _chunked(self.config, self.settings)
         if self.rate_dir is not None:
             node.workerinput[RATE_STATE] = str(self.rate_dir / "limiter.sqlite")
         elif self.rate_file is not None:
@@ -282,11 +293,18 @@ class ModelTurns:
             shutil.rmtree(self.rate_dir, ignore_errors=True)
 
 
-def _loadgroup(config: pytest.Config) -> bool:
-    """The run is scheduled by ``--dist loadgroup``.  On an xdist worker ``config.option.dist`` is
-    always ``no`` (pytest-xdist's ``remote.setup_config``); it keeps the mode as ``option.loadgroup``.
+#: the key of ``workerinput`` saying the controller schedules whole chunks (:mod:`.chunks`)
+CHUNKED = "tooleffect_chunked"
+
+
+def _chunked(config: pytest.Config, settings: Settings) -> bool:
+    """On the xdist controller: it schedules whole chunks (``--dist loadgroup``, or ``--dist load``
+    in a live run, with more than one model turn in flight).
     """
-    return bool(getattr(config.option, "loadgroup", False)) or getattr(config.option, "dist", "no") == "loadgroup"
+    if settings.concurrency <= 1:
+        return False
+    dist = config.getvalue("dist")
+    return dist == "loadgroup" or (dist == "load" and settings.live)
 
 
 #: seconds past its own timeout an async agent's turn is waited for, before its loop is taken as blocked
