@@ -371,9 +371,12 @@ class CaseItem(pytest.Function):
         self._decision: Any = None
 
     def setup(self) -> None:
-        """The item's fixtures, then its decision (a provider, agent or sandbox failure is a setup error)."""
+        """The item's fixtures, then its decision (a provider, agent or sandbox failure is a setup
+        error); under ``--setup-only`` and ``--setup-plan`` (no call phase) the fixtures only.
+        """
         super().setup()
-        self.decide()
+        if not self.config.option.setuponly:
+            self.decide()
 
     def decide(self) -> Any:
         """The item's decision (a :class:`~pytest_tooleffect.decision.Decision`), obtained once per setup."""

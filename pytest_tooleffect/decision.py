@@ -237,7 +237,8 @@ class ModelTurns:
         queues the chunk of the item it starts.  Under other ``--dist`` modes a worker does not know
         its items: it looks one item ahead.
         """
-        if not (isinstance(item, CaseItem) and item.live) or self.settings.concurrency <= 1:
+        if not (isinstance(item, CaseItem) and item.live) or self.settings.concurrency <= 1 \
+                or self.config.option.setuponly:  # --setup-only / --setup-plan: no decision is made
             return
         batch: list[pytest.Item]
         if not hasattr(self.config, "workerinput"):  # all at the first item, not all at every item (items²)
@@ -251,7 +252,10 @@ class ModelTurns:
             assert isinstance(it, CaseItem)
             if it.nodeid not in self.submitted:
                 self.submitted.add(it.nodeid)
-                future = self.submit(it)
+                try:
+                    future = self.submit(it)
+                except (ValueError, OSError):  # its case cannot be read again: its own setup raises it
+                    continue
                 if future is not None:
                     self.prefetched[it.nodeid] = future
 

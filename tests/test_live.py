@@ -571,6 +571,40 @@ def test_a_limit_that_makes_the_run_long_is_announced(pytester: pytest.Pytester)
     slow.stdout.fnmatch_lines(["*tooleffect: at 1 requests per 120 s, 7 live model turns take at least 12 min*"])
 
 
+def test_a_case_line_changed_before_its_turn_is_prefetched_is_that_items_error(pytester: pytest.Pytester) -> None:
+    """Prefetch reads every queued item's case again: a line edited in place after collection is
+    the error of its own item, not an internal error that ended the run with no records."""
+    cases = [_case(f"e{i}", {"valid_actions": [NULL]}) for i in range(6)]
+    pytester.makeconftest("""
+        import pytest
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_finish(session):
+            path = session.config.rootpath / "cases" / "demo" / "cases.jsonl"
+            path.write_text(path.read_text().replace("[e3] please help", "[e3] please HELP"))  # same length
+    """)
+    with ScriptedServer([Reply(text="fine")]) as srv:
+        _family(pytester.path, cases)
+        result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}",
+                                    f"{OPT_CONCURRENCY}=8")
+    result.assert_outcomes(passed=5, errors=1)
+    result.stdout.fnmatch_lines(["*case e3: the line at byte * is not the one collected*"])
+
+
+@pytest.mark.parametrize("flag", ["--setup-plan", "--setup-only"])
+def test_setup_plan_and_setup_only_ask_no_model(pytester: pytest.Pytester, flag: str) -> None:
+    """pytest's --setup-plan and --setup-only run no call phase: no decision is made, so no
+    request leaves (each item's setup obtained its decision, a live request, only to drop it)."""
+    cases = [_case(f"p{i}", {"valid_actions": [NULL]}) for i in range(5)]
+    with ScriptedServer([Reply(text="fine")]) as srv:
+        _family(pytester.path, cases)
+        result = pytester.runpytest("cases/", flag, f"{OPT_MODEL}=openai/local-test",
+                                    f"{OPT_API_BASE}={srv.base_url}", f"{OPT_CONCURRENCY}=4")
+        asked = len(srv.requests)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()[-2000:]
+    result.stdout.fnmatch_lines(["*cases.jsonl::p0*"])
+    assert asked == 0, asked
+
+
 def test_requests_carry_a_max_tokens_cap_and_a_policy_sets_its_own_timeout(pytester: pytest.Pytester,
                                                                           server: ScriptedServer) -> None:
     """A live request always carries ``max_tokens`` (the policy's, else the default), so a runaway
