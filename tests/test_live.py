@@ -640,18 +640,20 @@ def test_requests_carry_a_max_tokens_cap_and_a_policy_sets_its_own_timeout(pytes
     assert {77, DEFAULT_MAX_TOKENS} <= sent
 
 
-def test_loadgroup_hands_each_worker_whole_chunks_it_prefetches(pytester: pytest.Pytester) -> None:
-    """-n 2 --dist loadgroup: 140 live items are four chunks of 35 positions; each worker
-    queues the chunk it is handed at the run's concurrency, so both workers have turns in flight
-    together (2 × C at the most) and no turn is asked twice.  pytest-xdist's own loadgroup, whose
-    node-id suffix pytest 9 drops, ran every item on its own: each worker had one turn queued
-    ahead of the one it waited for (4 in flight), and prefetching its markers' chunks asked
-    every turn on both workers."""
+@pytest.mark.parametrize("dist", [["--dist", "loadgroup"], []], ids=["loadgroup", "load"])
+def test_each_worker_is_handed_whole_chunks_it_prefetches(pytester: pytest.Pytester, dist: list[str]) -> None:
+    """-n 2, alone (pytest-xdist's ``--dist load``) or with ``--dist loadgroup``: 140 live items are
+    four chunks of 35 positions; each worker queues the chunk it is handed at the run's concurrency,
+    so both workers have turns in flight together (2 × C at the most) and no turn is asked twice.
+    pytest-xdist's own loadgroup, whose node-id suffix pytest 9 drops, ran every item on its own:
+    each worker had one turn queued ahead of the one it waited for (4 in flight), and prefetching
+    its markers' chunks asked every turn on both workers.  Under xdist's own ``load`` a worker whose
+    last test took 0.1 s or more is not refilled while it holds two items: 4 in flight too."""
     cases = [_case(f"g{i:03d}", {"valid_actions": [NULL]}) for i in range(140)]
     delay = 1.0
     with ScriptedServer([Reply(text="fine", delay_s=delay)]) as srv:
         _family(pytester.path, cases)
-        result = pytester.runpytest("cases/", "-n", "2", "--dist", "loadgroup", "-v",
+        result = pytester.runpytest("cases/", "-n", "2", *dist, "-v",
                                     f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}",
                                     f"{OPT_CONCURRENCY}=8")
         result.assert_outcomes(passed=140)
@@ -672,25 +674,6 @@ def test_chunks_are_at_most_64_positions_and_at_least_two_per_worker() -> None:
     assert chunk_size(49, 0) == 25  # no worker count: as one worker
     assert len({group_of(f"c[{i}]", i, chunk_size(49, 2)) for i in range(49)}) == 4
     assert group_of("c[3]@solo", 3, 13) == "solo"
-
-
-def test_n_workers_alone_hand_each_worker_whole_chunks_in_a_live_run(pytester: pytest.Pytester) -> None:
-    """-n 2 alone (pytest-xdist's ``--dist load``): the live run is scheduled by chunks too.  Under
-    xdist's own ``load`` a worker whose last test took 0.1 s or more is not refilled while it holds
-    two items, so each worker had two turns in flight (4 in all), not the run's concurrency."""
-    cases = [_case(f"l{i:03d}", {"valid_actions": [NULL]}) for i in range(140)]
-    delay = 1.0
-    with ScriptedServer([Reply(text="fine", delay_s=delay)]) as srv:
-        _family(pytester.path, cases)
-        result = pytester.runpytest("cases/", "-n", "2", "-v", f"{OPT_MODEL}=openai/local-test",
-                                    f"{OPT_API_BASE}={srv.base_url}", f"{OPT_CONCURRENCY}=8")
-        result.assert_outcomes(passed=140)
-        asked = [r["messages"][-1]["content"] for r in srv.requests]
-        arrivals = sorted(r["_received"] for r in srv.requests)
-    result.stdout.fnmatch_lines_random(["*[[]gw0[]]*PASSED*", "*[[]gw1[]]*PASSED*"])
-    assert len(asked) == 140 and len(set(asked)) == 140, len(asked)  # every turn asked once
-    in_flight = max(sum(t <= a < t + delay for a in arrivals) for t in arrivals)
-    assert 8 < in_flight <= 16, in_flight
 
 
 def test_loadgroup_item_whose_id_carries_a_group_is_prefetched_with_its_group_only(pytester: pytest.Pytester) -> None:
