@@ -64,6 +64,21 @@ def chunk_scheduler(config: Any, log: Any) -> Any:
                 size = chunk_size(len(collection), self.numnodes)
                 self._chunks = {nodeid: group_of(nodeid, n, size) for n, nodeid in enumerate(collection)}
 
+        def remove_node(self, node: Any) -> str | None:
+            """xdist's, except that the crashed item is not run again (as under its ``--dist
+            load``): ``loadscope`` puts the dead worker's unit back with the crashed item in it.
+            """
+            workload = self.assigned_work.get(node, {})
+            crashed = next((nodeid for unit in workload.values() for nodeid, done in unit.items() if not done), None)
+            if crashed is None:
+                return super().remove_node(node)  # type: ignore[no-any-return]
+            self.assigned_work.pop(node)
+            workload[self._split_scope(crashed)][crashed] = True
+            self.workqueue.update((scope, unit) for scope, unit in workload.items() if self._pending_of({scope: unit}))
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return crashed
+
         def _split_scope(self, nodeid: str) -> str:
             return (self._chunks or {}).get(nodeid) or str(super()._split_scope(nodeid))
 

@@ -234,7 +234,8 @@ class ModelTurns:
         Without xdist every live item runs here, so all are queued at the first one (the pool keeps
         ``--tooleffect-concurrency`` in flight).  Under xdist with ``--dist load`` (``-n W`` alone) or
         ``--dist loadgroup`` a worker is handed whole chunks of items (:func:`_chunked`), so it
-        queues the chunk of the item it starts.  Under other ``--dist`` modes a worker does not know
+        queues the chunk of the item it starts, from that item on (the rest of a chunk a crashed
+        worker left is handed again without its finished items).  Under other ``--dist`` modes a worker does not know
         its items: it looks one item ahead.
         """
         if not (isinstance(item, CaseItem) and item.live) or self.settings.concurrency <= 1 \
@@ -245,7 +246,8 @@ class ModelTurns:
             batch = [] if self.all_queued else list(self.live)
             self.all_queued = True
         elif self.config.workerinput.get(CHUNKED):
-            batch = list(self.unit_of.get(item.nodeid, []))
+            unit = self.unit_of.get(item.nodeid, [])
+            batch = unit[unit.index(item):]  # a unit handed again after a crash: its unfinished rest
         else:
             batch = [nextitem] if isinstance(nextitem, CaseItem) and nextitem.live else []
         for it in [item, *batch]:

@@ -696,3 +696,36 @@ def test_loadgroup_item_whose_id_carries_a_group_is_prefetched_with_its_group_on
         result.assert_outcomes(passed=100)
         asked = [r["messages"][-1]["content"] for r in srv.requests]
     assert len(asked) == 100 and len(set(asked)) == 100, len(asked)  # every turn asked once
+
+
+def test_a_worker_that_dies_mid_chunk_leaves_its_crashed_item_failed_once_and_no_turn_asked_twice(
+        pytester: pytest.Pytester) -> None:
+    """-n 2, live: gw0 dies (SIGKILL) in the call of its third item.  pytest-xdist reports that
+    item failed ("worker crashed") and, like its own ``--dist load``, must not run it again:
+    xdist's ``loadscope`` put the dead worker's chunk back with the crashed item in it, so the item
+    was reported failed and then passed, or the run hung with the replacement worker holding its
+    last item and never told to shut down.  The worker handed the rest of the chunk queues only the
+    items it is handed, not the chunk's finished ones (their turns were asked again)."""
+    cases = [_case(f"k{i:02d}", {"valid_actions": [NULL]}) for i in range(12)]
+    pytester.makeconftest("""
+        import os, signal
+        seen = []
+        def pytest_runtest_call(item):
+            seen.append(item)
+            if len(seen) == 3 and os.environ.get("PYTEST_XDIST_WORKER") == "gw0" and not os.path.exists("killed"):
+                open("killed", "w").close()
+                os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    with ScriptedServer([Reply(text="fine", delay_s=0.2)]) as srv:
+        _family(pytester.path, cases)
+        result = pytester.runpytest_subprocess("cases/", "-n", "2", "-v", "-p", "no:randomly",
+                                               f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}",
+                                               f"{OPT_CONCURRENCY}=8", timeout=120)
+        asked = [r["messages"][-1]["content"] for r in srv.requests]
+    assert (pytester.path / "killed").exists()
+    result.stdout.fnmatch_lines(["*worker 'gw0' crashed while running*"])
+    result.assert_outcomes(passed=11, failed=1)
+    verdicts = [line for line in result.stdout.lines if line.startswith("[gw") and ("PASSED" in line or "FAILED" in line)]
+    names = [line.split("::")[1].split()[0] for line in verdicts]
+    assert len(names) == len(set(names)) == 12, verdicts  # each item reported once
+    assert len(asked) == len(set(asked)), sorted(asked)  # no turn asked twice
