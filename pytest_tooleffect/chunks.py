@@ -77,7 +77,7 @@ def chunk_scheduler(config: Any, log: Any) -> Any:
             self.workqueue.update((scope, unit) for scope, unit in workload.items() if self._pending_of({scope: unit}))
             for other in self.assigned_work:
                 self._reschedule(other)
-            return crashed
+            return str(crashed)
 
         def _split_scope(self, nodeid: str) -> str:
             return (self._chunks or {}).get(nodeid) or str(super()._split_scope(nodeid))

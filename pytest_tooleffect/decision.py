@@ -247,7 +247,7 @@ class ModelTurns:
             self.all_queued = True
         elif self.config.workerinput.get(CHUNKED):
             unit = self.unit_of.get(item.nodeid, [])
-            batch = unit[unit.index(item):]  # a unit handed again after a crash: its unfinished rest
+            batch = list(unit[unit.index(item):])  # a unit handed again after a crash: its unfinished rest
         else:
             batch = [nextitem] if isinstance(nextitem, CaseItem) and nextitem.live else []
         for it in [item, *batch]:
