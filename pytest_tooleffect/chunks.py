@@ -74,7 +74,7 @@ def chunk_scheduler(config: Any, log: Any) -> Any:
                 return super().remove_node(node)  # type: ignore[no-any-return]
             self.assigned_work.pop(node)
             workload[self._split_scope(crashed)][crashed] = True
-            self.workqueue.update((scope, unit) for scope, unit in workload.items() if self._pending_of({scope: unit}))
+            self.workqueue.update((scope, unit) for scope, unit in workload.items() if not all(unit.values()))
             for other in self.assigned_work:
                 self._reschedule(other)
             return str(crashed)

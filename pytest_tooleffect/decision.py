@@ -235,8 +235,8 @@ class ModelTurns:
         ``--tooleffect-concurrency`` in flight).  Under xdist with ``--dist load`` (``-n W`` alone) or
         ``--dist loadgroup`` a worker is handed whole chunks of items (:func:`_chunked`), so it
         queues the chunk of the item it starts, from that item on (the rest of a chunk a crashed
-        worker left is handed again without its finished items).  Under other ``--dist`` modes a worker does not know
-        its items: it looks one item ahead.
+        worker left is handed again without its finished items).  Under other ``--dist`` modes a
+        worker does not know its items: it looks one item ahead.
         """
         if not (isinstance(item, CaseItem) and item.live) or self.settings.concurrency <= 1 \
                 or self.config.option.setuponly:  # --setup-only / --setup-plan: no decision is made
