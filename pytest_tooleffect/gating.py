@@ -514,7 +514,9 @@ class GateKeeper:
         if self.report is not None:  # collected and never decided: no gate judges them, and the report says so
             skipped = sum(int(s.get("count") or 0) for s in self.report.get("skipped") or [])
             invalid = sum(int(f.get("count") or 0) for f in self.report.get("invalid") or [])
-            parts = [f"{n} {what}" for n, what in ((skipped, "skipped"), (invalid, "invalid cases")) if n]
+            unrecorded = sum(int(u.get("count") or 0) for u in self.report.get("unrecorded") or [])
+            parts = [f"{n} {what}" for n, what in ((skipped, "skipped"), (invalid, "invalid cases"),
+                                                   (unrecorded, "without a record")) if n]
             if parts:
                 unscored = f"; {', '.join(parts)} judged by no gate (report {self.report.get('status')})"
         return (f"tooleffect gates: {counts['passed']} passed, {counts['failed']} failed, {unjudged}; "

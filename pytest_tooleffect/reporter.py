@@ -13,12 +13,13 @@ cases back from the run's family folders, once, at the end.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .family import FAMILY_FILE
+from .family import CASE_SUFFIXES, FAMILY_FILE
 from .options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT
 from .outputs import OutputProblems, output_problems_key, write_text
 from .record_log import RecordLog
@@ -26,7 +27,7 @@ from .redaction import redact_obj
 from .runinfo import git_state, now_utc, versions
 from .settings import Settings, settings_key
 
-__all__ = ["JudgeSection", "Reporter", "rate_line"]
+__all__ = ["CaseNodes", "JudgeSection", "Reporter", "rate_line"]
 
 
 class Reporter:
@@ -43,6 +44,7 @@ class Reporter:
         self.records: list[dict[str, Any]] = []
         self.invalid: list[dict[str, Any]] = []
         self.skipped: list[dict[str, Any]] = []
+        self.items = CaseNodes(Path(config.rootpath))
         self.families: dict[str, dict[str, Any]] = {}
         self.family_dirs: dict[str, str] = {}
         self.policies: dict[str, dict[str, Any]] = {}
@@ -70,7 +72,16 @@ class Reporter:
             self.settings = _without_records(self.settings)
             return None
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        if not session.config.option.collectonly:  # items only listed are not run, and not missing
+            self.items.collected(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.items.collected(ids)  # every worker collects the same items; a replaced worker again
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.items.reported(report)
         family = getattr(report, "tooleffect_family", None)
         if family is not None:
             self.families.setdefault(family["name"], family["meta"])
@@ -97,13 +108,14 @@ class Reporter:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self._finish_log(session, exitstatus)
-        if not (self.records or self.invalid or self.skipped) and self.settings.report is None:
+        unrecorded = self.items.unrecorded(self.family_dirs)
+        if not (self.records or self.invalid or self.skipped or unrecorded) and self.settings.report is None:
             return
         from .report import dumps, summarise
 
         status = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "complete"
         report = summarise(self.records, self.families, status=status, invalid=self.invalid, skipped=self.skipped,
-                           min_class_n=self.settings.min_class_n)
+                           min_class_n=self.settings.min_class_n, unrecorded=unrecorded)
         report.run = self._run_info()
         data = report.to_json()
         self.config.hook.pytest_tooleffect_modifyreport(report=data, records=self.records, config=self.config)
@@ -168,7 +180,8 @@ class Reporter:
                               f"{self.log.written} records kept in it, {self.log.lost} lost (in the report only)")
 
     def _summary(self, terminalreporter: Any) -> None:
-        if self.report is None or not self.settings.summary or not (self.records or self.invalid or self.skipped):
+        if self.report is None or not self.settings.summary or not (
+                self.records or self.invalid or self.skipped or self.report.get("unrecorded")):
             return
         from .report import render_terminal
 
@@ -207,6 +220,75 @@ class Reporter:
         """Close the record log."""
         if self.log is not None:
             self.log.close()
+
+
+#: why an item collected has no record, by what pytest reported of it
+NOT_RUN = "not run: the run stopped before it (-x, --maxfail, xdist's --max-worker-restart, Ctrl-C)"
+FAILED_OUTSIDE = "failed with no record (its xdist worker crashed, or pytest failed it outside the plugin)"
+
+
+class CaseNodes:
+    """The case items a run collected (by pytest node id) and what their reports carried: the items
+    that ended with no record, invalid-case entry or skip are what is left.
+
+    Under xdist the controller collects nothing: it learns the node ids each worker collected
+    (``pytest_xdist_node_collection_finished``) and keeps those in a case file, the files the
+    plugin collects (a ``.jsonl``, ``.yaml`` or ``.yml`` file beside a family file).
+
+    Args:
+        rootpath: the run's rootdir (node ids' paths are relative to it).
+    """
+
+    _ACCOUNTED = "accounted"
+
+    def __init__(self, rootpath: Path) -> None:
+        self.rootpath = rootpath
+        #: node id → ``None`` (no report yet), ``"accounted"``, or the outcome of a report without a record
+        self.ids: dict[str, str | None] = {}
+        self._dirs: dict[str, Path | None] = {}  # a node id's file part → its family folder (None: not a case file)
+
+    def _family_dir(self, nodeid: str) -> Path | None:
+        file = nodeid.split("::", 1)[0]
+        if file not in self._dirs:
+            path = self.rootpath / file
+            self._dirs[file] = (path.parent if "::" in nodeid and path.suffix in CASE_SUFFIXES
+                                and (path.parent / FAMILY_FILE).is_file() else None)
+        return self._dirs[file]
+
+    def collected(self, nodeids: Iterable[str]) -> None:
+        """Note the case items among ``nodeids`` (a process's collection, after deselection)."""
+        for nodeid in nodeids:
+            if nodeid not in self.ids and self._family_dir(nodeid) is not None:
+                self.ids[nodeid] = None
+
+    def reported(self, report: pytest.TestReport) -> None:
+        """Note a test report: an item is accounted for by the record, invalid entry or skip it carries."""
+        state = self.ids.get(report.nodeid, self._ACCOUNTED)
+        if state == self._ACCOUNTED:  # accounted already, or not a case item
+            return
+        if any(hasattr(report, a) for a in ("tooleffect_record", "tooleffect_invalid", "tooleffect_skipped")):
+            self.ids[report.nodeid] = self._ACCOUNTED
+        elif report.failed or state is None:
+            self.ids[report.nodeid] = report.outcome
+
+    def unrecorded(self, family_dirs: Mapping[str, str]) -> list[dict[str, str]]:
+        """The case items collected and never accounted for, ``{id, family, reason}`` each.
+
+        Args:
+            family_dirs: family name → its folder, for the families whose records came in (the rest
+                are named by their folder).
+        """
+        names = {Path(d).resolve(): name for name, d in family_dirs.items()}
+        out = []
+        for nodeid, state in self.ids.items():
+            if state == self._ACCOUNTED:
+                continue
+            folder = self._family_dir(nodeid)
+            assert folder is not None
+            reason = (NOT_RUN if state is None else FAILED_OUTSIDE if state == "failed"
+                      else f"{state} with no record")
+            out.append({"id": nodeid, "family": names.get(folder.resolve(), folder.name), "reason": reason})
+        return out
 
 
 class JudgeSection:

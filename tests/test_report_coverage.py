@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pytest_tooleffect.options import OPT_API_BASE, OPT_MODEL, OPT_REPEATS, OPT_REPORT, OPT_RETRIES
+from pytest_tooleffect.options import OPT_API_BASE, OPT_HTML, OPT_MODEL, OPT_REPEATS, OPT_REPORT, OPT_RETRIES
 from pytest_tooleffect.records import item_name, record_id
 from pytest_tooleffect.report import summarise
 from pytest_tooleffect.scripted import Reply, ScriptedServer
@@ -228,3 +228,52 @@ def test_the_markdown_summary_says_the_run_is_incomplete(pytester: pytest.Pytest
     text = (pytester.path / "summary.md").read_text()
     assert "Report status: incomplete (2 invalid cases, 1 skipped; none in any rate)." in text
     assert "Invalid cases in demo: 2: `h-unknown-tool`, `j-bad-type`." in text
+
+
+_CRASH_IN_SETUP = '''
+import os
+
+import pytest
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if "b-create-ok" in item.nodeid:
+        os._exit(3)  # the worker dies before the item's decision is made
+'''
+
+
+@pytest.mark.parametrize(("args", "crash", "failed", "not_run"), [
+    (["-x"], False, [], ["d-stop", "e-redundant", "f-duplicate"]),
+    (["-n", "2"], True, ["b-create-ok"], []),
+    (["-n", "1", "--max-worker-restart=0"], True, ["b-create-ok"],
+     ["c-create-utc", "d-stop", "e-redundant", "f-duplicate"]),
+], ids=["exitfirst", "worker-crash", "worker-limit"])
+def test_items_that_end_with_no_record_are_listed_and_make_the_report_incomplete(
+        pytester: pytest.Pytester, args: list[str], crash: bool, failed: list[str], not_run: list[str]) -> None:
+    """A crashed worker's item, and the items a stopped run never reached, are in the report by node
+    id with why, and its status is incomplete (before, it said complete with those items gone).
+    """
+    write_demo(pytester.path, CASES[:6])
+    if crash:
+        pytester.makeconftest(_CRASH_IN_SETUP)
+    result = pytester.runpytest_subprocess("cases/", f"{OPT_REPORT}=r.json", f"{OPT_HTML}=r.html", "-p", "no:randomly",
+                                           *args, timeout=120)
+    rep = _report(pytester.path / "r.json")
+    scored = {r["case_id"] for r in _records(pytester.path)}
+    assert rep["status"] == "incomplete"
+    (un,) = rep["unrecorded"]
+    ids = {i.split("::")[-1].split("[")[0]: i for i in un["ids"]}
+    assert un["family"] == "demo" and un["count"] == len(failed) + len(not_run) == len(un["ids"])
+    assert sorted(ids) == sorted(failed + not_run) and not scored & set(ids)
+    assert all(i.startswith("cases/demo/") for i in un["ids"])
+    from pytest_tooleffect.reporter import FAILED_OUTSIDE, NOT_RUN
+    assert un["reasons"] == {r: n for r, n in ((FAILED_OUTSIDE, len(failed)), (NOT_RUN, len(not_run))) if n}
+    n = un["count"]
+    result.stdout.fnmatch_lines([f"*tooleffect report status: incomplete (0 invalid cases, 0 errors, 0 skipped, "
+                                 f"{n} without a record)*", f"*without a record in family demo: {n} (*"])
+    check = subprocess.run([sys.executable, str(REPO / "scripts" / "report-errors"), str(pytester.path / "r.json")],
+                           capture_output=True, text=True)
+    assert check.returncode == 1 and "without a record" in check.stderr, check.stderr
+    page = (pytester.path / "r.html").read_text()
+    assert f"family demo: {n} without a record" in page and all(f"<code>{i}</code>" in page for i in un["ids"])

@@ -70,13 +70,21 @@ def render_markdown(report: Mapping[str, Any], records: Sequence[Mapping[str, An
         out += _block(b, by_block.get((b["family"], b["policy"]), []))
     out.append(f"Errors (not counted in any rate, and failing the run): {n_errors}.")
     invalid, skipped = report.get("invalid") or [], report.get("skipped") or []
+    unrecorded = report.get("unrecorded") or []
     if report.get("status") and report["status"] != "complete":
+        n_unrecorded = sum(u["count"] for u in unrecorded)
+        without = f", {n_unrecorded} without a record" if n_unrecorded else ""
         out += ["", f"Report status: {report['status']} ({sum(f['count'] for f in invalid)} invalid cases, "
-                    f"{sum(s['count'] for s in skipped)} skipped; none in any rate)."]
+                    f"{sum(s['count'] for s in skipped)} skipped{without}; none in any rate)."]
         for f in invalid:
             ids = ", ".join(f"`{_cell('<file>' if i is None else i)}`" for i in f["ids"][:_MAX_IDS])
             more = f" and {f['count'] - _MAX_IDS} more" if f["count"] > _MAX_IDS else ""
             out.append(f"Invalid cases in {_cell(f['family'])}: {f['count']}: {ids}{more}.")
+        for u in unrecorded:
+            ids = ", ".join(f"`{_cell(i)}`" for i in u["ids"][:_MAX_IDS])
+            more = f" and {u['count'] - _MAX_IDS} more" if u["count"] > _MAX_IDS else ""
+            reasons = "; ".join(f"{_cell(r)}: {n}" for r, n in u["reasons"].items())
+            out.append(f"Without a record in {_cell(u['family'])}: {u['count']} ({reasons}): {ids}{more}.")
     return "\n".join(out) + "\n"
 
 

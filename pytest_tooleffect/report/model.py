@@ -23,7 +23,7 @@ from ..records import RecordError
 from .arithmetic import CLASSES
 from .effects_model import Effects
 from .parts import Closed, Count, Number, Part, Pct, PerClass, is_none
-from .run_model import InvalidFamily, JudgeSection, MergedShards, RunInfo, ShardOf, SkippedItems
+from .run_model import InvalidFamily, JudgeSection, MergedShards, RunInfo, ShardOf, SkippedItems, UnrecordedItems
 
 __all__ = [
     "CLASSES",
@@ -415,9 +415,9 @@ class Report(Part):
     """The report format's version."""
     status: Literal["complete", "incomplete", "interrupted"]
     """``complete`` when every item collected was scored; ``incomplete`` when some case was invalid, some
-    item ended in an error or was skipped (all listed: ``invalid``, ``skipped``, each block's ``errors``), or
-    when shards merged by ``tooleffect report`` lack one (``shards.missing``); ``interrupted`` when the run
-    was cut short (Ctrl-C)."""
+    item ended in an error, was skipped or ended with no record (all listed: ``invalid``, ``skipped``,
+    ``unrecorded``, each block's ``errors``), or when shards merged by ``tooleffect report`` lack one
+    (``shards.missing``); ``interrupted`` when the run was cut short (Ctrl-C)."""
     conventions: dict[str, str]
     """The conventions the figures follow (parallel matching, conditioning, class weights, errors)."""
     blocks: list[Block]
@@ -428,6 +428,9 @@ class Report(Part):
     """Per family, the cases that failed validation (never scored), sorted by family."""
     skipped: list[SkippedItems] = Field(default_factory=list)
     """Per family × policy, the items collected and skipped, sorted."""
+    unrecorded: list[UnrecordedItems] = Field(default_factory=list)
+    """Per family, the items collected that ended with no record (a crashed worker, a run stopped
+    before them), sorted."""
     judge: JudgeSection | None = Field(default=None, exclude_if=is_none)
     """The judge of free-text fields (written by the plugin; absent from ``tooleffect report``)."""
     shard: ShardOf | None = Field(default=None, exclude_if=is_none)

@@ -1,6 +1,7 @@
 """The run-level parts of a report, as typed data: what was not scored, the judge, the shards and the run.
 
-Invalid cases (:class:`InvalidFamily`) and skipped items (:class:`SkippedItems`), the judge of
+Invalid cases (:class:`InvalidFamily`), skipped items (:class:`SkippedItems`) and items that ended
+without a record (:class:`UnrecordedItems`), the judge of
 free-text fields (:class:`JudgeSection`), the shard a run was or the shards a report merged
 (:class:`ShardOf`, :class:`MergedShards`), and when and how the run was made (:class:`RunInfo`).
 """
@@ -24,6 +25,7 @@ __all__ = [
     "RunInfo",
     "ShardOf",
     "SkippedItems",
+    "UnrecordedItems",
     "Versions",
 ]
 
@@ -65,6 +67,22 @@ class SkippedItems(Part):
     """Items per reason, most first."""
     ids: list[str]
     """Their record ids, sorted."""
+
+
+class UnrecordedItems(Part):
+    """Items of one family that were collected and ended with no record: their xdist worker crashed,
+    pytest failed them outside the plugin, or the run stopped before them (``-x``, ``--maxfail``,
+    xdist's ``--max-worker-restart``, Ctrl-C).
+    """
+
+    family: str
+    """The family (its folder's name when no record of the family came in)."""
+    count: Count
+    """Items without a record."""
+    reasons: dict[str, int]
+    """Items per reason, most first."""
+    ids: list[str]
+    """Their pytest node ids, sorted."""
 
 
 class JudgeCalibration(Part):

@@ -51,7 +51,7 @@ from .model import (
     Spend,
 )
 from .parts import PerClass
-from .run_model import InvalidCase, InvalidFamily, SkippedItems
+from .run_model import InvalidCase, InvalidFamily, SkippedItems, UnrecordedItems
 
 __all__ = ["CONVENTIONS", "summarise"]
 
@@ -83,7 +83,7 @@ CONVENTIONS = {
 
 def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[str, Any]] | None = None,
               status: str = "complete", invalid: Iterable[Row] = (), skipped: Iterable[Row] = (),
-              min_class_n: int = 20) -> Report:
+              min_class_n: int = 20, unrecorded: Iterable[Row] = ()) -> Report:
     """Build the report from records, and from the items collected that made no record.
 
     Args:
@@ -96,12 +96,15 @@ def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[st
         skipped: the items skipped, ``{id, family, policy, reason}`` each.
         min_class_n: a class with rows, fewer than this, is flagged as small in each block
             (``--tooleffect-min-class-n``, default 20).
+        unrecorded: the items collected that ended with no record, ``{id, family, reason}`` each
+            (``id`` the pytest node id).
 
     Returns:
         The report: one block per family × policy, sorted, a comparison per family run under
-        several policies, the invalid cases per family and the skipped items per family × policy.
-        Its status is ``incomplete`` when a run that ended has an invalid case, an error record or
-        a skipped item (DESIGN.md scoring rule 8: ``complete`` only when every item was scored).
+        several policies, the invalid cases per family, the skipped items per family × policy and
+        the unrecorded items per family.  Its status is ``incomplete`` when a run that ended has an
+        invalid case, an error record, a skipped item or an unrecorded one (docs/design.md scoring
+        rule 7: ``complete`` only when every item collected was scored).
         The order the records come in does not change it (rows are taken in record id and trial
         order), so shards merged give the unsharded run's report.
 
@@ -110,7 +113,7 @@ def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[st
     """
     if status not in ("complete", "interrupted", "incomplete"):
         raise ValueError(f"report status {status!r}: complete, interrupted or incomplete")
-    invalid, skipped = list(invalid), list(skipped)
+    invalid, skipped, unrecorded = list(invalid), list(skipped), list(unrecorded)
     families = families or {}
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     errs: dict[tuple[str, str], list[Row]] = defaultdict(list)
@@ -129,11 +132,11 @@ def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[st
         policies = sorted(p for f, p in groups if f == fam)
         if len(policies) > 1:
             comparisons.append(_comparison(fam, {p: groups[(fam, p)] for p in policies}))
-    unscored = bool(invalid or skipped or any(errs.values())) or status == "incomplete"
+    unscored = bool(invalid or skipped or unrecorded or any(errs.values())) or status == "incomplete"
     final: Literal["complete", "incomplete", "interrupted"] = (
         "interrupted" if status == "interrupted" else "incomplete" if unscored else "complete")
     return Report(status=final, conventions=CONVENTIONS, blocks=blocks, comparisons=comparisons,
-                  invalid=_invalid(invalid), skipped=_skipped(skipped))
+                  invalid=_invalid(invalid), skipped=_skipped(skipped), unrecorded=_unrecorded(unrecorded))
 
 
 def _flag_small(block: Block, min_class_n: int) -> None:
@@ -172,6 +175,16 @@ def _skipped(entries: Sequence[Row]) -> list[SkippedItems]:
                          reasons=dict(Counter(e["reason"] for e in rows).most_common()),
                          ids=sorted(e["id"] for e in rows))
             for (f, p), rows in sorted(by_block.items())]
+
+
+def _unrecorded(entries: Sequence[Row]) -> list[UnrecordedItems]:
+    """The items without a record per family, with their reasons."""
+    by_family: dict[str, list[Row]] = defaultdict(list)
+    for e in entries:
+        by_family[e["family"]].append(e)
+    return [UnrecordedItems(family=f, count=len(rows), reasons=dict(Counter(e["reason"] for e in rows).most_common()),
+                            ids=sorted(e["id"] for e in rows))
+            for f, rows in sorted(by_family.items())]
 
 
 def _correct(r: Row, level: Level) -> bool:

@@ -201,14 +201,19 @@ def _render_small(console: Any, b: Mapping[str, Any]) -> None:
 
 
 def _render_status(console: Any, report: Mapping[str, Any]) -> None:
-    """The status line, then the invalid cases per family and the skipped items per family × policy."""
+    """The status line, then the invalid cases per family, the skipped items per family × policy and
+    the items with no record per family.
+    """
     invalid = report.get("invalid") or []
     skipped = report.get("skipped") or []
+    unrecorded = report.get("unrecorded") or []
     n_invalid = sum(f["count"] for f in invalid)
     n_errors = sum(b["n_errors"] for b in report["blocks"])
     n_skipped = sum(s["count"] for s in skipped)
+    n_unrecorded = sum(u["count"] for u in unrecorded)
+    without = f", {n_unrecorded} without a record" if n_unrecorded else ""
     console.print(f"tooleffect report status: {report['status']} ({n_invalid} invalid cases, {n_errors} errors, "
-                  f"{n_skipped} skipped)", markup=False, highlight=False, soft_wrap=True)
+                  f"{n_skipped} skipped{without})", markup=False, highlight=False, soft_wrap=True)
     for fam in invalid:
         ids = ", ".join("<file>" if i is None else i for i in fam["ids"][:10])
         more = f" and {fam['count'] - 10} more" if fam["count"] > 10 else ""
@@ -220,7 +225,16 @@ def _render_status(console: Any, report: Mapping[str, Any]) -> None:
         reasons = ", ".join(f"{r} {n}" for r, n in sk["reasons"].items())
         console.print(f"skipped in {sk['family']} / {sk['policy']}: {sk['count']} ({reasons}); not in any rate",
                       markup=False, highlight=False, soft_wrap=True)
-    if invalid or skipped:
+    for un in unrecorded:
+        reasons = ", ".join(f"{r} {n}" for r, n in un["reasons"].items())
+        console.print(f"without a record in family {un['family']}: {un['count']} ({reasons}); not in any rate",
+                      markup=False, highlight=False, soft_wrap=True)
+        for nodeid in un["ids"][:10]:
+            console.print(f"  {nodeid}", markup=False, highlight=False, soft_wrap=True)
+        if un["count"] > 10:
+            console.print(f"  and {un['count'] - 10} more (the report's unrecorded ids)", markup=False,
+                          highlight=False, soft_wrap=True)
+    if invalid or skipped or unrecorded:
         console.print("")
 
 
