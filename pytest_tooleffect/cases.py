@@ -41,6 +41,7 @@ from .family import (
     named_files,
     yaml_load,
 )
+from .jsonl import bare_cr_hint
 from .models import Case, Label
 from .validation import validate_case
 
@@ -292,7 +293,8 @@ def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
                 json.loads(raw)
             except json.JSONDecodeError as jexc:
                 return [CaseProblem(fname, None, "<file>",
-                                    f"line {n} is not valid JSON: {jexc.msg} (column {jexc.colno})")]
+                                    f"line {n} is not valid JSON: {jexc.msg} (column {jexc.colno})"
+                                    + bare_cr_hint(raw))]
         try:
             doc = json.loads(raw) if isinstance(raw, str) else raw
         except json.JSONDecodeError:

@@ -17,7 +17,7 @@ from typing import Any, NoReturn
 
 import jsonlines
 
-__all__ = ["json_lines", "loads", "read_objects"]
+__all__ = ["bare_cr_hint", "json_lines", "loads", "read_objects"]
 
 _RS = b"\x1e"
 
@@ -75,12 +75,30 @@ def json_lines(path: Path | str) -> Iterator[tuple[int, Any, str | None]]:
             yield at[0], value, None
 
 
+def bare_cr_hint(line: str | bytes) -> str:
+    """What to add to a line's JSON error when the line holds a bare carriage return (CR not
+    followed by LF): a file whose lines end in CR alone (old Mac line endings) reads as one line,
+    since JSON Lines ends a line at LF (https://jsonlines.org: the line separator is LF, 0x0A).
+
+    Args:
+        line: the line as read, its final LF or CRLF taken off.
+
+    Returns:
+        ``"; ..."`` naming the cause, or ``""`` when the line has no bare CR.
+    """
+    text = line if isinstance(line, str) else line.decode("latin-1")
+    if "\r" not in text.replace("\r\n", "\n"):
+        return ""
+    return ("; the line holds a bare carriage return (CR): are the file's lines ended by CR alone? "
+            "JSON Lines ends each line with LF (or CRLF)")
+
+
 def _why(exc: jsonlines.InvalidLineError) -> str:
     cause = exc.__cause__
     if isinstance(cause, UnicodeDecodeError):
         return f"not UTF-8 text ({cause.reason} at byte {cause.start})"
     if isinstance(cause, json.JSONDecodeError):
-        return f"not valid JSON: {cause.msg} (column {cause.colno})"
+        return f"not valid JSON: {cause.msg} (column {cause.colno})" + bare_cr_hint(cause.doc)
     if isinstance(cause, ValueError):
         return f"not valid JSON: {cause}"
     return str(exc).removesuffix(f" (line {exc.lineno})")

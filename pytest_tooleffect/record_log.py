@@ -94,9 +94,19 @@ def _lines(path: Path) -> list[tuple[int, Any]]:
             out.append((n, value))
     if bad is not None:
         n, why = bad
-        cut = "; the last line is torn: the run that wrote it was cut" if n == last else ""
+        cut = "; the last line is torn: the run that wrote it was cut" if n == last and _unended(path) else ""
         raise ValueError(f"line {n}: {why}{cut}")
     return out
+
+
+def _unended(path: Path) -> bool:
+    """The file ends with neither LF nor CR: the log writes whole lines, so a run cut mid-write left it."""
+    with path.open("rb") as fh:
+        fh.seek(0, 2)
+        if not fh.tell():
+            return False
+        fh.seek(-1, 2)
+        return fh.read(1) not in (b"\n", b"\r")  # CR: a file of CR-ended lines, not a cut one
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

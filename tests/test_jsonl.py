@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from pytest_tooleffect.cases import case_refs
 from pytest_tooleffect.cli import main
+from pytest_tooleffect.family import load_family
 from pytest_tooleffect.jsonl import json_lines
 from pytest_tooleffect.labelling import read_labels
 from pytest_tooleffect.record_log import load_records
-from tests.demo_family import write_demo
+from tests.demo_family import CASES, write_demo
 from tests.test_html import record_row
 
 DEEP = b"[" * 100_000 + b"]" * 100_000
@@ -65,6 +67,33 @@ def test_a_record_log_with_nan_is_refused_and_only_a_torn_last_line_says_so(tmp_
     with pytest.raises(ValueError, match=r"^line 2: not valid JSON: .*; the last line is torn: the run that wrote "
                                          r"it was cut$"):
         load_records(log)
+    log.write_text(good + "\n" + good[:40] + "\n")  # a bad last line the writer ended: not a cut run
+    with pytest.raises(ValueError, match=r"^line 2: not valid JSON: [^;]*$"):
+        load_records(log)
+
+
+def test_a_file_of_cr_ended_lines_is_named_as_such_in_case_files_and_record_logs(tmp_path: Path) -> None:
+    """JSON Lines ends a line at LF: a file whose lines end in CR alone reads as one line, and its
+    error says so, in a record log and in a case file; CRLF lines read as lines.
+    """
+    good = json.dumps(record_row("p", "c1", "ok", True))
+    log = tmp_path / "records.jsonl"
+    log.write_bytes((good + "\r" + good + "\r").encode())
+    with pytest.raises(ValueError, match=r"^line 1: not valid JSON: Extra data .*; the line holds a bare carriage "
+                                         r"return \(CR\): are the file's lines ended by CR alone\? JSON Lines ends "
+                                         r"each line with LF \(or CRLF\)$"):
+        load_records(log)
+    log.write_bytes((good + "\r\n" + good + "\r\n").encode())
+    assert len(load_records(log)) == 2
+    fam = write_demo(tmp_path, CASES[:3])
+    cases = fam / "cases.jsonl"
+    cases.write_bytes(cases.read_bytes().replace(b"\n", b"\r"))
+    _, problems = case_refs(cases, load_family(fam), set())
+    (problem,) = problems
+    assert "line 1 is not valid JSON: Extra data" in str(problem) and "bare carriage return (CR)" in str(problem)
+    cases.write_bytes(cases.read_bytes().replace(b"\r", b"\r\n"))
+    refs, problems = case_refs(cases, load_family(fam), set())
+    assert problems == [] and [r.id for r in refs] == [c["id"] for c in CASES[:3]]
 
 
 def test_html_refuses_an_empty_log_and_names_a_bad_lines_number(tmp_path: Path,
