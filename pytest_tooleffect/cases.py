@@ -214,7 +214,7 @@ class CaseRef:
             line = self.span.read()
             case = Case.model_validate_json(line)
         except (OSError, ValidationError) as exc:
-            detail = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else type(exc).__name__
+            detail = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else _first_error(exc)
             raise ValueError(f"{where}: cannot be read again at byte {self.span.offset} (the file changed during "
                              f"the run?): {detail}") from None
         if case.id != self.id:
@@ -224,6 +224,17 @@ class CaseRef:
             raise ValueError(f"{where}: the line at byte {self.span.offset} is not the one collected (the file "
                              "changed during the run)")
         return case
+
+
+def _first_error(exc: ValidationError) -> str:
+    """A validation error in one line: its first error's field path and message, and how many more."""
+    errors = exc.errors(include_url=False)
+    if not errors:
+        return "ValidationError"
+    first = errors[0]
+    loc = ".".join(str(x) for x in first["loc"]) or "<case>"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{loc}: {first['msg']}{more}"
 
 
 #: JSON's whitespace (RFC 8259 §2): a line of nothing else is blank

@@ -343,6 +343,15 @@ def test_a_case_file_changed_during_the_run_is_named_when_its_case_is_read_again
     (fam_dir / "cases.jsonl").write_text("")
     with pytest.raises(ValueError, match=r"cases.jsonl: case a-read: cannot be read again at byte 0"):
         ref.load()
+    # a line cut short, or with a field of the wrong type: the error says what is wrong, and where
+    (fam_dir / "cases.jsonl").write_text(lines[0][: len(lines[0]) // 2])
+    with pytest.raises(ValueError, match=r"case a-read: cannot be read again at byte 0 .*: <case>: Invalid JSON: "
+                                         r"EOF while parsing"):
+        ref.load()
+    (fam_dir / "cases.jsonl").write_text(lines[0].replace('"timezone": "Europe/Madrid"', '"timezone": 12345678901234'))
+    with pytest.raises(ValueError, match=r"case a-read: cannot be read again at byte 0 .*: timezone: Input should be "
+                                         r"a valid string"):
+        ref.load()
 
 
 def test_a_case_line_edited_in_place_during_the_run_is_named_not_scored_under_its_old_label(tmp_path: Path) -> None:
