@@ -68,13 +68,15 @@ class CaseProblem:
 class CaseSpan:
     """Where one JSONL case lies in its file: ``length`` bytes from byte ``offset`` (its line, no
     newline), and ``crc32``, the CRC-32 (:func:`zlib.crc32`) of those bytes as collected, which
-    tells a line edited in place from the one validated (``None``: not checked).
+    tells a line edited in place from the one validated (``None``: not checked); ``line``, its
+    line number (1-based; ``None``: not known).
     """
 
     path: Path
     offset: int
     length: int
     crc32: int | None = None
+    line: int | None = None
 
     def read(self) -> bytes:
         """The line's bytes, read again from the file (kept open: :func:`close_case_files`).
@@ -286,7 +288,7 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | 
                 yield n, None, f"line {n} is not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", None
                 continue
             if text.strip(JSON_WHITESPACE):  # str.strip() would also drop 0x1c-0x1f and Unicode spaces
-                yield n, text, None, CaseSpan(path, start, len(body), zlib.crc32(body))
+                yield n, text, None, CaseSpan(path, start, len(body), zlib.crc32(body), n)
 
 
 def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:

@@ -433,7 +433,9 @@ class CaseItem(pytest.Function):
         return not self.replay and self.ref.label_class is not None
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, 0, self.record_id
+        """The case file, the case's line (0-based, as pytest's; 0 for a YAML case) and the record id."""
+        span = self.ref.span
+        return self.path, (span.line - 1) if span is not None and span.line else 0, self.record_id
 
     def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException],
                          style: Any = None) -> Any:

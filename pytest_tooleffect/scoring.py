@@ -152,6 +152,9 @@ class Scorer:
             reason = call.excinfo.value.msg if call.excinfo is not None and hasattr(call.excinfo.value, "msg") else ""
             report.tooleffect_skipped = {"id": item.record_id, "family": item.family.name,  # type: ignore[attr-defined]
                                          "policy": item.policy.name, "reason": str(reason or "skipped")}
+            if isinstance(report.longrepr, tuple):  # ``-rs`` names the case's line, not the plugin's (as a skip mark)
+                path, line, _ = item.reportinfo()
+                report.longrepr = (str(path), None if line is None else line + 1, report.longrepr[2])
         if (call.when == "setup" and call.excinfo is not None and isinstance(call.excinfo.value, NotScored)
                 and isinstance(item, CaseItem)):
             self.record(item, error=call.excinfo.value.error)

@@ -44,8 +44,10 @@ BAD = [
 @pytest.mark.parametrize("workers", [0, 2])
 def test_invalid_cases_reach_the_report_and_its_status(pytester: pytest.Pytester, workers: int) -> None:
     write_demo(pytester.path, CASES + BAD, extra_lines=["{not json"])
-    result = pytester.runpytest("cases/", f"{OPT_REPORT}=r.json", *(["-n", str(workers)] if workers else []))
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}=r.json", "-rs", *(["-n", str(workers)] if workers else []))
     result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1, errors=3)
+    # the skip names the case's line, as a skip mark names its test's (not the plugin's own line)
+    result.stdout.fnmatch_lines(["SKIPPED [[]1[]] cases/demo/cases.jsonl:7: no recorded action to replay"])
     rep = _report(pytester.path / "r.json")
     assert rep["status"] == "incomplete"
     (fam,) = rep["invalid"]
