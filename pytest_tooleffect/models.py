@@ -334,9 +334,11 @@ class Effect(_Model):
         return self
 
     def describe(self) -> str:
-        """A one-line reading of the condition (its ``description`` when given)."""
-        if self.description:
-            return self.description
+        """A one-line reading of the condition (its ``description`` when given, else :meth:`reading`)."""
+        return self.description or self.reading()
+
+    def reading(self) -> str:
+        """The condition read from its fields alone, whatever its ``description`` says."""
         if self.unchanged is not None:
             return f"unchanged: {', '.join(self.unchanged)}"
         if self.same_as_after is not None:

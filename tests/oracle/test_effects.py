@@ -114,3 +114,17 @@ def test_effect_forms_are_validated(bad: dict[str, Any]) -> None:
 ])
 def test_datetimes_at_a_daylight_saving_change_compare_as_instants(local: str, stored: str) -> None:
     assert value_matches(local, stored, "DATETIME", "Europe/Madrid")
+
+
+def test_a_forbidden_effect_that_happened_says_what_happened_and_quotes_the_rule() -> None:
+    """The description of a forbidden effect states the rule ("no event created"): the failure
+    reads the condition from its fields, then quotes the rule, never "happened: no event created".
+    """
+    verdict = judge_effects(BEFORE, after(ev("ev-2", "2025-03-20T13:00:00+00:00")), LAYOUT, [], [NO_EVENT_CREATED],
+                            timezone="Europe/Madrid")
+    (failure,) = verdict.failures
+    assert failure.startswith("forbidden effect happened: at least 1 events rows inserted (found 1; ")
+    assert failure.endswith("the case's rule: no event created)")
+    bare = Effect(table="events", change="insert")
+    (failure,) = judge_effects(BEFORE, after(ev("ev-2", "2025-03-20T13:00:00+00:00")), LAYOUT, [], [bare]).failures
+    assert failure == "forbidden effect happened: at least 1 events rows inserted (found 1)"
