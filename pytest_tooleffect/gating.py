@@ -30,7 +30,7 @@ from .gates import (
 )
 from .options import OPT_SUMMARY_MD
 from .oracle import KINDS
-from .outputs import output_problems_key, write_text
+from .outputs import output_problems_key, shown_path, write_text
 from .report import CLASSES, percent
 from .settings import settings_key
 
@@ -499,7 +499,8 @@ class GateKeeper:
             terminalreporter.write_line(self._decision_line(), bold=True, red=self.exit[0] != 0,
                                         green=self.exit[0] == 0)
         if self.summary_md is not None and self.summary_written:
-            terminalreporter.write_line(f"tooleffect summary (Markdown) written to {self.summary_md}")
+            terminalreporter.write_line("tooleffect summary (Markdown) written to "
+                                        f"{shown_path(self.summary_md, self.config.invocation_params.dir)}")
         return result
 
     def _decision_line(self) -> str:

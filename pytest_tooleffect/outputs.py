@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["OutputProblems", "check_distinct", "check_writable", "output_problems_key", "write_text"]
+__all__ = ["OutputProblems", "check_distinct", "check_writable", "output_problems_key", "shown_path", "write_text"]
 
 
 def check_writable(option: str, path: Path) -> None:
@@ -80,6 +80,18 @@ def check_distinct(outputs: Iterable[tuple[str, Path | None]], inputs: Iterable[
             raise pytest.UsageError(f"{option} {path}: the same file as {seen[key]}; each output needs its own "
                                     "path (one would overwrite the other)")
         seen[key] = option
+
+
+def shown_path(path: Path, start: Path | str) -> str:
+    """An output path as the "written to" lines print it: relative to ``start`` (the directory pytest
+    was started in) when it lies under it, else absolute; every output is printed the same way
+    whether its option was given relative, absolute, or relative to the rootdir (an ini key).
+    """
+    full = Path(os.path.abspath(Path(start) / path))
+    try:
+        return str(full.relative_to(os.path.abspath(start)))
+    except ValueError:
+        return str(full)
 
 
 def _same(path: Path) -> Path:

@@ -21,7 +21,7 @@ import pytest
 
 from .family import CASE_SUFFIXES, FAMILY_FILE
 from .options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT
-from .outputs import OutputProblems, output_problems_key, write_text
+from .outputs import OutputProblems, output_problems_key, shown_path, write_text
 from .record_log import RecordLog
 from .redaction import redact_obj
 from .runinfo import git_state, now_utc, versions
@@ -199,18 +199,21 @@ class Reporter:
                 "(apart from the agent's cost)")
         if self.settings.rpm is not None or self.settings.tpm is not None:
             terminalreporter.write_line(rate_line(self.settings, self.records))
-        if self.report_written:
-            terminalreporter.write_line(f"tooleffect report written to {self.settings.report}")
+        here = self.config.invocation_params.dir
+        if self.report_written and self.settings.report is not None:
+            terminalreporter.write_line(f"tooleffect report written to {shown_path(self.settings.report, here)}")
         if self.log is not None and self.log.error is None:
-            terminalreporter.write_line(f"tooleffect records written to {self.settings.records}")
-        if self.html_written:
-            terminalreporter.write_line(f"tooleffect HTML report written to {self.settings.html}")
+            terminalreporter.write_line(f"tooleffect records written to {shown_path(self.log.path, here)}")
+        if self.html_written and self.settings.html is not None:
+            terminalreporter.write_line(f"tooleffect HTML report written to {shown_path(self.settings.html, here)}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self._summary(terminalreporter)
         if self.kept_previous_log:
-            terminalreporter.write_line(f"tooleffect records: no record was made; the previous log "
-                                        f"{self.settings.records} is kept", yellow=True)
+            assert self.settings.records is not None
+            kept = shown_path(self.settings.records, self.config.invocation_params.dir)
+            terminalreporter.write_line(f"tooleffect records: no record was made; the previous log {kept} is kept",
+                                        yellow=True)
         for line in rollout_notes(self.records, self.settings.sandbox.rollout if self.settings.sandbox else 1):
             terminalreporter.write_line(line, yellow=True)
         for line in self.problems.lines:

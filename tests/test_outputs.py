@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tooleffect.cli import main
-from pytest_tooleffect.options import OPT_BASELINE, OPT_POLICY, OPT_RECORDS, OPT_REPORT, OPT_SUMMARY_MD
+from pytest_tooleffect.options import OPT_BASELINE, OPT_HTML, OPT_POLICY, OPT_RECORDS, OPT_REPORT, OPT_SUMMARY_MD
 from tests.demo_family import CASES, write_demo
 
 PASSING = [CASES[0], CASES[1], CASES[3]]  # every decision passes: the run exits 0 unless an output fails
@@ -188,3 +188,18 @@ def test_an_atomically_written_output_gets_the_mode_a_new_file_would(tmp_path: P
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == 0o644
     assert stat.S_IMODE((tmp_path / "r.json").stat().st_mode) == stat.S_IMODE((tmp_path / "plain.json").stat().st_mode)
+
+
+def test_every_written_to_line_prints_its_path_the_same_way(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """A path under the directory pytest started in is printed relative to it, whether its option was
+    relative, absolute, or an ini key relative to the rootdir (the record log); one outside it, absolute.
+    """
+    write_demo(pytester.path, PASSING)
+    outside = tmp_path / "elsewhere.json"
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}={pytester.path / 'out' / 'r.json'}",
+                                f"{OPT_HTML}=out/r.html", f"{OPT_SUMMARY_MD}={outside}")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["tooleffect report written to out/r.json",
+                                 "tooleffect records written to reports/tooleffect-records.jsonl",
+                                 "tooleffect HTML report written to out/r.html"])
+    result.stdout.fnmatch_lines([f"tooleffect summary (Markdown) written to {outside}"])
