@@ -23,12 +23,13 @@ import pytest
 from .agent import AgentError, agent_state, call_agent_bounded, is_async, run_agent
 from .chunks import chunk_scheduler, chunk_size, group_of
 from .collect import CaseItem
-from .model_turn import ModelCache, TurnPool, api_key, finish_preload, preload_litellm, wait_turn
+from .model_turn import ModelCache, TurnPool, api_key, wait_turn
 from .models import Case, ToolSpec
 from .outcomes import Failure, NotScored
 from .provider_errors import ProviderError
 from .sandboxing import SandboxRun, execute
 from .settings import Settings, settings_key
+from .turn_process import finish_preload
 
 __all__ = ["Decision", "ModelTurns", "obtain_decision", "pool_key", "tooleffect_decision"]
 
@@ -68,7 +69,8 @@ def _api_key(item: CaseItem) -> str | None:
     """The item's API key (:func:`~pytest_tooleffect.model_turn.api_key`; raises its ``ProviderError``)."""
     policy = item.policy
     assert policy.model is not None
-    return api_key(policy.model, policy.api_base, policy.api_key_env)
+    pool = item.config.stash[pool_key]
+    return api_key(policy.model, policy.api_base, policy.api_key_env, keys_found=pool.keys_found)
 
 
 def _timeout(item: CaseItem, settings: Settings) -> float:
@@ -97,11 +99,13 @@ class ModelTurns:
         self.keys: dict[str, str | None | ProviderError] = {}  # policy name -> its key (or why it has none)
         self.rate_dir: Path | None = None
         self.rate_file: Path | None = None
-        self.pool = TurnPool(self.settings.concurrency, self._rate_limit(), _cache(self.settings))
+        turns = _runs_model_turns(config)
+        # the requests are made in a child process, which imports litellm while this one collects
+        # (a thread here would only take turns with collection: one interpreter runs one thread at a time)
+        self.pool = TurnPool(self.settings.concurrency, self._rate_limit(), _cache(self.settings), process=turns)
         config.stash[pool_key] = self.pool
-        self.preloading = _runs_model_turns(config)
-        if self.preloading:  # litellm's import runs while pytest collects
-            preload_litellm()
+        if turns and not config.option.collectonly:  # a run that only lists its items makes no turn
+            self.pool.start()
 
     def _rate_limit(self) -> Any:
         """One limiter state file per run: the controller creates it, xdist workers get its path."""
@@ -290,10 +294,10 @@ class ModelTurns:
         self.pool.cancel()
 
     def close(self) -> None:
-        """Stop the pool's loop and remove the run's private limiter state."""
-        if self.preloading:
-            finish_preload()
+        """Stop the pool's loop and its child process, and remove the run's private limiter state."""
+        finish_preload()  # an import on a thread of this process (a judge's, say): never cut in the middle
         self.pool.close()
+        self.pool.close_process()
         if self.rate_dir is not None:
             import shutil
 

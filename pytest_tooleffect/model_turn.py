@@ -1,17 +1,19 @@
 """One model turn through litellm: request building, reversible tool names, cost, faults.
 
 litellm is imported lazily (it costs seconds) with ``LITELLM_LOCAL_MODEL_COST_MAP=True`` set
-first, so the bundled cost map is used and nothing is fetched.  A run that may call a model starts
-the import on a background thread at configure time (:func:`preload_litellm`), so it proceeds
-while pytest collects; the first turn waits only for what is left of it.  Tool names that providers
+first, so the bundled cost map is used and nothing is fetched.  The plugin's pool makes its
+requests in a child process (:mod:`pytest_tooleffect.turn_process`), started at configure time,
+which imports litellm while pytest collects in this one; the first turn waits only for what is
+left of that import.  A pool built without it (``run_turn``, the library's direct use) imports
+and calls litellm in this process.  Tool names that providers
 reject (the OpenAI and Anthropic rule is ``^[a-zA-Z0-9_-]{1,64}$``; ``calendar.create_event``
 breaks it) are mapped to safe names before the call, in the tool list and in the history, and
 mapped back after it; the record keeps both.
 
-Turns run as ``litellm.acompletion`` coroutines on the event loop thread of a :class:`TurnPool`
-(one per process: :meth:`TurnPool.submit` returns a :class:`concurrent.futures.Future`), at most
-the pool's concurrency in flight, each request admitted first by the pool's run-wide rate limit
-(:mod:`pytest_tooleffect.ratelimit`).
+Turns run as coroutines on the event loop thread of a :class:`TurnPool` (one per process:
+:meth:`TurnPool.submit` returns a :class:`concurrent.futures.Future`), at most the pool's
+concurrency in flight, each request admitted first by the pool's run-wide rate limit
+(:mod:`pytest_tooleffect.ratelimit`) and made by :func:`~.turn_process.answer_once`.
 
 A provider failure (timeout, connection reset, 4xx/5xx, an invalid body) or an answer that is
 not a decision (the provider's safety layer stopped it, or it was cut off at the output cap:
@@ -38,23 +40,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .logregistry import snapshot_logger_registry
 from .models import Case, Policy, Price, ToolSpec
 from .oracle.names import NameMap, name_map  # re-exported: the mapping is the oracle's too
-from .pricing import price_answer
-from .provider_errors import (
-    MAX_RETRY_AFTER_S,
-    ProviderError,
-    backoff_s,
-    exception_chain,
-    native_reason,
-    provider_error,
-    retry_after_s,
-    retryable,
-    stop_failure,
-)
+from .provider_errors import MAX_RETRY_AFTER_S, ProviderError, backoff_s, native_reason, retryable, stop_failure
 from .ratelimit import Limiter, RateLimitTooSmall
 from .redaction import redact_obj, register
+from .turn_process import (
+    TurnProcess,
+    answer_once,
+    count_tokens,
+    import_litellm,
+    keys_in_environment,
+    preload_litellm,
+)
 
 __all__ = ["DEFAULT_MAX_TOKENS", "PLACEHOLDER_KEY", "ModelCache", "NameMap", "Price", "Turn", "TurnPool", "api_key",
            "build_request", "import_litellm", "name_map", "preload_litellm", "run_turn",
@@ -117,17 +115,14 @@ def build_request(case: Case, tools: Sequence[ToolSpec], system_prompt: str | No
     return kwargs, names
 
 
-_LITELLM: Any = None
-_IMPORT_LOCK = threading.Lock()
-_PRELOAD: threading.Thread | None = None
-PRELOAD_THREAD = "tooleffect-litellm-import"
 #: The key sent to an ``api_base`` when neither the policy's ``api_key_env`` nor the provider's
 #: usual variable holds one: OpenAI-compatible local servers started without ``--api-key`` want
 #: some key and accept any.
 PLACEHOLDER_KEY = "unused-local-key"
 
 
-def api_key(model: str, api_base: str | None, api_key_env: str | None) -> str | None:
+def api_key(model: str, api_base: str | None, api_key_env: str | None,
+            keys_found: Callable[[str, str], bool] | None = None) -> str | None:
     """The API key of a request to ``model``, or ``None`` to let litellm read the provider's
     usual variable itself.
 
@@ -135,7 +130,8 @@ def api_key(model: str, api_base: str | None, api_key_env: str | None) -> str | 
     from everything the run writes); with no ``api_key_env`` and no ``api_base``, ``None``
     (litellm reads ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``, …); with an
     ``api_base``, ``None`` when litellm's ``validate_environment`` finds the provider's variable
-    set, else :data:`PLACEHOLDER_KEY`.
+    set, else :data:`PLACEHOLDER_KEY`.  ``keys_found(model, api_base)`` asks that question where
+    litellm is (:meth:`TurnPool.keys_found`); by default, of litellm imported here.
 
     Raises:
         ProviderError: ``ApiKeyMissing``: ``api_key_env`` names a variable that is not set.
@@ -148,67 +144,8 @@ def api_key(model: str, api_base: str | None, api_key_env: str | None) -> str | 
         return value
     if not api_base:
         return None
-    litellm = import_litellm()
-    try:
-        found = bool(litellm.validate_environment(model=model, api_base=api_base).get("keys_in_environment"))
-    except Exception:  # a provider litellm cannot tell: a local server, which takes any key
-        found = False
+    found = (keys_found or (lambda m, b: keys_in_environment(import_litellm(), m, b)))(model, api_base)
     return None if found else PLACEHOLDER_KEY
-
-
-def import_litellm() -> Any:
-    """Import litellm once, with the local cost map and its debug output off.
-
-    Safe from any thread: a caller while the import runs (on the preload thread) waits for it.
-
-    Raises:
-        ImportError: litellm cannot be imported.
-    """
-    global _LITELLM
-    with _IMPORT_LOCK:
-        if _LITELLM is None:
-            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-            import litellm as module
-
-            litellm: Any = module
-            litellm.suppress_debug_info = True
-            litellm.set_verbose = False
-            litellm.drop_params = True
-            _LITELLM = litellm
-    return _LITELLM
-
-
-def preload_litellm() -> threading.Thread:
-    """Start importing litellm on a daemon thread (once per process) and return that thread.
-
-    The import takes seconds; started at configure time it runs while pytest collects, and the
-    first model turn's :func:`import_litellm` waits only for the rest of it.  An import error is
-    not raised here: the first turn's own :func:`import_litellm` raises it.
-
-    Returns:
-        The thread doing (or that did) the import; :func:`finish_preload` joins it.
-    """
-    global _PRELOAD
-    with _IMPORT_LOCK:
-        if _PRELOAD is None:
-            snapshot_logger_registry()
-            _PRELOAD = threading.Thread(target=_preload, name=PRELOAD_THREAD, daemon=True)
-            _PRELOAD.start()
-        return _PRELOAD
-
-
-def _preload() -> None:
-    try:
-        import_litellm()
-    except Exception:  # noqa: S110 - the first turn imports again and reports the error where it belongs
-        pass
-
-
-def finish_preload() -> None:
-    """Wait for a preload still importing (so the interpreter never exits in the middle of it)."""
-    thread = _PRELOAD
-    if thread is not None and thread is not threading.current_thread():
-        thread.join()
 
 
 @dataclass(frozen=True)
@@ -290,12 +227,17 @@ class TurnPool:
         concurrency: model turns in flight at once (at least 1).
         limit: the run-wide rate limit (shared by the run's processes), or ``None``.
         cache: the on-disk answer cache, or ``None``.
+        process: make the requests in a child process (:mod:`.turn_process`: litellm is imported
+            there, beside this process's work, and never here); else litellm is imported and
+            called in this process.
     """
 
-    def __init__(self, concurrency: int = 8, limit: Limiter | None = None, cache: ModelCache | None = None) -> None:
+    def __init__(self, concurrency: int = 8, limit: Limiter | None = None, cache: ModelCache | None = None,
+                 process: bool = False) -> None:
         self.concurrency = max(1, concurrency)
         self.limit = limit
         self.cache = cache
+        self.process = TurnProcess() if process else None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
         self._semaphore: asyncio.Semaphore | None = None  # touched by the loop thread only
@@ -307,6 +249,44 @@ class TurnPool:
                 threading.Thread(target=loop.run_forever, name="tooleffect-model", daemon=True).start()
                 self._loop = loop
         return self._loop
+
+    def start(self) -> None:
+        """Start litellm's import now, so that it runs while pytest collects: in the child process
+        (started here), or on a daemon thread of this one (:func:`preload_litellm`).
+        """
+        if self.process is not None:
+            self.process.start()
+        else:
+            preload_litellm()
+
+    def keys_found(self, model: str, api_base: str) -> bool:
+        """Whether litellm's ``validate_environment`` finds the provider's key variable set (asked where litellm is)."""
+        if self.process is None:
+            return keys_in_environment(import_litellm(), model, api_base)
+        _, future = self.process.call("keys", {"model": model, "api_base": api_base})
+        return bool(future.result())
+
+    async def answer(self, kwargs: Mapping[str, Any], timeout_s: float, bound_s: float, model: str,
+                     prices: Mapping[str, Price]) -> dict[str, Any]:
+        """One request (:func:`~.turn_process.answer_once`), here or in the child process; a
+        cancelled wait cancels the child's request.
+        """
+        if self.process is None:
+            return await answer_once(import_litellm(), kwargs, timeout_s, bound_s, model, prices)
+        request_id, future = self.process.call("answer", {"kwargs": kwargs, "timeout_s": timeout_s, "bound_s": bound_s,
+                                                          "model": model, "prices": prices})
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            self.process.cancel(request_id)
+            raise
+
+    async def count(self, kwargs: Mapping[str, Any]) -> int:
+        """The request's input tokens (:func:`~.turn_process.count_tokens`), here or in the child."""
+        if self.process is None:
+            return count_tokens(import_litellm(), kwargs)
+        _, future = self.process.call("count", {"kwargs": kwargs})
+        return int(await asyncio.wrap_future(future))
 
     def slot(self) -> asyncio.Semaphore:
         """The semaphore that bounds requests in flight (made on the loop thread at first use)."""
@@ -338,7 +318,8 @@ class TurnPool:
             return done
         if api_key is not None:
             kwargs["api_key"] = api_key
-        import_litellm()  # here, in the caller's thread, once: its import takes seconds
+        if self.process is None:
+            import_litellm()  # here, in the caller's thread, once: its import takes seconds
         coro = _turn(self, kwargs, names, policy.model, timeout_s, prices or {}, key, retries)
         return asyncio.run_coroutine_threadsafe(coro, self._event_loop())
 
@@ -376,6 +357,11 @@ class TurnPool:
         loop.call_soon_threadsafe(loop.stop)
         self._loop = None
 
+    def close_process(self) -> None:
+        """End the child process, if one was started (after :meth:`close`)."""
+        if self.process is not None:
+            self.process.close()
+
 
 def _wall_bound(timeout_s: float, retries: int) -> float:
     """The wall-clock bound of one answer in seconds, retries and their backoff included (each
@@ -401,18 +387,9 @@ async def _admit(limit: Limiter, tokens: int, flight_s: float) -> tuple[int, flo
         held += time.perf_counter() - t0
 
 
-def _estimate_tokens(litellm: Any, kwargs: Mapping[str, Any]) -> int:
-    """The request's input tokens by litellm's counter (the model's tokenizer, else tiktoken's)."""
-    try:
-        return int(litellm.token_counter(model=kwargs["model"], messages=kwargs["messages"],
-                                         tools=kwargs.get("tools")))
-    except Exception:  # a counter that cannot read the request: a rough count of its characters
-        return len(json.dumps(kwargs["messages"], default=str)) // 4 + 1
-
-
-async def _complete(litellm: Any, kwargs: dict[str, Any], timeout_s: float, retries: int,
-                    limit: Limiter | None) -> tuple[Any, float, float]:
-    """One answer: the litellm response, seconds spent on the provider, seconds waited for the limit.
+async def _complete(pool: TurnPool, kwargs: dict[str, Any], model: str, timeout_s: float, retries: int,
+                    prices: Mapping[str, Price]) -> tuple[dict[str, Any], float, float]:
+    """One answer (:meth:`TurnPool.answer`'s), seconds spent on the provider, seconds waited for the limit.
 
     The only retry layer: litellm's own (``num_retries``) and the OpenAI client's
     (``max_retries``) are off, so ``retries`` N makes at most N + 1 requests.  A failure is
@@ -421,7 +398,8 @@ async def _complete(litellm: Any, kwargs: dict[str, Any], timeout_s: float, retr
     request the limit admits first.  Each attempt is bounded on the wall clock by
     :func:`_wall_bound` of ``timeout_s``.
     """
-    estimate = _estimate_tokens(litellm, kwargs) if limit is not None else 0
+    limit = pool.limit
+    estimate = await pool.count(kwargs) if limit is not None else 0
     waited = spent = 0.0
     bound = _wall_bound(timeout_s, 0)
     for attempt in range(retries + 1):
@@ -434,15 +412,14 @@ async def _complete(litellm: Any, kwargs: dict[str, Any], timeout_s: float, retr
             waited += w
         t0 = time.perf_counter()
         try:
-            call = litellm.acompletion(**kwargs, timeout=timeout_s, num_retries=0, max_retries=0)
-            response = await _bounded(call, bound, timeout_s)
+            answer = await pool.answer(kwargs, timeout_s, bound, model, prices)
         except ProviderError as exc:
             if limit is not None and slot is not None:
                 await asyncio.to_thread(limit.settle, slot)
             spent += time.perf_counter() - t0
             if attempt == retries or not retryable(exc):
                 raise
-            after = retry_after_s(exc.__cause__)
+            after = exc.retry_after
             if after is not None and after > MAX_RETRY_AFTER_S:
                 raise ProviderError(exc.kind, f"{exc.message} (the provider asked to retry after {after:g} s, "
                                               f"more than {MAX_RETRY_AFTER_S:g} s: not retried)") from None
@@ -452,35 +429,18 @@ async def _complete(litellm: Any, kwargs: dict[str, Any], timeout_s: float, retr
             continue
         spent += time.perf_counter() - t0
         if limit is not None and slot is not None:
-            usage = getattr(response, "usage", None)
-            used = (getattr(usage, "prompt_tokens", None) or 0) + (getattr(usage, "completion_tokens", None) or 0)
+            used = (answer["tokens"]["input_tokens"] or 0) + (answer["tokens"]["output_tokens"] or 0)
             await asyncio.to_thread(limit.settle, slot, used or None)
-        return response, spent, waited
+        return answer, spent, waited
     raise AssertionError("unreachable")  # pragma: no cover
-
-
-async def _bounded(call: Any, bound: float, timeout_s: float) -> Any:
-    """Await ``call`` for at most ``bound`` seconds; every failure becomes a :class:`ProviderError`."""
-    t0 = time.perf_counter()
-    try:
-        return await asyncio.wait_for(call, bound)
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # every provider failure is an error outcome, never a verdict
-        if isinstance(exc, TimeoutError) or (time.perf_counter() - t0 >= bound and not any(
-                isinstance(e, ConnectionResetError) for e in exception_chain(exc))):
-            raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s per attempt "
-                                           f"({bound:g} s in all)") from None
-        raise provider_error(exc) from exc
 
 
 async def _turn(pool: TurnPool, kwargs: dict[str, Any], names: NameMap, model: str, timeout_s: float,
                 prices: Mapping[str, Price], key: str, retries: int) -> Turn:
-    litellm = import_litellm()
     async with pool.slot():
-        response, spent_s, waited_s = await _complete(litellm, kwargs, timeout_s, retries, pool.limit)
+        answer, spent_s, waited_s = await _complete(pool, kwargs, model, timeout_s, retries, prices)
+    data = answer["data"]
     try:
-        data = response.model_dump()
         message = dict(data["choices"][0]["message"])
     except Exception as exc:
         raise ProviderError("InvalidResponse", f"no choices[0].message in the response: {exc}") from exc
@@ -504,12 +464,8 @@ async def _turn(pool: TurnPool, kwargs: dict[str, Any], names: NameMap, model: s
         tc["function"] = fn
         calls.append(tc)
     message["tool_calls"] = calls
-    usage = data.get("usage") or {}
-    tokens = {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
-    if not usage:  # a provider that reports no usage: tokens and cost are unknown, not zero
-        tokens = {"input_tokens": None, "output_tokens": None}
-    cost_usd, priced_by = price_answer(litellm, model, response, prices, tokens)
-    cost = {**tokens, "latency_ms": round(spent_s * 1000, 3), "cost_usd": cost_usd, "priced_by": priced_by}
+    cost = {**answer["tokens"], "latency_ms": round(spent_s * 1000, 3), "cost_usd": answer["cost_usd"],
+            "priced_by": answer["priced_by"]}
     if pool.cache is not None:
         pool.cache.put(key, {"emitted": message, "cost": cost, "provider_names": provider_names})
     return Turn(emitted=message, cost=cost, provider_names=provider_names, rate_wait_ms=round(waited_s * 1000, 3))

@@ -36,6 +36,8 @@ class ProviderError(Exception):
             ``Truncated`` (an answer that is not a decision, :func:`stop_failure`).
         message: the provider's message, shortened, with every known secret redacted.
         status: the HTTP status of the provider's answer, when there was one.
+        retry_after: the seconds the provider's ``Retry-After`` asked for (:func:`retry_after_s`),
+            when it sent one.
     """
 
     def __init__(self, kind: str, message: str, status: int | None = None) -> None:
@@ -44,6 +46,7 @@ class ProviderError(Exception):
         self.kind = kind
         self.message = message
         self.status = status
+        self.retry_after: float | None = None
 
 
 #: The error kind of a connection the provider's side reset (``ECONNRESET``), told apart from a

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_tooleffect.models import Case, Policy
 from pytest_tooleffect.options import (
     INI_RATE_FILE,
     INI_RATE_WINDOW,
@@ -148,65 +150,87 @@ def test_prices_from_a_user_table(pytester: pytest.Pytester, server: ScriptedSer
     assert recs["call-dotted"]["cost"]["priced_by"] == "user"
 
 
-def test_litellm_is_asked_whether_it_prices_a_model_once_per_run(pytester: pytest.Pytester,
+def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[Any]:
+    """Count the calls the plugin's own code makes to litellm's ``name`` (litellm calls it too),
+    passing each to the real function.  Turns run in this process here (``run_turn``): a run's
+    turns run in its child process, where a wrapper set in the test cannot see them.
+    """
+    import sys
+
+    from pytest_tooleffect.model_turn import import_litellm
+
+    litellm = import_litellm()
+    real = getattr(litellm, name)
+    calls: list[Any] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("pytest_tooleffect"):
+            calls.append(kwargs.get("model", args[0] if args else None))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(litellm, name, counted)
+    return calls
+
+
+def test_litellm_is_asked_whether_it_prices_a_model_once_per_run(monkeypatch: pytest.MonkeyPatch,
                                                                 server: ScriptedServer) -> None:
     """Whether litellm's price map knows the model is asked once, not at every decision (an unmapped
     model made litellm build and raise an error per decision); the cost stays unknown, never 0.
     """
-    _family(pytester.path, [c for c in CASES if c["id"] in ("call-dotted", "no-call", "malformed")])
-    pytester.makeconftest("""
-import json
-import sys
-import litellm
+    from pytest_tooleffect.model_turn import run_turn
 
-ASKED = []
-_info = litellm.get_model_info
-
-def counted(*args, **kwargs):
-    if sys._getframe(1).f_globals.get("__name__", "").startswith("pytest_tooleffect"):  # litellm asks too
-        ASKED.append(kwargs.get("model", args[0] if args else None))
-    return _info(*args, **kwargs)
-
-def pytest_configure(config):
-    litellm.get_model_info = counted
-
-def pytest_unconfigure(config):
-    (config.rootpath / "asked.json").write_text(json.dumps(ASKED))
-""")
-    result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={server.base_url}",
-                                f"{OPT_RETRIES}=0")
-    result.assert_outcomes(passed=2, failed=1)
-    recs = _records(pytester.path)
-    assert all(r["cost"]["cost_usd"] is None and r["cost"]["input_tokens"] for r in recs.values())
-    assert json.loads((pytester.path / "asked.json").read_text()) == ["openai/local-test"]
+    asked = _counting(monkeypatch, "get_model_info")
+    model = f"openai/local-test-{id(asked)}"  # a name no earlier turn of this process priced
+    policy = Policy(name="p", model=model, api_base=server.base_url)
+    costs = [run_turn(Case.model_validate(c), [], None, policy, api_key="x").cost
+             for c in CASES if c["id"] in ("call-dotted", "no-call", "malformed")]
+    assert all(c["cost_usd"] is None and c["input_tokens"] for c in costs)
+    assert asked == [model]
 
 
-def test_known_model_priced_by_litellm(pytester: pytest.Pytester, server: ScriptedServer) -> None:
+def test_known_model_priced_by_litellm(monkeypatch: pytest.MonkeyPatch, server: ScriptedServer) -> None:
     """litellm's own price of the answer is taken as it is: the response is not priced a second time."""
-    _family(pytester.path, CASES[1:2])
-    pytester.makeconftest("""
-import json
-import litellm
+    from pytest_tooleffect.model_turn import run_turn
 
-CALLS = []
-_cost = litellm.completion_cost
-
-def counted(*args, **kwargs):
-    CALLS.append(1)
-    return _cost(*args, **kwargs)
-
-def pytest_configure(config):
-    litellm.completion_cost = counted
-
-def pytest_unconfigure(config):
-    (config.rootpath / "priced.json").write_text(json.dumps(len(CALLS)))
-""")
-    result = pytester.runpytest("cases/", f"{OPT_MODEL}=openai/gpt-4o", f"{OPT_API_BASE}={server.base_url}")
-    result.assert_outcomes(passed=1)
-    cost = _records(pytester.path)["no-call"]["cost"]
+    priced = _counting(monkeypatch, "completion_cost")
+    case = Case.model_validate(next(c for c in CASES if c["id"] == "no-call"))
+    cost = run_turn(case, [], None, Policy(name="p", model="openai/gpt-4o", api_base=server.base_url),
+                    api_key="x").cost
     assert cost["priced_by"] == "litellm"
     assert cost["cost_usd"] == pytest.approx(800 * 2.5e-6 + 10 * 1e-5)  # gpt-4o in litellm's bundled map
-    assert json.loads((pytester.path / "priced.json").read_text()) == 0  # litellm's price, not computed again
+    assert priced == []  # litellm's price, not computed again
+
+
+def test_a_live_run_makes_its_requests_in_a_child_process_and_never_imports_litellm(
+        pytester: pytest.Pytester, server: ScriptedServer) -> None:
+    """The requests leave from the run's child process (:mod:`pytest_tooleffect.turn_process`), so
+    litellm's import runs beside collection, not in turns with it: the pytest process itself never
+    imports litellm, and the child is gone when the run ends.
+    """
+    _family(pytester.path, CASES[:3])
+    pytester.makeconftest("""
+import json, os, sys
+from pytest_tooleffect.decision import pool_key
+
+def pytest_sessionfinish(session):
+    child = session.config.stash[pool_key].process._proc
+    seen = {"pid": os.getpid(), "child": child.pid, "running": child.poll() is None}
+    (session.config.rootpath / "seen.json").write_text(json.dumps(seen))
+
+def pytest_unconfigure(config):
+    seen = json.loads((config.rootpath / "seen.json").read_text())
+    seen["litellm"] = "litellm" in sys.modules
+    (config.rootpath / "seen.json").write_text(json.dumps(seen))
+""")
+    before = len(server.requests)
+    result = pytester.runpytest_subprocess("cases/", f"{OPT_MODEL}=openai/local-test",
+                                           f"{OPT_API_BASE}={server.base_url}", timeout=120)
+    result.assert_outcomes(passed=2, failed=1)
+    seen = json.loads((pytester.path / "seen.json").read_text())
+    assert seen["litellm"] is False and len(server.requests) - before == 3
+    assert seen["child"] != seen["pid"] and seen["running"]
+    with pytest.raises(ProcessLookupError):
+        os.kill(seen["child"], 0)  # ended (and reaped) with the run
 
 
 @pytest.mark.parametrize(("model", "base"), [("anthropic/claude-local-test", "root_url"),

@@ -275,15 +275,16 @@ def test_report_building_reads_each_record_a_bounded_number_of_times(pytester: p
 
 
 STARTUP_CONFTEST = """
-import json, sys, threading
+import json, sys
 import pytest
-from pytest_tooleffect.model_turn import PRELOAD_THREAD
+from pytest_tooleffect.decision import pool_key
 
 SEEN = {}
 
 def pytest_collection_finish(session):
-    importing = any(t.name == PRELOAD_THREAD for t in threading.enumerate())
-    SEEN["at_collection_end"] = importing or "litellm" in sys.modules
+    pool = session.config.stash.get(pool_key, None)
+    child = pool.process._proc if pool is not None and pool.process is not None else None
+    SEEN["child_at_collection_end"] = child is not None and child.poll() is None
 
 def pytest_sessionfinish(session):
     # at session finish, not unconfigure: a worker's unconfigure can be cut short once it has
@@ -296,26 +297,28 @@ def pytest_sessionfinish(session):
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_a_live_run_imports_litellm_while_it_collects(pytester: pytest.Pytester, workers: int) -> None:
-    """litellm's import starts at configure time on the processes that make model turns (not at the
-    first turn), so it runs during collection; the xdist controller, which makes none, never imports it.
+def test_a_live_run_imports_litellm_in_a_child_process_while_it_collects(pytester: pytest.Pytester,
+                                                                          workers: int) -> None:
+    """The processes that make model turns start their child at configure time (not at the first
+    turn), so litellm's import runs during collection, on another core; none of the run's own
+    processes imports litellm, and the xdist controller, which makes no turn, starts no child.
     """
     from pytest_tooleffect.scripted import Reply, ScriptedServer
 
     write_demo(pytester.path, _many(4))
     pytester.makeconftest(STARTUP_CONFTEST)
     with ScriptedServer([Reply(text="done")]) as srv:
-        result = pytester.runpytest("cases/", "-n", str(workers), "--tooleffect-model=openai/local-test",
-                                    f"--tooleffect-api-base={srv.base_url}", "--tooleffect-retries=0",
-                                    "--tooleffect-no-summary")
+        result = pytester.runpytest_subprocess("cases/", "-n", str(workers), "--tooleffect-model=openai/local-test",
+                                               f"--tooleffect-api-base={srv.base_url}", "--tooleffect-retries=0",
+                                               "--tooleffect-no-summary", timeout=180)
         assert len(srv.requests) == 4
     result.assert_outcomes(passed=2, failed=2)  # a text reply: right where no tool was needed
     seen = {p.stem.removeprefix("startup-"): json.loads(p.read_text()) for p in pytester.path.glob("startup-*.json")}
     assert len(seen) == 1 + workers, seen
     runners = [s for name, s in seen.items() if (name != "main") == bool(workers)]
-    assert runners and all(s["at_collection_end"] and s["litellm"] for s in runners), seen
+    assert runners and all(s == {"child_at_collection_end": True, "litellm": False} for s in runners), seen
     if workers:
-        assert seen["main"] == {"litellm": False}, seen  # the controller neither collects nor imports it
+        assert seen["main"] == {"litellm": False}, seen  # the controller neither collects nor starts a child
 
 
 def test_a_jsonl_line_that_is_not_utf8_is_one_problem_and_the_rest_loads(tmp_path: Path) -> None:

@@ -1,0 +1,406 @@
+"""Model requests in a child process: litellm is imported, and called, beside the run's own work.
+
+A CPython process runs Python on one thread at a time (the GIL), so litellm's import (seconds of
+CPU) on a thread beside pytest's collection only took turns with it: the first request of a live
+run left after collection *and* the import.  A run that makes model turns starts one child per
+process at configure time (:class:`TurnProcess`); the child imports litellm at once, on the
+machine's other core, and then makes the requests the process's :class:`~.model_turn.TurnPool`
+sends it.  The parent keeps everything else of a turn (the concurrency slots, the rate limit,
+retries and their backoff, the cache, the record), and never imports litellm for it.
+
+One request, here or in the child, is :func:`answer_once`: litellm's ``acompletion`` bounded on
+the wall clock, its failure mapped to a :class:`~.provider_errors.ProviderError` (with the
+provider's ``Retry-After``, read from the exception, carried along), its answer as JSON with its
+tokens and price.  Frames on the two pipes are a 4-byte big-endian length and a pickle
+(``(id, op, args)`` to the child, ``(id, ok, payload)`` back); the child's stdout and stderr are
+a log file, so nothing litellm prints can reach the protocol or pytest's capture.  The child
+exits when its input pipe closes (the parent closed it, or died).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from .logregistry import snapshot_logger_registry
+from .models import Price
+from .pricing import price_answer
+from .provider_errors import ProviderError, exception_chain, provider_error, retry_after_s
+
+__all__ = ["PRELOAD_THREAD", "TurnProcess", "answer_once", "count_tokens", "finish_preload", "import_litellm",
+           "keys_in_environment", "preload_litellm", "serve"]
+
+_LITELLM: Any = None
+_IMPORT_LOCK = threading.Lock()
+_PRELOAD: threading.Thread | None = None
+PRELOAD_THREAD = "tooleffect-litellm-import"
+
+_HEADER = struct.Struct(">I")
+#: seconds the child is given to exit once terminated, before it is killed
+EXIT_GRACE_S = 5.0
+
+
+def import_litellm() -> Any:
+    """Import litellm once, with the local cost map and its debug output off.
+
+    Safe from any thread: a caller while the import runs (on the preload thread) waits for it.
+
+    Raises:
+        ImportError: litellm cannot be imported.
+    """
+    global _LITELLM
+    with _IMPORT_LOCK:
+        if _LITELLM is None:
+            os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+            import litellm as module
+
+            litellm: Any = module
+            litellm.suppress_debug_info = True
+            litellm.set_verbose = False
+            litellm.drop_params = True
+            _LITELLM = litellm
+    return _LITELLM
+
+
+def preload_litellm() -> threading.Thread:
+    """Start importing litellm on a daemon thread (once per process) and return that thread.
+
+    The import takes seconds; started at configure time it runs while pytest collects, and the
+    first model turn's :func:`import_litellm` waits only for the rest of it.  An import error is
+    not raised here: the first turn's own :func:`import_litellm` raises it.
+
+    Returns:
+        The thread doing (or that did) the import; :func:`finish_preload` joins it.
+    """
+    global _PRELOAD
+    with _IMPORT_LOCK:
+        if _PRELOAD is None:
+            snapshot_logger_registry()
+            _PRELOAD = threading.Thread(target=_preload, name=PRELOAD_THREAD, daemon=True)
+            _PRELOAD.start()
+        return _PRELOAD
+
+
+def _preload() -> None:
+    try:
+        import_litellm()
+    except Exception:  # noqa: S110 - the first turn imports again and reports the error where it belongs
+        pass
+
+
+def finish_preload() -> None:
+    """Wait for a preload still importing (so the interpreter never exits in the middle of it)."""
+    thread = _PRELOAD
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+
+
+async def answer_once(litellm: Any, kwargs: Mapping[str, Any], timeout_s: float, bound_s: float, model: str,
+                      prices: Mapping[str, Price]) -> dict[str, Any]:
+    """One request to the provider, bounded on the wall clock.
+
+    Args:
+        litellm: the imported litellm module.
+        kwargs: ``litellm.acompletion``'s keyword arguments (model, messages, tools, key, base).
+        timeout_s: the client's timeout per read, in seconds.
+        bound_s: the request's bound on the wall clock, in seconds.
+        model: the policy's litellm model name (for its price).
+        prices: the user's price table (``--tooleffect-prices``).
+
+    Returns:
+        ``{"data": the response as JSON (litellm's ``model_dump``), "tokens": {"input_tokens",
+        "output_tokens"} (``None`` each when the provider reports no usage), "cost_usd" (US
+        dollars, or ``None``), "priced_by"}``.
+
+    Raises:
+        ProviderError: the request failed (its ``retry_after`` set from the provider's
+            ``Retry-After`` header, ``None`` without one), or its answer has no JSON form
+            (``InvalidResponse``).
+    """
+    call = litellm.acompletion(**kwargs, timeout=timeout_s, num_retries=0, max_retries=0)
+    t0 = time.perf_counter()
+    try:
+        response = await asyncio.wait_for(call, bound_s)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # every provider failure is an error outcome, never a verdict
+        if isinstance(exc, TimeoutError) or (time.perf_counter() - t0 >= bound_s and not any(
+                isinstance(e, ConnectionResetError) for e in exception_chain(exc))):
+            raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s per attempt "
+                                           f"({bound_s:g} s in all)") from None
+        error = provider_error(exc)
+        error.retry_after = retry_after_s(exc)
+        raise error from exc
+    try:
+        data = response.model_dump()
+    except Exception as exc:
+        raise ProviderError("InvalidResponse", f"the response has no JSON form: {exc}") from exc
+    usage = data.get("usage") or {}
+    tokens = {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
+    if not usage:  # a provider that reports no usage: tokens and cost are unknown, not zero
+        tokens = {"input_tokens": None, "output_tokens": None}
+    cost_usd, priced_by = price_answer(litellm, model, response, prices, tokens)
+    return {"data": data, "tokens": tokens, "cost_usd": cost_usd, "priced_by": priced_by}
+
+
+def count_tokens(litellm: Any, kwargs: Mapping[str, Any]) -> int:
+    """The request's input tokens by litellm's counter (the model's tokenizer, else tiktoken's);
+    a rough count of its characters when the counter cannot read it.
+    """
+    try:
+        return int(litellm.token_counter(model=kwargs["model"], messages=kwargs["messages"],
+                                         tools=kwargs.get("tools")))
+    except Exception:
+        import json
+
+        return len(json.dumps(kwargs["messages"], default=str)) // 4 + 1
+
+
+def keys_in_environment(litellm: Any, model: str, api_base: str) -> bool:
+    """Whether litellm's ``validate_environment`` finds the provider's key variable set (``False`` for a
+    provider it cannot tell: a local server, which takes any key).
+    """
+    try:
+        return bool(litellm.validate_environment(model=model, api_base=api_base).get("keys_in_environment"))
+    except Exception:
+        return False
+
+
+# ------------------------------------------------------------------------------ frames
+
+
+def _write(stream: IO[bytes], frame: Any) -> None:
+    body = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(body)) + body)
+    stream.flush()
+
+
+def _read(stream: IO[bytes]) -> Any:
+    """The next frame, or ``None`` at the end of the stream (a cut frame counts as the end)."""
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(head)
+    body = stream.read(size)
+    if len(body) < size:
+        return None
+    return pickle.loads(body)  # noqa: S301 - frames of this run's own child process
+
+
+# ------------------------------------------------------------------------------ the parent's side
+
+
+class TurnProcess:
+    """The child process that makes one process's model requests (started at most once at a time).
+
+    Each call returns a :class:`concurrent.futures.Future`; a reader thread resolves it with the
+    child's answer, or fails it with a :class:`~.provider_errors.ProviderError` (the child's own,
+    or ``TurnProcessExited`` when the child ended before answering: its log's last lines in the
+    message).  A call after the child ended starts a new one.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._to_child: IO[bytes] | None = None
+        self._pending: dict[int, concurrent.futures.Future[Any]] = {}
+        self._ids = itertools.count(1)
+        self._log: Path | None = None
+
+    def start(self) -> None:
+        """Start the child (it imports litellm at once) unless one is running."""
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return
+            down_r, down_w = os.pipe()  # parent → child
+            up_r, up_w = os.pipe()  # child → parent
+            fd, log = tempfile.mkstemp(prefix="tooleffect-turns-", suffix=".log")
+            self._log = Path(log)
+            env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "True")}
+            package_root = str(Path(__file__).resolve().parents[1])
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+            code = ("import sys; from pytest_tooleffect.turn_process import serve; "
+                    "serve(int(sys.argv[1]), int(sys.argv[2]))")
+            try:
+                self._proc = subprocess.Popen([sys.executable, "-c", code, str(down_r), str(up_w)],
+                                              pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL, stdout=fd,
+                                              stderr=fd, env=env, close_fds=True)
+            finally:
+                os.close(down_r)
+                os.close(up_w)
+                os.close(fd)
+            self._to_child = os.fdopen(down_w, "wb")
+            reader = os.fdopen(up_r, "rb")
+            threading.Thread(target=self._reader, args=(self._proc, reader), name="tooleffect-turns-reader",
+                             daemon=True).start()
+
+    def call(self, op: str, args: Mapping[str, Any]) -> tuple[int, concurrent.futures.Future[Any]]:
+        """Send one request to the child: ``(its id, its future)``.
+
+        ``op`` is ``answer`` (:func:`answer_once`'s arguments but ``litellm``), ``count``
+        (``kwargs``: :func:`count_tokens`) or ``keys`` (``model``, ``api_base``:
+        :func:`keys_in_environment`).
+        """
+        self.start()
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        request_id = next(self._ids)
+        with self._lock:
+            self._pending[request_id] = future
+            stream = self._to_child
+        try:
+            assert stream is not None
+            with self._write_lock:
+                _write(stream, (request_id, op, dict(args)))
+        except (OSError, ValueError):  # the child is gone: the reader fails every pending call
+            pass
+        return request_id, future
+
+    def cancel(self, request_id: int) -> None:
+        """Ask the child to drop one request (its future is failed when the child confirms)."""
+        stream = self._to_child
+        if stream is None:
+            return
+        try:
+            with self._write_lock:
+                _write(stream, (request_id, "cancel", {}))
+        except (OSError, ValueError):
+            pass
+
+    def _reader(self, proc: subprocess.Popen[bytes], stream: IO[bytes]) -> None:
+        with stream:
+            while (frame := _read(stream)) is not None:
+                request_id, ok, payload = frame
+                with self._lock:
+                    future = self._pending.pop(request_id, None)
+                if future is None or future.done():
+                    continue
+                if ok:
+                    future.set_result(payload)
+                elif payload is None:
+                    future.cancel()
+                else:
+                    kind, message, status, after = payload
+                    error = ProviderError(kind, message, status)
+                    error.retry_after = after
+                    future.set_exception(error)
+        code = proc.wait()
+        with self._lock:
+            pending = [f for f in self._pending.values() if not f.done()] if proc is self._proc else []
+            if proc is self._proc:
+                self._pending.clear()
+        if pending:
+            why = ProviderError("TurnProcessExited", f"the model-turn process exited (code {code}) before it "
+                                                     f"answered{self._log_tail()}")
+            for future in pending:
+                future.set_exception(why)
+
+    def _log_tail(self) -> str:
+        try:
+            lines = self._log.read_text(encoding="utf-8", errors="replace").strip().splitlines() if self._log else []
+        except OSError:
+            return ""
+        return f"; its log ends: {' | '.join(lines[-3:])[-600:]}" if lines else ""
+
+    def close(self) -> None:
+        """End the child (its input closed, then terminated: every turn is over by now), wait for it,
+        and remove its log.
+        """
+        with self._lock:
+            proc, stream, self._to_child = self._proc, self._to_child, None
+        if stream is not None:
+            try:
+                with self._write_lock:
+                    stream.close()
+            except OSError:
+                pass
+        if proc is not None:
+            if proc.poll() is None:
+                proc.terminate()  # it may still be importing litellm, and read its closed input only after
+            try:
+                proc.wait(EXIT_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._log is not None:
+            self._log.unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------------ the child's side
+
+
+def serve(read_fd: int, write_fd: int) -> None:
+    """The child's main: import litellm, then answer frames from ``read_fd`` on ``write_fd`` until
+    the input ends.  Requests run concurrently on one event loop (the parent bounds how many).
+    """
+    litellm = import_litellm()
+    inbox = os.fdopen(read_fd, "rb")
+    outbox = os.fdopen(write_fd, "wb")
+    loop = asyncio.new_event_loop()
+    tasks: dict[int, asyncio.Task[None]] = {}
+
+    def reply(request_id: int, ok: bool, payload: Any) -> None:
+        try:
+            _write(outbox, (request_id, ok, payload))
+        except (OSError, ValueError):  # the parent is gone
+            loop.stop()
+
+    async def run(request_id: int, op: str, args: dict[str, Any]) -> None:
+        try:
+            if op == "answer":
+                result: Any = await answer_once(litellm, **args)
+            elif op == "count":
+                result = count_tokens(litellm, args["kwargs"])
+            elif op == "keys":
+                result = keys_in_environment(litellm, args["model"], args["api_base"])
+            else:
+                raise ValueError(f"unknown request {op!r}")
+        except asyncio.CancelledError:
+            reply(request_id, False, None)
+        except ProviderError as exc:
+            reply(request_id, False, (exc.kind, exc.message, exc.status, exc.retry_after))
+        except Exception as exc:  # the child's own fault: an error outcome of the item, never a verdict
+            reply(request_id, False, ("TurnProcessError", f"{type(exc).__name__}: {exc}"[:500], None, None))
+        else:
+            reply(request_id, True, result)
+        finally:
+            tasks.pop(request_id, None)
+
+    def receive(frame: Any) -> None:
+        if frame is None:
+            for each in list(tasks.values()):
+                each.cancel()
+            loop.call_later(0.2, loop.stop)
+            return
+        request_id, op, args = frame
+        if op == "cancel":
+            running = tasks.get(request_id)
+            if running is not None:
+                running.cancel()
+            return
+        tasks[request_id] = loop.create_task(run(request_id, op, args))
+
+    def read_all() -> None:
+        while True:
+            frame = _read(inbox)
+            loop.call_soon_threadsafe(receive, frame)
+            if frame is None:
+                return
+
+    threading.Thread(target=read_all, name="tooleffect-turns-inbox", daemon=True).start()
+    try:
+        loop.run_forever()
+    finally:
+        outbox.close()
