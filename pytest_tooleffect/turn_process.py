@@ -344,7 +344,13 @@ class TurnProcess:
 def serve(read_fd: int, write_fd: int) -> None:
     """The child's main: import litellm, then answer frames from ``read_fd`` on ``write_fd`` until
     the input ends.  Requests run concurrently on one event loop (the parent bounds how many).
+
+    Ctrl-C is the parent's to handle (it cancels the turns, and the records say so): the terminal's
+    SIGINT, which reaches the whole process group, is ignored here.
     """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     litellm = import_litellm()
     inbox = os.fdopen(read_fd, "rb")
     outbox = os.fdopen(write_fd, "wb")

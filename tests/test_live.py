@@ -753,3 +753,73 @@ def test_a_worker_that_dies_mid_chunk_leaves_its_crashed_item_failed_once_and_no
     names = [line.split("::")[1].split()[0] for line in verdicts]
     assert len(names) == len(set(names)) == 12, verdicts  # each item reported once
     assert len(asked) == len(set(asked)), sorted(asked)  # no turn asked twice
+
+
+def test_ctrl_c_to_the_process_group_cancels_the_turns_and_ends_the_child(pytester: pytest.Pytester) -> None:
+    """The terminal's Ctrl-C reaches every process of the group, the model-turn child too: the child
+    ignores it, the run ends interrupted with its finished records whole and its unfinished turns
+    cancelled (not failed as a dead child's), and no process of the group is left.
+    """
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    _family(pytester.path, [_case(f"n{i:02d}", {"valid_actions": [NULL]}) for i in range(24)])
+    log = pytester.path / "rec.jsonl"
+    with ScriptedServer([Reply(text="Anything else?", delay_s=1.0)]) as srv:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "cases/",
+             f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}", "--tooleffect-concurrency=2",
+             f"{OPT_RECORDS}=rec.jsonl", f"{OPT_REPORT}=report.json"],
+            cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            start_new_session=True)  # its own process group, as a shell's foreground job
+        try:
+            deadline = time.monotonic() + 120
+            while (not log.exists() or len(log.read_text().splitlines()) < 4) and proc.poll() is None \
+                    and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert proc.poll() is None
+            os.killpg(proc.pid, signal.SIGINT)
+            out, _ = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-3000:]
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert 4 <= len(records) < 24
+    errors = [r["error"]["type"] for r in records if r["outcome"] == "error"]
+    assert "TurnProcessExited" not in errors and set(errors) <= {"Cancelled"}, errors
+    report = json.loads((pytester.path / "report.json").read_text())
+    assert report["status"] == "interrupted"
+    with pytest.raises(ProcessLookupError):
+        os.killpg(proc.pid, 0)  # the child ended with the run: no process of the group is left
+
+
+def test_a_model_turn_process_that_dies_fails_its_unanswered_turns_as_errors_and_the_run_goes_on(
+        pytester: pytest.Pytester) -> None:
+    """Killed mid-run, the child takes no turn with it silently: every turn it had not answered is
+    an error record (``TurnProcessExited``, with its exit code), never a verdict and never a hang;
+    and every item is in the report.
+    """
+    _family(pytester.path, [_case(f"n{i:02d}", {"valid_actions": [NULL]}) for i in range(12)])
+    pytester.makeconftest("""
+import os, signal
+from pytest_tooleffect.decision import pool_key
+
+def pytest_runtest_setup(item):
+    if item.name.startswith("n03"):
+        os.kill(item.config.stash[pool_key].process._proc.pid, signal.SIGKILL)
+""")
+    with ScriptedServer([Reply(text="Anything else?", delay_s=0.5)]) as srv:
+        result = pytester.runpytest_subprocess("cases/", "-p", "no:randomly", f"{OPT_MODEL}=openai/local-test",
+                                               f"{OPT_API_BASE}={srv.base_url}", "--tooleffect-concurrency=2",
+                                               f"{OPT_REPORT}=r.json", timeout=120)
+    recs = _records(pytester.path)
+    assert len(recs) == 12
+    errors = {cid: r["error"] for cid, r in recs.items() if r["outcome"] == "error"}
+    assert errors and all(e["type"] == "TurnProcessExited" and "exited (code -9)" in e["message"]
+                          for e in errors.values()), errors
+    assert all(recs[f"n{i:02d}"]["outcome"] == "scored" for i in range(2))  # answered before the kill
+    result.assert_outcomes(passed=12 - len(errors), errors=len(errors))
+    assert json.loads((pytester.path / "r.json").read_text())["status"] == "incomplete"
