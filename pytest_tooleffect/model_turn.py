@@ -59,6 +59,8 @@ __all__ = ["DEFAULT_MAX_TOKENS", "PLACEHOLDER_KEY", "ModelCache", "NameMap", "Pr
            "wait_turn"]
 
 T = TypeVar("T")
+#: seconds past a request's own bound that the child's answer is waited for
+CHILD_GRACE_S = 5.0
 #: The output-token cap of a live request when the policy sets none (``Policy.max_tokens``): a
 #: decision is one call or a short reply, so this only stops a turn that runs away.
 DEFAULT_MAX_TOKENS = 4096
@@ -275,8 +277,12 @@ class TurnPool:
             return await answer_once(import_litellm(), kwargs, timeout_s, bound_s, model, prices)
         request_id, future = self.process.call("answer", {"kwargs": kwargs, "timeout_s": timeout_s, "bound_s": bound_s,
                                                           "model": model, "prices": prices})
-        try:
-            return await asyncio.wrap_future(future)
+        try:  # bounded here too: a child that stopped answering (frozen, swapping) must not hold the turn
+            return await asyncio.wait_for(asyncio.wrap_future(future), bound_s + CHILD_GRACE_S)
+        except TimeoutError:
+            self.process.cancel(request_id)
+            raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s per attempt ({bound_s:g} s in "
+                                           "all; the model-turn process did not answer)") from None
         except asyncio.CancelledError:
             self.process.cancel(request_id)
             raise

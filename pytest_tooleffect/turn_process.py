@@ -202,50 +202,73 @@ def _read(stream: IO[bytes]) -> Any:
 # ------------------------------------------------------------------------------ the parent's side
 
 
+class _Child:
+    """One started child: its process, its input stream and the calls it has not answered."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], to_child: IO[bytes], log: Path) -> None:
+        self.proc = proc
+        self.to_child = to_child
+        self.log = log
+        self.pending: dict[int, concurrent.futures.Future[Any]] = {}
+        self.ended = False  # its reader saw its output end: its calls are all failed
+
+
 class TurnProcess:
     """The child process that makes one process's model requests (started at most once at a time).
 
-    Each call returns a :class:`concurrent.futures.Future`; a reader thread resolves it with the
-    child's answer, or fails it with a :class:`~.provider_errors.ProviderError` (the child's own,
-    or ``TurnProcessExited`` when the child ended before answering: its log's last lines in the
-    message).  A call after the child ended starts a new one.
+    Each call returns a :class:`concurrent.futures.Future`; a reader thread per child resolves it
+    with the child's answer, or fails it with a :class:`~.provider_errors.ProviderError` (the
+    child's own, or ``TurnProcessExited`` when that child ended before answering: its log's last
+    lines in the message).  Every call belongs to the child it was sent to, so a child that ends
+    fails exactly its own calls, whatever was started since.  A call after the child ended starts
+    a new one.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._to_child: IO[bytes] | None = None
-        self._pending: dict[int, concurrent.futures.Future[Any]] = {}
+        self._child: _Child | None = None
         self._ids = itertools.count(1)
-        self._log: Path | None = None
+
+    @property
+    def _proc(self) -> subprocess.Popen[bytes] | None:
+        """The running child's process, if one was started."""
+        child = self._child
+        return child.proc if child is not None else None
 
     def start(self) -> None:
         """Start the child (it imports litellm at once) unless one is running."""
         with self._lock:
-            if self._proc is not None and self._proc.poll() is None:
-                return
-            down_r, down_w = os.pipe()  # parent → child
-            up_r, up_w = os.pipe()  # child → parent
-            fd, log = tempfile.mkstemp(prefix="tooleffect-turns-", suffix=".log")
-            self._log = Path(log)
-            env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "True")}
-            package_root = str(Path(__file__).resolve().parents[1])
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-            code = ("import sys; from pytest_tooleffect.turn_process import serve; "
-                    "serve(int(sys.argv[1]), int(sys.argv[2]))")
+            self._start()
+
+    def _start(self) -> _Child:
+        child = self._child
+        if child is not None and not child.ended and child.proc.poll() is None:
+            return child
+        if child is not None:  # ended: its reader fails its calls; its input goes
             try:
-                self._proc = subprocess.Popen([sys.executable, "-c", code, str(down_r), str(up_w)],
-                                              pass_fds=(down_r, up_w), stdin=subprocess.DEVNULL, stdout=fd,
-                                              stderr=fd, env=env, close_fds=True)
-            finally:
-                os.close(down_r)
-                os.close(up_w)
-                os.close(fd)
-            self._to_child = os.fdopen(down_w, "wb")
-            reader = os.fdopen(up_r, "rb")
-            threading.Thread(target=self._reader, args=(self._proc, reader), name="tooleffect-turns-reader",
-                             daemon=True).start()
+                with self._write_lock:
+                    child.to_child.close()
+            except OSError:
+                pass
+        down_r, down_w = os.pipe()  # parent → child
+        up_r, up_w = os.pipe()  # child → parent
+        fd, log = tempfile.mkstemp(prefix="tooleffect-turns-", suffix=".log")
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "True")}
+        package_root = str(Path(__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        code = "import sys; from pytest_tooleffect.turn_process import serve; serve(int(sys.argv[1]), int(sys.argv[2]))"
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", code, str(down_r), str(up_w)], pass_fds=(down_r, up_w),
+                                    stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env, close_fds=True)
+        finally:
+            os.close(down_r)
+            os.close(up_w)
+            os.close(fd)
+        child = self._child = _Child(proc, os.fdopen(down_w, "wb"), Path(log))
+        threading.Thread(target=self._reader, args=(child, os.fdopen(up_r, "rb")), name="tooleffect-turns-reader",
+                         daemon=True).start()
+        return child
 
     def call(self, op: str, args: Mapping[str, Any]) -> tuple[int, concurrent.futures.Future[Any]]:
         """Send one request to the child: ``(its id, its future)``.
@@ -254,37 +277,35 @@ class TurnProcess:
         (``kwargs``: :func:`count_tokens`) or ``keys`` (``model``, ``api_base``:
         :func:`keys_in_environment`).
         """
-        self.start()
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         request_id = next(self._ids)
         with self._lock:
-            self._pending[request_id] = future
-            stream = self._to_child
+            child = self._start()
+            child.pending[request_id] = future
         try:
-            assert stream is not None
             with self._write_lock:
-                _write(stream, (request_id, op, dict(args)))
-        except (OSError, ValueError):  # the child is gone: the reader fails every pending call
+                _write(child.to_child, (request_id, op, dict(args)))
+        except (OSError, ValueError):  # that child is gone: its reader fails its pending calls
             pass
         return request_id, future
 
     def cancel(self, request_id: int) -> None:
         """Ask the child to drop one request (its future is failed when the child confirms)."""
-        stream = self._to_child
-        if stream is None:
+        child = self._child
+        if child is None:
             return
         try:
             with self._write_lock:
-                _write(stream, (request_id, "cancel", {}))
+                _write(child.to_child, (request_id, "cancel", {}))
         except (OSError, ValueError):
             pass
 
-    def _reader(self, proc: subprocess.Popen[bytes], stream: IO[bytes]) -> None:
+    def _reader(self, child: _Child, stream: IO[bytes]) -> None:
         with stream:
             while (frame := _read(stream)) is not None:
                 request_id, ok, payload = frame
                 with self._lock:
-                    future = self._pending.pop(request_id, None)
+                    future = child.pending.pop(request_id, None)
                 if future is None or future.done():
                     continue
                 if ok:
@@ -296,46 +317,44 @@ class TurnProcess:
                     error = ProviderError(kind, message, status)
                     error.retry_after = after
                     future.set_exception(error)
-        code = proc.wait()
+        code = child.proc.wait()
         with self._lock:
-            pending = [f for f in self._pending.values() if not f.done()] if proc is self._proc else []
-            if proc is self._proc:
-                self._pending.clear()
+            child.ended = True
+            pending = [f for f in child.pending.values() if not f.done()]
+            child.pending.clear()
         if pending:
             why = ProviderError("TurnProcessExited", f"the model-turn process exited (code {code}) before it "
-                                                     f"answered{self._log_tail()}")
+                                                     f"answered{_log_tail(child.log)}")
             for future in pending:
                 future.set_exception(why)
-
-    def _log_tail(self) -> str:
-        try:
-            lines = self._log.read_text(encoding="utf-8", errors="replace").strip().splitlines() if self._log else []
-        except OSError:
-            return ""
-        return f"; its log ends: {' | '.join(lines[-3:])[-600:]}" if lines else ""
+        child.log.unlink(missing_ok=True)
 
     def close(self) -> None:
-        """End the child (its input closed, then terminated: every turn is over by now), wait for it,
-        and remove its log.
-        """
+        """End the child (its input closed, then terminated: every turn is over by now) and wait for it."""
         with self._lock:
-            proc, stream, self._to_child = self._proc, self._to_child, None
-        if stream is not None:
-            try:
-                with self._write_lock:
-                    stream.close()
-            except OSError:
-                pass
-        if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()  # it may still be importing litellm, and read its closed input only after
-            try:
-                proc.wait(EXIT_GRACE_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if self._log is not None:
-            self._log.unlink(missing_ok=True)
+            child, self._child = self._child, None
+        if child is None:
+            return
+        try:
+            with self._write_lock:
+                child.to_child.close()
+        except OSError:
+            pass
+        if child.proc.poll() is None:
+            child.proc.terminate()  # it may still be importing litellm, and read its closed input only after
+        try:
+            child.proc.wait(EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            child.proc.kill()
+            child.proc.wait()
+
+
+def _log_tail(log: Path) -> str:
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return f"; its log ends: {' | '.join(lines[-3:])[-600:]}" if lines else ""
 
 
 # ------------------------------------------------------------------------------ the child's side

@@ -823,3 +823,58 @@ def pytest_runtest_setup(item):
     assert all(recs[f"n{i:02d}"]["outcome"] == "scored" for i in range(2))  # answered before the kill
     result.assert_outcomes(passed=12 - len(errors), errors=len(errors))
     assert json.loads((pytester.path / "r.json").read_text())["status"] == "incomplete"
+
+
+def test_a_child_that_dies_fails_its_own_calls_even_when_a_new_one_was_started_meanwhile() -> None:
+    """A call made after the child died, before its reader noticed, starts a new child: the dead
+    one's unanswered calls still fail (``TurnProcessExited``), never wait forever.
+    """
+    import signal
+
+    from pytest_tooleffect.provider_errors import ProviderError
+    from pytest_tooleffect.turn_process import TurnProcess
+
+    with ScriptedServer([Reply(text="hi", delay_s=3)]) as srv:
+        turns = TurnProcess()
+        try:
+            _, ready = turns.call("keys", {"model": "openai/x", "api_base": srv.base_url})
+            ready.result(60)  # the child has imported litellm
+            kwargs = {"model": "openai/x", "messages": [{"role": "user", "content": "hi"}], "api_base": srv.base_url,
+                      "api_key": "k"}
+            _, asked = turns.call("answer", {"kwargs": kwargs, "timeout_s": 10, "bound_s": 11, "model": "openai/x",
+                                             "prices": {}})
+            first = turns._proc
+            assert first is not None
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait()
+            _, later = turns.call("keys", {"model": "openai/x", "api_base": srv.base_url})  # a new child
+            with pytest.raises(ProviderError, match=r"TurnProcessExited: the model-turn process exited \(code -9\)"):
+                asked.result(30)
+            assert later.result(60) is False and turns._proc is not first
+        finally:
+            turns.close()
+
+
+def test_a_frozen_child_gives_a_timeout_error_within_the_turns_bound(pytester: pytest.Pytester) -> None:
+    """The parent bounds each request too: a child that stops answering (here SIGSTOP) gives the
+    item a Timeout error record soon after the request's own bound, and the run ends.
+    """
+    _family(pytester.path, [_case(f"n{i:02d}", {"valid_actions": [NULL]}) for i in range(3)])
+    pytester.makeconftest("""
+import os, signal
+from pytest_tooleffect.decision import pool_key
+
+def pytest_runtest_setup(item):
+    if item.name.startswith("n01"):
+        os.kill(item.config.stash[pool_key].process._proc.pid, signal.SIGSTOP)
+""")
+    with ScriptedServer([Reply(text="Anything else?", delay_s=0.3)]) as srv:
+        result = pytester.runpytest_subprocess("cases/", "-p", "no:randomly", f"{OPT_MODEL}=openai/local-test",
+                                               f"{OPT_API_BASE}={srv.base_url}", "--tooleffect-concurrency=1",
+                                               "--tooleffect-timeout=1", f"{OPT_RETRIES}=0", timeout=90)
+    recs = _records(pytester.path)
+    assert recs["n00"]["outcome"] == "scored"
+    stuck = [r for r in recs.values() if r["outcome"] == "error"]
+    assert stuck and all(r["error"]["type"] == "Timeout" and "did not answer" in r["error"]["message"]
+                         for r in stuck), stuck
+    result.assert_outcomes(passed=3 - len(stuck), errors=len(stuck))
