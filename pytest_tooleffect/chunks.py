@@ -79,6 +79,18 @@ def chunk_scheduler(config: Any, log: Any) -> Any:
                 self._reschedule(other)
             return str(crashed)
 
+        def _reschedule(self, node: Any) -> None:
+            """xdist's, then more units while the node has fewer than two items to run, and the
+            shutdown once the queue is empty.  A worker runs an item only when the next one or the
+            shutdown has come, and the unit a crashed worker left may hold one unfinished item: a
+            replacement handed it alone, with more units queued, waited forever (as did the run).
+            """
+            super()._reschedule(node)
+            while self.workqueue and not node.shutting_down and self._pending_of(self.assigned_work.get(node, {})) < 2:
+                self._assign_work_unit(node)
+            if not self.workqueue and not node.shutting_down:
+                node.shutdown()
+
         def _split_scope(self, nodeid: str) -> str:
             return (self._chunks or {}).get(nodeid) or str(super()._split_scope(nodeid))
 

@@ -878,3 +878,31 @@ def pytest_runtest_setup(item):
     assert stuck and all(r["error"]["type"] == "Timeout" and "did not answer" in r["error"]["message"]
                          for r in stuck), stuck
     result.assert_outcomes(passed=3 - len(stuck), errors=len(stuck))
+
+
+def test_a_worker_crash_that_leaves_one_item_to_hand_again_does_not_hang_the_run(pytester: pytest.Pytester) -> None:
+    """Under chunk scheduling, the unit a crashed worker left may hold one unfinished item: the
+    replacement worker is handed it and told to shut down, so it runs it (a worker runs its last
+    item only once another item or the shutdown comes; before, the run waited forever).
+    """
+    from tests.demo_family import CASES as DEMO
+    from tests.demo_family import write_demo
+
+    write_demo(pytester.path, DEMO)
+    pytester.makeconftest("""
+import os
+
+def pytest_runtest_setup(item):
+    if "c-create-utc" in item.nodeid:
+        os._exit(3)
+""")
+    reply = Reply(tool_calls=[("read_thread", '{"thread_id": "th-1"}')], delay_s=0.5)
+    with ScriptedServer([reply]) as srv:
+        result = pytester.runpytest_subprocess("cases/", "-p", "no:randomly", "-n", "2", f"{OPT_MODEL}=openai/x",
+                                               f"{OPT_API_BASE}={srv.base_url}", f"{OPT_REPORT}=r.json", timeout=150)
+    report = json.loads((pytester.path / "r.json").read_text())
+    recorded = {r["case_id"] for r in map(json.loads, (pytester.path / "reports" / "tooleffect-records.jsonl")
+                                          .read_text().splitlines())}
+    assert recorded == {c["id"] for c in DEMO} - {"c-create-utc"}, result.stdout.str()[-2000:]
+    (unrecorded,) = report["unrecorded"]
+    assert [i.split("::")[-1].split("[")[0] for i in unrecorded["ids"]] == ["c-create-utc"]
