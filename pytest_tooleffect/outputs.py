@@ -88,9 +88,9 @@ def shown_path(path: Path, start: Path | str) -> str:
     whether its option was given relative, absolute, or relative to the rootdir (an ini key).
     """
     full = Path(os.path.abspath(Path(start) / path))
-    try:
-        return str(full.relative_to(os.path.abspath(start)))
-    except ValueError:
+    try:  # symbolic links resolved on both sides: pytest's start directory is the real one
+        return str(full.resolve().relative_to(Path(start).resolve()))
+    except (ValueError, OSError):
         return str(full)
 
 

@@ -44,7 +44,9 @@ class Reporter:
         self.records: list[dict[str, Any]] = []
         self.invalid: list[dict[str, Any]] = []
         self.skipped: list[dict[str, Any]] = []
-        self.items = CaseNodes(Path(config.rootpath))
+        args = (Path(config.invocation_params.dir) / a.split("::")[0] for a in config.args)
+        self.items = CaseNodes([Path(config.rootpath), Path(config.invocation_params.dir),
+                                *(a if a.is_dir() else a.parent for a in args)])
         self.families: dict[str, dict[str, Any]] = {}
         self.family_dirs: dict[str, str] = {}
         self.policies: dict[str, dict[str, Any]] = {}
@@ -73,7 +75,8 @@ class Reporter:
             return None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        if not session.config.option.collectonly:  # items only listed are not run, and not missing
+        option = session.config.option
+        if not (option.collectonly or option.setuponly or option.setupplan):  # no item is run, none is missing
             self.items.collected(item.nodeid for item in session.items)
 
     @pytest.hookimpl(optionalhook=True)
@@ -228,6 +231,7 @@ class Reporter:
 #: why an item collected has no record, by what pytest reported of it
 NOT_RUN = "not run: the run stopped before it (-x, --maxfail, xdist's --max-worker-restart, Ctrl-C)"
 FAILED_OUTSIDE = "failed with no record (its xdist worker crashed, or pytest failed it outside the plugin)"
+XFAIL_NOT_RUN = "marked xfail(run=False): not run"
 
 
 class CaseNodes:
@@ -239,13 +243,15 @@ class CaseNodes:
     plugin collects (a ``.jsonl``, ``.yaml`` or ``.yml`` file beside a family file).
 
     Args:
-        rootpath: the run's rootdir (node ids' paths are relative to it).
+        bases: the folders a node id's path may be relative to, in order: the rootdir, the
+            directory pytest was started in, and the run's arguments (pytest names a file outside
+            the rootdir relative to the argument it was found under).
     """
 
     _ACCOUNTED = "accounted"
 
-    def __init__(self, rootpath: Path) -> None:
-        self.rootpath = rootpath
+    def __init__(self, bases: Iterable[Path]) -> None:
+        self.bases = list(dict.fromkeys(bases))
         #: node id → ``None`` (no report yet), ``"accounted"``, or the outcome of a report without a record
         self.ids: dict[str, str | None] = {}
         self._dirs: dict[str, Path | None] = {}  # a node id's file part → its family folder (None: not a case file)
@@ -253,9 +259,11 @@ class CaseNodes:
     def _family_dir(self, nodeid: str) -> Path | None:
         file = nodeid.split("::", 1)[0]
         if file not in self._dirs:
-            path = self.rootpath / file
-            self._dirs[file] = (path.parent if "::" in nodeid and path.suffix in CASE_SUFFIXES
-                                and (path.parent / FAMILY_FILE).is_file() else None)
+            found = None
+            if "::" in nodeid and Path(file).suffix in CASE_SUFFIXES:
+                found = next((p.parent for p in (base / file for base in self.bases)
+                              if (p.parent / FAMILY_FILE).is_file()), None)
+            self._dirs[file] = found
         return self._dirs[file]
 
     def collected(self, nodeids: Iterable[str]) -> None:
@@ -272,7 +280,7 @@ class CaseNodes:
         if any(hasattr(report, a) for a in ("tooleffect_record", "tooleffect_invalid", "tooleffect_skipped")):
             self.ids[report.nodeid] = self._ACCOUNTED
         elif report.failed or state is None:
-            self.ids[report.nodeid] = report.outcome
+            self.ids[report.nodeid] = "xfail" if hasattr(report, "wasxfail") and report.skipped else report.outcome
 
     def unrecorded(self, family_dirs: Mapping[str, str]) -> list[dict[str, str]]:
         """The case items collected and never accounted for, ``{id, family, reason}`` each.
@@ -288,8 +296,8 @@ class CaseNodes:
                 continue
             folder = self._family_dir(nodeid)
             assert folder is not None
-            reason = (NOT_RUN if state is None else FAILED_OUTSIDE if state == "failed"
-                      else f"{state} with no record")
+            reason = (NOT_RUN if state is None else FAILED_OUTSIDE if state == "failed" else XFAIL_NOT_RUN
+                      if state == "xfail" else f"{state} with no record")
             out.append({"id": nodeid, "family": names.get(folder.resolve(), folder.name), "reason": reason})
         return out
 

@@ -203,3 +203,16 @@ def test_every_written_to_line_prints_its_path_the_same_way(pytester: pytest.Pyt
                                  "tooleffect records written to reports/tooleffect-records.jsonl",
                                  "tooleffect HTML report written to out/r.html"])
     result.stdout.fnmatch_lines([f"tooleffect summary (Markdown) written to {outside}"])
+
+
+def test_a_written_to_path_under_a_symlinked_start_directory_is_relative(pytester: pytest.Pytester,
+                                                                        tmp_path: Path) -> None:
+    from pytest_tooleffect.outputs import shown_path
+
+    real = tmp_path / "real"
+    (real / "out").mkdir(parents=True)
+    link = tmp_path / "link"
+    link.symlink_to(real)
+    assert shown_path(link / "out" / "h.html", real) == "out/h.html"  # pytest's start directory is the real one
+    assert shown_path(Path("out/h.html"), real) == "out/h.html"
+    assert shown_path(tmp_path / "other.json", real) == str(tmp_path / "other.json")

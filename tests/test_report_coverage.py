@@ -279,3 +279,41 @@ def test_items_that_end_with_no_record_are_listed_and_make_the_report_incomplete
     assert check.returncode == 1 and "without a record" in check.stderr, check.stderr
     page = (pytester.path / "r.html").read_text()
     assert f"family demo: {n} without a record" in page and all(f"<code>{i}</code>" in page for i in un["ids"])
+
+
+def test_items_never_reached_are_listed_with_the_rootdir_elsewhere(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """With ``--rootdir`` outside the cases, pytest names their files relative to the argument
+    they were found under: the items a stopped run never reached are still listed.
+    """
+    write_demo(pytester.path, CASES[:6])
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    pytester.runpytest("cases", "-x", f"--rootdir={elsewhere}", f"{OPT_REPORT}={pytester.path / 'r.json'}",
+                       "-p", "no:randomly")
+    rep = _report(pytester.path / "r.json")
+    assert rep["status"] == "incomplete"
+    (un,) = rep["unrecorded"]
+    assert un["family"] == "demo" and un["count"] == 3, un
+
+
+@pytest.mark.parametrize("option", ["--setup-plan", "--setup-only", "--collect-only"])
+def test_a_run_that_runs_no_item_lists_none_without_a_record(pytester: pytest.Pytester, option: str) -> None:
+    write_demo(pytester.path, CASES[:6])
+    pytester.runpytest("cases/", option, f"{OPT_REPORT}=r.json")
+    path = pytester.path / "r.json"
+    assert not path.exists() or _report(path)["unrecorded"] == []
+
+
+def test_an_xfail_that_is_not_run_is_listed_as_such(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, CASES[:6])
+    pytester.makeconftest("""
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if "d-stop" in item.nodeid:
+            item.add_marker(pytest.mark.xfail(run=False, reason="not now"))
+""")
+    pytester.runpytest("cases/", f"{OPT_REPORT}=r.json")
+    (un,) = _report(pytester.path / "r.json")["unrecorded"]
+    assert un["reasons"] == {"marked xfail(run=False): not run": 1} and un["ids"][0].endswith("d-stop[replay]")
