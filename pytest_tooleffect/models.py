@@ -335,7 +335,7 @@ class Effect(_Model):
 
     def describe(self) -> str:
         """A one-line reading of the condition (its ``description`` when given, else :meth:`reading`)."""
-        return self.description or self.reading()
+        return " ".join(self.description.split()) if self.description else self.reading()
 
     def reading(self) -> str:
         """The condition read from its fields alone, whatever its ``description`` says."""
@@ -348,15 +348,18 @@ class Effect(_Model):
             return f"only {', '.join(self.only_changed)} changed"
         where = ", ".join(f"{k}={v}" for k, v in self.where.items())
         done = {"insert": "inserted", "update": "updated", "delete": "deleted"}
-        rows = f"{self.table} rows {done[self.change]}" if self.change else f"{self.table} rows"
-        if self.count is not None:
-            bound = f"exactly {self.count}"
-        elif self.at_least is not None or self.at_most is not None:
-            bound = f"{self.at_least or 0}..{'' if self.at_most is None else self.at_most}"
+        least, most = (self.count, self.count) if self.count is not None else (self.at_least, self.at_most)
+        if least is not None and least == most:
+            bound = f"exactly {least}"
+        elif least and most is not None:
+            bound = f"{least} to {most}"
+        elif most is not None:
+            bound = f"at most {most}"
         else:
-            bound = "at least 1"
-        return f"{bound} {rows}" + (f" where {where}" if where else "") + (f", each with {self.every}"
-                                                                          if self.every else "")
+            bound = f"at least {least or 1}" if least != 0 else "any number of"
+        one = least == most == 1 or bound == "at least 1"
+        rows = f"{bound} {'row' if one else 'rows'} of {self.table}" + (f" {done[self.change]}" if self.change else "")
+        return rows + (f" where {where}" if where else "") + (f", each with {self.every}" if self.every else "")
 
 
 class Fault(_Model):

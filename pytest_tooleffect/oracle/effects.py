@@ -213,7 +213,7 @@ def judge_effects(before: Snapshot, after: Snapshot, layout: Layout, expected: S
         holds, found = _holds(effect, before, after, changes, layout, zone, references or {})
         if holds:
             # what happened, from the fields: a description states the rule ("no event created")
-            rule = f"; the case's rule: {effect.description}" if effect.description else ""
+            rule = f"; the case's rule: {effect.describe()}" if effect.description else ""
             failures.append(f"forbidden effect happened: {effect.reading()} ({found}{rule})")
             kinds.add("forbidden_effect")
     for effect in expected:

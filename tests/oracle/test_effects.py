@@ -123,8 +123,8 @@ def test_a_forbidden_effect_that_happened_says_what_happened_and_quotes_the_rule
     verdict = judge_effects(BEFORE, after(ev("ev-2", "2025-03-20T13:00:00+00:00")), LAYOUT, [], [NO_EVENT_CREATED],
                             timezone="Europe/Madrid")
     (failure,) = verdict.failures
-    assert failure.startswith("forbidden effect happened: at least 1 events rows inserted (found 1; ")
+    assert failure.startswith("forbidden effect happened: at least 1 row of events inserted (found 1; ")
     assert failure.endswith("the case's rule: no event created)")
     bare = Effect(table="events", change="insert")
     (failure,) = judge_effects(BEFORE, after(ev("ev-2", "2025-03-20T13:00:00+00:00")), LAYOUT, [], [bare]).failures
-    assert failure == "forbidden effect happened: at least 1 events rows inserted (found 1)"
+    assert failure == "forbidden effect happened: at least 1 row of events inserted (found 1)"
