@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import itertools
+import json
 import os
 import pickle
 import struct
@@ -163,8 +164,6 @@ def count_tokens(litellm: Any, kwargs: Mapping[str, Any]) -> int:
         return int(litellm.token_counter(model=kwargs["model"], messages=kwargs["messages"],
                                          tools=kwargs.get("tools")))
     except Exception:
-        import json
-
         return len(json.dumps(kwargs["messages"], default=str)) // 4 + 1
 
 

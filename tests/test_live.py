@@ -796,6 +796,18 @@ def test_ctrl_c_to_the_process_group_cancels_the_turns_and_ends_the_child(pytest
         os.killpg(proc.pid, 0)  # the child ended with the run: no process of the group is left
 
 
+def _signal_the_child_at(pytester: pytest.Pytester, case_id: str, signal_name: str) -> None:
+    """A conftest that sends the run's model-turn child ``signal_name`` in ``case_id``'s setup."""
+    pytester.makeconftest(f"""
+import os, signal
+from pytest_tooleffect.decision import pool_key
+
+def pytest_runtest_setup(item):
+    if item.name.startswith({case_id!r}):
+        os.kill(item.config.stash[pool_key].process._proc.pid, signal.{signal_name})
+""")
+
+
 def test_a_model_turn_process_that_dies_fails_its_unanswered_turns_as_errors_and_the_run_goes_on(
         pytester: pytest.Pytester) -> None:
     """Killed mid-run, the child takes no turn with it silently: every turn it had not answered is
@@ -803,14 +815,7 @@ def test_a_model_turn_process_that_dies_fails_its_unanswered_turns_as_errors_and
     and every item is in the report.
     """
     _family(pytester.path, [_case(f"n{i:02d}", {"valid_actions": [NULL]}) for i in range(12)])
-    pytester.makeconftest("""
-import os, signal
-from pytest_tooleffect.decision import pool_key
-
-def pytest_runtest_setup(item):
-    if item.name.startswith("n03"):
-        os.kill(item.config.stash[pool_key].process._proc.pid, signal.SIGKILL)
-""")
+    _signal_the_child_at(pytester, "n03", "SIGKILL")
     with ScriptedServer([Reply(text="Anything else?", delay_s=0.5)]) as srv:
         result = pytester.runpytest_subprocess("cases/", "-p", "no:randomly", f"{OPT_MODEL}=openai/local-test",
                                                f"{OPT_API_BASE}={srv.base_url}", "--tooleffect-concurrency=2",
@@ -860,14 +865,7 @@ def test_a_frozen_child_gives_a_timeout_error_within_the_turns_bound(pytester: p
     item a Timeout error record soon after the request's own bound, and the run ends.
     """
     _family(pytester.path, [_case(f"n{i:02d}", {"valid_actions": [NULL]}) for i in range(3)])
-    pytester.makeconftest("""
-import os, signal
-from pytest_tooleffect.decision import pool_key
-
-def pytest_runtest_setup(item):
-    if item.name.startswith("n01"):
-        os.kill(item.config.stash[pool_key].process._proc.pid, signal.SIGSTOP)
-""")
+    _signal_the_child_at(pytester, "n01", "SIGSTOP")
     with ScriptedServer([Reply(text="Anything else?", delay_s=0.3)]) as srv:
         result = pytester.runpytest_subprocess("cases/", "-p", "no:randomly", f"{OPT_MODEL}=openai/local-test",
                                                f"{OPT_API_BASE}={srv.base_url}", "--tooleffect-concurrency=1",
