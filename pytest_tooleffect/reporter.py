@@ -187,9 +187,11 @@ class Reporter:
                 self.records or self.invalid or self.skipped or self.report.get("unrecorded")):
             return
         from .report import render_terminal
+        from .report.terminal import report_width
 
         terminalreporter.write_sep("=", "tooleffect report")
-        terminalreporter.write(render_terminal(self.report, width=max(120, terminalreporter._tw.fullwidth)))
+        tw = terminalreporter._tw
+        terminalreporter.write(render_terminal(self.report, width=report_width(tw._file, tw.fullwidth)))
         judge = self.report.get("judge") or {}
         if judge.get("model"):
             cal = judge["calibration"]

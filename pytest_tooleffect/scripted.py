@@ -8,6 +8,9 @@ It speaks three wire formats over real HTTP, so litellm's own client code runs e
   ``api_base=server.root_url``);
 * Gemini ``generateContent``: ``POST /v1beta/models/<name>:generateContent``.
 
+``GET /v1/models`` lists the server's *models* (OpenAI's list format); any other ``GET`` gets a
+404 with an OpenAI error body.  The script answers whatever model a request names.
+
 Each request is answered by the *script*: a callable taking the decoded request body and
 returning a :class:`Reply`, or a list of replies used in turn (the last one repeats).  A reply is
 a decision (tool calls and/or text, with token usage, and the stop reason in the wire format's
@@ -157,17 +160,32 @@ class ScriptedServer:
             ``time.monotonic()`` reading, added).
     """
 
-    def __init__(self, script: Script, port: int = 0) -> None:
+    def __init__(self, script: Script, port: int = 0, models: Sequence[str] = ("scripted",)) -> None:
         if not callable(script) and not list(script):
             raise ValueError("a scripted server needs at least one reply")
         self._state = _State(script)
         state = self._state
+        listing = json.dumps({"object": "list", "data": [
+            {"id": name, "object": "model", "created": 0, "owned_by": "tooleffect"} for name in models]}).encode()
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
                 return
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                if self.path.rstrip("/") in ("/v1/models", "/models"):
+                    payload, status = listing, 200
+                else:
+                    payload, status = json.dumps({"error": {"message": f"no such path: GET {self.path}",
+                                                            "type": "invalid_request_error",
+                                                            "code": 404}}).encode(), 404
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
             def do_POST(self) -> None:  # noqa: N802 - stdlib name
                 length = int(self.headers.get("Content-Length") or 0)

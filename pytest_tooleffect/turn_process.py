@@ -11,10 +11,11 @@ retries and their backoff, the cache, the record), and never imports litellm for
 One request, here or in the child, is :func:`answer_once`: litellm's ``acompletion`` bounded on
 the wall clock, its failure mapped to a :class:`~.provider_errors.ProviderError` (with the
 provider's ``Retry-After``, read from the exception, carried along), its answer as JSON with its
-tokens and price.  Frames on the two pipes are a 4-byte big-endian length and a pickle
-(``(id, op, args)`` to the child, ``(id, ok, payload)`` back); the child's stdout and stderr are
-a log file, so nothing litellm prints can reach the protocol or pytest's capture.  The child
-exits when its input pipe closes (the parent closed it, or died).
+tokens and price.  Frames on the two pipes are pickles sent by the standard library's
+:class:`multiprocessing.connection.Connection` (``(id, op, args)`` to the child,
+``(id, ok, payload)`` back); the child's stdout and stderr are a log file, so nothing litellm
+prints can reach the protocol or pytest's capture.  The child exits when its input pipe closes
+(the parent closed it, or died).
 """
 
 from __future__ import annotations
@@ -24,16 +25,15 @@ import concurrent.futures
 import itertools
 import json
 import os
-import pickle
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from .logregistry import snapshot_logger_registry
 from .models import Price
@@ -48,7 +48,6 @@ _IMPORT_LOCK = threading.Lock()
 _PRELOAD: threading.Thread | None = None
 PRELOAD_THREAD = "tooleffect-litellm-import"
 
-_HEADER = struct.Struct(">I")
 #: seconds the child is given to exit once terminated, before it is killed
 EXIT_GRACE_S = 5.0
 
@@ -180,22 +179,16 @@ def keys_in_environment(litellm: Any, model: str, api_base: str) -> bool:
 # ------------------------------------------------------------------------------ frames
 
 
-def _write(stream: IO[bytes], frame: Any) -> None:
-    body = pickle.dumps(frame, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(body)) + body)
-    stream.flush()
+def _write(conn: Connection, frame: Any) -> None:
+    conn.send(frame)
 
 
-def _read(stream: IO[bytes]) -> Any:
+def _read(conn: Connection) -> Any:
     """The next frame, or ``None`` at the end of the stream (a cut frame counts as the end)."""
-    head = stream.read(_HEADER.size)
-    if len(head) < _HEADER.size:
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
         return None
-    (size,) = _HEADER.unpack(head)
-    body = stream.read(size)
-    if len(body) < size:
-        return None
-    return pickle.loads(body)  # noqa: S301 - frames of this run's own child process
 
 
 # ------------------------------------------------------------------------------ the parent's side
@@ -204,7 +197,7 @@ def _read(stream: IO[bytes]) -> Any:
 class _Child:
     """One started child: its process, its input stream and the calls it has not answered."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], to_child: IO[bytes], log: Path) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], to_child: Connection, log: Path) -> None:
         self.proc = proc
         self.to_child = to_child
         self.log = log
@@ -264,8 +257,9 @@ class TurnProcess:
             os.close(down_r)
             os.close(up_w)
             os.close(fd)
-        child = self._child = _Child(proc, os.fdopen(down_w, "wb"), Path(log))
-        threading.Thread(target=self._reader, args=(child, os.fdopen(up_r, "rb")), name="tooleffect-turns-reader",
+        child = self._child = _Child(proc, Connection(down_w, readable=False), Path(log))
+        threading.Thread(target=self._reader, args=(child, Connection(up_r, writable=False)),
+                         name="tooleffect-turns-reader",
                          daemon=True).start()
         return child
 
@@ -299,7 +293,7 @@ class TurnProcess:
         except (OSError, ValueError):
             pass
 
-    def _reader(self, child: _Child, stream: IO[bytes]) -> None:
+    def _reader(self, child: _Child, stream: Connection) -> None:
         with stream:
             while (frame := _read(stream)) is not None:
                 request_id, ok, payload = frame
@@ -370,8 +364,8 @@ def serve(read_fd: int, write_fd: int) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     litellm = import_litellm()
-    inbox = os.fdopen(read_fd, "rb")
-    outbox = os.fdopen(write_fd, "wb")
+    inbox = Connection(read_fd, writable=False)
+    outbox = Connection(write_fd, readable=False)
     loop = asyncio.new_event_loop()
     tasks: dict[int, asyncio.Task[None]] = {}
 

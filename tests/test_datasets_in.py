@@ -128,9 +128,16 @@ def test_a_labelled_openai_jsonl_imports_as_a_family_and_runs(tmp_path: Path, py
 TOOLTALK = SHARED / "datasets" / "tooltalk"
 
 
-def test_import_tooltalk_rebuilds_the_shipped_family_byte_for_byte(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["--shared", "TOOLEFFECT_SHARED"])
+def test_import_tooltalk_rebuilds_the_shipped_family_byte_for_byte(
+        tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "tooltalk"
-    assert main(["import", "tooltalk", "--shared", str(SHARED), "--out", str(out)]) == 0
+    monkeypatch.chdir(tmp_path)  # no ../shared from here: the data comes from the option or the variable
+    if where == "--shared":
+        assert main(["import", "tooltalk", "--shared", str(SHARED), "--out", str(out)]) == 0
+    else:
+        monkeypatch.setenv("TOOLEFFECT_SHARED", str(SHARED))
+        assert main(["import", "tooltalk", "--out", str(out)]) == 0
     for name in ("family.yaml", "cases.jsonl", "NOTICE.md"):
         assert (out / name).read_bytes() == (REPO / "cases" / "tooltalk" / name).read_bytes(), name
 

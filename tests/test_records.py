@@ -5,6 +5,7 @@ round trips through the models, and the generated JSON Schemas against a real ru
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from functools import cache
@@ -236,6 +237,13 @@ def test_shipped_cases_run_report_and_records_match_the_generated_schemas(tmp_pa
     # the judge's section (a hook's) and the run's metadata are the plugin's own
     plugin_report = {k: data[k] for k in Report.model_fields if k not in ("judge", "run") and k in data}
     assert rebuilt.stdout == dumps(plugin_report) + "\n"
+    # piped (a CI log, `| less`), the tables are as wide as they need: no header or cell folds
+    text = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", str(log)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
+    for shown in (text.stdout, run.stdout):
+        headers = [line for line in shown.splitlines() if line.startswith("class ")]
+        assert len(headers) == 2 and all("name+args ok" in h and "95% CI" in h for h in headers), headers
+        assert not [line for line in shown.splitlines() if line.startswith("              │")], shown[:3000]
 
 
 @pytest.mark.parametrize(("kinds", "text"), [

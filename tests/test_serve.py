@@ -75,6 +75,18 @@ def test_states_with_the_same_messages_and_other_tools_or_prompt_get_their_own_a
     assert {b["family"]: b["n_scored"] for b in report["blocks"]} == {"mail": 1, "mail-strict": 1, "weather": 1}
 
 
+def test_the_served_model_is_listed_and_other_paths_get_a_json_404(served: str) -> None:
+    import urllib.error
+    import urllib.request
+
+    with urllib.request.urlopen(f"{served}/models", timeout=10) as resp:
+        listing = json.loads(resp.read())
+    assert listing["object"] == "list" and [m["id"] for m in listing["data"]] == ["recorded-agent"]
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(f"{served}/files", timeout=10)
+    assert err.value.code == 404 and "GET /v1/files" in json.loads(err.value.read())["error"]["message"]
+
+
 def test_turn_key_separates_tools_and_prompt_and_ignores_their_order() -> None:
     from pytest_tooleffect.model_turn import build_request
 

@@ -58,7 +58,14 @@ def cmd_report(args: argparse.Namespace) -> int:
         missing = merged.shards_missing
         print(f"tooleffect report: incomplete: shard{'s' if len(missing) > 1 else ''} {shard_ranges(missing)} "
               f"of {merged.shard_count} missing", file=sys.stderr)
-    print(dumps(report) if args.json else render_terminal(report))
+    if args.json:
+        print(dumps(report))
+    else:
+        import shutil
+
+        from ..report.terminal import report_width
+
+        print(render_terminal(report, width=report_width(sys.stdout, shutil.get_terminal_size().columns)))
     return 0
 
 

@@ -144,7 +144,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return index.get(turn_key(body, system=system), missing)
 
     try:
-        server = ScriptedServer(script, port=args.port)
+        server = ScriptedServer(script, port=args.port, models=("recorded-agent",))
     except (OSError, OverflowError) as exc:
         print(f"tooleffect serve: port {args.port}: {exc}", file=sys.stderr)
         return 2

@@ -41,7 +41,20 @@ def shard_ranges(shards: Sequence[int], shown: int = RANGES_SHOWN) -> str:
     return text
 
 
-def render_terminal(report: Report | Mapping[str, Any], width: int = 110) -> str:
+PIPED_WIDTH = 160
+"""Characters per line when the output is not a terminal (a pipe, a file, CI's log): the widest
+table fits, so no cell folds."""
+
+
+def report_width(stream: Any, columns: int) -> int:
+    """The width to render at: the terminal's ``columns`` when ``stream`` is a terminal, else
+    :data:`PIPED_WIDTH`.
+    """
+    isatty = getattr(stream, "isatty", None)
+    return columns if callable(isatty) and isatty() else PIPED_WIDTH
+
+
+def render_terminal(report: Report | Mapping[str, Any], width: int = PIPED_WIDTH) -> str:
     """Render the report as text tables (rich), one block per family × policy.
 
     Args:
