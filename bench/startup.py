@@ -130,9 +130,13 @@ def main() -> None:
             with ScriptedServer([reply]) as srv:
                 t0, lt, _ = run([*base, "cases", "--tooleffect-no-summary", "--tooleffect-model=openai/bench",
                                  f"--tooleffect-api-base={srv.base_url}", "--tooleffect-retries=0",
-                                 f"--tooleffect-concurrency={args.concurrency}", *extra], root)
+                                 f"--tooleffect-concurrency={args.concurrency}", "--tooleffect-report=report.json",
+                                 *extra], root)
                 if len(srv.requests) != n:
-                    raise SystemExit(f"{label}: {len(srv.requests)} requests served of {n}")
+                    report = json.loads((root / "report.json").read_text())
+                    errors = [e for b in report["blocks"] for e in b["errors"]]
+                    raise SystemExit(f"{label}: {len(srv.requests)} requests served of {n}; report status "
+                                     f"{report['status']}, errors: {json.dumps(errors)[:2000]}")
                 first_request = min(r["_received"] for r in srv.requests)
             runners = {k: v for k, v in lt.items() if "collected" in v and (k != "main" or not extra)}
             collected = min(v["collected"] for v in runners.values())

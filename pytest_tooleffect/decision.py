@@ -34,6 +34,8 @@ from .turn_process import finish_preload
 __all__ = ["Decision", "ModelTurns", "obtain_decision", "pool_key", "tooleffect_decision"]
 
 RATE_STATE = "tooleffect_rate_state"  # workerinput key: the controller's rate-limit state file
+#: Without xdist, the live items queued ahead of the running one, in multiples of the concurrency.
+PREFETCH_WINDOW = 4
 
 pool_key = pytest.StashKey[TurnPool]()
 
@@ -95,7 +97,8 @@ class ModelTurns:
         # live item's node id -> the live items of its work unit (one list per unit; pytest_collection_finish)
         self.unit_of: dict[str, list[CaseItem]] = {}
         self.live: list[CaseItem] = []  # the live items that will run, in order
-        self.all_queued = False  # without xdist: every live item was queued at the first one
+        self.position: dict[str, int] = {}  # live item's node id -> its index in self.live
+        self.queued_to = 0  # without xdist: self.live[:queued_to] were queued
         self.keys: dict[str, str | None | ProviderError] = {}  # policy name -> its key (or why it has none)
         self.rate_dir: Path | None = None
         self.rate_file: Path | None = None
@@ -217,6 +220,7 @@ class ModelTurns:
                 unit = units.setdefault(group_of(item.nodeid, n, size), [])  # the controller's work unit (chunks.py)
                 unit.append(item)
                 self.unit_of[item.nodeid] = unit
+                self.position[item.nodeid] = len(self.live)
                 self.live.append(item)
 
     @pytest.hookimpl(optionalhook=True, tryfirst=True)
@@ -235,20 +239,24 @@ class ModelTurns:
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
         """Prefetch model turns so that each item only waits for its own answer.
 
-        Without xdist every live item runs here, so all are queued at the first one (the pool keeps
-        ``--tooleffect-concurrency`` in flight).  Under xdist with ``--dist load`` (``-n W`` alone) or
-        ``--dist loadgroup`` a worker is handed whole chunks of items (:func:`_chunked`), so it
-        queues the chunk of the item it starts, from that item on (the rest of a chunk a crashed
-        worker left is handed again without its finished items).  Under other ``--dist`` modes a
-        worker does not know its items: it looks one item ahead.
+        Without xdist every live item runs here, in order: each one keeps the next :data:`PREFETCH_WINDOW` ×
+        ``--tooleffect-concurrency`` live items queued (the pool keeps the concurrency in flight), so a slow
+        answer holds up no slot, the first item waits for its own turn only, and the process holds the cases
+        of the queued items, not of every item. Under xdist with ``--dist load`` (``-n W`` alone) or ``--dist
+        loadgroup`` a worker is handed whole chunks of items (:func:`_chunked`), so it queues the chunk of the
+        item it starts, from that item on (the rest of a chunk a crashed worker left is handed again without
+        its finished items). Under other ``--dist`` modes a worker does not know its items: it looks one item
+        ahead.
         """
         if not (isinstance(item, CaseItem) and item.live) or self.settings.concurrency <= 1 \
                 or self.config.option.setuponly:  # --setup-only / --setup-plan: no decision is made
             return
         batch: list[pytest.Item]
-        if not hasattr(self.config, "workerinput"):  # all at the first item, not all at every item (items²)
-            batch = [] if self.all_queued else list(self.live)
-            self.all_queued = True
+        if not hasattr(self.config, "workerinput"):  # a window from this item on, each item queued once
+            at = self.position.get(item.nodeid, self.queued_to)
+            end = at + PREFETCH_WINDOW * self.settings.concurrency
+            batch = list(self.live[max(at, self.queued_to):end])
+            self.queued_to = max(self.queued_to, end)
         elif self.config.workerinput.get(CHUNKED):
             unit = self.unit_of.get(item.nodeid, [])
             batch = list(unit[unit.index(item):])  # a unit handed again after a crash: its unfinished rest

@@ -238,7 +238,10 @@ class ScriptedServer:
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
                     return
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 1024  # the listen backlog: a run opens as many connections as its concurrency
+
+        self._httpd = Server(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 

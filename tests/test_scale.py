@@ -169,6 +169,33 @@ def test_a_process_holds_the_cases_of_its_running_items_only(pytester: pytest.Py
         assert not seen["held-main.json"]["loads"]  # the controller reads none
 
 
+def test_a_live_run_queues_a_window_of_turns_ahead_not_every_item(pytester: pytest.Pytester) -> None:
+    """Without xdist, each live item keeps the next PREFETCH_WINDOW × concurrency items queued:
+    the process holds the cases of that window (not of every item), the first item waits for its
+    own turn only, and the concurrency is still kept in flight."""
+    from pytest_tooleffect.decision import PREFETCH_WINDOW
+    from pytest_tooleffect.scripted import Reply, ScriptedServer
+
+    n, concurrency = 60, 3
+    write_demo(pytester.path, _many(n))
+    pytester.makeconftest(HOLDING_CONFTEST)
+    with ScriptedServer([Reply(text="done", delay_s=0.3)]) as srv:
+        result = pytester.runpytest_subprocess("cases/", "--tooleffect-model=openai/local-test",
+                                               f"--tooleffect-api-base={srv.base_url}", "--tooleffect-retries=0",
+                                               f"--tooleffect-concurrency={concurrency}", "--tooleffect-no-summary",
+                                               "-p", "no:randomly", timeout=300)
+        arrivals = sorted(r["_received"] for r in srv.requests)
+    result.assert_outcomes(passed=n // 2, failed=n // 2)
+    assert len(arrivals) == n
+    held = json.loads((pytester.path / "held-main.json").read_text())
+    window = PREFETCH_WINDOW * concurrency
+    assert sorted(held["loads"]) == sorted(held["ran"]), held  # each case read once
+    assert held["held"][0] == window and max(held["held"]) <= window + 1, held["held"]
+    # the concurrency in flight: 3 requests at a time arrive together, 0.3 s after the last three
+    in_flight = max(sum(1 for t in arrivals if a <= t < a + 0.25) for a in arrivals)
+    assert in_flight == concurrency, arrivals
+
+
 def test_a_failing_decision_does_not_walk_its_traceback(pytester: pytest.Pytester) -> None:
     """pytest filters a failure's traceback (path lookups per frame) before it prints it: for a
     decision's one-line reason that work is not done at all, however many decisions fail.
