@@ -242,8 +242,8 @@ class ModelTurns:
         Without xdist every live item runs here, in order: each one keeps the next :data:`PREFETCH_WINDOW` ×
         ``--tooleffect-concurrency`` live items queued (the pool keeps the concurrency in flight), so a slow
         answer holds up no slot, the first item waits for its own turn only, and the process holds the cases
-        of the queued items, not of every item. Under xdist with ``--dist load`` (``-n W`` alone) or ``--dist
-        loadgroup`` a worker is handed whole chunks of items (:func:`_chunked`), so it queues the chunk of the
+        of the queued items, not of every item. Under xdist with ``--dist load`` (``-n W`` alone) or
+        ``--dist loadgroup`` a worker is handed whole chunks of items (:func:`_chunked`), so it queues the chunk of the
         item it starts, from that item on (the rest of a chunk a crashed worker left is handed again without
         its finished items). Under other ``--dist`` modes a worker does not know its items: it looks one item
         ahead.
