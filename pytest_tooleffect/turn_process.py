@@ -13,7 +13,7 @@ the wall clock, its failure mapped to a :class:`~.provider_errors.ProviderError`
 provider's ``Retry-After``, read from the exception, carried along), its answer as JSON with its
 tokens and price.  Frames on the two pipes are pickles sent by the standard library's
 :class:`multiprocessing.connection.Connection` (``(id, op, args)`` to the child,
-``(id, ok, payload)`` back); the child's stdout and stderr are a log file, so nothing litellm
+``(id, ok, payload)`` back); the child's stdout and stderr are a nameless temporary file, so nothing litellm
 prints can reach the protocol or pytest's capture.  The child exits when its input pipe closes
 (the parent closed it, or died).
 """
@@ -33,7 +33,7 @@ import time
 from collections.abc import Mapping
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .logregistry import snapshot_logger_registry
 from .models import Price
@@ -197,7 +197,7 @@ def _read(conn: Connection) -> Any:
 class _Child:
     """One started child: its process, its input stream and the calls it has not answered."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], to_child: Connection, log: Path) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], to_child: Connection, log: IO[bytes]) -> None:
         self.proc = proc
         self.to_child = to_child
         self.log = log
@@ -245,19 +245,21 @@ class TurnProcess:
                 pass
         down_r, down_w = os.pipe()  # parent → child
         up_r, up_w = os.pipe()  # child → parent
-        fd, log = tempfile.mkstemp(prefix="tooleffect-turns-", suffix=".log")
+        log = tempfile.TemporaryFile(prefix="tooleffect-turns-")  # nameless: nothing is left behind, however it ends
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "True")}
         package_root = str(Path(__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         code = "import sys; from pytest_tooleffect.turn_process import serve; serve(int(sys.argv[1]), int(sys.argv[2]))"
         try:
             proc = subprocess.Popen([sys.executable, "-c", code, str(down_r), str(up_w)], pass_fds=(down_r, up_w),
-                                    stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, env=env, close_fds=True)
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env, close_fds=True)
+        except BaseException:
+            log.close()
+            raise
         finally:
             os.close(down_r)
             os.close(up_w)
-            os.close(fd)
-        child = self._child = _Child(proc, Connection(down_w, readable=False), Path(log))
+        child = self._child = _Child(proc, Connection(down_w, readable=False), log)
         threading.Thread(target=self._reader, args=(child, Connection(up_r, writable=False)),
                          name="tooleffect-turns-reader",
                          daemon=True).start()
@@ -320,7 +322,7 @@ class TurnProcess:
                                                      f"answered{_log_tail(child.log)}")
             for future in pending:
                 future.set_exception(why)
-        child.log.unlink(missing_ok=True)
+        child.log.close()
 
     def close(self) -> None:
         """End the child (its input closed, then terminated: every turn is over by now) and wait for it."""
@@ -342,11 +344,13 @@ class TurnProcess:
             child.proc.wait()
 
 
-def _log_tail(log: Path) -> str:
-    try:
-        lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+def _log_tail(log: IO[bytes], most: int = 65536) -> str:
+    try:  # pread: the file's offset is the child's too
+        size = os.fstat(log.fileno()).st_size
+        text = os.pread(log.fileno(), min(size, most), max(0, size - most)).decode("utf-8", errors="replace")
     except OSError:
         return ""
+    lines = text.strip().splitlines()
     return f"; its log ends: {' | '.join(lines[-3:])[-600:]}" if lines else ""
 
 
@@ -421,4 +425,7 @@ def serve(read_fd: int, write_fd: int) -> None:
     try:
         loop.run_forever()
     finally:
-        outbox.close()
+        try:
+            outbox.close()
+        except OSError:  # the parent is gone
+            pass

@@ -830,6 +830,43 @@ def test_a_model_turn_process_that_dies_fails_its_unanswered_turns_as_errors_and
     assert json.loads((pytester.path / "r.json").read_text())["status"] == "incomplete"
 
 
+def test_a_run_killed_outright_leaves_no_child_and_no_file_behind(pytester: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """SIGKILL to pytest itself: the child sees its input end and exits, and its output file has
+    no name to leave in the temporary folder."""
+    import os
+    import time
+
+    scratch = pytester.path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    _family(pytester.path, [_case(f"n{i:02d}", {"valid_actions": [NULL]}) for i in range(6)])
+    pytester.makeconftest("""
+import os, signal
+from pytest_tooleffect.decision import pool_key
+
+def pytest_runtest_setup(item):
+    if item.name.startswith("n02"):
+        (item.config.rootpath / "child.pid").write_text(str(item.config.stash[pool_key].process._proc.pid))
+        os.kill(os.getpid(), signal.SIGKILL)
+""")
+    with ScriptedServer([Reply(text="Anything else?")]) as srv:
+        result = pytester.runpytest_subprocess("cases/", "-p", "no:randomly", f"{OPT_MODEL}=openai/local-test",
+                                               f"{OPT_API_BASE}={srv.base_url}", timeout=120)
+    assert result.ret == -9
+    child = int((pytester.path / "child.pid").read_text())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the model-turn child {child} outlived its killed parent")
+    assert not [p.name for p in scratch.iterdir() if p.name.startswith("tooleffect-turns-")]
+
+
 def test_a_child_that_dies_fails_its_own_calls_even_when_a_new_one_was_started_meanwhile() -> None:
     """A call made after the child died, before its reader noticed, starts a new child: the dead
     one's unanswered calls still fail (``TurnProcessExited``), never wait forever.
