@@ -25,6 +25,7 @@ import asyncio
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -123,7 +124,10 @@ def main() -> None:
             lines = (fam / "cases.jsonl").read_text().splitlines()
             take = lines[: max(0, args.cases - kept)]
             kept += len(take)
-            (fam / "cases.jsonl").write_text("\n".join(take) + ("\n" if take else ""))
+            if take:
+                (fam / "cases.jsonl").write_text("\n".join(take) + "\n")
+            else:  # a family with no case left is an error item ("holds no case"), not a decision
+                shutil.rmtree(fam)
         requests = []
         for fam in sorted((root / "bfcl").iterdir()):
             for line in (fam / "cases.jsonl").read_text().splitlines():
