@@ -131,7 +131,9 @@ TOOLTALK = SHARED / "datasets" / "tooltalk"
 @pytest.mark.parametrize("where", ["--shared", "TOOLEFFECT_SHARED"])
 def test_import_tooltalk_rebuilds_the_shipped_family_byte_for_byte(
         tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    out = tmp_path / "tooltalk"
+    out = tmp_path / "cases" / "tooltalk"  # the repository's layout: cases/<family> beside oracle/
+    (tmp_path / "oracle").mkdir()
+    (tmp_path / "oracle" / "tooltalk.yaml").write_bytes((REPO / "oracle" / "tooltalk.yaml").read_bytes())
     monkeypatch.chdir(tmp_path)  # no ../shared from here: the data comes from the option or the variable
     if where == "--shared":
         assert main(["import", "tooltalk", "--shared", str(SHARED), "--out", str(out)]) == 0
@@ -140,6 +142,22 @@ def test_import_tooltalk_rebuilds_the_shipped_family_byte_for_byte(
         assert main(["import", "tooltalk", "--out", str(out)]) == 0
     for name in ("family.yaml", "cases.jsonl", "NOTICE.md"):
         assert (out / name).read_bytes() == (REPO / "cases" / "tooltalk" / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("source", ["tooltalk", "tau-airline"])
+def test_a_family_imported_outside_the_repository_layout_carries_its_rules(
+        tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Written anywhere (not cases/<name> beside an oracle/ folder), the family still loads: the
+    shipped rules are copied in beside it; in the repository's layout it points at oracle/."""
+    from pytest_tooleffect.family import load_family
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "elsewhere" / "fam"
+    assert main(["import", source, "--shared", str(SHARED), "--out", str(out)]) == 0
+    fam = load_family(out)
+    assert (out / "oracle.yaml").read_bytes() == (REPO / "oracle" / f"{source}.yaml").read_bytes()
+    assert fam.family.oracle == "oracle.yaml" and fam.rules.fields, fam.family.oracle
+    assert out / "oracle.yaml" in fam.referenced_files  # never collected as a case file
 
 
 def test_tooltalk_decision_points_and_labels() -> None:

@@ -23,8 +23,10 @@ TOOLS = SHARED / "datasets" / "tau-bench" / "airline_tools.json"
 
 
 def test_family_rebuilds_byte_for_byte(tmp_path: Path) -> None:
-    out = tmp_path / "tau-airline"
+    out = tmp_path / "cases" / "tau-airline"  # the repository's layout: cases/<family> beside oracle/
     (out / "labels").mkdir(parents=True)
+    (tmp_path / "oracle").mkdir()
+    shutil.copy(REPO / "oracle" / "tau-airline.yaml", tmp_path / "oracle" / "tau-airline.yaml")
     for name in ("manual.jsonl", "adjudicated.jsonl", "revisions.jsonl"):
         shutil.copy(FAMILY / "labels" / name, out / "labels" / name)
     counts = build_family(TRAJ, TOOLS, out)

@@ -31,7 +31,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
         src = shared / "datasets" / "tooltalk"
         if not (src / "data").is_dir():
-            print(f"tooleffect import: {src.resolve()} not found; pass --shared DIR", file=sys.stderr)
+            print(f"tooleffect import: {src.resolve()} not found; pass --shared DIR or set TOOLEFFECT_SHARED",
+                  file=sys.stderr)
             return 2
         try:
             print(json.dumps(import_tooltalk(src, Path(args.out or "cases/tooltalk"))))
@@ -59,7 +60,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
         src = shared / "datasets" / "bfcl"
         if not src.is_dir():
-            print(f"tooleffect import: {src.resolve()} not found; pass --shared DIR", file=sys.stderr)
+            print(f"tooleffect import: {src.resolve()} not found; pass --shared DIR or set TOOLEFFECT_SHARED",
+                  file=sys.stderr)
             return 2
         from ..importers.bfcl import CATEGORIES
         from ..importers.bfcl_multi_turn import MULTI_TURN, import_multi_turn

@@ -19,6 +19,7 @@ from typing import Any
 from ..labelling import merge_agreeing, read_labels, render, revise
 from ..sampling import StratifiedSample, stratified_sample
 from ..traces import DecisionPoint, Run, decision_points, position_bucket, read_tau_bench, recorded_from_message
+from . import oracle_reference
 from .tau_airline_rules import rule_label
 from .tau_airline_tools import READ_ONLY, WRITE_TOOLS
 
@@ -106,7 +107,7 @@ description: >
   in the run (first / middle / last assistant turn), labelled as sets of acceptable actions.
 system_prompt_file: system_prompt.md
 tools_file: tools.json
-oracle: ../../oracle/tau-airline.yaml
+oracle: {oracle}
 licence: MIT (tau-bench, Copyright (c) 2024 Sierra); see NOTICE.md
 seed: {seed}
 quota: {quota}
@@ -142,7 +143,8 @@ def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, in
     specs = annotate_tools(json.loads(tools.read_text(encoding="utf-8")))
     (out / "tools.json").write_text(json.dumps(specs, indent=1) + "\n", encoding="utf-8")
     (out / "family.yaml").write_text(FAMILY_TEMPLATE.format(
-        seed=seed, quota=json.dumps(sample.quota), population=json.dumps(sample.population)), encoding="utf-8")
+        seed=seed, quota=json.dumps(sample.quota), population=json.dumps(sample.population),
+        oracle=oracle_reference(out, "tau-airline")), encoding="utf-8")
     rules = {c["id"]: {"id": c["id"], **rule_label(c["messages"], c["_gold"])} for c in cases}
     with open(out / "labels" / "rules.jsonl", "w", encoding="utf-8") as fh:
         for cid in sorted(rules):

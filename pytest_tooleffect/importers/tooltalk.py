@@ -32,6 +32,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from . import oracle_reference
+
 __all__ = ["TOOLS_FILE", "conversation_cases", "import_tooltalk", "load_tools"]
 
 TOOLS_FILE = Path(__file__).with_name("tooltalk_tools.json")
@@ -233,7 +235,7 @@ def import_tooltalk(source: Path, out: Path) -> dict[str, Any]:
               "description": "Every decision point of ToolTalk's 78 hand-written conversations (28 easy, 50 hard), "
                              "labelled with the gold calls of each assistant turn; no recorded decisions (run it "
                              "with a model or an agent policy).",
-              "tools": tools, "oracle": f"../../oracle/{out.name}.yaml",
+              "tools": tools, "oracle": oracle_reference(out, "tooltalk"),
               "licence": "MIT (ToolTalk, Copyright (c) Microsoft Corporation); see NOTICE.md",
               "quota": population, "population": population}
     header = "".join(f"# {line}\n" for line in FAMILY_NOTE.splitlines())
