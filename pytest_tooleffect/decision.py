@@ -75,6 +75,22 @@ def _api_key(item: CaseItem) -> str | None:
     return api_key(policy.model, policy.api_base, policy.api_key_env, keys_found=pool.keys_found)
 
 
+def _will_run(item: CaseItem) -> bool:
+    """The item's call phase will run: no ``skip`` / ``skipif`` mark holds and no ``xfail(run=False)``
+    (evaluated as pytest's own setup evaluates them; a condition that cannot be evaluated counts as
+    not running: its setup reports the error).
+    """
+    from _pytest.skipping import evaluate_skip_marks, evaluate_xfail_marks
+
+    try:
+        if evaluate_skip_marks(item) is not None:
+            return False
+        xfail = evaluate_xfail_marks(item)
+    except Exception:
+        return False
+    return xfail is None or xfail.run or bool(item.config.option.runxfail)
+
+
 def _timeout(item: CaseItem, settings: Settings) -> float:
     """A model call's timeout in seconds: the policy's own, else ``--tooleffect-timeout``."""
     return item.policy.timeout_s or settings.timeout_s
@@ -266,6 +282,8 @@ class ModelTurns:
             assert isinstance(it, CaseItem)
             if it.nodeid not in self.submitted:
                 self.submitted.add(it.nodeid)
+                if not _will_run(it):  # a skipped item's turn would be paid for and thrown away
+                    continue
                 try:
                     _ = it.case  # read again (kept until teardown); a line that changed is its own setup's error
                 except ValueError:

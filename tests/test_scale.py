@@ -196,6 +196,34 @@ def test_a_live_run_queues_a_window_of_turns_ahead_not_every_item(pytester: pyte
     assert in_flight == concurrency, arrivals
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_no_turn_is_requested_for_an_item_that_will_not_run(pytester: pytest.Pytester, workers: int) -> None:
+    """Prefetching asks no model for an item its setup skips (skip, skipif, xfail(run=False))."""
+    from pytest_tooleffect.scripted import Reply, ScriptedServer
+
+    write_demo(pytester.path, _many(12))
+    pytester.makeconftest("""
+import pytest
+
+def pytest_collection_modifyitems(items):
+    for n, item in enumerate(items):
+        if n % 4 == 1:
+            item.add_marker(pytest.mark.skip(reason="not today"))
+        elif n % 4 == 2:
+            item.add_marker(pytest.mark.skipif("1 + 1 == 2", reason="arithmetic"))
+        elif n % 4 == 3:
+            item.add_marker(pytest.mark.xfail(run=False, reason="known"))
+""")
+    with ScriptedServer([Reply(text="done")]) as srv:
+        result = pytester.runpytest_subprocess("cases/", "-n", str(workers), "--tooleffect-model=openai/local-test",
+                                               f"--tooleffect-api-base={srv.base_url}", "--tooleffect-retries=0",
+                                               "--tooleffect-concurrency=4", "--tooleffect-no-summary",
+                                               "-p", "no:randomly", timeout=180)
+        requests = len(srv.requests)
+    result.assert_outcomes(failed=3, skipped=6, xfailed=3)  # the three that ran needed a tool: a text reply fails
+    assert requests == 3
+
+
 def test_a_failing_decision_does_not_walk_its_traceback(pytester: pytest.Pytester) -> None:
     """pytest filters a failure's traceback (path lookups per frame) before it prints it: for a
     decision's one-line reason that work is not done at all, however many decisions fail.
