@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("import", help="build a case family from a public dataset")
     p.add_argument("source", choices=["tau-airline", "bfcl", "tooltalk", "labelled-jsonl"])
     p.add_argument("--input", help="labelled-jsonl: the rows (OpenAI messages, tools and a label per line)")
-    p.add_argument("--shared", default=os.environ.get("TOOLEFFECT_SHARED", "../shared"),
+    p.add_argument("--shared", default=os.environ.get("TOOLEFFECT_SHARED") or "../shared",
                    help="folder holding datasets/ (default $TOOLEFFECT_SHARED, else ../shared)")
     p.add_argument("--trajectories", help="tau-bench trajectories JSON (default: from --shared)")
     p.add_argument("--tools", help="airline tool schemas JSON (default: from --shared)")

@@ -174,30 +174,76 @@ class ScriptedServer:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
                 return
 
-            def do_GET(self) -> None:  # noqa: N802 - stdlib name
-                if self.path.rstrip("/") in ("/v1/models", "/models"):
-                    payload, status = listing, 200
-                else:
-                    payload, status = json.dumps({"error": {"message": f"no such path: GET {self.path}",
-                                                            "type": "invalid_request_error",
-                                                            "code": 404}}).encode(), 404
+            timeout = 60  # seconds a connection may send nothing: a cut request frees its thread
+
+            def _json(self, status: int, doc: Any, body: bool = True) -> None:
+                payload = json.dumps(doc).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                if body:
+                    self.wfile.write(payload)
+
+            def _error(self, status: int, message: str, body: bool = True) -> None:
+                self._json(status, {"error": {"message": message, "type": "invalid_request_error",
+                                              "code": status}}, body)
+
+            def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+                """The standard library's own errors (a bad request line, a long path): JSON, not HTML."""
+                self.close_connection = True
+                try:
+                    self._error(code, message or self.responses.get(code, ("error",))[0])
+                except OSError:
+                    pass
+
+            def _models(self, body: bool) -> None:
+                if self.path.split("?", 1)[0].rstrip("/") in ("/v1/models", "/models"):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(listing)))
+                    self.end_headers()
+                    if body:
+                        self.wfile.write(listing)
+                else:
+                    self._error(404, f"no such path: {self.command} {self.path[:200]}", body)
+
+            def do_GET(self) -> None:  # noqa: N802 - stdlib name
+                self._models(body=True)
+
+            def do_HEAD(self) -> None:  # noqa: N802 - stdlib name
+                self._models(body=False)
+
+            def _not_allowed(self) -> None:
+                self._error(405, f"method {self.command} not allowed (POST a request, GET /v1/models)")
+
+            do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed  # noqa: N815 - stdlib names
 
             def do_POST(self) -> None:  # noqa: N802 - stdlib name
-                length = int(self.headers.get("Content-Length") or 0)
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    if length < 0:
+                        raise ValueError(length)
+                except ValueError:
+                    self.close_connection = True
+                    self._error(400, f"Content-Length is not a length: {self.headers.get('Content-Length')!r}")
+                    return
                 raw = self.rfile.read(length) if length else b"{}"
                 try:
                     body = json.loads(raw or b"{}")
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, UnicodeDecodeError):
                     body = {}
+                if not isinstance(body, dict):
+                    self._error(400, f"the request body is a JSON {type(body).__name__}, not an object")
+                    return
                 body["_path"] = self.path
                 body["_received"] = time.monotonic()
                 body["_headers"] = dict(self.headers.items())
-                reply, n = state.next_reply(body)
+                try:
+                    reply, n = state.next_reply(body)
+                except Exception as exc:  # the script could not read this request: the client's fault
+                    self._error(400, f"the script could not answer this request: {type(exc).__name__}: {exc}")
+                    return
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 if reply.reset:  # SO_LINGER 0: close() sends RST, the client reads "connection reset by peer"

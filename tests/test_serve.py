@@ -87,6 +87,34 @@ def test_the_served_model_is_listed_and_other_paths_get_a_json_404(served: str) 
     assert err.value.code == 404 and "GET /v1/files" in json.loads(err.value.read())["error"]["message"]
 
 
+
+@pytest.mark.parametrize(("method", "path", "body", "status", "says"), [
+    ("POST", "/chat/completions", b"[]", 400, "a JSON list, not an object"),
+    ("POST", "/chat/completions", b"\xff\xfe", 404, "no recorded state"),
+    ("POST", "/chat/completions", b'{"model": "m", "messages": "hello", "tools": 5}', 400, "could not answer"),
+    ("HEAD", "/models", None, 200, None),
+    ("GET", "/models?limit=1", None, 200, "recorded-agent"),
+    ("OPTIONS", "/models", None, 405, "not allowed"),
+    ("DELETE", "/models", None, 405, "not allowed"),
+], ids=["list-body", "not-utf8", "messages-a-string", "head", "query", "options", "delete"])
+def test_a_bad_request_gets_a_json_error_and_the_server_goes_on(
+        served: str, method: str, path: str, body: bytes | None, status: int, says: str | None) -> None:
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(served)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    conn.request(method, url.path + path, body=body)
+    resp = conn.getresponse()
+    payload = resp.read()
+    assert resp.status == status and resp.getheader("Content-Type") == "application/json", (resp.status, payload)
+    assert says is None or says in payload.decode(), payload
+    conn.close()
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+    conn.request("GET", url.path + "/models")
+    assert conn.getresponse().status == 200  # still serving
+
+
 def test_turn_key_separates_tools_and_prompt_and_ignores_their_order() -> None:
     from pytest_tooleffect.model_turn import build_request
 

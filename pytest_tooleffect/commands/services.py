@@ -103,7 +103,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     if not args.trajectories and not (shared / "datasets").is_dir():
         print(f"tooleffect import: {shared.resolve()}/datasets not found; run from the repository root "
-              "(../shared beside it) or pass --shared DIR", file=sys.stderr)
+              "(../shared beside it), pass --shared DIR or set TOOLEFFECT_SHARED", file=sys.stderr)
         return 2
     try:
         counts = build_family(
