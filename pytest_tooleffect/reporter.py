@@ -187,11 +187,11 @@ class Reporter:
                 self.records or self.invalid or self.skipped or self.report.get("unrecorded")):
             return
         from .report import render_terminal
-        from .report.terminal import report_width
+        from .report.terminal import report_layout
 
         terminalreporter.write_sep("=", "tooleffect report")
         tw = terminalreporter._tw
-        terminalreporter.write(render_terminal(self.report, width=report_width(tw._file, tw.fullwidth)))
+        terminalreporter.write(render_terminal(self.report, **report_layout(tw._file, tw.fullwidth)))
         judge = self.report.get("judge") or {}
         if judge.get("model"):
             cal = judge["calibration"]

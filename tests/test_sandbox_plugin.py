@@ -287,8 +287,8 @@ def test_rollouts_with_faults_report_recovery_and_single_step_beside_self_steere
                                            "not_observed": 0}}
     assert eff["rollout"]["single_step_display"] == "100.0" and eff["rollout"]["self_steered_display"] == "33.3"
     result.stdout.fnmatch_lines(["*recovery from injected faults: 100.0 % (2/2 observed; retried 1, told user 1)*",
-                                 "*single-step (teacher-forced, upper bound; first decision, name + args) 100.0 %*",
-                                 "*self-steered (end state meets the effects) 33.3 %*"])  # (rich wraps the line)
+                                 "*single-step (teacher-forced, upper bound; first decision, name + args) 100.0 %"
+                                 " · self-steered (end state meets the effects) 33.3 %*"])  # one line when piped
 
 
 def test_replay_fault_is_not_observed_without_a_rollout(pytester: pytest.Pytester) -> None:

@@ -63,9 +63,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         import shutil
 
-        from ..report.terminal import report_width
+        from ..report.terminal import report_layout
 
-        print(render_terminal(report, width=report_width(sys.stdout, shutil.get_terminal_size().columns)))
+        print(render_terminal(report, **report_layout(sys.stdout, shutil.get_terminal_size().columns)))
     return 0
 
 

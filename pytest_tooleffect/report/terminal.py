@@ -46,20 +46,27 @@ PIPED_WIDTH = 160
 table fits, so no cell folds."""
 
 
-def report_width(stream: Any, columns: int) -> int:
-    """The width to render at: the terminal's ``columns`` when ``stream`` is a terminal, else
-    :data:`PIPED_WIDTH`.
+def report_layout(stream: Any, columns: int) -> dict[str, Any]:
+    """How to render for ``stream``: :func:`render_terminal`'s ``width`` and ``soft_wrap``.
+
+    A terminal gets its own ``columns`` and lines wrapped to them; anything else (a pipe, a file,
+    CI's log) gets :data:`PIPED_WIDTH` and each line of text whole, however long (so it reads as
+    one line to grep), tables at their own width.
     """
     isatty = getattr(stream, "isatty", None)
-    return columns if callable(isatty) and isatty() else PIPED_WIDTH
+    if callable(isatty) and isatty():
+        return {"width": columns, "soft_wrap": False}
+    return {"width": PIPED_WIDTH, "soft_wrap": True}
 
 
-def render_terminal(report: Report | Mapping[str, Any], width: int = PIPED_WIDTH) -> str:
+def render_terminal(report: Report | Mapping[str, Any], width: int = PIPED_WIDTH, soft_wrap: bool = False) -> str:
     """Render the report as text tables (rich), one block per family × policy.
 
     Args:
         report: the report, or its JSON object (as ``pytest_tooleffect_modifyreport`` left it).
         width: the console width in characters.
+        soft_wrap: print each line of text whole instead of wrapping it at ``width`` (tables keep
+            their width).
 
     Returns:
         The tables and lines, as plain text (no colour codes).
@@ -72,7 +79,7 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = PIPED_WIDTH
     buf = StringIO()
     # data is text, never markup: family names, ids ("…[policy]"), provider messages may hold "[" and ":"
     console = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False,
-                      markup=False, emoji=False)
+                      markup=False, emoji=False, soft_wrap=soft_wrap)
     if isinstance(report, Report):
         report = report.to_json()
     shard, shards = report.get("shard"), report.get("shards")
