@@ -357,6 +357,19 @@ def _log_tail(log: IO[bytes], most: int = 65536) -> str:
 # ------------------------------------------------------------------------------ the child's side
 
 
+def _exit_if_orphaned(read_fd: int, imported: threading.Event) -> None:
+    """While litellm imports, nothing reads the input pipe: exit at once if it hangs up (the parent
+    closed it, or died), instead of seconds later when the import is over.
+    """
+    import select
+
+    poller = select.poll()
+    poller.register(read_fd, 0)  # no event asked: poll reports only a hang-up or an error
+    while not imported.is_set():
+        if poller.poll(100):
+            os._exit(0)
+
+
 def serve(read_fd: int, write_fd: int) -> None:
     """The child's main: import litellm, then answer frames from ``read_fd`` on ``write_fd`` until
     the input ends.  Requests run concurrently on one event loop (the parent bounds how many).
@@ -367,7 +380,11 @@ def serve(read_fd: int, write_fd: int) -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    imported = threading.Event()
+    threading.Thread(target=_exit_if_orphaned, args=(read_fd, imported), name="tooleffect-turns-orphan",
+                     daemon=True).start()
     litellm = import_litellm()
+    imported.set()
     inbox = Connection(read_fd, writable=False)
     outbox = Connection(write_fd, readable=False)
     loop = asyncio.new_event_loop()

@@ -867,6 +867,43 @@ def pytest_runtest_setup(item):
     assert not [p.name for p in scratch.iterdir() if p.name.startswith("tooleffect-turns-")]
 
 
+def test_a_child_still_importing_litellm_exits_when_its_run_is_killed(pytester: pytest.Pytester,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child reads its input only once litellm is imported; killed during the import, the run
+    still takes its child with it: the child watches its input pipe for the hang-up meanwhile."""
+    import os
+    import time
+
+    slow = pytester.path / "slow"
+    (slow / "litellm").mkdir(parents=True)
+    (slow / "litellm" / "__init__.py").write_text("import time\ntime.sleep(120)\n")  # an import that never ends here
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(slow), os.environ.get("PYTHONPATH")) if p))
+    _family(pytester.path, [_case("n00", {"valid_actions": [NULL]})])
+    pytester.makeconftest("""
+import os, signal
+import pytest
+from pytest_tooleffect.decision import pool_key
+
+@pytest.hookimpl(trylast=True)  # after the plugin's configure started the child
+def pytest_configure(config):
+    (config.rootpath / "child.pid").write_text(str(config.stash[pool_key].process._proc.pid))
+    os.kill(os.getpid(), signal.SIGKILL)
+""")
+    result = pytester.runpytest_subprocess("cases/", f"{OPT_MODEL}=openai/local-test",
+                                           f"{OPT_API_BASE}=http://127.0.0.1:9/v1", timeout=60)
+    assert result.ret == -9
+    child = int((pytester.path / "child.pid").read_text())
+    deadline = time.monotonic() + 60  # half the fake import's sleep
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    os.kill(child, 9)
+    pytest.fail(f"the model-turn child {child} was still importing a minute after its run was killed")
+
+
 def test_a_child_that_dies_fails_its_own_calls_even_when_a_new_one_was_started_meanwhile() -> None:
     """A call made after the child died, before its reader noticed, starts a new child: the dead
     one's unanswered calls still fail (``TurnProcessExited``), never wait forever.
