@@ -176,8 +176,7 @@ class ScriptedServer:
 
             timeout = 60  # seconds a connection may send nothing: a cut request frees its thread
 
-            def _json(self, status: int, doc: Any, body: bool = True) -> None:
-                payload = json.dumps(doc).encode()
+            def _send(self, status: int, payload: bytes, body: bool = True) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -186,8 +185,8 @@ class ScriptedServer:
                     self.wfile.write(payload)
 
             def _error(self, status: int, message: str, body: bool = True) -> None:
-                self._json(status, {"error": {"message": message, "type": "invalid_request_error",
-                                              "code": status}}, body)
+                self._send(status, json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                                         "code": status}}).encode(), body)
 
             def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
                 """The standard library's own errors (a bad request line, a long path): JSON, not HTML."""
@@ -199,12 +198,7 @@ class ScriptedServer:
 
             def _models(self, body: bool) -> None:
                 if self.path.split("?", 1)[0].rstrip("/") in ("/v1/models", "/models"):
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(listing)))
-                    self.end_headers()
-                    if body:
-                        self.wfile.write(listing)
+                    self._send(200, listing, body)
                 else:
                     self._error(404, f"no such path: {self.command} {self.path[:200]}", body)
 

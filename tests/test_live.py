@@ -830,12 +830,23 @@ def test_a_model_turn_process_that_dies_fails_its_unanswered_turns_as_errors_and
     assert json.loads((pytester.path / "r.json").read_text())["status"] == "incomplete"
 
 
+def _assert_gone_within(pid: int, seconds: float, otherwise: str) -> None:
+    """The process ``pid`` (not this one's child) ends within ``seconds``; else it is killed and the test fails."""
+    import psutil
+
+    try:
+        psutil.Process(pid).wait(seconds)
+    except psutil.NoSuchProcess:
+        return
+    except psutil.TimeoutExpired:
+        psutil.Process(pid).kill()
+        pytest.fail(f"the model-turn child {pid} {otherwise}")
+
+
 def test_a_run_killed_outright_leaves_no_child_and_no_file_behind(pytester: pytest.Pytester,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL to pytest itself: the child sees its input end and exits, and its output file has
     no name to leave in the temporary folder."""
-    import os
-    import time
 
     scratch = pytester.path / "tmp"
     scratch.mkdir()
@@ -854,16 +865,7 @@ def pytest_runtest_setup(item):
         result = pytester.runpytest_subprocess("cases/", "-p", "no:randomly", f"{OPT_MODEL}=openai/local-test",
                                                f"{OPT_API_BASE}={srv.base_url}", timeout=120)
     assert result.ret == -9
-    child = int((pytester.path / "child.pid").read_text())
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail(f"the model-turn child {child} outlived its killed parent")
+    _assert_gone_within(int((pytester.path / "child.pid").read_text()), 30, "outlived its killed parent")
     assert not [p.name for p in scratch.iterdir() if p.name.startswith("tooleffect-turns-")]
 
 
@@ -872,7 +874,6 @@ def test_a_child_still_importing_litellm_exits_when_its_run_is_killed(pytester: 
     """The child reads its input only once litellm is imported; killed during the import, the run
     still takes its child with it: the child watches its input pipe for the hang-up meanwhile."""
     import os
-    import time
 
     slow = pytester.path / "slow"
     (slow / "litellm").mkdir(parents=True)
@@ -892,16 +893,8 @@ def pytest_configure(config):
     result = pytester.runpytest_subprocess("cases/", f"{OPT_MODEL}=openai/local-test",
                                            f"{OPT_API_BASE}=http://127.0.0.1:9/v1", timeout=60)
     assert result.ret == -9
-    child = int((pytester.path / "child.pid").read_text())
-    deadline = time.monotonic() + 60  # half the fake import's sleep
-    while time.monotonic() < deadline:
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)
-    os.kill(child, 9)
-    pytest.fail(f"the model-turn child {child} was still importing a minute after its run was killed")
+    _assert_gone_within(int((pytester.path / "child.pid").read_text()), 60,  # half the fake import's sleep
+                        "was still importing a minute after its run was killed")
 
 
 def test_a_child_that_dies_fails_its_own_calls_even_when_a_new_one_was_started_meanwhile() -> None:
