@@ -9,7 +9,9 @@ It speaks three wire formats over real HTTP, so litellm's own client code runs e
 * Gemini ``generateContent``: ``POST /v1beta/models/<name>:generateContent``.
 
 ``GET /v1/models`` lists the server's *models* (OpenAI's list format); any other ``GET`` gets a
-404 with an OpenAI error body.  The script answers whatever model a request names.
+404 with an OpenAI error body.  The script answers whatever model a request names.  A request body
+is read by its ``Content-Length`` or in chunks (``Transfer-Encoding: chunked``); one that cannot
+be read, is not JSON or is not a JSON object gets a 400 with an OpenAI error body.
 
 Each request is answered by the *script*: a callable taking the decoded request body and
 returning a :class:`Reply`, or a list of replies used in turn (the last one repeats).  A reply is
@@ -36,7 +38,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["Reply", "ScriptedServer"]
+__all__ = ["MAX_BODY_BYTES", "Reply", "ScriptedServer"]
+
+#: the longest request body read (bytes): a request is messages and tools, far below this
+MAX_BODY_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -213,20 +218,59 @@ class ScriptedServer:
 
             do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed  # noqa: N815 - stdlib names
 
+            def _read_body(self) -> bytes:
+                """The request's body: ``Content-Length`` bytes, or the chunks of a chunked one (RFC 9112
+                section 7.1; trailers read and dropped).
+
+                Raises:
+                    ValueError: the length or a chunk's size is not a length, or the body is longer
+                        than :data:`MAX_BODY_BYTES`.
+                """
+                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                    parts: list[bytes] = []
+                    size = 0
+                    while True:
+                        line = self.rfile.readline(1024)
+                        if not line:
+                            raise ValueError("the chunked body ended before its last chunk")
+                        line = line.split(b";", 1)[0].strip()
+                        try:
+                            n = int(line, 16)
+                        except ValueError:
+                            raise ValueError(f"a chunk's size is not a hex length: {line[:40]!r}") from None
+                        size += n
+                        if n < 0 or size > MAX_BODY_BYTES:
+                            raise ValueError(f"the chunked body is longer than {MAX_BODY_BYTES} bytes")
+                        if n == 0:
+                            while self.rfile.readline(1024).strip():  # trailer fields, then the empty line
+                                pass
+                            return b"".join(parts)
+                        parts.append(self.rfile.read(n))
+                        self.rfile.readline(8)  # the chunk's CRLF
+                raw_length = self.headers.get("Content-Length")
+                try:
+                    length = int(raw_length or 0)
+                except ValueError:
+                    length = -1
+                if length < 0 or length > MAX_BODY_BYTES:
+                    raise ValueError(f"Content-Length is not a length up to {MAX_BODY_BYTES}: {raw_length!r}")
+                return self.rfile.read(length) if length else b""
+
             def do_POST(self) -> None:  # noqa: N802 - stdlib name
                 try:
-                    length = int(self.headers.get("Content-Length") or 0)
-                    if length < 0:
-                        raise ValueError(length)
-                except ValueError:
+                    raw = self._read_body()
+                except ValueError as exc:
                     self.close_connection = True
-                    self._error(400, f"Content-Length is not a length: {self.headers.get('Content-Length')!r}")
+                    try:
+                        self._error(400, str(exc))
+                    except OSError:  # the client has gone
+                        pass
                     return
-                raw = self.rfile.read(length) if length else b"{}"
                 try:
                     body = json.loads(raw or b"{}")
-                except (json.JSONDecodeError, UnicodeDecodeError):
-                    body = {}
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    self._error(400, f"the request body is not JSON: {exc}")
+                    return
                 if not isinstance(body, dict):
                     self._error(400, f"the request body is a JSON {type(body).__name__}, not an object")
                     return

@@ -90,21 +90,26 @@ def test_the_served_model_is_listed_and_other_paths_get_a_json_404(served: str) 
 
 @pytest.mark.parametrize(("method", "path", "body", "status", "says"), [
     ("POST", "/chat/completions", b"[]", 400, "a JSON list, not an object"),
-    ("POST", "/chat/completions", b"\xff\xfe", 404, "no recorded state"),
+    ("POST", "/chat/completions", b"\xff\xfe", 400, "not JSON"),
+    ("POST", "/chat/completions", b"{\"model\": ", 400, "not JSON"),
+    ("POST", "/chat/completions", [b"[", b"]"], 400, "a JSON list, not an object"),  # chunked: the chunks are read
+    ("POST", "/chat/completions", [b'{"model": "m", ', b'"messages": [{"role": "user", "content": "x"}]}'], 404,
+     "no recorded state"),
     ("POST", "/chat/completions", b'{"model": "m", "messages": "hello", "tools": 5}', 400, "could not answer"),
     ("HEAD", "/models", None, 200, None),
     ("GET", "/models?limit=1", None, 200, "recorded-agent"),
     ("OPTIONS", "/models", None, 405, "not allowed"),
     ("DELETE", "/models", None, 405, "not allowed"),
-], ids=["list-body", "not-utf8", "messages-a-string", "head", "query", "options", "delete"])
+], ids=["list-body", "not-utf8", "cut-json", "chunked-list", "chunked-unknown-state", "messages-a-string", "head", "query", "options", "delete"])
 def test_a_bad_request_gets_a_json_error_and_the_server_goes_on(
-        served: str, method: str, path: str, body: bytes | None, status: int, says: str | None) -> None:
+        served: str, method: str, path: str, body: bytes | list[bytes] | None, status: int, says: str | None) -> None:
     import http.client
     from urllib.parse import urlsplit
 
     url = urlsplit(served)
     conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
-    conn.request(method, url.path + path, body=body)
+    # a list is sent in chunks (Transfer-Encoding: chunked, no Content-Length), as http.client sends an iterable
+    conn.request(method, url.path + path, body=iter(body) if isinstance(body, list) else body)
     resp = conn.getresponse()
     payload = resp.read()
     assert resp.status == status and resp.getheader("Content-Type") == "application/json", (resp.status, payload)
@@ -177,3 +182,23 @@ def test_an_agent_with_its_own_system_prompt_is_answered_when_the_prompt_is_igno
     finally:
         proc.terminate()
         proc.communicate(timeout=30)
+
+
+@pytest.mark.parametrize(("head", "rest", "says"), [
+    (b"Transfer-Encoding: chunked", b"zz\r\n[]\r\n0\r\n\r\n", "not a hex length"),
+    (b"Transfer-Encoding: chunked", b"%x\r\n" % (65 * 1024 * 1024), "longer than"),
+    (b"Content-Length: -3", b"", "not a length"),
+    (b"Content-Length: many", b"", "not a length"),
+], ids=["chunk-size-not-hex", "chunk-too-long", "negative-length", "length-not-a-number"])
+def test_a_body_that_cannot_be_read_gets_a_json_400(served: str, head: bytes, rest: bytes, says: str) -> None:
+    from urllib.parse import urlsplit
+
+    url = urlsplit(served)
+    with socket.create_connection((url.hostname or "127.0.0.1", url.port or 80), timeout=10) as sock:
+        sock.sendall(b"POST %s/chat/completions HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n%s" % (url.path.encode(), head, rest))
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    status_line, _, rest_of_answer = answer.partition(b"\r\n")
+    assert status_line.split()[1] == b"400", answer[:300]
+    assert says in json.loads(rest_of_answer.split(b"\r\n\r\n", 1)[1])["error"]["message"]
