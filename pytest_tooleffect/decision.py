@@ -131,7 +131,7 @@ class ModelTurns:
         settings = self.settings
         if settings.rpm is None and settings.tpm is None:
             return None
-        from .ratelimit import RateLimit, RedisRateLimit
+        from .ratelimit import RateLimit, RedisRateLimit, private_state_dir
 
         if settings.rate_backend is not None:  # one limit over shards and hosts
             return RedisRateLimit(settings.rate_backend, settings.rpm, settings.tpm, settings.rate_window_s)
@@ -142,9 +142,7 @@ class ModelTurns:
             settings.rate_file.parent.mkdir(parents=True, exist_ok=True)
             path = self.rate_file = settings.rate_file
         else:
-            import tempfile
-
-            self.rate_dir = Path(tempfile.mkdtemp(prefix="tooleffect-rate-"))
+            self.rate_dir = private_state_dir()
             path = self.rate_dir / "limiter.sqlite"
         return RateLimit(path, settings.rpm, settings.tpm, settings.rate_window_s)
 

@@ -34,6 +34,9 @@ the registry (``limits``' moving window, ``pyrate-limiter``, ``throttled-py``,
 ``redis-rate-limiters``) admit a fixed cost per hit and cannot move a request's arrival or
 replace its token estimate once the answer is back, which is what keeps the window honest here.
 
+A run without a shared file keeps its limiter in a private folder it removes at its end
+(:func:`private_state_dir`); the folders of runs killed outright are removed by the next run.
+
 Example::
 
     limit = RateLimit(Path("/tmp/run/limiter.sqlite"), rpm=500, tpm=200_000)
@@ -44,13 +47,51 @@ Example::
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
+import stat
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Protocol
 
-__all__ = ["Limiter", "RateLimit", "RateLimitTooSmall", "RedisRateLimit"]
+from .processes import is_running
+
+__all__ = ["PRIVATE_PREFIX", "Limiter", "RateLimit", "RateLimitTooSmall", "RedisRateLimit", "private_state_dir"]
+
+#: the name of a run's private limiter folder in the temporary folder: this prefix, the pid of the
+#: process that made it, ``-`` and mkdtemp's random part
+PRIVATE_PREFIX = "tooleffect-rate-"
+
+
+def private_state_dir() -> Path:
+    """A new folder for one run's limiter file (``<tmp>/tooleffect-rate-<pid>-<random>``), made
+    after removing the ones that runs now gone left behind.
+
+    The run removes its folder at its end; a run killed outright (SIGKILL, OOM) cannot, so the
+    next run does: a folder of this user whose process (the pid in its name) is not running.
+    Folders of running processes, of other users or not named so are left alone.
+
+    Returns:
+        The new, empty folder.
+
+    Raises:
+        OSError: the temporary folder cannot hold a new folder.
+    """
+    root = Path(tempfile.gettempdir())
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    for old in root.glob(PRIVATE_PREFIX + "*"):
+        pid = old.name[len(PRIVATE_PREFIX):].partition("-")[0]
+        try:
+            info = old.lstat()  # a symbolic link is never followed, so never removed through
+        except OSError:
+            continue
+        mine = uid is None or info.st_uid == uid
+        if pid.isdigit() and mine and stat.S_ISDIR(info.st_mode) and not is_running(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
 
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS admitted (id INTEGER PRIMARY KEY, t REAL NOT NULL, tokens INTEGER NOT NULL, "
            "done INTEGER NOT NULL)")

@@ -869,6 +869,38 @@ def pytest_runtest_setup(item):
     assert not [p.name for p in scratch.iterdir() if p.name.startswith("tooleffect-turns-")]
 
 
+def test_the_next_run_removes_the_rate_limit_folder_a_killed_run_left(pytester: pytest.Pytester,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run with a rate limit keeps its limiter file in a private temporary folder it removes at
+    its end; killed outright it cannot, so the next run with a rate limit removes it."""
+    scratch = pytester.path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    _family(pytester.path, [_case(f"n{i:02d}", {"valid_actions": [NULL]}) for i in range(4)])
+    pytester.makeconftest("""
+import os, signal
+
+def pytest_runtest_setup(item):
+    if item.name.startswith("n02") and os.environ.get("KILL_AT_N02"):
+        os.kill(os.getpid(), signal.SIGKILL)
+""")
+    args = ("cases/", "-p", "no:randomly", f"{OPT_MODEL}=openai/local-test", f"{OPT_RPM}=600")
+
+    def left() -> list[str]:
+        return sorted(p.name for p in scratch.iterdir() if p.name.startswith("tooleffect-rate-"))
+
+    with ScriptedServer([Reply(text="Anything else?")]) as srv:
+        monkeypatch.setenv("KILL_AT_N02", "1")
+        killed = pytester.runpytest_subprocess(*args, f"{OPT_API_BASE}={srv.base_url}", timeout=120)
+        assert killed.ret == -9
+        leftover = left()
+        assert len(leftover) == 1, leftover
+        monkeypatch.delenv("KILL_AT_N02")
+        pytester.runpytest_subprocess(*args, f"{OPT_API_BASE}={srv.base_url}",
+                                      timeout=120).assert_outcomes(passed=4)
+    assert left() == []
+
+
 def test_a_child_still_importing_litellm_exits_when_its_run_is_killed(pytester: pytest.Pytester,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The child reads its input only once litellm is imported; killed during the import, the run

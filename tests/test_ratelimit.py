@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tooleffect.ratelimit import RateLimit, RateLimitTooSmall
+from pytest_tooleffect.ratelimit import PRIVATE_PREFIX, RateLimit, RateLimitTooSmall, private_state_dir
 
 
 def _max_in_window(times: list[float], window: float) -> int:
@@ -106,3 +106,34 @@ def test_the_limit_holds_over_processes(tmp_path: Path) -> None:
     # each time is read just after admission, a little late: allow the lateness of a loaded machine
     assert _max_in_window(times, 0.5 - 0.1) <= 4
     assert max(times) - min(times) >= 2.0  # 18 requests at 4 per window need four more windows
+
+
+def test_a_new_private_folder_removes_only_what_ended_runs_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder named for a pid that is not running goes; one of a running process, one named
+    otherwise, a file with the prefix, and a link named for an ended run (and what it points to) stay."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                           text=True, check=True)
+    dead = tmp_path / f"{PRIVATE_PREFIX}{ended.stdout.strip()}-abc"
+    alive = tmp_path / f"{PRIVATE_PREFIX}{os.getppid()}-def"
+    other = tmp_path / f"{PRIVATE_PREFIX}notapid-ghi"
+    a_file = tmp_path / f"{PRIVATE_PREFIX}1-jkl"
+    for d in (dead, alive, other):
+        d.mkdir()
+        (d / "limiter.sqlite").write_text("x")
+    a_file.write_text("x")
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "data").write_text("x")
+    link = tmp_path / f"{PRIVATE_PREFIX}{ended.stdout.strip()}-lnk"  # a link named for an ended run
+    link.symlink_to(kept, target_is_directory=True)
+    new = private_state_dir()
+    assert new.is_dir() and new.parent == tmp_path and new.name.startswith(f"{PRIVATE_PREFIX}{os.getpid()}-")
+    assert not dead.exists()
+    assert alive.is_dir() and other.is_dir() and a_file.is_file()
+    assert link.is_symlink() and (kept / "data").is_file()
