@@ -843,15 +843,22 @@ def _assert_gone_within(pid: int, seconds: float, otherwise: str) -> None:
         pytest.fail(f"the model-turn child {pid} {otherwise}")
 
 
+def _null_cases_in_private_tmp(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, count: int) -> Path:
+    """``count`` cases whose one acceptable action is to call nothing, and a temporary folder of
+    the run's own (``TMPDIR``), returned."""
+    scratch = pytester.path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    _family(pytester.path, [_case(f"n{i:02d}", {"valid_actions": [NULL]}) for i in range(count)])
+    return scratch
+
+
 def test_a_run_killed_outright_leaves_no_child_and_no_file_behind(pytester: pytest.Pytester,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL to pytest itself: the child sees its input end and exits, and its output file has
     no name to leave in the temporary folder."""
 
-    scratch = pytester.path / "tmp"
-    scratch.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch))
-    _family(pytester.path, [_case(f"n{i:02d}", {"valid_actions": [NULL]}) for i in range(6)])
+    scratch = _null_cases_in_private_tmp(pytester, monkeypatch, 6)
     pytester.makeconftest("""
 import os, signal
 from pytest_tooleffect.decision import pool_key
@@ -873,10 +880,7 @@ def test_the_next_run_removes_the_rate_limit_folder_a_killed_run_left(pytester: 
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A run with a rate limit keeps its limiter file in a private temporary folder it removes at
     its end; killed outright it cannot, so the next run with a rate limit removes it."""
-    scratch = pytester.path / "tmp"
-    scratch.mkdir()
-    monkeypatch.setenv("TMPDIR", str(scratch))
-    _family(pytester.path, [_case(f"n{i:02d}", {"valid_actions": [NULL]}) for i in range(4)])
+    scratch = _null_cases_in_private_tmp(pytester, monkeypatch, 4)
     pytester.makeconftest("""
 import os, signal
 
