@@ -29,6 +29,7 @@ import psutil
 import pytest
 
 _MARKS: dict[str, tuple[float, float, int]] = {}
+OUT_ENV = "TOOLEFFECT_BENCH_CPU_OUT"
 
 #: the modules the run imports only when it builds the report (0.15 to 0.3 s of CPU, once per run)
 _LATE_IMPORTS = ("numpy", "pytest_tooleffect.report.model", "pytest_tooleffect.report.run_model",
@@ -50,6 +51,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from pytest_tooleffect.decision import pool_key
     from pytest_tooleffect.options import OPT_API_BASE
 
+    if not os.environ.get(OUT_ENV):
+        raise pytest.UsageError(f"cpu_after_start: set {OUT_ENV} to the file the CPU figures go to")
     pool: Any = session.config.stash.get(pool_key, None)
     if pool is None:
         raise pytest.UsageError("cpu_after_start: this run makes no model turns")
@@ -64,5 +67,5 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if "start" not in _MARKS:
         return
     (p0, c0, _), (p1, c1, n) = _MARKS["start"], _read()
-    Path(os.environ["TOOLEFFECT_BENCH_CPU_OUT"]).write_text(
+    Path(os.environ[OUT_ENV]).write_text(
         json.dumps({"parent_cpu_s": p1 - p0, "child_cpu_s": c1 - c0, "children": n}))
