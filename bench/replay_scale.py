@@ -5,7 +5,10 @@ messages, labels and recorded turns) in a scratch project.  Two variants: ``half
 other case from the cases whose recorded decision fails (half the decisions fail), ``pass`` takes
 only cases whose recorded decision passes.  Each runs as a user runs it: ``pytest cases -q`` with
 the JSON report and the record log written, pytest's default failure output and short summary
-(``-rfE``).  The floor is plain pytest running N trivial parametrised tests in the same run.
+(``-rfE``).  The floor is plain pytest running N trivial parametrised tests in the same run, with
+the same ``-n`` as the plugin's runs.  The half-failing variant is also set beside plain pytest
+with half of its trivial tests failing (``assert i % 2 == 0``): what pytest's own failure output
+costs (the failures section, the short summary), which the passing floor does not pay.
 
 Prints per N and variant: wall seconds, the floor's, their ratio (target ≤ 2×), the same for CPU
 seconds (user + system of the child: on a shared machine the steadier of the two), milliseconds per
@@ -43,7 +46,7 @@ import pytest
 
 @pytest.mark.parametrize("i", range({n}))
 def test_decision(i):
-    pass
+    {body}
 """
 
 
@@ -119,7 +122,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="1000,10000,50000")
     ap.add_argument("--variants", default="half,pass")
-    ap.add_argument("--workers", type=int, default=0, help="pytest-xdist workers for the plugin's runs (-n)")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="pytest-xdist workers (-n) for the plugin's runs and the floor's")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of the floor and of the plugin, taken in turn, for each size up to --repeat-up-to; "
                          "the least of each side is reported")
@@ -143,7 +147,9 @@ def main() -> None:
             floor_dir = tmp / f"floor-{n}"
             floor_dir.mkdir()
             (floor_dir / "pytest.ini").write_text("[pytest]\n")
-            (floor_dir / "test_floor.py").write_text(FLOOR.format(n=n))
+            (floor_dir / "test_floor.py").write_text(FLOOR.format(n=n, body="pass"))
+            (floor_dir / "test_floor_half.py").write_text(FLOOR.format(n=n, body="assert i % 2 == 0"))
+            workers = ["-n", str(args.workers)] if args.workers else []
             by_variant = {}
             for variant in variants:
                 root = tmp / f"{variant}-{n}"
@@ -151,15 +157,20 @@ def main() -> None:
                 write_cases(root / "cases" / "tau-airline" / "cases.jsonl", n, passing, failing, variant)
                 cmd = [sys.executable, "-m", "pytest", "cases", "-q", "-p", "no:cacheprovider",
                        "--tooleffect-report", "report.json", "--tooleffect-records", "records.jsonl"]
-                if args.workers:
-                    cmd += ["-n", str(args.workers)]
-                floors, runs = [], []
+                cmd += workers
+                floors, half_floors, runs = [], [], []
                 for _ in range(args.repeat if n <= args.repeat_up_to else 1):
-                    floor = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_floor.py"],
-                                floor_dir, floor_dir / "out.txt")
+                    floor = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_floor.py",
+                                 *workers], floor_dir, floor_dir / "out.txt")
                     if floor.code != 0:
                         raise SystemExit(f"floor run failed:\n{floor.tail}")
                     floors.append(floor)
+                    if variant == "half":  # the same failures in plain pytest: what pytest's own failure output costs
+                        half_floor = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                                          "test_floor_half.py", *workers], floor_dir, floor_dir / "out-half.txt")
+                        if half_floor.code != 1:
+                            raise SystemExit(f"half-failing floor run did not fail as written:\n{half_floor.tail}")
+                        half_floors.append(half_floor)
                     runs.append(run(cmd, root, root / "out.txt"))
                 floor, ours = least(floors), least(runs)
                 report = json.loads((root / "report.json").read_text()) if (root / "report.json").is_file() else {}
@@ -177,13 +188,19 @@ def main() -> None:
                 what = f"replay N={n} {'half failing' if variant == 'half' else 'all passing'}"
                 if args.workers:
                     what += f" -n {args.workers}"
-                peer = f"plain pytest, {n} trivial parametrised tests"
+                peer = f"plain pytest{' ' + ' '.join(workers) if workers else ''}, {n} trivial parametrised tests"
                 emit(f"{what}: wall", peer, ours.wall / floor.wall, "<= 2", f"{ours.wall:.1f} s against "
                      f"{floor.wall:.1f} s; {1000 * ours.wall / n:.2f} ms per decision")
                 emit(f"{what}: CPU", peer, ours.cpu / floor.cpu, "<= 2", f"{ours.cpu:.1f} s against {floor.cpu:.1f} s; "
                      f"{1000 * ours.cpu / n:.2f} ms per decision")
                 emit(f"{what}: peak memory", peer, ours.peak_kib / floor.peak_kib, "<= 3",
                      f"{ours.peak_kib / n:.1f} KiB per decision against {floor.peak_kib / n:.1f}")
+                if half_floors:
+                    hf = least(half_floors)
+                    print(f"N={n:>6} {variant:>4}: floor with half its tests failing {hf.wall:7.1f} s, "
+                          f"ratio {ours.wall / hf.wall:5.2f}x", flush=True)
+                    emit(f"{what}: wall, floor failing alike", f"{peer}, half of them failing",
+                         ours.wall / hf.wall, "<= 2", f"{ours.wall:.1f} s against {hf.wall:.1f} s")
             if "half" in by_variant and "pass" in by_variant:
                 print(f"N={n:>6} half failing / all passing: "
                       f"{by_variant['half'].wall / by_variant['pass'].wall:.2f}x", flush=True)
