@@ -29,8 +29,10 @@ there: ``Authorization``, ``x-api-key`` or ``x-goog-api-key``).  Example::
 from __future__ import annotations
 
 import json
+import re
 import socket
 import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -42,6 +44,7 @@ __all__ = ["MAX_BODY_BYTES", "Reply", "ScriptedServer"]
 
 #: the longest request body read (bytes): a request is messages and tools, far below this
 MAX_BODY_BYTES = 64 * 1024 * 1024
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")  # a chunk size (RFC 9112 section 7.1: 1*HEXDIG)
 
 
 @dataclass(frozen=True)
@@ -152,8 +155,11 @@ class _State:
             n = len(self.requests)
             self.requests.append(body)
         if callable(self.script):
-            return self.script(body), n
-        seq = list(self.script)
+            reply = self.script(body)
+            if not isinstance(reply, Reply):
+                raise TypeError(f"the script answered {type(reply).__name__}, not a Reply")
+            return reply, n
+        seq = self.script
         return seq[min(n, len(seq) - 1)], n
 
 
@@ -166,8 +172,12 @@ class ScriptedServer:
     """
 
     def __init__(self, script: Script, port: int = 0, models: Sequence[str] = ("scripted",)) -> None:
-        if not callable(script) and not list(script):
-            raise ValueError("a scripted server needs at least one reply")
+        if not callable(script):
+            script = list(script)  # an iterator is read once, here, not at every request
+            if not script:
+                raise ValueError("a scripted server needs at least one reply")
+            if bad := [r for r in script if not isinstance(r, Reply)]:
+                raise TypeError(f"a scripted server's replies are Reply objects, got {type(bad[0]).__name__}")
         self._state = _State(script)
         state = self._state
         listing = json.dumps({"object": "list", "data": [
@@ -190,16 +200,17 @@ class ScriptedServer:
                     self.wfile.write(payload)
 
             def _error(self, status: int, message: str, body: bool = True) -> None:
-                self._send(status, json.dumps({"error": {"message": message, "type": "invalid_request_error",
-                                                         "code": status}}).encode(), body)
+                """An OpenAI error body; a client that has gone by then is let go (no traceback)."""
+                try:
+                    self._send(status, json.dumps({"error": {"message": message, "type": "invalid_request_error",
+                                                             "code": status}}).encode(), body)
+                except OSError:
+                    self.close_connection = True
 
             def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
                 """The standard library's own errors (a bad request line, a long path): JSON, not HTML."""
                 self.close_connection = True
-                try:
-                    self._error(code, message or self.responses.get(code, ("error",))[0])
-                except OSError:
-                    pass
+                self._error(code, message or self.responses.get(code, ("error",))[0])
 
             def _models(self, body: bool) -> None:
                 if self.path.split("?", 1)[0].rstrip("/") in ("/v1/models", "/models"):
@@ -223,10 +234,15 @@ class ScriptedServer:
                 section 7.1; trailers read and dropped).
 
                 Raises:
-                    ValueError: the length or a chunk's size is not a length, or the body is longer
-                        than :data:`MAX_BODY_BYTES`.
+                    ValueError: the length or a chunk's size is not a length, two lengths differ, a
+                        chunk's data is not followed by CRLF, the body ends before its length or its
+                        last chunk, or it is longer than :data:`MAX_BODY_BYTES`.
+                    NotImplementedError: a transfer coding other than ``chunked`` alone.
                 """
-                if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                coding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
+                if coding and coding != "chunked":
+                    raise NotImplementedError(f"transfer coding {coding[:60]!r} is not supported (chunked only)")
+                if coding:
                     parts: list[bytes] = []
                     size = 0
                     while True:
@@ -234,19 +250,25 @@ class ScriptedServer:
                         if not line:
                             raise ValueError("the chunked body ended before its last chunk")
                         line = line.split(b";", 1)[0].strip()
-                        try:
-                            n = int(line, 16)
-                        except ValueError:
-                            raise ValueError(f"a chunk's size is not a hex length: {line[:40]!r}") from None
+                        if not _HEX.fullmatch(line):  # int(x, 16) would also take "+2", "0x2", "2_0"
+                            raise ValueError(f"a chunk's size is not a hex length: {line[:40]!r}")
+                        n = int(line, 16)
                         size += n
-                        if n < 0 or size > MAX_BODY_BYTES:
+                        if size > MAX_BODY_BYTES:
                             raise ValueError(f"the chunked body is longer than {MAX_BODY_BYTES} bytes")
                         if n == 0:
                             while self.rfile.readline(1024).strip():  # trailer fields, then the empty line
                                 pass
                             return b"".join(parts)
-                        parts.append(self.rfile.read(n))
-                        self.rfile.readline(8)  # the chunk's CRLF
+                        part = self.rfile.read(n)
+                        if len(part) < n:
+                            raise ValueError(f"the chunked body ended inside a chunk ({len(part)} of {n} bytes)")
+                        parts.append(part)
+                        if self.rfile.readline(8) not in (b"\r\n", b"\n"):
+                            raise ValueError(f"a chunk of {n} bytes is not followed by CRLF (its size is wrong?)")
+                lengths = {v.strip() for v in self.headers.get_all("Content-Length") or []}
+                if len(lengths) > 1:
+                    raise ValueError(f"the request has {len(lengths)} different Content-Length values")
                 raw_length = self.headers.get("Content-Length")
                 try:
                     length = int(raw_length or 0)
@@ -254,21 +276,21 @@ class ScriptedServer:
                     length = -1
                 if length < 0 or length > MAX_BODY_BYTES:
                     raise ValueError(f"Content-Length is not a length up to {MAX_BODY_BYTES}: {raw_length!r}")
-                return self.rfile.read(length) if length else b""
+                data = self.rfile.read(length) if length else b""
+                if len(data) < length:
+                    raise ValueError(f"the body ended after {len(data)} of its Content-Length {length} bytes")
+                return data
 
             def do_POST(self) -> None:  # noqa: N802 - stdlib name
                 try:
                     raw = self._read_body()
-                except ValueError as exc:
+                except (ValueError, NotImplementedError) as exc:
                     self.close_connection = True
-                    try:
-                        self._error(400, str(exc))
-                    except OSError:  # the client has gone
-                        pass
+                    self._error(501 if isinstance(exc, NotImplementedError) else 400, str(exc))
                     return
                 try:
                     body = json.loads(raw or b"{}")
-                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, nesting, 4300-digit ints
                     self._error(400, f"the request body is not JSON: {exc}")
                     return
                 if not isinstance(body, dict):
@@ -324,6 +346,12 @@ class ScriptedServer:
 
         class Server(ThreadingHTTPServer):
             request_queue_size = 1024  # the listen backlog: a run opens as many connections as its concurrency
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                """A client that reset or left its connection is no server error: no traceback for it."""
+                if isinstance(sys.exc_info()[1], OSError):
+                    return
+                super().handle_error(request, client_address)
 
         self._httpd = Server(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True

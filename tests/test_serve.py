@@ -184,21 +184,87 @@ def test_an_agent_with_its_own_system_prompt_is_answered_when_the_prompt_is_igno
         proc.communicate(timeout=30)
 
 
-@pytest.mark.parametrize(("head", "rest", "says"), [
-    (b"Transfer-Encoding: chunked", b"zz\r\n[]\r\n0\r\n\r\n", "not a hex length"),
-    (b"Transfer-Encoding: chunked", b"%x\r\n" % (65 * 1024 * 1024), "longer than"),
-    (b"Content-Length: -3", b"", "not a length"),
-    (b"Content-Length: many", b"", "not a length"),
-], ids=["chunk-size-not-hex", "chunk-too-long", "negative-length", "length-not-a-number"])
-def test_a_body_that_cannot_be_read_gets_a_json_400(served: str, head: bytes, rest: bytes, says: str) -> None:
+def _length(body: bytes) -> bytes:
+    return b"Content-Length: %d" % len(body)
+
+
+_DEEP = b"[" * 100_000 + b"]" * 100_000
+_LONG_INT = b'{"model": ' + b"9" * 5000 + b"}"
+
+
+@pytest.mark.parametrize(("head", "rest", "status", "says"), [
+    (b"Transfer-Encoding: chunked", b"zz\r\n[]\r\n0\r\n\r\n", b"400", "not a hex length"),
+    (b"Transfer-Encoding: chunked", b"%x\r\n" % (65 * 1024 * 1024), b"400", "longer than"),
+    (b"Transfer-Encoding: chunked", b"+2\r\n{}\r\n0\r\n\r\n", b"400", "not a hex length"),
+    (b"Transfer-Encoding: chunked", b"2_0\r\n{}\r\n0\r\n\r\n", b"400", "not a hex length"),
+    (b"Transfer-Encoding: chunked", b"2\r\n{}XX\r\n0\r\n\r\n", b"400", "not followed by CRLF"),
+    (b"Transfer-Encoding: chunked", b"9\r\n{}", b"400", "ended inside a chunk"),
+    (b"Transfer-Encoding: gzip, chunked", b"0\r\n\r\n", b"501", "not supported"),
+    (b"Content-Length: -3", b"", b"400", "not a length"),
+    (b"Content-Length: many", b"", b"400", "not a length"),
+    (b"Content-Length: 2\r\nContent-Length: 3", b"{}", b"400", "different Content-Length"),
+    (b"Content-Length: 1000", b'{"model": "m"}', b"400", "ended after 14 of its Content-Length 1000"),
+    (_length(_DEEP), _DEEP, b"400", "not JSON"),
+    (_length(_LONG_INT), _LONG_INT, b"400", "not JSON"),
+], ids=["chunk-size-not-hex", "chunk-too-long", "chunk-size-signed", "chunk-size-underscore", "chunk-without-crlf",
+        "chunk-cut", "other-coding", "negative-length", "length-not-a-number", "two-lengths", "body-shorter",
+        "nested-too-deep", "integer-too-long"])
+def test_a_body_that_cannot_be_read_gets_a_json_error(served: str, head: bytes, rest: bytes, status: bytes,
+                                                      says: str) -> None:
+    """A 400 (a 501 for a transfer coding it does not speak), never a traceback and no answer; the
+    client stops sending after its bytes, so a body shorter than announced ends."""
     from urllib.parse import urlsplit
 
     url = urlsplit(served)
     with socket.create_connection((url.hostname or "127.0.0.1", url.port or 80), timeout=10) as sock:
         sock.sendall(b"POST %s/chat/completions HTTP/1.1\r\nHost: x\r\n%s\r\n\r\n%s" % (url.path.encode(), head, rest))
+        sock.shutdown(socket.SHUT_WR)
         answer = b""
         while chunk := sock.recv(65536):
             answer += chunk
     status_line, _, rest_of_answer = answer.partition(b"\r\n")
-    assert status_line.split()[1] == b"400", answer[:300]
+    assert status_line.split()[1] == status, answer[:300]
     assert says in json.loads(rest_of_answer.split(b"\r\n\r\n", 1)[1])["error"]["message"]
+
+
+def _post_raw(port: int, body: bytes, close_early: bool = False) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        if close_early:
+            return b""
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        return answer
+
+
+def test_a_script_that_answers_no_reply_gets_a_json_400_and_a_replies_iterator_is_read_once(
+        capfd: pytest.CaptureFixture[str]) -> None:
+    from pytest_tooleffect.scripted import Reply, ScriptedServer
+
+    with ScriptedServer(lambda body: None) as srv:  # type: ignore[arg-type,return-value]
+        answer = _post_raw(srv.port, b'{"model": "m"}')
+        assert answer.split()[1] == b"400" and b"the script answered NoneType, not a Reply" in answer
+    with ScriptedServer(iter([Reply(text="one"), Reply(text="two")])) as srv:
+        texts = [json.loads(_post_raw(srv.port, b"{}").split(b"\r\n\r\n", 1)[1])["choices"][0]["message"]["content"]
+                 for _ in range(3)]
+        assert texts == ["one", "two", "two"]  # the last one repeats
+    with pytest.raises(TypeError, match="Reply objects, got dict"):
+        ScriptedServer([{"text": "hi"}])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="at least one reply"):
+        ScriptedServer(iter([]))
+
+
+def test_a_client_that_leaves_before_its_error_leaves_no_traceback(capfd: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    from pytest_tooleffect.scripted import Reply, ScriptedServer
+
+    with ScriptedServer([Reply(text="ok")]) as srv:
+        for _ in range(20):
+            _post_raw(srv.port, b"{" + b" " * 200_000, close_early=True)  # not JSON; the client has gone
+        time.sleep(0.5)
+        assert b"ok" in _post_raw(srv.port, b"{}")  # it goes on serving
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err[-2000:]
