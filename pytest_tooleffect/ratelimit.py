@@ -48,6 +48,7 @@ Example::
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import stat
@@ -64,6 +65,8 @@ __all__ = ["PRIVATE_PREFIX", "Limiter", "RateLimit", "RateLimitTooSmall", "Redis
 #: the name of a run's private limiter folder in the temporary folder: this prefix, the pid of the
 #: process that made it, ``-`` and mkdtemp's random part
 PRIVATE_PREFIX = "tooleffect-rate-"
+#: the whole name of such a folder: the prefix, the pid, ``-`` and mkdtemp's 8 random characters
+_PRIVATE_NAME = re.compile(re.escape(PRIVATE_PREFIX) + r"([0-9]{1,10})-[a-z0-9_]{8}", re.ASCII)
 
 
 def private_state_dir() -> Path:
@@ -72,7 +75,8 @@ def private_state_dir() -> Path:
 
     The run removes its folder at its end; a run killed outright (SIGKILL, OOM) cannot, so the
     next run does: a folder of this user whose process (the pid in its name) is not running.
-    Folders of running processes, of other users or not named so are left alone.
+    Folders of running processes, of other users, links, files, and names that are not exactly
+    ``tooleffect-rate-<pid>-`` with mkdtemp's 8 random characters are left alone.
 
     Returns:
         The new, empty folder.
@@ -83,13 +87,15 @@ def private_state_dir() -> Path:
     root = Path(tempfile.gettempdir())
     uid = os.getuid() if hasattr(os, "getuid") else None
     for old in root.glob(PRIVATE_PREFIX + "*"):
-        pid = old.name[len(PRIVATE_PREFIX):].partition("-")[0]
+        named = _PRIVATE_NAME.fullmatch(old.name)  # ASCII digits, then mkdtemp's 8 characters: nothing else
+        if named is None or int(named[1]) <= 0:
+            continue
         try:
             info = old.lstat()  # a symbolic link is never followed, so never removed through
         except OSError:
             continue
         mine = uid is None or info.st_uid == uid
-        if pid.isdigit() and mine and stat.S_ISDIR(info.st_mode) and not is_running(int(pid)):
+        if mine and stat.S_ISDIR(info.st_mode) and not is_running(int(named[1])):
             shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
 

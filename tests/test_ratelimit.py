@@ -109,8 +109,9 @@ def test_the_limit_holds_over_processes(tmp_path: Path) -> None:
 
 
 def test_a_new_private_folder_removes_only_what_ended_runs_left(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A folder named for a pid that is not running goes; one of a running process, one named
-    otherwise, a file with the prefix, and a link named for an ended run (and what it points to) stay."""
+    """A folder named for a pid that is not running goes; one of a running process, ones named
+    otherwise (even with digits), a file with the prefix, and a link named for an ended run (and
+    what it points to) stay."""
     import os
     import subprocess
     import sys
@@ -119,21 +120,27 @@ def test_a_new_private_folder_removes_only_what_ended_runs_left(tmp_path: Path, 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                            text=True, check=True)
-    dead = tmp_path / f"{PRIVATE_PREFIX}{ended.stdout.strip()}-abc"
-    alive = tmp_path / f"{PRIVATE_PREFIX}{os.getppid()}-def"
-    other = tmp_path / f"{PRIVATE_PREFIX}notapid-ghi"
-    a_file = tmp_path / f"{PRIVATE_PREFIX}1-jkl"
-    for d in (dead, alive, other):
+    dead = tmp_path / f"{PRIVATE_PREFIX}{ended.stdout.strip()}-abc_1234"
+    alive = tmp_path / f"{PRIVATE_PREFIX}{os.getppid()}-def_1234"
+    other = tmp_path / f"{PRIVATE_PREFIX}notapid-ghi_1234"
+    a_file = tmp_path / f"{PRIVATE_PREFIX}1-jkl_1234"
+    # named like a run's folder but not as mkdtemp names one: a user's own folder, digits that
+    # int() would read (or refuse), pid 0, no random part
+    not_ours = [tmp_path / f"{PRIVATE_PREFIX}{name}" for name in (
+        f"{ended.stdout.strip()}-shared", "\u00b2-abcdefgh", "\u0661\u0662\u0663\u0664\u0665-abcdefgh",
+        "0-abcdefgh", ended.stdout.strip())]
+    for d in (dead, alive, other, *not_ours):
         d.mkdir()
         (d / "limiter.sqlite").write_text("x")
     a_file.write_text("x")
     kept = tmp_path / "kept"
     kept.mkdir()
     (kept / "data").write_text("x")
-    link = tmp_path / f"{PRIVATE_PREFIX}{ended.stdout.strip()}-lnk"  # a link named for an ended run
+    link = tmp_path / f"{PRIVATE_PREFIX}{ended.stdout.strip()}-lnk_1234"  # a link named for an ended run
     link.symlink_to(kept, target_is_directory=True)
     new = private_state_dir()
     assert new.is_dir() and new.parent == tmp_path and new.name.startswith(f"{PRIVATE_PREFIX}{os.getpid()}-")
     assert not dead.exists()
     assert alive.is_dir() and other.is_dir() and a_file.is_file()
+    assert all((d / "limiter.sqlite").is_file() for d in not_ours)
     assert link.is_symlink() and (kept / "data").is_file()
