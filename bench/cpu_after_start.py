@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -51,10 +52,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from pytest_tooleffect.decision import pool_key
     from pytest_tooleffect.options import OPT_API_BASE
 
-    if not os.environ.get(OUT_ENV):
+    out = os.environ.get(OUT_ENV)
+    if not out:
         raise pytest.UsageError(f"cpu_after_start: set {OUT_ENV} to the file the CPU figures go to")
+    try:
+        Path(out).write_text("")  # the figures' file can be written: found now, not after the run
+    except OSError as exc:
+        raise pytest.UsageError(f"cpu_after_start: {OUT_ENV}={out} cannot be written: {exc}") from None
     pool: Any = session.config.stash.get(pool_key, None)
-    if pool is None:
+    if pool is None or not session.items or session.config.option.collectonly:
         raise pytest.UsageError("cpu_after_start: this run makes no model turns")
     pool.keys_found("openai/bench", session.config.getoption(OPT_API_BASE) or "")  # once the child has imported litellm
     for module in _LATE_IMPORTS:  # what the run imports at its end (the report's modules): an import, not a decision
@@ -67,5 +73,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if "start" not in _MARKS:
         return
     (p0, c0, _), (p1, c1, n) = _MARKS["start"], _read()
-    Path(os.environ[OUT_ENV]).write_text(
-        json.dumps({"parent_cpu_s": p1 - p0, "child_cpu_s": c1 - c0, "children": n}))
+    try:
+        Path(os.environ[OUT_ENV]).write_text(
+            json.dumps({"parent_cpu_s": p1 - p0, "child_cpu_s": c1 - c0, "children": n}))
+    except OSError as exc:  # never in the way of the plugin's own unconfigure (its child, its folders)
+        print(f"cpu_after_start: the CPU figures could not be written: {exc}", file=sys.stderr)
