@@ -11,7 +11,11 @@ It speaks three wire formats over real HTTP, so litellm's own client code runs e
 ``GET /v1/models`` lists the server's *models* (OpenAI's list format); any other ``GET`` gets a
 404 with an OpenAI error body.  The script answers whatever model a request names.  A request body
 is read by its ``Content-Length`` or in chunks (``Transfer-Encoding: chunked``); one that cannot
-be read, is not JSON or is not a JSON object gets a 400 with an OpenAI error body.
+be read (a length that is not one, two lengths, a chunk size that is not hex, chunk data without
+its CRLF, a body that ends early), is not JSON (nested too deep, an integer of more than 4,300
+digits included) or is not a JSON object gets a 400 with an OpenAI error body, as does a request
+the script cannot answer; another transfer coding gets a 501.  A client that resets or leaves
+its connection is no server error (nothing is printed).
 
 Each request is answered by the *script*: a callable taking the decoded request body and
 returning a :class:`Reply`, or a list of replies used in turn (the last one repeats).  A reply is
