@@ -47,6 +47,11 @@ def _read() -> tuple[float, float, int]:
     return time.process_time(), total, len(children)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    if getattr(config.option, "numprocesses", None) or os.environ.get("PYTEST_XDIST_WORKER"):
+        raise pytest.UsageError("cpu_after_start: reads one process and its child: run it at -n 0")
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     from pytest_tooleffect.decision import pool_key
@@ -55,6 +60,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     out = os.environ.get(OUT_ENV)
     if not out:
         raise pytest.UsageError(f"cpu_after_start: set {OUT_ENV} to the file the CPU figures go to")
+    if os.path.exists(out) and not os.path.isfile(out):  # a FIFO would block, /dev/full takes the probe
+        raise pytest.UsageError(f"cpu_after_start: {OUT_ENV}={out} is not a regular file")
     try:
         Path(out).write_text("")  # the figures' file can be written: found now, not after the run
     except OSError as exc:

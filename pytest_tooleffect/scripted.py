@@ -243,10 +243,12 @@ class ScriptedServer:
                         last chunk, or it is longer than :data:`MAX_BODY_BYTES`.
                     NotImplementedError: a transfer coding other than ``chunked`` alone.
                 """
-                coding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
+                coding = ", ".join(v.strip() for v in self.headers.get_all("Transfer-Encoding") or []).lower()
                 if coding and coding != "chunked":
                     raise NotImplementedError(f"transfer coding {coding[:60]!r} is not supported (chunked only)")
                 if coding:
+                    if self.headers.get("Content-Length") is not None:  # RFC 9112 6.3: close after answering
+                        self.close_connection = True
                     parts: list[bytes] = []
                     size = 0
                     while True:
@@ -261,9 +263,12 @@ class ScriptedServer:
                         if size > MAX_BODY_BYTES:
                             raise ValueError(f"the chunked body is longer than {MAX_BODY_BYTES} bytes")
                         if n == 0:
-                            while self.rfile.readline(1024).strip():  # trailer fields, then the empty line
-                                pass
-                            return b"".join(parts)
+                            while True:  # trailer fields, then the empty line
+                                field_line = self.rfile.readline(1024)
+                                if not field_line:
+                                    raise ValueError("the chunked body ended before the empty line after its end")
+                                if not field_line.strip():
+                                    return b"".join(parts)
                         part = self.rfile.read(n)
                         if len(part) < n:
                             raise ValueError(f"the chunked body ended inside a chunk ({len(part)} of {n} bytes)")
@@ -274,10 +279,9 @@ class ScriptedServer:
                 if len(lengths) > 1:
                     raise ValueError(f"the request has {len(lengths)} different Content-Length values")
                 raw_length = self.headers.get("Content-Length")
-                try:
-                    length = int(raw_length or 0)
-                except ValueError:
-                    length = -1
+                stripped = (raw_length or "0").strip()
+                # ASCII digits only: int() would also take "+2", "0_2" and other scripts' digits
+                length = int(stripped) if stripped.isascii() and stripped.isdigit() else -1
                 if length < 0 or length > MAX_BODY_BYTES:
                     raise ValueError(f"Content-Length is not a length up to {MAX_BODY_BYTES}: {raw_length!r}")
                 data = self.rfile.read(length) if length else b""
@@ -316,21 +320,27 @@ class ScriptedServer:
                     self.connection.close()
                     return
                 model = str(body.get("model") or self.path.rsplit("/", 1)[-1].split(":")[0])
-                if reply.raw_body is not None:
-                    payload, status = reply.raw_body, reply.status
-                elif reply.status >= 400:
-                    message = reply.error_message or f"scripted failure {reply.status}"
-                    payload = json.dumps({"error": {"message": message,
-                                                    "type": "server_error", "code": reply.status}}).encode()
-                    status = reply.status
-                else:
-                    if self.path.endswith("/messages"):
-                        doc = anthropic_body(reply, model, n)
-                    elif ":generateContent" in self.path:
-                        doc = gemini_body(reply, model, n)
+                try:  # a reply the wire format cannot carry is the script's fault: a JSON 500, no traceback
+                    if reply.raw_body is not None:
+                        payload, status = reply.raw_body, reply.status
+                    elif reply.status >= 400:
+                        message = reply.error_message or f"scripted failure {reply.status}"
+                        payload = json.dumps({"error": {"message": message,
+                                                        "type": "server_error", "code": reply.status}}).encode()
+                        status = reply.status
                     else:
-                        doc = openai_body(reply, model, n)
-                    payload, status = json.dumps(doc).encode(), 200
+                        if self.path.endswith("/messages"):
+                            doc = anthropic_body(reply, model, n)
+                        elif ":generateContent" in self.path:
+                            doc = gemini_body(reply, model, n)
+                        else:
+                            doc = openai_body(reply, model, n)
+                        payload, status = json.dumps(doc).encode(), 200
+                    for name, value in reply.headers.items():
+                        f"{name}: {value}".encode("latin-1")  # what http.server sends them as
+                except Exception as exc:
+                    self._error(500, f"the script's reply cannot be sent: {type(exc).__name__}: {exc}")
+                    return
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")

@@ -206,9 +206,14 @@ _LONG_INT = b'{"model": ' + b"9" * 5000 + b"}"
     (b"Content-Length: 1000", b'{"model": "m"}', b"400", "ended after 14 of its Content-Length 1000"),
     (_length(_DEEP), _DEEP, b"400", "not JSON"),
     (_length(_LONG_INT), _LONG_INT, b"400", "not JSON"),
+    (b"Content-Length: +2", b"{}", b"400", "not a length"),
+    (b"Content-Length: 0_2", b"{}", b"400", "not a length"),
+    (b"Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip", b"2\r\n{}\r\n0\r\n\r\n", b"501", "not supported"),
+    (b"Transfer-Encoding: chunked", b"2\r\n{}\r\n0\r\n", b"400", "ended before the empty line"),
 ], ids=["chunk-size-not-hex", "chunk-too-long", "chunk-size-signed", "chunk-size-underscore", "chunk-without-crlf",
         "chunk-cut", "other-coding", "negative-length", "length-not-a-number", "two-lengths", "body-shorter",
-        "nested-too-deep", "integer-too-long"])
+        "nested-too-deep", "integer-too-long", "length-signed", "length-underscore", "second-coding-header",
+        "chunked-cut-after-last-chunk"])
 def test_a_body_that_cannot_be_read_gets_a_json_error(served: str, head: bytes, rest: bytes, status: bytes,
                                                       says: str) -> None:
     """A 400 (a 501 for a transfer coding it does not speak), never a traceback and no answer; the
@@ -268,3 +273,16 @@ def test_a_client_that_leaves_before_its_error_leaves_no_traceback(capfd: pytest
         assert b"ok" in _post_raw(srv.port, b"{}")  # it goes on serving
     err = capfd.readouterr().err
     assert "Traceback" not in err and "BrokenPipe" not in err, err[-2000:]
+
+
+@pytest.mark.parametrize("reply_kwargs", [
+    {"tool_calls": [("a",)]}, {"tool_calls": [("a", {"x": {1}})]}, {"text": "x", "headers": {"X-A": "\u2603"}},
+], ids=["call-without-arguments", "arguments-not-json", "header-not-latin-1"])
+def test_a_reply_the_wire_cannot_carry_gets_a_json_500_and_no_traceback(
+        reply_kwargs: dict[str, Any], capfd: pytest.CaptureFixture[str]) -> None:
+    from pytest_tooleffect.scripted import Reply, ScriptedServer
+
+    with ScriptedServer([Reply(**reply_kwargs)]) as srv:
+        answer = _post_raw(srv.port, b'{"model": "m"}')
+    assert answer.split()[1] == b"500" and b"the script's reply cannot be sent" in answer, answer[:300]
+    assert "Traceback" not in capfd.readouterr().err
