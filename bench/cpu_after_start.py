@@ -60,15 +60,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     out = os.environ.get(OUT_ENV)
     if not out:
         raise pytest.UsageError(f"cpu_after_start: set {OUT_ENV} to the file the CPU figures go to")
+    pool: Any = session.config.stash.get(pool_key, None)
+    if pool is None or not session.items or session.config.option.collectonly:
+        raise pytest.UsageError("cpu_after_start: this run makes no model turns")
     if os.path.exists(out) and not os.path.isfile(out):  # a FIFO would block, /dev/full takes the probe
         raise pytest.UsageError(f"cpu_after_start: {OUT_ENV}={out} is not a regular file")
     try:
         Path(out).write_text("")  # the figures' file can be written: found now, not after the run
     except OSError as exc:
         raise pytest.UsageError(f"cpu_after_start: {OUT_ENV}={out} cannot be written: {exc}") from None
-    pool: Any = session.config.stash.get(pool_key, None)
-    if pool is None or not session.items or session.config.option.collectonly:
-        raise pytest.UsageError("cpu_after_start: this run makes no model turns")
     pool.keys_found("openai/bench", session.config.getoption(OPT_API_BASE) or "")  # once the child has imported litellm
     for module in _LATE_IMPORTS:  # what the run imports at its end (the report's modules): an import, not a decision
         importlib.import_module(module)

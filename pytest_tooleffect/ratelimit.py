@@ -66,7 +66,7 @@ __all__ = ["PRIVATE_PREFIX", "Limiter", "RateLimit", "RateLimitTooSmall", "Redis
 #: process that made it, ``-`` and mkdtemp's random part
 PRIVATE_PREFIX = "tooleffect-rate-"
 #: the whole name of such a folder: the prefix, the pid, ``-`` and mkdtemp's 8 random characters
-_PRIVATE_NAME = re.compile(re.escape(PRIVATE_PREFIX) + r"([0-9]{1,10})-[a-z0-9_]{8}", re.ASCII)
+_PRIVATE_NAME = re.compile(re.escape(PRIVATE_PREFIX) + r"([0-9]{1,10})-[a-z0-9_]{8}")
 
 
 def private_state_dir() -> Path:
@@ -88,14 +88,15 @@ def private_state_dir() -> Path:
     uid = os.getuid() if hasattr(os, "getuid") else None
     for old in root.glob(PRIVATE_PREFIX + "*"):
         named = _PRIVATE_NAME.fullmatch(old.name)  # ASCII digits, then mkdtemp's 8 characters: nothing else
-        if named is None or int(named[1]) <= 0:
+        pid = int(named[1]) if named else 0
+        if pid <= 0:
             continue
         try:
             info = old.lstat()  # a symbolic link is never followed, so never removed through
         except OSError:
             continue
         mine = uid is None or info.st_uid == uid
-        if mine and stat.S_ISDIR(info.st_mode) and not is_running(int(named[1])):
+        if mine and stat.S_ISDIR(info.st_mode) and not is_running(pid):
             shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
 

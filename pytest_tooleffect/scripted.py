@@ -163,8 +163,7 @@ class _State:
             if not isinstance(reply, Reply):
                 raise TypeError(f"the script answered {type(reply).__name__}, not a Reply")
             return reply, n
-        seq = self.script
-        return seq[min(n, len(seq) - 1)], n
+        return self.script[min(n, len(self.script) - 1)], n
 
 
 class ScriptedServer:
