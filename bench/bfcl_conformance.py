@@ -72,9 +72,9 @@ _stub_model_config()
 from bfcl_eval.constants.enums import Language  # noqa: E402
 from bfcl_eval.eval_checker.ast_eval.ast_checker import ast_checker  # noqa: E402
 
-from pytest_tooleffect.cases import LoadedFamily, validate_case  # noqa: E402
-from pytest_tooleffect.importers.bfcl import CATEGORIES, bfcl_tool, label_from_ground_truth, omit_required_empty  # noqa: E402
-from pytest_tooleffect.models import Case, Family, Label, ToolSpec  # noqa: E402
+from pytest_tooleffect.collect.cases import LoadedFamily, validate_case  # noqa: E402
+from pytest_tooleffect.data.importers.bfcl import CATEGORIES, bfcl_tool, label_from_ground_truth, omit_required_empty  # noqa: E402
+from pytest_tooleffect.formats import Case, Family, Label, ToolSpec  # noqa: E402
 from pytest_tooleffect.oracle import RuleSet, compile_label, parse_emission, score  # noqa: E402
 
 AST_CATEGORIES = [c for c, (_, answer) in CATEGORIES.items() if answer is not None]

@@ -52,7 +52,7 @@ if __name__ == "__main__" and "--cached" in sys.argv:  # BFCL's checker from the
 from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils  # noqa: E402
 from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker  # noqa: E402
 
-from pytest_tooleffect.importers.bfcl_multi_turn import MULTI_TURN, parse_call  # noqa: E402
+from pytest_tooleffect.data.importers.bfcl_multi_turn import MULTI_TURN, parse_call  # noqa: E402
 from pytest_tooleffect.oracle.conversation import TurnCheck, judge_conversation  # noqa: E402
 from pytest_tooleffect.oracle.effects import diff_worlds  # noqa: E402
 from pytest_tooleffect.sandbox.local import load_service  # noqa: E402

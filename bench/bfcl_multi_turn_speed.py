@@ -46,7 +46,7 @@ if __name__ == "__main__" and "--cached" in sys.argv:  # BFCL's files from the p
 
 from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils  # noqa: E402
 
-from pytest_tooleffect.importers.bfcl_multi_turn import MULTI_TURN, parse_call  # noqa: E402
+from pytest_tooleffect.data.importers.bfcl_multi_turn import MULTI_TURN, parse_call  # noqa: E402
 from pytest_tooleffect.sandbox.docker import DockerProvider  # noqa: E402
 from pytest_tooleffect.sandbox.environment import World  # noqa: E402
 from pytest_tooleffect.sandbox.local import load_service  # noqa: E402

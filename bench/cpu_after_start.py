@@ -54,7 +54,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
-    from pytest_tooleffect.decision import pool_key
+    from pytest_tooleffect.decide.decision import pool_key
     from pytest_tooleffect.options import OPT_API_BASE
 
     out = os.environ.get(OUT_ENV)

@@ -36,11 +36,11 @@ sys.path.insert(0, str(REPO))
 
 from results import emit  # noqa: E402 - bench/results.py: this folder is on sys.path
 
-from pytest_tooleffect import localmodel  # noqa: E402
-from pytest_tooleffect.cases import load_case_file  # noqa: E402
-from pytest_tooleffect.family import is_case_file, load_family  # noqa: E402
-from pytest_tooleffect.model_turn import build_request  # noqa: E402
-from pytest_tooleffect.models import Policy  # noqa: E402
+from pytest_tooleffect.collect.cases import load_case_file  # noqa: E402
+from pytest_tooleffect.collect.family import is_case_file, load_family  # noqa: E402
+from pytest_tooleffect.decide.model_turn import build_request  # noqa: E402
+from pytest_tooleffect.formats import Policy  # noqa: E402
+from pytest_tooleffect.servers import local_model as localmodel  # noqa: E402
 
 
 def load_family_cases(directory: Path) -> tuple[Any, list[Any]]:

@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pytest_tooleffect.report import Report  # noqa: E402
-from pytest_tooleffect.scripted import Reply, ScriptedServer  # noqa: E402
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer  # noqa: E402
 
 FAMILY = "tau-airline"
 

@@ -6,7 +6,7 @@ runs them (``pytest cases -q``), each timed from the moment the process is start
 * **replay** (offline): the first scored decision, against plain pytest running N trivial
   parametrised tests in the same run (its first passed test): the floor;
 * **live** and **live -n 2**: every decision asked of ``openai/bench`` on the scripted
-  fixed-latency server of :mod:`pytest_tooleffect.scripted` (``--delay`` seconds per answer):
+  fixed-latency server of :mod:`pytest_tooleffect.servers.scripted` (``--delay`` seconds per answer):
   the first request's arrival at the server (a ``time.monotonic()`` reading, the same clock the
   run's own conftest reads) after the end of collection (the earliest collecting process under
   xdist), against the 2 s limit; and the first scored decision.
@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 from replay_scale import scaffold as copy_family  # noqa: E402 - this folder is on sys.path
 from results import emit  # noqa: E402 - bench/results.py: this folder is on sys.path
 
-from pytest_tooleffect.scripted import Reply, ScriptedServer  # noqa: E402
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer  # noqa: E402
 
 FAMILY = REPO / "cases" / "tau-airline"
 LIMIT_S = 2.0

@@ -46,7 +46,7 @@ from results import emit  # noqa: E402 - bench/results.py: this folder is on sys
 # in any window of that length
 from shards import max_in_window  # noqa: E402
 
-from pytest_tooleffect.scripted import Reply, ScriptedServer  # noqa: E402
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer  # noqa: E402
 
 
 def run_child(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, str]:

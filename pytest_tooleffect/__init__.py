@@ -9,8 +9,8 @@ in ``docs/design.md`` ("Architecture").
 
 from __future__ import annotations
 
-from .models import Action, Case, Family, ForbiddenAction, Label, ParallelGroup, Policy, ToolSpec
-from .oracle import (
+from pytest_tooleffect.formats import Action, Case, Family, ForbiddenAction, Label, ParallelGroup, Policy, ToolSpec
+from pytest_tooleffect.oracle import (
     KINDS,
     CompareContext,
     RuleSet,

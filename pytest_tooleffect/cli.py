@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .commands.labels import (
+from pytest_tooleffect.commands.labels import (
     MAX_COUNT,
     cmd_agree,
     cmd_calibrate,
@@ -16,8 +16,8 @@ from .commands.labels import (
     cmd_merge,
     cmd_sample,
 )
-from .commands.reports import cmd_baseline_save, cmd_compare, cmd_html, cmd_report, cmd_schema
-from .commands.services import cmd_import, cmd_model, cmd_sandbox, cmd_serve
+from pytest_tooleffect.commands.reports import cmd_baseline_save, cmd_compare, cmd_html, cmd_report, cmd_schema
+from pytest_tooleffect.commands.services import cmd_import, cmd_model, cmd_sandbox, cmd_serve
 
 __all__ = ["MAX_COUNT", "main"]
 
@@ -96,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--adjudicated", help="a JSONL of adjudicated labels (they win)")
     p.set_defaults(func=cmd_merge)
-    p = sub.add_parser("generate", help="an authored family from notes x placements (see pytest_tooleffect.authored)")
+    p = sub.add_parser("generate", help="an authored family from notes x placements "
+                                                 "(see pytest_tooleffect.data.authored)")
     p.add_argument("spec")
     p.add_argument("--out", required=True)
     p.set_defaults(func=cmd_generate)

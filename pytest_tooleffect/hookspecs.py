@@ -13,7 +13,7 @@ from typing import Any
 import pluggy
 import pytest
 
-from .models import Policy
+from pytest_tooleffect.formats import Policy
 
 hookspec = pluggy.HookspecMarker("pytest")
 
@@ -53,7 +53,7 @@ def pytest_tooleffect_modify_record(record: dict[str, Any], item: pytest.Item) -
     log, pytest-json-report's per-test metadata and the controller's report input.
 
     Args:
-        record: the record as a JSON object (see :class:`pytest_tooleffect.records.Record`).
+        record: the record as a JSON object (see :class:`pytest_tooleffect.score.record.Record`).
         item: the case item (``item.case``, ``item.family``, ``item.policy``, ``item.trial``).
 
     Example (``conftest.py``)::
@@ -95,9 +95,9 @@ def pytest_tooleffect_agent(policy: Policy, config: pytest.Config) -> Callable[.
     the policy's ``agent: "package.module:function"`` is imported: an agent built in a
     ``conftest.py`` (a framework object, a closure over test configuration) needs no import
     path.  A policy with neither ``model`` nor ``agent`` must be answered here.  The callable
-    gets a :class:`pytest_tooleffect.agent.AgentState` and returns the decision (any shape
+    gets a :class:`pytest_tooleffect.decide.agent.AgentState` and returns the decision (any shape
     :func:`pytest_tooleffect.parse_emission` reads, or a
-    :class:`pytest_tooleffect.agent.AgentTurn` with usage and cost); ``async def`` agents run
+    :class:`pytest_tooleffect.decide.agent.AgentTurn` with usage and cost); ``async def`` agents run
     concurrently on the turn pool.
 
     Args:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from .models import Policy
+from pytest_tooleffect.formats import Policy
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",

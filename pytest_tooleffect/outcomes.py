@@ -3,7 +3,7 @@
 A failing decision is a test failure (``DecisionFailed``, raised in the call phase); a provider,
 agent, sandbox or oracle failure is an error outcome, never a verdict (raised in setup, or in
 the call phase with an error record for the oracle).  Every stage imports these; they import
-no stage (only :mod:`~pytest_tooleffect.redaction`).
+no stage (only :mod:`~pytest_tooleffect.util.redaction`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from .redaction import redact
+from pytest_tooleffect.util.redaction import redact
 
 __all__ = ["DecisionFailed", "Failure", "NotScored"]
 

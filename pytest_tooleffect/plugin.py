@@ -3,9 +3,9 @@
 Nothing else lives here.  The stages of the path of one case are modules of their own
 (``docs/design.md``, "Architecture"): :mod:`~pytest_tooleffect.options` (resolved by
 :mod:`~pytest_tooleffect.settings`) →
-:mod:`~pytest_tooleffect.collect` → :mod:`~pytest_tooleffect.decision` (with
-:mod:`~pytest_tooleffect.sandboxing`) → :mod:`~pytest_tooleffect.scoring` →
-:mod:`~pytest_tooleffect.records` → :mod:`~pytest_tooleffect.reporter` →
+:mod:`~pytest_tooleffect.collect.items` → :mod:`~pytest_tooleffect.decide.decision` (with
+:mod:`~pytest_tooleffect.decide.sandbox_run`) → :mod:`~pytest_tooleffect.score.scoring` →
+:mod:`~pytest_tooleffect.score.record` → :mod:`~pytest_tooleffect.report.reporter` →
 :mod:`~pytest_tooleffect.report`.  As pytest's junitxml does, each plugin object is built in
 ``pytest_configure``, kept in the config's stash and unregistered in ``pytest_unconfigure``;
 the controller-only reporter is skipped on xdist workers.
@@ -17,19 +17,19 @@ from typing import Any
 
 import pytest
 
-from .collect import CLASS_MARKERS, CaseCollector, decider_key
-from .decision import ModelTurns, obtain_decision, tooleffect_decision
-from .gating import GateKeeper
-from .options import addoptions
-from .phases import PhaseReports
-from .regressions import BaselinePlugin
-from .reporter import JudgeSection, Reporter
-from .sandbox import registered_providers
-from .sandboxing import Sandboxes, tooleffect_sandbox
-from .scoring import Scorer, tooleffect_score
-from .settings import resolve, settings_key
-from .sharding import ShardSelector
-from .signals import TermAsInterrupt
+from pytest_tooleffect.ci.gate_keeper import GateKeeper
+from pytest_tooleffect.ci.regressions import BaselinePlugin
+from pytest_tooleffect.collect.items import CLASS_MARKERS, CaseCollector, decider_key
+from pytest_tooleffect.collect.sharding import ShardSelector
+from pytest_tooleffect.compat import PhaseReports
+from pytest_tooleffect.decide.decision import ModelTurns, obtain_decision, tooleffect_decision
+from pytest_tooleffect.decide.sandbox_run import Sandboxes, tooleffect_sandbox
+from pytest_tooleffect.options import addoptions
+from pytest_tooleffect.report.reporter import JudgeSection, Reporter
+from pytest_tooleffect.sandbox import registered_providers
+from pytest_tooleffect.score.scoring import Scorer, tooleffect_score
+from pytest_tooleffect.settings import resolve, settings_key
+from pytest_tooleffect.signals import TermAsInterrupt
 
 __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
@@ -39,7 +39,7 @@ _PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-model-turn
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from . import hookspecs
+    from pytest_tooleffect import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 

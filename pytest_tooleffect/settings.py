@@ -21,8 +21,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from .models import Policy, Price
-from .options import (
+from pytest_tooleffect.formats import Policy, Price
+from pytest_tooleffect.options import (
     DEFAULT_MIN_CLASS_N,
     INI_BASELINE,
     INI_IMAGE,
@@ -72,9 +72,9 @@ from .options import (
     parse_rpm,
     parse_tpm,
 )
-from .oracle.rules import UniqueKeyLoader
-from .outputs import check_distinct, check_writable
-from .redaction import looks_like_key
+from pytest_tooleffect.oracle.rules import UniqueKeyLoader
+from pytest_tooleffect.util.output_files import check_distinct, check_writable
+from pytest_tooleffect.util.redaction import looks_like_key
 
 __all__ = ["SandboxSettings", "Settings", "resolve", "settings_key"]
 

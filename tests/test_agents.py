@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.recorded import replay_index, turn_key
-from pytest_tooleffect.scripted import Reply, ScriptedServer
+from pytest_tooleffect.servers.recorded import replay_index, turn_key
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import REPO
 from tests.demo_family import FAMILY, RULES
 
@@ -371,8 +371,8 @@ def test_a_hung_async_agent_times_out_as_an_error(pytester: pytest.Pytester) -> 
 
 
 def test_an_agent_that_edits_its_state_changes_nothing_the_oracle_or_the_next_policy_reads() -> None:
-    from pytest_tooleffect.agent import agent_state
-    from pytest_tooleffect.models import Case, Policy, ToolSpec
+    from pytest_tooleffect.decide.agent import agent_state
+    from pytest_tooleffect.formats import Case, Policy, ToolSpec
 
     tool = ToolSpec.model_validate({"name": "read_thread", "parameters": {
         "type": "object", "properties": {"thread_id": {"type": "string"}}, "required": ["thread_id"]}})
@@ -410,7 +410,7 @@ def test_one_name_for_two_policies_is_refused(pytester: pytest.Pytester, args: l
 
 BAD_AGENTS = '''
 import sys
-from pytest_tooleffect.agent import AgentTurn
+from pytest_tooleffect.decide.agent import AgentTurn
 
 REPLY = {"role": "assistant", "content": "done"}
 

@@ -13,9 +13,9 @@ import pytest
 import scipy.stats  # noqa: F401  (numpy's extension loads once per process: import before pytester's module snapshot)
 from statsmodels.stats.contingency_tables import mcnemar
 
-from pytest_tooleffect.baseline import Baseline, BaselineDecision, BaselineError, classify, load_runs, record_passed
+from pytest_tooleffect.ci.baseline import Baseline, BaselineDecision, BaselineError, classify, load_runs, record_passed
+from pytest_tooleffect.ci.comparison import compare, fingerprint_mismatches, mcnemar_exact
 from pytest_tooleffect.cli import main as cli
-from pytest_tooleffect.comparison import compare, fingerprint_mismatches, mcnemar_exact
 from pytest_tooleffect.report import dumps, summarise
 
 FAMILY = """\

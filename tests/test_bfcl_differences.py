@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_tooleffect.importers.bfcl import bfcl_tool, label_from_ground_truth, omit_required_empty
+from pytest_tooleffect.data.importers.bfcl import bfcl_tool, label_from_ground_truth, omit_required_empty
 from pytest_tooleffect.oracle import RuleSet, score
 
 RULES = RuleSet.from_mapping({"defaults": {"string": {"normalise": ["nfkc", "strip", "casefold"]}}})
@@ -54,7 +54,7 @@ def test_parallel_calls_by_optimal_assignment() -> None:
 def test_schema_breaking_ground_truth_is_not_a_case(tmp_path: Any) -> None:
     import json
 
-    from pytest_tooleffect.importers.bfcl import import_bfcl
+    from pytest_tooleffect.data.importers.bfcl import import_bfcl
     from tests.conftest import SHARED
 
     import_bfcl(SHARED / "datasets" / "bfcl", tmp_path, ["live_multiple"])

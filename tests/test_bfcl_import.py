@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from pytest_tooleffect.cli import main
-from pytest_tooleffect.importers.bfcl import convert_schema, label_from_ground_truth
+from pytest_tooleffect.data.importers.bfcl import convert_schema, label_from_ground_truth
 from pytest_tooleffect.oracle import score
 from tests.conftest import SHARED
 
@@ -76,7 +76,7 @@ def _turns(label: dict) -> list[dict]:
 
 def test_scoring_a_label_again_through_its_compiled_calls_gives_the_same_verdicts(tmp_path: Path) -> None:
     # the first use of a label call goes to the comparator, later ones to the compiled call
-    from pytest_tooleffect.models import Label, ToolSpec
+    from pytest_tooleffect.formats import Label, ToolSpec
     from pytest_tooleffect.oracle import RuleSet
 
     rules = RuleSet.from_mapping({"defaults": {"string": {"normalise": ["nfkc", "strip", "casefold"]}}})

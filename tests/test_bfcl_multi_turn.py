@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.importers.bfcl_multi_turn import MULTI_TURN, import_multi_turn, parse_call
-from pytest_tooleffect.models import Effect
+from pytest_tooleffect.data.importers.bfcl_multi_turn import MULTI_TURN, import_multi_turn, parse_call
+from pytest_tooleffect.formats import Effect
 from pytest_tooleffect.options import OPT_RECORDS, OPT_SANDBOX
 from pytest_tooleffect.oracle.conversation import TurnCheck, judge_conversation, missing_results
 from pytest_tooleffect.oracle.effects import judge_effects, reference_key
@@ -201,8 +201,8 @@ def _conversation_script(entries: dict[str, tuple[dict[str, Any], list[list[str]
     it asks (miss_param) or says the function is not available (miss_func)."""
     import inspect
 
-    from pytest_tooleffect.importers.bfcl_multi_turn import ADDITIONAL_FUNCTION_PROMPT
-    from pytest_tooleffect.scripted import Reply
+    from pytest_tooleffect.data.importers.bfcl_multi_turn import ADDITIONAL_FUNCTION_PROMPT
+    from pytest_tooleffect.servers.scripted import Reply
 
     opening = {entry["question"][0][0]["content"]: eid for eid, (entry, _) in entries.items()}
 
@@ -236,7 +236,7 @@ def test_a_conversation_is_played_through_and_judged_per_turn_beside_its_teacher
     import jsonschema
 
     from pytest_tooleffect.options import OPT_API_BASE, OPT_MODEL, OPT_REPORT, OPT_ROLLOUT
-    from pytest_tooleffect.scripted import ScriptedServer
+    from pytest_tooleffect.servers.scripted import ScriptedServer
     from tests.conftest import generated_report_schema
 
     keep = {"multi_turn_miss_param": "multi_turn_miss_param_1", "multi_turn_miss_func": "multi_turn_miss_func_0"}
@@ -319,7 +319,7 @@ def _sig(world: Any, entry: dict[str, Any], name: str) -> Any:
 
 def test_a_turn_that_adds_functions_opens_with_bfcls_own_user_message_and_miss_func_replies_say_so(
         imported: tuple[Path, dict[str, Any]]) -> None:
-    from pytest_tooleffect.importers.bfcl_multi_turn import ADDITIONAL_FUNCTION_PROMPT, NOT_AVAILABLE
+    from pytest_tooleffect.data.importers.bfcl_multi_turn import ADDITIONAL_FUNCTION_PROMPT, NOT_AVAILABLE
 
     out, _ = imported
     entry = json.loads((BFCL / MULTI_TURN["multi_turn_miss_func"][0]).read_text().splitlines()[0])
@@ -339,7 +339,7 @@ def test_a_turn_that_adds_functions_opens_with_bfcls_own_user_message_and_miss_f
 
 
 def test_a_conversation_is_checked_at_load() -> None:
-    from pytest_tooleffect.models import Case
+    from pytest_tooleffect.formats import Case
 
     base = {"id": "c", "placement": {"step": 0, "run_length": 1, "bucket": "first"}, "source": "authored",
             "messages": [{"role": "user", "content": "hi"}]}
@@ -354,8 +354,8 @@ def test_a_conversation_is_checked_at_load() -> None:
 
 def test_a_conversation_calling_a_function_not_offered_is_refused_and_the_importer_leaves_it_out(
         imported: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
-    from pytest_tooleffect.cases import load_family, validate_case
-    from pytest_tooleffect.models import Case
+    from pytest_tooleffect.collect.cases import load_family, validate_case
+    from pytest_tooleffect.formats import Case
 
     out, _ = imported
     case = _cases(out, "multi_turn_base")[0]

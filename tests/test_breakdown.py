@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_tooleffect.cases import load_case_file, load_family
-from pytest_tooleffect.models import Case, Label
+from pytest_tooleffect.collect.cases import load_case_file, load_family
+from pytest_tooleffect.formats import Case, Label
 from pytest_tooleffect.oracle import CompareContext, score
-from pytest_tooleffect.records import NO_TOOL_BUCKETS, build_record
 from pytest_tooleffect.report import summarise
 from pytest_tooleffect.report.model import NoToolFailures
+from pytest_tooleffect.score.record import NO_TOOL_BUCKETS, build_record
 from tests.conftest import REPO
 
 FAMILIES = sorted(p.parent for p in (REPO / "cases").glob("*/family.yaml"))
@@ -119,7 +119,7 @@ def test_the_buckets_sum_to_the_no_tool_failures_on_generated_decisions(rows: li
                                     "messages": [{"role": "user", "content": "hi"}], "source": "authored",
                                     "label": lab})
         verdict = score(turn, Label.model_validate(lab), TOOLS)
-        from pytest_tooleffect.models import ToolSpec
+        from pytest_tooleffect.formats import ToolSpec
 
         records.append(build_record(family="gen", case=case, policy="p", verdict=verdict,
                                     tools={n: ToolSpec.model_validate(t) for n, t in tools.items()}))
@@ -139,7 +139,7 @@ def test_a_call_to_a_tool_not_offered_is_flagged_in_every_class_and_reported() -
     assert (malformed.kind, malformed.hallucinated) == ("malformed_call", ("made_up",))
     assert offered.hallucinated == ()
     assert "not offered: made_up" in no_tool.one_line(Label.model_validate({"valid_actions": [{"tool": None}]}))
-    from pytest_tooleffect.models import ToolSpec
+    from pytest_tooleffect.formats import ToolSpec
 
     specs = {t["name"]: ToolSpec.model_validate(t) for t in TOOLS}
     rows = [("s", {"valid_actions": [{"tool": "read", "args": {"x": "a"}}]}, made_up),

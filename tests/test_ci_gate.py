@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.options import OPT_AGENT, OPT_BASELINE, OPT_RECORDS, OPT_REPORT, OPT_SANDBOX
-from pytest_tooleffect.recorded import replay_index, turn_key
-from pytest_tooleffect.scripted import Reply, ScriptedServer
+from pytest_tooleffect.servers.recorded import replay_index, turn_key
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import REPO
 
 PLAIN = "examples.agents.plain_litellm:decide"

@@ -58,8 +58,8 @@ def test_sample_keeps_each_runs_tools_and_maps_the_bfcl_dialect(tmp_path: Path) 
     assert params["type"] == "object" and params["properties"]["lat"] == {"type": "number"}
     assert params["properties"]["units"] == {"type": "array", "items": {"type": "string", "enum": ["c", "f"]}}
     # every sampled state is scored against the tools its run offered: the recorded calls are valid
-    from pytest_tooleffect.cases import load_case_file
-    from pytest_tooleffect.family import load_family
+    from pytest_tooleffect.collect.cases import load_case_file
+    from pytest_tooleffect.collect.family import load_family
 
     for c in cases:
         calls = c["recorded"]["tool_calls"]
@@ -149,7 +149,7 @@ def test_a_family_imported_outside_the_repository_layout_carries_its_rules(
         tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Written anywhere (not cases/<name> beside an oracle/ folder), the family still loads: the
     shipped rules are copied in beside it; in the repository's layout it points at oracle/."""
-    from pytest_tooleffect.family import load_family
+    from pytest_tooleffect.collect.family import load_family
 
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "elsewhere" / "fam"
@@ -162,7 +162,7 @@ def test_a_family_imported_outside_the_repository_layout_carries_its_rules(
 
 def test_tooltalk_decision_points_and_labels() -> None:
     cases = [json.loads(x) for x in (REPO / "cases" / "tooltalk" / "cases.jsonl").read_text().splitlines()]
-    from pytest_tooleffect.models import Label
+    from pytest_tooleffect.formats import Label
 
     classes = Counter(Label.model_validate(c["label"]).label_class for c in cases)
     assert classes == {"no_tool": 230, "single": 187, "several": 79}
@@ -180,7 +180,7 @@ def test_tooltalk_decision_points_and_labels() -> None:
 
 
 def _turn(name: str, note: str) -> list[str | None]:
-    from pytest_tooleffect.importers.tooltalk import conversation_cases, load_tools
+    from pytest_tooleffect.data.importers.tooltalk import conversation_cases, load_tools
 
     _, auth = load_tools()
     conv = json.loads((TOOLTALK / "data" / "tooltalk" / f"{name}.json").read_text())

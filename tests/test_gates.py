@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_tooleffect.gates import GateSet, load_gates, parse_gates
-from pytest_tooleffect.gating import RunTally, decide_exit, evaluate
+from pytest_tooleffect.ci.gate_keeper import RunTally, decide_exit, evaluate
+from pytest_tooleffect.ci.gate_rules import GateSet, load_gates, parse_gates
 from pytest_tooleffect.report import summarise
 from tests.conftest import REPO
 
@@ -41,7 +41,7 @@ AGENT = """\
 import json
 import os
 
-from pytest_tooleffect.agent import AgentTurn
+from pytest_tooleffect.decide.agent import AgentTurn
 
 READ = {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
     "name": "read_thread", "arguments": json.dumps({"thread_id": "th-1"})}}]}

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT
-from pytest_tooleffect.record_log import read_records
 from pytest_tooleffect.report.html import load_states, render_html
+from pytest_tooleffect.report.record_log import read_records
 from tests.conftest import REPO
 
 CHROMIUM = "/usr/bin/chromium"

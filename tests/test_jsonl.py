@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.cases import case_refs
 from pytest_tooleffect.cli import main
-from pytest_tooleffect.family import load_family
-from pytest_tooleffect.jsonl import json_lines
-from pytest_tooleffect.labelling import read_labels
-from pytest_tooleffect.record_log import load_records
+from pytest_tooleffect.collect.cases import case_refs
+from pytest_tooleffect.collect.family import load_family
+from pytest_tooleffect.data.labelling import read_labels
+from pytest_tooleffect.report.record_log import load_records
+from pytest_tooleffect.util.jsonl import json_lines
 from tests.demo_family import CASES, write_demo
 from tests.test_html import record_row
 

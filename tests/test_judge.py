@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.judge import Judge, JudgeError, calibrate
 from pytest_tooleffect.options import OPT_JUDGE, OPT_JUDGE_BASE, OPT_REPORT
-from pytest_tooleffect.scripted import Reply, ScriptedServer
+from pytest_tooleffect.score.judge import Judge, JudgeError, calibrate
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import REPO
 
 

@@ -284,13 +284,77 @@ def test_a_component_with_too_many_cycles_is_summarized(tmp_path: Path) -> None:
     assert [f"pkg.{n}" for n in names] + ["..."] in cycles
 
 
-def test_no_module_reaches_back_to_the_entry_point_and_the_oracle_imports_no_stage() -> None:
-    """plugin.py builds the stages; none imports it.  The oracle is the pure core: it imports only
-    its own modules and the data models."""
+#: The stages of the package, lowest first: a module may import its own stage and the stages
+#: before it, never one after (the README's and ``docs/design.md``'s architecture list, in order).
+#: Top-level modules are stages of their own: the shared vocabulary low, the entry points last.
+STAGES: tuple[frozenset[str], ...] = (
+    frozenset({"compat", "util"}),  # pytest's private names; helpers with no import of the plugin
+    frozenset({"formats"}),  # the case and family file formats: every stage reads them
+    frozenset({"oracle"}),  # pure scoring
+    frozenset({"sandbox"}),  # sandbox providers and worlds
+    frozenset({"options", "settings", "outcomes", "wire"}),  # the run's configuration and outcomes
+    frozenset({"collect"}),
+    frozenset({"decide"}),
+    frozenset({"score"}),
+    frozenset({"report"}),
+    frozenset({"ci"}),
+    frozenset({"data"}),  # importers, traces' sampling, labelling: tools beside the run path
+    frozenset({"servers"}),  # scripted and recorded-decision servers, the local model
+    frozenset({"commands"}),
+    frozenset({"cli", "plugin", "hookspecs", "signals", ""}),  # entry points; "" is the package itself
+)
+
+
+def stage_of(module: str) -> str:
+    """The stage a dotted module name belongs to: its first name under the package ("" for the package)."""
+    parts = module.split(".")[1:]
+    return parts[0] if parts else ""
+
+
+def backward_edges(graph: Mapping[str, set[str]], stages: tuple[frozenset[str], ...]) -> list[str]:
+    """Every import of a later stage by an earlier one, as ``a -> b``, sorted.
+
+    Raises:
+        KeyError: a module's stage is in none of ``stages`` (a new folder must be placed).
+    """
+    rank = {name: n for n, members in enumerate(stages) for name in members}
+    out = []
+    for module, deps in graph.items():
+        for dep in deps:
+            if rank[stage_of(dep)] > rank[stage_of(module)]:
+                out.append(f"{module} -> {dep}")
+    return sorted(out)
+
+
+def test_every_module_is_in_a_stage_and_imports_point_one_way() -> None:
     graph = import_graph(_installed_package_dir())
+    known = {name for members in STAGES for name in members}
+    assert sorted({stage_of(m) for m in graph} - known) == []
+    assert backward_edges(graph, STAGES) == []
+    # the entry point is built on, never imported back
     assert sorted(m for m, deps in graph.items() if f"{PACKAGE}.plugin" in deps) == []
+
+
+def test_a_backward_import_between_folders_is_found(tmp_path: Path) -> None:
+    package_dir = _write_package(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/low/__init__.py": "",
+        "pkg/low/a.py": "def f() -> None:\n    from pkg.high.b import g\n",
+        "pkg/high/__init__.py": "",
+        "pkg/high/b.py": "from pkg.low.a import f\n",
+    })
+    graph = import_graph(package_dir)
+    stages = (frozenset({"low"}), frozenset({"high", ""}))
+    assert backward_edges(graph, stages) == ["pkg.low.a -> pkg.high.b"]
+    with pytest.raises(KeyError):
+        backward_edges(graph, (frozenset({"low"}),))
+
+
+def test_the_oracle_imports_only_itself_and_the_formats() -> None:
+    """The oracle is the pure core: it imports only its own modules and the case formats."""
+    graph = import_graph(_installed_package_dir())
     oracle = f"{PACKAGE}.oracle"
-    reach = {m: sorted(d for d in deps if not (d == oracle or d.startswith(oracle + ".") or d == f"{PACKAGE}.models"
-                                               or d == PACKAGE))
+    reach = {m: sorted(d for d in deps if not (d == oracle or d.startswith(oracle + ".")
+                                               or d in (f"{PACKAGE}.formats", f"{PACKAGE}.util.redaction", PACKAGE)))
              for m, deps in graph.items() if m == oracle or m.startswith(oracle + ".")}
     assert {m: d for m, d in reach.items() if d} == {}

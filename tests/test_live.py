@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.models import Case, Policy
+from pytest_tooleffect.formats import Case, Policy
 from pytest_tooleffect.options import (
     INI_RATE_FILE,
     INI_RATE_WINDOW,
@@ -28,7 +28,7 @@ from pytest_tooleffect.options import (
     OPT_RPM,
     OPT_TIMEOUT,
 )
-from pytest_tooleffect.scripted import Reply, ScriptedServer
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.demo_family import FAMILY, RULES
 
 CREATE = {"tool": "calendar.create_event", "args": {"title": "Q3 review", "start": "2025-03-19T14:00:00"}}
@@ -157,7 +157,7 @@ def _counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[Any]:
     """
     import sys
 
-    from pytest_tooleffect.model_turn import import_litellm
+    from pytest_tooleffect.decide.model_turn import import_litellm
 
     litellm = import_litellm()
     real = getattr(litellm, name)
@@ -177,7 +177,7 @@ def test_litellm_is_asked_whether_it_prices_a_model_once_per_run(monkeypatch: py
     """Whether litellm's price map knows the model is asked once, not at every decision (an unmapped
     model made litellm build and raise an error per decision); the cost stays unknown, never 0.
     """
-    from pytest_tooleffect.model_turn import run_turn
+    from pytest_tooleffect.decide.model_turn import run_turn
 
     asked = _counting(monkeypatch, "get_model_info")
     model = f"openai/local-test-{id(asked)}"  # a name no earlier turn of this process priced
@@ -190,7 +190,7 @@ def test_litellm_is_asked_whether_it_prices_a_model_once_per_run(monkeypatch: py
 
 def test_known_model_priced_by_litellm(monkeypatch: pytest.MonkeyPatch, server: ScriptedServer) -> None:
     """litellm's own price of the answer is taken as it is: the response is not priced a second time."""
-    from pytest_tooleffect.model_turn import run_turn
+    from pytest_tooleffect.decide.model_turn import run_turn
 
     priced = _counting(monkeypatch, "completion_cost")
     case = Case.model_validate(next(c for c in CASES if c["id"] == "no-call"))
@@ -203,14 +203,14 @@ def test_known_model_priced_by_litellm(monkeypatch: pytest.MonkeyPatch, server: 
 
 def test_a_live_run_makes_its_requests_in_a_child_process_and_never_imports_litellm(
         pytester: pytest.Pytester, server: ScriptedServer) -> None:
-    """The requests leave from the run's child process (:mod:`pytest_tooleffect.turn_process`), so
+    """The requests leave from the run's child process (:mod:`pytest_tooleffect.decide.turn_process`), so
     litellm's import runs beside collection, not in turns with it: the pytest process itself never
     imports litellm, and the child is gone when the run ends.
     """
     _family(pytester.path, CASES[:3])
     pytester.makeconftest("""
 import json, os, sys
-from pytest_tooleffect.decision import pool_key
+from pytest_tooleffect.decide.decision import pool_key
 
 def pytest_sessionfinish(session):
     child = session.config.stash[pool_key].process._proc
@@ -315,7 +315,7 @@ def test_live_path_reproduces_replay(tmp_path: Path, workers: int) -> None:
     import subprocess
     import sys
 
-    from pytest_tooleffect.recorded import replay_index, turn_key
+    from pytest_tooleffect.servers.recorded import replay_index, turn_key
     from tests.conftest import REPO
 
     index = replay_index(REPO / "cases")
@@ -337,9 +337,9 @@ def test_live_path_reproduces_replay(tmp_path: Path, workers: int) -> None:
 
 
 def test_a_dripping_server_times_out_on_the_wall_clock(tmp_path: Path) -> None:
-    from pytest_tooleffect.model_turn import import_litellm, run_turn
-    from pytest_tooleffect.models import Case, Policy
-    from pytest_tooleffect.provider_errors import ProviderError
+    from pytest_tooleffect.decide.model_turn import import_litellm, run_turn
+    from pytest_tooleffect.decide.provider_errors import ProviderError
+    from pytest_tooleffect.formats import Case, Policy
 
     case = Case.model_validate(_case("drip", {"valid_actions": [NULL]}))
     import_litellm()  # its import takes seconds and is not part of the bound being tested
@@ -354,8 +354,8 @@ def test_a_dripping_server_times_out_on_the_wall_clock(tmp_path: Path) -> None:
 
 
 def test_missing_usage_is_unknown_not_zero() -> None:
-    from pytest_tooleffect.model_turn import run_turn
-    from pytest_tooleffect.models import Case, Policy
+    from pytest_tooleffect.decide.model_turn import run_turn
+    from pytest_tooleffect.formats import Case, Policy
 
     case = Case.model_validate(_case("nousage", {"valid_actions": [NULL]}))
     body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m", "choices": [
@@ -521,9 +521,9 @@ def test_a_named_rate_file_is_shared_by_consecutive_runs(pytester: pytest.Pytest
 
 def test_retries_pass_through_the_rate_limit(tmp_path: Path) -> None:
     """A 500 then an answer, at 1 request per 2 s: the retry waits for the limit, and says so."""
-    from pytest_tooleffect.model_turn import TurnPool, run_turn
-    from pytest_tooleffect.models import Case, Policy
-    from pytest_tooleffect.ratelimit import RateLimit
+    from pytest_tooleffect.decide.model_turn import TurnPool, run_turn
+    from pytest_tooleffect.decide.ratelimit import RateLimit
+    from pytest_tooleffect.formats import Case, Policy
 
     case = Case.model_validate(_case("retry", {"valid_actions": [NULL]}))
     pool = TurnPool(1, RateLimit(tmp_path / "limit.sqlite", rpm=1, window_s=2.0))
@@ -556,9 +556,9 @@ def test_interrupt_drops_turns_not_yet_finished() -> None:
     """Ctrl-C (the pool cancelled): with one turn in flight at a time, the queued turns never reach the server."""
     import time
 
-    from pytest_tooleffect.model_turn import TurnPool, import_litellm, wait_turn
-    from pytest_tooleffect.models import Case, Policy
-    from pytest_tooleffect.provider_errors import ProviderError
+    from pytest_tooleffect.decide.model_turn import TurnPool, import_litellm, wait_turn
+    from pytest_tooleffect.decide.provider_errors import ProviderError
+    from pytest_tooleffect.formats import Case, Policy
 
     import_litellm()
     pool = TurnPool(1)
@@ -635,7 +635,7 @@ def test_requests_carry_a_max_tokens_cap_and_a_policy_sets_its_own_timeout(pytes
     turn ends; a policy's own ``timeout_s`` wins over ``--tooleffect-timeout`` (a CPU model's first
     decision outlasts a hosted model's timeout).
     """
-    from pytest_tooleffect.model_turn import DEFAULT_MAX_TOKENS
+    from pytest_tooleffect.decide.model_turn import DEFAULT_MAX_TOKENS
 
     slow = _case("slow-ok", {"valid_actions": [NULL]})
     REPLIES["slow-ok"] = Reply(text="Done.", delay_s=8.0)
@@ -692,7 +692,7 @@ def test_each_worker_is_handed_whole_chunks_it_prefetches(pytester: pytest.Pytes
 def test_chunks_are_at_most_64_positions_and_at_least_two_per_worker() -> None:
     """A run of a few dozen items spreads over every worker (49 items on 2 workers: 4 chunks, not
     one chunk of 64 that left the second worker idle), a large run keeps chunks of 64."""
-    from pytest_tooleffect.chunks import CHUNK, chunk_size, group_of
+    from pytest_tooleffect.collect.chunks import CHUNK, chunk_size, group_of
 
     assert [chunk_size(n, 2) for n in (1, 12, 49, 140, 256, 10_000)] == [1, 3, 13, 35, 64, CHUNK]
     assert chunk_size(49, 0) == 25  # no worker count: as one worker
@@ -800,7 +800,7 @@ def _signal_the_child_at(pytester: pytest.Pytester, case_id: str, signal_name: s
     """A conftest that sends the run's model-turn child ``signal_name`` in ``case_id``'s setup."""
     pytester.makeconftest(f"""
 import os, signal
-from pytest_tooleffect.decision import pool_key
+from pytest_tooleffect.decide.decision import pool_key
 
 def pytest_runtest_setup(item):
     if item.name.startswith({case_id!r}):
@@ -861,7 +861,7 @@ def test_a_run_killed_outright_leaves_no_child_and_no_file_behind(pytester: pyte
     scratch = _null_cases_in_private_tmp(pytester, monkeypatch, 6)
     pytester.makeconftest("""
 import os, signal
-from pytest_tooleffect.decision import pool_key
+from pytest_tooleffect.decide.decision import pool_key
 
 def pytest_runtest_setup(item):
     if item.name.startswith("n02"):
@@ -919,7 +919,7 @@ def test_a_child_still_importing_litellm_exits_when_its_run_is_killed(pytester: 
     pytester.makeconftest("""
 import os, signal
 import pytest
-from pytest_tooleffect.decision import pool_key
+from pytest_tooleffect.decide.decision import pool_key
 
 @pytest.hookimpl(trylast=True)  # after the plugin's configure started the child
 def pytest_configure(config):
@@ -939,8 +939,8 @@ def test_a_child_that_dies_fails_its_own_calls_even_when_a_new_one_was_started_m
     """
     import signal
 
-    from pytest_tooleffect.provider_errors import ProviderError
-    from pytest_tooleffect.turn_process import TurnProcess
+    from pytest_tooleffect.decide.provider_errors import ProviderError
+    from pytest_tooleffect.decide.turn_process import TurnProcess
 
     with ScriptedServer([Reply(text="hi", delay_s=3)]) as srv:
         turns = TurnProcess()

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.cases import load_case_file
-from pytest_tooleffect.family import is_case_file, load_family
+from pytest_tooleffect.collect.cases import load_case_file
+from pytest_tooleffect.collect.family import is_case_file, load_family
 from pytest_tooleffect.oracle import CompareContext, parse_emission, score
 
 ROOT = Path(__file__).resolve().parent.parent

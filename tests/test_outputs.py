@@ -85,7 +85,7 @@ def test_a_failed_report_write_leaves_the_previous_report(pytester: pytest.Pytes
     before = (pytester.path / "r.json").read_text()
     # the report's folder loses its write permission mid-run is not testable as root; a report that
     # cannot be encoded is: the write is atomic, so the old file stays whole either way
-    from pytest_tooleffect.outputs import write_text
+    from pytest_tooleffect.util.output_files import write_text
 
     with pytest.raises(UnicodeEncodeError):
         write_text(pytester.path / "r.json", "\ud800")
@@ -178,7 +178,7 @@ def test_an_atomically_written_output_gets_the_mode_a_new_file_would(tmp_path: P
     import os
     import stat
 
-    from pytest_tooleffect.outputs import write_text
+    from pytest_tooleffect.util.output_files import write_text
 
     old = os.umask(0o022)
     try:
@@ -207,7 +207,7 @@ def test_every_written_to_line_prints_its_path_the_same_way(pytester: pytest.Pyt
 
 def test_a_written_to_path_under_a_symlinked_start_directory_is_relative(pytester: pytest.Pytester,
                                                                         tmp_path: Path) -> None:
-    from pytest_tooleffect.outputs import shown_path
+    from pytest_tooleffect.util.output_files import shown_path
 
     real = tmp_path / "real"
     (real / "out").mkdir(parents=True)

@@ -237,7 +237,7 @@ def test_a_family_with_no_case_file_does_not_take_a_name_from_one_that_has(pytes
 
 
 def test_a_name_no_path_can_hold_leaves_the_family_s_other_files_out() -> None:
-    from pytest_tooleffect.cases import named_files
+    from pytest_tooleffect.collect.cases import named_files
 
     here = Path.cwd()
     assert named_files(here, ["rules\0.yaml", "prompt.yaml", None, 3]) == {(here / "prompt.yaml").resolve()}

@@ -12,8 +12,10 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.model_turn import PLACEHOLDER_KEY, TurnPool, import_litellm, run_turn
-from pytest_tooleffect.models import Case, Policy
+from pytest_tooleffect.decide.model_turn import PLACEHOLDER_KEY, TurnPool, import_litellm, run_turn
+from pytest_tooleffect.decide.provider_errors import CONNECTION_RESET, CONTENT_FILTER, TRUNCATED, ProviderError
+from pytest_tooleffect.decide.ratelimit import RateLimit
+from pytest_tooleffect.formats import Case, Policy
 from pytest_tooleffect.options import (
     OPT_API_BASE,
     OPT_CACHE,
@@ -25,10 +27,8 @@ from pytest_tooleffect.options import (
     OPT_SUMMARY_MD,
     OPT_TIMEOUT,
 )
-from pytest_tooleffect.provider_errors import CONNECTION_RESET, CONTENT_FILTER, TRUNCATED, ProviderError
-from pytest_tooleffect.ratelimit import RateLimit
-from pytest_tooleffect.redaction import REDACTED
-from pytest_tooleffect.scripted import Reply, ScriptedServer
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
+from pytest_tooleffect.util.redaction import REDACTED
 from tests.demo_family import FAMILY, RULES
 
 NULL = {"tool": None}
@@ -133,7 +133,7 @@ def test_refusals_and_cut_off_answers_are_error_outcomes(pytester: pytest.Pytest
 
 def test_a_refusal_is_never_cached(tmp_path: Path) -> None:
     """The answer cache stores decisions only: a filtered answer is asked again next time."""
-    from pytest_tooleffect.model_turn import ModelCache
+    from pytest_tooleffect.decide.model_turn import ModelCache
 
     case = Case.model_validate(_case("again", {"valid_actions": [NULL]}))
     cache = ModelCache(tmp_path / "cache")
@@ -352,7 +352,7 @@ def test_a_reset_then_an_answer_recovers() -> None:
     ("task-specific settings", False),
 ])
 def test_what_looks_like_a_key(text: str, key_like: bool) -> None:
-    from pytest_tooleffect.redaction import looks_like_key
+    from pytest_tooleffect.util.redaction import looks_like_key
 
     assert looks_like_key(text) is key_like
 
@@ -362,7 +362,7 @@ def test_known_secrets_are_cut_from_every_failure_and_value(monkeypatch: pytest.
     is cut whole; a failure made anywhere (an agent's, a sandbox's) carries no secret.
     """
     from pytest_tooleffect.outcomes import Failure
-    from pytest_tooleffect.redaction import known, redact, redact_obj, register, register_environment
+    from pytest_tooleffect.util.redaction import known, redact, redact_obj, register, register_environment
 
     long_key, inner = "tok-" + secrets.token_hex(10), secrets.token_hex(5)
     env = {"MY_SERVICE_API_KEY": long_key, "SHORT_TOKEN": "1234", "VENDOR_CRED": "vendor-" + secrets.token_hex(8),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tooleffect.ratelimit import PRIVATE_PREFIX, RateLimit, RateLimitTooSmall, private_state_dir
+from pytest_tooleffect.decide.ratelimit import PRIVATE_PREFIX, RateLimit, RateLimitTooSmall, private_state_dir
 
 
 def _max_in_window(times: list[float], window: float) -> int:

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from pytest_tooleffect import Policy
-from pytest_tooleffect.cases import load_case_file, load_family
+from pytest_tooleffect.collect.cases import load_case_file, load_family
 from pytest_tooleffect.oracle import RuleSet, score
 from tests.conftest import REPO
 
@@ -40,8 +40,8 @@ def test_readme_examples_load_and_score(tmp_path: Path) -> None:
 
 
 def test_readme_sandbox_example_is_a_valid_world_case() -> None:
-    from pytest_tooleffect.cases import validate_case
-    from pytest_tooleffect.models import Case
+    from pytest_tooleffect.collect.cases import validate_case
+    from pytest_tooleffect.formats import Case
 
     block = next(b for b in BLOCKS if b.startswith("world:"))
     fam = load_family(REPO / "cases" / "scheduling")

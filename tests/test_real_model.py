@@ -1,5 +1,5 @@
 """A real model through the real server over HTTP: llama.cpp's ``llama-server`` with
-Qwen2.5-Coder-0.5B-Instruct (:mod:`pytest_tooleffect.localmodel`), a handful of decisions.
+Qwen2.5-Coder-0.5B-Instruct (:mod:`pytest_tooleffect.servers.local_model`), a handful of decisions.
 
 The mechanics are asserted (records written, a verdict or an error per item, cost measured,
 text-channel calls read as call attempts), never the model's quality.  The server is started
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect import localmodel
 from pytest_tooleffect.options import OPT_POLICY, OPT_RECORDS, OPT_REPORT, OPT_SANDBOX
+from pytest_tooleffect.servers import local_model as localmodel
 
 KINDS = {"ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed", "forbidden",
          "right_tool_wrong_args", "malformed_call"}

@@ -15,13 +15,14 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pytest_tooleffect.cases import load_case_file, load_family
 from pytest_tooleffect.cli import main
-from pytest_tooleffect.models import Case, Label, ToolSpec
+from pytest_tooleffect.collect.cases import load_case_file, load_family
+from pytest_tooleffect.collect.ids import record_id
+from pytest_tooleffect.formats import Case, Label, ToolSpec
 from pytest_tooleffect.oracle import CompareContext, Verdict, parse_emission, score
-from pytest_tooleffect.record_log import load_records
-from pytest_tooleffect.records import Record, build_record, record_id, record_schema, reply_due
 from pytest_tooleffect.report import Report, dumps, render_terminal, report_schema, summarise
+from pytest_tooleffect.report.record_log import load_records
+from pytest_tooleffect.score.record import Record, build_record, record_schema, reply_due
 from tests.conftest import REPO
 
 # the first shipped airline state's label asks its reply for a kind: reply_due follows no_tool_failure

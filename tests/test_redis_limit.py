@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_tooleffect.decide.ratelimit import RateLimitTooSmall, RedisRateLimit
 from pytest_tooleffect.options import (
     INI_RATE_BACKEND,
     INI_RATE_WINDOW,
@@ -28,8 +29,7 @@ from pytest_tooleffect.options import (
     OPT_SHARD,
     OPT_TPM,
 )
-from pytest_tooleffect.ratelimit import RateLimitTooSmall, RedisRateLimit
-from pytest_tooleffect.scripted import Reply, ScriptedServer
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.demo_family import FAMILY, RULES
 
 NULL = {"tool": None}

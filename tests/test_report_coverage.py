@@ -14,10 +14,10 @@ from typing import Any
 import jsonschema
 import pytest
 
+from pytest_tooleffect.collect.ids import item_name, record_id
 from pytest_tooleffect.options import OPT_API_BASE, OPT_HTML, OPT_MODEL, OPT_REPEATS, OPT_REPORT, OPT_RETRIES
-from pytest_tooleffect.records import item_name, record_id
 from pytest_tooleffect.report import summarise
-from pytest_tooleffect.scripted import Reply, ScriptedServer
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import REPO, generated_report_schema
 from tests.demo_family import CASES, case, write_demo
 
@@ -269,7 +269,7 @@ def test_items_that_end_with_no_record_are_listed_and_make_the_report_incomplete
     assert un["family"] == "demo" and un["count"] == len(failed) + len(not_run) == len(un["ids"])
     assert sorted(ids) == sorted(failed + not_run) and not scored & set(ids)
     assert all(i.startswith("cases/demo/") for i in un["ids"])
-    from pytest_tooleffect.reporter import FAILED_OUTSIDE, NOT_RUN
+    from pytest_tooleffect.report.reporter import FAILED_OUTSIDE, NOT_RUN
     assert un["reasons"] == {r: n for r, n in ((FAILED_OUTSIDE, len(failed)), (NOT_RUN, len(not_run))) if n}
     n = un["count"]
     result.stdout.fnmatch_lines([f"*tooleffect report status: incomplete (0 invalid cases, 0 errors, 0 skipped, "

@@ -14,9 +14,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from pytest_tooleffect.models import Policy
+from pytest_tooleffect.formats import Policy, policy_params
 from pytest_tooleffect.options import OPT_AGENT, OPT_POLICY, OPT_RECORDS, OPT_REPORT
-from pytest_tooleffect.runinfo import git_state, policy_params
+from pytest_tooleffect.report.runinfo import git_state
 from tests.conftest import generated_report_schema
 from tests.demo_family import CASES, write_demo
 

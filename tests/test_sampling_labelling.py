@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.cli import main
-from pytest_tooleffect.labelling import agreement, merge
-from pytest_tooleffect.sampling import stratified_sample
-from pytest_tooleffect.traces import TraceError, decision_points, read_openai_jsonl, read_otel, read_runs
+from pytest_tooleffect.collect.traces import TraceError, decision_points, read_openai_jsonl, read_otel, read_runs
+from pytest_tooleffect.data.labelling import agreement, merge
+from pytest_tooleffect.data.sampling import stratified_sample
 from tests.conftest import REPO, SHARED
 
 EXAMPLES = REPO / "examples"
@@ -211,7 +211,7 @@ def test_authored_family_generation(tmp_path: Path) -> None:
     assert len(cases) == 8 and all(c["source"]["kind"] == "generated" for c in cases)
     assert any(c["id"] == "after-booking--thanks" and c["label"]["valid_actions"] == [{"tool": None,
                "reason": "the meeting exists; nothing left to do"}] for c in cases)
-    from pytest_tooleffect.cases import load_case_file, load_family
+    from pytest_tooleffect.collect.cases import load_case_file, load_family
 
     loaded, problems = load_case_file(out / "cases.jsonl", load_family(out))
     assert problems == [] and len(loaded) == 8

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_tooleffect.cases import load_case_file, load_family
+from pytest_tooleffect.collect.cases import load_case_file, load_family
 from tests.conftest import REPO
 
 

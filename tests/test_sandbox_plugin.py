@@ -26,7 +26,7 @@ from pytest_tooleffect.options import (
     OPT_SANDBOX,
 )
 from pytest_tooleffect.sandbox.docker import remove_container
-from pytest_tooleffect.scripted import Reply, ScriptedServer
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import REPO, DockerTcp, generated_report_schema
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")

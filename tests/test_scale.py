@@ -117,8 +117,8 @@ def test_an_offline_run_never_imports_litellm(pytester: pytest.Pytester, workers
 HOLDING_CONFTEST = """
 import json
 import pytest
-from pytest_tooleffect.cases import CaseRef
-from pytest_tooleffect.collect import CaseItem
+from pytest_tooleffect.collect.cases import CaseRef
+from pytest_tooleffect.collect.items import CaseItem
 
 LOADS, HELD, RAN = [], [], []
 _load, _release = CaseRef.load, CaseItem.release
@@ -173,8 +173,8 @@ def test_a_live_run_queues_a_window_of_turns_ahead_not_every_item(pytester: pyte
     """Without xdist, each live item keeps the next PREFETCH_WINDOW × concurrency items queued:
     the process holds the cases of that window (not of every item), the first item waits for its
     own turn only, and the concurrency is still kept in flight."""
-    from pytest_tooleffect.decision import PREFETCH_WINDOW
-    from pytest_tooleffect.scripted import Reply, ScriptedServer
+    from pytest_tooleffect.decide.decision import PREFETCH_WINDOW
+    from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 
     n, concurrency = 60, 3
     write_demo(pytester.path, _many(n))
@@ -199,7 +199,7 @@ def test_a_live_run_queues_a_window_of_turns_ahead_not_every_item(pytester: pyte
 @pytest.mark.parametrize("workers", [0, 2])
 def test_no_turn_is_requested_for_an_item_that_will_not_run(pytester: pytest.Pytester, workers: int) -> None:
     """Prefetching asks no model for an item its setup skips (skip, skipif, xfail(run=False))."""
-    from pytest_tooleffect.scripted import Reply, ScriptedServer
+    from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 
     write_demo(pytester.path, _many(12))
     pytester.makeconftest("""
@@ -332,7 +332,7 @@ def test_report_building_reads_each_record_a_bounded_number_of_times(pytester: p
 STARTUP_CONFTEST = """
 import json, sys
 import pytest
-from pytest_tooleffect.decision import pool_key
+from pytest_tooleffect.decide.decision import pool_key
 
 SEEN = {}
 
@@ -358,7 +358,7 @@ def test_a_live_run_imports_litellm_in_a_child_process_while_it_collects(pyteste
     turn), so litellm's import runs during collection, on another core; none of the run's own
     processes imports litellm, and the xdist controller, which makes no turn, starts no child.
     """
-    from pytest_tooleffect.scripted import Reply, ScriptedServer
+    from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 
     write_demo(pytester.path, _many(4))
     pytester.makeconftest(STARTUP_CONFTEST)
@@ -377,7 +377,7 @@ def test_a_live_run_imports_litellm_in_a_child_process_while_it_collects(pyteste
 
 
 def test_a_jsonl_line_that_is_not_utf8_is_one_problem_and_the_rest_loads(tmp_path: Path) -> None:
-    from pytest_tooleffect.cases import case_refs, load_family
+    from pytest_tooleffect.collect.cases import case_refs, load_family
 
     fam_dir = write_demo(tmp_path, [READ_OK, {**READ_OK, "id": "c-second"}])
     good = (fam_dir / "cases.jsonl").read_bytes().splitlines()
@@ -390,7 +390,7 @@ def test_a_jsonl_line_that_is_not_utf8_is_one_problem_and_the_rest_loads(tmp_pat
 
 
 def test_a_case_file_changed_during_the_run_is_named_when_its_case_is_read_again(tmp_path: Path) -> None:
-    from pytest_tooleffect.cases import case_refs, load_family
+    from pytest_tooleffect.collect.cases import case_refs, load_family
 
     fam_dir = write_demo(tmp_path, [READ_OK, {**READ_OK, "id": "b-read"}])  # lines of the same length
     (ref, _second), _ = case_refs(fam_dir / "cases.jsonl", load_family(fam_dir))
@@ -415,7 +415,7 @@ def test_a_case_file_changed_during_the_run_is_named_when_its_case_is_read_again
 def test_a_case_line_edited_in_place_during_the_run_is_named_not_scored_under_its_old_label(tmp_path: Path) -> None:
     """An edit that keeps the line's length and its id (a label's thread id, th-1 to th-2) is a
     changed case, not the case validated and hashed at collection."""
-    from pytest_tooleffect.cases import case_refs, load_family
+    from pytest_tooleffect.collect.cases import case_refs, load_family
 
     fam_dir = write_demo(tmp_path, [READ_OK])
     (ref,), _ = case_refs(fam_dir / "cases.jsonl", load_family(fam_dir))
@@ -434,7 +434,7 @@ def test_the_logger_registry_can_be_iterated_while_the_background_import_adds_lo
     preload thread) creates more: that walk must not fail with "dictionary changed size"."""
     import logging
 
-    from pytest_tooleffect.logregistry import snapshot_logger_registry
+    from pytest_tooleffect.compat import snapshot_logger_registry
 
     manager = logging.Logger.manager
     original = manager.loggerDict
@@ -464,7 +464,7 @@ def test_case_lines_are_read_again_from_files_kept_open_a_bounded_number(tmp_pat
     """
     import os
 
-    from pytest_tooleffect import cases
+    from pytest_tooleffect.collect import cases
 
     files = []
     for i in range(5):
@@ -510,7 +510,7 @@ def test_case_files_are_read_again_under_a_low_open_file_limit(tmp_path: Path) -
     code = """
 import os, resource, sys
 from pathlib import Path
-from pytest_tooleffect import cases
+from pytest_tooleffect.collect import cases
 root = Path(sys.argv[1])
 opened = len(os.listdir("/proc/self/fd"))
 resource.setrlimit(resource.RLIMIT_NOFILE, (opened + 8, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
@@ -525,7 +525,7 @@ def test_a_case_file_replaced_by_a_pipe_is_an_error_not_a_wait(tmp_path: Path) -
     import os
     import threading
 
-    from pytest_tooleffect import cases
+    from pytest_tooleffect.collect import cases
 
     path = tmp_path / "c.jsonl"
     os.mkfifo(path)  # nothing ever writes to it: opening it for reading would block
@@ -545,7 +545,7 @@ def test_a_case_file_replaced_by_a_pipe_is_an_error_not_a_wait(tmp_path: Path) -
 
 
 def test_after_a_run_ends_a_case_read_keeps_no_file_open(tmp_path: Path) -> None:
-    from pytest_tooleffect import cases
+    from pytest_tooleffect.collect import cases
 
     path = tmp_path / "c.jsonl"
     path.write_bytes(b"line\n")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from pytest_tooleffect.cases import load_case_file, load_family
+from pytest_tooleffect.collect.cases import load_case_file, load_family
 from pytest_tooleffect.oracle import CompareContext, compile_label, score
 from tests.conftest import REPO
 

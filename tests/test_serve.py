@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.models import Case, Policy, ToolSpec
+from pytest_tooleffect.formats import Case, Policy, ToolSpec
 from pytest_tooleffect.options import OPT_API_BASE, OPT_MODEL, OPT_REPORT
-from pytest_tooleffect.recorded import turn_key
+from pytest_tooleffect.servers.recorded import turn_key
 
 READ_TOOL = {"name": "read_thread", "description": "Read a mail thread.",
              "parameters": {"type": "object", "properties": {"thread_id": {"type": "string"}},
@@ -121,7 +121,7 @@ def test_a_bad_request_gets_a_json_error_and_the_server_goes_on(
 
 
 def test_turn_key_separates_tools_and_prompt_and_ignores_their_order() -> None:
-    from pytest_tooleffect.model_turn import build_request
+    from pytest_tooleffect.decide.model_turn import build_request
 
     case = Case.model_validate({"id": "c", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
                                 "messages": MESSAGES, "source": "authored"})
@@ -157,7 +157,7 @@ def test_an_agent_with_its_own_system_prompt_is_answered_when_the_prompt_is_igno
     import urllib.error
     import urllib.request
 
-    from pytest_tooleffect.model_turn import build_request
+    from pytest_tooleffect.decide.model_turn import build_request
 
     _family(tmp_path, "mail", [READ_TOOL], {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "th-1"}}]},
             {"tool_calls": [{"name": "read_thread", "arguments": '{"thread_id": "th-1"}'}]})
@@ -246,7 +246,7 @@ def _post_raw(port: int, body: bytes, close_early: bool = False) -> bytes:
 
 def test_a_script_that_answers_no_reply_gets_a_json_400_and_a_replies_iterator_is_read_once(
         capfd: pytest.CaptureFixture[str]) -> None:
-    from pytest_tooleffect.scripted import Reply, ScriptedServer
+    from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 
     with ScriptedServer(lambda body: None) as srv:  # type: ignore[arg-type,return-value]
         answer = _post_raw(srv.port, b'{"model": "m"}')
@@ -264,7 +264,7 @@ def test_a_script_that_answers_no_reply_gets_a_json_400_and_a_replies_iterator_i
 def test_a_client_that_leaves_before_its_error_leaves_no_traceback(capfd: pytest.CaptureFixture[str]) -> None:
     import time
 
-    from pytest_tooleffect.scripted import Reply, ScriptedServer
+    from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 
     with ScriptedServer([Reply(text="ok")]) as srv:
         for _ in range(20):
@@ -280,7 +280,7 @@ def test_a_client_that_leaves_before_its_error_leaves_no_traceback(capfd: pytest
 ], ids=["call-without-arguments", "arguments-not-json", "header-not-latin-1"])
 def test_a_reply_the_wire_cannot_carry_gets_a_json_500_and_no_traceback(
         reply_kwargs: dict[str, Any], capfd: pytest.CaptureFixture[str]) -> None:
-    from pytest_tooleffect.scripted import Reply, ScriptedServer
+    from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 
     with ScriptedServer([Reply(**reply_kwargs)]) as srv:
         answer = _post_raw(srv.port, b'{"model": "m"}')

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_tooleffect.cli import main
+from pytest_tooleffect.collect.sharding import shard_of
 from pytest_tooleffect.options import MAX_SHARDS, OPT_RECORDS, OPT_REPORT, OPT_SHARD
 from pytest_tooleffect.report import Report
 from pytest_tooleffect.report.terminal import RANGES_SHOWN, shard_ranges
-from pytest_tooleffect.sharding import shard_of
 from tests.conftest import REPO
 
 ids = st.lists(st.text(min_size=1, max_size=40), min_size=1, max_size=300, unique=True)

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.importers.tau_airline import build_family, sample_states
-from pytest_tooleffect.importers.tau_airline_rules import rule_label
+from pytest_tooleffect.collect.traces import Run, decision_points, position_bucket
+from pytest_tooleffect.data.importers.tau_airline import build_family, sample_states
+from pytest_tooleffect.data.importers.tau_airline_rules import rule_label
 from pytest_tooleffect.options import OPT_RECORDS, OPT_REPORT
-from pytest_tooleffect.traces import Run, decision_points, position_bucket
 from tests.conftest import REPO, SHARED
 
 FAMILY = REPO / "cases" / "tau-airline"
@@ -141,7 +141,7 @@ def test_every_no_tool_state_says_what_its_reply_must_do() -> None:
 
 
 def test_a_revision_that_cannot_apply_is_refused_with_the_file_and_state(tmp_path: Path) -> None:
-    from pytest_tooleffect.labelling import revise
+    from pytest_tooleffect.data.labelling import revise
 
     label = {"valid_actions": [{"tool": "get_user_details"}], "forbidden_actions": [], "labelled_by": ["m"]}
     with pytest.raises(ValueError, match=r"revisions.jsonl: t1: reply, must and must_not need a tool: null"):

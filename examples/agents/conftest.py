@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.models import Policy
+from pytest_tooleffect.formats import Policy
 
 #: The policy name this hook answers (a policy may also say ``settings = {framework = "langchain"}``).
 POLICY_NAME = "langchain"

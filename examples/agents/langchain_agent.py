@@ -42,8 +42,8 @@ from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_openai import ChatOpenAI
 from pydantic import SecretStr
 
-from pytest_tooleffect.agent import AgentState, AgentTurn
-from pytest_tooleffect.model_turn import NameMap, name_map
+from pytest_tooleffect.decide.agent import AgentState, AgentTurn
+from pytest_tooleffect.decide.model_turn import NameMap, name_map
 
 __all__ = ["LOCAL_KEY", "LangChainAgent", "adecide", "decide", "from_langchain", "to_langchain"]
 
@@ -177,7 +177,7 @@ class LangChainAgent:
         if self.prices is not None:
             return (tokens_in * self.prices[0] + tokens_out * self.prices[1]) / 1e6
         try:  # litellm (a pytest-tooleffect dependency) carries a price map; LangChain has none
-            from pytest_tooleffect.model_turn import import_litellm
+            from pytest_tooleffect.decide.model_turn import import_litellm
 
             prompt_usd, completion_usd = import_litellm().cost_per_token(
                 model=self.model, prompt_tokens=tokens_in, completion_tokens=tokens_out)

@@ -2,7 +2,7 @@
 
 It is what many teams' agents look like inside: their own system prompt wording, the product's
 prompt, the conversation, the tools, one ``litellm.completion`` call.  pytest-tooleffect calls it
-at every labelled state with an :class:`~pytest_tooleffect.agent.AgentState` and scores what it
+at every labelled state with an :class:`~pytest_tooleffect.decide.agent.AgentState` and scores what it
 returns.  Run it as a policy (from the repository root; the examples/agents/README.md has more)::
 
     TOOLEFFECT_EXAMPLE_MODEL=openai/gpt-4o-mini \
@@ -29,8 +29,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_tooleffect.agent import AgentState, AgentTurn
-from pytest_tooleffect.model_turn import NameMap, import_litellm, name_map
+from pytest_tooleffect.decide.agent import AgentState, AgentTurn
+from pytest_tooleffect.decide.model_turn import NameMap, import_litellm, name_map
 
 __all__ = ["AGENT_PROMPT", "LOCAL_KEY", "adecide", "build_request", "config", "decide", "to_turn"]
 
@@ -122,7 +122,7 @@ def build_request(state: AgentState) -> tuple[dict[str, Any], NameMap]:
     """The ``litellm.completion`` keyword arguments for one state, and the tool-name map.
 
     Providers reject tool names outside ``^[a-zA-Z0-9_-]{1,64}$`` (``calendar.create_event``), so
-    the tools go out under :func:`pytest_tooleffect.model_turn.name_map`'s safe names, which map
+    the tools go out under :func:`pytest_tooleffect.decide.model_turn.name_map`'s safe names, which map
     back exactly.
 
     Args:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_tooleffect.agent import AgentState
+from pytest_tooleffect.decide.agent import AgentState
 
 __all__ = ["abstain"]
 

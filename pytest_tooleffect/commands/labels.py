@@ -32,8 +32,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
     """
     import yaml
 
-    from ..sampling import sample_cases
-    from ..traces import TraceError
+    from pytest_tooleffect.collect.traces import TraceError
+    from pytest_tooleffect.data.sampling import sample_cases
 
     out = Path(args.out)
     counts = {"--buckets": args.buckets, "--per-bucket": args.per_bucket, **{f"--quota {k}": v
@@ -106,7 +106,7 @@ def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, An
             the file and the line).
         OSError: the file cannot be read.
     """
-    from ..jsonl import read_objects
+    from pytest_tooleffect.util.jsonl import read_objects
 
     out = []
     for n, c in read_objects(path, "a case"):
@@ -126,7 +126,7 @@ def _labelled_cases(path: Path) -> int:
         return 0
     import yaml
 
-    from ..jsonl import json_lines
+    from pytest_tooleffect.util.jsonl import json_lines
 
     try:
         if path.suffix in (".yaml", ".yml"):
@@ -158,7 +158,7 @@ def cmd_label(args: argparse.Namespace) -> int:
         ValueError: a case line that is not a case (names the file and the line or case).
         OSError: a file that cannot be read or written.
     """
-    from ..labelling import read_labels, render
+    from pytest_tooleffect.data.labelling import read_labels, render
 
     if args.action == "export":
         if not args.out:
@@ -181,7 +181,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     # import: labels into a case file
     from pydantic import ValidationError
 
-    from ..models import Label
+    from pytest_tooleffect.formats import Label
 
     if not args.labels:
         print("tooleffect label import: --labels is required (the labelling file to read)", file=sys.stderr)
@@ -227,7 +227,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when written; 2 for a missing or unreadable label file.
     """
-    from ..labelling import merge, read_labels
+    from pytest_tooleffect.data.labelling import merge, read_labels
 
     unreadable = _not_files([*args.labels, *([args.adjudicated] if args.adjudicated else [])])
     if unreadable:
@@ -270,7 +270,7 @@ def cmd_agree(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when printed; 2 for a missing or malformed label file, or no shared labelled state.
     """
-    from ..labelling import agreement, read_labels
+    from pytest_tooleffect.data.labelling import agreement, read_labels
 
     unreadable = _not_files([args.a, args.b])
     if unreadable:
@@ -340,8 +340,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """
     import datetime
 
-    from ..judge import Judge, JudgeError, calibrate
-    from ..labelling import read_labels
+    from pytest_tooleffect.data.labelling import read_labels
+    from pytest_tooleffect.score.judge import Judge, JudgeError, calibrate
 
     try:
         pairs = list(read_labels(Path(args.pairs)).values())
@@ -383,7 +383,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """
     from pydantic import ValidationError
 
-    from ..authored import generate
+    from pytest_tooleffect.data.authored import generate
 
     try:
         counts = generate(Path(args.spec), Path(args.out))

@@ -24,9 +24,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when printed; 2 for logs that do not merge.
     """
-    from ..cases import FAMILY_FILE, FamilyError, load_family
-    from ..merging import MergeError, merge_logs
-    from ..report import dumps, render_terminal, summarise
+    from pytest_tooleffect.collect.cases import FAMILY_FILE, FamilyError, load_family
+    from pytest_tooleffect.report import dumps, render_terminal, summarise
+    from pytest_tooleffect.report.merging import MergeError, merge_logs
 
     meta = {}
     root = Path(args.cases)
@@ -44,7 +44,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return 2
     report = summarise(merged.records, meta, status=merged.status)
     if merged.shard_count is not None:
-        from ..report.run_model import MergedShards
+        from pytest_tooleffect.report.run_model import MergedShards
 
         report.shards = MergedShards(count=merged.shard_count, merged=merged.shards_merged,
                                      missing=merged.shards_missing, logs=[str(p) for p in merged.logs],
@@ -53,7 +53,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"tooleffect report: {merged.duplicates_dropped} repeated records left out (--duplicates "
               f"{args.duplicates})", file=sys.stderr)
     if merged.shards_missing:
-        from ..report.terminal import shard_ranges
+        from pytest_tooleffect.report.terminal import shard_ranges
 
         missing = merged.shards_missing
         print(f"tooleffect report: incomplete: shard{'s' if len(missing) > 1 else ''} {shard_ranges(missing)} "
@@ -63,7 +63,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         import shutil
 
-        from ..report.terminal import report_layout
+        from pytest_tooleffect.report.terminal import report_layout
 
         print(render_terminal(report, **report_layout(sys.stdout, shutil.get_terminal_size().columns)))
     return 0
@@ -80,11 +80,11 @@ def cmd_html(args: argparse.Namespace) -> int:
         The exit status: 0 when written; 2 for a source that cannot be read or is neither a record log nor a
         report, or an ``--out`` that cannot be written.
     """
-    from ..cases import FAMILY_FILE, FamilyError, load_family
-    from ..record_log import load_records
-    from ..report.html import load_states, write_html
-    from ..report.model import Report
-    from ..report.summary import summarise
+    from pytest_tooleffect.collect.cases import FAMILY_FILE, FamilyError, load_family
+    from pytest_tooleffect.report.html import load_states, write_html
+    from pytest_tooleffect.report.model import Report
+    from pytest_tooleffect.report.record_log import load_records
+    from pytest_tooleffect.report.summary import summarise
 
     source, out = Path(args.source), Path(args.out)
     try:
@@ -172,8 +172,8 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when written; 2 for a log that cannot be read, holds no record, or is ``--out`` itself.
     """
-    from ..baseline import Baseline, BaselineError
-    from ..record_log import read_records
+    from pytest_tooleffect.ci.baseline import Baseline, BaselineError
+    from pytest_tooleffect.report.record_log import read_records
 
     path, out = Path(args.records), Path(args.out)
     if out.exists() and path.exists() and out.resolve() == path.resolve():
@@ -223,8 +223,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         The exit status: 0 when B regressed nowhere; 1 when it did; 2 for bad input (unreadable runs, label
         sets that differ without ``--shared-only``, no paired decision).
     """
-    from ..baseline import BaselineError, load_runs
-    from ..comparison import compare, fingerprint_mismatches, render_comparison
+    from pytest_tooleffect.ci.baseline import BaselineError, load_runs
+    from pytest_tooleffect.ci.comparison import compare, fingerprint_mismatches, render_comparison
 
     try:
         a, b = load_runs(Path(args.a)), load_runs(Path(args.b))
@@ -274,15 +274,15 @@ def cmd_schema(args: argparse.Namespace) -> int:
         The exit status: 0.
     """
     if args.what == "record":
-        from ..records import record_schema
+        from pytest_tooleffect.score.record import record_schema
 
         schema = record_schema()
     elif args.what == "report":
-        from ..report import report_schema
+        from pytest_tooleffect.report import report_schema
 
         schema = report_schema()
     else:
-        from ..models import Case, Family
+        from pytest_tooleffect.formats import Case, Family
 
         schema = Case.model_json_schema() if args.what == "case" else Family.model_json_schema()
     print(json.dumps(schema, indent=2))

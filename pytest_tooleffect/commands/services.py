@@ -27,7 +27,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     """
     shared = Path(args.shared)
     if args.source == "tooltalk":
-        from ..importers.tooltalk import import_tooltalk
+        from pytest_tooleffect.data.importers.tooltalk import import_tooltalk
 
         src = shared / "datasets" / "tooltalk"
         if not (src / "data").is_dir():
@@ -41,7 +41,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             return 2
         return 0
     if args.source == "labelled-jsonl":
-        from ..importers.labelled_jsonl import import_labelled_jsonl
+        from pytest_tooleffect.data.importers.labelled_jsonl import import_labelled_jsonl
 
         if not args.input or not args.out:
             print("tooleffect import labelled-jsonl: give --input ROWS.jsonl and --out FAMILY_DIR", file=sys.stderr)
@@ -56,16 +56,16 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(json.dumps(counts))
         return 1 if problems else 0
     if args.source == "bfcl":
-        from ..importers.bfcl import import_bfcl
+        from pytest_tooleffect.data.importers.bfcl import import_bfcl
 
         src = shared / "datasets" / "bfcl"
         if not src.is_dir():
             print(f"tooleffect import: {src.resolve()} not found; pass --shared DIR or set TOOLEFFECT_SHARED",
                   file=sys.stderr)
             return 2
-        from ..importers.bfcl import CATEGORIES
-        from ..importers.bfcl_multi_turn import MULTI_TURN, import_multi_turn
-        from ..sandbox import SandboxError
+        from pytest_tooleffect.data.importers.bfcl import CATEGORIES
+        from pytest_tooleffect.data.importers.bfcl_multi_turn import MULTI_TURN, import_multi_turn
+        from pytest_tooleffect.sandbox import SandboxError
 
         asked = args.category or [*CATEGORIES, *MULTI_TURN]
         strange = [c for c in asked if c not in CATEGORIES and c not in MULTI_TURN]
@@ -92,7 +92,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             return 2
         print(json.dumps(counts))
         return 1 if refused else 0
-    from ..importers.tau_airline import DEFAULT_QUOTA, build_family
+    from pytest_tooleffect.data.importers.tau_airline import DEFAULT_QUOTA, build_family
 
     if args.quota is not None:
         unknown = set(args.quota) - set(DEFAULT_QUOTA)
@@ -130,8 +130,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """
     import time
 
-    from ..recorded import replay_index, turn_key
-    from ..scripted import Reply, ScriptedServer
+    from pytest_tooleffect.servers.recorded import replay_index, turn_key
+    from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 
     if not Path(args.cases).is_dir():
         print(f"tooleffect serve: --cases {args.cases}: no such folder", file=sys.stderr)
@@ -173,7 +173,7 @@ def cmd_model(args: argparse.Namespace) -> int:
     """
     import time
 
-    from .. import localmodel
+    from pytest_tooleffect.servers import local_model as localmodel
 
     def say(text: str) -> None:
         print(f"tooleffect model: {text}", file=sys.stderr, flush=True)
@@ -219,8 +219,8 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when done; 2 for a sandbox failure (Docker unreachable, a build that fails).
     """
-    from ..sandbox.environment import SandboxError
-    from ..sandbox.image import build_image, context_dir, docker_client, image_tag
+    from pytest_tooleffect.sandbox.environment import SandboxError
+    from pytest_tooleffect.sandbox.image import build_image, context_dir, docker_client, image_tag
 
     try:
         if args.action == "build":
@@ -230,7 +230,13 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
         if args.action == "tag":
             print(image_tag())
             return 0
-        from ..sandbox.docker import KEPT_PREFIX, LABEL, remove_container, sandbox_containers, sweep_leftovers
+        from pytest_tooleffect.sandbox.docker import (
+            KEPT_PREFIX,
+            LABEL,
+            remove_container,
+            sandbox_containers,
+            sweep_leftovers,
+        )
 
         client = docker_client()
         if args.action == "clean":

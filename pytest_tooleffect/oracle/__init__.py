@@ -16,13 +16,13 @@ whole self-steered conversation against a reference trajectory.
 
 from __future__ import annotations
 
-from .compare import FieldResult, compare_args
-from .compiled import ArgsPlan, compile_call
-from .context import CompareContext
-from .emission import Call, Emission, parse_emission
-from .rules import Rule, RuleError, RuleSet, load_rules
-from .values import ANY_OF, OMITTED, normalise_string, parse_date, parse_datetime
-from .verdict import KINDS, PARALLEL_CONVENTION, Verdict, compile_label, score
+from pytest_tooleffect.oracle.compare import FieldResult, compare_args
+from pytest_tooleffect.oracle.compiled import ArgsPlan, compile_call
+from pytest_tooleffect.oracle.context import CompareContext
+from pytest_tooleffect.oracle.emission import Call, Emission, parse_emission
+from pytest_tooleffect.oracle.rules import Rule, RuleError, RuleSet, load_rules
+from pytest_tooleffect.oracle.values import ANY_OF, OMITTED, normalise_string, parse_date, parse_datetime
+from pytest_tooleffect.oracle.verdict import KINDS, PARALLEL_CONVENTION, Verdict, compile_label, score
 
 __all__ = [
     "ANY_OF",

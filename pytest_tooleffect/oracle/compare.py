@@ -19,11 +19,11 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-from .context import NO_CONTEXT, CompareContext
-from .predicates import evaluate
-from .rules import Rule, RuleSet
-from .schema import DYNAMIC, Node, compile_node, join_path, members, schema_plan, schema_type
-from .values import (
+from pytest_tooleffect.oracle.context import NO_CONTEXT, CompareContext
+from pytest_tooleffect.oracle.predicates import evaluate
+from pytest_tooleffect.oracle.rules import Rule, RuleSet
+from pytest_tooleffect.oracle.schema import DYNAMIC, Node, compile_node, join_path, members, schema_plan, schema_type
+from pytest_tooleffect.oracle.values import (
     ANY_OF,
     MISSING,
     OMITTED,

@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .compare import Comparer, FieldResult
-from .context import NO_CONTEXT, CompareContext
-from .rules import RuleSet
-from .schema import Node, members, schema_plan
-from .values import (
+from pytest_tooleffect.oracle.compare import Comparer, FieldResult
+from pytest_tooleffect.oracle.context import NO_CONTEXT, CompareContext
+from pytest_tooleffect.oracle.rules import RuleSet
+from pytest_tooleffect.oracle.schema import Node, members, schema_plan
+from pytest_tooleffect.oracle.values import (
     ANY_OF,
     JSON_TYPES,
     MISSING,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from .values import parse_datetime
+from pytest_tooleffect.oracle.values import parse_datetime
 
 __all__ = ["EFFECT_KINDS", "EffectVerdict", "diff_worlds", "judge_effects", "reference_key"]
 
@@ -193,7 +193,7 @@ def judge_effects(before: Snapshot, after: Snapshot, layout: Layout, expected: S
         before: the seeded world.
         after: the world after the calls ran.
         layout: the world's tables (key column and column types).
-        expected: :class:`~pytest_tooleffect.models.Effect` conditions that must all hold.
+        expected: :class:`~pytest_tooleffect.formats.Effect` conditions that must all hold.
         forbidden: conditions none of which may hold.
         timezone: the zone naive date-times are read in (default UTC).
         references: the end state of each reference trajectory a ``same_as_after`` condition

@@ -25,8 +25,8 @@ from collections.abc import Collection, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-from .names import name_map
-from .values import is_mapping
+from pytest_tooleffect.oracle.names import name_map
+from pytest_tooleffect.oracle.values import is_mapping
 
 __all__ = ["Call", "Emission", "parse_emission"]
 

@@ -14,8 +14,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .context import CompareContext
-from .values import MISSING, is_number, json_key, normaliser, parse_datetime
+from pytest_tooleffect.oracle.context import CompareContext
+from pytest_tooleffect.oracle.values import MISSING, is_number, json_key, normaliser, parse_datetime
 
 __all__ = ["INPUT_TYPES", "REGISTRY", "PredicateFn", "evaluate", "register"]
 

@@ -25,8 +25,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from .context import CompareContext
-from .values import tokens
+from pytest_tooleffect.oracle.context import CompareContext
+from pytest_tooleffect.oracle.values import tokens
 
 __all__ = ["QUESTION_SENTENCE", "REPLY_KINDS", "ReplyCheck", "judge_reply"]
 

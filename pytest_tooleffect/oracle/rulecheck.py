@@ -33,8 +33,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .predicates import INPUT_TYPES
-from .rules import Rule, RuleSet
+from pytest_tooleffect.oracle.predicates import INPUT_TYPES
+from pytest_tooleffect.oracle.rules import Rule, RuleSet
 
 __all__ = ["COMPARE_TYPES", "field_type", "rule_problems"]
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from .values import parse_datetime
+from pytest_tooleffect.oracle.values import parse_datetime
 
 __all__ = ["COMPARES", "NORMALISERS", "PREDICATES", "Rule", "RuleError", "RuleSet", "UniqueKeyLoader", "load_rules"]
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .rules import Rule, RuleSet
-from .values import MISSING, is_mapping, json_key
+from pytest_tooleffect.oracle.rules import Rule, RuleSet
+from pytest_tooleffect.oracle.values import MISSING, is_mapping, json_key
 
 __all__ = ["DYNAMIC", "Node", "compile_node", "join_path", "members", "schema_plan", "schema_type"]
 

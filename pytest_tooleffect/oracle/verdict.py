@@ -23,14 +23,14 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
-from ..models import Action, ForbiddenAction, Label, ParallelGroup, ToolSpec
-from .compare import FieldResult, compare_args
-from .compiled import ArgsPlan, compile_call
-from .context import NO_CONTEXT, CompareContext
-from .emission import Call, Emission, parse_emission
-from .reply import ReplyCheck, judge_reply
-from .rules import RuleSet
-from .values import fresh
+from pytest_tooleffect.formats import Action, ForbiddenAction, Label, ParallelGroup, ToolSpec
+from pytest_tooleffect.oracle.compare import FieldResult, compare_args
+from pytest_tooleffect.oracle.compiled import ArgsPlan, compile_call
+from pytest_tooleffect.oracle.context import NO_CONTEXT, CompareContext
+from pytest_tooleffect.oracle.emission import Call, Emission, parse_emission
+from pytest_tooleffect.oracle.reply import ReplyCheck, judge_reply
+from pytest_tooleffect.oracle.rules import RuleSet
+from pytest_tooleffect.oracle.values import fresh
 
 __all__ = ["KINDS", "PARALLEL_CONVENTION", "Verdict", "compile_label", "score"]
 

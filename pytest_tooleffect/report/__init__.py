@@ -19,11 +19,11 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .arithmetic import CLASSES, fingerprint, percent, rate_table, wilson_interval
-    from .model import REPORT_VERSION, Block, Report, dumps, report_schema
-    from .run_model import RunInfo
-    from .summary import summarise
-    from .terminal import render_terminal
+    from pytest_tooleffect.report.arithmetic import CLASSES, fingerprint, percent, rate_table, wilson_interval
+    from pytest_tooleffect.report.model import REPORT_VERSION, Block, Report, dumps, report_schema
+    from pytest_tooleffect.report.run_model import RunInfo
+    from pytest_tooleffect.report.summary import summarise
+    from pytest_tooleffect.report.terminal import render_terminal
 
 _HOME = {"CLASSES": "arithmetic", "fingerprint": "arithmetic", "percent": "arithmetic", "rate_table": "arithmetic",
          "wilson_interval": "arithmetic", "REPORT_VERSION": "model", "Block": "model", "Report": "model",

@@ -7,7 +7,7 @@ isolation in force.
 
 from __future__ import annotations
 
-from .parts import Count, Part, Pct, PerClass
+from pytest_tooleffect.report.parts import Count, Part, Pct, PerClass
 
 __all__ = [
     "ConversationSummary",

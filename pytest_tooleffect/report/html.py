@@ -25,11 +25,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from ..cases import label_hash, load_case_file
-from ..family import FAMILY_FILE, FamilyError, is_case_file, load_family
-from ..models import Policy
-from ..records import Record
-from .model import CLASSES, Block, Report
+from pytest_tooleffect.collect.cases import label_hash, load_case_file
+from pytest_tooleffect.collect.family import FAMILY_FILE, FamilyError, is_case_file, load_family
+from pytest_tooleffect.formats import Policy
+from pytest_tooleffect.report.model import CLASSES, Block, Report
+from pytest_tooleffect.score.record import Record
 
 __all__ = ["SMALL_CLASS_N", "States", "load_states", "page_data", "render_html", "write_html"]
 

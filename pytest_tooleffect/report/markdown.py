@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from .arithmetic import percent
-from .model import CLASSES
+from pytest_tooleffect.report.arithmetic import percent
+from pytest_tooleffect.report.model import CLASSES
 
 __all__ = ["render_markdown"]
 

@@ -19,11 +19,19 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, WithJsonSchema, field_validator
 
-from ..records import RecordError
-from .arithmetic import CLASSES
-from .effects_model import Effects
-from .parts import Closed, Count, Number, Part, Pct, PerClass, is_none
-from .run_model import InvalidFamily, JudgeSection, MergedShards, RunInfo, ShardOf, SkippedItems, UnrecordedItems
+from pytest_tooleffect.report.arithmetic import CLASSES
+from pytest_tooleffect.report.effects_model import Effects
+from pytest_tooleffect.report.parts import Closed, Count, Number, Part, Pct, PerClass, is_none
+from pytest_tooleffect.report.run_model import (
+    InvalidFamily,
+    JudgeSection,
+    MergedShards,
+    RunInfo,
+    ShardOf,
+    SkippedItems,
+    UnrecordedItems,
+)
+from pytest_tooleffect.score.record import RecordError
 
 __all__ = [
     "CLASSES",
@@ -172,7 +180,7 @@ class ReplyDue(Part):
 
 class NoToolFailures(Closed):
     """Failed rows of the no-tool class (at any level), each in exactly one bucket; they sum to the
-    class's failures (``pytest_tooleffect.records.no_tool_failure`` sorts them, first match wins).
+    class's failures (``pytest_tooleffect.score.record.no_tool_failure`` sorts them, first match wins).
     """
 
     redundant_read: Count

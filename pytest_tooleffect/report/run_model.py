@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from .parts import Count, Number, Part, is_none
+from pytest_tooleffect.report.parts import Count, Number, Part, is_none
 
 __all__ = [
     "GitState",

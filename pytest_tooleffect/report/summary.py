@@ -15,9 +15,15 @@ from fractions import Fraction
 from math import comb
 from typing import Any, Literal
 
-from ..records import Record
-from .arithmetic import exact_pct, fingerprint, macro_interval, percent, rate_table, wilson_interval
-from .effects_model import (
+from pytest_tooleffect.report.arithmetic import (
+    exact_pct,
+    fingerprint,
+    macro_interval,
+    percent,
+    rate_table,
+    wilson_interval,
+)
+from pytest_tooleffect.report.effects_model import (
     ConversationSummary,
     EffectKindCounts,
     EffectRate,
@@ -27,7 +33,7 @@ from .effects_model import (
     RolloutSummary,
     SandboxSummary,
 )
-from .model import (
+from pytest_tooleffect.report.model import (
     CLASSES,
     KINDS,
     Average,
@@ -50,8 +56,9 @@ from .model import (
     SmallClass,
     Spend,
 )
-from .parts import PerClass
-from .run_model import InvalidCase, InvalidFamily, SkippedItems, UnrecordedItems
+from pytest_tooleffect.report.parts import PerClass
+from pytest_tooleffect.report.run_model import InvalidCase, InvalidFamily, SkippedItems, UnrecordedItems
+from pytest_tooleffect.score.record import Record
 
 __all__ = ["CONVENTIONS", "summarise"]
 
@@ -87,12 +94,12 @@ def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[st
     """Build the report from records, and from the items collected that made no record.
 
     Args:
-        records: records (:class:`~pytest_tooleffect.records.Record` or their JSON objects);
+        records: records (:class:`~pytest_tooleffect.score.record.Record` or their JSON objects);
             ``outcome`` ``"scored"`` or ``"error"``.
         families: per-family metadata (``quota``, ``population``, ``production``) by family name.
         status: ``complete`` (the run ended), ``interrupted``, or ``incomplete`` (merged shards lack one).
         invalid: the cases that failed validation, ``{family, file, case_id, problems}`` each
-            (:meth:`~pytest_tooleffect.collect.InvalidCaseItem.entry`).
+            (:meth:`~pytest_tooleffect.collect.items.InvalidCaseItem.entry`).
         skipped: the items skipped, ``{id, family, policy, reason}`` each.
         min_class_n: a class with rows, fewer than this, is flagged as small in each block
             (``--tooleffect-min-class-n``, default 20).

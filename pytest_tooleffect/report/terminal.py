@@ -6,8 +6,8 @@ from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
-from .arithmetic import percent
-from .model import CLASSES, Report
+from pytest_tooleffect.report.arithmetic import percent
+from pytest_tooleffect.report.model import CLASSES, Report
 
 __all__ = ["render_terminal", "shard_ranges"]
 

@@ -9,8 +9,8 @@ docker library nor testcontainers; the Docker provider does, when it is used.
 from __future__ import annotations
 
 # the providers are imported for their registration (``@register_provider``)
-from . import docker, local  # noqa: F401
-from .environment import (
+from pytest_tooleffect.sandbox import docker, local  # noqa: F401
+from pytest_tooleffect.sandbox.environment import (
     Sandbox,
     SandboxError,
     SandboxProvider,

@@ -19,7 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from .environment import SandboxError
+from pytest_tooleffect.sandbox.environment import SandboxError
 
 __all__ = ["BFCL_EVAL_VERSION", "activate", "cache_root", "ensure_source"]
 

@@ -36,8 +36,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from ..processes import is_running
-from .environment import (
+from pytest_tooleffect.sandbox.environment import (
     Sandbox,
     SandboxError,
     SandboxProvider,
@@ -46,7 +45,8 @@ from .environment import (
     one_line,
     register_provider,
 )
-from .image import docker_client, image_tag, require_image
+from pytest_tooleffect.sandbox.image import docker_client, image_tag, require_image
+from pytest_tooleffect.util.processes import is_running
 
 __all__ = ["DEFAULT_LEASE_S", "RESTRICTIONS", "DockerProvider", "ExecChannel", "remove_container",
            "sandbox_containers", "sweep_leftovers"]

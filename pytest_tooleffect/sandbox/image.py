@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .environment import SandboxError, one_line
+from pytest_tooleffect.sandbox.environment import SandboxError, one_line
 
 __all__ = ["IMAGE_REPOSITORY", "build_image", "context_dir", "context_hash", "docker_client", "image_tag",
            "require_image", "sources_files", "world_spec"]
@@ -242,7 +242,7 @@ def build_image(context: Path | None = None, *, force: bool = False,
         shutil.copytree(context, build_context, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         if (context / "worlds" / "bfcl.py").is_file():
             # BFCL's back-ends come from the pinned wheel at build time (never committed here)
-            from .bfcl_source import ensure_source
+            from pytest_tooleffect.sandbox.bfcl_source import ensure_source
 
             shutil.copytree(ensure_source(log), build_context / "vendor")
         try:

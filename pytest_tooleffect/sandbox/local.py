@@ -16,8 +16,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .environment import Sandbox, SandboxError, SandboxProvider, World, register_provider
-from .image import context_dir
+from pytest_tooleffect.sandbox.environment import Sandbox, SandboxError, SandboxProvider, World, register_provider
+from pytest_tooleffect.sandbox.image import context_dir
 
 __all__ = ["LocalProvider", "load_service"]
 

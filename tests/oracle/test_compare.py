@@ -372,7 +372,7 @@ def test_state_objects_compare_by_key_text() -> None:
     {"type": "array", "items": {"type": "string"}, "default": None},       # null for an array
 ])
 def test_a_default_that_breaks_its_own_schema_does_not_fail_an_identical_call(bad_default: dict[str, Any]) -> None:
-    from pytest_tooleffect.models import Label, ToolSpec
+    from pytest_tooleffect.formats import Label, ToolSpec
     from pytest_tooleffect.oracle import compile_label, score
 
     schema = {"type": "object", "properties": {"q": {"type": "string"}, "mode": bad_default}, "required": ["q"]}

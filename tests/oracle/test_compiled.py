@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_tooleffect.models import Label, ToolSpec
+from pytest_tooleffect.formats import Label, ToolSpec
 from pytest_tooleffect.oracle import CompareContext, RuleSet, compare_args, compile_call, compile_label, score
 
 # TOOLEFFECT_HYPOTHESIS_EXAMPLES=20000 runs a longer, random search (CI: 600, derandomised)
@@ -278,7 +278,7 @@ def test_items_that_are_not_plain_json_values_are_counted_by_the_comparator() ->
         {"tool": "t", "args": {"r": {"$any_of": [["x"], ["b", "b"]]}}}, {"tool": "t", "args": {"r": ["c"]}}]}]}
     turn = {"tool_calls": [{"name": "t", "arguments": {"r": [Tag("b"), Tag("b")]}},
                            {"name": "t", "arguments": {"r": ["c"]}}]}
-    from pytest_tooleffect.models import Label
+    from pytest_tooleffect.formats import Label
 
     scored = Label.model_validate(label)
     assert [score(turn, scored, tools).kind for _ in range(3)] == ["ok", "ok", "ok"]

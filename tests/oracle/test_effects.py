@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.models import Effect
+from pytest_tooleffect.formats import Effect
 from pytest_tooleffect.oracle.effects import diff_worlds, judge_effects, value_matches
 
 LAYOUT = {

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from pytest_tooleffect.models import Label, ParallelGroup
+from pytest_tooleffect.formats import Label, ParallelGroup
 from pytest_tooleffect.oracle import CompareContext, score
 from pytest_tooleffect.oracle.reply import QUESTION_SENTENCE, judge_reply
 
@@ -116,7 +116,7 @@ def two_nulls(order: list[dict[str, Any]], **extra: Any) -> Label:
 @pytest.mark.parametrize(("text", "matched"), [(ASKS, "ask"), (REFUSES, "refuse")], ids=["asks", "refuses"])
 def test_a_reply_passes_when_it_meets_any_null_action_and_names_the_one_it_met(
         compiled: bool, order: list[dict[str, Any]], text: str, matched: str) -> None:
-    from pytest_tooleffect.models import ToolSpec
+    from pytest_tooleffect.formats import ToolSpec
     from pytest_tooleffect.oracle.verdict import compile_label
 
     specs = [ToolSpec.model_validate(t) for t in TOOLS]
@@ -190,8 +190,8 @@ def test_a_criterion_that_is_empty_or_both_required_and_forbidden_is_refused_nam
         tmp_path: Any, null: dict[str, Any], field: str, message: str) -> None:
     import json
 
-    from pytest_tooleffect.cases import load_case_file
-    from pytest_tooleffect.family import load_family
+    from pytest_tooleffect.collect.cases import load_case_file
+    from pytest_tooleffect.collect.family import load_family
 
     fam = tmp_path / "f"
     fam.mkdir()

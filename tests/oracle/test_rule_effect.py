@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_tooleffect.family import FamilyError, load_family
+from pytest_tooleffect.collect.family import FamilyError, load_family
 from pytest_tooleffect.oracle import CompareContext, RuleError, RuleSet, compare_args, compile_call
 from pytest_tooleffect.oracle.rulecheck import rule_problems
 from pytest_tooleffect.oracle.rules import COMPARES
@@ -330,7 +330,7 @@ def test_a_family_whose_rule_would_be_ignored_does_not_load(tmp_path: Path) -> N
 
 
 def test_a_case_whose_own_tools_would_ignore_a_rule_is_invalid(tmp_path: Path) -> None:
-    from pytest_tooleffect.cases import load_case_file
+    from pytest_tooleffect.collect.cases import load_case_file
 
     fam = tmp_path / "f"
     fam.mkdir()

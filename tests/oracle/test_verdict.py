@@ -103,7 +103,7 @@ def test_fewest_failing_fields_picks_the_matched_action() -> None:
 
 
 def test_compiled_label_and_tools_are_reused_without_leaking_edits() -> None:
-    from pytest_tooleffect.models import Label, ToolSpec
+    from pytest_tooleffect.formats import Label, ToolSpec
     from pytest_tooleffect.oracle import RuleSet
 
     label = Label.model_validate({"valid_actions": [{"tool": "mail.reply", "args": {"thread_id": "a", "kind": "ack"}}]})
@@ -139,7 +139,7 @@ def test_parallel_assignment_is_optimal_not_greedy() -> None:
 
 
 def test_one_line_reason_names_kind_expected_and_emitted() -> None:
-    from pytest_tooleffect.models import Label
+    from pytest_tooleffect.formats import Label
 
     label = Label.model_validate(SEED_LABEL)
     v = score(turn(call("read_thread", thread_id="th-8831")), label, TOOLS)
@@ -150,7 +150,7 @@ def test_one_line_reason_names_kind_expected_and_emitted() -> None:
 
 
 def test_a_copy_with_other_actions_is_scored_by_its_own_actions_and_records_never_share_the_labels_values() -> None:
-    from pytest_tooleffect.models import Action, ForbiddenAction, Label
+    from pytest_tooleffect.formats import Action, ForbiddenAction, Label
 
     label = Label.model_validate({"valid_actions": [{"tool": "mail.reply", "args": {"thread_id": "a", "kind": "ack"}}]})
     good = turn(call("mail.reply", thread_id="a", kind="ack"))

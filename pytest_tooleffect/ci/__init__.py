@@ -1,0 +1,1 @@
+"""CI: baselines, gates, comparisons between runs."""

@@ -1,0 +1,223 @@
+"""Two runs compared decision by decision: per family × policy × class the rates before and
+after at each level on the paired decisions, the decisions that flipped (both ways), known
+failures, new and left-out decisions with the reason, and an exact McNemar test on the pairs
+(:func:`mcnemar_exact`).  The report's ``baseline`` block and ``tooleffect compare`` print it.
+Two runs whose label-set fingerprints differ are not one quantity measured twice
+(:func:`fingerprint_mismatches`): the comparison is refused, or restricted to the shared
+decisions with unchanged labels when asked.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Any
+
+from pytest_tooleffect.ci.baseline import CLASSES, LEFT_OUT, LEVELS, Baseline, BaselineDecision, classify
+from pytest_tooleffect.report import percent
+
+__all__ = ["compare", "fingerprint_mismatches", "mcnemar_exact", "render_comparison", "summary_lines"]
+
+
+def mcnemar_exact(table: Sequence[Sequence[int]]) -> float:
+    """Two-sided p-value of McNemar's test in its exact (binomial) form.
+
+    McNemar, "Note on the sampling error of the difference between correlated proportions or
+    percentages", Psychometrika 12(2), 153-157 (1947).  Of the paired decisions, ``b`` passed
+    before and fail now and ``c`` failed before and pass now; under the null hypothesis (the same
+    pass rate before and after) each discordant pair goes either way with probability 1/2, so
+    ``min(b, c) ~ Binomial(b + c, 1/2)`` and ``p = min(1, 2 P[X <= min(b, c)])`` (``p = 1`` when
+    ``b + c = 0``).  Computed by :func:`statsmodels.stats.contingency_tables.mcnemar` with
+    ``exact=True``.
+
+    Args:
+        table: ``[[both pass, pass→fail], [fail→pass, both fail]]``, counts of decisions (rows:
+            before; columns: after).
+
+    Returns:
+        The p-value in [0, 1].
+    """
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    return float(mcnemar([list(row) for row in table], exact=True).pvalue)
+
+
+def _rate(correct: int, n: int) -> dict[str, Any]:
+    r = Fraction(correct, n) if n else None
+    return {"correct": correct, "n": n, "rate_pct": None if r is None else float(r * 100), "display": percent(r)}
+
+
+def _rates(pairs: Sequence[tuple[BaselineDecision, BaselineDecision]]) -> dict[str, Any]:
+    """Before and after at each level on paired decisions (``effect`` only over pairs judged on it)."""
+    out: dict[str, Any] = {"n": len(pairs)}
+    for level in LEVELS:
+        judged = [(b, a) for b, a in pairs if b.level(level) is not None and a.level(level) is not None]
+        if level == "effect" and not judged:
+            continue
+        out[level] = {"before": _rate(sum(1 for b, _ in judged if b.level(level)), len(judged)),
+                      "after": _rate(sum(1 for _, a in judged if a.level(level)), len(judged))}
+    return out
+
+
+def _flip(rid: str, before: BaselineDecision, after: BaselineDecision) -> dict[str, Any]:
+    return {"id": rid, "class": after.label_class, "before": before.describe(), "after": after.describe()}
+
+
+def compare(before: Baseline, after: Baseline, changed_labels: str = "skip") -> dict[str, Any]:
+    """Compare two runs' decisions, paired by record id, per family × policy.
+
+    Args:
+        before: the baseline (or an earlier run read as one).
+        after: the new run.
+        changed_labels: ``skip`` leaves out decisions whose label hash changed; ``compare`` pairs them.
+
+    Returns:
+        ``{"changed_labels", "blocks": [...], "totals": {...}}``.  A block per family × policy of
+        either side: ``label_set_fingerprint`` ``{before, after}`` and ``same_label_set``;
+        ``compared`` (paired decisions); ``classes`` (per class, and ``all``: ``n`` and per level
+        ``{before, after}`` rates on the paired decisions: ``correct``, ``n``, ``rate_pct``,
+        ``display``); ``regressions`` and ``fixes`` (``{id, class, before, after}``); ``known``,
+        ``passing``, ``new`` counts; ``left_out`` counts by reason (:data:`LEFT_OUT`) and
+        ``label_changed_ids``; ``label_changed_compared``; ``mcnemar`` (``table``, ``b``, ``c``,
+        ``p_value``, ``test``).  ``totals`` sums the counts (rates are never pooled across
+        families).
+    """
+    keys = sorted({(g.family, g.policy) for g in (*before.groups, *after.groups)})
+    blocks: list[dict[str, Any]] = []
+    for family, policy in keys:
+        b_grp, a_grp = before.group(family, policy), after.group(family, policy)
+        b_dec = {k: d for k, d in before.decisions.items() if (d.family, d.policy) == (family, policy)}
+        a_dec = {k: d for k, d in after.decisions.items() if (d.family, d.policy) == (family, policy)}
+        statuses: Counter[str] = Counter()
+        left_out: Counter[str] = Counter({k: 0 for k in LEFT_OUT})
+        pairs: list[tuple[BaselineDecision, BaselineDecision]] = []
+        regressions, fixes, changed_ids = [], [], []
+        changed_compared = 0
+        for rid, a in a_dec.items():
+            b = b_dec.get(rid)
+            status = classify(b, a, changed_labels)
+            statuses[status] += 1
+            if b is None:
+                continue
+            if status == "not_compared":
+                left_out["error_before" if b.outcome == "error" else "error_after"] += 1
+            elif status == "label_changed":
+                left_out["label_changed"] += 1
+                changed_ids.append(rid)
+            else:
+                pairs.append((b, a))
+                changed_compared += b.label_hash != a.label_hash
+                if status == "regression":
+                    regressions.append(_flip(rid, b, a))
+                elif status == "fixed":
+                    fixes.append(_flip(rid, b, a))
+        left_out["not_in_after"] = sum(1 for rid in b_dec if rid not in a_dec)
+        both = sum(1 for b, a in pairs if b.passed and a.passed)
+        neither = sum(1 for b, a in pairs if not b.passed and not a.passed)
+        table = [[both, len(regressions)], [len(fixes), neither]]
+        classes = {cls: _rates([(b, a) for b, a in pairs if a.label_class == cls]) for cls in CLASSES}
+        fp_b = b_grp.label_set_fingerprint if b_grp else None
+        fp_a = a_grp.label_set_fingerprint if a_grp else None
+        blocks.append({
+            "family": family, "policy": policy,
+            "label_set_fingerprint": {"before": fp_b, "after": fp_a},
+            "same_label_set": fp_b is not None and fp_b == fp_a,
+            "compared": len(pairs),
+            "classes": {**classes, "all": _rates(pairs)},
+            "regressions": regressions, "fixes": fixes,
+            "known": statuses["known"], "passing": statuses["passing"], "new": statuses["new"],
+            "left_out": dict(left_out), "label_changed_ids": changed_ids,
+            "label_changed_compared": changed_compared,
+            "mcnemar": {"table": table, "b": len(regressions), "c": len(fixes), "p_value": mcnemar_exact(table),
+                        "test": "exact McNemar (binomial, two-sided) on the paired pass/fail; McNemar 1947; "
+                                "statsmodels"},
+        })
+    totals: dict[str, Any] = {k: sum(len(b[k]) if isinstance(b[k], list) else b[k] for b in blocks)
+                              for k in ("compared", "regressions", "fixes", "known", "passing", "new")}
+    totals["left_out"] = {k: sum(b["left_out"][k] for b in blocks) for k in LEFT_OUT}
+    return {"changed_labels": changed_labels, "left_out_reasons": LEFT_OUT, "blocks": blocks, "totals": totals}
+
+
+def fingerprint_mismatches(before: Baseline, after: Baseline) -> list[tuple[str, str, str, str]]:
+    """The family × policy blocks both sides hold whose label-set fingerprints differ.
+
+    Returns:
+        ``(family, policy, fingerprint before, fingerprint after)`` per such block, sorted.
+    """
+    out = []
+    for g in before.groups:
+        other = after.group(g.family, g.policy)
+        if other is not None and other.label_set_fingerprint != g.label_set_fingerprint:
+            out.append((g.family, g.policy, g.label_set_fingerprint, other.label_set_fingerprint))
+    return sorted(out)
+
+
+def _counts(block: Mapping[str, Any]) -> str:
+    left = {k: v for k, v in block["left_out"].items() if v}
+    left_s = (f"left out {sum(left.values())} (" + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in left.items())
+              + ")") if left else "none left out"
+    return (f"{block['compared']} compared: {len(block['regressions'])} regressed, {len(block['fixes'])} fixed, "
+            f"known failures {block['known']}, passing {block['passing']}; new {block['new']}; {left_s}")
+
+
+def _mcnemar_line(block: Mapping[str, Any]) -> str:
+    m = block["mcnemar"]
+    return (f"{block['family']}/{block['policy']}: McNemar exact p = {m['p_value']:.4g} (pass→fail {m['b']}, "
+            f"fail→pass {m['c']}, on {block['compared']} paired decisions)")
+
+
+def summary_lines(comparison: Mapping[str, Any]) -> list[str]:
+    """The few terminal lines of a run against its baseline: counts, regressions by record id,
+    fixes, and McNemar's p-value per family × policy.
+    """
+    t = comparison["totals"]
+    lines = [f"baseline {comparison.get('path', '')}: {t['compared']} decisions compared: {t['regressions']} "
+             f"regressed, {t['fixes']} fixed, known failures {t['known']}, new {t['new']}"]
+    left = {k: v for k, v in t["left_out"].items() if v}
+    if left:
+        lines.append("left out: " + "; ".join(f"{v} {LEFT_OUT[k]}" for k, v in left.items()))
+    for block in comparison["blocks"]:
+        for f in block["regressions"]:
+            lines.append(f"regression {f['id']}: {f['before']} → {f['after']}")
+        for f in block["fixes"]:
+            lines.append(f"fixed {f['id']}: {f['before']} → {f['after']}")
+    for block in comparison["blocks"]:
+        if block["compared"]:
+            lines.append(_mcnemar_line(block))
+    return lines
+
+
+def render_comparison(comparison: Mapping[str, Any], names: tuple[str, str] = ("A", "B")) -> str:
+    """The comparison as text: per family × policy the class table at each level, the flips both
+    ways, the counts and McNemar's p-value (``tooleffect compare``).
+
+    Args:
+        comparison: what :func:`compare` returns.
+        names: what to call the two sides.
+    """
+    a, b = names
+    out = []
+    for block in comparison["blocks"]:
+        fp = block["label_set_fingerprint"]
+        same = "same label set" if block["same_label_set"] else "label sets differ"
+        out.append(f"{block['family']} / {block['policy']}  label set {fp['before'] or '–'} ({a}) vs "
+                   f"{fp['after'] or '–'} ({b}): {same}")
+        out.append("  " + _counts(block))
+        levels = [lv for lv in LEVELS if lv in block["classes"]["all"]]
+        head = "".join(f"{lv + f' {a} → {b}':>24}" for lv in levels)
+        out.append(f"  {'class':<9}{'n':>5}{head}")
+        for cls, row in block["classes"].items():
+            if not row["n"] and cls != "all":
+                continue
+            cells = "".join(f"{row[lv]['before']['display'] + ' → ' + row[lv]['after']['display'] + ' %':>24}"
+                            if lv in row else f"{'–':>24}" for lv in levels)
+            out.append(f"  {cls:<9}{row['n']:>5}{cells}")
+        for what, flips in (("regressions", block["regressions"]), ("fixes", block["fixes"])):
+            if flips:
+                out.append(f"  {what} ({len(flips)}): " + ", ".join(f"{f['id']} ({f['before']} → {f['after']})"
+                                                                   for f in flips))
+        if block["label_changed_ids"]:
+            out.append("  label changed, left out: " + ", ".join(block["label_changed_ids"]))
+        out.append("  " + _mcnemar_line(block))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,567 @@
+"""Gates judged: each gate of :mod:`.gates` against the report's own rates, intervals, kinds,
+regressions and cost, one :class:`GateResult` per gate; the session's exit status decided from
+them (:func:`decide_exit`); and :class:`GateKeeper`, the controller's plugin object that writes
+the report's ``gates`` section, prints one line per gate, writes the Markdown summary and sets
+``session.exitstatus``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from decimal import Decimal
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from pytest_tooleffect.ci.gate_rules import (
+    AVERAGES,
+    EFFECT_KINDS,
+    GATES_TABLE,
+    LEVELS,
+    CountCaps,
+    GatesConfig,
+    GateSet,
+    LevelFloors,
+    RateFloors,
+    load_gates,
+)
+from pytest_tooleffect.options import OPT_SUMMARY_MD
+from pytest_tooleffect.oracle import KINDS
+from pytest_tooleffect.report import CLASSES, percent
+from pytest_tooleffect.settings import settings_key
+from pytest_tooleffect.util.output_files import output_problems_key, shown_path, write_text
+
+__all__ = ["GateKeeper", "GateResult", "RunTally", "decide_exit", "evaluate", "unmatched_tables"]
+
+_FAIL_KINDS = tuple(k for k in KINDS if k not in ("ok", "ok_no_tool"))
+_BASELINE_HINT = "no baseline: run with --tooleffect-baseline PATH"
+_NOT_APPLIED = "no decision was recorded in this run; pytest's exit status stands"
+#: a record's ``baseline.status`` values that mean it was compared with the baseline
+_COMPARED = ("regression", "known", "fixed", "passing")
+
+Status = Literal["passed", "failed", "not_judged"]
+
+# ------------------------------------------------------------------------------ judging
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """One gate's verdict on one family × policy.
+
+    Attributes:
+        family: the family (``*`` in a key that matched no block).
+        policy: the policy (likewise).
+        gate: what is judged, e.g. ``no_tool name`` or ``forbidden``.
+        op: ``>=`` (a floor) or ``<=`` (a ceiling).
+        threshold: the floor (percent) or ceiling (decisions, or USD).
+        unit: ``%``, ``""`` (a count) or ``USD``.
+        bound: ``point`` or ``wilson`` for a class rate; ``None`` otherwise.
+        status: ``passed``, ``failed`` or ``not_judged``.
+        fails_run: a failed gate, or a NOT JUDGED one under ``unjudged = "fail"``.
+        value: the judged value (percent, count or USD), ``None`` when not judged.
+        n: the rows behind the value, when it is a rate.
+        detail: the parenthesised part of the line.
+        ids: record ids behind a regression count (``None`` otherwise).
+    """
+
+    family: str
+    policy: str
+    gate: str
+    op: str
+    threshold: float
+    unit: str
+    bound: str | None
+    status: Status
+    fails_run: bool
+    value: float | None
+    n: int | None
+    detail: str
+    ids: tuple[str, ...] | None = None
+
+    @property
+    def line(self) -> str:
+        """``gate FAMILY/POLICY GATE OP THRESHOLD: STATUS (detail)``, the terminal line."""
+        word = {"passed": "PASSED", "failed": "FAILED", "not_judged": "NOT JUDGED"}[self.status]
+        judged = " Wilson lower bound" if self.bound == "wilson" else ""
+        return (f"gate {self.family}/{self.policy} {self.gate}{judged} {self.op} "
+                f"{_show_threshold(self.threshold, self.unit)}: {word} ({self.detail})")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form (the report's ``gates.results`` entries), with the terminal line."""
+        out = asdict(self)
+        out["ids"] = list(self.ids) if self.ids is not None else None
+        out["line"] = self.line
+        return out
+
+
+def _show_threshold(value: float, unit: str) -> str:
+    if unit == "%":
+        return f"{value:.1f} %" if value * 10 == int(value * 10) else f"{_plain(value)} %"
+    if unit == "USD":
+        return f"${_plain(value)}"
+    return str(int(value))
+
+
+def _plain(value: float) -> str:
+    return format(Decimal(repr(value)).normalize(), "f")
+
+
+def _shown(value_pct: float, threshold: float, ok: bool) -> str:
+    """The report's rounding of a percentage (half up, one digit), with more digits when one
+    digit would show it on the other side of the threshold than it was judged (89.96 vs 90).
+    """
+    for digits in (1, 2, 3, 4):
+        text: str = percent(Fraction(repr(value_pct)) / 100, digits)
+        if (Decimal(text) >= Decimal(repr(threshold))) == ok:
+            return text
+    return repr(value_pct)
+
+
+def _ci_text(ci: Sequence[float] | None) -> str:
+    if ci is None:
+        return "Wilson –"
+    lo, hi = (percent(Fraction(repr(x)) / 100) for x in ci)
+    return f"Wilson {lo}-{hi}"
+
+
+def evaluate(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+             config: GatesConfig) -> list[GateResult]:
+    """Judge every gate on every block of the report.
+
+    Args:
+        report: the report as a JSON object (``blocks``, one per family × policy).
+        records: the run's records (for the regression count: ``baseline.status``).
+        config: the gates.
+
+    Returns:
+        The results, block by block in the report's order, then one NOT JUDGED result per gate of
+        every table that names a family and a policy (no ``*``) with no block in the run: a gate
+        set for a family × policy the run did not score is never passed in silence.
+    """
+    out: list[GateResult] = []
+    blocks = list(report.get("blocks") or [])
+    by_block: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for r in records:
+        by_block.setdefault((r.get("family", ""), r.get("policy", "")), []).append(r)
+    for block in blocks:
+        fam, pol = block["family"], block["policy"]
+        out.extend(_judge_block(block, by_block.get((fam, pol), []), config.for_block(fam, pol)))
+    for fam, pol in config.tables:
+        if "*" in (fam, pol):  # a table with a wildcard applies to the blocks there are
+            continue
+        if any(fam == b["family"] and pol == b["policy"] for b in blocks):
+            continue
+        gates = config.for_block(fam, pol)
+        reason = f"no decisions of family {fam} and policy {pol} in the run"
+        out.extend(GateResult(fam, pol, gate, op, threshold, unit, bound, "not_judged",
+                              gates.unjudged != "pass", None, None, _unjudged(reason, gates))
+                   for gate, op, threshold, unit, bound in _listed(gates))
+    return out
+
+
+def unmatched_tables(report: Mapping[str, Any], config: GatesConfig) -> list[str]:
+    """The gate tables with a wildcard that match no block of the report (a typo such as
+    ``"*/Replay"`` would otherwise judge nothing while every gate "passed"), as ``FAMILY/POLICY``.
+
+    Args:
+        report: the report as a JSON object (``blocks``).
+        config: the gates.
+
+    Returns:
+        The tables' keys, in the file's order; ``"*"`` (every block) is never among them.
+    """
+    blocks = [(b["family"], b["policy"]) for b in report.get("blocks") or []]
+    return [f"{fam}/{pol}" for fam, pol in config.tables
+            if "*" in (fam, pol) and (fam, pol) != ("*", "*")
+            and not any(fam in ("*", f) and pol in ("*", p) for f, p in blocks)]
+
+
+def _listed(gates: GateSet) -> Iterable[tuple[str, str, float, str, str | None]]:
+    """Every gate a set holds, in the order lines are printed: (gate, op, threshold, unit, bound)."""
+    bound = gates.bound or "point"
+    floors = gates.min_pct or RateFloors()
+    for subject in (*CLASSES, *AVERAGES):
+        levels = getattr(floors, subject) or LevelFloors()
+        for level in LEVELS:
+            t = getattr(levels, level)
+            if t is not None and t != "off":
+                yield (f"{subject} {level}", ">=", float(t), "%", bound if subject in CLASSES else None)
+    caps = gates.max_count or CountCaps()
+    for kind in (*_FAIL_KINDS, *EFFECT_KINDS):
+        c = getattr(caps, kind)
+        if c is not None and c != "off":
+            yield (kind, "<=", float(c), "", None)
+    if gates.max_regressions is not None and gates.max_regressions != "off":
+        yield ("regressions", "<=", float(gates.max_regressions), "", None)
+    if gates.max_cost_usd_per_decision is not None and gates.max_cost_usd_per_decision != "off":
+        yield ("cost per decision", "<=", float(gates.max_cost_usd_per_decision), "USD", None)
+    if gates.max_cost_usd is not None and gates.max_cost_usd != "off":
+        yield ("cost", "<=", float(gates.max_cost_usd), "USD", None)
+
+
+def _unjudged(reason: str, gates: GateSet) -> str:
+    return reason + ('; let through by unjudged = "pass"' if gates.unjudged == "pass" else "")
+
+
+def _judge_block(block: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                 gates: GateSet) -> list[GateResult]:
+    min_n = gates.min_n or 1
+    results = []
+    for gate, op, threshold, unit, bound in _listed(gates):
+        result = _maker(block["family"], block["policy"], gates, gate, op, threshold, unit, bound)
+        if unit == "%":
+            subject, level = gate.split(" ")
+            results.append(_judge_rate(block, subject, level, threshold, bound, min_n, result))
+        elif unit == "":
+            results.append(_judge_count(block, records, gate, threshold, result))
+        else:
+            results.append(_judge_cost(block, gate, threshold, result))
+    return results
+
+
+_Make = Callable[..., GateResult]
+
+
+def _maker(family: str, policy: str, gates: GateSet, gate: str, op: str, threshold: float, unit: str,
+           bound: str | None) -> _Make:
+    """A maker of one gate's result: ``make(status, detail, value=None, n=None, ids=None)``."""
+
+    def make(status: Status, detail: str, value: float | None = None, n: int | None = None,
+             ids: tuple[str, ...] | None = None) -> GateResult:
+        if status == "not_judged":
+            detail = _unjudged(detail, gates)
+        fails = status == "failed" or (status == "not_judged" and gates.unjudged != "pass")
+        return GateResult(family, policy, gate, op, threshold, unit, bound, status, fails, value, n, detail, ids)
+
+    return make
+
+
+def _judge_rate(block: Mapping[str, Any], subject: str, level: str, threshold: float, bound: str | None,
+                min_n: int, result: _Make) -> GateResult:
+    effects: Mapping[str, Any] = block.get("effects") or {}
+    if level == "effect" and not effects:
+        return result("not_judged", "no decisions were run in a sandbox")
+    if subject in CLASSES:
+        if level == "effect":
+            row = effects["classes"][subject]
+            n = row["n"]
+        else:
+            row = block["classes"][subject][level]
+            n = block["classes"][subject]["n"]
+        if n == 0:
+            return result("not_judged", f"n=0: no {subject} rows")
+        if n < min_n:
+            return result("not_judged", f"n={n} < min_n {min_n}", n=n)
+        ci = row.get("wilson95_pct")
+        judged = ci[0] if bound == "wilson" else row["rate_pct"]
+        ok = judged >= threshold
+        shown = _shown(row["rate_pct"], threshold, ok) if bound != "wilson" else row["rate_display"]
+        ci_text = _ci_text(ci)
+        if bound == "wilson":  # the lower end as judged, with more digits if one would mislead
+            ci_text = f"Wilson {_shown(ci[0], threshold, ok)}-{ci_text.split('-')[-1]}"
+        return result("passed" if ok else "failed", f"{shown} %, {ci_text}, n={n}", judged, n)
+    # an average: judged as a point (the report gives no interval for an average)
+    if level == "effect":
+        value, classes = effects[f"{subject}_pct"], effects["classes"]
+        counts = {c: classes[c]["n"] for c in CLASSES}
+    else:
+        value = block[subject][f"{level}_pct"]
+        counts = {c: block["classes"][c]["n"] for c in CLASSES}
+    total = sum(counts.values())
+    if value is None or total == 0:
+        return result("not_judged", "n=0: no rows")
+    if subject == "micro":
+        if total < min_n:
+            return result("not_judged", f"n={total} < min_n {min_n}", n=total)
+        detail_n = f"n={total}"
+    else:
+        small = [f"{c} n={n}" for c, n in counts.items() if 0 < n < min_n]
+        if small:
+            return result("not_judged", f"{', '.join(small)} < min_n {min_n}", n=total)
+        detail_n = f"over {sum(1 for n in counts.values() if n)} classes, n={total}"
+    ok = value >= threshold
+    return result("passed" if ok else "failed", f"{_shown(value, threshold, ok)} %, point estimate, {detail_n}",
+                  value, total)
+
+
+def _judge_count(block: Mapping[str, Any], records: Sequence[Mapping[str, Any]], gate: str, threshold: float,
+                 result: _Make) -> GateResult:
+    if gate == "regressions":
+        if not any(isinstance(r.get("baseline"), Mapping) for r in records):
+            return result("not_judged", _BASELINE_HINT)
+        marked = [r for r in records if isinstance(r.get("baseline"), Mapping)
+                  and r["baseline"].get("status") in _COMPARED]
+        if not marked:  # a baseline that pairs no decision (another family, policy or repeats) judges nothing
+            return result("not_judged", "no decision of the run was compared with the baseline")
+        ids = tuple(sorted(r["id"] for r in marked if r["baseline"]["status"] == "regression"))
+        shown = f"{len(ids)} of {len(marked)} decisions compared with the baseline"
+        if ids:
+            shown += ": " + ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        return result("passed" if len(ids) <= threshold else "failed", shown, float(len(ids)), len(marked), ids)
+    if gate in EFFECT_KINDS:
+        effects = block.get("effects")
+        if not effects:
+            return result("not_judged", "no decisions were run in a sandbox")
+        count, n = effects["kinds"].get(gate, 0), effects["n"]
+    else:
+        count, n = block["kinds"].get(gate, 0), block["n_scored"]
+    return result("passed" if count <= threshold else "failed", f"{count} of {n} decisions", float(count), n)
+
+
+def _judge_cost(block: Mapping[str, Any], gate: str, threshold: float, result: _Make) -> GateResult:
+    cost, n = block["cost"], block["n_scored"]
+    if n == 0:
+        return result("not_judged", "no scored decisions")
+    known = cost.get("cost_usd") or 0.0
+    unknown = cost.get("cost_usd_unknown") or 0
+    per = gate == "cost per decision"
+    value = known / n if per else known  # mean over the scored decisions, or the total (USD)
+    shown = f"${value:.6f}" + (" mean" if per else "") + f" over {n} decisions"
+    if unknown:  # unpriced decisions cost >= 0: the known part is a lower bound
+        if value > threshold:
+            return result("failed", f"at least {shown}; cost unknown for {unknown} of {n} decisions", value, n)
+        return result("not_judged", f"cost unknown for {unknown} of {n} decisions")
+    return result("passed" if value <= threshold else "failed", shown, value, n)
+
+
+# ------------------------------------------------------------------------------ exit status
+
+
+@dataclass
+class RunTally:
+    """What the controller saw of the run, for the exit status under gates.
+
+    Attributes:
+        decision_failures: failed items whose record is a scored decision (the gates judge these).
+        error_records: failed items whose record is an error (provider, agent, sandbox, oracle).
+        other_failures: every other failed report (a setup or teardown error without a record, a
+            test that is not a case item).
+        collection_errors: failed collection reports.
+    """
+
+    decision_failures: int = 0
+    error_records: int = 0
+    other_failures: int = 0
+    collection_errors: int = 0
+
+    @property
+    def errors(self) -> int:
+        """Everything that fails the run whatever the gates say."""
+        return self.error_records + self.other_failures + self.collection_errors
+
+    def add(self, report: pytest.TestReport) -> None:
+        """Count a failed test report."""
+        if not report.failed:
+            return
+        record = getattr(report, "tooleffect_record", None)
+        outcome = record.get("outcome") if isinstance(record, Mapping) else None
+        if outcome == "scored" and report.when == "call":
+            self.decision_failures += 1
+        elif outcome == "error":
+            self.error_records += 1
+        else:
+            self.other_failures += 1
+
+
+def decide_exit(pytest_status: int, gates_fail: bool, tally: RunTally, stopped: bool) -> tuple[int, str]:
+    """The session's exit status when gates are configured.
+
+    Decision failures alone do not fail the run; the gates do, and errors still do.  A status
+    other than ``OK`` or ``TESTS_FAILED`` (interrupted, internal error, usage error, no tests
+    collected) is kept, and so is the status of a run stopped early by ``-x``/``--maxfail``:
+    the gates judge complete runs only.
+
+    Args:
+        pytest_status: the status pytest decided.
+        gates_fail: some gate failed, or was not judged under ``unjudged = "fail"``.
+        tally: the run's failures by what they are.
+        stopped: the run was stopped early (``session.shouldfail`` or ``shouldstop``).
+
+    Returns:
+        ``(status, why)``.
+    """
+    if pytest_status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        return int(pytest_status), f"pytest's exit status {int(pytest_status)} kept (the run did not complete)"
+    if stopped:
+        return int(pytest_status), "pytest's exit status kept: the run was stopped early, and gates judge complete runs"
+    why = []
+    if tally.errors:
+        parts = [f"{n} {what}" for n, what in ((tally.error_records, "error records"),
+                                              (tally.collection_errors, "collection errors"),
+                                              (tally.other_failures, "other failures")) if n]
+        why.append(", ".join(parts))
+    if gates_fail:
+        why.append("gates failed")
+    if why:
+        return int(pytest.ExitCode.TESTS_FAILED), "exit 1: " + "; ".join(why)
+    note = f" ({tally.decision_failures} failed decisions are judged by the gates)" if tally.decision_failures else ""
+    return int(pytest.ExitCode.OK), "exit 0: every gate passed and nothing errored" + note
+
+
+# ------------------------------------------------------------------------------ plugin
+
+
+class GateKeeper:
+    """Controller-only: the gates, the Markdown summary, and the exit status under gates.
+
+    Args:
+        config: pytest's config (the rootdir's ``pyproject.toml`` is read here, at configure time).
+
+    Raises:
+        pytest.UsageError: ``[tool.tooleffect.gates]`` is invalid.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.gates = load_gates(Path(config.rootpath))
+        self.summary_md = config.stash[settings_key].summary_md
+        self.tally = RunTally()
+        self.session: pytest.Session | None = None
+        self.report: dict[str, Any] | None = None
+        self.records: list[dict[str, Any]] = []
+        self.results: list[GateResult] | None = None
+        self.exit: tuple[int, str] | None = None
+        self.summary_written = False
+
+    @property
+    def configured(self) -> bool:
+        """Some gate is set in ``[tool.tooleffect.gates]``."""
+        return self.gates is not None and self.gates.configured
+
+    @property
+    def applies(self) -> bool:
+        """The gates decide this run's exit status: some gate is set, and the run made a report (it
+        recorded decisions, or ``--tooleffect-report`` asked for one); not under ``--collect-only``.
+        A run of other tests only (no case scored) keeps pytest's status.
+        """
+        return self.configured and self.report is not None and not self.config.option.collectonly
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.session = session
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.tally.collection_errors += 1
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.tally.add(report)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_tooleffect_modifyreport(self, report: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        """Judge the gates on the finished report (after other implementations) and write ``gates``."""
+        self.report, self.records = report, records
+        if not self.applies:
+            return
+        self._judge()
+        report["gates"] = self._section()
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
+        """Set ``session.exitstatus`` after the report is made (the reporter's trylast
+        ``pytest_sessionfinish`` runs inside this wrapper) and before the terminal summary
+        (printed by the terminal reporter's wrapper, outside this one); pytest returns
+        ``session.exitstatus`` once ``pytest_sessionfinish`` is done.
+        """
+        result = yield
+        if self.applies:
+            self._judge()
+            assert self.exit is not None
+            session.exitstatus = self.exit[0]
+        if self.summary_md is not None:
+            self._write_summary()
+        problems = self.config.stash.get(output_problems_key, None)
+        if problems and session.exitstatus == pytest.ExitCode.OK:  # outputs incomplete: never exit 0
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        return result
+
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> Generator[None, None, None]:
+        """Print one line per gate and the decision, after every plugin's own section (this
+        wrapper's code after ``yield`` runs once they are done) and before pytest's short summary.
+        """
+        result = yield
+        if self.configured and not self.applies and not self.config.option.collectonly:
+            terminalreporter.write_line(f"tooleffect gates: not applied: {_NOT_APPLIED}", yellow=True)
+        if self.applies and self.results is not None and self.exit is not None:
+            terminalreporter.write_sep("=", "tooleffect gates")
+            assert self.gates is not None and self.report is not None
+            shown = ", ".join(f"{b['family']}/{b['policy']}" for b in self.report.get("blocks") or []) or "none"
+            for key in unmatched_tables(self.report, self.gates):
+                terminalreporter.write_line(f'tooleffect gates: warning: table "{key}" matches no family x policy '
+                                            f"of the run (blocks: {shown}); its gates judged nothing", yellow=True)
+            for r in self.results:
+                markup = ({"green": True} if r.status == "passed" else {"red": True} if r.fails_run
+                          else {"yellow": True})
+                terminalreporter.write_line(r.line, **markup)
+            terminalreporter.write_line(self._decision_line(), bold=True, red=self.exit[0] != 0,
+                                        green=self.exit[0] == 0)
+        if self.summary_md is not None and self.summary_written:
+            terminalreporter.write_line("tooleffect summary (Markdown) written to "
+                                        f"{shown_path(self.summary_md, self.config.invocation_params.dir)}")
+        return result
+
+    def _decision_line(self) -> str:
+        """``tooleffect gates: P passed, F failed, U not judged (…); E errors; exit S: why``."""
+        assert self.results is not None and self.exit is not None
+        counts = {s: sum(1 for r in self.results if r.status == s) for s in ("passed", "failed", "not_judged")}
+        failing = sum(1 for r in self.results if r.status == "not_judged" and r.fails_run)
+        unjudged = f"{counts['not_judged']} not judged"
+        if counts["not_judged"]:
+            unjudged += f" ({failing} of them failing the run)" if failing else " (let through)"
+        unscored = ""
+        if self.report is not None:  # collected and never decided: no gate judges them, and the report says so
+            skipped = sum(int(s.get("count") or 0) for s in self.report.get("skipped") or [])
+            invalid = sum(int(f.get("count") or 0) for f in self.report.get("invalid") or [])
+            unrecorded = sum(int(u.get("count") or 0) for u in self.report.get("unrecorded") or [])
+            parts = [f"{n} {what}" for n, what in ((skipped, "skipped"), (invalid, "invalid cases"),
+                                                   (unrecorded, "without a record")) if n]
+            if parts:
+                unscored = f"; {', '.join(parts)} judged by no gate (report {self.report.get('status')})"
+        return (f"tooleffect gates: {counts['passed']} passed, {counts['failed']} failed, {unjudged}; "
+                f"{self.tally.errors} errors; {self.exit[1]}{unscored}")
+
+    def _judge(self) -> None:
+        if self.results is None:
+            assert self.gates is not None and self.report is not None
+            self.results = evaluate(self.report, self.records, self.gates)
+        if self.exit is None:
+            session = self.session
+            assert session is not None
+            stopped = bool(session.shouldfail or session.shouldstop)
+            self.exit = decide_exit(session.exitstatus, any(r.fails_run for r in self.results), self.tally, stopped)
+
+    def _section(self) -> dict[str, Any]:
+        assert self.results is not None and self.exit is not None and self.gates is not None
+        return {
+            "applied": True,
+            "source": f"{self.gates.path} [{GATES_TABLE}]",
+            "passed": not any(r.fails_run for r in self.results),
+            "counts": {s: sum(1 for r in self.results if r.status == s) for s in ("passed", "failed", "not_judged")},
+            "errors": asdict(self.tally) | {"total": self.tally.errors},
+            "exit_status": self.exit[0],
+            "exit_reason": self.exit[1],
+            "unmatched_tables": unmatched_tables(self.report or {}, self.gates),
+            "results": [r.to_dict() for r in self.results],
+        }
+
+    def _write_summary(self) -> None:
+        from pytest_tooleffect.report.markdown import render_markdown
+
+        report = dict(self.report or {"blocks": []})
+        if self.applies:
+            report["gates"] = self._section()
+        elif self.configured:
+            report["gates"] = {"applied": False, "note": _NOT_APPLIED}
+        text = render_markdown(report, self.records, errors=self.tally.errors)
+        path = self.summary_md
+        assert path is not None
+        try:
+            write_text(path, text)
+            self.summary_written = True
+        except OSError as exc:
+            problems = self.config.stash.get(output_problems_key, None)
+            if problems is not None:
+                problems.add(f"tooleffect: {OPT_SUMMARY_MD} {path}: cannot be written ({exc.strerror or exc})")

@@ -1,0 +1,125 @@
+"""The run-time side of ``--tooleffect-baseline``: a new run's outcomes against an accepted run.
+
+A decision that failed in the baseline is expected to fail (collection adds
+``xfail(raises=DecisionFailed, strict=False)``): failing again is ``known`` (XFAIL), passing is
+``fixed`` (XPASS, which does not fail the run).  One that passed and fails now is a
+``regression``: its :class:`~pytest_tooleffect.outcomes.DecisionFailed` becomes a
+:class:`Regression` whose message starts with ``regression:``; no
+``xfail(raises=DecisionFailed)`` (a case file's own ``xfail``) covers it.  Every record gets
+``baseline: {"status": ...}`` on the process that scored it, so ``-n 2`` records say what
+``-n 0`` records say.  On the controller the report's ``baseline`` block (:mod:`.comparison`) is
+written through ``pytest_tooleffect_modifyreport``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.ci.baseline import Baseline, BaselineDecision, BaselineError, classify
+from pytest_tooleffect.ci.comparison import compare, summary_lines
+from pytest_tooleffect.collect.items import CaseItem
+from pytest_tooleffect.options import OPT_BASELINE
+from pytest_tooleffect.outcomes import DecisionFailed
+from pytest_tooleffect.settings import settings_key
+
+__all__ = ["BaselinePlugin", "Regression"]
+
+
+class Regression(pytest.fail.Exception):  # type: ignore[name-defined,misc]
+    """A decision that passed in the baseline fails now: a test failure (message ``regression: …``).
+
+    Not a :class:`~pytest_tooleffect.outcomes.DecisionFailed`, so no ``xfail(raises=DecisionFailed)``
+    (a case file's ``xfail``) turns it into an expected failure.
+    """
+
+
+_before_key = pytest.StashKey[BaselineDecision | None]()
+_status_key = pytest.StashKey[str]()
+
+
+class BaselinePlugin:
+    """The plugin object of ``--tooleffect-baseline`` (built at configure time, on workers too).
+
+    Each process reads the baseline; collection marks the decisions that failed in it
+    ``xfail(raises=DecisionFailed, strict=False)``; each record gets ``baseline: {"status"}``; a
+    regression's failure becomes a :class:`Regression`.  On the controller it writes the report's
+    ``baseline`` block and prints the regressions and McNemar's p-value.
+
+    Args:
+        config: pytest's config (its settings name the baseline file and the changed-label mode).
+
+    Raises:
+        pytest.UsageError: the baseline file is missing or malformed (before any test runs).
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        settings = config.stash[settings_key]
+        assert settings.baseline is not None
+        self.config = config
+        self.path = settings.baseline
+        self.changed_labels = settings.baseline_changed_labels
+        try:
+            self.baseline = Baseline.load(self.path)
+        except BaselineError as exc:
+            raise pytest.UsageError(f"{OPT_BASELINE} {exc}") from None
+        self.comparison: dict[str, Any] | None = None
+
+    def pytest_report_header(self) -> str:
+        b = self.baseline
+        return (f"tooleffect: baseline {self.path} (saved {b.created}, {len(b.decisions)} decisions; changed labels: "
+                f"{self.changed_labels})")
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            if not isinstance(item, CaseItem) or item.ref.label_class is None:
+                continue
+            before = self.baseline.decisions.get(item.record_id)
+            item.stash[_before_key] = before
+            if before is None or before.outcome == "error" or before.passed:
+                continue
+            if before.label_hash != item.ref.label_hash and self.changed_labels != "compare":
+                continue
+            item.add_marker(pytest.mark.xfail(
+                reason=f"known failure: {before.describe()} in the baseline {self.path.name}",
+                raises=DecisionFailed, strict=False))
+
+    def pytest_tooleffect_modify_record(self, record: dict[str, Any], item: pytest.Item) -> None:
+        if _before_key not in item.stash:
+            return
+        status = classify(item.stash[_before_key], BaselineDecision.from_record(record), self.changed_labels)
+        record["baseline"] = {"status": status}
+        item.stash[_status_key] = status
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
+        try:
+            return (yield)
+        except DecisionFailed as exc:
+            if item.stash.get(_status_key, None) != "regression":
+                raise
+            before = item.stash[_before_key]
+            assert before is not None
+            raise Regression(f"regression: {exc.msg} (was {before.describe()} in the baseline {self.path.name})",
+                             pytrace=False) from None
+
+    def pytest_tooleffect_modifyreport(self, report: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        try:
+            after = Baseline.from_records(records)
+        except BaselineError as exc:
+            report["baseline"] = {"path": str(self.path), "error": str(exc)}
+            return
+        comparison = compare(self.baseline, after, self.changed_labels)
+        self.comparison = report["baseline"] = {"path": str(self.path), "created": self.baseline.created,
+                                                **comparison}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.comparison is None or not self.config.stash[settings_key].summary:
+            return
+        terminalreporter.write_sep("-", "tooleffect baseline")
+        for line in summary_lines(self.comparison):
+            red = line.startswith("regression")
+            terminalreporter.write_line(line, red=red, green=line.startswith("fixed"), bold=red)

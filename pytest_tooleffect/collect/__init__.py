@@ -1,0 +1,1 @@
+"""Collection: case files and families in, validated, one pytest item per case x policy x trial out."""

@@ -1,0 +1,426 @@
+"""Loading case files, with validation that names file, case id and field.
+
+A family lives in ``cases/<family>/``: ``family.yaml`` (:mod:`.family`) plus case files
+(``*.jsonl``: one case a line; ``*.yaml``/``*.yml``: a list of cases, or ``{cases: [...]}``).  A
+bad case never stops the others: :func:`load_case_file` returns the good cases and a
+:class:`CaseProblem` per bad one.
+
+A run keeps of each case only a :class:`CaseRef` (its id, class, bucket, label hash and where its
+line is): :func:`case_refs` reads a JSONL file one line at a time and lets each parsed case go, and
+an item reads its case again from its line (:meth:`CaseRef.load`) in setup, so memory does not grow
+with the cases' size times their number, and an xdist worker holds only the cases of its items.
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import gc
+import hashlib
+import json
+import os
+import stat
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from pytest_tooleffect.collect.family import (
+    CASE_SUFFIXES,
+    FAMILY_FILE,
+    FamilyError,
+    LoadedFamily,
+    error_location,
+    is_case_file,
+    load_family,
+    named_files,
+    yaml_load,
+)
+from pytest_tooleffect.collect.validation import validate_case
+from pytest_tooleffect.formats import Case, Label
+from pytest_tooleffect.util.jsonl import bare_cr_hint
+
+__all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "CaseProblem", "CaseRef", "CaseSpan", "FamilyError", "LoadedFamily",
+           "case_refs", "close_case_files", "is_case_file", "keep_case_files_open", "label_hash", "load_case_file",
+           "load_family", "named_files", "validate_case"]
+
+
+@dataclass(frozen=True)
+class CaseProblem:
+    """One validation problem: where it is and what is wrong."""
+
+    file: str
+    case_id: str | None
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"case {self.case_id}" if self.case_id else "file"
+        return f"{self.file}: {where}: {self.field}: {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class CaseSpan:
+    """Where one JSONL case lies in its file: ``length`` bytes from byte ``offset`` (its line, no
+    newline), and ``crc32``, the CRC-32 (:func:`zlib.crc32`) of those bytes as collected, which
+    tells a line edited in place from the one validated (``None``: not checked); ``line``, its
+    line number (1-based; ``None``: not known).
+    """
+
+    path: Path
+    offset: int
+    length: int
+    crc32: int | None = None
+    line: int | None = None
+
+    def read(self) -> bytes:
+        """The line's bytes, read again from the file (kept open: :func:`close_case_files`).
+
+        Raises:
+            OSError: the file cannot be read.
+        """
+        if not hasattr(os, "pread"):  # pragma: no cover - Windows: no positioned read
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                return fh.read(self.length)
+        return _OPEN_FILES.pread(self.path, self.offset, self.length)
+
+
+class _OpenCaseFiles:
+    """Case files kept open for reading their lines again: one descriptor per file (at most
+    :attr:`LIMIT`, the least recently read closed first), read at an offset with ``os.pread``
+    under one lock.  Opening the file again for every item cost a fifth of a
+    replayed case's reading.
+
+    When the process may open no more files (``EMFILE``/``ENFILE``: a low ``ulimit -n``) the kept
+    ones are closed and the open is tried again; a path that is no longer a regular file (a pipe,
+    say) is an error, never a wait.  Between :meth:`close` (a run's end) and :meth:`reopen` (the
+    next run's configure) a read opens and closes the file itself.
+    """
+
+    LIMIT = 64
+
+    def __init__(self) -> None:
+        self._fds: OrderedDict[Path, int] = OrderedDict()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def pread(self, path: Path, offset: int, length: int) -> bytes:
+        with self._lock:
+            fd = self._fds.get(path)
+            if fd is None:
+                fd = self._open(path)
+                if self._closed:
+                    try:
+                        return os.pread(fd, length, offset)
+                    finally:
+                        os.close(fd)
+                self._fds[path] = fd
+                while len(self._fds) > self.LIMIT:
+                    os.close(self._fds.popitem(last=False)[1])
+            else:
+                self._fds.move_to_end(path)
+            return os.pread(fd, length, offset)  # under the lock: no other thread closes it meanwhile
+
+    def _open(self, path: Path) -> int:
+        flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(path, flags)
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE) or not self._fds:
+                raise
+            self._close_all()  # the process's descriptors ran out: give back the kept ones, try once more
+            fd = os.open(path, flags)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, "not a regular file any more", str(path))
+        return fd
+
+    def _close_all(self) -> None:
+        fds, self._fds = self._fds, OrderedDict()
+        for fd in fds.values():
+            os.close(fd)
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_all()
+            self._closed = True
+
+    def reopen(self) -> None:
+        with self._lock:
+            self._closed = False
+
+
+_OPEN_FILES = _OpenCaseFiles()
+
+
+def close_case_files() -> None:
+    """Close the case files :meth:`CaseSpan.read` keeps open (at the end of a run); until
+    :func:`keep_case_files_open`, a read opens and closes its file.
+    """
+    _OPEN_FILES.close()
+
+
+def keep_case_files_open() -> None:
+    """Keep case files open again for reading cases (at a run's configure)."""
+    _OPEN_FILES.reopen()
+
+
+@dataclass(frozen=True, slots=True)
+class CaseRef:
+    """What a run keeps of a validated case between collection and the item that needs it whole.
+
+    Attributes:
+        id: the case's id.
+        label_class: ``single``, ``several`` or ``no_tool``; ``None`` for an unlabelled case.
+        bucket: the state's position bucket.
+        xfail: the case's ``xfail`` (a reason, ``True``, or ``None``/``False``).
+        label_hash: :func:`label_hash` of its label (``unlabelled`` without one).
+        span: where its line is, for a JSONL case; ``None`` when the case is kept whole.
+        case: the case itself when it cannot be read again on its own (a YAML file's, parsed
+            with its whole file); ``None`` for a JSONL case.
+    """
+
+    id: str
+    label_class: str | None
+    bucket: str
+    xfail: bool | str | None
+    label_hash: str
+    span: CaseSpan | None = None
+    case: Case | None = None
+
+    @classmethod
+    def of(cls, case: Case, span: CaseSpan | None = None) -> CaseRef:
+        """The reference to ``case``: its line when ``span`` is given, else the case kept whole."""
+        return cls(id=case.id, label_class=case.label.label_class if case.label is not None else None,
+                   bucket=case.placement.bucket, xfail=case.xfail, label_hash=label_hash(case.label), span=span,
+                   case=None if span is not None else case)
+
+    def load(self) -> Case:
+        """The case, parsed again from its line (validated at collection: not validated again).
+
+        Raises:
+            ValueError: the line cannot be read any more, or its bytes are not those collected (the
+                file changed during the run); the message names the file, the case id and the offset.
+        """
+        if self.case is not None:
+            return self.case
+        assert self.span is not None
+        where = f"{self.span.path}: case {self.id}"
+        try:
+            line = self.span.read()
+            case = Case.model_validate_json(line)
+        except (OSError, ValidationError) as exc:
+            detail = f"{type(exc).__name__}: {exc}" if isinstance(exc, OSError) else _first_error(exc)
+            raise ValueError(f"{where}: cannot be read again at byte {self.span.offset} (the file changed during "
+                             f"the run?): {detail}") from None
+        if case.id != self.id:
+            raise ValueError(f"{where}: the line at byte {self.span.offset} now holds case {case.id} "
+                             "(the file changed during the run)")
+        if self.span.crc32 is not None and zlib.crc32(line) != self.span.crc32:
+            raise ValueError(f"{where}: the line at byte {self.span.offset} is not the one collected (the file "
+                             "changed during the run)")
+        return case
+
+
+def _first_error(exc: ValidationError) -> str:
+    """A validation error in one line: its first error's field path and message, and how many more."""
+    errors = exc.errors(include_url=False)
+    if not errors:
+        return "ValidationError"
+    first = errors[0]
+    loc = ".".join(str(x) for x in first["loc"]) or "<case>"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{loc}: {first['msg']}{more}"
+
+
+#: JSON's whitespace (RFC 8259 §2): a line of nothing else is blank
+JSON_WHITESPACE = " \t\r\n"
+
+
+def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None]]:
+    """Yield ``(line or index, raw case, problem, span)``; a JSONL case comes as its line's text
+    with its span, one line at a time (the file is never held whole).
+
+    Raises:
+        OSError: the file cannot be read.
+        UnicodeDecodeError: a YAML file that is not UTF-8.
+    """
+    if path.suffix == ".jsonl":
+        yield from _jsonl_lines(path)
+        return
+    text = path.read_text(encoding="utf-8-sig")
+    try:
+        doc = yaml_load(text)
+    except Exception as exc:
+        yield 0, None, f"not valid YAML: {exc}", None
+        return
+    if isinstance(doc, Mapping) and "cases" in doc:
+        doc = doc["cases"]
+    if doc is None:
+        return
+    if not isinstance(doc, list):
+        yield 0, None, "a YAML case file holds a list of cases (or a mapping with 'cases:')", None
+        return
+    for n, raw in enumerate(doc):
+        yield n, raw, None, None
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None]]:
+    """The non-blank lines of a JSONL file (split at newlines, a leading BOM skipped), each with its
+    span; a line that is not UTF-8 is a problem of the file naming the line, and the rest is read.
+    """
+    with open(path, "rb") as fh:
+        end = 0
+        for n, line in enumerate(fh, 1):
+            start, end = end, end + len(line)
+            if n == 1 and line.startswith(codecs.BOM_UTF8):
+                line, start = line[len(codecs.BOM_UTF8):], start + len(codecs.BOM_UTF8)
+            body = line[:-1] if line.endswith(b"\n") else line
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield n, None, f"line {n} is not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", None
+                continue
+            if text.strip(JSON_WHITESPACE):  # str.strip() would also drop 0x1c-0x1f and Unicode spaces
+                yield n, text, None, CaseSpan(path, start, len(body), zlib.crc32(body), n)
+
+
+def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
+    """Validate one raw case (a JSONL line's text, or a parsed mapping)."""
+    try:
+        if isinstance(raw, str):
+            return Case.model_validate_json(raw)
+        if not isinstance(raw, Mapping):
+            return [CaseProblem(fname, f"#{n}", "<case>", f"a case is a mapping, got {type(raw).__name__}")]
+        return Case.model_validate(raw)
+    except ValidationError as exc:
+        errors = exc.errors()
+        if isinstance(raw, str) and errors and errors[0]["type"] == "json_invalid":
+            try:
+                json.loads(raw)
+            except json.JSONDecodeError as jexc:
+                return [CaseProblem(fname, None, "<file>",
+                                    f"line {n} is not valid JSON: {jexc.msg} (column {jexc.colno})"
+                                    + bare_cr_hint(raw))]
+        try:
+            doc = json.loads(raw) if isinstance(raw, str) else raw
+        except json.JSONDecodeError:
+            doc = None
+        cid = doc.get("id") if isinstance(doc, Mapping) else None
+        if isinstance(raw, str) and not isinstance(doc, Mapping):
+            return [CaseProblem(fname, f"line {n}", "<case>", "a case is a JSON object")]
+        cid_s = str(cid) if cid is not None else f"#{n}"
+        return [CaseProblem(fname, cid_s, error_location(e["loc"]), e["msg"].removeprefix("Value error, "))
+                for e in errors]
+
+
+def label_hash(label: Label | None) -> str:
+    """SHA-256 (16 hex digits) of the label's canonical JSON (reasons and labellers excluded)."""
+    if label is None:
+        return "unlabelled"
+    data = label.model_dump(mode="json", exclude={"labelled_by", "notes"})
+    for group in ("valid_actions", "forbidden_actions"):
+        for a in data[group]:
+            a.pop("reason", None)
+            for m in a.get("parallel") or []:
+                m.pop("reason", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_case_file(path: Path, family: LoadedFamily, seen: set[str] | None = None
+                   ) -> tuple[list[Case], list[CaseProblem]]:
+    """Load and validate every case of one file.
+
+    Args:
+        path: the case file.
+        family: its loaded family.
+        seen: case ids already loaded from this family (updated; a repeat is a problem).
+
+    Returns:
+        ``(cases, problems)``: the usable cases, and one problem per unusable case or file.
+
+    """
+    cases: list[Case] = []
+    problems = _load(path, family, seen, lambda case, span: cases.append(case))
+    return cases, problems
+
+
+def case_refs(path: Path, family: LoadedFamily, seen: set[str] | None = None
+              ) -> tuple[list[CaseRef], list[CaseProblem]]:
+    """Validate every case of one file and keep a :class:`CaseRef` of each usable one.
+
+    A JSONL file is read one line at a time and each case is let go once validated (its ref
+    reads it again from its line); a YAML file's cases are kept whole in their refs.
+
+    Args:
+        path: the case file.
+        family: its loaded family.
+        seen: case ids already loaded from this family (updated; a repeat is a problem).
+
+    Returns:
+        ``(refs, problems)``: one ref per usable case, and one problem per unusable case or file.
+    """
+    refs: list[CaseRef] = []
+    problems = _load(path, family, seen, lambda case, span: refs.append(CaseRef.of(case, span)))
+    return refs, problems
+
+
+def _load(path: Path, family: LoadedFamily, seen: set[str] | None,
+          keep: Callable[[Case, CaseSpan | None], object]) -> list[CaseProblem]:
+    """Validate the file's cases one at a time, hand each usable one to ``keep``; the problems."""
+    seen = seen if seen is not None else set()
+    problems: list[CaseProblem] = []
+    fname = str(path)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # thousands of long-lived objects: generational GC passes would rescan them all
+    try:
+        read = 0
+        for n, raw, error, span in _raw_cases(path):
+            read += 1
+            if error:
+                problems.append(CaseProblem(fname, None, "<file>", error))
+                continue
+            case = _checked(n, raw, fname, family, seen, problems)
+            if case is not None:
+                keep(case, span)
+        if not read:  # a file of the family that holds nothing would leave no trace in the report
+            problems.append(CaseProblem(fname, None, "<file>", "holds no case (an empty case file)"))
+    except (OSError, UnicodeDecodeError) as exc:
+        return [CaseProblem(fname, None, "<file>", f"cannot read: {exc}")]
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    # what the run keeps of them lives for the whole run: keep later collections from rescanning it
+    gc.freeze()
+    return problems
+
+
+def _checked(n: int, raw: Any, fname: str, family: LoadedFamily, seen: set[str],
+             problems: list[CaseProblem]) -> Case | None:
+    """The case parsed and validated against its family, or ``None`` with its problems added."""
+    try:
+        case = _parse_case(n, raw, fname)
+    except (RecursionError, ValueError, TypeError) as exc:
+        problems.append(CaseProblem(fname, f"line {n}", "<case>", f"cannot read: {type(exc).__name__}: {exc}"))
+        return None
+    if isinstance(case, list):
+        problems += case
+        return None
+    if case.id in seen:
+        problems.append(CaseProblem(fname, case.id, "id", f"duplicate case id in family {family.name}"))
+        return None
+    seen.add(case.id)
+    try:
+        bad = validate_case(case, family)
+    except Exception as exc:  # a case shape the checks did not foresee: report it, go on
+        bad = [("<case>", f"cannot validate: {type(exc).__name__}: {exc}")]
+    if bad:
+        problems += [CaseProblem(fname, case.id, f, m) for f, m in bad]
+        return None
+    return case

@@ -1,0 +1,230 @@
+"""Loading a family: ``family.yaml`` and the files it names (tools, system prompt, oracle
+rules), with errors that name the file and the field.
+
+A family lives in ``cases/<family>/``: ``family.yaml`` plus case files (``*.jsonl``: one case a
+line; ``*.yaml``/``*.yml``: a list of cases, or ``{cases: [...]}``; see :mod:`.cases`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from pytest_tooleffect import formats as models
+from pytest_tooleffect.formats import Family, ToolSpec
+from pytest_tooleffect.oracle import RuleError, RuleSet, load_rules
+from pytest_tooleffect.oracle.rulecheck import rule_problems
+from pytest_tooleffect.oracle.rules import UniqueKeyLoader
+
+__all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "is_case_file",
+           "load_family", "named_files", "yaml_load"]
+
+FAMILY_FILE = "family.yaml"
+CASE_SUFFIXES = (".jsonl", ".yaml", ".yml")
+
+
+class _JSONLikeLoader(UniqueKeyLoader):
+    """YAML's safe loader without implicit timestamps: case data stays JSON-like (a date-time
+    stays the string the author wrote, as it would in JSONL); a key given twice is refused.
+    """
+
+
+_JSONLikeLoader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:timestamp"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def yaml_load(text: str) -> Any:
+    """Parse YAML as JSON-like data (no implicit timestamps)."""
+    return yaml.load(text, Loader=_JSONLikeLoader)
+
+
+class FamilyError(ValueError):
+    """The family file (or a file it names) cannot be used; the message names the file.
+
+    ``referenced_files``: the files the family file names (as :attr:`LoadedFamily.referenced_files`),
+    as far as the family file could be read; set by :func:`load_family`.
+    """
+
+    referenced_files: frozenset[Path] = frozenset()
+
+
+_NAMED_FILES = ("oracle", "tools_file", "system_prompt_file")  # the family file's keys that name files
+
+
+def named_files(directory: Path, names: Iterable[Any]) -> frozenset[Path]:
+    """The files ``names`` name in ``directory``, resolved; a name no path can hold is left out."""
+    files = set()
+    for n in names:
+        if n and isinstance(n, str):
+            try:
+                files.add((directory / n).resolve())
+            except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop
+                continue
+    return frozenset(files)
+
+
+def is_case_file(path: Path, referenced: frozenset[Path]) -> bool:
+    """``path`` is a case file of the family in its directory: a case-file suffix, neither the
+    family file nor a file it names (``referenced``: the family's ``referenced_files``).
+    """
+    if path.suffix not in CASE_SUFFIXES or path.name == FAMILY_FILE:
+        return False
+    try:
+        return path.resolve() not in referenced
+    except (OSError, RuntimeError):  # a symlink loop: not a file the family names; reading it says what is wrong
+        return True
+
+
+@dataclass(frozen=True)
+class LoadedFamily:
+    """A family ready for scoring: its model, resolved tools, system prompt and compiled rules."""
+
+    name: str
+    directory: Path
+    family: Family
+    tools: tuple[ToolSpec, ...]
+    system_prompt: str | None
+    rules: RuleSet
+    tools_by_name: Mapping[str, ToolSpec] = field(default_factory=dict)
+    world_layout: Mapping[str, Mapping[str, Any]] | None = None
+    world_tools: frozenset[str] = frozenset()
+
+    @property
+    def referenced_files(self) -> frozenset[Path]:
+        """Files the family file names (rules, tools, prompt): never collected as case files."""
+        return named_files(self.directory, (getattr(self.family, key) for key in _NAMED_FILES))
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """What the report needs from the family: quota and population per bucket."""
+        return {"quota": self.family.quota, "population": self.family.population,
+                "production": self.family.production}
+
+
+def load_family(directory: Path) -> LoadedFamily:
+    """Load ``directory/family.yaml`` and the files it names (tools, prompt, oracle rules).
+
+    Raises:
+        FamilyError: the family file or a file it names is missing or invalid.
+    """
+    path = directory / FAMILY_FILE
+    try:
+        return _load_family(directory, path)
+    except FamilyError as exc:
+        exc.referenced_files = _referenced_anyway(directory, path)
+        raise
+    except Exception as exc:  # any unreadable input becomes one clear error, never a crash
+        error = FamilyError(f"{path}: {type(exc).__name__}: {exc}")
+        error.referenced_files = _referenced_anyway(directory, path)
+        raise error from exc
+
+
+def _referenced_anyway(directory: Path, path: Path) -> frozenset[Path]:
+    """The files a family file names, read from it without validating it (none if it cannot be read).
+
+    A family that fails to load still keeps its rules, tools and prompt files out of case
+    collection.
+    """
+    try:
+        raw = yaml_load(path.read_text(encoding="utf-8-sig"))
+    except Exception:  # unreadable: nothing to keep out
+        return frozenset()
+    return named_files(directory, (raw.get(key) for key in _NAMED_FILES)) if isinstance(raw, Mapping) else frozenset()
+
+
+def _read(path: Path, what: str, family_file: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FamilyError(f"{family_file}: {what} {path}: cannot read: {exc}") from exc
+
+
+def _load_family(directory: Path, path: Path) -> LoadedFamily:
+    try:
+        raw = yaml_load(_read(path, "family file", path))
+    except yaml.YAMLError as exc:
+        raise FamilyError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(raw, Mapping):
+        raise FamilyError(f"{path}: a family file is a mapping")
+    raw = dict(raw)
+    raw.setdefault("name", directory.name)
+    if raw.get("tools_file"):
+        if not isinstance(raw["tools_file"], str):
+            raise FamilyError(f"{path}: tools_file: a path to a JSON list of tool specs")
+        tf = directory / raw["tools_file"]
+        try:
+            listed = json.loads(_read(tf, "tools_file", path))
+        except json.JSONDecodeError as exc:
+            raise FamilyError(f"{path}: tools_file {tf}: not valid JSON: {exc}") from exc
+        if not isinstance(listed, list):
+            raise FamilyError(f"{path}: tools_file {tf}: holds a JSON {type(listed).__name__}, not a list of tools")
+        inline = raw.get("tools") or []
+        raw["tools"] = [*listed, *(inline if isinstance(inline, list) else [inline])]
+    try:
+        fam = Family.model_validate(raw)
+    except ValidationError as exc:
+        raise FamilyError("; ".join(f"{path}: {error_location(e['loc'])}: {e['msg']}" for e in exc.errors())) from exc
+    for t in fam.tools:
+        props = t.parameters.get("properties", {})
+        if not isinstance(props, Mapping) or t.parameters.get("type", "object") != "object":
+            raise FamilyError(f"{path}: tools.{t.name}.parameters: an object schema with a properties mapping")
+    prompt = fam.system_prompt
+    if fam.system_prompt_file:
+        prompt = _read(directory / fam.system_prompt_file, "system_prompt_file", path)
+    try:
+        rules = load_rules(directory / fam.oracle) if fam.oracle else RuleSet()
+    except RuleError as exc:
+        raise FamilyError(f"{path}: oracle: {exc}") from exc
+    names = [t.name for t in fam.tools]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise FamilyError(f"{path}: tools: duplicate tool names {dup}")
+    if names:
+        unknown = rules.unknown_tools(names)
+        if unknown:
+            raise FamilyError(f"{path}: oracle {directory / str(fam.oracle)}: rules for tools the family does not "
+                              f"offer: {', '.join(unknown)} (tools: {', '.join(sorted(names))})")
+        missing = rules.unknown_fields({t.name: t.parameters for t in fam.tools})
+        if missing:
+            raise FamilyError("; ".join(f"{path}: oracle {directory / str(fam.oracle)}: fields.{key}: {why}"
+                                        for key, why in missing))
+        silent = rule_problems(rules, {t.name: t.parameters for t in fam.tools}, unknown_tools=True)
+        if silent:
+            where = directory / fam.oracle if fam.oracle else path
+            raise FamilyError("; ".join(f"{path}: oracle: {where}: fields.{key}: {reason} "
+                                        "(the rule would not take effect)" for key, reason in silent))
+    layout, world_tools = None, frozenset[str]()
+    if fam.sandbox is not None:
+        from pytest_tooleffect.sandbox.environment import SandboxError
+        from pytest_tooleffect.sandbox.image import world_spec
+
+        try:
+            layout, world_tools = world_spec(fam.sandbox.world)
+        except SandboxError as exc:
+            raise FamilyError(f"{path}: sandbox.world: {exc}") from exc
+    return LoadedFamily(fam.name, directory, fam, tuple(fam.tools), prompt, rules, {t.name: t for t in fam.tools},
+                        layout, world_tools)
+
+
+def error_location(loc: Sequence[Any]) -> str:
+    """A pydantic error location as a field path: ``messages[2].content``.
+
+    The name of a model a union tried (or a tagged union chose) is left out: it names no field.
+    """
+    out = ""
+    for part in loc:
+        if isinstance(part, str) and part in _MODEL_NAMES:
+            continue
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<root>"
+
+
+_MODEL_NAMES = frozenset(n for n in models.__all__ if n[:1].isupper())

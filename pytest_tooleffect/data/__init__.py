@@ -1,0 +1,1 @@
+"""Data tools apart from the plugin's run path: importers, trace sampling, labelling, authored families."""

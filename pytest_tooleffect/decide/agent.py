@@ -1,0 +1,266 @@
+"""The team's own agent as a policy: a Python callable, sync or async, asked for its decision at
+each labelled state.
+
+Part of the decision stage (``docs/design.md``, "Architecture").  A policy names its agent as
+``agent: "package.module:function"`` (a family file's ``policies:``, ``[tool.tooleffect.policies.NAME]``
+or ``--tooleffect-agent``), or a ``pytest_tooleffect_agent`` hook in a ``conftest.py`` returns
+it.  The agent gets an :class:`AgentState` and returns the decision in any shape
+:func:`~pytest_tooleffect.oracle.parse_emission` reads (an OpenAI message, a litellm
+``ModelResponse``, Responses-API items, Anthropic blocks, Gemini parts), or an :class:`AgentTurn`
+that adds its usage and cost.  An exception raised by the agent is an error outcome with its
+traceback in the record, never a verdict.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import json
+import math
+import time
+import traceback
+from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_tooleffect.collect.agents import Agent, AgentError
+from pytest_tooleffect.formats import Case, Policy, ToolSpec
+
+__all__ = ["AgentState", "AgentTurn", "agent_cost", "agent_state", "call_agent", "call_agent_bounded",
+           "run_agent"]
+
+@dataclass(frozen=True)
+class AgentState:
+    """What an agent sees at one decision point.
+
+    Attributes:
+        case_id: the case's id.
+        messages: the conversation so far, OpenAI chat form (system, user, assistant, tool);
+            in a rollout, with the agent's own calls and their results appended.
+        tools: the tools offered there, OpenAI form (``{"type": "function", "function": {"name",
+            "description", "parameters"}}``), with their original names (dots included).
+        system_prompt: the family's system prompt (the policy's override when it has one), or ``None``.
+        policy: the policy as given (``name``, ``agent``, ``temperature``, ``api_base``,
+            ``system_prompt``, ``tool_descriptions``, and ``settings``: the free-form settings a
+            policy may carry for its agent).
+        trial: 1…K under ``--tooleffect-repeats K``.
+        step: 1 for the decision under test, 2… for a rollout's later steps.
+        timezone: the user's IANA time zone, when the case says.
+    """
+
+    case_id: str
+    messages: tuple[Mapping[str, Any], ...]
+    tools: tuple[Mapping[str, Any], ...]
+    system_prompt: str | None
+    policy: Mapping[str, Any]
+    trial: int = 1
+    step: int = 1
+    timezone: str | None = None
+
+
+@dataclass(frozen=True)
+class AgentTurn:
+    """A decision with what it cost, for an agent that knows its usage.
+
+    Attributes:
+        emitted: the decision (any shape ``parse_emission`` reads).
+        input_tokens: tokens sent to the model(s), or ``None`` when unknown.
+        output_tokens: tokens received, or ``None``.
+        cost_usd: money spent in US dollars, or ``None``.
+        extra: further fields kept in the record under ``agent`` (JSON values).
+    """
+
+    emitted: Any
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost_usd: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def is_async(agent: Agent) -> bool:
+    """The agent is an ``async def`` function (or an object whose ``__call__`` is)."""
+    return inspect.iscoroutinefunction(agent) or inspect.iscoroutinefunction(type(agent).__call__)
+
+
+def agent_state(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
+                trial: int = 1, step: int = 1) -> AgentState:
+    """The state an agent is called with (the policy's prompt and tool-description overrides applied).
+
+    Messages, tool schemas and the policy are deep copies: an agent that edits its state changes
+    neither the case, nor the family's schemas the oracle scores with, nor the next policy's state.
+    """
+    specs = tuple({"type": "function", "function": {
+        "name": t.name,
+        "description": policy.tool_descriptions.get(t.name, t.description),
+        "parameters": copy.deepcopy(t.parameters) or {"type": "object", "properties": {}},
+    }} for t in tools)
+    prompt = policy.system_prompt if policy.system_prompt is not None else system_prompt
+    return AgentState(case_id=case.id, messages=tuple(copy.deepcopy(list(case.messages))), tools=specs,
+                      system_prompt=prompt, policy=policy.model_dump(exclude_none=True), trial=trial, step=step,
+                      timezone=case.timezone)
+
+
+def _failure(exc: BaseException) -> AgentError:
+    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return AgentError(type(exc).__name__, " ".join(str(exc).split())[:500], tb[-8000:])
+
+
+def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Split an agent's return value into the decision, its cost and record fields.
+
+    Returns:
+        ``(emitted, cost, extra)``: cost has ``input_tokens``, ``output_tokens``, ``latency_ms``
+        (wall milliseconds of the call), ``cost_usd`` (unknown values ``None``; a litellm
+        ``ModelResponse``'s usage is read); extra is ``{"agent": {...}}`` when the agent gave any.
+
+    Raises:
+        AgentError: the agent returned ``None`` (``AgentReturnedNothing``: return a message with
+            no tool calls to call nothing), nothing :func:`~pytest_tooleffect.oracle.parse_emission`
+            reads (``AgentReturnedUnreadable``), tokens that are not whole numbers >= 0 or a cost
+            that is not a finite number >= 0 (``AgentBadUsage``), or ``extra`` that is not JSON
+            (``AgentBadExtra``).
+    """
+    cost: dict[str, Any] = {"input_tokens": None, "output_tokens": None, "latency_ms": round(latency_s * 1000, 3),
+                            "cost_usd": None}
+    extra: dict[str, Any] = {}
+    if isinstance(result, AgentTurn):
+        cost.update(input_tokens=result.input_tokens, output_tokens=result.output_tokens, cost_usd=result.cost_usd)
+        if result.extra:
+            extra["agent"] = dict(result.extra)
+        result = result.emitted
+    else:
+        usage = getattr(result, "usage", None)
+        if usage is not None and not isinstance(result, Mapping):
+            cost["input_tokens"] = getattr(usage, "prompt_tokens", None)
+            cost["output_tokens"] = getattr(usage, "completion_tokens", None)
+    if result is None:
+        raise AgentError("AgentReturnedNothing", "the agent returned None; to call no tool, return a message "
+                                                 "without tool calls, e.g. {'role': 'assistant', 'content': '...'}")
+    for key in ("input_tokens", "output_tokens"):
+        value = cost[key]
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise AgentError("AgentBadUsage", f"{key} {value!r}: a whole number of tokens >= 0, or None when unknown")
+    money = cost["cost_usd"]
+    if money is not None and (isinstance(money, bool) or not isinstance(money, (int, float))
+                              or not math.isfinite(money) or money < 0):
+        raise AgentError("AgentBadUsage", f"cost_usd {money!r}: a finite number of US dollars >= 0, or None "
+                                          "when unknown")
+    if extra:
+        try:
+            json.dumps(extra["agent"], allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise AgentError("AgentBadExtra", f"AgentTurn.extra must hold JSON values: {exc}") from None
+    from pytest_tooleffect.oracle import parse_emission
+
+    try:
+        parse_emission(result)
+    except (TypeError, ValueError) as exc:  # nothing the oracle can read: the agent's fault, not a verdict
+        raise AgentError("AgentReturnedUnreadable", f"the agent returned {type(result).__name__}, which is no "
+                                                    f"decision: {exc}") from None
+    return result, cost, extra
+
+
+def _caught(exc: BaseException, *, main_thread: bool) -> bool:
+    """An agent's exception that is its failure (an error outcome), not the run's: anything but a
+    Ctrl-C in the main thread (a ``SystemExit``, a ``KeyboardInterrupt`` raised by the agent's own
+    code off the main thread, any ``BaseException`` subclass) and pytest's own outcomes.
+    """
+    if main_thread and isinstance(exc, KeyboardInterrupt):
+        return False
+    return not type(exc).__module__.startswith("_pytest")
+
+
+def _called(agent: Agent, state: AgentState, *, main_thread: bool = True) -> Any:
+    """The agent's return value (an awaitable for an async agent); its exception as an AgentError."""
+    try:
+        return agent(state)
+    except BaseException as exc:
+        if not _caught(exc, main_thread=main_thread):
+            raise
+        raise _failure(exc) from exc
+
+
+async def _awaited(result: Awaitable[Any]) -> Any:
+    import asyncio
+
+    try:
+        return await result
+    except asyncio.CancelledError:  # the pool cancels it (timeout, interrupted run): not the agent's failure
+        raise
+    except BaseException as exc:  # on the pool's loop thread a SystemExit would end the loop: keep it here
+        if not _caught(exc, main_thread=False):
+            raise
+        raise _failure(exc) from exc
+
+
+def call_agent_bounded(agent: Agent, state: AgentState, timeout_s: float) -> tuple[Any, dict[str, Any],
+                                                                                    dict[str, Any]]:
+    """Call a sync agent as :func:`call_agent` does, in a daemon thread, waiting at most ``timeout_s``.
+
+    A thread cannot be stopped from outside: an agent that hangs is left running there (a daemon
+    thread never holds the process at exit) and its item becomes an error outcome.
+
+    Returns:
+        ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
+
+    Raises:
+        AgentError: as :func:`call_agent`, or ``Timeout`` when no decision came within ``timeout_s``.
+    """
+    import threading
+
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            box["result"] = call_agent(agent, state, main_thread=False)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name=f"tooleffect-agent-{state.case_id}", daemon=True).start()
+    if not done.wait(timeout_s):
+        raise AgentError("Timeout", f"the agent gave no decision within {timeout_s:g} s (--tooleffect-timeout); "
+                                    "it is left running in its thread")
+    if "error" in box:
+        raise box["error"]
+    return box["result"]  # type: ignore[no-any-return]
+
+
+def call_agent(agent: Agent, state: AgentState, *, main_thread: bool = True) -> tuple[Any, dict[str, Any],
+                                                                                      dict[str, Any]]:
+    """Call a sync agent (an awaitable it returns is run to completion on a new event loop).
+
+    Returns:
+        ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
+
+    Raises:
+        AgentError: the agent raised (its traceback kept; a ``SystemExit`` or another
+            ``BaseException`` too, but not Ctrl-C), returned ``None`` or nothing the oracle reads
+            (``AgentReturnedUnreadable``), or bad usage (``AgentBadUsage``: negative, NaN or
+            infinite tokens or cost).
+    """
+    t0 = time.perf_counter()
+    result = _called(agent, state, main_thread=main_thread)
+    if inspect.isawaitable(result):
+        import asyncio
+
+        result = asyncio.run(_awaited(result))
+    return agent_cost(result, time.perf_counter() - t0)
+
+
+async def run_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """Await an async agent (on the turn pool's event loop).
+
+    Returns:
+        ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
+
+    Raises:
+        AgentError: the agent raised (its traceback kept) or returned ``None``.
+    """
+    t0 = time.perf_counter()
+    result = _called(agent, state, main_thread=False)
+    if inspect.isawaitable(result):
+        result = await _awaited(result)
+    return agent_cost(result, time.perf_counter() - t0)

@@ -1,0 +1,68 @@
+"""The money of one live model answer: litellm's own price when its price map knows the model,
+else the user's ``--tooleffect-prices`` table, else unknown (``None``, never 0).
+
+A part of the decision stage (:mod:`.model_turn` prices each answer here).  It never imports
+litellm: the caller passes the imported module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pytest_tooleffect.formats import Price
+
+__all__ = ["price_answer"]
+
+#: per model name: litellm's price map knows it (asked once per process: the map does not change
+#: during a run, and an unmapped model made litellm build and raise an error at every decision)
+_KNOWN_MODELS: dict[str, bool] = {}
+
+
+def _priced_by_litellm(litellm: Any, model: str) -> bool:
+    known = _KNOWN_MODELS.get(model)
+    if known is None:
+        try:
+            litellm.get_model_info(model=model)
+            known = True
+        except Exception:  # litellm raises several types for an unmapped model
+            known = False
+        _KNOWN_MODELS[model] = known
+    return known
+
+
+def price_answer(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
+                 usage: Mapping[str, int | None]) -> tuple[float | None, str | None]:
+    """The answer's cost in US dollars and who priced it.
+
+    Args:
+        litellm: the imported litellm module.
+        model: the policy's litellm model name.
+        response: litellm's response to the request.
+        prices: the user's table, by model name (with or without its provider prefix); USD per
+            million input and output tokens.
+        usage: ``input_tokens`` and ``output_tokens`` of the answer (``None``: not reported).
+
+    Returns:
+        ``(cost_usd, priced_by)``: ``priced_by`` is ``litellm`` or ``user``; ``(None, None)``
+        when the provider reported no usage or nobody prices the model.
+    """
+    if usage.get("input_tokens") is None:
+        return None, None
+    if _priced_by_litellm(litellm, model):
+        # litellm priced the answer already (its documented ``_hidden_params["response_cost"]``):
+        # pricing it again cost a second pass over the response per decision
+        hidden = getattr(response, "_hidden_params", None)
+        priced = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
+        if isinstance(priced, int | float) and not isinstance(priced, bool):
+            return float(priced), "litellm"
+        try:
+            return float(litellm.completion_cost(completion_response=response, model=model)), "litellm"
+        except Exception:  # noqa: S110 - fall through to the user's table
+            pass
+    price = prices.get(model) or prices.get(model.split("/", 1)[-1])
+    if price is not None:
+        cost = ((usage["input_tokens"] or 0) * price.input_per_mtok
+                + (usage["output_tokens"] or 0) * price.output_per_mtok) / 1e6
+        return cost, "user"
+    return None, None

@@ -1,0 +1,147 @@
+"""The record log: records appended to a JSONL file as they complete, and read back.
+
+:class:`RecordLog` writes one record per line and flushes each, so a crash loses nothing;
+:func:`read_records` reads a log back as JSON objects, :func:`load_records` checks each line
+against :class:`~.records.Record`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from pydantic import ValidationError
+
+from pytest_tooleffect.score.record import Record, first_problem
+from pytest_tooleffect.util.jsonl import json_lines
+
+__all__ = ["RecordLog", "load_records", "read_records"]
+
+
+class RecordLog:
+    """Append-only JSONL log; each record is written and flushed as it completes.
+
+    A write that fails (a full disk) does not raise: the log stops there, keeps what it had
+    flushed, and :attr:`error` says why (the reporter turns it into a failed exit status).
+
+    Args:
+        path: the log file (created, with its folder; an existing file is replaced).
+
+    Attributes:
+        written: records flushed to the file.
+        lost: records that came after a failed write and are not in the file.
+        error: the failed write's error, or ``None``.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
+        self._lock = threading.Lock()
+        self.written = 0
+        self.lost = 0
+        self.error: OSError | None = None
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Append one record (keys sorted) and flush it to the operating system."""
+        line = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
+        with self._lock:
+            if self._fh is None:
+                self.lost += 1
+                return
+            try:
+                self._fh.write(line + "\n")
+                self._fh.flush()
+            except OSError as exc:
+                self.error, self.lost = exc, self.lost + 1
+                self._drop()
+            else:
+                self.written += 1
+
+    def _drop(self) -> None:
+        fh, self._fh = self._fh, None
+        if fh is not None:
+            try:
+                fh.close()
+            except OSError:  # the unflushed tail of a failed write: already counted as lost
+                pass
+
+    def close(self) -> None:
+        """Close the file (a failure to flush is kept in :attr:`error`, not raised)."""
+        with self._lock:
+            fh, self._fh = self._fh, None
+            if fh is None:
+                return
+            try:
+                fh.close()
+            except OSError as exc:
+                self.error = self.error or exc
+
+
+def _lines(path: Path) -> list[tuple[int, Any]]:
+    """``(line number, JSON value)`` of every non-blank line."""
+    out = []
+    bad: tuple[int, str] | None = None
+    last = 0
+    for n, value, why in json_lines(path):
+        last = n
+        if why is not None:
+            bad = bad or (n, why)
+        elif bad is None:
+            out.append((n, value))
+    if bad is not None:
+        n, why = bad
+        cut = "; the last line is torn: the run that wrote it was cut" if n == last and _unended(path) else ""
+        raise ValueError(f"line {n}: {why}{cut}")
+    return out
+
+
+def _unended(path: Path) -> bool:
+    """The file ends with neither LF nor CR: the log writes whole lines, so a run cut mid-write left it."""
+    with path.open("rb") as fh:
+        fh.seek(0, 2)
+        if not fh.tell():
+            return False
+        fh.seek(-1, 2)
+        return fh.read(1) not in (b"\n", b"\r")  # CR: a file of CR-ended lines, not a cut one
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Read a record log back as JSON objects, unchecked.
+
+    Args:
+        path: the JSONL log.
+
+    Returns:
+        One JSON value per non-blank line.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: a line that is not JSON (names the line).
+    """
+    return [value for _, value in _lines(path)]
+
+
+def load_records(path: Path) -> list[Record]:
+    """Read a record log back and check every line against :class:`Record`.
+
+    Args:
+        path: the JSONL log.
+
+    Returns:
+        The records, in the log's order.
+
+    Raises:
+        OSError: the file cannot be read.
+        ValueError: a line that is not JSON or not a record (names the line and the field).
+    """
+    out = []
+    for n, value in _lines(path):
+        try:
+            out.append(Record.model_validate(value))
+        except ValidationError as exc:
+            raise ValueError(f"line {n} is not a tooleffect record ({first_problem(exc)})") from exc
+    return out

@@ -1,0 +1,413 @@
+"""The controller's side of a run: records in as they arrive, the record log, the report out.
+
+The stage after scoring on the path of one case (``docs/design.md``, "Architecture").  Records ride on
+test reports (from this process or, under xdist, from the workers), so only the controller
+writes files.  The report is built by :mod:`pytest_tooleffect.report` from the records and the
+families' metadata that came with them (no family file is read again for it), passed through
+``pytest_tooleffect_modifyreport`` (the judge's section is written by :class:`JudgeSection`
+through it), then written as JSON and printed.  The HTML page (``--tooleffect-html``) also shows
+each decision's state (conversation, tools, label), which records do not carry: it reads the
+cases back from the run's family folders, once, at the end.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.collect.family import CASE_SUFFIXES, FAMILY_FILE
+from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT
+from pytest_tooleffect.report.record_log import RecordLog
+from pytest_tooleffect.report.runinfo import git_state, now_utc, versions
+from pytest_tooleffect.settings import Settings, settings_key
+from pytest_tooleffect.util.output_files import OutputProblems, output_problems_key, shown_path, write_text
+from pytest_tooleffect.util.redaction import redact_obj
+
+__all__ = ["CaseNodes", "JudgeSection", "Reporter", "rate_line"]
+
+
+class Reporter:
+    """Controller-only: collects records from reports, writes the record log as they arrive,
+    and the report at the end.
+
+    Args:
+        config: pytest's config.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = config.stash[settings_key]
+        self.records: list[dict[str, Any]] = []
+        self.invalid: list[dict[str, Any]] = []
+        self.skipped: list[dict[str, Any]] = []
+        args = (Path(config.invocation_params.dir) / a.split("::")[0] for a in config.args)
+        self.items = CaseNodes([Path(config.rootpath), Path(config.invocation_params.dir),
+                                *(a if a.is_dir() else a.parent for a in args)])
+        self.families: dict[str, dict[str, Any]] = {}
+        self.family_dirs: dict[str, str] = {}
+        self.policies: dict[str, dict[str, Any]] = {}
+        self.started_at = now_utc()
+        self.log: RecordLog | None = None
+        self.report: dict[str, Any] | None = None
+        self.report_written = False
+        self.html_written = False
+        self.kept_previous_log = False
+        self.problems = config.stash[output_problems_key] = OutputProblems()
+
+    def pytest_report_header(self) -> str:
+        settings = self.settings
+        live = [*([settings.model] if settings.model else []), *(p.name for p in settings.agents), *settings.policies]
+        policies = ", ".join(live) if live else "replay (offline)"
+        return f"tooleffect: policies {policies}; records {settings.records or 'off'}"
+
+    def _open_log(self) -> RecordLog | None:
+        assert self.settings.records is not None
+        try:
+            return RecordLog(self.settings.records)
+        except OSError as exc:
+            self.problems.add(f"tooleffect: {OPT_RECORDS} {self.settings.records}: cannot be written "
+                              f"({exc.strerror or exc}); no record was kept")
+            self.settings = _without_records(self.settings)
+            return None
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        option = session.config.option
+        if not (option.collectonly or option.setuponly or option.setupplan):  # no item is run, none is missing
+            self.items.collected(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        self.items.collected(ids)  # every worker collects the same items; a replaced worker again
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.items.reported(report)
+        family = getattr(report, "tooleffect_family", None)
+        if family is not None:
+            self.families.setdefault(family["name"], family["meta"])
+            if family.get("directory"):
+                self.family_dirs.setdefault(family["name"], family["directory"])
+        policy = getattr(report, "tooleffect_policy", None)
+        if policy is not None:
+            self.policies.setdefault(policy["name"], policy["params"])
+        for attr, seen in (("tooleffect_invalid", self.invalid), ("tooleffect_skipped", self.skipped)):
+            entry = getattr(report, attr, None)
+            if entry is not None:
+                seen.append(entry)
+        record = getattr(report, "tooleffect_record", None)
+        if record is None:
+            return
+        self.records.append(record)
+        # the log is replaced when the run makes its first record, not at start: a run that stops
+        # before any item (an unknown policy, a collection error) leaves the previous run's log
+        if self.log is None and self.settings.records is not None:
+            self.log = self._open_log()
+        if self.log is not None:
+            self.log.write(record)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self._finish_log(session, exitstatus)
+        unrecorded = self.items.unrecorded(self.family_dirs)
+        if not (self.records or self.invalid or self.skipped or unrecorded) and self.settings.report is None:
+            return
+        from pytest_tooleffect.report import dumps, summarise
+
+        status = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "complete"
+        report = summarise(self.records, self.families, status=status, invalid=self.invalid, skipped=self.skipped,
+                           min_class_n=self.settings.min_class_n, unrecorded=unrecorded)
+        report.run = self._run_info()
+        data = report.to_json()
+        self.config.hook.pytest_tooleffect_modifyreport(report=data, records=self.records, config=self.config)
+        # the report's own sections in its model's order (a hook may have set one, as the judge's), then the hooks'
+        order = [k for k in type(report).model_fields if k in data]
+        data = {**{k: data[k] for k in order}, **{k: v for k, v in data.items() if k not in order}}
+        data = self.report = redact_obj(data)  # invalid cases' messages and hooks' additions too
+        if self.settings.report is not None:
+            path = self.settings.report
+            try:
+                write_text(path, dumps(data) + "\n")
+                self.report_written = True
+            except OSError as exc:
+                self.problems.add(f"tooleffect: {OPT_REPORT} {path}: cannot be written ({exc.strerror or exc}); "
+                                  "the previous file, if any, is left as it was")
+        if self.settings.html is not None:
+            self._write_html(session, self.settings.html, data)
+
+    def _run_info(self) -> Any:
+        """The report's ``run`` section (a :class:`~pytest_tooleffect.report.run_model.RunInfo`): times,
+        command, versions, the cases' commits, policy parameters.
+        """
+        import platform
+
+        from pytest_tooleffect.report.run_model import GitState, RunInfo, Versions
+
+        by_dir = git_state(Path(d) for d in sorted(set(self.family_dirs.values())))
+        params = self.config.invocation_params
+        return RunInfo(
+            started_at=self.started_at, ended_at=now_utc(), command=[str(a) for a in params.args],
+            directory=str(params.dir), versions=Versions(**versions(), python=platform.python_version()),
+            cases_git={name: GitState(**by_dir[d]) for name, d in sorted(self.family_dirs.items()) if d in by_dir},
+            policies=dict(sorted(self.policies.items())))
+
+    def _write_html(self, session: pytest.Session, path: Path, data: dict[str, Any]) -> None:
+        """The HTML page: the report, and every record with the state its case file holds."""
+        from pytest_tooleffect.report.html import load_states, write_html
+
+        states = load_states(_family_dirs(self.config), self.settings.pyproject_policies,
+                             wanted={(r["family"], r["case_id"]) for r in self.records})
+        try:
+            write_html(path, data, self.records, states)
+            self.html_written = True
+        except OSError as exc:
+            self.problems.add(f"tooleffect: {OPT_HTML} {path}: cannot be written ({exc.strerror or exc})")
+
+    def _finish_log(self, session: pytest.Session, exitstatus: int) -> None:
+        """Close the log; with no record made, replace the previous run's log by an empty one only
+        when the run went through cleanly (it collected the cases and nothing errored).
+        """
+        if self.log is None and self.settings.records is not None and _family_dirs(self.config):
+            if session.testsfailed == 0 and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+                self.log = self._open_log()
+            elif self.settings.records.exists():
+                self.kept_previous_log = True
+        if self.log is None:
+            return
+        self.log.close()
+        if self.log.error is not None:
+            err = self.log.error
+            self.problems.add(f"tooleffect: {OPT_RECORDS} {self.log.path}: write failed ({err.strerror or err}): "
+                              f"{self.log.written} records kept in it, {self.log.lost} lost (in the report only)")
+
+    def _summary(self, terminalreporter: Any) -> None:
+        if self.report is None or not self.settings.summary or not (
+                self.records or self.invalid or self.skipped or self.report.get("unrecorded")):
+            return
+        from pytest_tooleffect.report import render_terminal
+        from pytest_tooleffect.report.terminal import report_layout
+
+        terminalreporter.write_sep("=", "tooleffect report")
+        tw = terminalreporter._tw
+        terminalreporter.write(render_terminal(self.report, **report_layout(tw._file, tw.fullwidth)))
+        judge = self.report.get("judge") or {}
+        if judge.get("model"):
+            cal = judge["calibration"]
+            measured = _calibration_text(cal)
+            u = judge["usage"]
+            money = "unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.6f}"
+            terminalreporter.write_line(
+                f"judge {judge['model']}: last measured agreement {measured}; {u['calls']} calls, "
+                f"{u['cached']} cached, {u['input_tokens']} in / {u['output_tokens']} out tokens, {money} "
+                "(apart from the agent's cost)")
+        if self.settings.rpm is not None or self.settings.tpm is not None:
+            terminalreporter.write_line(rate_line(self.settings, self.records))
+        here = self.config.invocation_params.dir
+        if self.report_written and self.settings.report is not None:
+            terminalreporter.write_line(f"tooleffect report written to {shown_path(self.settings.report, here)}")
+        if self.log is not None and self.log.error is None:
+            terminalreporter.write_line(f"tooleffect records written to {shown_path(self.log.path, here)}")
+        if self.html_written and self.settings.html is not None:
+            terminalreporter.write_line(f"tooleffect HTML report written to {shown_path(self.settings.html, here)}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self._summary(terminalreporter)
+        if self.kept_previous_log:
+            assert self.settings.records is not None
+            kept = shown_path(self.settings.records, self.config.invocation_params.dir)
+            terminalreporter.write_line(f"tooleffect records: no record was made; the previous log {kept} is kept",
+                                        yellow=True)
+        for line in rollout_notes(self.records, self.settings.sandbox.rollout if self.settings.sandbox else 1):
+            terminalreporter.write_line(line, yellow=True)
+        for line in self.problems.lines:
+            terminalreporter.write_line(line, red=True)
+
+    def close(self) -> None:
+        """Close the record log."""
+        if self.log is not None:
+            self.log.close()
+
+
+#: why an item collected has no record, by what pytest reported of it
+NOT_RUN = "not run: the run stopped before it (-x, --maxfail, xdist's --max-worker-restart, Ctrl-C)"
+FAILED_OUTSIDE = "failed with no record (its xdist worker crashed, or pytest failed it outside the plugin)"
+XFAIL_NOT_RUN = "marked xfail(run=False): not run"
+
+
+class CaseNodes:
+    """The case items a run collected (by pytest node id) and what their reports carried: the items
+    that ended with no record, invalid-case entry or skip are what is left.
+
+    Under xdist the controller collects nothing: it learns the node ids each worker collected
+    (``pytest_xdist_node_collection_finished``) and keeps those in a case file, the files the
+    plugin collects (a ``.jsonl``, ``.yaml`` or ``.yml`` file beside a family file).
+
+    Args:
+        bases: the folders a node id's path may be relative to, in order: the rootdir, the
+            directory pytest was started in, and the run's arguments (pytest names a file outside
+            the rootdir relative to the argument it was found under).
+    """
+
+    _ACCOUNTED = "accounted"
+
+    def __init__(self, bases: Iterable[Path]) -> None:
+        self.bases = list(dict.fromkeys(bases))
+        #: node id → ``None`` (no report yet), ``"accounted"``, or the outcome of a report without a record
+        self.ids: dict[str, str | None] = {}
+        self._dirs: dict[str, Path | None] = {}  # a node id's file part → its family folder (None: not a case file)
+
+    def _family_dir(self, nodeid: str) -> Path | None:
+        file = nodeid.split("::", 1)[0]
+        if file not in self._dirs:
+            found = None
+            if "::" in nodeid and Path(file).suffix in CASE_SUFFIXES:
+                found = next((p.parent for p in (base / file for base in self.bases)
+                              if (p.parent / FAMILY_FILE).is_file()), None)
+            self._dirs[file] = found
+        return self._dirs[file]
+
+    def collected(self, nodeids: Iterable[str]) -> None:
+        """Note the case items among ``nodeids`` (a process's collection, after deselection)."""
+        for nodeid in nodeids:
+            if nodeid not in self.ids and self._family_dir(nodeid) is not None:
+                self.ids[nodeid] = None
+
+    def reported(self, report: pytest.TestReport) -> None:
+        """Note a test report: an item is accounted for by the record, invalid entry or skip it carries."""
+        state = self.ids.get(report.nodeid, self._ACCOUNTED)
+        if state == self._ACCOUNTED:  # accounted already, or not a case item
+            return
+        if any(hasattr(report, a) for a in ("tooleffect_record", "tooleffect_invalid", "tooleffect_skipped")):
+            self.ids[report.nodeid] = self._ACCOUNTED
+        elif report.failed or state is None:
+            self.ids[report.nodeid] = "xfail" if hasattr(report, "wasxfail") and report.skipped else report.outcome
+
+    def unrecorded(self, family_dirs: Mapping[str, str]) -> list[dict[str, str]]:
+        """The case items collected and never accounted for, ``{id, family, reason}`` each.
+
+        Args:
+            family_dirs: family name → its folder, for the families whose records came in (the rest
+                are named by their folder).
+        """
+        names = {Path(d).resolve(): name for name, d in family_dirs.items()}
+        out = []
+        for nodeid, state in self.ids.items():
+            if state == self._ACCOUNTED:
+                continue
+            folder = self._family_dir(nodeid)
+            assert folder is not None
+            reason = (NOT_RUN if state is None else FAILED_OUTSIDE if state == "failed" else XFAIL_NOT_RUN
+                      if state == "xfail" else f"{state} with no record")
+            out.append({"id": nodeid, "family": names.get(folder.resolve(), folder.name), "reason": reason})
+        return out
+
+
+class JudgeSection:
+    """Writes the report's ``judge`` section through ``pytest_tooleffect_modifyreport``: the
+    judge model, its last measured calibration, and what it spent over the run's records.
+
+    Args:
+        settings: the run's settings (judge model and calibration file).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+
+    def pytest_tooleffect_modifyreport(self, report: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        settings = self.settings
+        if not settings.judge_model:
+            report["judge"] = {"model": None,
+                               "note": "no judge: free-text fields use the deterministic comparator (approximate)"}
+            return
+        calibration: Any = "not measured"
+        path = settings.judge_calibration
+        if path is not None and path.is_file():
+            try:
+                cal = json.loads(path.read_text(encoding="utf-8"))
+                if cal.get("model") == settings.judge_model:
+                    calibration = {k: cal.get(k) for k in ("n", "agreement", "kappa", "kappa_ci95", "measured_at")}
+            except (OSError, ValueError):
+                calibration = "not measured (unreadable calibration file)"
+        spent = [r["judge"] for r in records if r.get("judge")]
+        usage = {k: sum(j[k] or 0 for j in spent) for k in ("calls", "cached", "input_tokens", "output_tokens")}
+        costs = [j["cost_usd"] for j in spent]
+        usage["cost_usd"] = None if any(c is None for c in costs) else sum(costs)
+        report["judge"] = {"model": settings.judge_model, "calibration": calibration, "usage": usage}
+
+
+def _calibration_text(cal: Any) -> str:
+    """The judge's last calibration in words; a file with fields missing reads as not measured."""
+    if not isinstance(cal, dict):
+        return str(cal)
+    kappa, ci, n = cal.get("kappa"), cal.get("kappa_ci95"), cal.get("n")
+    if not isinstance(kappa, (int, float)) or not isinstance(n, int):
+        return "not measured (calibration file without kappa and n)"
+    interval = (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if isinstance(ci, (list, tuple)) and len(ci) == 2
+                and all(isinstance(x, (int, float)) for x in ci) else "")
+    return f"Cohen's kappa {kappa:.2f}{interval} on {n} hand-labelled pairs"
+
+
+def rate_line(settings: Settings, records: list[dict[str, Any]]) -> str:
+    """One summary line: the limits and the time model turns waited for them."""
+    waits = [r.get("rate_wait_ms") or 0.0 for r in records if "rate_wait_ms" in r]
+    limits = " and ".join(f"{n} {what}" for n, what in ((settings.rpm, "requests"), (settings.tpm, "tokens"))
+                          if n is not None)
+    return (f"tooleffect rate limit: {limits} per {settings.rate_window_s:g} s over all workers; "
+            f"{sum(1 for w in waits if w > 0)} of {len(waits)} model turns waited for it, "
+            f"{sum(waits) / 1000:.1f} s in all (not counted in latency)")
+
+
+def rollout_notes(records: list[dict[str, Any]], rollout: int) -> list[str]:
+    """One line per family that ``--tooleffect-rollout N`` (``rollout``) did not reach.
+
+    A family is reached when one of its records has a rollout whose step limit is above 1.
+
+    Args:
+        records: the run's records (``family``, ``rollout`` as in
+            :class:`~pytest_tooleffect.score.record.Record`).
+        rollout: the step limit asked for (1: nothing was asked, no note).
+
+    Returns:
+        The notes, in family name order.
+    """
+    if rollout <= 1:
+        return []
+    sandboxed: dict[str, bool] = {}
+    reached: set[str] = set()
+    for r in records:
+        ro = r.get("rollout")
+        fam = str(r["family"])
+        sandboxed[fam] = sandboxed.get(fam, False) or ro is not None
+        if ro is not None and ro.get("limit", 1) > 1:
+            reached.add(fam)
+    notes = []
+    for fam in sorted(set(sandboxed) - reached):
+        why = ("none of its decisions ran in a sandbox (its cases have no world: family.yaml sandbox:)"
+               if not sandboxed[fam] else
+               "it plays through only the cases that open a conversation (sandbox.rollout: conversation), "
+               "and none of those was run by a live policy")
+        notes.append(f"tooleffect: {OPT_ROLLOUT} {rollout} did not apply to family {fam}: {why}; its decisions "
+                     "are single-step, teacher-forced")
+    return notes
+
+
+def _without_records(settings: Settings) -> Settings:
+    import dataclasses
+
+    return dataclasses.replace(settings, records=None)
+
+
+def _family_dirs(config: pytest.Config) -> list[Path]:
+    """The family directories the run's arguments address."""
+    dirs = set()
+    for arg in config.args:
+        p = Path(arg.split("::")[0])
+        p = p if p.is_absolute() else Path(config.invocation_params.dir) / p
+        base = p if p.is_dir() else p.parent
+        if (base / FAMILY_FILE).is_file():
+            dirs.add(base)
+        if p.is_dir():
+            dirs.update(f.parent for f in p.rglob(FAMILY_FILE))
+    return sorted(dirs)

@@ -1,0 +1,1 @@
+"""Scoring: a decision against its label (the oracle), into one typed Record."""

@@ -1,0 +1,168 @@
+"""An LLM judge for the argument fields a family declares free text (``compare: free_text``).
+
+The judge reads a short rubric, the labelled text and the emitted text, and answers with
+structured output ``{"verdict": "pass" | "fail", "reason": "..."}`` through litellm.  Answers are
+cached on disk keyed by model, rubric and both texts, so a re-run costs nothing and gives the
+same verdict.  The judge's tokens and cost are kept apart from the agent's.  Without a judge
+model the oracle's deterministic comparator (token overlap) stays, marked approximate.
+
+Calibration: :func:`calibrate` scores the judge against hand-labelled pairs and reports Cohen's
+kappa with its 95 % interval (``statsmodels.stats.inter_rater.cohens_kappa``; Cohen, "A
+coefficient of agreement for nominal scales", 1960).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Judge", "JudgeUsage", "calibrate"]
+
+PROMPT = """You judge one argument of a tool call that an AI agent made.
+Rubric: {rubric}
+Reference text (what a correct call would say): {expected}
+Emitted text (what the agent wrote): {got}
+Does the emitted text meet the rubric as well as the reference does? Wording may differ.
+Answer as JSON: {{"verdict": "pass" or "fail", "reason": "one short sentence"}}."""
+
+SCHEMA = {
+    "type": "json_schema",
+    "json_schema": {
+        "name": "judgement",
+        "strict": True,
+        "schema": {"type": "object", "additionalProperties": False, "required": ["verdict", "reason"],
+                   "properties": {"verdict": {"type": "string", "enum": ["pass", "fail"]},
+                                  "reason": {"type": "string"}}},
+    },
+}
+
+
+@dataclass
+class JudgeUsage:
+    """What the judge spent: calls, cache hits, tokens and money (``None`` = unknown price)."""
+
+    calls: int = 0
+    cached: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-dict form for records and the report."""
+        return dict(self.__dict__)
+
+
+class JudgeError(RuntimeError):
+    """The judge's provider failed or answered without a readable verdict."""
+
+
+@dataclass
+class Judge:
+    """Callable as ``judge(rubric, expected, got) -> (ok, reason)`` (the oracle's judge hook).
+
+    Attributes:
+        model: litellm model name.
+        api_base: optional api base (a local server).
+        cache_dir: folder of cached verdicts (one JSON file per key).
+        timeout_s: request timeout in seconds.
+    """
+
+    model: str
+    api_base: str | None = None
+    cache_dir: Path | None = None
+    timeout_s: float = 60.0
+    usage: JudgeUsage = field(default_factory=JudgeUsage)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def key(self, rubric: str | None, expected: Any, got: Any) -> str:
+        """Cache key: SHA-256 of model, rubric and both texts."""
+        doc = json.dumps([self.model, rubric or "", str(expected), str(got)], ensure_ascii=False)
+        return hashlib.sha256(doc.encode()).hexdigest()
+
+    def __call__(self, rubric: str | None, expected: Any, got: Any) -> tuple[bool, str]:
+        """Judge one field; raises :class:`JudgeError` when no verdict can be had."""
+        from pytest_tooleffect.decide.model_turn import ModelCache, api_key, import_litellm
+        from pytest_tooleffect.util.redaction import redact
+
+        key = self.key(rubric, expected, got)
+        cache = ModelCache(self.cache_dir) if self.cache_dir else None
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None and hit.get("verdict") in ("pass", "fail"):
+            with self._lock:
+                self.usage.cached += 1
+            return hit["verdict"] == "pass", str(hit.get("reason", ""))
+
+        litellm = import_litellm()
+        prompt = PROMPT.format(rubric=rubric or "says the same thing as the reference", expected=expected, got=got)
+        kwargs: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
+                                  "response_format": SCHEMA, "temperature": 0, "timeout": self.timeout_s,
+                                  "num_retries": 0}
+        if self.api_base:
+            kwargs["api_base"] = self.api_base
+            found = api_key(self.model, self.api_base, None)  # the provider's variable when set, else a placeholder
+            if found is not None:
+                kwargs["api_key"] = found
+        try:
+            response = litellm.completion(**kwargs)
+            text = response.choices[0].message.content or ""
+            doc = json.loads(text)
+            if doc.get("verdict") not in ("pass", "fail"):
+                raise ValueError(f"verdict {doc.get('verdict')!r}")
+        except Exception as exc:
+            raise JudgeError(redact(f"judge {self.model}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
+                             ) from exc
+        usage = getattr(response, "usage", None)
+        try:
+            cost: float | None = float(litellm.completion_cost(completion_response=response, model=self.model))
+        except Exception:  # a model the cost map does not know: unknown, never zero
+            cost = None
+        with self._lock:
+            self.usage.calls += 1
+            self.usage.input_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
+            self.usage.output_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+            self.usage.cost_usd = None if cost is None or self.usage.cost_usd is None else self.usage.cost_usd + cost
+        if cache is not None:
+            cache.put(key, {"model": self.model, **doc})
+        return doc["verdict"] == "pass", str(doc.get("reason", ""))
+
+
+def calibrate(judge: Judge, pairs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Score the judge against hand-labelled free-text pairs.
+
+    Args:
+        judge: the judge.
+        pairs: ``{"rubric", "expected", "got", "human": "pass" | "fail"}`` each.
+
+    Returns:
+        ``{"model", "n", "agreement", "kappa", "kappa_ci95", "table", "disagreements"}``; the
+        interval is statsmodels' asymptotic one, clipped to [-1, 1].
+    """
+    import numpy as np
+    from statsmodels.stats.inter_rater import cohens_kappa
+
+    table = np.zeros((2, 2), dtype=int)
+    disagreements = []
+    rows = list(pairs)
+    for i, p in enumerate(rows):
+        human = p["human"] == "pass"
+        ok, reason = judge(p.get("rubric"), p["expected"], p["got"])
+        table[int(human), int(ok)] += 1
+        if ok != human:
+            disagreements.append({"index": i, "human": p["human"], "judge": "pass" if ok else "fail", "reason": reason})
+    n = int(table.sum())
+    res = cohens_kappa(table)
+    kappa = float(res.kappa)
+    return {
+        "model": judge.model,
+        "n": n,
+        "agreement": float(np.trace(table)) / n if n else None,
+        "kappa": kappa,
+        "kappa_ci95": [max(-1.0, float(res.kappa_low)), min(1.0, float(res.kappa_upp))],
+        "table": {"human_fail": table[0].tolist(), "human_pass": table[1].tolist()},
+        "disagreements": disagreements,
+    }

@@ -1,0 +1,551 @@
+"""Per-sample records: the typed :class:`Record` and the one function that makes one.
+
+A record is one JSON object per item (one case × policy × trial): a scored decision, or an error
+that is not the agent's decision (provider, agent, sandbox, oracle).  Its keys, in order, are the
+fields of :class:`Record`; the optional ones (the live turn's, the judge's, the sandbox's) are
+present only when the run produced them, and keys a ``pytest_tooleffect_modify_record`` hook adds
+are kept.  :func:`build_record` is the one place a record is made; :func:`record_schema` is its
+JSON Schema (``tooleffect schema record``).  The log they are written to and read back from is
+:mod:`.record_log`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+
+from pytest_tooleffect.collect.cases import label_hash
+from pytest_tooleffect.collect.ids import record_id
+from pytest_tooleffect.formats import Action, Case, ToolSpec
+from pytest_tooleffect.options import MAX_SHARDS
+from pytest_tooleffect.oracle import Verdict
+
+__all__ = [
+    "RECORD_VERSION",
+    "Record",
+    "ShardRecord",
+    "build_record",
+    "first_problem",
+    "NO_TOOL_BUCKETS",
+    "no_tool_failure",
+    "record_schema",
+]
+
+RECORD_VERSION = 1
+UNKNOWN_COST: dict[str, Any] = {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None}
+
+Number = int | float  # JSON numbers keep their type: an int is not written back as a float
+
+
+class _Part(BaseModel):
+    """Base of the record's models: JSON values, keys in declared order, unknown keys kept."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True, ser_json_inf_nan="constants",
+                              validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+
+class Cost(_Part):
+    """What one decision (or one rollout step) spent; ``None`` is unknown, never zero."""
+
+    input_tokens: Number | None = None
+    """Prompt tokens, as the provider counted them."""
+    output_tokens: Number | None = None
+    """Completion tokens, as the provider counted them."""
+    latency_ms: Number | None = None
+    """Wall time of the model call (or the agent's turn) in milliseconds, rate-limit waits excluded."""
+    cost_usd: Number | None = None
+    """Money in US dollars."""
+    priced_by: str | None = None
+    """Where the price came from (a live model turn only)."""
+
+
+class RecordError(_Part):
+    """Why an item was not scored: a failure that is not the agent's decision."""
+
+    type: str
+    """The failure's kind: ``Timeout``, ``RateLimit``, ``SandboxError``, ``OracleError``, …"""
+    message: str
+    """One line, at most a few hundred characters."""
+    traceback: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The formatted traceback of an agent's exception (absent otherwise)."""
+
+
+class FieldRecord(_Part):
+    """The oracle's result for one argument field of the matched call."""
+
+    path: str
+    """``tool.field`` path, array items as ``[i]``, a group of fields as ``a+b``."""
+    ok: bool
+    """The emitted value is acceptable."""
+    rule: str | None = None
+    """What judged it: ``rule:<key>``, ``default:<type>``, ``schema:<type>`` or ``raw``."""
+    reason: str | None = None
+    """Why it failed (absent when it passed)."""
+    expected: Any = None
+    """The label's value (``null`` when the label leaves it to predicates)."""
+    got: Any = None
+    """The emitted value."""
+    approximate: bool | None = None
+    """Present (``true``) when a free-text field was judged by the deterministic fallback."""
+
+
+class ReplyRecord(_Part):
+    """A no-tool reply against what its label says it must do (``oracle.reply.ReplyCheck``)."""
+
+    ok: bool
+    """Every check passed."""
+    reply: Literal["ask", "refuse", "answer"] | None
+    """The reply kind the label asked for."""
+    kind_ok: bool | None
+    """The reply did what ``reply`` asked (``null`` when the label asked no kind)."""
+    failures: list[str]
+    """One line per failed check."""
+    approximate: bool
+    """Judged by the deterministic fallback (no judge configured)."""
+
+
+class VerdictRecord(_Part):
+    """The oracle's verdict on the emitted turn (``Verdict.to_dict``)."""
+
+    name_ok: bool
+    """The tool names (or the abstention) are acceptable: the report's ``name`` level."""
+    name_args_ok: bool
+    """Names and arguments are acceptable: the report's ``name_args`` level."""
+    kind: str
+    """``ok``, ``ok_no_tool``, ``wrong_tool``, ``tool_when_none_needed``, ``none_when_tool_needed``,
+    ``forbidden``, ``right_tool_wrong_args``, ``malformed_call`` or ``wrong_reply``."""
+    matched: dict[str, Any] | None = None
+    """The valid alternative the turn was matched to (label form), or ``null``."""
+    fields: list[FieldRecord] = Field(default_factory=list)
+    """Per-field results against the matched alternative."""
+    unruled: list[str] = Field(default_factory=list)
+    """``tool.field`` paths compared raw because no rule covers them."""
+    approximate: bool = False
+    """A free-text field was judged by the deterministic fallback."""
+    emitted: list[dict[str, Any]] = Field(default_factory=list)
+    """The emitted actions, normalised: ``{tool, args}`` each (``tool`` ``null`` for no call)."""
+    forbidden: dict[str, Any] | None = None
+    """The forbidden entry that was hit, or ``null``."""
+    malformed: list[str] = Field(default_factory=list)
+    """Why call attempts could not be parsed."""
+    hallucinated: list[str] = Field(default_factory=list)
+    """Names of called tools that were not offered at the state (a hallucinated tool), in emitted order."""
+    reply: ReplyRecord | None = None
+    """The reply's check against the null action's ``reply``, ``must`` and ``must_not``, when it has them."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_names(cls, data: Any) -> Any:
+        """Read logs written before the rename: ``tool_ok`` is ``name_ok``, ``args_ok`` is ``name_args_ok``."""
+        if isinstance(data, Mapping) and ("tool_ok" in data or "args_ok" in data):
+            renamed = {"tool_ok": "name_ok", "args_ok": "name_args_ok"}
+            return {renamed.get(k, k): v for k, v in data.items()}
+        return data
+
+
+class SourceRecord(_Part):
+    """Where the case came from (the case's ``source``, unset values left out)."""
+
+    kind: str
+    """``trace``, ``authored``, ``generated`` or ``import``."""
+    dataset: str | None = None
+    """The dataset a trace or import came from."""
+    trace_id: str | None = None
+    """The trace the state was sampled from."""
+    position: int | None = None
+    """The state's position in that trace."""
+    note: str | None = None
+    """A free note."""
+
+
+class AgentInfo(_Part):
+    """An agent policy's turn: the callable, and what the agent told (its ``AgentTurn.extra``)."""
+
+    callable: str
+    """``package.module:function``, or ``pytest_tooleffect_agent`` for a conftest hook."""
+
+
+class JudgeSpend(_Part):
+    """What the LLM judge spent on this decision's free-text fields (apart from the agent's cost)."""
+
+    model: str
+    """The judge's litellm model name."""
+    calls: int | None = None
+    """Judge calls made."""
+    cached: int | None = None
+    """Judge answers taken from its cache."""
+    input_tokens: Number | None = None
+    """Judge prompt tokens."""
+    output_tokens: Number | None = None
+    """Judge completion tokens."""
+    cost_usd: Number | None = None
+    """Judge money in US dollars (``null``: unknown price)."""
+
+
+class EffectRecord(_Part):
+    """The effect verdict: the sandbox's end state against the case's expected and forbidden effects."""
+
+    passed: bool
+    """The end state meets the effects."""
+    kind: str
+    """``ok``, ``forbidden_effect``, ``unexpected_change`` or ``effect_missing``."""
+    failures: list[str] = Field(default_factory=list)
+    """One line per failed effect."""
+    diff: dict[str, Any] = Field(default_factory=dict)
+    """Rows inserted, deleted and updated per table that changed."""
+
+
+class SandboxInfo(_Part):
+    """The sandbox the decision ran in."""
+
+    provider: str
+    """The sandbox provider (``docker``, ``local``)."""
+    id: str
+    """The sandbox's id (12 characters)."""
+    run: str | None = None
+    """The run id the sandbox is labelled with."""
+    worker: str | None = None
+    """The xdist worker id, or ``main``."""
+    restrictions: list[str] = Field(default_factory=list)
+    """Isolation measures in force, sorted."""
+    restrictions_missing: list[str] = Field(default_factory=list)
+    """Isolation measures the provider could not apply, sorted."""
+
+
+class StepRecord(_Part):
+    """One step run in the sandbox: the calls executed and what came back."""
+
+    step: int
+    """1 for the decision under test, 2… for a rollout's own steps."""
+    calls: list[dict[str, Any]] = Field(default_factory=list)
+    """``{name, arguments, content, error, executed, fault, latency_ms}`` per call (``latency_ms`` in ms)."""
+    text: str | None = None
+    """The turn's text."""
+    cost: Cost = Field(default_factory=Cost)
+    """The step's tokens, latency (ms) and money (empty for a replayed step)."""
+
+
+class RolloutRecord(_Part):
+    """How the rollout went."""
+
+    steps: int
+    """Steps taken."""
+    stopped: str
+    """Why it stopped: ``no_tool``, ``max_steps`` or ``replay``."""
+    limit: int
+    """The step limit (``--tooleffect-rollout``)."""
+    self_steered: bool
+    """More than one step ran (the agent steered itself after the decision under test)."""
+    cost: Cost = Field(default_factory=Cost)
+    """Tokens, latency (ms) and money summed over the steps (``null`` when any step's is unknown)."""
+
+
+class ConversationRecord(_Part):
+    """A conversation played through by a live policy, judged turn by turn against the reference's
+    world and results (:func:`pytest_tooleffect.oracle.conversation.judge_conversation`).
+    """
+
+    passed: bool
+    """Every turn played passed."""
+    kind: Literal["ok", "step_limit", "no_call_when_needed", "call_at_no_tool_turn", "state_mismatch",
+                  "response_mismatch"]
+    """``ok`` or the first failure's kind."""
+    turn: int | None = None
+    """The 0-based turn that failed first (``null`` when it passed)."""
+    message: str = ""
+    """One line saying what failed."""
+    turns_ok: int
+    """Turns passed before the first failure."""
+    turns: int
+    """The conversation's user turns."""
+
+
+class ShardRecord(_Part):
+    """The shard a record was made in (``--tooleffect-shard I/N``)."""
+
+    index: int
+    """The shard, 1…``count``."""
+    count: int = Field(ge=1, le=MAX_SHARDS)
+    """How many shards the run was split into: 1…``MAX_SHARDS``, the bound ``--tooleffect-shard`` has."""
+    family_fingerprint: str | None = None
+    """The label-set fingerprint of every case of the family the shard collected (16 hex digits)."""
+
+    @model_validator(mode="after")
+    def _index_in_count(self) -> ShardRecord:
+        if not 1 <= self.index <= self.count:
+            raise ValueError(f"index {self.index} is not a shard of {self.count} (1…{self.count})")
+        return self
+
+
+class Record(_Part):
+    """One record: the outcome of one item (case × policy × trial).
+
+    Dump it with :meth:`to_json`: keys absent from the input stay absent.
+    """
+
+    version: int = RECORD_VERSION
+    """The record format's version."""
+    id: str
+    """``family/case-id[policy]``, or ``family/case-id[policy:trial]`` under repeats (:func:`record_id`)."""
+    family: str
+    """The case's family."""
+    case_id: str
+    """The case's id, unique within its family."""
+    policy: str
+    """The policy's name (``replay`` for the recorded decisions)."""
+    outcome: Literal["scored", "error"]
+    """``scored`` (a verdict) or ``error`` (not scored: see ``error``)."""
+    label_class: Literal["single", "several", "no_tool"] = Field(alias="class")
+    """The label's class."""
+    bucket: str
+    """The state's position bucket."""
+    step: int
+    """The state's 0-based decision index in its run."""
+    run_length: int
+    """Decisions in the state's run."""
+    xfail: bool
+    """The case is marked as a known failure."""
+    label_hash: str
+    """SHA-256 (16 hex digits) of the label's canonical JSON."""
+    verdict: VerdictRecord | None
+    """The verdict; ``null`` for an error record."""
+    no_tool_failure: Literal["redundant_read", "unwanted_write", "forbidden", "should_have_asked",
+                             "tool_not_offered", "wrong_reply", "other"] | None
+    """How a failed decision of the no-tool class failed (:func:`no_tool_failure`); ``null`` otherwise."""
+    reply_due: Literal["ask", "refuse", "answer"] | None = None
+    """What the reply had to do where no tool was right (the ``reply`` of the label's ``tool: null``
+    action); absent when the label asks none, or null is not valid.  With several null actions
+    that ask different kinds it is the first one's (a property of the label, not of the reply:
+    ``verdict.matched`` and ``verdict.reply`` say which null action the reply was judged against)."""
+    cost: Cost
+    """What the decision spent (all ``null`` for a replayed decision)."""
+    error: RecordError | None
+    """Why the item was not scored; ``null`` for a scored record."""
+    source: SourceRecord
+    """Where the case came from."""
+    model: str | None = None
+    """The policy's litellm model name (``null`` for replay and agent policies)."""
+    trial: int | None = None
+    """The trial, 1…K under ``--tooleffect-repeats K``."""
+    provider_tool_names: dict[str, str] | None = None
+    """Tool names the provider was given where they differ from the originals (a live model turn)."""
+    cached: bool | None = None
+    """The model's answer came from the on-disk cache (a live model turn)."""
+    rate_wait_ms: Number | None = None
+    """Milliseconds the model turn waited for the run-wide rate limit (not part of latency)."""
+    agent: AgentInfo | None = None
+    """An agent policy's turn."""
+    judge: JudgeSpend | None = None
+    """What the LLM judge spent on this decision (present when it was asked)."""
+    effect: EffectRecord | None = None
+    """The effect verdict (a case run in a sandbox)."""
+    sandbox: SandboxInfo | None = None
+    """The sandbox the decision ran in."""
+    steps: list[StepRecord] | None = None
+    """The steps run in the sandbox."""
+    rollout: RolloutRecord | None = None
+    """How the rollout went."""
+    conversation: ConversationRecord | None = None
+    """The whole conversation the case opens, played through (``--tooleffect-rollout`` in a family
+    whose ``sandbox.rollout`` is ``conversation``)."""
+    faults: list[str] | None = None
+    """The faults injected into the sandbox's tools, sorted."""
+    recovery: Literal["retried", "other_path", "told_user", "none", "not_observed"] | None = None
+    """How the agent answered the first injected failure; ``null`` when none fired."""
+    shard: ShardRecord | None = None
+    """The shard the record was made in (a run under ``--tooleffect-shard``)."""
+
+    @model_validator(mode="after")
+    def _scored_has_verdict(self) -> Record:
+        if self.outcome == "scored" and self.verdict is None:
+            raise ValueError("a scored record needs a verdict")
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as written: JSON values, keys in field order, keys unset on input left out.
+
+        Returns:
+            The record as a JSON object (extra keys after the fields).
+        """
+        return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def record_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a record, generated from :class:`Record`.
+
+    Returns:
+        The schema as a JSON object.
+    """
+    schema = Record.model_json_schema(mode="serialization", by_alias=True)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
+
+
+NO_TOOL_BUCKETS = ("redundant_read", "unwanted_write", "forbidden", "should_have_asked", "tool_not_offered",
+                   "wrong_reply", "other")
+
+
+def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec],
+                    effect_failed: bool = False) -> str | None:
+    """Sort a failed decision of the no-tool class into exactly one bucket (DESIGN.md scoring rule 7).
+
+    A decision of the no-tool class fails when its kind is not ``ok``/``ok_no_tool`` (the name or
+    the name + args level) or, for a world case, its effect failed.  The buckets, first match wins:
+
+    1. ``forbidden``: the kind is ``forbidden``;
+    2. ``tool_not_offered``: some call names a tool not offered at the state (a hallucinated tool);
+    3. ``should_have_asked``: the kind is ``wrong_reply`` and the null action asked for
+       ``reply: ask`` or ``refuse``, which the reply did not do;
+    4. ``wrong_reply``: any other ``wrong_reply`` (a wrong reply kind for ``answer``, or a
+       ``must``/``must_not`` criterion failed);
+    5. ``redundant_read``: a tool was called (whatever the kind) and every called tool declares
+       ``readOnlyHint``;
+    6. ``unwanted_write``: a tool was called and some called tool does not;
+    7. ``other``: the rest (a call without a name; an effect failure after an acceptable decision).
+
+    Args:
+        case: the case (its label gives the class).
+        verdict: the oracle's verdict on the decision.
+        tools: the tools offered, by name (their ``readOnlyHint``).
+        effect_failed: the decision's effect verdict failed.
+
+    Returns:
+        One of :data:`NO_TOOL_BUCKETS`; ``None`` when the case is not in the no-tool class or the
+        decision passed.
+    """
+    if case.label is None or case.label.label_class != "no_tool" or (verdict.passed and not effect_failed):
+        return None
+    if verdict.kind == "forbidden":
+        return "forbidden"
+    if verdict.hallucinated:
+        return "tool_not_offered"
+    if verdict.kind == "wrong_reply":
+        reply = verdict.reply
+        if reply is not None and reply.reply in ("ask", "refuse") and reply.kind_ok is False:
+            return "should_have_asked"
+        return "wrong_reply"
+    called = [e["tool"] for e in verdict.emitted if e.get("tool")]
+    if called and not verdict.passed:
+        if all(n in tools and tools[n].read_only for n in called):
+            return "redundant_read"
+        return "unwanted_write"
+    return "other"
+
+
+#: turns any value into JSON values (used to check a record before it is validated)
+_JSON_VALUES: TypeAdapter[Any] = TypeAdapter(Any)
+
+
+def build_record(
+    *,
+    family: str,
+    case: Case,
+    policy: str,
+    tools: Mapping[str, ToolSpec],
+    repeats: int = 1,
+    verdict: Verdict | None = None,
+    error: Mapping[str, Any] | None = None,
+    cost: Mapping[str, Any] | None = None,
+    extra: Mapping[str, Any] | None = None,
+    label_digest: str | None = None,
+) -> dict[str, Any]:
+    """Make one item's record: scored (give ``verdict``) or an error (give ``error``).
+
+    Args:
+        family: the family's name.
+        case: the case (labelled).
+        policy: the policy's name.
+        tools: the tools offered, by name.
+        repeats: trials per case in the run (the id carries the trial when it is above 1).
+        verdict: the oracle's verdict, for a scored record.
+        error: ``{type, message}`` (and ``traceback`` for an agent's exception), for an error record.
+        cost: ``input_tokens``, ``output_tokens``, ``latency_ms`` (ms), ``cost_usd`` (USD); a key
+            left out is unknown (``null``).
+        extra: the record's further fields (:class:`Record` from ``model`` on): ``model`` and
+            ``trial`` (the id's trial, default 1), the turn's, the judge's, the sandbox's.  Keys
+            not left out are written, in field order.
+        label_digest: :func:`~pytest_tooleffect.collect.cases.label_hash` of the case's label when the
+            caller has it already (computed once per case at collection); else computed here.
+
+    Returns:
+        The record as a JSON object (:meth:`Record.to_json`), which ``pytest_tooleffect_modify_record``
+        hooks may edit in place.
+
+    Raises:
+        ValueError: the case has no label; both or neither of ``verdict`` and ``error`` given;
+            a field of the wrong type.
+    """
+    if case.label is None:
+        raise ValueError(f"case {case.id} has no label: an unlabelled case has no record")
+    if (verdict is None) == (error is None):
+        raise ValueError("a record is either scored (verdict) or an error (error): give exactly one")
+    extra = extra or {}
+    raw: dict[str, Any] = {
+        "version": RECORD_VERSION,
+        "id": record_id(family, case.id, policy, extra.get("trial", 1), repeats),
+        "family": family,
+        "case_id": case.id,
+        "policy": policy,
+        "outcome": "scored" if verdict is not None else "error",
+        "class": case.label.label_class,
+        "bucket": case.placement.bucket,
+        "step": case.placement.step,
+        "run_length": case.placement.run_length,
+        "xfail": bool(case.xfail),
+        "label_hash": label_digest or label_hash(case.label),
+        "verdict": verdict.to_dict() if verdict is not None else None,
+        "no_tool_failure": no_tool_failure(case, verdict, tools, _effect_failed(extra)) if verdict is not None
+        else None,
+        "cost": {**UNKNOWN_COST, **(cost or {})},
+        "error": dict(error) if error else None,
+        "source": case.source.model_dump(exclude_none=True),
+        **extra,
+    }
+    due = reply_due(case)
+    if due is not None:
+        raw["reply_due"] = due
+    # records cross process boundaries (xdist) and land in JSON files: JSON values only (a value
+    # JSON has no form for is written as its str(), as json.dumps(default=str) would)
+    try:
+        record = Record.model_validate(_JSON_VALUES.dump_python(raw, mode="json", fallback=str))
+    except ValidationError as exc:
+        raise ValueError(f"record {raw['id']}: {first_problem(exc)}") from exc
+    return record.to_json()
+
+
+def reply_due(case: Case) -> str | None:
+    """The reply kind the label's first ``tool: null`` action that asks one asks for (``None``: none asked).
+
+    With several null actions asking different kinds (``ask`` or ``refuse``, say) this is the
+    first in label order whatever the reply did, so that a case stays in one ``reply_due`` group
+    of the report across policies and trials; the verdict's ``matched`` names the null action
+    the reply met (or came closest to).
+    """
+    assert case.label is not None
+    for alt in case.label.valid_actions:
+        if isinstance(alt, Action) and alt.tool is None and alt.reply is not None:
+            return alt.reply
+    return None
+
+
+def _effect_failed(extra: Mapping[str, Any]) -> bool:
+    """The record's effect verdict (a world case) failed."""
+    effect = extra.get("effect")
+    return isinstance(effect, Mapping) and effect.get("passed") is False
+
+
+def first_problem(exc: ValidationError) -> str:
+    """``field.path: message`` of the first error, and how many more there are.
+
+    Args:
+        exc: a failed validation of a record.
+
+    Returns:
+        One line: where the first error is and what it says, with the count of the others.
+    """
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "record"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg']}{more}"

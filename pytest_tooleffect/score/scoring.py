@@ -1,0 +1,253 @@
+"""Scoring: a decision against its label (and its sandbox's end state against the effects),
+and the one place every record is made.
+
+The fourth stage of the path of one case (``docs/design.md``, "Architecture").  Every item ends
+with exactly one record (scored, or an error that is not the agent's decision: provider,
+agent, sandbox, oracle), made by :meth:`Scorer.record`, passed through
+``pytest_tooleffect_modify_record`` and carried on the item's test report to the controller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.collect.items import CaseItem, InvalidCaseItem, invalid_entry, scorer_key
+from pytest_tooleffect.decide.decision import Decision
+from pytest_tooleffect.decide.sandbox_run import judge_effect
+from pytest_tooleffect.formats import policy_params
+from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, parse_emission, score
+from pytest_tooleffect.outcomes import DecisionFailed, Failure, NotScored
+from pytest_tooleffect.score.record import build_record
+from pytest_tooleffect.settings import settings_key
+from pytest_tooleffect.util.redaction import known, redact, redact_obj, register_environment
+
+__all__ = ["Scorer", "record_key", "tooleffect_score"]
+
+record_key = pytest.StashKey[dict[str, Any]]()
+
+
+class Scorer:
+    """The plugin object that scores decisions and makes records (built at configure time).
+
+    It is the scorer of :data:`~pytest_tooleffect.collect.items.scorer_key`: ``scorer(item, decision)``
+    scores the item's decision in its call phase.  It also attaches records to test reports
+    (where xdist carries them to the controller) and to pytest-json-report's per-test metadata.
+
+    Args:
+        config: pytest's config.
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.settings = config.stash[settings_key]
+        self._predicates: Mapping[str, Callable[..., Any]] | None = None
+        self.judge: Any = None
+        if self.settings.judge_model:
+            from pytest_tooleffect.score.judge import Judge
+
+            self.judge = Judge(self.settings.judge_model, self.settings.judge_api_base, self.settings.judge_cache,
+                               self.settings.timeout_s)
+        self._families_sent: set[str] = set()
+        self._policies_sent: set[str] = set()
+        config.stash[scorer_key] = self.__call__
+        register_environment()  # the credentials litellm would read: redacted from every record and report
+
+    def predicates(self) -> Mapping[str, Callable[..., Any]]:
+        """The predicates every ``pytest_tooleffect_predicates`` implementation contributes, merged."""
+        if self._predicates is None:
+            merged: dict[str, Callable[..., Any]] = {}
+            for contributed in self.config.hook.pytest_tooleffect_predicates():
+                merged.update(contributed or {})
+            self._predicates = merged
+        return self._predicates
+
+    def record(self, item: CaseItem, verdict: Verdict | None = None, cost: Mapping[str, Any] | None = None,
+               error: Failure | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Make the item's one record, pass it through ``pytest_tooleffect_modify_record`` and keep it.
+
+        Args:
+            item: the case item.
+            verdict: the verdict, or ``None`` for an error record.
+            cost: tokens, latency (ms), money of the decision (unknown values ``None``).
+            error: what failed, for an error record.
+            extra: further record fields (the turn's, the judge's, the sandbox's).
+
+        Returns:
+            The record (a JSON object; see :class:`~pytest_tooleffect.score.record.Record`).
+        """
+        fields = {"model": item.policy.model, "trial": item.trial, **(extra or {})}
+        record = build_record(
+            family=item.family.name, case=item.case, policy=item.policy.name, verdict=verdict,
+            tools={t.name: t for t in item.tools}, cost=cost,
+            error=_error(error),
+            extra=fields, repeats=self.settings.repeats, label_digest=item.ref.label_hash)
+        item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
+        if not item.replay:  # what a model, an agent or a provider wrote may hold a key the run knows
+            record = dict(redact_obj(record))
+        item.stash[record_key] = record
+        return record
+
+    def __call__(self, item: CaseItem, decision: Decision) -> None:
+        """Score the decision; attach the record; fail the test (one-line reason) on a failing kind.
+
+        Raises:
+            DecisionFailed: the decision (or its effect) is not acceptable.
+            pytest.fail.Exception: the oracle could not judge (an error record, not a decision).
+        """
+        case, fam = item.case, item.family
+        assert case.label is not None
+        tools = item.tools
+        judge = self.judge
+        before = judge.usage.to_dict() if judge is not None else None
+        ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages,
+                             predicates=self.predicates(), judge=judge)
+        effect = None
+        try:
+            if item.decisions > 1:  # compiled once, every decision on the case is then looked up
+                compile_label(case.label, tools, fam.rules)
+            verdict = score(parse_emission(decision.emitted, offered=[t.name for t in tools]), case.label, tools,
+                            fam.rules, ctx)
+            if decision.sandbox_run is not None:
+                effect, effect_fields = judge_effect(item, decision.sandbox_run)
+        except Exception as exc:  # a rule, predicate or input the oracle cannot judge: not the agent's failure
+            failure = Failure("OracleError", f"{type(exc).__name__}: {exc}"[:500])
+            self.record(item, None, decision.cost, failure, decision.extra)
+            pytest.fail(f"{item.record_id}: scoring error (not counted as a decision): {failure.message}",
+                        pytrace=False)
+        extra: dict[str, Any] = dict(decision.extra)
+        if judge is not None and before is not None:
+            after = judge.usage.to_dict()
+            spent = {k: (None if after[k] is None or before[k] is None else after[k] - before[k]) for k in after}
+            if spent["calls"] or spent["cached"]:
+                extra["judge"] = {"model": judge.model, **spent}
+        if effect is not None:
+            extra.update(effect_fields)
+        self.record(item, verdict, decision.cost, extra=extra)
+        reasons = [] if verdict.passed else [verdict.one_line(case.label)]
+        if effect is not None and not effect.passed:
+            reasons.append(f"effect {effect.kind}: " + "; ".join(effect.failures))
+        conversation = extra.get("conversation")
+        if conversation is not None and not conversation["passed"]:
+            reasons.append(f"conversation {conversation['kind']}: {conversation['message']}")
+        if reasons:
+            raise DecisionFailed(f"{item.record_id}: " + " | ".join(reasons), pytrace=False)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        """Make the error record of a setup that failed outside the agent; carry the record on the report.
+
+        An invalid case's entry (``tooleffect_invalid``) and a skipped item's (``tooleffect_skipped``:
+        its record id, family, policy and reason) ride on the report too, so the controller's report
+        lists every item collected (scoring rule 7).
+        """
+        report = yield
+        if call.when == "setup" and isinstance(item, InvalidCaseItem):
+            report.tooleffect_invalid = item.entry()  # type: ignore[attr-defined]
+        if (call.when == "setup" and report.skipped and isinstance(item, CaseItem) and record_key not in item.stash
+                and not hasattr(report, "wasxfail")):
+            reason = call.excinfo.value.msg if call.excinfo is not None and hasattr(call.excinfo.value, "msg") else ""
+            report.tooleffect_skipped = {"id": item.record_id, "family": item.family.name,  # type: ignore[attr-defined]
+                                         "policy": item.policy.name, "reason": str(reason or "skipped")}
+            if isinstance(report.longrepr, tuple):  # ``-rs`` names the case's line, not the plugin's (as a skip mark)
+                path, line, _ = item.reportinfo()
+                report.longrepr = (str(path), None if line is None else line + 1, report.longrepr[2])
+        if (call.when == "setup" and call.excinfo is not None and isinstance(call.excinfo.value, NotScored)
+                and isinstance(item, CaseItem)):
+            self.record(item, error=call.excinfo.value.error)
+        elif (call.when == "setup" and call.excinfo is not None and report.failed and isinstance(item, CaseItem)
+              and record_key not in item.stash):
+            _setup_failed(self, item, report, call.excinfo.value)
+        if call.excinfo is not None and isinstance(item, CaseItem):
+            _short_longrepr(report, call.excinfo.value, item.record_id)
+        _redact_report(report)
+        if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, "tooleffect_record"):
+            report.tooleffect_record = item.stash[record_key]  # type: ignore[attr-defined]
+            assert isinstance(item, CaseItem)
+            if item.family.name not in self._families_sent:  # the controller reports without reading family files
+                self._families_sent.add(item.family.name)
+                report.tooleffect_family = {"name": item.family.name,  # type: ignore[attr-defined]
+                                            "meta": item.family.meta, "directory": str(item.family.directory)}
+            if item.policy.name not in self._policies_sent:  # its parameters, for the report's run section
+                self._policies_sent.add(item.policy.name)
+                report.tooleffect_policy = {"name": item.policy.name,  # type: ignore[attr-defined]
+                                            "params": policy_params(item.policy)}
+        return report
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any] | None:
+        if call.when in ("setup", "call") and record_key in item.stash:
+            return {"tooleffect": item.stash[record_key]}
+        return None
+
+
+def _setup_failed(scorer: Scorer, item: CaseItem, report: pytest.TestReport, exc: BaseException) -> None:
+    """Any other failure of a case item's setup (a user's fixture, a case that can no longer be
+    read) is an error record too, so the item stays in the report (scoring rule 7); when its case
+    cannot be read to make one, the report lists it as an invalid case naming the file and the id.
+    """
+    failure = Failure(type(exc).__name__, f"{exc}"[:500])
+    try:
+        scorer.record(item, error=failure)
+    except Exception:  # the case itself is unreadable: no record can be made of it
+        problem = f"{item.path}: case {item.ref.id}: {failure.kind}: {failure.message}"
+        report.tooleffect_invalid = invalid_entry(item.family.name, item.path, item.ref.id,  # type: ignore[attr-defined]
+                                                  [problem])
+
+
+def _short_longrepr(report: pytest.TestReport, exc: BaseException, record_id: str) -> None:
+    """A failure of the item raised with ``pytrace=False`` is its one-line reason: the report's
+    ``longrepr`` is that text (the record id, already the failure's headline, left out), so the
+    short summary shows the reason rather than the exception's qualified name, and printing one
+    failure costs one line.
+    """
+    if isinstance(exc, pytest.fail.Exception) and not exc.pytrace and exc.msg and report.longrepr is not None:
+        report.longrepr = exc.msg.removeprefix(f"{record_id}: ")
+
+
+def _redact_report(report: pytest.TestReport) -> None:
+    """Cut every known secret out of a test report's failure text and captured output (what the
+    terminal, JUnit and pytest-json-report print); a report with none is left as it is.
+    """
+    if not known():
+        return
+    if isinstance(report.longrepr, tuple):  # a skip's (path, line, reason): kept a tuple
+        report.longrepr = tuple(redact(x) if isinstance(x, str) else x for x in report.longrepr)  # type: ignore[assignment]
+    elif report.longrepr is not None:
+        text = report.longrepr if isinstance(report.longrepr, str) else str(report.longrepr)
+        clean = redact(text)
+        if clean != text:
+            report.longrepr = clean
+    report.sections = [(title, redact(content)) for title, content in report.sections]
+
+
+def _error(failure: Failure | None) -> dict[str, Any] | None:
+    """An error record's ``error``: ``type``, ``message`` and, for an agent's exception, ``traceback``."""
+    if failure is None:
+        return None
+    out = {"type": failure.kind, "message": failure.message}
+    if failure.traceback:
+        out["traceback"] = failure.traceback
+    return out
+
+
+@pytest.fixture
+def tooleffect_score(request: pytest.FixtureRequest) -> Callable[..., Verdict]:
+    """Score one decision inside an ordinary test: ``verdict = tooleffect_score(emitted, label, tools)``.
+
+    The same as :func:`pytest_tooleffect.score`, with the predicates registered through
+    ``pytest_tooleffect_predicates`` available to rules.  Extra keyword arguments: ``rules``
+    (a :class:`~pytest_tooleffect.oracle.RuleSet`), ``timezone``, ``state``, ``messages``.
+    """
+    scorer = request.config.pluginmanager.get_plugin("tooleffect-scorer")
+    predicates = scorer.predicates() if isinstance(scorer, Scorer) else {}
+
+    def _score(emitted: Any, label: Any, tools: Any, *, rules: Any = None, timezone: str | None = None,
+               state: Mapping[str, Any] | None = None, messages: Any = ()) -> Verdict:
+        ctx = CompareContext(timezone=timezone, state=state or {}, messages=messages, predicates=predicates)
+        return score(emitted, label, tools, rules, ctx)
+
+    return _score

@@ -1,0 +1,1 @@
+"""Servers and test doubles: the scripted model server, recorded decisions served as a model, the local model."""

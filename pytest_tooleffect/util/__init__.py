@@ -1,0 +1,1 @@
+"""Small helpers every stage may use: JSON Lines reading, redaction of secrets, output files, processes."""
