@@ -54,10 +54,12 @@ _REFUSING = re.compile(
     r"\b(i|we) only (handle|organi[sz]e|arrange|help)|\bnot something (i|we) can\b|\bdon['’]?t (handle|do)\b|"
     r"\bunfortunately\b|\bnon-?refundable\b|\bno exceptions?\b|\b(don['’]?t|do not) have access\b|"
     r"\b(does|do|is|are) not (cover|allow|permit|covered|allowed|permitted|refundable)\b|\bno puedo\b)", re.I)
-#: A sentence ending in a question mark.  The lookbehind lets a match start only where a sentence
-#: starts (the text's start or right after a terminator): without it every position inside a long
-#: sentence with no question mark rescans it to its end, quadratic in the sentence's length.
-QUESTION_SENTENCE = re.compile(r"(?<![^.!?¿\n])[^.!?¿\n]*[?？]")
+#: A sentence ending in a question mark.  Terminators are ``.``, ``!``, ``?``, ``¿`` and a newline,
+#: except a ``.`` between two digits (a decimal point: "refund $49.99?" is one sentence).  The
+#: lookbehinds let a match start only where a sentence starts (the text's start or right after a
+#: terminator): without them every position inside a long sentence with no question mark rescans
+#: it to its end, quadratic in the sentence's length.
+QUESTION_SENTENCE = re.compile(r"(?:^|(?<=[!?¿\n])|(?<=\.)(?<!\d\.)|(?<=\.)(?!\d))(?:[^.!?¿\n]|(?<=\d)\.(?=\d))*[?？]")
 
 
 class ReplyCheck(NamedTuple):

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from pytest_tooleffect.formats import Label, ParallelGroup
 from pytest_tooleffect.oracle import CompareContext, score
+from pytest_tooleffect.oracle.context import NO_CONTEXT
 from pytest_tooleffect.oracle.reply import QUESTION_SENTENCE, judge_reply
 
 TOOLS = [
@@ -217,12 +218,15 @@ def test_criteria_that_differ_load() -> None:
 
 def _question_sentences(text: str) -> list[str]:
     """Reference for the fallback's question sentences: cut the text after each terminator
-    (``.``, ``!``, ``?``, ``¿``, newline); a piece is a question when it holds ``?`` or ``？``,
-    and it is kept up to its last one (a piece's ``.``/``!``-free tail after it is not).
+    (``.`` unless between two digits, ``!``, ``?``, ``¿``, newline); a piece is a question when it
+    holds ``?`` or ``？``, and it is kept up to its last one (a piece's ``.``/``!``-free tail after
+    it is not).
     """
     out, start = [], 0
-    for i, ch in enumerate(text + "\0"):
-        if ch in ".!?¿\n\0":
+    padded = text + "\0"
+    for i, ch in enumerate(padded):
+        decimal = ch == "." and 0 < i and text[i - 1].isdigit() and padded[i + 1].isdigit()
+        if ch in ".!?¿\n\0" and not decimal:
             piece = text[start:i + 1] if ch == "?" else text[start:i]
             cut = max(piece.rfind("?"), piece.rfind("？"))
             if cut >= 0:
@@ -232,8 +236,20 @@ def _question_sentences(text: str) -> list[str]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.text(alphabet="ab ?.!？¿\nx", max_size=40))
+@given(st.text(alphabet="ab ?.!？¿\nx19", max_size=40))
 def test_question_sentences_are_the_pieces_between_terminators(text: str) -> None:
     """The pattern starts a match only where a sentence starts (so it reads a sentence once, not
     once per position in it) and finds exactly the question sentences."""
     assert QUESTION_SENTENCE.findall(text) == _question_sentences(text)
+
+
+def test_a_question_holding_a_price_asks() -> None:
+    """A decimal point is not the end of a sentence: the question with a price asks."""
+    for text in ("Shall I refund $49.99 to your original payment method?",
+                 "Your balance is 12.50 dollars. Shall I refund $49.99 to your original payment method?",
+                 "Version 2.3.1 is installed. Should I upgrade it to 3.0?"):
+        check = judge_reply(text, "ask", [], [], NO_CONTEXT)
+        assert check.ok and check.kind_ok and check.approximate, (text, check)
+    # a sentence that ends after a number is still a sentence of its own
+    assert QUESTION_SENTENCE.findall("It costs 49. Why?") == [" Why?"]
+    assert not judge_reply("I refunded $49.99 to your card.", "ask", [], [], NO_CONTEXT).ok
