@@ -21,6 +21,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from pytest_tooleffect import wire
 from pytest_tooleffect.formats import Policy, Price
 from pytest_tooleffect.options import (
     DEFAULT_MIN_CLASS_N,
@@ -289,9 +290,9 @@ def _sandbox_settings(config: pytest.Config, providers: list[str]) -> SandboxSet
     return SandboxSettings(
         provider=provider, keep=keep, pool=bool(config.getini(INI_POOL)), image=config.getini(INI_IMAGE) or None,
         rollout=rollout,
-        run_id=workerinput["tooleffect_run_id"] if workerinput else uuid.uuid4().hex,
-        owner_pid=int(workerinput["tooleffect_owner_pid"]) if workerinput else os.getpid(),
-        worker=workerinput["workerid"] if workerinput else "main",
+        run_id=workerinput[wire.WORKER_RUN_ID] if workerinput else uuid.uuid4().hex,
+        owner_pid=int(workerinput[wire.WORKER_OWNER_PID]) if workerinput else os.getpid(),
+        worker=workerinput[wire.WORKER_ID] if workerinput else "main",
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import pytest
 
+from pytest_tooleffect import wire
 from pytest_tooleffect.ci.gate_rules import (
     AVERAGES,
     EFFECT_KINDS,
@@ -356,7 +357,7 @@ class RunTally:
         """Count a failed test report."""
         if not report.failed:
             return
-        record = getattr(report, "tooleffect_record", None)
+        record = getattr(report, wire.REPORT_RECORD, None)
         outcome = record.get("outcome") if isinstance(record, Mapping) else None
         if outcome == "scored" and report.when == "call":
             self.decision_failures += 1

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from pytest_tooleffect import wire
 from pytest_tooleffect.collect.agents import AgentError
 from pytest_tooleffect.collect.chunks import chunk_scheduler, chunk_size, group_of
 from pytest_tooleffect.collect.items import CaseItem
@@ -34,7 +35,6 @@ from pytest_tooleffect.settings import Settings, settings_key
 
 __all__ = ["Decision", "ModelTurns", "obtain_decision", "pool_key", "tooleffect_decision"]
 
-RATE_STATE = "tooleffect_rate_state"  # workerinput key: the controller's rate-limit state file
 #: Without xdist, the live items queued ahead of the running one, in multiples of the concurrency.
 PREFETCH_WINDOW = 4
 
@@ -137,8 +137,8 @@ class ModelTurns:
         if settings.rate_backend is not None:  # one limit over shards and hosts
             return RedisRateLimit(settings.rate_backend, settings.rpm, settings.tpm, settings.rate_window_s)
         workerinput = getattr(self.config, "workerinput", None)
-        if workerinput is not None and RATE_STATE in workerinput:
-            path = Path(workerinput[RATE_STATE])
+        if workerinput is not None and wire.WORKER_RATE_STATE in workerinput:
+            path = Path(workerinput[wire.WORKER_RATE_STATE])
         elif settings.rate_file is not None:  # several runs (other terminals, CI jobs on one host) share one limit
             settings.rate_file.parent.mkdir(parents=True, exist_ok=True)
             path = self.rate_file = settings.rate_file
@@ -228,7 +228,7 @@ class ModelTurns:
         if self.settings.concurrency <= 1:
             return
         units: dict[str, list[CaseItem]] = {}
-        workers = int(getattr(self.config, "workerinput", {}).get("workercount", 1))
+        workers = int(getattr(self.config, "workerinput", {}).get(wire.WORKER_COUNT, 1))
         size = chunk_size(len(session.items), workers)
         for n, item in enumerate(session.items):
             if isinstance(item, CaseItem) and item.live:
@@ -272,7 +272,7 @@ class ModelTurns:
             end = at + PREFETCH_WINDOW * self.settings.concurrency
             batch = list(self.live[max(at, self.queued_to):end])
             self.queued_to = max(self.queued_to, end)
-        elif self.config.workerinput.get(CHUNKED):
+        elif self.config.workerinput.get(wire.WORKER_CHUNKED):
             unit = self.unit_of.get(item.nodeid, [])
             batch = list(unit[unit.index(item):])  # a unit handed again after a crash: its unfinished rest
         else:
@@ -308,11 +308,11 @@ class ModelTurns:
         """On the xdist controller, hand each worker the run's rate-limit state file, and say
         whether the controller schedules whole chunks (the worker then prefetches its chunk).
         """
-        node.workerinput[CHUNKED] = _chunked(self.config, self.settings)
+        node.workerinput[wire.WORKER_CHUNKED] = _chunked(self.config, self.settings)
         if self.rate_dir is not None:
-            node.workerinput[RATE_STATE] = str(self.rate_dir / "limiter.sqlite")
+            node.workerinput[wire.WORKER_RATE_STATE] = str(self.rate_dir / "limiter.sqlite")
         elif self.rate_file is not None:
-            node.workerinput[RATE_STATE] = str(self.rate_file)
+            node.workerinput[wire.WORKER_RATE_STATE] = str(self.rate_file)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """Ctrl-C: drop model turns not yet started; finished records are already on disk."""
@@ -327,10 +327,6 @@ class ModelTurns:
             import shutil
 
             shutil.rmtree(self.rate_dir, ignore_errors=True)
-
-
-#: the key of ``workerinput`` saying the controller schedules whole chunks (:mod:`.chunks`)
-CHUNKED = "tooleffect_chunked"
 
 
 def _chunked(config: pytest.Config, settings: Settings) -> bool:

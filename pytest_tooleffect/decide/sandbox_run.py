@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_tooleffect import wire
 from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.formats import Case, ToolSpec
 from pytest_tooleffect.oracle import parse_emission
@@ -84,8 +85,8 @@ class Sandboxes:
     def pytest_configure_node(self, node: Any) -> None:
         """On the xdist controller: hand every worker the run id and the owning process."""
         settings = node.config.stash[settings_key].sandbox
-        node.workerinput["tooleffect_run_id"] = settings.run_id
-        node.workerinput["tooleffect_owner_pid"] = settings.owner_pid
+        node.workerinput[wire.WORKER_RUN_ID] = settings.run_id
+        node.workerinput[wire.WORKER_OWNER_PID] = settings.owner_pid
 
     @pytest.hookimpl(trylast=True)  # after xdist's controller has stopped its workers
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -107,13 +108,13 @@ class Sandboxes:
         if call.when == "call":
             item.stash[call_report_key] = report
         elif call.when == "teardown" and kept_key in item.stash:
-            report.tooleffect_kept = item.stash[kept_key]  # type: ignore[attr-defined]
+            setattr(report, wire.REPORT_KEPT, item.stash[kept_key])
             report.sections.append(("tooleffect sandbox", item.stash[kept_key]))
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect kept-sandbox notes (from this process or, under xdist, from the workers' reports)."""
-        note = getattr(report, "tooleffect_kept", None)
+        note = getattr(report, wire.REPORT_KEPT, None)
         if note and report.when == "teardown":
             self.notes.append(f"{report.nodeid}: {note}")
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from pytest_tooleffect import wire
 from pytest_tooleffect.collect.family import CASE_SUFFIXES, FAMILY_FILE
 from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT
 from pytest_tooleffect.report.record_log import RecordLog
@@ -85,19 +86,19 @@ class Reporter:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.items.reported(report)
-        family = getattr(report, "tooleffect_family", None)
+        family = getattr(report, wire.REPORT_FAMILY, None)
         if family is not None:
             self.families.setdefault(family["name"], family["meta"])
             if family.get("directory"):
                 self.family_dirs.setdefault(family["name"], family["directory"])
-        policy = getattr(report, "tooleffect_policy", None)
+        policy = getattr(report, wire.REPORT_POLICY, None)
         if policy is not None:
             self.policies.setdefault(policy["name"], policy["params"])
-        for attr, seen in (("tooleffect_invalid", self.invalid), ("tooleffect_skipped", self.skipped)):
+        for attr, seen in ((wire.REPORT_INVALID, self.invalid), (wire.REPORT_SKIPPED, self.skipped)):
             entry = getattr(report, attr, None)
             if entry is not None:
                 seen.append(entry)
-        record = getattr(report, "tooleffect_record", None)
+        record = getattr(report, wire.REPORT_RECORD, None)
         if record is None:
             return
         self.records.append(record)
@@ -279,7 +280,7 @@ class CaseNodes:
         state = self.ids.get(report.nodeid, self._ACCOUNTED)
         if state == self._ACCOUNTED:  # accounted already, or not a case item
             return
-        if any(hasattr(report, a) for a in ("tooleffect_record", "tooleffect_invalid", "tooleffect_skipped")):
+        if any(hasattr(report, a) for a in (wire.REPORT_RECORD, wire.REPORT_INVALID, wire.REPORT_SKIPPED)):
             self.ids[report.nodeid] = self._ACCOUNTED
         elif report.failed or state is None:
             self.ids[report.nodeid] = "xfail" if hasattr(report, "wasxfail") and report.skipped else report.outcome
