@@ -19,7 +19,7 @@ from pytest_tooleffect.collect.items import CaseItem, InvalidCaseItem, invalid_e
 from pytest_tooleffect.decide.decision import Decision
 from pytest_tooleffect.decide.sandbox_run import judge_effect
 from pytest_tooleffect.formats import policy_params
-from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, parse_emission, score
+from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, score
 from pytest_tooleffect.outcomes import DecisionFailed, Failure, NotScored
 from pytest_tooleffect.score.record import build_record
 from pytest_tooleffect.settings import settings_key
@@ -109,8 +109,7 @@ class Scorer:
         try:
             if item.decisions > 1:  # compiled once, every decision on the case is then looked up
                 compile_label(case.label, tools, fam.rules)
-            verdict = score(parse_emission(decision.emitted, offered=[t.name for t in tools]), case.label, tools,
-                            fam.rules, ctx)
+            verdict = score(decision.emission, case.label, tools, fam.rules, ctx)  # parsed once, at the decision
             if decision.sandbox_run is not None:
                 effect, effect_fields = judge_effect(item, decision.sandbox_run)
         except Exception as exc:  # a rule, predicate or input the oracle cannot judge: not the agent's failure
