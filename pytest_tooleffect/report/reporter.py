@@ -62,7 +62,7 @@ class Reporter:
     def pytest_report_header(self) -> str:
         settings = self.settings
         live = [*([settings.model] if settings.model else []), *(p.name for p in settings.agents), *settings.policies]
-        policies = ", ".join(live) if live else "replay (offline)"
+        policies = ", ".join(live) if settings.live else "replay (offline)"
         return f"tooleffect: policies {policies}; records {settings.records or 'off'}"
 
     def _open_log(self) -> RecordLog | None:
