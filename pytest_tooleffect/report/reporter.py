@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect import wire
-from pytest_tooleffect.collect.family import CASE_SUFFIXES, FAMILY_FILE
+from pytest_tooleffect.collect.family import CASE_SUFFIXES, family_dirs, is_family_dir
 from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT
 from pytest_tooleffect.report.record_log import RecordLog
 from pytest_tooleffect.report.runinfo import git_state, now_utc, versions
@@ -265,7 +265,7 @@ class CaseNodes:
             found = None
             if "::" in nodeid and Path(file).suffix in CASE_SUFFIXES:
                 found = next((p.parent for p in (base / file for base in self.bases)
-                              if (p.parent / FAMILY_FILE).is_file()), None)
+                              if is_family_dir(p.parent)), None)
             self._dirs[file] = found
         return self._dirs[file]
 
@@ -402,13 +402,4 @@ def _without_records(settings: Settings) -> Settings:
 
 def _family_dirs(config: pytest.Config) -> list[Path]:
     """The family directories the run's arguments address."""
-    dirs = set()
-    for arg in config.args:
-        p = Path(arg.split("::")[0])
-        p = p if p.is_absolute() else Path(config.invocation_params.dir) / p
-        base = p if p.is_dir() else p.parent
-        if (base / FAMILY_FILE).is_file():
-            dirs.add(base)
-        if p.is_dir():
-            dirs.update(f.parent for f in p.rglob(FAMILY_FILE))
-    return sorted(dirs)
+    return family_dirs(Path(config.invocation_params.dir) / arg.split("::")[0] for arg in config.args)
