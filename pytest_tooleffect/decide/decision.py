@@ -370,9 +370,9 @@ async def _bounded_agent(agent: Any, state: Any, timeout_s: float) -> tuple[Any,
 
 
 def _agent_state(item: CaseItem, state: Case | None, step: int) -> AgentState:
-    """The snapshot an agent policy is called with at the item's state, or at a rollout's ``state``:
-    made here alone, once per turn (the deep copies of messages and schemas are the turn's
-    largest allocation).
+    """The snapshot an agent policy is called with at the item's state, or at a rollout's ``state``
+    (made here alone, once per turn: an async agent's when its turn is submitted, a sync agent's
+    when it is called).
     """
     return agent_state(state if state is not None else item.case, _offered(item, state), item.family.system_prompt,
                        item.policy, item.trial, step)
