@@ -45,6 +45,8 @@ TIMINGS = """
 import json, time
 import pytest
 
+from pytest_tooleffect import wire
+
 T = {}
 
 def pytest_configure(config):
@@ -54,7 +56,7 @@ def pytest_collection_finish(session):
     T["collected"] = time.monotonic()
 
 def pytest_runtest_logreport(report):
-    scored = getattr(report, "tooleffect_record", None) is not None or (report.when == "call" and report.passed)
+    scored = getattr(report, wire.REPORT_RECORD, None) is not None or (report.when == "call" and report.passed)
     if scored and "first_scored" not in T:
         T["first_scored"] = time.monotonic()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import os
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from pytest_tooleffect import wire
 from pytest_tooleffect.formats import Policy, Price
 from pytest_tooleffect.options import (
     DEFAULT_MIN_CLASS_N,
@@ -76,7 +77,10 @@ from pytest_tooleffect.oracle.rules import UniqueKeyLoader
 from pytest_tooleffect.util.output_files import check_distinct, check_writable
 from pytest_tooleffect.util.redaction import looks_like_key
 
-__all__ = ["SandboxSettings", "Settings", "resolve", "settings_key"]
+__all__ = ["PYPROJECT", "SandboxSettings", "Settings", "is_live", "read_pyproject", "resolve", "settings_key"]
+
+#: the file ``[tool.tooleffect.*]`` tables are read from, in pytest's rootdir
+PYPROJECT = "pyproject.toml"
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,9 @@ class Settings:
         timeout_s: the timeout of one model call, in seconds.
         prices: user prices (USD per million tokens) by model name.
         pyproject_policies: ``[tool.tooleffect.policies]`` by name.
+        pyproject: the rootdir's ``pyproject.toml`` (read once, by :func:`read_pyproject`; it may not exist).
+        gates_table: its ``[tool.tooleffect.gates]`` as TOML reads it (unchecked: the gate keeper
+            validates it), or ``None`` when the file or the table is absent.
         judge_model: the LLM judge for free-text fields, or ``None``.
         judge_api_base: its api base.
         judge_cache: folder of cached judge verdicts, or ``None``.
@@ -154,6 +161,8 @@ class Settings:
     timeout_s: float = 60.0
     prices: Mapping[str, Price] = field(default_factory=dict)
     pyproject_policies: Mapping[str, Policy] = field(default_factory=dict)
+    pyproject: Path = Path(PYPROJECT)
+    gates_table: Any = None
     judge_model: str | None = None
     judge_api_base: str | None = None
     judge_cache: Path | None = None
@@ -178,8 +187,24 @@ class Settings:
 
     @property
     def live(self) -> bool:
-        """Some policy of the run may not be a replay (a model, an agent, or a named policy)."""
-        return bool(self.model or self.policies or self.agents)
+        """Some policy of the run may not be a replay (:func:`is_live` of its policy options)."""
+        return is_live(self.model, self.policies, self.agents)
+
+
+def is_live(model: str | None, policies: Sequence[str], agents: Sequence[Policy]) -> bool:
+    """The one definition of a live run: some policy of it may not be a replay.
+
+    A run is live when it names a policy at all: ``--tooleffect-model``, ``--tooleffect-agent`` or
+    ``--tooleffect-policy`` (a named policy may have a model or an agent); with none, every item
+    replays its recorded decision.  Whether one *item* is live is
+    :attr:`~pytest_tooleffect.collect.items.CaseItem.live`.
+
+    Args:
+        model: ``--tooleffect-model``, or ``None``.
+        policies: the ``--tooleffect-policy`` names.
+        agents: the ``--tooleffect-agent`` policies.
+    """
+    return bool(model or policies or agents)
 
 
 settings_key = pytest.StashKey[Settings]()
@@ -232,7 +257,9 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         agents=tuple(config.getoption(OPT_AGENT)),
         timeout_s=config.getoption(OPT_TIMEOUT),
         prices=_load_prices(config.getoption(OPT_PRICES)),
-        pyproject_policies=_pyproject_policies(config),
+        pyproject_policies=_pyproject_policies(pyproject := read_pyproject(Path(config.rootpath))),
+        pyproject=pyproject[0],
+        gates_table=_table(pyproject[1], "tool", "tooleffect", "gates"),
         judge_model=config.getoption(OPT_JUDGE),
         judge_api_base=config.getoption(OPT_JUDGE_BASE),
         judge_cache=_rooted(config, config.getini(INI_JUDGE_CACHE)),
@@ -278,8 +305,8 @@ def _sandbox_settings(config: pytest.Config, providers: list[str]) -> SandboxSet
     if keep not in KEEP_MODES:
         raise pytest.UsageError(f"ini {INI_KEEP}: expected one of {', '.join(KEEP_MODES)}, got {keep!r}")
     rollout = config.getoption(OPT_ROLLOUT)
-    if rollout > 1 and not (config.getoption(OPT_MODEL) or config.getoption(OPT_POLICY)
-                            or config.getoption(OPT_AGENT)):
+    if rollout > 1 and not is_live(config.getoption(OPT_MODEL), config.getoption(OPT_POLICY),
+                                   config.getoption(OPT_AGENT)):
         raise pytest.UsageError(f"{OPT_ROLLOUT} {rollout}: a rollout needs a live policy ({OPT_MODEL}, {OPT_AGENT} "
                                 f"or {OPT_POLICY}); a replay is one recorded decision")
     if rollout > 1 and provider == "off":
@@ -289,9 +316,9 @@ def _sandbox_settings(config: pytest.Config, providers: list[str]) -> SandboxSet
     return SandboxSettings(
         provider=provider, keep=keep, pool=bool(config.getini(INI_POOL)), image=config.getini(INI_IMAGE) or None,
         rollout=rollout,
-        run_id=workerinput["tooleffect_run_id"] if workerinput else uuid.uuid4().hex,
-        owner_pid=int(workerinput["tooleffect_owner_pid"]) if workerinput else os.getpid(),
-        worker=workerinput["workerid"] if workerinput else "main",
+        run_id=workerinput[wire.WORKER_RUN_ID] if workerinput else uuid.uuid4().hex,
+        owner_pid=int(workerinput[wire.WORKER_OWNER_PID]) if workerinput else os.getpid(),
+        worker=workerinput[wire.WORKER_ID] if workerinput else "main",
     )
 
 
@@ -371,16 +398,44 @@ def _other_outputs(config: pytest.Config) -> list[tuple[str, Path | None]]:
     return out
 
 
-def _pyproject_policies(config: pytest.Config) -> dict[str, Policy]:
-    path = Path(config.rootpath) / "pyproject.toml"
+def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
+    """Read ``rootpath/pyproject.toml``: the one reading of the file in a run (its policies and its
+    gates are both taken from :class:`Settings`).
+
+    Args:
+        rootpath: pytest's rootdir.
+
+    Returns:
+        ``(path, document)``: the file's path and its TOML document (``{}`` when there is no file).
+
+    Raises:
+        pytest.UsageError: the file cannot be read, is not UTF-8 or is not TOML (the message names it).
+    """
+    path = Path(rootpath) / PYPROJECT
     if not path.is_file():
-        return {}
+        return path, {}
     import tomllib
 
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        return path, tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"{path}: {exc}") from exc
+
+
+def _table(doc: Mapping[str, Any], *keys: str) -> Any:
+    """The value at ``keys`` in a TOML document, or ``None`` where a key is missing or a value on
+    the way is not a table.
+    """
+    value: Any = doc
+    for key in keys:
+        if not isinstance(value, Mapping) or key not in value:
+            return None
+        value = value[key]
+    return value
+
+
+def _pyproject_policies(pyproject: tuple[Path, dict[str, Any]]) -> dict[str, Policy]:
+    path, doc = pyproject
     tool = doc.get("tool", {})
     section = tool.get("tooleffect", {}) if isinstance(tool, dict) else {}
     table = section.get("policies", {}) if isinstance(section, dict) else None

@@ -11,11 +11,11 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from fractions import Fraction
-from pathlib import Path
 from typing import Any, Literal
 
 import pytest
 
+from pytest_tooleffect import wire
 from pytest_tooleffect.ci.gate_rules import (
     AVERAGES,
     EFFECT_KINDS,
@@ -26,7 +26,7 @@ from pytest_tooleffect.ci.gate_rules import (
     GateSet,
     LevelFloors,
     RateFloors,
-    load_gates,
+    gates_of,
 )
 from pytest_tooleffect.options import OPT_SUMMARY_MD
 from pytest_tooleffect.oracle import KINDS
@@ -356,7 +356,7 @@ class RunTally:
         """Count a failed test report."""
         if not report.failed:
             return
-        record = getattr(report, "tooleffect_record", None)
+        record = getattr(report, wire.REPORT_RECORD, None)
         outcome = record.get("outcome") if isinstance(record, Mapping) else None
         if outcome == "scored" and report.when == "call":
             self.decision_failures += 1
@@ -408,7 +408,8 @@ class GateKeeper:
     """Controller-only: the gates, the Markdown summary, and the exit status under gates.
 
     Args:
-        config: pytest's config (the rootdir's ``pyproject.toml`` is read here, at configure time).
+        config: pytest's config (the gates are the ``[tool.tooleffect.gates]`` its settings read from the
+            rootdir's ``pyproject.toml``, validated here, at configure time).
 
     Raises:
         pytest.UsageError: ``[tool.tooleffect.gates]`` is invalid.
@@ -416,7 +417,7 @@ class GateKeeper:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.gates = load_gates(Path(config.rootpath))
+        self.gates = gates_of(config.stash[settings_key])
         self.summary_md = config.stash[settings_key].summary_md
         self.tally = RunTally()
         self.session: pytest.Session | None = None

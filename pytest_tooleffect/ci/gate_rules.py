@@ -35,7 +35,6 @@ and macro-averages; nothing here recomputes them.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,8 +43,10 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError
 
+from pytest_tooleffect.settings import Settings, read_pyproject
+
 __all__ = ["AVERAGES", "EFFECT_KINDS", "GATES_TABLE", "LEVELS", "CountCaps", "GateSet", "GatesConfig", "LevelFloors",
-           "RateFloors", "load_gates", "parse_gates"]
+           "RateFloors", "gates_of", "load_gates", "parse_gates"]
 
 GATES_TABLE = "tool.tooleffect.gates"
 LEVELS = ("name", "name_args", "effect")
@@ -215,8 +216,22 @@ class GatesConfig:
         return out
 
 
+def gates_of(settings: Settings) -> GatesConfig | None:
+    """The run's gates: ``[tool.tooleffect.gates]`` as the run's settings read it (the one reading
+    of ``pyproject.toml`` in a run), validated.
+
+    Returns:
+        The gates, or ``None`` when the file or the table is absent.
+
+    Raises:
+        pytest.UsageError: the table is not as documented (as :func:`parse_gates`).
+    """
+    return None if settings.gates_table is None else parse_gates(settings.gates_table, settings.pyproject)
+
+
 def load_gates(rootpath: Path) -> GatesConfig | None:
-    """Read ``[tool.tooleffect.gates]`` from ``rootpath/pyproject.toml``.
+    """Read ``[tool.tooleffect.gates]`` from ``rootpath/pyproject.toml`` (outside a run; a run takes
+    them from its settings, :func:`gates_of`).
 
     Args:
         rootpath: pytest's rootdir.
@@ -228,13 +243,7 @@ def load_gates(rootpath: Path) -> GatesConfig | None:
         pytest.UsageError: the file cannot be read, or the table is not as documented (the message
             names the file, the table and the key).
     """
-    path = Path(rootpath) / "pyproject.toml"
-    if not path.is_file():
-        return None
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise pytest.UsageError(f"{path}: {exc}") from exc
+    path, doc = read_pyproject(rootpath)
     table: Any = doc
     for part in GATES_TABLE.split("."):
         if not isinstance(table, Mapping) or part not in table:

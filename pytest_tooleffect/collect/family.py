@@ -22,8 +22,8 @@ from pytest_tooleffect.oracle import RuleError, RuleSet, load_rules
 from pytest_tooleffect.oracle.rulecheck import rule_problems
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
 
-__all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "is_case_file",
-           "load_family", "named_files", "yaml_load"]
+__all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "family_dirs",
+           "is_case_file", "is_family_dir", "load_family", "named_files", "yaml_load"]
 
 FAMILY_FILE = "family.yaml"
 CASE_SUFFIXES = (".jsonl", ".yaml", ".yml")
@@ -69,6 +69,31 @@ def named_files(directory: Path, names: Iterable[Any]) -> frozenset[Path]:
             except (OSError, ValueError, RuntimeError):  # a NUL byte, a symlink loop
                 continue
     return frozenset(files)
+
+
+def is_family_dir(directory: Path) -> bool:
+    """``directory`` holds a family (its :data:`FAMILY_FILE`)."""
+    return (directory / FAMILY_FILE).is_file()
+
+
+def family_dirs(paths: Iterable[Path]) -> list[Path]:
+    """The family folders ``paths`` address: the one way every part of the plugin finds families.
+
+    Args:
+        paths: folders or files.  A folder addresses itself when it holds a family and every
+            folder below it that holds one; a file addresses its own folder when that holds a family.
+
+    Returns:
+        The family folders, each once, sorted.
+    """
+    dirs: set[Path] = set()
+    for path in paths:
+        base = path if path.is_dir() else path.parent
+        if is_family_dir(base):
+            dirs.add(base)
+        if path.is_dir():
+            dirs.update(found.parent for found in path.rglob(FAMILY_FILE))
+    return sorted(dirs)
 
 
 def is_case_file(path: Path, referenced: frozenset[Path]) -> bool:

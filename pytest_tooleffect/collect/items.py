@@ -26,6 +26,7 @@ from pytest_tooleffect.collect.family import (
     FamilyError,
     LoadedFamily,
     is_case_file,
+    is_family_dir,
     load_family,
 )
 from pytest_tooleffect.collect.ids import item_name, record_id
@@ -118,7 +119,7 @@ class CaseCollector:
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         directory = file_path.parent
-        if file_path.suffix not in CASE_SUFFIXES or not (directory / FAMILY_FILE).is_file():
+        if file_path.suffix not in CASE_SUFFIXES or not is_family_dir(directory):
             return None
         fam = self.families.load(directory)
         if is_case_file(file_path, fam.referenced_files):

@@ -24,15 +24,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when printed; 2 for logs that do not merge.
     """
-    from pytest_tooleffect.collect.cases import FAMILY_FILE, FamilyError, load_family
+    from pytest_tooleffect.collect.cases import FamilyError, load_family
+    from pytest_tooleffect.collect.family import family_dirs
     from pytest_tooleffect.report import dumps, render_terminal, summarise
     from pytest_tooleffect.report.merging import MergeError, merge_logs
 
     meta = {}
     root = Path(args.cases)
-    for fam_file in sorted(root.rglob(FAMILY_FILE)) if root.is_dir() else []:
+    for directory in family_dirs([root]) if root.is_dir() else []:
         try:
-            fam = load_family(fam_file.parent)
+            fam = load_family(directory)
         except FamilyError as exc:
             print(f"tooleffect report: skipping {exc}", file=sys.stderr)
             continue
@@ -80,7 +81,8 @@ def cmd_html(args: argparse.Namespace) -> int:
         The exit status: 0 when written; 2 for a source that cannot be read or is neither a record log nor a
         report, or an ``--out`` that cannot be written.
     """
-    from pytest_tooleffect.collect.cases import FAMILY_FILE, FamilyError, load_family
+    from pytest_tooleffect.collect.cases import FamilyError, load_family
+    from pytest_tooleffect.collect.family import family_dirs
     from pytest_tooleffect.report.html import load_states, write_html
     from pytest_tooleffect.report.model import Report
     from pytest_tooleffect.report.record_log import load_records
@@ -122,9 +124,9 @@ def cmd_html(args: argparse.Namespace) -> int:
               "anything?)", file=sys.stderr)
         return 2
     meta = {}
-    for fam_file in sorted(cases.rglob(FAMILY_FILE)) if cases.is_dir() else []:
+    for directory in family_dirs([cases]) if cases.is_dir() else []:
         try:
-            fam = load_family(fam_file.parent)
+            fam = load_family(directory)
         except FamilyError:
             continue  # load_states names it on the page
         meta[fam.name] = fam.meta

@@ -115,10 +115,11 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
 
     Raises:
         AgentError: the agent returned ``None`` (``AgentReturnedNothing``: return a message with
-            no tool calls to call nothing), nothing :func:`~pytest_tooleffect.oracle.parse_emission`
-            reads (``AgentReturnedUnreadable``), tokens that are not whole numbers >= 0 or a cost
-            that is not a finite number >= 0 (``AgentBadUsage``), or ``extra`` that is not JSON
-            (``AgentBadExtra``).
+            no tool calls to call nothing), tokens that are not whole numbers >= 0 or a cost that
+            is not a finite number >= 0 (``AgentBadUsage``), or ``extra`` that is not JSON
+            (``AgentBadExtra``).  A decision :func:`~pytest_tooleffect.oracle.parse_emission`
+            cannot read is refused where the decision is parsed, once
+            (:func:`~pytest_tooleffect.decide.decision.parse_turn`: ``AgentReturnedUnreadable``).
     """
     cost: dict[str, Any] = {"input_tokens": None, "output_tokens": None, "latency_ms": round(latency_s * 1000, 3),
                             "cost_usd": None}
@@ -150,13 +151,6 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
             json.dumps(extra["agent"], allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise AgentError("AgentBadExtra", f"AgentTurn.extra must hold JSON values: {exc}") from None
-    from pytest_tooleffect.oracle import parse_emission
-
-    try:
-        parse_emission(result)
-    except (TypeError, ValueError) as exc:  # nothing the oracle can read: the agent's fault, not a verdict
-        raise AgentError("AgentReturnedUnreadable", f"the agent returned {type(result).__name__}, which is no "
-                                                    f"decision: {exc}") from None
     return result, cost, extra
 
 
@@ -237,9 +231,8 @@ def call_agent(agent: Agent, state: AgentState, *, main_thread: bool = True) -> 
 
     Raises:
         AgentError: the agent raised (its traceback kept; a ``SystemExit`` or another
-            ``BaseException`` too, but not Ctrl-C), returned ``None`` or nothing the oracle reads
-            (``AgentReturnedUnreadable``), or bad usage (``AgentBadUsage``: negative, NaN or
-            infinite tokens or cost).
+            ``BaseException`` too, but not Ctrl-C), returned ``None``, or bad usage
+            (``AgentBadUsage``: negative, NaN or infinite tokens or cost).
     """
     t0 = time.perf_counter()
     result = _called(agent, state, main_thread=main_thread)

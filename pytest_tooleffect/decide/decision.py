@@ -14,27 +14,29 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_tooleffect import wire
 from pytest_tooleffect.collect.agents import AgentError
 from pytest_tooleffect.collect.chunks import chunk_scheduler, chunk_size, group_of
 from pytest_tooleffect.collect.items import CaseItem
-from pytest_tooleffect.decide.agent import agent_state, call_agent_bounded, is_async, run_agent
+from pytest_tooleffect.decide.agent import AgentState, agent_state, call_agent_bounded, is_async, run_agent
 from pytest_tooleffect.decide.model_turn import ModelCache, TurnPool, api_key, wait_turn
 from pytest_tooleffect.decide.provider_errors import ProviderError
 from pytest_tooleffect.decide.sandbox_run import SandboxRun, execute
 from pytest_tooleffect.decide.turn_process import finish_preload
 from pytest_tooleffect.formats import Case, ToolSpec
+from pytest_tooleffect.oracle import Emission, parse_emission
 from pytest_tooleffect.outcomes import Failure, NotScored
 from pytest_tooleffect.settings import Settings, settings_key
 
-__all__ = ["Decision", "ModelTurns", "obtain_decision", "pool_key", "tooleffect_decision"]
+__all__ = ["Decision", "ModelTurns", "obtain_decision", "parse_turn", "pool_key", "tooleffect_decision"]
 
-RATE_STATE = "tooleffect_rate_state"  # workerinput key: the controller's rate-limit state file
 #: Without xdist, the live items queued ahead of the running one, in multiples of the concurrency.
 PREFETCH_WINDOW = 4
 
@@ -48,6 +50,7 @@ class Decision:
     Attributes:
         item: the test item.
         emitted: the model turn (any shape :func:`~pytest_tooleffect.oracle.parse_emission` reads).
+        emission: ``emitted`` parsed (:func:`parse_turn`): the one parse the sandbox runs and the oracle scores.
         cost: ``input_tokens``, ``output_tokens``, ``latency_ms`` (milliseconds), ``cost_usd``;
             ``None`` values mean unknown.
         extra: record fields of the turn (``provider_tool_names``, ``cached``, ``rate_wait_ms``).
@@ -56,6 +59,7 @@ class Decision:
 
     item: CaseItem
     emitted: Any
+    emission: Emission
     cost: dict[str, Any]
     extra: dict[str, Any] = field(default_factory=dict)
     sandbox_run: SandboxRun | None = None
@@ -137,8 +141,8 @@ class ModelTurns:
         if settings.rate_backend is not None:  # one limit over shards and hosts
             return RedisRateLimit(settings.rate_backend, settings.rpm, settings.tpm, settings.rate_window_s)
         workerinput = getattr(self.config, "workerinput", None)
-        if workerinput is not None and RATE_STATE in workerinput:
-            path = Path(workerinput[RATE_STATE])
+        if workerinput is not None and wire.WORKER_RATE_STATE in workerinput:
+            path = Path(workerinput[wire.WORKER_RATE_STATE])
         elif settings.rate_file is not None:  # several runs (other terminals, CI jobs on one host) share one limit
             settings.rate_file.parent.mkdir(parents=True, exist_ok=True)
             path = self.rate_file = settings.rate_file
@@ -165,15 +169,15 @@ class ModelTurns:
         agent's; ``None`` for a sync agent (it is called in setup).
         """
         settings = self.settings
-        case = state if state is not None else item.case
-        tools = _offered(item, state)
         if item.agent is not None:
             agent = item.agent
             if not is_async(agent):
                 return None
-            snapshot = agent_state(case, tools, item.family.system_prompt, item.policy, item.trial, step)
+            snapshot = _agent_state(item, state, step)
             timeout_s = _timeout(item, settings)
             return self.pool.submit_coroutine(lambda: _bounded_agent(agent, snapshot, timeout_s))
+        case = state if state is not None else item.case
+        tools = _offered(item, state)
         try:
             key = self._api_key(item)
         except ProviderError as exc:  # the item's error outcome, raised where it waits (never here, in prefetch)
@@ -183,13 +187,14 @@ class ModelTurns:
         return self.pool.submit(case, tools, item.family.system_prompt, item.policy, _timeout(item, settings),
                                 settings.prices, api_key=key, trial=item.trial, retries=settings.retries)
 
-    def turn(self, item: CaseItem, state: Case | None = None, step: int = 1) -> tuple[Any, dict[str, Any],
+    def turn(self, item: CaseItem, state: Case | None = None, step: int = 1) -> tuple[Any, Emission, dict[str, Any],
                                                                                       dict[str, Any]]:
         """The item's decision at its state (prefetched if it was), or at ``state`` (a rollout's step).
 
         Returns:
-            ``(emitted, cost, extra)``: the decision, its tokens, latency (ms) and money, and the
-            record fields of the turn.
+            ``(emitted, emission, cost, extra)``: the decision, its one parse (:func:`parse_turn`, against
+            the tools offered at the state), its tokens, latency (ms) and money, and the record fields
+            of the turn.
 
         Raises:
             NotScored: the provider failed, or the agent raised (an error outcome, never a verdict).
@@ -200,14 +205,14 @@ class ModelTurns:
             if future is None:
                 future = self.submit(item, state, step)
             if item.agent is not None:
-                if future is None:
-                    snapshot = agent_state(state if state is not None else item.case, _offered(item, state),
-                                           item.family.system_prompt, item.policy, item.trial, step)
-                    emitted, cost, extra = call_agent_bounded(item.agent, snapshot, _timeout(item, settings))
+                if future is None:  # a sync agent, called here
+                    emitted, cost, extra = call_agent_bounded(item.agent, _agent_state(item, state, step),
+                                                              _timeout(item, settings))
                 else:
                     emitted, cost, extra = _agent_result(future, _timeout(item, settings))
+                emission = parse_turn(item, emitted, _offered(item, state))
                 told = extra.get("agent", {})
-                return emitted, cost, {"agent": {"callable": item.agent_source, **told}}
+                return emitted, emission, cost, {"agent": {"callable": item.agent_source, **told}}
             assert future is not None
             turn = wait_turn(future, _timeout(item, settings), settings.retries)
         except ProviderError as exc:
@@ -219,7 +224,7 @@ class ModelTurns:
         extra = {"provider_tool_names": turn.provider_names} if turn.provider_names else {}
         extra["cached"] = turn.cached
         extra["rate_wait_ms"] = turn.rate_wait_ms
-        return turn.emitted, turn.cost, extra
+        return turn.emitted, parse_turn(item, turn.emitted, _offered(item, state)), turn.cost, extra
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """The live items that will run (after -k / -m deselection), by chunk of positions
@@ -228,7 +233,7 @@ class ModelTurns:
         if self.settings.concurrency <= 1:
             return
         units: dict[str, list[CaseItem]] = {}
-        workers = int(getattr(self.config, "workerinput", {}).get("workercount", 1))
+        workers = int(getattr(self.config, "workerinput", {}).get(wire.WORKER_COUNT, 1))
         size = chunk_size(len(session.items), workers)
         for n, item in enumerate(session.items):
             if isinstance(item, CaseItem) and item.live:
@@ -272,7 +277,7 @@ class ModelTurns:
             end = at + PREFETCH_WINDOW * self.settings.concurrency
             batch = list(self.live[max(at, self.queued_to):end])
             self.queued_to = max(self.queued_to, end)
-        elif self.config.workerinput.get(CHUNKED):
+        elif self.config.workerinput.get(wire.WORKER_CHUNKED):
             unit = self.unit_of.get(item.nodeid, [])
             batch = list(unit[unit.index(item):])  # a unit handed again after a crash: its unfinished rest
         else:
@@ -308,11 +313,11 @@ class ModelTurns:
         """On the xdist controller, hand each worker the run's rate-limit state file, and say
         whether the controller schedules whole chunks (the worker then prefetches its chunk).
         """
-        node.workerinput[CHUNKED] = _chunked(self.config, self.settings)
+        node.workerinput[wire.WORKER_CHUNKED] = _chunked(self.config, self.settings)
         if self.rate_dir is not None:
-            node.workerinput[RATE_STATE] = str(self.rate_dir / "limiter.sqlite")
+            node.workerinput[wire.WORKER_RATE_STATE] = str(self.rate_dir / "limiter.sqlite")
         elif self.rate_file is not None:
-            node.workerinput[RATE_STATE] = str(self.rate_file)
+            node.workerinput[wire.WORKER_RATE_STATE] = str(self.rate_file)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """Ctrl-C: drop model turns not yet started; finished records are already on disk."""
@@ -327,10 +332,6 @@ class ModelTurns:
             import shutil
 
             shutil.rmtree(self.rate_dir, ignore_errors=True)
-
-
-#: the key of ``workerinput`` saying the controller schedules whole chunks (:mod:`.chunks`)
-CHUNKED = "tooleffect_chunked"
 
 
 def _chunked(config: pytest.Config, settings: Settings) -> bool:
@@ -366,6 +367,15 @@ async def _bounded_agent(agent: Any, state: Any, timeout_s: float) -> tuple[Any,
     except TimeoutError:
         raise AgentError("Timeout", f"the agent gave no decision within {timeout_s:g} s "
                                     "(--tooleffect-timeout)") from None
+
+
+def _agent_state(item: CaseItem, state: Case | None, step: int) -> AgentState:
+    """The snapshot an agent policy is called with at the item's state, or at a rollout's ``state``
+    (made here alone, once per turn: an async agent's when its turn is submitted, a sync agent's
+    when it is called).
+    """
+    return agent_state(state if state is not None else item.case, _offered(item, state), item.family.system_prompt,
+                       item.policy, item.trial, step)
 
 
 def _offered(item: CaseItem, state: Case | None) -> list[ToolSpec]:
@@ -413,20 +423,43 @@ def obtain_decision(item: CaseItem) -> Decision:
         if item.case.recorded is None:
             pytest.skip("no recorded action to replay")
         emitted: Any = item.case.recorded.model_dump(exclude_none=True)
+        emission = parse_turn(item, emitted, item.tools)
         cost: dict[str, Any] = {}
         extra: dict[str, Any] = {}
     else:
         turns = _model_turns(item.config)
-        emitted, cost, extra = turns.turn(item)
+        emitted, emission, cost, extra = turns.turn(item)
         steps = [1]
 
-        def next_turn(state: Case) -> tuple[Any, dict[str, Any]]:
+        def next_turn(state: Case) -> tuple[Any, Emission, dict[str, Any]]:
             steps.append(steps[-1] + 1)
-            t_emitted, t_cost, _ = turns.turn(item, state, steps[-1])
-            return t_emitted, t_cost
+            t_emitted, t_emission, t_cost, _ = turns.turn(item, state, steps[-1])
+            return t_emitted, t_emission, t_cost
 
-    run = execute(item.fixture_request, item, emitted, cost, next_turn) if item.case.world is not None else None
-    return Decision(item, emitted, cost, extra, run)
+    run = (execute(item.fixture_request, item, emitted, emission, cost, next_turn)
+           if item.case.world is not None else None)
+    return Decision(item, emitted, emission, cost, extra, run)
+
+
+def parse_turn(item: CaseItem, emitted: Any, offered: Sequence[ToolSpec]) -> Emission:
+    """A turn's one parse: :func:`~pytest_tooleffect.oracle.parse_emission` of ``emitted``, against the
+    names of the tools ``offered`` at its state (a bare JSON call in the text names one of them).
+
+    Every turn of an item is parsed here once; the sandbox runs the parsed calls and the oracle
+    scores them.
+
+    Raises:
+        AgentError: an agent policy's turn is nothing the oracle reads (``AgentReturnedUnreadable``:
+            an error outcome, never a verdict).
+        TypeError: a model's or a recorded turn is nothing the oracle reads.
+    """
+    try:
+        return parse_emission(emitted, offered=[t.name for t in offered])
+    except (TypeError, ValueError) as exc:
+        if item.agent is None:
+            raise
+        raise AgentError("AgentReturnedUnreadable", f"the agent returned {type(emitted).__name__}, which is no "
+                                                    f"decision: {exc}") from None
 
 
 @pytest.fixture

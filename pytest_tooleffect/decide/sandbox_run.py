@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
+from pytest_tooleffect import wire
 from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.formats import Case, ToolSpec
-from pytest_tooleffect.oracle import parse_emission
+from pytest_tooleffect.oracle import Emission
 from pytest_tooleffect.oracle.conversation import ConversationVerdict, TurnCheck, judge_conversation
 from pytest_tooleffect.oracle.effects import EffectVerdict, diff_worlds, judge_effects, reference_key
 from pytest_tooleffect.outcomes import Failure, NotScored
@@ -36,6 +37,7 @@ FAILING_FAULTS = ("status", "timeout", "malformed")
 provider_key = pytest.StashKey["SandboxProvider | SandboxError"]()
 call_report_key = pytest.StashKey[pytest.TestReport]()
 kept_key = pytest.StashKey[str]()
+world_key = pytest.StashKey[World]()
 
 
 def _failed(item: CaseItem, message: str) -> NotScored:
@@ -84,8 +86,8 @@ class Sandboxes:
     def pytest_configure_node(self, node: Any) -> None:
         """On the xdist controller: hand every worker the run id and the owning process."""
         settings = node.config.stash[settings_key].sandbox
-        node.workerinput["tooleffect_run_id"] = settings.run_id
-        node.workerinput["tooleffect_owner_pid"] = settings.owner_pid
+        node.workerinput[wire.WORKER_RUN_ID] = settings.run_id
+        node.workerinput[wire.WORKER_OWNER_PID] = settings.owner_pid
 
     @pytest.hookimpl(trylast=True)  # after xdist's controller has stopped its workers
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
@@ -107,13 +109,13 @@ class Sandboxes:
         if call.when == "call":
             item.stash[call_report_key] = report
         elif call.when == "teardown" and kept_key in item.stash:
-            report.tooleffect_kept = item.stash[kept_key]  # type: ignore[attr-defined]
+            setattr(report, wire.REPORT_KEPT, item.stash[kept_key])
             report.sections.append(("tooleffect sandbox", item.stash[kept_key]))
         return report
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Collect kept-sandbox notes (from this process or, under xdist, from the workers' reports)."""
-        note = getattr(report, "tooleffect_kept", None)
+        note = getattr(report, wire.REPORT_KEPT, None)
         if note and report.when == "teardown":
             self.notes.append(f"{report.nodeid}: {note}")
 
@@ -127,11 +129,22 @@ class Sandboxes:
 
 
 def world_of(item: CaseItem) -> World:
-    """The world an item's sandbox is reset to."""
-    spec = item.family.family.sandbox
-    assert spec is not None and item.case.world is not None
-    return World(spec.world, item.case.world,
-                 {tool: fault.model_dump() for tool, fault in item.case.faults.items()}, item.case.timezone)
+    """The world an item's sandbox is reset to: built once per decision (kept in the item's stash
+    until its sandbox is given back); a reference trajectory resets to it without its faults.
+    """
+    world = item.stash.get(world_key, None)
+    if world is None:
+        spec = item.family.family.sandbox
+        assert spec is not None and item.case.world is not None
+        world = item.stash[world_key] = World(spec.world, item.case.world, {
+            tool: fault.model_dump() for tool, fault in item.case.faults.items()}, item.case.timezone)
+    return world
+
+
+def _forget_world(item: CaseItem) -> None:
+    """Let the decision's world go (its sandbox was given back, or never provisioned)."""
+    if world_key in item.stash:
+        del item.stash[world_key]
 
 
 @pytest.fixture
@@ -153,8 +166,10 @@ def tooleffect_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
         prov = provider(item.config)
         sandbox = prov.item_init(world_of(item), item.nodeid)
     except SandboxError as exc:
+        _forget_world(item)
         raise _failed(item, str(exc)) from None
     yield sandbox
+    _forget_world(item)
     report = item.stash.get(call_report_key, None)
     settings = item.config.stash[settings_key].sandbox
     assert settings is not None
@@ -205,8 +220,7 @@ class SandboxRun:
     """The step limit in force (a conversation's: per user turn)."""
 
 
-def _execute(sandbox: Sandbox, emitted: Any, offered: list[str], step: int, cost: Mapping[str, Any]) -> StepRun:
-    emission = parse_emission(emitted, offered=offered)
+def _execute(sandbox: Sandbox, emitted: Any, emission: Emission, step: int, cost: Mapping[str, Any]) -> StepRun:
     run = StepRun(step, emitted, text=emission.text, cost=dict(cost))
     for call in emission.calls:
         result = sandbox.call(call.name, dict(call.args))
@@ -230,13 +244,14 @@ def _history(run: StepRun) -> list[dict[str, Any]]:
                          for i, c in zip(ids, executed))]
 
 
-#: A rollout's next turn: the state with the history so far → the emitted turn and its cost.
+#: A rollout's next turn: the state with the history so far → the emitted turn, its parse (against
+#: the tools offered at that state) and its cost.
 #: Raises :class:`~pytest_tooleffect.outcomes.NotScored` when the provider fails.
-NextTurn = Callable[[Case], tuple[Any, dict[str, Any]]]
+NextTurn = Callable[[Case], tuple[Any, Emission, dict[str, Any]]]
 
 
-def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, cost: Mapping[str, Any],
-            next_turn: NextTurn | None) -> SandboxRun | None:
+def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, emission: Emission,
+            cost: Mapping[str, Any], next_turn: NextTurn | None) -> SandboxRun | None:
     """Run a decision's calls in the item's sandbox, then (``--tooleffect-rollout N``, a live
     policy) let the policy go on from the results until it calls no tool or N steps are taken.
 
@@ -244,6 +259,7 @@ def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, cost: 
         request: the case item's fixture request (the sandbox fixture is requested through it).
         item: the case item.
         emitted: the decision under test (any shape ``parse_emission`` reads).
+        emission: ``emitted`` as the decision parsed it (its calls are the ones run).
         cost: its tokens, latency (ms) and money.
         next_turn: the policy's next turn at a state, or ``None`` for a replay (one step).
 
@@ -259,8 +275,7 @@ def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, cost: 
     if settings.provider == "off":
         return None
     sandbox: Sandbox = request.getfixturevalue("tooleffect_sandbox")
-    offered = [t.name for t in item.tools]
-    live = next_turn is not None
+    live = item.live  # a live item has a next turn; a replay has none
     limit = settings.rollout if live else 1
     spec = item.family.family.sandbox
     by_conversation = spec is not None and spec.rollout == "conversation"
@@ -268,7 +283,7 @@ def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, cost: 
         limit = 1  # a conversation family's other cases are decided teacher-forced
     try:
         before = sandbox.snapshot()
-        steps = [_execute(sandbox, emitted, offered, 1, cost)]
+        steps = [_execute(sandbox, emitted, emission, 1, cost)]
         if by_conversation and limit > 1 and next_turn is not None:
             after = sandbox.snapshot()  # the decision under test's own effect, as teacher-forced
             turns, stopped = _play_conversation(sandbox, item, steps, next_turn, limit)
@@ -281,8 +296,8 @@ def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, cost: 
                     stopped = "max_steps" if live else "replay"
                     break
                 messages += _history(steps[-1])
-                turn_emitted, turn_cost = next_turn(item.case.model_copy(update={"messages": messages}))
-                steps.append(_execute(sandbox, turn_emitted, offered, len(steps) + 1, turn_cost))
+                turn_emitted, turn_emission, turn_cost = next_turn(item.case.model_copy(update={"messages": messages}))
+                steps.append(_execute(sandbox, turn_emitted, turn_emission, len(steps) + 1, turn_cost))
             after = sandbox.snapshot()
         references = _references(sandbox, item)
     except SandboxError as exc:
@@ -312,9 +327,8 @@ def _play_conversation(sandbox: Sandbox, item: CaseItem, steps: list[StepRun], n
         ``max_steps``).
     """
     conversation = item.case.conversation
-    spec = item.family.family.sandbox
     layout = item.family.world_layout
-    assert conversation is not None and spec is not None and item.case.world is not None and layout is not None
+    assert conversation is not None and layout is not None
     messages = list(item.case.messages)
     tools: list[ToolSpec] = item.tools
     played: list[tuple[list[str], dict[str, list[dict[str, Any]]], bool]] = []
@@ -322,16 +336,17 @@ def _play_conversation(sandbox: Sandbox, item: CaseItem, steps: list[StepRun], n
     for k, turn in enumerate(conversation.turns):
         if turn.tools is not None:
             tools = list(turn.tools)
-        offered = [t.name for t in tools]
         if k:
             messages += [dict(m) for m in turn.user]
-            t_emitted, t_cost = next_turn(item.case.model_copy(update={"messages": messages, "tools": tools}))
-            steps.append(_execute(sandbox, t_emitted, offered, len(steps) + 1, t_cost))
+            t_emitted, t_emission, t_cost = next_turn(item.case.model_copy(update={"messages": messages,
+                                                                                   "tools": tools}))
+            steps.append(_execute(sandbox, t_emitted, t_emission, len(steps) + 1, t_cost))
         mine = [steps[-1]]
         while _made(mine[-1]) and len(mine) < limit:
             messages += _history(mine[-1])
-            t_emitted, t_cost = next_turn(item.case.model_copy(update={"messages": messages, "tools": tools}))
-            mine.append(_execute(sandbox, t_emitted, offered, len(steps) + 1, t_cost))
+            t_emitted, t_emission, t_cost = next_turn(item.case.model_copy(update={"messages": messages,
+                                                                                   "tools": tools}))
+            mine.append(_execute(sandbox, t_emitted, t_emission, len(steps) + 1, t_cost))
             steps.append(mine[-1])
         cut = _made(mine[-1])
         results = [str(c["content"]) for s in mine for c in s.calls if c["executed"]]
@@ -340,7 +355,7 @@ def _play_conversation(sandbox: Sandbox, item: CaseItem, steps: list[StepRun], n
             stopped = "max_steps"
             break
         messages.append({"role": "assistant", "content": mine[-1].text or ""})
-    sandbox.reset(World(spec.world, item.case.world, {}, item.case.timezone))
+    sandbox.reset(world_of(item), faults=False)
     checks = []
     for k, (results, agent_world, cut) in enumerate(played):
         reference = conversation.turns[k].reference
@@ -359,9 +374,7 @@ def _references(sandbox: Sandbox, item: CaseItem) -> dict[str, dict[str, list[di
     for effect in (*item.case.expected_effects, *item.case.forbidden_effects):
         if effect.same_as_after is None or reference_key(effect.same_as_after) in out:
             continue
-        spec = item.family.family.sandbox
-        assert spec is not None and item.case.world is not None
-        sandbox.reset(World(spec.world, item.case.world, {}, item.case.timezone))
+        sandbox.reset(world_of(item), faults=False)
         for call in effect.same_as_after:
             sandbox.call(call.name, dict(call.arguments))
         out[reference_key(effect.same_as_after)] = sandbox.snapshot()

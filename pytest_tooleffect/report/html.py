@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tooleffect.collect.cases import label_hash, load_case_file
-from pytest_tooleffect.collect.family import FAMILY_FILE, FamilyError, is_case_file, load_family
+from pytest_tooleffect.collect.family import FamilyError, is_case_file, load_family
+from pytest_tooleffect.collect.family import family_dirs as find_family_dirs
 from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.report.model import CLASSES, Block, Report
 from pytest_tooleffect.score.record import Record
@@ -68,7 +69,8 @@ def load_states(family_dirs: Iterable[Path], policies: Mapping[str, Policy] | No
     """Read the states (conversations, tools, labels) of the cases in ``family_dirs``.
 
     Args:
-        family_dirs: folders holding a ``family.yaml`` (or folders above them, searched).
+        family_dirs: folders holding a ``family.yaml`` (or folders above them, searched:
+            :func:`~pytest_tooleffect.collect.family.family_dirs`).
         policies: policies defined outside the family files (``[tool.tooleffect.policies]``), by
             name: their prompt and tool-description overrides are what an agent under them saw.
         wanted: ``(family, case id)`` pairs to keep (the run's); ``None`` keeps every case.
@@ -79,13 +81,7 @@ def load_states(family_dirs: Iterable[Path], policies: Mapping[str, Policy] | No
     """
     keep = None if wanted is None else set(wanted)
     states = States()
-    dirs: set[Path] = set()
-    for d in family_dirs:
-        if (d / FAMILY_FILE).is_file():
-            dirs.add(d)
-        elif d.is_dir():
-            dirs.update(f.parent for f in d.rglob(FAMILY_FILE))
-    for directory in sorted(dirs):
+    for directory in find_family_dirs(family_dirs):
         try:
             fam = load_family(directory)
         except FamilyError as exc:

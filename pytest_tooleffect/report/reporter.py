@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.collect.family import CASE_SUFFIXES, FAMILY_FILE
+from pytest_tooleffect import wire
+from pytest_tooleffect.collect.family import CASE_SUFFIXES, family_dirs, is_family_dir
 from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT
 from pytest_tooleffect.report.record_log import RecordLog
 from pytest_tooleffect.report.runinfo import git_state, now_utc, versions
@@ -61,7 +62,7 @@ class Reporter:
     def pytest_report_header(self) -> str:
         settings = self.settings
         live = [*([settings.model] if settings.model else []), *(p.name for p in settings.agents), *settings.policies]
-        policies = ", ".join(live) if live else "replay (offline)"
+        policies = ", ".join(live) if settings.live else "replay (offline)"
         return f"tooleffect: policies {policies}; records {settings.records or 'off'}"
 
     def _open_log(self) -> RecordLog | None:
@@ -85,19 +86,19 @@ class Reporter:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.items.reported(report)
-        family = getattr(report, "tooleffect_family", None)
+        family = getattr(report, wire.REPORT_FAMILY, None)
         if family is not None:
             self.families.setdefault(family["name"], family["meta"])
             if family.get("directory"):
                 self.family_dirs.setdefault(family["name"], family["directory"])
-        policy = getattr(report, "tooleffect_policy", None)
+        policy = getattr(report, wire.REPORT_POLICY, None)
         if policy is not None:
             self.policies.setdefault(policy["name"], policy["params"])
-        for attr, seen in (("tooleffect_invalid", self.invalid), ("tooleffect_skipped", self.skipped)):
+        for attr, seen in ((wire.REPORT_INVALID, self.invalid), (wire.REPORT_SKIPPED, self.skipped)):
             entry = getattr(report, attr, None)
             if entry is not None:
                 seen.append(entry)
-        record = getattr(report, "tooleffect_record", None)
+        record = getattr(report, wire.REPORT_RECORD, None)
         if record is None:
             return
         self.records.append(record)
@@ -264,7 +265,7 @@ class CaseNodes:
             found = None
             if "::" in nodeid and Path(file).suffix in CASE_SUFFIXES:
                 found = next((p.parent for p in (base / file for base in self.bases)
-                              if (p.parent / FAMILY_FILE).is_file()), None)
+                              if is_family_dir(p.parent)), None)
             self._dirs[file] = found
         return self._dirs[file]
 
@@ -279,7 +280,7 @@ class CaseNodes:
         state = self.ids.get(report.nodeid, self._ACCOUNTED)
         if state == self._ACCOUNTED:  # accounted already, or not a case item
             return
-        if any(hasattr(report, a) for a in ("tooleffect_record", "tooleffect_invalid", "tooleffect_skipped")):
+        if any(hasattr(report, a) for a in (wire.REPORT_RECORD, wire.REPORT_INVALID, wire.REPORT_SKIPPED)):
             self.ids[report.nodeid] = self._ACCOUNTED
         elif report.failed or state is None:
             self.ids[report.nodeid] = "xfail" if hasattr(report, "wasxfail") and report.skipped else report.outcome
@@ -401,13 +402,4 @@ def _without_records(settings: Settings) -> Settings:
 
 def _family_dirs(config: pytest.Config) -> list[Path]:
     """The family directories the run's arguments address."""
-    dirs = set()
-    for arg in config.args:
-        p = Path(arg.split("::")[0])
-        p = p if p.is_absolute() else Path(config.invocation_params.dir) / p
-        base = p if p.is_dir() else p.parent
-        if (base / FAMILY_FILE).is_file():
-            dirs.add(base)
-        if p.is_dir():
-            dirs.update(f.parent for f in p.rglob(FAMILY_FILE))
-    return sorted(dirs)
+    return family_dirs(Path(config.invocation_params.dir) / arg.split("::")[0] for arg in config.args)

@@ -230,10 +230,12 @@ class Sandbox:
                     raise SandboxError(f"sandbox {self.id[:12]} did not start answering on {self.where}") from None
                 time.sleep(0.005)
 
-    def reset(self, world: World) -> dict[str, int]:
-        """Replace the world with ``world``'s seed rows and faults; returns rows per table."""
+    def reset(self, world: World, *, faults: bool = True) -> dict[str, int]:
+        """Replace the world with ``world``'s seed rows and faults (``faults=False``: its seed rows
+        alone, as a reference trajectory runs); returns rows per table.
+        """
         answer = self.request({"op": "reset", "world": world.name, "rows": dict(world.rows),
-                               "faults": dict(world.faults), "timezone": world.timezone})
+                               "faults": dict(world.faults) if faults else {}, "timezone": world.timezone})
         rows: dict[str, int] = answer["rows"]
         return rows
 

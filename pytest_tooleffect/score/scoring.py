@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from pytest_tooleffect import wire
 from pytest_tooleffect.collect.items import CaseItem, InvalidCaseItem, invalid_entry, scorer_key
 from pytest_tooleffect.decide.decision import Decision
 from pytest_tooleffect.decide.sandbox_run import judge_effect
 from pytest_tooleffect.formats import policy_params
-from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, parse_emission, score
+from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, score
 from pytest_tooleffect.outcomes import DecisionFailed, Failure, NotScored
 from pytest_tooleffect.score.record import build_record
 from pytest_tooleffect.settings import settings_key
@@ -108,8 +109,7 @@ class Scorer:
         try:
             if item.decisions > 1:  # compiled once, every decision on the case is then looked up
                 compile_label(case.label, tools, fam.rules)
-            verdict = score(parse_emission(decision.emitted, offered=[t.name for t in tools]), case.label, tools,
-                            fam.rules, ctx)
+            verdict = score(decision.emission, case.label, tools, fam.rules, ctx)  # parsed once, at the decision
             if decision.sandbox_run is not None:
                 effect, effect_fields = judge_effect(item, decision.sandbox_run)
         except Exception as exc:  # a rule, predicate or input the oracle cannot judge: not the agent's failure
@@ -146,12 +146,12 @@ class Scorer:
         """
         report = yield
         if call.when == "setup" and isinstance(item, InvalidCaseItem):
-            report.tooleffect_invalid = item.entry()  # type: ignore[attr-defined]
+            setattr(report, wire.REPORT_INVALID, item.entry())
         if (call.when == "setup" and report.skipped and isinstance(item, CaseItem) and record_key not in item.stash
                 and not hasattr(report, "wasxfail")):
             reason = call.excinfo.value.msg if call.excinfo is not None and hasattr(call.excinfo.value, "msg") else ""
-            report.tooleffect_skipped = {"id": item.record_id, "family": item.family.name,  # type: ignore[attr-defined]
-                                         "policy": item.policy.name, "reason": str(reason or "skipped")}
+            setattr(report, wire.REPORT_SKIPPED, {"id": item.record_id, "family": item.family.name,
+                                                  "policy": item.policy.name, "reason": str(reason or "skipped")})
             if isinstance(report.longrepr, tuple):  # ``-rs`` names the case's line, not the plugin's (as a skip mark)
                 path, line, _ = item.reportinfo()
                 report.longrepr = (str(path), None if line is None else line + 1, report.longrepr[2])
@@ -164,17 +164,16 @@ class Scorer:
         if call.excinfo is not None and isinstance(item, CaseItem):
             _short_longrepr(report, call.excinfo.value, item.record_id)
         _redact_report(report)
-        if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, "tooleffect_record"):
-            report.tooleffect_record = item.stash[record_key]  # type: ignore[attr-defined]
+        if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, wire.REPORT_RECORD):
+            setattr(report, wire.REPORT_RECORD, item.stash[record_key])
             assert isinstance(item, CaseItem)
             if item.family.name not in self._families_sent:  # the controller reports without reading family files
                 self._families_sent.add(item.family.name)
-                report.tooleffect_family = {"name": item.family.name,  # type: ignore[attr-defined]
-                                            "meta": item.family.meta, "directory": str(item.family.directory)}
+                setattr(report, wire.REPORT_FAMILY, {"name": item.family.name, "meta": item.family.meta,
+                                                     "directory": str(item.family.directory)})
             if item.policy.name not in self._policies_sent:  # its parameters, for the report's run section
                 self._policies_sent.add(item.policy.name)
-                report.tooleffect_policy = {"name": item.policy.name,  # type: ignore[attr-defined]
-                                            "params": policy_params(item.policy)}
+                setattr(report, wire.REPORT_POLICY, {"name": item.policy.name, "params": policy_params(item.policy)})
         return report
 
     @pytest.hookimpl(optionalhook=True)
@@ -194,8 +193,7 @@ def _setup_failed(scorer: Scorer, item: CaseItem, report: pytest.TestReport, exc
         scorer.record(item, error=failure)
     except Exception:  # the case itself is unreadable: no record can be made of it
         problem = f"{item.path}: case {item.ref.id}: {failure.kind}: {failure.message}"
-        report.tooleffect_invalid = invalid_entry(item.family.name, item.path, item.ref.id,  # type: ignore[attr-defined]
-                                                  [problem])
+        setattr(report, wire.REPORT_INVALID, invalid_entry(item.family.name, item.path, item.ref.id, [problem]))
 
 
 def _short_longrepr(report: pytest.TestReport, exc: BaseException, record_id: str) -> None:

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_tooleffect.collect.cases import FAMILY_FILE, FamilyError, is_case_file, load_case_file, load_family
+from pytest_tooleffect.collect.cases import FamilyError, is_case_file, load_case_file, load_family
+from pytest_tooleffect.collect.family import family_dirs
 from pytest_tooleffect.decide.model_turn import build_request
 from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.servers.scripted import Reply
@@ -81,13 +82,13 @@ def replay_index(cases_dir: Path, *, system: bool = True, tools: bool = True) ->
     """
     index: dict[str, Any] = {}
     ambiguous = 0
-    for fam_file in sorted(cases_dir.rglob(FAMILY_FILE)):
+    for directory in family_dirs([cases_dir]) if cases_dir.is_dir() else []:
         try:
-            fam = load_family(fam_file.parent)
+            fam = load_family(directory)
         except FamilyError as exc:
             print(f"tooleffect serve: skipping {exc}", file=sys.stderr)
             continue
-        for path in sorted(fam_file.parent.iterdir()):
+        for path in sorted(directory.iterdir()):
             if not is_case_file(path, fam.referenced_files):
                 continue
             cases, _ = load_case_file(path, fam)

@@ -1,0 +1,54 @@
+"""The names that cross between xdist's controller and its workers, each defined once.
+
+Two channels carry the plugin's data between processes (``docs/design.md``, "xdist-safe by
+construction"): the controller hands every worker a ``workerinput`` mapping before it starts
+(:func:`pytest_configure_node` hooks write it, the worker reads ``config.workerinput``), and a
+worker's :class:`pytest.TestReport` is serialised back with its ``__dict__``, so an attribute set
+on it on the worker is an attribute of the report the controller logs.  Every key of the first and
+every attribute of the second is a constant here; the modules that write and read them import it.
+The plugin puts nothing in ``TestReport.user_properties``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "REPORT_ATTRIBUTES", "REPORT_FAMILY", "REPORT_INVALID", "REPORT_KEPT", "REPORT_POLICY", "REPORT_RECORD",
+    "REPORT_SKIPPED", "WORKER_CHUNKED", "WORKER_COUNT", "WORKER_ID", "WORKER_INPUT_KEYS", "WORKER_OWNER_PID",
+    "WORKER_RATE_STATE", "WORKER_RUN_ID",
+]
+
+# --------------------------------------------------------------- workerinput (controller → worker)
+
+#: the run's id (a hex string), labelled on every sandbox container of the run
+WORKER_RUN_ID = "tooleffect_run_id"
+#: the pid of the process that owns the run (the controller), an int
+WORKER_OWNER_PID = "tooleffect_owner_pid"
+#: the path (a string) of the rate limiter's state file the controller created
+WORKER_RATE_STATE = "tooleffect_rate_state"
+#: whether the controller hands this worker whole chunks of items (a bool; :mod:`.collect.chunks`)
+WORKER_CHUNKED = "tooleffect_chunked"
+#: pytest-xdist's own key: the worker's id (``gw0``, ``gw1``, …)
+WORKER_ID = "workerid"
+#: pytest-xdist's own key: how many workers the run has
+WORKER_COUNT = "workercount"
+
+#: the plugin's own ``workerinput`` keys
+WORKER_INPUT_KEYS = (WORKER_RUN_ID, WORKER_OWNER_PID, WORKER_RATE_STATE, WORKER_CHUNKED)
+
+# ------------------------------------------------------------ TestReport attributes (worker → controller)
+
+#: the item's record (a JSON object), on its setup or call report
+REPORT_RECORD = "tooleffect_record"
+#: ``{name, meta, directory}`` of the item's family, on the first report of that family from a process
+REPORT_FAMILY = "tooleffect_family"
+#: ``{name, params}`` of the item's policy, on the first report of that policy from a process
+REPORT_POLICY = "tooleffect_policy"
+#: an invalid case's entry ``{family, file, case_id, problems}``, on its setup report
+REPORT_INVALID = "tooleffect_invalid"
+#: a skipped item's ``{id, family, policy, reason}``, on its setup report
+REPORT_SKIPPED = "tooleffect_skipped"
+#: how to reach a sandbox kept for inspection (a string), on the item's teardown report
+REPORT_KEPT = "tooleffect_kept"
+
+#: every attribute the plugin sets on a test report
+REPORT_ATTRIBUTES = (REPORT_RECORD, REPORT_FAMILY, REPORT_POLICY, REPORT_INVALID, REPORT_SKIPPED, REPORT_KEPT)
