@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.collect.agents import Agent, AgentError, load_agent
-from pytest_tooleffect.collect.cases import CaseRef, case_refs, close_case_files, keep_case_files_open
+from pytest_tooleffect.collect.cases import CaseRef, case_refs
 from pytest_tooleffect.collect.family import (
     CASE_SUFFIXES,
     FAMILY_FILE,
@@ -101,11 +101,6 @@ class CaseCollector:
         self.config = config
         self.families = config.stash[families_key] = Families()
         config.stash[agents_key] = Agents(config)
-        keep_case_files_open()
-
-    def close(self) -> None:
-        """At unconfigure: close the case files kept open for reading cases again."""
-        close_case_files()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
