@@ -271,17 +271,15 @@ class CaseFile(pytest.File):
                                                   heading="cannot run this family", family=fam.name)
                 return
             agents.append(agent)
-        fixtureinfo = None
         repeats = settings.repeats
         for case in sorted(cases, key=lambda c: c.id):
             for policy, agent in zip(policies, agents):
                 for trial in range(1, repeats + 1):
                     name = item_name(case.id, policy.name, trial, repeats)
-                    item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case, fixtureinfo=fixtureinfo,
+                    item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case,
                                                 case=case, family=fam, policy=policy, trial=trial,
                                                 decisions=len(policies) * repeats, agent=agent,
                                                 agent_source=config.stash[agents_key].source(policy))
-                    fixtureinfo = item._fixtureinfo
                     self._mark(item, fam, case)
                     yield item
 
