@@ -15,7 +15,7 @@ SHARED ?= ../shared
 # The real local model (README "Live models"): llama-server built from the llama-cpp-python sdist
 # (cached under ~/.cache/pytest-tooleffect, rebuilt only when its version or build flags change) and
 # Qwen2.5-Coder-0.5B-Instruct assembled from pinned PyPI packages.
-.PHONY: setup docker chromium sandbox-image report test local-model model-serve model-stop live-local bench-local \
+.PHONY: setup docker chromium sandbox-image report test test-pytest-versions local-model model-serve model-stop live-local bench-local \
   bench bench-collection bench-sandbox bench-shards bench-throughput bfcl-conformance bfcl-multi-turn bench-bfcl-multi-turn lint \
   clean
 
@@ -53,6 +53,12 @@ test: $(STAMP) sandbox-image chromium local-model
 	$(BIN)/ruff check pytest_tooleffect tests bench sandbox examples
 	$(BIN)/mypy
 	PYTEST_ADDOPTS="-p no:langsmith_plugin" $(BIN)/pytest tests/ -q -n 2
+	$(MAKE) test-pytest-versions
+
+# tests/test_compat.py and tests/test_plugin.py under the oldest supported and the newest pytest,
+# each in an environment of its own (.venv-pytest-oldest, .venv-pytest-newest): a few minutes.
+test-pytest-versions:
+	PYTHON=$(PYTHON) scripts/test-pytest-versions
 
 local-model: $(STAMP)
 	scripts/ensure-build-tools

@@ -457,10 +457,9 @@ def test_the_logger_registry_can_be_iterated_while_the_background_import_adds_lo
         original.update(merged)
 
 
-def test_case_lines_are_read_again_from_files_kept_open_a_bounded_number(tmp_path: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reading a case again opens its file once, not once per item; at most ``LIMIT`` files stay
-    open (the least recently read closed first), and ``close_case_files`` closes them all.
+def test_a_case_line_read_again_leaves_no_file_open(tmp_path: Path) -> None:
+    """Reading a case again opens its file for that read alone: however many reads, no descriptor
+    is left open after them.
     """
     import os
 
@@ -471,36 +470,19 @@ def test_case_lines_are_read_again_from_files_kept_open_a_bounded_number(tmp_pat
         path = tmp_path / f"c{i}.jsonl"
         path.write_bytes(b"".join(f"line-{i}-{j}\n".encode() for j in range(3)))
         files.append(path)
-    opened: list[str] = []
-    real_open = os.open
-
-    def counting(path: object, *args: object) -> int:
-        opened.append(str(path))
-        return real_open(path, *args)  # type: ignore[arg-type]
-
-    reader = cases._OpenCaseFiles()
-    monkeypatch.setattr(cases, "_OPEN_FILES", reader)
-    monkeypatch.setattr(reader, "LIMIT", 3)
-    monkeypatch.setattr(os, "open", counting)
     width = len(b"line-0-0\n")
+    before = sorted(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
     for _ in range(4):
-        for i, path in enumerate(files[:3]):
+        for i, path in enumerate(files):
             for j in range(3):
                 assert cases.CaseSpan(path, j * width, width - 1).read() == f"line-{i}-{j}".encode()
-    assert sorted(opened) == sorted(str(p) for p in files[:3])  # each file once, however many reads
-    assert cases.CaseSpan(files[3], width, width - 1).read() == b"line-3-1"
-    assert list(reader._fds) == files[1:4]  # the least recently read one was closed
-    fds = list(reader._fds.values())
-    cases.close_case_files()
-    assert not reader._fds
-    for fd in fds:
-        with pytest.raises(OSError):
-            os.fstat(fd)
+    if before is not None:
+        assert sorted(os.listdir("/proc/self/fd")) == before
 
 
 def test_case_files_are_read_again_under_a_low_open_file_limit(tmp_path: Path) -> None:
-    """A process that may open few files (``ulimit -n``) still reads every case again: the kept
-    files are given back when the limit is reached, not turned into "file changed" errors.
+    """A process that may open few files (``ulimit -n``) still reads every case again: no read
+    keeps its file, so the limit is never reached, and nothing turns into "file changed" errors.
     """
     import subprocess
     import sys
@@ -515,10 +497,10 @@ root = Path(sys.argv[1])
 opened = len(os.listdir("/proc/self/fd"))
 resource.setrlimit(resource.RLIMIT_NOFILE, (opened + 8, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 got = [cases.CaseSpan(root / f"c{i}.jsonl", 0, len(f"line-{i}")).read().decode() for i in range(40)]
-print(got == [f"line-{i}" for i in range(40)], len(cases._OPEN_FILES._fds) <= 8)
+print(got == [f"line-{i}" for i in range(40)])
 """
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "True"], out.stderr
+    assert out.stdout.split() == ["True"], out.stderr
 
 
 def test_a_case_file_replaced_by_a_pipe_is_an_error_not_a_wait(tmp_path: Path) -> None:
@@ -533,7 +515,7 @@ def test_a_case_file_replaced_by_a_pipe_is_an_error_not_a_wait(tmp_path: Path) -
 
     def read() -> None:
         try:
-            cases._OpenCaseFiles().pread(path, 0, 10)
+            cases.CaseSpan(path, 0, 10).read()
         except BaseException as exc:  # noqa: BLE001 - what it raised is the finding
             raised.append(exc)
 
@@ -542,20 +524,6 @@ def test_a_case_file_replaced_by_a_pipe_is_an_error_not_a_wait(tmp_path: Path) -
     reader.join(10)
     assert not reader.is_alive(), "the read waits on the pipe"
     assert len(raised) == 1 and isinstance(raised[0], OSError) and "not a regular file" in str(raised[0])
-
-
-def test_after_a_run_ends_a_case_read_keeps_no_file_open(tmp_path: Path) -> None:
-    from pytest_tooleffect.collect import cases
-
-    path = tmp_path / "c.jsonl"
-    path.write_bytes(b"line\n")
-    reader = cases._OpenCaseFiles()
-    assert reader.pread(path, 0, 4) == b"line" and len(reader._fds) == 1
-    reader.close()
-    assert reader.pread(path, 0, 4) == b"line" and not reader._fds  # read, and closed again
-    reader.reopen()
-    assert reader.pread(path, 0, 4) == b"line" and len(reader._fds) == 1
-    reader.close()
 
 
 def test_a_case_items_setup_failing_outside_the_plugin_stays_in_the_report(pytester: pytest.Pytester) -> None:

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_tooleffect.compat import unit_scheduler
+
 __all__ = ["CHUNK", "chunk_scheduler", "chunk_size", "group_of"]
 
 #: positions per chunk at the most
@@ -49,49 +51,11 @@ def group_of(nodeid: str, position: int, size: int = CHUNK) -> str:
 
 def chunk_scheduler(config: Any, log: Any) -> Any:
     """pytest-xdist's ``LoadGroupScheduling``, with the chunks above as the groups of the items
-    that carry no group of their own.  Imports pytest-xdist (called only by its hook).
+    that carry no group of their own (:func:`~pytest_tooleffect.compat.unit_scheduler`).  Imports
+    pytest-xdist (called only by its hook).
     """
-    from xdist.scheduler import LoadGroupScheduling  # type: ignore[import-untyped]
+    def units(collection: Sequence[str], workers: int) -> dict[str, str]:
+        size = chunk_size(len(collection), workers)
+        return {nodeid: group_of(nodeid, n, size) for n, nodeid in enumerate(collection)}
 
-    class ChunkScheduling(LoadGroupScheduling):  # type: ignore[misc]
-        """Schedules whole chunks (see the module's docstring)."""
-
-        _chunks: dict[str, str] | None = None
-
-        def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
-            super().add_node_collection(node, collection)
-            if self._chunks is None:
-                size = chunk_size(len(collection), self.numnodes)
-                self._chunks = {nodeid: group_of(nodeid, n, size) for n, nodeid in enumerate(collection)}
-
-        def remove_node(self, node: Any) -> str | None:
-            """xdist's, except that the crashed item is not run again (as under its ``--dist
-            load``): ``loadscope`` puts the dead worker's unit back with the crashed item in it.
-            """
-            workload = self.assigned_work.get(node, {})
-            crashed = next((nodeid for unit in workload.values() for nodeid, done in unit.items() if not done), None)
-            if crashed is None:
-                return super().remove_node(node)  # type: ignore[no-any-return]
-            self.assigned_work.pop(node)
-            workload[self._split_scope(crashed)][crashed] = True
-            self.workqueue.update((scope, unit) for scope, unit in workload.items() if not all(unit.values()))
-            for other in self.assigned_work:
-                self._reschedule(other)
-            return str(crashed)
-
-        def _reschedule(self, node: Any) -> None:
-            """xdist's, then more units while the node has fewer than two items to run, and the
-            shutdown once the queue is empty.  A worker runs an item only when the next one or the
-            shutdown has come, and the unit a crashed worker left may hold one unfinished item: a
-            replacement handed it alone, with more units queued, waited forever (as did the run).
-            """
-            super()._reschedule(node)
-            while self.workqueue and not node.shutting_down and self._pending_of(self.assigned_work.get(node, {})) < 2:
-                self._assign_work_unit(node)
-            if not self.workqueue and not node.shutting_down:
-                node.shutdown()
-
-        def _split_scope(self, nodeid: str) -> str:
-            return (self._chunks or {}).get(nodeid) or str(super()._split_scope(nodeid))
-
-    return ChunkScheduling(config, log)
+    return unit_scheduler(config, log, units)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.collect.agents import Agent, AgentError, load_agent
-from pytest_tooleffect.collect.cases import CaseRef, case_refs, close_case_files, keep_case_files_open
+from pytest_tooleffect.collect.cases import CaseRef, case_refs
 from pytest_tooleffect.collect.family import (
     CASE_SUFFIXES,
     FAMILY_FILE,
@@ -30,6 +30,7 @@ from pytest_tooleffect.collect.family import (
     load_family,
 )
 from pytest_tooleffect.collect.ids import item_name, record_id
+from pytest_tooleffect.compat import OneLineFailure, fixture_request, read_back_node_id
 from pytest_tooleffect.formats import Case, Policy, ToolSpec
 from pytest_tooleffect.options import REPLAY
 from pytest_tooleffect.outcomes import DecisionFailed
@@ -102,11 +103,6 @@ class CaseCollector:
         self.config = config
         self.families = config.stash[families_key] = Families()
         config.stash[agents_key] = Agents(config)
-        keep_case_files_open()
-
-    def close(self) -> None:
-        """At unconfigure: close the case files kept open for reading cases again."""
-        close_case_files()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -277,17 +273,15 @@ class CaseFile(pytest.File):
                                                   heading="cannot run this family", family=fam.name)
                 return
             agents.append(agent)
-        fixtureinfo = None
         repeats = settings.repeats
         for case in sorted(cases, key=lambda c: c.id):
             for policy, agent in zip(policies, agents):
                 for trial in range(1, repeats + 1):
                     name = item_name(case.id, policy.name, trial, repeats)
-                    item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case, fixtureinfo=fixtureinfo,
+                    item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case,
                                                 case=case, family=fam, policy=policy, trial=trial,
                                                 decisions=len(policies) * repeats, agent=agent,
                                                 agent_source=config.stash[agents_key].source(policy))
-                    fixtureinfo = item._fixtureinfo
                     self._mark(item, fam, case)
                     yield item
 
@@ -301,22 +295,6 @@ class CaseFile(pytest.File):
             reason = case.xfail if isinstance(case.xfail, str) else "case marked xfail"
             # only the agent's failing decision is the expected failure: a provider error stays an error
             item.add_marker(pytest.mark.xfail(reason=reason, strict=False, raises=DecisionFailed))
-
-
-def _id_as_read_back(item: pytest.Item) -> None:
-    """Give ``item`` the structured node id its node id string is read back as (pytest ≥ 9.2).
-
-    pytest 9.2 keys ``--lf``, ``--ff`` and ``--sw`` by structured ids that it parses back from the
-    strings in its cache: ``file::name[params]`` becomes the name before ``[`` and the params in it.
-    A custom item's own id keeps the whole name (``a-read[replay]``) and no params, so the two
-    never compared equal and those options lost every case item (pytest issue #15045).  The id
-    parsed from the item's own string is the one the cache finds again.  Before pytest 9.2 node ids
-    are plain strings and nothing changes.
-    """
-    structured = getattr(item, "_id", None)
-    parse = getattr(type(structured), "parse", None)
-    if parse is not None:
-        item._id = parse(str(structured))
 
 
 def _marker_name(prefix: str, value: str) -> str:
@@ -340,7 +318,7 @@ def _tooleffect_case() -> None:
     """A case item's test function: its call phase is :meth:`CaseItem.runtest` (it scores the decision)."""
 
 
-class CaseItem(pytest.Function):
+class CaseItem(OneLineFailure, pytest.Function):
     """One case × policy × trial.  Its setup obtains the decision; its call scores it.
 
     The setup runs the item's fixtures (autouse ones: the function takes none) and then asks the
@@ -367,7 +345,7 @@ class CaseItem(pytest.Function):
                  decisions: int = 1, agent: Agent | None = None, agent_source: str | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        _id_as_read_back(self)
+        read_back_node_id(self)
         self.ref = case if isinstance(case, CaseRef) else CaseRef.of(case)
         self._case: Case | None = self.ref.case
         self.family = family
@@ -399,7 +377,7 @@ class CaseItem(pytest.Function):
     @property
     def fixture_request(self) -> pytest.FixtureRequest:
         """The item's fixture request (the sandbox fixture is requested through it in setup)."""
-        return self._request
+        return fixture_request(self)
 
     @property
     def case(self) -> Case:
@@ -445,19 +423,15 @@ class CaseItem(pytest.Function):
         span = self.ref.span
         return self.path, (span.line - 1) if span is not None and span.line else 0, self.record_id
 
-    def _repr_failure_py(self, excinfo: pytest.ExceptionInfo[BaseException],
-                         style: Any = None) -> Any:
+    def failure_line(self, message: str) -> str:
         """A failure raised without a traceback (``pytrace=False``: a failing decision, an error
         outcome) is its one-line reason, the record id (the failure's headline) left out.
 
-        pytest formats every phase's failure here; for such a failure it would walk and filter the
-        whole traceback (path lookups per frame) only to print the message: thousands of failing
-        decisions made that most of a run's time.
+        pytest would walk and filter the whole traceback (path lookups per frame) only to print the
+        message: thousands of failing decisions made that most of a run's time
+        (:class:`~pytest_tooleffect.compat.OneLineFailure`).
         """
-        exc = excinfo.value
-        if isinstance(exc, pytest.fail.Exception) and not exc.pytrace and exc.msg:
-            return exc.msg.removeprefix(f"{self.record_id}: ")
-        return super()._repr_failure_py(excinfo, style)
+        return message.removeprefix(f"{self.record_id}: ")
 
 
 def invalid_entry(family: str, path: Path, case_id: str | None, problems: Sequence[str]) -> dict[str, Any]:
@@ -483,7 +457,7 @@ class InvalidCaseItem(pytest.Item):
     def __init__(self, *, problems: list[str], heading: str = "invalid case", family: str = "",
                  case_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        _id_as_read_back(self)
+        read_back_node_id(self)
         self.problems = problems
         self.heading = heading
         self.family = family or self.path.parent.name

@@ -80,20 +80,37 @@ def _api_key(item: CaseItem) -> str | None:
     return api_key(policy.model, policy.api_base, policy.api_key_env, keys_found=pool.keys_found)
 
 
-def _will_run(item: CaseItem) -> bool:
-    """The item's call phase will run: no ``skip`` / ``skipif`` mark holds and no ``xfail(run=False)``
-    (evaluated as pytest's own setup evaluates them; a condition that cannot be evaluated counts as
-    not running: its setup reports the error).
+def _may_hold(mark: pytest.Mark) -> bool:
+    """A ``skipif`` or ``xfail`` mark applies, or only pytest can say: it has no condition, one
+    holds, one is a string (pytest evaluates it in the item's module) or cannot be evaluated, or a
+    non-string condition comes without a ``reason`` (pytest's setup reports that as an error).
     """
-    from _pytest.skipping import evaluate_skip_marks, evaluate_xfail_marks
+    conditions = (mark.kwargs["condition"],) if "condition" in mark.kwargs else mark.args
+    if not conditions or mark.kwargs.get("reason") is None:
+        return True
+    for condition in conditions:
+        if isinstance(condition, str):
+            return True
+        try:
+            if bool(condition):
+                return True
+        except Exception:
+            return True
+    return False
 
-    try:
-        if evaluate_skip_marks(item) is not None:
-            return False
-        xfail = evaluate_xfail_marks(item)
-    except Exception:
+
+def _will_run(item: CaseItem) -> bool:
+    """The item's call phase surely runs: no ``skip`` mark, no ``skipif`` mark whose condition holds
+    or may hold, no ``xfail(run=False)`` that applies or may apply (unless ``--runxfail``).
+
+    Read from the marks with pytest's public API (:func:`_may_hold`): a mark only pytest can judge
+    counts as applying, so such an item is not prefetched and its turn is asked in its own setup if
+    it runs.
+    """
+    if any(True for _ in item.iter_markers(name="skip")) or any(map(_may_hold, item.iter_markers(name="skipif"))):
         return False
-    return xfail is None or xfail.run or bool(item.config.option.runxfail)
+    return bool(item.config.option.runxfail) or not any(
+        _may_hold(mark) for mark in item.iter_markers(name="xfail") if not mark.kwargs.get("run", True))
 
 
 def _timeout(item: CaseItem, settings: Settings) -> float:

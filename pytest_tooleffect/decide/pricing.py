@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_tooleffect.compat import litellm_response_cost
 from pytest_tooleffect.formats import Price
 
 __all__ = ["price_answer"]
@@ -50,12 +51,10 @@ def price_answer(litellm: Any, model: str, response: Any, prices: Mapping[str, P
     if usage.get("input_tokens") is None:
         return None, None
     if _priced_by_litellm(litellm, model):
-        # litellm priced the answer already (its documented ``_hidden_params["response_cost"]``):
-        # pricing it again cost a second pass over the response per decision
-        hidden = getattr(response, "_hidden_params", None)
-        priced = hidden.get("response_cost") if isinstance(hidden, Mapping) else None
-        if isinstance(priced, int | float) and not isinstance(priced, bool):
-            return float(priced), "litellm"
+        # litellm priced the answer already: pricing it again cost a second pass over the response per decision
+        priced = litellm_response_cost(response)
+        if priced is not None:
+            return priced, "litellm"
         try:
             return float(litellm.completion_cost(completion_response=response, model=model)), "litellm"
         except Exception:  # noqa: S110 - fall through to the user's table

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -191,8 +192,9 @@ class Reporter:
         from pytest_tooleffect.report.terminal import report_layout
 
         terminalreporter.write_sep("=", "tooleffect report")
-        tw = terminalreporter._tw
-        terminalreporter.write(render_terminal(self.report, **report_layout(tw._file, tw.fullwidth)))
+        tty = bool(terminalreporter.isatty)  # of pytest's own stream: a bool in pytest 8.0, a callable bool in 9.2
+        layout = report_layout(SimpleNamespace(isatty=lambda: tty), self.config.get_terminal_writer().fullwidth)
+        terminalreporter.write(render_terminal(self.report, **layout))
         judge = self.report.get("judge") or {}
         if judge.get("model"):
             cal = judge["calibration"]

@@ -36,6 +36,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from pytest_tooleffect.compat import exec_socket
 from pytest_tooleffect.sandbox.environment import (
     Sandbox,
     SandboxError,
@@ -102,7 +103,7 @@ class ExecChannel:
             raise OSError(f"docker exec in {container_id[:12]} failed: {type(exc).__name__}: {exc}") from None
         # a unix or TCP connection comes as the response's SocketIO; TLS and SSH as the socket itself
         handle: Any = self._handle
-        raw: Any = getattr(handle, "_sock", handle) if isinstance(handle, socket.SocketIO) else handle
+        raw: Any = exec_socket(handle)
         raw.settimeout(timeout_s)
         self._raw = raw
         self._buffer = bytearray()
@@ -322,6 +323,7 @@ class DockerProvider(SandboxProvider):
 
     def _start(self, names: list[str]) -> _Slot:
         from testcontainers.core.container import DockerContainer
+        from testcontainers.core.exceptions import ContainerStartException
 
         if self.client is None or self.image is None:
             raise SandboxError("the docker provider was not initialised (session_init)")
@@ -340,9 +342,10 @@ class DockerProvider(SandboxProvider):
         try:
             spec.start()
         except BaseException as exc:  # Ctrl-C during the start too: nothing may be left running
-            container = spec._container
-            if container is not None:
-                _remove(container)
+            try:
+                _remove(spec.get_wrapped_container())
+            except ContainerStartException:  # it was never created
+                pass
             if not isinstance(exc, Exception):
                 raise
             raise SandboxError(f"starting a sandbox container failed: {type(exc).__name__}: {exc}") from None
