@@ -48,11 +48,13 @@ report: $(STAMP) sandbox-image
 
 # langsmith (installed with the LangChain example agent) registers a pytest plugin that costs every
 # pytest process a second at start-up; the suite starts hundreds (pytester runs inherit the variable).
+# The tests that read ../shared (marked `shared`) skip when it is absent, so that `pytest tests/oracle`
+# runs from a bare clone; TOOLEFFECT_REQUIRE_SHARED=1 makes its absence stop the full run instead.
 test: $(STAMP) sandbox-image chromium local-model
 	scripts/ensure-redis
 	$(BIN)/ruff check pytest_tooleffect tests bench sandbox examples
 	$(BIN)/mypy
-	PYTEST_ADDOPTS="-p no:langsmith_plugin" $(BIN)/pytest tests/ -q -n 2
+	TOOLEFFECT_REQUIRE_SHARED=1 PYTEST_ADDOPTS="-p no:langsmith_plugin" $(BIN)/pytest tests/ -q -n 2
 
 local-model: $(STAMP)
 	scripts/ensure-build-tools
