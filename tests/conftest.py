@@ -61,3 +61,34 @@ class DockerTcp:
         self.process.wait(10)
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+#: Extension modules the plugin imports lazily that refuse a second import in one process (numpy
+#: says "cannot load module more than once per process").  pytester drops every module an in-process
+#: run or a pytester test imported when it ends, so they are imported once before any pytester exists.
+ONCE_PER_PROCESS = ("numpy", "scipy.optimize", "statsmodels.stats.contingency_tables",
+                    "statsmodels.stats.inter_rater")
+
+
+@pytest.fixture(scope="session")
+def _extensions_imported() -> None:
+    import importlib
+
+    for name in ONCE_PER_PROCESS:
+        importlib.import_module(name)
+
+
+@pytest.fixture
+def pytester(_extensions_imported: None, pytester: pytest.Pytester,
+             monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's ``pytester`` with its folder on ``sys.path``, as ``python -m pytest`` puts it there in
+    a child process: an agent module or ``conftest`` helper written beside the cases imports the same
+    way whether a test runs pytest in this process (``runpytest``) or in a child
+    (``runpytest_subprocess``, for the tests marked ``subprocess``).
+
+    Its runs leave out langsmith's pytest plugin (installed with the LangChain example agent, no
+    part of what is tested): pytester clears ``PYTEST_ADDOPTS``, and each run would import it again.
+    """
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:langsmith_plugin")
+    pytester.syspathinsert()
+    return pytester
