@@ -6,11 +6,28 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("TOOLEFFECT_SHARED", REPO.parent / "shared"))
-if not (SHARED / "field-cases").is_dir() or not (SHARED / "datasets").is_dir():
-    raise SystemExit(f"the tests read public data from {SHARED} (datasets/, field-cases/), which is missing: put "
-                     "the shared/ folder beside the checkout or set TOOLEFFECT_SHARED to where it is")
+#: Why the tests marked ``shared`` cannot run here ("" when the public data is present).
+SHARED_MISSING = "" if (SHARED / "field-cases").is_dir() and (SHARED / "datasets").is_dir() else (
+    f"the tests read public data from {SHARED} (datasets/, field-cases/), which is missing: put "
+    "the shared/ folder beside the checkout or set TOOLEFFECT_SHARED to where it is")
+#: Set by ``make test`` (the full run, as CI runs it): there the data's absence stops the run at once.
+REQUIRE_SHARED = os.environ.get("TOOLEFFECT_REQUIRE_SHARED", "") not in ("", "0")
+if SHARED_MISSING and REQUIRE_SHARED:
+    raise SystemExit(f"{SHARED_MISSING} (TOOLEFFECT_REQUIRE_SHARED is set: the full run needs it)")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Without the public data (and without TOOLEFFECT_REQUIRE_SHARED), skip the tests marked ``shared``."""
+    if not SHARED_MISSING:
+        return
+    skip = pytest.mark.skip(reason=SHARED_MISSING)
+    for item in items:
+        if item.get_closest_marker("shared") is not None:
+            item.add_marker(skip)
 
 
 def generated_report_schema() -> dict[str, Any]:
@@ -44,3 +61,34 @@ class DockerTcp:
         self.process.wait(10)
         if self.process.stdout is not None:
             self.process.stdout.close()
+
+
+#: Extension modules the plugin imports lazily that refuse a second import in one process (numpy
+#: says "cannot load module more than once per process").  pytester drops every module an in-process
+#: run or a pytester test imported when it ends, so they are imported once before any pytester exists.
+ONCE_PER_PROCESS = ("numpy", "scipy.optimize", "statsmodels.stats.contingency_tables",
+                    "statsmodels.stats.inter_rater")
+
+
+@pytest.fixture(scope="session")
+def _extensions_imported() -> None:
+    import importlib
+
+    for name in ONCE_PER_PROCESS:
+        importlib.import_module(name)
+
+
+@pytest.fixture
+def pytester(_extensions_imported: None, pytester: pytest.Pytester,
+             monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """pytest's ``pytester`` with its folder on ``sys.path``, as ``python -m pytest`` puts it there in
+    a child process: an agent module or ``conftest`` helper written beside the cases imports the same
+    way whether a test runs pytest in this process (``runpytest``) or in a child
+    (``runpytest_subprocess``, for the tests marked ``subprocess``).
+
+    Its runs leave out langsmith's pytest plugin (installed with the LangChain example agent, no
+    part of what is tested): pytester clears ``PYTEST_ADDOPTS``, and each run would import it again.
+    """
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:langsmith_plugin")
+    pytester.syspathinsert()
+    return pytester

@@ -137,10 +137,14 @@ def test_both_example_agents_score_the_shipped_families_as_replay(tmp_path: Path
     assert plain == 2 * n  # the plain agent's own wording before the family's prompt; LangChain sends the family's
 
 
+@pytest.mark.subprocess
 def test_the_langchain_agent_through_the_conftest_hook(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
                                                        ) -> None:
     """A project as a user lays it out: the shipped families, a policy in pyproject.toml and the
-    example's ``pytest_tooleffect_agent`` hook in its conftest.py (the async LangChain agent)."""
+    example's ``pytest_tooleffect_agent`` hook in its conftest.py (the async LangChain agent).
+
+    In a child process: what the conftest imports (LangChain and its clients) is process-wide state a
+    run in this process does not undo; later runs in this process came up without the plugin's options."""
     for folder in ("cases/scheduling", "cases/tau-airline", "oracle"):
         shutil.copytree(REPO / folder, pytester.path / folder)
     conftest = (REPO / "conftest.py").read_text()  # the shipped families' predicates
@@ -154,8 +158,8 @@ def test_the_langchain_agent_through_the_conftest_hook(pytester: pytest.Pytester
         for key, value in _env(srv).items():
             monkeypatch.setenv(key, value)
         monkeypatch.delenv("TOOLEFFECT_EXAMPLE_API_BASE")  # the policy's settings say where the model is
-        result = pytester.runpytest("cases/", "--tooleffect-policy=replay", "--tooleffect-policy=langchain",
-                                    "--tooleffect-sandbox=local", "--tooleffect-concurrency=8")
+        result = pytester.runpytest_subprocess("cases/", "--tooleffect-policy=replay", "--tooleffect-policy=langchain",
+                                               "--tooleffect-sandbox=local", "--tooleffect-concurrency=8")
         requests = list(srv.requests)
     assert result.ret in (0, 1), result.stdout.str()[-3000:]
     records = {r["id"]: r for r in map(json.loads, (pytester.path / "reports" / "tooleffect-records.jsonl")
@@ -476,6 +480,7 @@ BAD_KINDS = {"negative": "AgentBadUsage", "nan_cost": "AgentBadUsage", "inf_toke
              "escapes": "Escaped", "async_exits": "SystemExit", "async_interrupts": "KeyboardInterrupt"}
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("workers", [0, 2])
 def test_every_way_an_agent_fails_is_its_error_with_a_record(pytester: pytest.Pytester, workers: int) -> None:
     """Bad numbers, unreadable returns, SystemExit and BaseException (sync and async: the pool's loop
@@ -499,6 +504,7 @@ def test_every_way_an_agent_fails_is_its_error_with_a_record(pytester: pytest.Py
                parse_constant=lambda c: pytest.fail(f"{c} in the report"))
 
 
+@pytest.mark.subprocess
 def test_an_agent_module_that_exits_on_import_is_an_error_naming_it(pytester: pytest.Pytester) -> None:
     _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]})])
     pytester.makepyfile(exits_on_import="import sys\nsys.exit(2)\n")
@@ -509,6 +515,7 @@ def test_an_agent_module_that_exits_on_import_is_an_error_naming_it(pytester: py
                                  "SystemExit: 2*"])
 
 
+@pytest.mark.subprocess
 def test_a_sync_agent_that_hangs_and_an_async_one_that_blocks_its_loop_time_out(pytester: pytest.Pytester) -> None:
     _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]})])
     pytester.makepyfile(stuck="import time\n\n\ndef hangs(state):\n    time.sleep(3600)\n\n\n"

@@ -161,6 +161,7 @@ def test_changed_labels_are_compared_when_asked(pytester: pytest.Pytester) -> No
     assert b["compared"] == 6 and b["left_out"]["label_changed"] == 0 and b["label_changed_compared"] == 1
 
 
+@pytest.mark.subprocess
 def test_xdist_gives_the_same_outcomes_and_records(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     base_path = accepted_baseline(pytester)

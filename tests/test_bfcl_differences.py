@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from pytest_tooleffect.data.importers.bfcl import bfcl_tool, label_from_ground_truth, omit_required_empty
 from pytest_tooleffect.oracle import RuleSet, score
 
@@ -51,6 +53,7 @@ def test_parallel_calls_by_optimal_assignment() -> None:
     assert score(emitted, label, tools, RULES).kind == "ok"
 
 
+@pytest.mark.shared
 def test_schema_breaking_ground_truth_is_not_a_case(tmp_path: Any) -> None:
     import json
 

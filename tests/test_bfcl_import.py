@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from pytest_tooleffect.cli import main
 from pytest_tooleffect.data.importers.bfcl import convert_schema, label_from_ground_truth
 from pytest_tooleffect.oracle import score
@@ -34,6 +36,7 @@ def test_alternatives_and_groups() -> None:
                                      "order_matters": False}]
 
 
+@pytest.mark.shared
 def test_import_and_score(tmp_path: Path) -> None:
     assert main(["import", "bfcl", "--shared", str(SHARED), "--out", str(tmp_path), "--category", "simple",
                  "--category", "parallel", "--category", "irrelevance", "--category", "live_simple"]) == 0
@@ -74,6 +77,7 @@ def _turns(label: dict) -> list[dict]:
     return [{"tool_calls": first}, {"tool_calls": shouted}, {"tool_calls": first[::-1]}]
 
 
+@pytest.mark.shared
 def test_scoring_a_label_again_through_its_compiled_calls_gives_the_same_verdicts(tmp_path: Path) -> None:
     # the first use of a label call goes to the comparator, later ones to the compiled call
     from pytest_tooleffect.formats import Label, ToolSpec

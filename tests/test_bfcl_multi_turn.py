@@ -120,6 +120,7 @@ def _cases(out: Path, category: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (out / category / "cases.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.shared
 def test_each_ground_truth_call_and_each_turn_end_is_a_decision_point(imported: tuple[Path, dict[str, Any]]) -> None:
     out, counts = imported
     answers = {json.loads(line)["id"]: json.loads(line)["ground_truth"]
@@ -144,6 +145,7 @@ def test_each_ground_truth_call_and_each_turn_end_is_a_decision_point(imported: 
             assert len(case["world"]["history"]) == sum(len(t) for t in truth[:turn]) + k
 
 
+@pytest.mark.shared
 def test_a_missing_function_is_not_offered_until_its_turn(imported: tuple[Path, dict[str, Any]]) -> None:
     out, _ = imported
     entry = json.loads((BFCL / MULTI_TURN["multi_turn_miss_func"][0]).read_text().splitlines()[0])
@@ -155,6 +157,7 @@ def test_a_missing_function_is_not_offered_until_its_turn(imported: tuple[Path, 
         assert set(names) <= offered if case["source"]["position"] >= int(turn) else not set(names) & offered
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("provider", ["local", "docker"])
 def test_the_replayed_ground_truth_passes_every_state_check_and_a_wrong_call_fails_its_own(
         pytester: pytest.Pytester, imported: tuple[Path, dict[str, Any]], provider: str) -> None:
@@ -180,6 +183,7 @@ def test_the_replayed_ground_truth_passes_every_state_check_and_a_wrong_call_fai
     result.assert_outcomes(passed=len(cases) - 1, failed=1)
 
 
+@pytest.mark.shared
 def test_the_effect_judgement_agrees_with_bfcls_multi_turn_checker_on_a_sample() -> None:
     env = {**os.environ, "TOOLEFFECT_SHARED": str(SHARED)}
     done = subprocess.run([sys.executable, str(REPO / "bench" / "bfcl_multi_turn_conformance.py"), "--cached",
@@ -230,6 +234,7 @@ def _conversation_script(entries: dict[str, tuple[dict[str, Any], list[list[str]
     return script
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_conversation_is_played_through_and_judged_per_turn_beside_its_teacher_forced_decisions(
         pytester: pytest.Pytester, tmp_path: Path, world: Any, workers: int) -> None:
@@ -317,6 +322,7 @@ def _sig(world: Any, entry: dict[str, Any], name: str) -> Any:
                 for m, f in world.methods(world.load_class(c)).items() if m == name)
 
 
+@pytest.mark.shared
 def test_a_turn_that_adds_functions_opens_with_bfcls_own_user_message_and_miss_func_replies_say_so(
         imported: tuple[Path, dict[str, Any]]) -> None:
     from pytest_tooleffect.data.importers.bfcl_multi_turn import ADDITIONAL_FUNCTION_PROMPT, NOT_AVAILABLE
@@ -352,6 +358,7 @@ def test_a_conversation_is_checked_at_load() -> None:
     assert (cut.kind, cut.turn, cut.turns_ok) == ("step_limit", 1, 1)
 
 
+@pytest.mark.shared
 def test_a_conversation_calling_a_function_not_offered_is_refused_and_the_importer_leaves_it_out(
         imported: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
     from pytest_tooleffect.collect.cases import load_family, validate_case
@@ -383,6 +390,7 @@ def test_a_conversation_calling_a_function_not_offered_is_refused_and_the_import
     assert "conversation" not in kept
 
 
+@pytest.mark.shared
 def test_the_no_call_turns_are_reported_apart_by_the_reply_due(
         pytester: pytest.Pytester, imported: tuple[Path, dict[str, Any]]) -> None:
     import shutil
@@ -435,6 +443,7 @@ def _bad_source(tmp: Path) -> Path:
     return src
 
 
+@pytest.mark.shared
 def test_a_malformed_conversation_is_rejected_by_id_and_field_and_the_rest_imported(tmp_path: Path) -> None:
     src = _bad_source(tmp_path)
     said: list[str] = []
@@ -451,6 +460,7 @@ def test_a_malformed_conversation_is_rejected_by_id_and_field_and_the_rest_impor
     assert any("multi_turn_base_2: involved_classes: no BFCL back-end class 'NoSuchAPI'" in line for line in said)
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("kind", ["garbage", "unknown_class", "no_question"])
 def test_import_bfcl_names_the_file_entry_and_field_of_a_bad_conversation_in_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
@@ -469,6 +479,7 @@ def test_import_bfcl_names_the_file_entry_and_field_of_a_bad_conversation_in_one
     assert err.startswith(f"tooleffect import: {data}: {field}: ")
 
 
+@pytest.mark.shared
 def test_a_bfcl_possible_answer_file_that_is_not_json_is_named_with_its_line(tmp_path: Path) -> None:
     src = _bad_source(tmp_path)
     answers = src / MULTI_TURN["multi_turn_base"][1]

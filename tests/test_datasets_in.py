@@ -128,6 +128,7 @@ def test_a_labelled_openai_jsonl_imports_as_a_family_and_runs(tmp_path: Path, py
 TOOLTALK = SHARED / "datasets" / "tooltalk"
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("where", ["--shared", "TOOLEFFECT_SHARED"])
 def test_import_tooltalk_rebuilds_the_shipped_family_byte_for_byte(
         tmp_path: Path, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -144,6 +145,7 @@ def test_import_tooltalk_rebuilds_the_shipped_family_byte_for_byte(
         assert (out / name).read_bytes() == (REPO / "cases" / "tooltalk" / name).read_bytes(), name
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("source", ["tooltalk", "tau-airline"])
 def test_a_family_imported_outside_the_repository_layout_carries_its_rules(
         tmp_path: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,6 +190,7 @@ def _turn(name: str, note: str) -> list[str | None]:
     return [a["tool"] for a in case["label"]["valid_actions"]]
 
 
+@pytest.mark.shared
 def test_tooltalk_independent_calls_may_come_in_any_order_dependent_ones_may_not() -> None:
     # four SendMessage calls to guests are independent of each other: any may come first
     assert _turn("Calendar-Messages-Weather-SendMessage-1", "turn 1 call 2 of 4") == ["SendMessage"] * 3

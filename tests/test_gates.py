@@ -267,6 +267,7 @@ def test_the_summary_markdown_has_the_gates_and_the_table(pytester: pytest.Pytes
     assert [r["line"] for r in report["gates"]["results"]] == gate_lines(result)[:2]
 
 
+@pytest.mark.subprocess
 def test_xdist_gives_the_same_status_and_lines(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     write_family(pytester.path, forbidden=1)
@@ -305,7 +306,8 @@ def test_an_interrupted_run_stays_interrupted(pytester: pytest.Pytester) -> None
             if "single-1" in item.nodeid:
                 raise KeyboardInterrupt
     """)
-    result = pytester.runpytest("cases/")
+    # in this process pytester raises the run's KeyboardInterrupt again unless told not to
+    result = pytester.runpytest_inprocess("cases/", no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "exit status 2 kept (the run did not complete)" in result.stdout.str()
 
@@ -338,9 +340,13 @@ def test_the_readme_gates_table_is_valid() -> None:
     assert (tau.min_pct.no_tool.name, tau.min_pct.no_tool.name_args, tau.max_cost_usd) == (90.0, 75.0, "off")
 
 
+@pytest.mark.subprocess
 def test_the_readme_ci_job_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """The job's pytest command line, run as written on a small family, with a baseline made by
-    ``tooleffect baseline save`` from the agent's accepted run; then an over-calling agent regresses."""
+    ``tooleffect baseline save`` from the agent's accepted run; then an over-calling agent regresses.
+
+    In a child process: the job runs ``-n 2``, and xdist's workers import the agent package from the
+    working directory only when pytest itself started there (``python -m pytest``)."""
     from pytest_tooleffect.cli import main
 
     job = yaml.safe_load(_readme_block("yaml", "# .github/workflows/"))
@@ -369,7 +375,7 @@ def test_the_readme_ci_job_runs(pytester: pytest.Pytester, monkeypatch: pytest.M
     assert main(["baseline", "save", str(pytester.path / "accepted.jsonl"), "--out",
                  str(pytester.path / baseline)]) == 0
 
-    result = pytester.runpytest(*argv)
+    result = pytester.runpytest_subprocess(*argv)
     assert result.ret == 0, result.stdout.str()
     assert gate_lines(result) == [
         "gate mini/decide no_tool name >= 75.0 %: PASSED (80.0 %, Wilson 49.0-94.3, n=10)",
@@ -384,7 +390,7 @@ def test_the_readme_ci_job_runs(pytester: pytest.Pytester, monkeypatch: pytest.M
     assert "## tooleffect: gates passed (exit 0)" in (reports / "tooleffect-summary.md").read_text()
 
     monkeypatch.setenv("MINI_OVERCALL", "1")  # nt-ok-0 passed in the baseline; now the agent reads there
-    regressed = pytester.runpytest(*argv)
+    regressed = pytester.runpytest_subprocess(*argv)
     assert regressed.ret == 1
     assert ("gate mini/decide regressions <= 0: FAILED (1 of 13 decisions compared with the baseline: "
             "mini/nt-ok-0[decide])") in gate_lines(regressed)

@@ -201,6 +201,7 @@ def test_known_model_priced_by_litellm(monkeypatch: pytest.MonkeyPatch, server: 
     assert priced == []  # litellm's price, not computed again
 
 
+@pytest.mark.subprocess
 def test_a_live_run_makes_its_requests_in_a_child_process_and_never_imports_litellm(
         pytester: pytest.Pytester, server: ScriptedServer) -> None:
     """The requests leave from the run's child process (:mod:`pytest_tooleffect.decide.turn_process`), so
@@ -722,6 +723,7 @@ def test_loadgroup_item_whose_id_carries_a_group_is_prefetched_with_its_group_on
     assert len(asked) == 100 and len(set(asked)) == 100, len(asked)  # every turn asked once
 
 
+@pytest.mark.subprocess
 def test_a_worker_that_dies_mid_chunk_leaves_its_crashed_item_failed_once_and_no_turn_asked_twice(
         pytester: pytest.Pytester) -> None:
     """-n 2, live: gw0 dies (SIGKILL) in the call of its third item.  pytest-xdist reports that
@@ -808,6 +810,7 @@ def pytest_runtest_setup(item):
 """)
 
 
+@pytest.mark.subprocess
 def test_a_model_turn_process_that_dies_fails_its_unanswered_turns_as_errors_and_the_run_goes_on(
         pytester: pytest.Pytester) -> None:
     """Killed mid-run, the child takes no turn with it silently: every turn it had not answered is
@@ -853,6 +856,7 @@ def _null_cases_in_private_tmp(pytester: pytest.Pytester, monkeypatch: pytest.Mo
     return scratch
 
 
+@pytest.mark.subprocess
 def test_a_run_killed_outright_leaves_no_child_and_no_file_behind(pytester: pytest.Pytester,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """SIGKILL to pytest itself: the child sees its input end and exits, and its output file has
@@ -876,6 +880,7 @@ def pytest_runtest_setup(item):
     assert not [p.name for p in scratch.iterdir() if p.name.startswith("tooleffect-turns-")]
 
 
+@pytest.mark.subprocess
 def test_the_next_run_removes_the_rate_limit_folder_a_killed_run_left(pytester: pytest.Pytester,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A run with a rate limit keeps its limiter file in a private temporary folder it removes at
@@ -905,6 +910,7 @@ def pytest_runtest_setup(item):
     assert left() == []
 
 
+@pytest.mark.subprocess
 def test_a_child_still_importing_litellm_exits_when_its_run_is_killed(pytester: pytest.Pytester,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The child reads its input only once litellm is imported; killed during the import, the run
@@ -963,6 +969,7 @@ def test_a_child_that_dies_fails_its_own_calls_even_when_a_new_one_was_started_m
             turns.close()
 
 
+@pytest.mark.subprocess
 def test_a_frozen_child_gives_a_timeout_error_within_the_turns_bound(pytester: pytest.Pytester) -> None:
     """The parent bounds each request too: a child that stops answering (here SIGSTOP) gives the
     item a Timeout error record soon after the request's own bound, and the run ends.
@@ -981,6 +988,7 @@ def test_a_frozen_child_gives_a_timeout_error_within_the_turns_bound(pytester: p
     result.assert_outcomes(passed=3 - len(stuck), errors=len(stuck))
 
 
+@pytest.mark.subprocess
 def test_a_worker_crash_that_leaves_one_item_to_hand_again_does_not_hang_the_run(pytester: pytest.Pytester) -> None:
     """Under chunk scheduling, the unit a crashed worker left may hold one unfinished item: the
     replacement worker is handed it and told to shut down, so it runs it (a worker runs its last

@@ -4,8 +4,10 @@ litellm's real HTTP client against scripted servers on 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -302,6 +304,23 @@ def test_retries_make_at_most_n_plus_one_requests_of_what_is_retryable(reply: Re
             _turn(srv, retries, timeout_s=1.0)
         assert len(srv.requests) == requests
     assert info.value.kind == kind, info.value
+
+
+def test_a_closed_pool_ends_its_threads_and_closes_its_event_loop() -> None:
+    """A process that goes on after a run (``pytest.main`` called again, pytester in-process) keeps
+    no thread of the run's pool and no unclosed loop (a ResourceWarning when it is collected)."""
+    pool = TurnPool(1)
+    seen: dict[str, Any] = {}
+
+    async def work() -> None:
+        seen["loop"], seen["thread"] = asyncio.get_running_loop(), threading.current_thread()
+        seen["worker"] = await asyncio.to_thread(threading.current_thread)  # the loop's default executor
+
+    pool.submit_coroutine(work).result(10)
+    pool.close()
+    assert seen["loop"].is_closed()
+    assert not seen["thread"].is_alive() and not seen["worker"].is_alive()
+    pool.close()  # closing again is a no-op
 
 
 def test_retries_through_a_rate_limit_count_the_same(tmp_path: Path) -> None:

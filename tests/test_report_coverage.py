@@ -245,6 +245,7 @@ def pytest_runtest_setup(item):
 '''
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize(("args", "crash", "failed", "not_run"), [
     (["-x"], False, [], ["d-stop", "e-redundant", "f-duplicate"]),
     (["-n", "2"], True, ["b-create-ok"], []),

@@ -103,6 +103,7 @@ def test_unicode_line_separators_and_bom(pytester: pytest.Pytester) -> None:
     pytester.runpytest("cases/").assert_outcomes(passed=1)
 
 
+@pytest.mark.subprocess
 def test_yaml_timestamps_stay_strings_and_xdist_survives(pytester: pytest.Pytester) -> None:
     fam = write_demo(pytester.path, [])
     (fam / "cases.jsonl").unlink()

@@ -47,6 +47,7 @@ def _git(root: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout.strip()
 
 
+@pytest.mark.subprocess
 def test_the_report_says_when_how_with_what_and_on_which_commit(pytester: pytest.Pytester) -> None:
     write_demo(pytester.path, CASES)
     (pytester.path / "myagent.py").write_text(AGENT)

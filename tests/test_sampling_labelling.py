@@ -77,6 +77,7 @@ def _sample(tmp_path: Path, name: str, *args: str) -> tuple[list[dict[str, Any]]
     return cases, yaml.safe_load((out / "family.yaml").read_text())
 
 
+@pytest.mark.shared
 def test_sampler_on_tau_bench_rederives_the_shipped_states(tmp_path: Path) -> None:
     cases, family = _sample(tmp_path, "tau", str(TAU), "--quota", "first=60,middle=90,last=60", "--seed", "20241122")
     assert family["quota"] == {"first": 60, "middle": 90, "last": 60}
@@ -90,6 +91,7 @@ def test_sampler_on_tau_bench_rederives_the_shipped_states(tmp_path: Path) -> No
     assert {key(c) for c in other} != {key(c) for c in cases}
 
 
+@pytest.mark.shared
 def test_quantile_buckets(tmp_path: Path) -> None:
     cases, family = _sample(tmp_path, "q", str(TAU), "--buckets", "4", "--per-bucket", "5")
     assert family["quota"] == {"q1": 5, "q2": 5, "q3": 5, "q4": 5}
@@ -107,7 +109,8 @@ def test_stratified_sample_keeps_quota_and_counts_population() -> None:
 
 @pytest.mark.parametrize(("trace", "quota"), [(EXAMPLES / "traces" / "openai-chat.jsonl", "first=2,middle=2,last=4"),
                                               (EXAMPLES / "traces" / "otel-genai.json", "first=2,middle=1,last=3"),
-                                              (TAU, "first=3,middle=3,last=3")], ids=["openai", "otel", "tau-bench"])
+                                              pytest.param(TAU, "first=3,middle=3,last=3", marks=pytest.mark.shared)],
+                         ids=["openai", "otel", "tau-bench"])
 def test_round_trip_sample_label_agree_merge_run(tmp_path: Path, trace: Path, quota: str) -> None:
     cases, _ = _sample(tmp_path, "fam", str(trace), "--quota", quota)
     if trace == TAU:  # the tau-bench tools are not in the traces: give them to the family

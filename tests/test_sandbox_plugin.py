@@ -95,6 +95,7 @@ def test_scheduling_runs_in_docker_and_its_faults_fail_on_their_effect(pytester:
     assert all(len(ids) == 1 for ids in by_worker.values())  # one warm container per process
 
 
+@pytest.mark.subprocess
 def test_scheduling_runs_on_a_remote_engine_through_its_api_alone(pytester: pytest.Pytester,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     _scheduling(pytester)
@@ -124,7 +125,8 @@ def test_ctrl_c_removes_the_containers_and_keeps_finished_records(pytester: pyte
     with open(pytester.path / "conftest.py", "a") as fh:
         fh.write("\n\n_seen = []\n\ndef pytest_runtest_call(item):\n    _seen.append(item)\n"
                  "    if len(_seen) == 6:\n        raise KeyboardInterrupt\n")
-    result = pytester.runpytest("cases/", "-p", "no:randomly", OPT_RECORDS, "rec.jsonl")
+    # in this process pytester raises the run's KeyboardInterrupt again unless told not to
+    result = pytester.runpytest_inprocess("cases/", "-p", "no:randomly", OPT_RECORDS, "rec.jsonl", no_reraise_ctrlc=True)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     recs = _records(pytester.path / "rec.jsonl")
     assert len(recs) == 5
@@ -339,6 +341,7 @@ def _cut_at_the_fifth(request):  # the engine's endpoint is lost once the fifth 
 """
 
 
+@pytest.mark.subprocess
 def test_an_engine_lost_mid_run_is_an_error_record_for_every_item_after(pytester: pytest.Pytester,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The endpoint cut mid-run: the item whose stream is cut and every one after (image check,

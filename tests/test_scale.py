@@ -169,6 +169,7 @@ def test_a_process_holds_the_cases_of_its_running_items_only(pytester: pytest.Py
         assert not seen["held-main.json"]["loads"]  # the controller reads none
 
 
+@pytest.mark.subprocess
 def test_a_live_run_queues_a_window_of_turns_ahead_not_every_item(pytester: pytest.Pytester) -> None:
     """Without xdist, each live item keeps the next PREFETCH_WINDOW × concurrency items queued:
     the process holds the cases of that window (not of every item), the first item waits for its
@@ -196,6 +197,7 @@ def test_a_live_run_queues_a_window_of_turns_ahead_not_every_item(pytester: pyte
     assert in_flight == concurrency, arrivals
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("workers", [0, 2])
 def test_no_turn_is_requested_for_an_item_that_will_not_run(pytester: pytest.Pytester, workers: int) -> None:
     """Prefetching asks no model for an item its setup skips (skip, skipif, xfail(run=False))."""
@@ -351,6 +353,7 @@ def pytest_sessionfinish(session):
 """
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_live_run_imports_litellm_in_a_child_process_while_it_collects(pytester: pytest.Pytester,
                                                                           workers: int) -> None:

@@ -107,6 +107,7 @@ def test_a_handler_already_installed_is_left_in_place_and_restored() -> None:
         signal.signal(signal.SIGTERM, previous)
 
 
+@pytest.mark.subprocess
 def test_the_xdist_controller_removes_the_containers_of_a_worker_that_died(pytester: pytest.Pytester) -> None:
     _scheduling(pytester)
     with open(pytester.path / "conftest.py", "a") as fh:

@@ -22,6 +22,7 @@ TRAJ = SHARED / "datasets" / "tau-bench" / "historical_trajectories" / "gpt-4o-a
 TOOLS = SHARED / "datasets" / "tau-bench" / "airline_tools.json"
 
 
+@pytest.mark.shared
 def test_family_rebuilds_byte_for_byte(tmp_path: Path) -> None:
     out = tmp_path / "cases" / "tau-airline"  # the repository's layout: cases/<family> beside oracle/
     (out / "labels").mkdir(parents=True)
@@ -36,6 +37,7 @@ def test_family_rebuilds_byte_for_byte(tmp_path: Path) -> None:
         assert (out / name).read_bytes() == (FAMILY / name).read_bytes(), name
 
 
+@pytest.mark.shared
 def test_sample_is_stratified_with_the_stated_quota() -> None:
     cases, sample = sample_states(TRAJ)
     assert sample.quota == {"first": 60, "middle": 90, "last": 60}

@@ -66,6 +66,8 @@ __all__ = ["DEFAULT_MAX_TOKENS", "PLACEHOLDER_KEY", "ModelCache", "NameMap", "Pr
            "wait_turn"]
 
 T = TypeVar("T")
+#: seconds :meth:`TurnPool.close` waits for the event loop's thread to end its cancelled turns
+LOOP_CLOSE_S = 5.0
 #: seconds past a request's own bound that the child's answer is waited for
 CHILD_GRACE_S = 5.0
 #: The output-token cap of a live request when the policy sets none (``Policy.max_tokens``): a
@@ -248,6 +250,7 @@ class TurnPool:
         self.cache = cache
         self.process = TurnProcess() if process else None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._semaphore: asyncio.Semaphore | None = None  # touched by the loop thread only
 
@@ -255,7 +258,8 @@ class TurnPool:
         with self._lock:
             if self._loop is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="tooleffect-model", daemon=True).start()
+                self._thread = threading.Thread(target=_run_loop, args=(loop,), name="tooleffect-model", daemon=True)
+                self._thread.start()
                 self._loop = loop
         return self._loop
 
@@ -362,18 +366,44 @@ class TurnPool:
         loop.call_soon_threadsafe(cancel_all)
 
     def close(self) -> None:
-        """Stop the event loop (turns still running are cancelled first)."""
-        loop = self._loop
+        """Stop the event loop (turns still running are cancelled first) and wait, at most
+        :data:`LOOP_CLOSE_S` seconds, for its thread to close it.
+
+        A process that goes on after the run (``pytest.main`` called twice, pytester in-process)
+        is left no running thread and no unclosed loop.
+        """
+        loop, thread = self._loop, self._thread
         if loop is None:
             return
         self.cancel()
         loop.call_soon_threadsafe(loop.stop)
-        self._loop = None
+        self._loop = self._thread = None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(LOOP_CLOSE_S)
 
     def close_process(self) -> None:
         """End the child process, if one was started (after :meth:`close`)."""
         if self.process is not None:
             self.process.close()
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Run ``loop`` until it is stopped; then let its cancelled turns end, end the threads of its
+    default executor (``asyncio.to_thread``) and close it.
+    """
+    try:
+        loop.run_forever()
+    finally:
+        try:
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
 
 
 def _wall_bound(timeout_s: float, retries: int) -> float:
