@@ -159,7 +159,7 @@ def test_a_call_to_a_tool_not_offered_is_flagged_in_every_class_and_reported() -
     from pytest_tooleffect.report.markdown import render_markdown
     from pytest_tooleffect.report.terminal import render_terminal
 
-    report = summarise(records).model_dump(mode="json")
+    report = summarise(records)
     line = "calls to tools not offered (hallucinated): single 1, several 0, no_tool 1"
     assert line + " (made_up 2)" in render_terminal(report, width=200)
     assert "Calls to tools not offered (hallucinated): single 1, several 0, no_tool 1 (`made_up` 2)." in \

@@ -8,13 +8,13 @@ A decision that failed in the baseline is expected to fail (collection adds
 ``xfail(raises=DecisionFailed)`` (a case file's own ``xfail``) covers it.  Every record gets
 ``baseline: {"status": ...}`` on the process that scored it, so ``-n 2`` records say what
 ``-n 0`` records say.  On the controller the report's ``baseline`` block (:mod:`.comparison`) is
-written through ``pytest_tooleffect_modifyreport``.
+written through the report's section protocol (:mod:`pytest_tooleffect.report.assembly`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Generator, Sequence
+from typing import Any, Literal
 
 import pytest
 
@@ -23,6 +23,9 @@ from pytest_tooleffect.ci.comparison import compare, summary_lines
 from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.options import OPT_BASELINE
 from pytest_tooleffect.outcomes import DecisionFailed
+from pytest_tooleffect.report.ci_model import BaselineComparison, BaselineUnreadable
+from pytest_tooleffect.report.model import Report
+from pytest_tooleffect.score.record import Record
 from pytest_tooleffect.settings import settings_key
 
 __all__ = ["BaselinePlugin", "Regression"]
@@ -54,6 +57,8 @@ class BaselinePlugin:
     Raises:
         pytest.UsageError: the baseline file is missing or malformed (before any test runs).
     """
+
+    section: Literal["baseline"] = "baseline"
 
     def __init__(self, config: pytest.Config) -> None:
         settings = config.stash[settings_key]
@@ -105,15 +110,18 @@ class BaselinePlugin:
             raise Regression(f"regression: {exc.msg} (was {before.describe()} in the baseline {self.path.name})",
                              pytrace=False) from None
 
-    def pytest_tooleffect_modifyreport(self, report: dict[str, Any], records: list[dict[str, Any]]) -> None:
-        try:
-            after = Baseline.from_records(records)
+    def contribute(self, report: Report, records: Sequence[Record]) -> None:
+        """Write ``report.baseline``: the run's decisions against the baseline's (a
+        :class:`~pytest_tooleffect.report.assembly.ReportSection`, on the controller).
+        """
+        try:  # read as the record log's lines are, by the baseline's own reader
+            after = Baseline.from_records(r.to_json() for r in records)
         except BaselineError as exc:
-            report["baseline"] = {"path": str(self.path), "error": str(exc)}
+            report.baseline = BaselineUnreadable(path=str(self.path), error=str(exc))
             return
         comparison = compare(self.baseline, after, self.changed_labels)
-        self.comparison = report["baseline"] = {"path": str(self.path), "created": self.baseline.created,
-                                                **comparison}
+        self.comparison = {"path": str(self.path), "created": self.baseline.created, **comparison}
+        report.baseline = BaselineComparison.model_validate(self.comparison)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

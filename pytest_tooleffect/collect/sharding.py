@@ -112,9 +112,6 @@ class ShardSelector:
         record["shard"] = {"index": self.index, "count": self.count,
                            "family_fingerprint": self.fingerprints.get(record["family"])}
 
-    def pytest_tooleffect_modifyreport(self, report: dict[str, Any]) -> None:
-        report["shard"] = {"index": self.index, "count": self.count}
-
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         counts = f": {self.kept} of {self.collected} items collected" if self.collected else ""
         terminalreporter.write_line(f"tooleffect: this run is shard {self.index}/{self.count}{counts}")

@@ -100,12 +100,12 @@ def cmd_html(args: argparse.Namespace) -> int:
     cases = Path(args.cases)
     if isinstance(report_json, dict) and "blocks" in report_json:  # a JSON report: its tables, no decision
         try:
-            Report.model_validate(report_json)
+            report = Report.model_validate(report_json)
         except ValueError as exc:
             print(f"tooleffect html: {source} is not a tooleffect report: {exc}", file=sys.stderr)
             return 2
         try:
-            write_html(out, report_json)
+            write_html(out, report)
         except OSError as exc:
             print(f"tooleffect html: cannot write {out}: {exc}", file=sys.stderr)
             return 2

@@ -24,6 +24,7 @@ from pytest_tooleffect.oracle import Verdict
 
 __all__ = [
     "RECORD_VERSION",
+    "BaselineMark",
     "Record",
     "ShardRecord",
     "build_record",
@@ -279,6 +280,15 @@ class ShardRecord(_Part):
         return self
 
 
+class BaselineMark(_Part):
+    """What the baseline says of the decision (``--tooleffect-baseline``)."""
+
+    status: Literal["new", "not_compared", "label_changed", "passing", "regression", "fixed", "known"]
+    """``regression`` (passed in the baseline, fails now), ``fixed``, ``known`` (failed in both),
+    ``passing`` (passed in both), ``new`` (not in the baseline), ``label_changed`` or ``not_compared``
+    (an error on either side)."""
+
+
 class Record(_Part):
     """One record: the outcome of one item (case × policy × trial).
 
@@ -356,6 +366,8 @@ class Record(_Part):
     """How the agent answered the first injected failure; ``null`` when none fired."""
     shard: ShardRecord | None = None
     """The shard the record was made in (a run under ``--tooleffect-shard``)."""
+    baseline: BaselineMark | None = None
+    """What the baseline says of the decision (a run under ``--tooleffect-baseline``)."""
 
     @model_validator(mode="after")
     def _scored_has_verdict(self) -> Record:
