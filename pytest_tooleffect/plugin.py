@@ -28,6 +28,7 @@ from pytest_tooleffect.options import addoptions
 from pytest_tooleffect.report.reporter import JudgeContributor, Reporter, RunTally
 from pytest_tooleffect.sandbox import registered_providers
 from pytest_tooleffect.score.scoring import Scorer, tooleffect_score
+from pytest_tooleffect.score.sections import RecordSection, ShardMark, record_sections_key
 from pytest_tooleffect.settings import resolve, settings_key
 from pytest_tooleffect.signals import TermAsInterrupt
 
@@ -70,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
         tally = RunTally()
         gates = GateKeeper(config, tally)  # reads [tool.tooleffect.gates]: a usage error here
         # the report's sections (written in the assembler's order: judge, shard, baseline, gates)
-        sections: list[ReportSection] = [JudgeContributor(settings), gates]
+        sections: list[ReportSection] = [JudgeContributor(settings.judge_model, settings.judge_calibration), gates]
         if settings.shard is not None:
             from pytest_tooleffect.report.assembly import ShardSection
             from pytest_tooleffect.report.run_model import ShardOf
@@ -81,10 +82,14 @@ def pytest_configure(config: pytest.Config) -> None:
         plugins["tooleffect-reporter"] = Reporter(config, sections, tally)
         plugins["tooleffect-gates"] = gates
         plugins["tooleffect-phase-reports"] = PhaseReports(config)
-    if settings.shard is not None:  # on workers too: they collect, deselect and make records
-        plugins["tooleffect-shard"] = ShardSelector(*settings.shard)
+    record_sections: list[RecordSection] = []  # what they add to each record, in this order
     if baseline is not None:  # on workers too: they collect (xfail marks) and make records
         plugins["tooleffect-baseline"] = baseline
+        record_sections.append(baseline)
+    if settings.shard is not None:  # on workers too: they collect, deselect and make records
+        shards = plugins["tooleffect-shard"] = ShardSelector(*settings.shard)
+        record_sections.append(ShardMark(shards))
+    config.stash[record_sections_key] = record_sections
     for name, plugin in plugins.items():
         config.pluginmanager.register(plugin, name)
 

@@ -56,7 +56,7 @@ def _record(i: int = 0, **kw: Any) -> dict[str, Any]:
     args: dict[str, Any] = {"family": "tau-airline", "case": case, "policy": "replay", "tools": tools,
                             "verdict": verdict, "extra": {"model": None, "trial": 1}}
     args.update(kw)
-    return build_record(**args)
+    return build_record(**args).to_json()
 
 
 SANDBOX_EXTRA = {

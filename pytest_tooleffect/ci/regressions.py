@@ -14,6 +14,7 @@ written through the report's section protocol (:mod:`pytest_tooleffect.report.as
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -25,10 +26,10 @@ from pytest_tooleffect.options import OPT_BASELINE
 from pytest_tooleffect.outcomes import DecisionFailed
 from pytest_tooleffect.report.ci_model import BaselineComparison, BaselineUnreadable
 from pytest_tooleffect.report.model import Report
-from pytest_tooleffect.score.record import Record
+from pytest_tooleffect.score.record import BaselineMark, Record
 from pytest_tooleffect.settings import settings_key
 
-__all__ = ["BaselinePlugin", "Regression"]
+__all__ = ["BaselineContributor", "BaselinePlugin", "Regression"]
 
 
 class Regression(pytest.fail.Exception):  # type: ignore[name-defined,misc]
@@ -91,11 +92,14 @@ class BaselinePlugin:
                 reason=f"known failure: {before.describe()} in the baseline {self.path.name}",
                 raises=DecisionFailed, strict=False))
 
-    def pytest_tooleffect_modify_record(self, record: dict[str, Any], item: pytest.Item) -> None:
+    def modify_record(self, record: Record, item: pytest.Item) -> None:
+        """Write ``record.baseline`` (a :class:`~pytest_tooleffect.score.sections.RecordSection`, on the
+        process that scored the item).
+        """
         if _before_key not in item.stash:
             return
-        status = classify(item.stash[_before_key], BaselineDecision.from_record(record), self.changed_labels)
-        record["baseline"] = {"status": status}
+        status = classify(item.stash[_before_key], BaselineDecision.from_record(record.to_json()), self.changed_labels)
+        record.baseline = BaselineMark.model_validate({"status": status})
         item.stash[_status_key] = status
 
     @pytest.hookimpl(wrapper=True)
@@ -111,17 +115,10 @@ class BaselinePlugin:
                              pytrace=False) from None
 
     def contribute(self, report: Report, records: Sequence[Record]) -> None:
-        """Write ``report.baseline``: the run's decisions against the baseline's (a
-        :class:`~pytest_tooleffect.report.assembly.ReportSection`, on the controller).
+        """Write ``report.baseline`` (a :class:`~pytest_tooleffect.report.assembly.ReportSection`, on the
+        controller).
         """
-        try:  # read as the record log's lines are, by the baseline's own reader
-            after = Baseline.from_records(r.to_json() for r in records)
-        except BaselineError as exc:
-            report.baseline = BaselineUnreadable(path=str(self.path), error=str(exc))
-            return
-        comparison = compare(self.baseline, after, self.changed_labels)
-        self.comparison = {"path": str(self.path), "created": self.baseline.created, **comparison}
-        report.baseline = BaselineComparison.model_validate(self.comparison)
+        self.comparison = BaselineContributor(self.baseline, self.path, self.changed_labels).write(report, records)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -131,3 +128,51 @@ class BaselinePlugin:
         for line in summary_lines(self.comparison):
             red = line.startswith("regression")
             terminalreporter.write_line(line, red=red, green=line.startswith("fixed"), bold=red)
+
+
+class BaselineContributor:
+    """The report's ``baseline`` section: the run's records against a baseline (a
+    :class:`~pytest_tooleffect.report.assembly.ReportSection`).  Used by the plugin and by
+    ``tooleffect report --baseline``.
+
+    Args:
+        baseline: the baseline, read.
+        path: its file (named in the section).
+        changed_labels: ``skip`` or ``compare`` decisions whose label changed.
+    """
+
+    section: Literal["baseline"] = "baseline"
+
+    def __init__(self, baseline: Baseline, path: Path, changed_labels: str = "skip") -> None:
+        self.baseline, self.path, self.changed_labels = baseline, path, changed_labels
+
+    def mark(self, records: Sequence[Record]) -> None:
+        """Give each record without one its ``baseline`` status (records read from a log of a run made
+        without this baseline).
+        """
+        for record in records:
+            if record.baseline is None:
+                after = BaselineDecision.from_record(record.to_json())
+                status = classify(self.baseline.decisions.get(record.id), after, self.changed_labels)
+                record.baseline = BaselineMark.model_validate({"status": status})
+
+    def contribute(self, report: Report, records: Sequence[Record]) -> None:
+        """Write ``report.baseline``."""
+        self.write(report, records)
+
+    def write(self, report: Report, records: Sequence[Record]) -> dict[str, Any] | None:
+        """Write ``report.baseline``.
+
+        Returns:
+            The comparison as a JSON object (``path``, ``created``, then :func:`.comparison.compare`'s
+            keys), or ``None`` when the records could not be read as a run.
+        """
+        try:  # read as the record log's lines are, by the baseline's own reader
+            after = Baseline.from_records(r.to_json() for r in records)
+        except BaselineError as exc:
+            report.baseline = BaselineUnreadable(path=str(self.path), error=str(exc))
+            return None
+        comparison = {"path": str(self.path), "created": self.baseline.created,
+                      **compare(self.baseline, after, self.changed_labels)}
+        report.baseline = BaselineComparison.model_validate(comparison)
+        return comparison

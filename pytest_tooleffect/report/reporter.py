@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pytest_tooleffect.report.model import Report
     from pytest_tooleffect.score.record import Record
 
-__all__ = ["CaseNodes", "JudgeContributor", "Reporter", "RunTally", "rate_line"]
+__all__ = ["CaseNodes", "JudgeContributor", "Reporter", "RunTally", "judge_line", "rate_line"]
 
 
 class Reporter:
@@ -239,18 +239,9 @@ class Reporter:
         terminalreporter.write_sep("=", "tooleffect report")
         tw = terminalreporter._tw
         terminalreporter.write(render_terminal(self.report, **report_layout(tw._file, tw.fullwidth)))
-        from pytest_tooleffect.report.run_model import JudgeCalibration
-
-        judge = self.report.judge
-        if judge is not None and judge.model and judge.usage is not None:
-            cal = judge.calibration
-            measured = _calibration_text(cal.model_dump() if isinstance(cal, JudgeCalibration) else cal)
-            u = judge.usage
-            money = "unknown" if u.cost_usd is None else f"${u.cost_usd:.6f}"
-            terminalreporter.write_line(
-                f"judge {judge.model}: last measured agreement {measured}; {u.calls} calls, "
-                f"{u.cached} cached, {u.input_tokens} in / {u.output_tokens} out tokens, {money} "
-                "(apart from the agent's cost)")
+        line = judge_line(self.report)
+        if line is not None:
+            terminalreporter.write_line(line)
         if self.settings.rpm is not None or self.settings.tpm is not None:
             terminalreporter.write_line(rate_line(self.settings, self.records))
         here = self.config.invocation_params.dir
@@ -394,40 +385,65 @@ class JudgeContributor:
     the judge model, its last measured calibration, and what it spent over the run's records.
 
     Args:
-        settings: the run's settings (judge model and calibration file).
+        model: the judge's litellm model (``--tooleffect-judge``), or ``None``: no judge.
+        calibration: the judge's last calibration file (``tooleffect calibrate-judge``), if any.
     """
 
     section: Literal["judge"] = "judge"
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    def __init__(self, model: str | None, calibration: Path | None = None) -> None:
+        self.model, self.calibration = model, calibration
+
+    @classmethod
+    def of_records(cls, records: Sequence[Record], calibration: Path | None = None) -> JudgeContributor:
+        """The judge the records name (the model of the first record the judge spent on), for a
+        report made from record logs; no judge when none names one.
+        """
+        return cls(next((r.judge.model for r in records if r.judge), None), calibration)
 
     def contribute(self, report: Report, records: Sequence[Record]) -> None:
         """Write ``report.judge``."""
         from pytest_tooleffect.report.run_model import JudgeCalibration, JudgeSection, JudgeUsage
 
-        settings = self.settings
-        if not settings.judge_model:
+        if not self.model:
             report.judge = JudgeSection(
                 model=None, note="no judge: free-text fields use the deterministic comparator (approximate)")
             return
         calibration: JudgeCalibration | str = "not measured"
-        path = settings.judge_calibration
+        path = self.calibration
         if path is not None and path.is_file():
             try:
                 cal = json.loads(path.read_text(encoding="utf-8"))
-                if cal.get("model") == settings.judge_model:
+                if cal.get("model") == self.model:
                     calibration = JudgeCalibration.model_validate(
                         {k: cal.get(k) for k in ("n", "agreement", "kappa", "kappa_ci95", "measured_at")})
             except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
                 calibration = "not measured (unreadable calibration file)"
         spent = [r.judge for r in records if r.judge]
         costs = [j.cost_usd for j in spent]
-        report.judge = JudgeSection(model=settings.judge_model, calibration=calibration, usage=JudgeUsage(
+        report.judge = JudgeSection(model=self.model, calibration=calibration, usage=JudgeUsage(
             calls=sum(j.calls or 0 for j in spent), cached=sum(j.cached or 0 for j in spent),
             input_tokens=sum(j.input_tokens or 0 for j in spent),
             output_tokens=sum(j.output_tokens or 0 for j in spent),
             cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None)))
+
+
+def judge_line(report: Report) -> str | None:
+    """The summary line of the report's judge: its model, last measured agreement and spend
+    (``None`` without a judge).
+    """
+    from pytest_tooleffect.report.run_model import JudgeCalibration
+
+    judge = report.judge
+    if judge is None or not judge.model or judge.usage is None:
+        return None
+    cal = judge.calibration
+    measured = _calibration_text(cal.model_dump() if isinstance(cal, JudgeCalibration) else cal)
+    u = judge.usage
+    money = "unknown" if u.cost_usd is None else f"${u.cost_usd:.6f}"
+    return (f"judge {judge.model}: last measured agreement {measured}; {u.calls} calls, "
+            f"{u.cached} cached, {u.input_tokens} in / {u.output_tokens} out tokens, {money} "
+            "(apart from the agent's cost)")
 
 
 def _calibration_text(cal: Any) -> str:
