@@ -79,7 +79,13 @@ def test_the_users_hook_runs_after_the_plugin_s_sections_and_tooleffect_report_g
     first.assert_outcomes(passed=11, failed=2)
     baseline = pytester.path / "baseline.json"
     assert cli(["baseline", "save", str(pytester.path / "accepted.jsonl"), "--out", str(baseline)]) == 0
-    write_family(pytester.path, no_tool_read=3, no_tool_ok=7)  # one decision that passed now reads: a regression
+    cases = pytester.path / "cases" / "mini" / "cases.jsonl"
+    rows = [json.loads(line) for line in cases.read_text().splitlines()]
+    read = next(r["recorded"] for r in rows if r["id"] == "nt-read-0")
+    for r in rows:
+        if r["id"] == "nt-ok-0":  # a decision that passed now reads: a regression (same label)
+            r["recorded"] = read
+    cases.write_text("".join(json.dumps(r) + "\n" for r in rows))
     write_gates(pytester.path, '[tool.tooleffect.gates."*"]\nmax_regressions = 0\n')
     pytester.makeconftest(HOOK)
     run = pytester.runpytest("cases/", f"--tooleffect-baseline={baseline}", "--tooleffect-records=r.jsonl",

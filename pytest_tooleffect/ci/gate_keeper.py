@@ -1,8 +1,8 @@
 """Gates judged: each gate of :mod:`.gates` against the report's own rates, intervals, kinds,
 regressions and cost, one :class:`GateResult` per gate; the session's exit status decided from
 them (:func:`decide_exit`); and :class:`GateKeeper`, the controller's plugin object that writes
-the report's ``gates`` section, prints one line per gate, writes the Markdown summary and sets
-``session.exitstatus``.
+the report's ``gates`` section (a report section of :mod:`pytest_tooleffect.report.assembly`),
+prints one line per gate and sets ``session.exitstatus``.
 """
 
 from __future__ import annotations

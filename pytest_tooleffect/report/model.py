@@ -441,7 +441,7 @@ class Report(Part):
     """Per family, the items collected that ended with no record (a crashed worker, a run stopped
     before them), sorted."""
     judge: JudgeSection | None = Field(default=None, exclude_if=is_none)
-    """The judge of free-text fields (written by the plugin; absent from ``tooleffect report``)."""
+    """The judge of free-text fields (``tooleffect report``: the judge the records name)."""
     shard: ShardOf | None = Field(default=None, exclude_if=is_none)
     """The shard this run was (``--tooleffect-shard I/N``); absent from an unsharded run."""
     shards: MergedShards | None = Field(default=None, exclude_if=is_none)

@@ -2,12 +2,12 @@
 
 The stage after scoring on the path of one case (``docs/design.md``, "Architecture").  Records ride on
 test reports (from this process or, under xdist, from the workers), so only the controller
-writes files.  The report is built by :mod:`pytest_tooleffect.report` from the records and the
-families' metadata that came with them (no family file is read again for it), passed through
-``pytest_tooleffect_modifyreport`` (the judge's section is written by :class:`JudgeSection`
-through it), then written as JSON and printed.  The HTML page (``--tooleffect-html``) also shows
-each decision's state (conversation, tools, label), which records do not carry: it reads the
-cases back from the run's family folders, once, at the end.
+writes files.  The report is assembled by :func:`pytest_tooleffect.report.assembly.assemble` from the
+records and the families' metadata that came with them (no family file is read again for it), its
+sections written by the plugin's own parts (the judge's by :class:`JudgeContributor`), then passed
+through the users' ``pytest_tooleffect_modifyreport``, written as JSON, HTML and Markdown, and
+printed.  The HTML page (``--tooleffect-html``) also shows each decision's state (conversation,
+tools, label), which records do not carry: it reads the cases back from the run's family folders, once, at the end.
 """
 
 from __future__ import annotations
