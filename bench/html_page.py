@@ -24,6 +24,7 @@ from results import emit  # bench/results.py: this folder is on sys.path
 
 from pytest_tooleffect.report import summarise
 from pytest_tooleffect.report.html import States, render_html
+from pytest_tooleffect.score.record import Record
 
 LIMIT_S = 5.0
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -101,6 +102,7 @@ def main() -> None:
         state, cls = _case(rng, i)
         states.cases["bench"][f"c{i:05d}"] = state
         records += [_record(rng, i, cls, f"policy-{p}") for p in range(args.policies)]
+    records = [Record.model_validate(r) for r in records]
     t0 = time.perf_counter()
     report = summarise(records)
     t1 = time.perf_counter()

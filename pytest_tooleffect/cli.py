@@ -63,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--duplicates", choices=["refuse", "first", "last"], default="refuse",
                    help="a record (id and trial) found twice: refuse (default), keep the first or the last read")
     p.add_argument("--cases", default="cases", help="folder of the families (for quota and population)")
+    p.add_argument("--baseline", help="a baseline file: the report's baseline section, as --tooleffect-baseline")
+    p.add_argument("--baseline-changed-labels", choices=["skip", "compare"], default="skip",
+                   help="decisions whose label changed since the baseline: left out (default) or compared")
+    p.add_argument("--judge-calibration", help="the judge's calibration file, for the report's judge section")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("html", help="one self-contained HTML page: the report and a browser of every decision")

@@ -2,7 +2,9 @@
 
 The record and the report each have a "modify" hook, called once per record (on the process
 that scored it) and once per report (on the controller), as pytest-json-report's
-``pytest_json_modifyreport`` is.
+``pytest_json_modifyreport`` is.  They are for users, and run last: the plugin's own parts
+(the baseline, the shard, the judge, the gates) write theirs before, through internal
+protocols (:mod:`pytest_tooleffect.score.sections`, :mod:`pytest_tooleffect.report.assembly`).
 """
 
 from __future__ import annotations
@@ -49,8 +51,10 @@ def pytest_tooleffect_modify_record(record: dict[str, Any], item: pytest.Item) -
     """Add to or change a record before it is attached to the test report (in place).
 
     Called on the process that scored the item (an xdist worker under ``-n``), for every record:
-    scored, or an error (provider, agent, sandbox, oracle).  What it adds lands in the record
-    log, pytest-json-report's per-test metadata and the controller's report input.
+    scored, or an error (provider, agent, sandbox, oracle), after the plugin's own additions
+    (``baseline``, ``shard``).  What it adds lands in the record log, pytest-json-report's
+    per-test metadata and the controller's report input; the record is read back as a
+    :class:`~pytest_tooleffect.score.record.Record`, so a field it changes must keep its type.
 
     Args:
         record: the record as a JSON object (see :class:`pytest_tooleffect.score.record.Record`).
@@ -70,8 +74,9 @@ def pytest_tooleffect_modifyreport(report: dict[str, Any], records: list[dict[st
                                    config: pytest.Config) -> None:
     """Add to or change the JSON report before it is written and printed (in place).
 
-    Called once, on the controller, after the report is built from every record of the run.
-    The plugin's own ``judge`` section is written through this hook.
+    Called once, on the controller, after the report is assembled from every record of the run,
+    its own sections (``judge``, ``shard``, ``baseline``, ``gates``) included; the report is read
+    back as a :class:`~pytest_tooleffect.report.Report`, so a section it changes must keep its type.
 
     Args:
         report: the report as a JSON object (see :class:`pytest_tooleffect.report.Report`).

@@ -13,7 +13,7 @@ the controller-only reporter is skipped on xdist workers.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,16 +25,20 @@ from pytest_tooleffect.compat import PhaseReports
 from pytest_tooleffect.decide.decision import ModelTurns, obtain_decision, tooleffect_decision
 from pytest_tooleffect.decide.sandbox_run import Sandboxes, tooleffect_sandbox
 from pytest_tooleffect.options import addoptions
-from pytest_tooleffect.report.reporter import JudgeSection, Reporter
+from pytest_tooleffect.report.reporter import JudgeContributor, Reporter, RunTally
 from pytest_tooleffect.sandbox import registered_providers
 from pytest_tooleffect.score.scoring import Scorer, tooleffect_score
+from pytest_tooleffect.score.sections import RecordSection, ShardMark, record_sections_key
 from pytest_tooleffect.settings import resolve, settings_key
 from pytest_tooleffect.signals import TermAsInterrupt
+
+if TYPE_CHECKING:
+    from pytest_tooleffect.report.assembly import ReportSection
 
 __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
 _PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes",
-            "tooleffect-scorer", "tooleffect-judge-section", "tooleffect-reporter", "tooleffect-gates",
+            "tooleffect-scorer", "tooleffect-reporter", "tooleffect-gates",
             "tooleffect-baseline", "tooleffect-shard", "tooleffect-phase-reports")
 
 
@@ -64,14 +68,28 @@ def pytest_configure(config: pytest.Config) -> None:
     if settings.live:
         plugins["tooleffect-model-turns"] = ModelTurns(config)
     if not hasattr(config, "workerinput"):
-        plugins["tooleffect-judge-section"] = JudgeSection(settings)
-        plugins["tooleffect-reporter"] = Reporter(config)
-        plugins["tooleffect-gates"] = GateKeeper(config)  # reads [tool.tooleffect.gates]: a usage error here
+        tally = RunTally()
+        gates = GateKeeper(config, tally)  # reads [tool.tooleffect.gates]: a usage error here
+        # the report's sections (written in the assembler's order: judge, shard, baseline, gates)
+        sections: list[ReportSection] = [JudgeContributor(settings.judge_model, settings.judge_calibration), gates]
+        if settings.shard is not None:
+            from pytest_tooleffect.report.assembly import ShardSection
+            from pytest_tooleffect.report.run_model import ShardOf
+
+            sections.append(ShardSection(shard=ShardOf(index=settings.shard[0], count=settings.shard[1])))
+        if baseline is not None:
+            sections.append(baseline)
+        plugins["tooleffect-reporter"] = Reporter(config, sections, tally)
+        plugins["tooleffect-gates"] = gates
         plugins["tooleffect-phase-reports"] = PhaseReports(config)
-    if settings.shard is not None:  # on workers too: they collect, deselect and make records
-        plugins["tooleffect-shard"] = ShardSelector(*settings.shard)
+    record_sections: list[RecordSection] = []  # what they add to each record, in this order
     if baseline is not None:  # on workers too: they collect (xfail marks) and make records
         plugins["tooleffect-baseline"] = baseline
+        record_sections.append(baseline)
+    if settings.shard is not None:  # on workers too: they collect, deselect and make records
+        shards = plugins["tooleffect-shard"] = ShardSelector(*settings.shard)
+        record_sections.append(ShardMark(shards))
+    config.stash[record_sections_key] = record_sections
     for name, plugin in plugins.items():
         config.pluginmanager.register(plugin, name)
 

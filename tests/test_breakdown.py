@@ -70,7 +70,7 @@ def test_the_buckets_sum_to_the_no_tool_failures_of_every_shipped_family(directo
                                  predicates=_harness_predicates())
             verdict = score(case.recorded.model_dump(exclude_none=True), case.label, tools, fam.rules, ctx)
             records.append(build_record(family=fam.name, case=case, policy="replay", verdict=verdict,
-                                        tools={t.name: t for t in tools}))
+                                        tools={t.name: t for t in tools}).to_json())
     if not records:
         pytest.skip(f"{directory.name} has nothing recorded to replay")
     _check(records)
@@ -122,7 +122,7 @@ def test_the_buckets_sum_to_the_no_tool_failures_on_generated_decisions(rows: li
         from pytest_tooleffect.formats import ToolSpec
 
         records.append(build_record(family="gen", case=case, policy="p", verdict=verdict,
-                                    tools={n: ToolSpec.model_validate(t) for n, t in tools.items()}))
+                                    tools={n: ToolSpec.model_validate(t) for n, t in tools.items()}).to_json())
     _check(records)
 
 
@@ -159,7 +159,7 @@ def test_a_call_to_a_tool_not_offered_is_flagged_in_every_class_and_reported() -
     from pytest_tooleffect.report.markdown import render_markdown
     from pytest_tooleffect.report.terminal import render_terminal
 
-    report = summarise(records).model_dump(mode="json")
+    report = summarise(records)
     line = "calls to tools not offered (hallucinated): single 1, several 0, no_tool 1"
     assert line + " (made_up 2)" in render_terminal(report, width=200)
     assert "Calls to tools not offered (hallucinated): single 1, several 0, no_tool 1 (`made_up` 2)." in \

@@ -17,7 +17,8 @@ import yaml
 
 from pytest_tooleffect.ci.gate_keeper import RunTally, decide_exit, evaluate
 from pytest_tooleffect.ci.gate_rules import GateSet, load_gates, parse_gates
-from pytest_tooleffect.report import summarise
+from pytest_tooleffect.report import Report, summarise
+from pytest_tooleffect.score.record import BaselineMark, Record
 from tests.conftest import REPO
 
 FAMILY = """\
@@ -401,24 +402,25 @@ def test_the_readme_ci_job_runs(pytester: pytest.Pytester, monkeypatch: pytest.M
 # ------------------------------------------------------------------------------ the rules, on report dicts
 
 
-def _records(no_tool: tuple[int, int], single: tuple[int, int]) -> list[dict[str, Any]]:
+def _records(no_tool: tuple[int, int], single: tuple[int, int]) -> list[Record]:
     """Scored records: (correct, n) per class, name level = name + args level."""
     out = []
     for cls, (c, n) in (("no_tool", no_tool), ("single", single)):
         for i in range(n):
             ok = i < c
-            out.append({"id": f"f/{cls}-{i}[p]", "case_id": f"{cls}-{i}", "family": "f", "policy": "p",
-                        "outcome": "scored", "class": cls, "bucket": "middle", "label_hash": "h",
-                        "verdict": {"name_ok": ok, "name_args_ok": ok, "kind": ("ok" if ok else "wrong_tool"),
-                                    "fields": [], "unruled": []},
-                        "cost": {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None}})
+            out.append(Record.model_validate({
+                "id": f"f/{cls}-{i}[p]", "case_id": f"{cls}-{i}", "family": "f", "policy": "p",
+                "outcome": "scored", "class": cls, "bucket": "middle", "step": 0, "run_length": 1, "xfail": False,
+                "label_hash": "h", "no_tool_failure": None, "error": None, "source": {"kind": "authored"},
+                "verdict": {"name_ok": ok, "name_args_ok": ok, "kind": ("ok" if ok else "wrong_tool"),
+                            "fields": [], "unruled": []},
+                "cost": {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None}}))
     return out
 
 
-def _report(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The report's JSON form, as the reporter passes it to ``pytest_tooleffect_modifyreport``."""
-    report = summarise(records)
-    return report if isinstance(report, dict) else report.model_dump(mode="json")
+def _report(records: list[Record]) -> Report:
+    """The report the gates judge (its blocks)."""
+    return summarise(records)
 
 
 def _gates(toml: str) -> Any:
@@ -462,7 +464,7 @@ def test_averages_are_points_and_min_n_covers_their_classes() -> None:
 
 def test_cost_unknown_is_not_judged_unless_the_known_part_already_exceeds() -> None:
     records = _records((2, 2), (1, 1))
-    records[0]["cost"]["cost_usd"] = 0.5
+    records[0].cost.cost_usd = 0.5
     report = _report(records)
     small, big = evaluate(report, records, _gates('[tool.tooleffect.gates."*"]\nmax_cost_usd = 1\n'
                                                   '[tool.tooleffect.gates."f/p"]\nmax_cost_usd_per_decision = 0.1\n'))
@@ -494,7 +496,7 @@ def test_the_exit_rule(status: int, gates_fail: bool, tally: RunTally, stopped: 
 def test_a_regressions_gate_that_compares_nothing_is_not_judged(statuses: list[str], expected: str) -> None:
     records = _records((3, 3), (0, 0))[:3]
     for r, status in zip(records, statuses):
-        r["baseline"] = {"status": status}
+        r.baseline = BaselineMark.model_validate({"status": status})
     (result,) = evaluate(_report(records), records, _gates('[tool.tooleffect.gates."*"]\nmax_regressions = 0\n'))
     assert result.status == expected, result.line
 

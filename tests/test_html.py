@@ -20,6 +20,7 @@ import pytest
 
 from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT
 from pytest_tooleffect.report.html import load_states, render_html
+from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.report.record_log import read_records
 from tests.conftest import REPO
 
@@ -250,19 +251,23 @@ def test_policies_side_by_side_and_their_disagreements(tmp_path: Path, browser_c
 
 
 def test_regressions_and_fixes_come_first_with_a_baseline(tmp_path: Path, browser_context: Any) -> None:
-    from pytest_tooleffect.report import summarise
+    import copy
 
-    records = [record_row("a", f"c{i}", "ok", True) for i in range(5)] + [record_row("a", "c9", "wrong_tool", False)]
-    records[3]["verdict"].update(name_ok=False, name_args_ok=False, kind="wrong_tool")
-    for r, status in zip(records, ["passing", "passing", "passing", "regression", "passing", "fixed"]):
-        r["baseline"] = {"status": status}
-    report = summarise(records).to_json()
-    report["baseline"] = {"path": "b.json", "created": "2026-01-01", "totals": {
-        "compared": 6, "regressions": 1, "fixes": 1, "known": 0, "new": 0}, "blocks": [{
-            "family": "fam", "policy": "a", "regressions": [{"id": "fam/c3[a]", "class": "single", "before": "ok",
-                                                             "after": "wrong_tool"}],
-            "fixes": [{"id": "fam/c9[a]", "class": "single", "before": "wrong_tool", "after": "ok"}],
-            "mcnemar": None}]}
+    from pytest_tooleffect.ci.baseline import Baseline
+    from pytest_tooleffect.ci.regressions import BaselineContributor
+    from pytest_tooleffect.report import summarise
+    from pytest_tooleffect.score.record import Record
+
+    before = [record_row("a", f"c{i}", "ok", True) for i in range(5)] + [record_row("a", "c9", "wrong_tool", False)]
+    rows = copy.deepcopy(before)
+    rows[3]["verdict"].update(name_ok=False, name_args_ok=False, kind="wrong_tool")  # c3 regressed
+    rows[5]["verdict"].update(name_ok=True, name_args_ok=True, kind="ok")  # c9 fixed
+    records = [Record.model_validate(r) for r in rows]
+    section = BaselineContributor(Baseline.from_records(before, created="2026-01-01"), Path("b.json"))
+    section.mark(records)
+    assert [r.baseline.status for r in records if r.baseline] == ["passing"] * 3 + ["regression", "passing", "fixed"]
+    report = summarise(records)
+    section.contribute(report, records)
     path = tmp_path / "p.html"
     path.write_text(render_html(report, records))
     page = _open(browser_context, path)
@@ -278,10 +283,10 @@ def test_regressions_and_fixes_come_first_with_a_baseline(tmp_path: Path, browse
 def test_report_sections_the_page_does_not_draw_are_shown_as_json() -> None:
     from pytest_tooleffect.report import summarise
 
-    report = summarise([record_row("a", "c1", "ok", True)]).to_json()
-    report["host_info"] = {"started": "2026-12-01T10:00:00Z", "host_marker": "ci-7"}  # a hook's section
-    report["blocks"][0]["tool_loops"] = {"count": 3, "marker": "made-up-tool"}
-    html = render_html(report)
+    data = summarise([record_row("a", "c1", "ok", True)]).to_json()
+    data["host_info"] = {"started": "2026-12-01T10:00:00Z", "host_marker": "ci-7"}  # a hook's section
+    data["blocks"][0]["tool_loops"] = {"count": 3, "marker": "made-up-tool"}
+    html = render_html(Report.model_validate(data))
     assert 'data-more="host_info"' in html and "ci-7" in html
     assert 'data-more="tool_loops"' in html and "made-up-tool" in html
     plain = render_html(summarise([record_row("a", "c1", "ok", True)]))
@@ -291,16 +296,16 @@ def test_report_sections_the_page_does_not_draw_are_shown_as_json() -> None:
 def test_the_runs_metadata_and_its_shards_are_drawn() -> None:
     from pytest_tooleffect.report import summarise
 
-    report = summarise([record_row("a", "c1", "ok", True)]).to_json()
-    report["run"] = {"started_at": "2026-12-01T10:00:00.000Z", "ended_at": "2026-12-01T10:01:00.000Z",
+    data = summarise([record_row("a", "c1", "ok", True)]).to_json()
+    data["run"] = {"started_at": "2026-12-01T10:00:00.000Z", "ended_at": "2026-12-01T10:01:00.000Z",
                      "command": ["pytest", "cases/", "-n", "2"], "directory": "/ci/work",
                      "versions": {"plugin": "0.1.0", "pytest": "9.2.0", "litellm": None, "pytest_xdist": "3.8.0",
                                   "python": "3.11.7"},
                      "cases_git": {"demo": {"commit": "a" * 40, "dirty": True}},
                      "policies": {"replay": {"name": "replay"}}}
-    report["shards"] = {"count": 4, "merged": [1, 2, 4], "missing": [3], "logs": ["a.jsonl", "b.jsonl", "d.jsonl"],
-                        "duplicates_dropped": 2}
-    html = render_html(report)
+    data["shards"] = {"count": 4, "merged": [1, 2, 4], "missing": [3], "logs": ["a.jsonl", "b.jsonl", "d.jsonl"],
+                      "duplicates_dropped": 2}
+    html = render_html(Report.model_validate(data))
     assert "merged 3 of 4 shards from 3 record logs; missing: 3; 2 repeated records dropped" in html
     assert 'id="run"' in html and "pytest cases/ -n 2" in html and "litellm unknown" in html
     assert "git <code>aaaaaaaaaaaa</code> (with uncommitted changes)" in html and "data-more" not in html

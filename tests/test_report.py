@@ -74,7 +74,7 @@ def test_report_building_does_not_import_scipy_stats() -> None:
 def _rec(family: str, cls: str, name_ok: bool, name_args_ok: bool, kind: str, bucket: str = "last",
          policy: str = "replay", outcome: str = "scored", **extra: Any) -> dict[str, Any]:
     return {"family": family, "policy": policy, "case_id": f"{cls}-{kind}-{bucket}-{extra.get('n', 0)}",
-            "label_hash": "h", "class": cls, "bucket": bucket, "outcome": outcome, "xfail": False,
+            "label_hash": "h", "class": cls, "bucket": bucket, "step": 0, "run_length": 1, "source": {"kind": "authored"}, "outcome": outcome, "xfail": False,
             "verdict": None if outcome == "error" else {"name_ok": name_ok, "name_args_ok": name_args_ok,
                                                         "kind": kind, "fields": extra.get("fields", []), "unruled": []},
             "no_tool_failure": extra.get("ntf"), "cost": {"input_tokens": None, "output_tokens": None,

@@ -1,13 +1,13 @@
 """Gates judged: each gate of :mod:`.gates` against the report's own rates, intervals, kinds,
 regressions and cost, one :class:`GateResult` per gate; the session's exit status decided from
 them (:func:`decide_exit`); and :class:`GateKeeper`, the controller's plugin object that writes
-the report's ``gates`` section, prints one line per gate, writes the Markdown summary and sets
-``session.exitstatus``.
+the report's ``gates`` section (a report section of :mod:`pytest_tooleffect.report.assembly`),
+prints one line per gate and sets ``session.exitstatus``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import asdict, dataclass
 from decimal import Decimal
 from fractions import Fraction
@@ -15,7 +15,6 @@ from typing import Any, Literal
 
 import pytest
 
-from pytest_tooleffect import wire
 from pytest_tooleffect.ci.gate_rules import (
     AVERAGES,
     EFFECT_KINDS,
@@ -28,11 +27,15 @@ from pytest_tooleffect.ci.gate_rules import (
     RateFloors,
     gates_of,
 )
-from pytest_tooleffect.options import OPT_SUMMARY_MD
 from pytest_tooleffect.oracle import KINDS
 from pytest_tooleffect.report import CLASSES, percent
+from pytest_tooleffect.report.ci_model import GatesApplied, GatesNotApplied
+from pytest_tooleffect.report.effects_model import EffectRate
+from pytest_tooleffect.report.model import Block, ClassRates, Rate, Report
+from pytest_tooleffect.report.reporter import RunTally
+from pytest_tooleffect.score.record import Record
 from pytest_tooleffect.settings import settings_key
-from pytest_tooleffect.util.output_files import output_problems_key, shown_path, write_text
+from pytest_tooleffect.util.output_files import output_problems_key, shown_path
 
 __all__ = ["GateKeeper", "GateResult", "RunTally", "decide_exit", "evaluate", "unmatched_tables"]
 
@@ -127,12 +130,12 @@ def _ci_text(ci: Sequence[float] | None) -> str:
     return f"Wilson {lo}-{hi}"
 
 
-def evaluate(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+def evaluate(report: Report, records: Sequence[Record],
              config: GatesConfig) -> list[GateResult]:
     """Judge every gate on every block of the report.
 
     Args:
-        report: the report as a JSON object (``blocks``, one per family × policy).
+        report: the report (its ``blocks``, one per family × policy).
         records: the run's records (for the regression count: ``baseline.status``).
         config: the gates.
 
@@ -142,17 +145,17 @@ def evaluate(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
         set for a family × policy the run did not score is never passed in silence.
     """
     out: list[GateResult] = []
-    blocks = list(report.get("blocks") or [])
-    by_block: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    blocks = report.blocks
+    by_block: dict[tuple[str, str], list[Record]] = {}
     for r in records:
-        by_block.setdefault((r.get("family", ""), r.get("policy", "")), []).append(r)
+        by_block.setdefault((r.family, r.policy), []).append(r)
     for block in blocks:
-        fam, pol = block["family"], block["policy"]
+        fam, pol = block.family, block.policy
         out.extend(_judge_block(block, by_block.get((fam, pol), []), config.for_block(fam, pol)))
     for fam, pol in config.tables:
         if "*" in (fam, pol):  # a table with a wildcard applies to the blocks there are
             continue
-        if any(fam == b["family"] and pol == b["policy"] for b in blocks):
+        if any(fam == b.family and pol == b.policy for b in blocks):
             continue
         gates = config.for_block(fam, pol)
         reason = f"no decisions of family {fam} and policy {pol} in the run"
@@ -162,18 +165,18 @@ def evaluate(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
     return out
 
 
-def unmatched_tables(report: Mapping[str, Any], config: GatesConfig) -> list[str]:
+def unmatched_tables(report: Report, config: GatesConfig) -> list[str]:
     """The gate tables with a wildcard that match no block of the report (a typo such as
     ``"*/Replay"`` would otherwise judge nothing while every gate "passed"), as ``FAMILY/POLICY``.
 
     Args:
-        report: the report as a JSON object (``blocks``).
+        report: the report (its ``blocks``).
         config: the gates.
 
     Returns:
         The tables' keys, in the file's order; ``"*"`` (every block) is never among them.
     """
-    blocks = [(b["family"], b["policy"]) for b in report.get("blocks") or []]
+    blocks = [(b.family, b.policy) for b in report.blocks]
     return [f"{fam}/{pol}" for fam, pol in config.tables
             if "*" in (fam, pol) and (fam, pol) != ("*", "*")
             and not any(fam in ("*", f) and pol in ("*", p) for f, p in blocks)]
@@ -206,12 +209,12 @@ def _unjudged(reason: str, gates: GateSet) -> str:
     return reason + ('; let through by unjudged = "pass"' if gates.unjudged == "pass" else "")
 
 
-def _judge_block(block: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+def _judge_block(block: Block, records: Sequence[Record],
                  gates: GateSet) -> list[GateResult]:
     min_n = gates.min_n or 1
     results = []
     for gate, op, threshold, unit, bound in _listed(gates):
-        result = _maker(block["family"], block["policy"], gates, gate, op, threshold, unit, bound)
+        result = _maker(block.family, block.policy, gates, gate, op, threshold, unit, bound)
         if unit == "%":
             subject, level = gate.split(" ")
             results.append(_judge_rate(block, subject, level, threshold, bound, min_n, result))
@@ -239,37 +242,41 @@ def _maker(family: str, policy: str, gates: GateSet, gate: str, op: str, thresho
     return make
 
 
-def _judge_rate(block: Mapping[str, Any], subject: str, level: str, threshold: float, bound: str | None,
+def _judge_rate(block: Block, subject: str, level: str, threshold: float, bound: str | None,
                 min_n: int, result: _Make) -> GateResult:
-    effects: Mapping[str, Any] = block.get("effects") or {}
+    effects = block.effects
     if level == "effect" and not effects:
         return result("not_judged", "no decisions were run in a sandbox")
     if subject in CLASSES:
-        if level == "effect":
-            row = effects["classes"][subject]
-            n = row["n"]
+        row: Rate | EffectRate
+        if effects is not None and level == "effect":
+            effect_row: EffectRate = getattr(effects.classes, subject)
+            row, n = effect_row, effect_row.n
         else:
-            row = block["classes"][subject][level]
-            n = block["classes"][subject]["n"]
+            rates: ClassRates = getattr(block.classes, subject)
+            row, n = getattr(rates, level), rates.n
         if n == 0:
             return result("not_judged", f"n=0: no {subject} rows")
         if n < min_n:
             return result("not_judged", f"n={n} < min_n {min_n}", n=n)
-        ci = row.get("wilson95_pct")
-        judged = ci[0] if bound == "wilson" else row["rate_pct"]
+        ci = row.wilson95_pct
+        judged = ci[0] if bound == "wilson" and ci is not None else row.rate_pct
+        if judged is None:
+            return result("not_judged", f"n=0: no {subject} rows")
         ok = judged >= threshold
-        shown = _shown(row["rate_pct"], threshold, ok) if bound != "wilson" else row["rate_display"]
+        shown = _shown(judged, threshold, ok) if bound != "wilson" else row.rate_display
         ci_text = _ci_text(ci)
-        if bound == "wilson":  # the lower end as judged, with more digits if one would mislead
+        if bound == "wilson" and ci is not None:  # the lower end as judged, with more digits if one would mislead
             ci_text = f"Wilson {_shown(ci[0], threshold, ok)}-{ci_text.split('-')[-1]}"
         return result("passed" if ok else "failed", f"{shown} %, {ci_text}, n={n}", judged, n)
     # an average: judged as a point (the report gives no interval for an average)
-    if level == "effect":
-        value, classes = effects[f"{subject}_pct"], effects["classes"]
-        counts = {c: classes[c]["n"] for c in CLASSES}
+    value: float | None
+    if effects is not None and level == "effect":
+        value = effects.micro_pct if subject == "micro" else effects.macro_pct
+        counts = {c: getattr(effects.classes, c).n for c in CLASSES}
     else:
-        value = block[subject][f"{level}_pct"]
-        counts = {c: block["classes"][c]["n"] for c in CLASSES}
+        value = getattr(block.micro if subject == "micro" else block.macro, f"{level}_pct")
+        counts = {c: getattr(block.classes, c).n for c in CLASSES}
     total = sum(counts.values())
     if value is None or total == 0:
         return result("not_judged", "n=0: no rows")
@@ -287,36 +294,35 @@ def _judge_rate(block: Mapping[str, Any], subject: str, level: str, threshold: f
                   value, total)
 
 
-def _judge_count(block: Mapping[str, Any], records: Sequence[Mapping[str, Any]], gate: str, threshold: float,
+def _judge_count(block: Block, records: Sequence[Record], gate: str, threshold: float,
                  result: _Make) -> GateResult:
     if gate == "regressions":
-        if not any(isinstance(r.get("baseline"), Mapping) for r in records):
+        if not any(r.baseline is not None for r in records):
             return result("not_judged", _BASELINE_HINT)
-        marked = [r for r in records if isinstance(r.get("baseline"), Mapping)
-                  and r["baseline"].get("status") in _COMPARED]
+        marked = [r for r in records if r.baseline is not None and r.baseline.status in _COMPARED]
         if not marked:  # a baseline that pairs no decision (another family, policy or repeats) judges nothing
             return result("not_judged", "no decision of the run was compared with the baseline")
-        ids = tuple(sorted(r["id"] for r in marked if r["baseline"]["status"] == "regression"))
+        ids = tuple(sorted(r.id for r in marked if r.baseline is not None and r.baseline.status == "regression"))
         shown = f"{len(ids)} of {len(marked)} decisions compared with the baseline"
         if ids:
             shown += ": " + ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
         return result("passed" if len(ids) <= threshold else "failed", shown, float(len(ids)), len(marked), ids)
     if gate in EFFECT_KINDS:
-        effects = block.get("effects")
+        effects = block.effects
         if not effects:
             return result("not_judged", "no decisions were run in a sandbox")
-        count, n = effects["kinds"].get(gate, 0), effects["n"]
+        count, n = getattr(effects.kinds, gate, 0), effects.n
     else:
-        count, n = block["kinds"].get(gate, 0), block["n_scored"]
+        count, n = getattr(block.kinds, gate, 0), block.n_scored
     return result("passed" if count <= threshold else "failed", f"{count} of {n} decisions", float(count), n)
 
 
-def _judge_cost(block: Mapping[str, Any], gate: str, threshold: float, result: _Make) -> GateResult:
-    cost, n = block["cost"], block["n_scored"]
+def _judge_cost(block: Block, gate: str, threshold: float, result: _Make) -> GateResult:
+    cost, n = block.cost, block.n_scored
     if n == 0:
         return result("not_judged", "no scored decisions")
-    known = cost.get("cost_usd") or 0.0
-    unknown = cost.get("cost_usd_unknown") or 0
+    known = cost.cost_usd or 0.0
+    unknown = cost.cost_usd_unknown or 0
     per = gate == "cost per decision"
     value = known / n if per else known  # mean over the scored decisions, or the total (USD)
     shown = f"${value:.6f}" + (" mean" if per else "") + f" over {n} decisions"
@@ -328,42 +334,6 @@ def _judge_cost(block: Mapping[str, Any], gate: str, threshold: float, result: _
 
 
 # ------------------------------------------------------------------------------ exit status
-
-
-@dataclass
-class RunTally:
-    """What the controller saw of the run, for the exit status under gates.
-
-    Attributes:
-        decision_failures: failed items whose record is a scored decision (the gates judge these).
-        error_records: failed items whose record is an error (provider, agent, sandbox, oracle).
-        other_failures: every other failed report (a setup or teardown error without a record, a
-            test that is not a case item).
-        collection_errors: failed collection reports.
-    """
-
-    decision_failures: int = 0
-    error_records: int = 0
-    other_failures: int = 0
-    collection_errors: int = 0
-
-    @property
-    def errors(self) -> int:
-        """Everything that fails the run whatever the gates say."""
-        return self.error_records + self.other_failures + self.collection_errors
-
-    def add(self, report: pytest.TestReport) -> None:
-        """Count a failed test report."""
-        if not report.failed:
-            return
-        record = getattr(report, wire.REPORT_RECORD, None)
-        outcome = record.get("outcome") if isinstance(record, Mapping) else None
-        if outcome == "scored" and report.when == "call":
-            self.decision_failures += 1
-        elif outcome == "error":
-            self.error_records += 1
-        else:
-            self.other_failures += 1
 
 
 def decide_exit(pytest_status: int, gates_fail: bool, tally: RunTally, stopped: bool) -> tuple[int, str]:
@@ -405,27 +375,34 @@ def decide_exit(pytest_status: int, gates_fail: bool, tally: RunTally, stopped: 
 
 
 class GateKeeper:
-    """Controller-only: the gates, the Markdown summary, and the exit status under gates.
+    """Controller-only: the gates judged on the report, and the exit status under gates.
+
+    The report's ``gates`` section is written through the internal section protocol
+    (:class:`~pytest_tooleffect.report.assembly.ReportSection`, after the baseline's); the
+    reporter writes it out (JSON, HTML, Markdown summary); this object sets ``session.exitstatus``
+    and prints one line per gate.
 
     Args:
         config: pytest's config (the gates are the ``[tool.tooleffect.gates]`` its settings read from the
             rootdir's ``pyproject.toml``, validated here, at configure time).
+        tally: the run's failures by what they are (counted by the reporter).
 
     Raises:
         pytest.UsageError: ``[tool.tooleffect.gates]`` is invalid.
     """
 
-    def __init__(self, config: pytest.Config) -> None:
+    section: Literal["gates"] = "gates"
+
+    def __init__(self, config: pytest.Config, tally: RunTally) -> None:
         self.config = config
         self.gates = gates_of(config.stash[settings_key])
-        self.summary_md = config.stash[settings_key].summary_md
-        self.tally = RunTally()
+        self.settings = config.stash[settings_key]
+        self.tally = tally
         self.session: pytest.Session | None = None
-        self.report: dict[str, Any] | None = None
-        self.records: list[dict[str, Any]] = []
+        self.report: Report | None = None
+        self.records: Sequence[Record] = []
         self.results: list[GateResult] | None = None
         self.exit: tuple[int, str] | None = None
-        self.summary_written = False
 
     @property
     def configured(self) -> bool:
@@ -443,21 +420,18 @@ class GateKeeper:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
 
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self.tally.collection_errors += 1
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.tally.add(report)
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_tooleffect_modifyreport(self, report: dict[str, Any], records: list[dict[str, Any]]) -> None:
-        """Judge the gates on the finished report (after other implementations) and write ``gates``."""
-        self.report, self.records = report, records
-        if not self.applies:
-            return
-        self._judge()
-        report["gates"] = self._section()
+    def contribute(self, report: Report, records: Sequence[Record]) -> None:
+        """Judge the gates on the report (its blocks, and the records' baseline statuses) and write
+        ``report.gates``: the results when the gates apply, else (when some gate is set) why not.
+        """
+        made = bool(report.blocks or report.invalid or report.skipped or report.unrecorded
+                    or self.settings.report is not None)
+        self.report, self.records = (report if made else None), records
+        if self.applies:
+            self._judge()
+            report.gates = self._section()
+        elif self.configured:
+            report.gates = GatesNotApplied(applied=False, note=_NOT_APPLIED)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -471,8 +445,6 @@ class GateKeeper:
             self._judge()
             assert self.exit is not None
             session.exitstatus = self.exit[0]
-        if self.summary_md is not None:
-            self._write_summary()
         problems = self.config.stash.get(output_problems_key, None)
         if problems and session.exitstatus == pytest.ExitCode.OK:  # outputs incomplete: never exit 0
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -489,7 +461,7 @@ class GateKeeper:
         if self.applies and self.results is not None and self.exit is not None:
             terminalreporter.write_sep("=", "tooleffect gates")
             assert self.gates is not None and self.report is not None
-            shown = ", ".join(f"{b['family']}/{b['policy']}" for b in self.report.get("blocks") or []) or "none"
+            shown = ", ".join(f"{b.family}/{b.policy}" for b in self.report.blocks) or "none"
             for key in unmatched_tables(self.report, self.gates):
                 terminalreporter.write_line(f'tooleffect gates: warning: table "{key}" matches no family x policy '
                                             f"of the run (blocks: {shown}); its gates judged nothing", yellow=True)
@@ -499,9 +471,11 @@ class GateKeeper:
                 terminalreporter.write_line(r.line, **markup)
             terminalreporter.write_line(self._decision_line(), bold=True, red=self.exit[0] != 0,
                                         green=self.exit[0] == 0)
-        if self.summary_md is not None and self.summary_written:
+        reporter = self.config.pluginmanager.get_plugin("tooleffect-reporter")
+        summary_md = self.settings.summary_md
+        if summary_md is not None and getattr(reporter, "summary_written", False):
             terminalreporter.write_line("tooleffect summary (Markdown) written to "
-                                        f"{shown_path(self.summary_md, self.config.invocation_params.dir)}")
+                                        f"{shown_path(summary_md, self.config.invocation_params.dir)}")
         return result
 
     def _decision_line(self) -> str:
@@ -514,13 +488,13 @@ class GateKeeper:
             unjudged += f" ({failing} of them failing the run)" if failing else " (let through)"
         unscored = ""
         if self.report is not None:  # collected and never decided: no gate judges them, and the report says so
-            skipped = sum(int(s.get("count") or 0) for s in self.report.get("skipped") or [])
-            invalid = sum(int(f.get("count") or 0) for f in self.report.get("invalid") or [])
-            unrecorded = sum(int(u.get("count") or 0) for u in self.report.get("unrecorded") or [])
+            skipped = sum(s.count for s in self.report.skipped)
+            invalid = sum(f.count for f in self.report.invalid)
+            unrecorded = sum(u.count for u in self.report.unrecorded)
             parts = [f"{n} {what}" for n, what in ((skipped, "skipped"), (invalid, "invalid cases"),
                                                    (unrecorded, "without a record")) if n]
             if parts:
-                unscored = f"; {', '.join(parts)} judged by no gate (report {self.report.get('status')})"
+                unscored = f"; {', '.join(parts)} judged by no gate (report {self.report.status})"
         return (f"tooleffect gates: {counts['passed']} passed, {counts['failed']} failed, {unjudged}; "
                 f"{self.tally.errors} errors; {self.exit[1]}{unscored}")
 
@@ -534,9 +508,10 @@ class GateKeeper:
             stopped = bool(session.shouldfail or session.shouldstop)
             self.exit = decide_exit(session.exitstatus, any(r.fails_run for r in self.results), self.tally, stopped)
 
-    def _section(self) -> dict[str, Any]:
+    def _section(self) -> GatesApplied:
         assert self.results is not None and self.exit is not None and self.gates is not None
-        return {
+        assert self.report is not None
+        return GatesApplied.model_validate({
             "applied": True,
             "source": f"{self.gates.path} [{GATES_TABLE}]",
             "passed": not any(r.fails_run for r in self.results),
@@ -544,25 +519,6 @@ class GateKeeper:
             "errors": asdict(self.tally) | {"total": self.tally.errors},
             "exit_status": self.exit[0],
             "exit_reason": self.exit[1],
-            "unmatched_tables": unmatched_tables(self.report or {}, self.gates),
+            "unmatched_tables": unmatched_tables(self.report, self.gates),
             "results": [r.to_dict() for r in self.results],
-        }
-
-    def _write_summary(self) -> None:
-        from pytest_tooleffect.report.markdown import render_markdown
-
-        report = dict(self.report or {"blocks": []})
-        if self.applies:
-            report["gates"] = self._section()
-        elif self.configured:
-            report["gates"] = {"applied": False, "note": _NOT_APPLIED}
-        text = render_markdown(report, self.records, errors=self.tally.errors)
-        path = self.summary_md
-        assert path is not None
-        try:
-            write_text(path, text)
-            self.summary_written = True
-        except OSError as exc:
-            problems = self.config.stash.get(output_problems_key, None)
-            if problems is not None:
-                problems.add(f"tooleffect: {OPT_SUMMARY_MD} {path}: cannot be written ({exc.strerror or exc})")
+        })

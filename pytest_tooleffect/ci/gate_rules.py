@@ -24,9 +24,9 @@ key by key::
 This module reads and checks the configuration (:func:`load_gates`); :mod:`.gating` judges the
 report against it and decides the exit status.  Its plugin object ``GateKeeper`` lives on the
 controller only (``plugin.py``): it judges
-the report through ``pytest_tooleffect_modifyreport`` (writing the report's ``gates``
-section), prints one line per gate, writes the Markdown summary (``--tooleffect-summary-md``),
-and sets ``session.exitstatus`` by :func:`decide_exit` in a ``pytest_sessionfinish`` wrapper.
+the report as one of its sections (writing the report's ``gates``, which the reporter writes out,
+the Markdown summary of ``--tooleffect-summary-md`` included), prints one line per gate, and sets
+``session.exitstatus`` by :func:`decide_exit` in a ``pytest_sessionfinish`` wrapper.
 
 Rates are the report's own (``docs/design.md``, "Report arithmetic"): the class rate, its
 Wilson 95 % interval (Wilson, JASA 22(158), 1927, as the report computes it) and the micro-

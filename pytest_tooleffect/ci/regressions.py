@@ -8,13 +8,14 @@ A decision that failed in the baseline is expected to fail (collection adds
 ``xfail(raises=DecisionFailed)`` (a case file's own ``xfail``) covers it.  Every record gets
 ``baseline: {"status": ...}`` on the process that scored it, so ``-n 2`` records say what
 ``-n 0`` records say.  On the controller the report's ``baseline`` block (:mod:`.comparison`) is
-written through ``pytest_tooleffect_modifyreport``.
+written through the report's section protocol (:mod:`pytest_tooleffect.report.assembly`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator
-from typing import Any
+from collections.abc import Generator, Sequence
+from pathlib import Path
+from typing import Any, Literal
 
 import pytest
 
@@ -23,9 +24,12 @@ from pytest_tooleffect.ci.comparison import compare, summary_lines
 from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.options import OPT_BASELINE
 from pytest_tooleffect.outcomes import DecisionFailed
+from pytest_tooleffect.report.ci_model import BaselineComparison, BaselineUnreadable
+from pytest_tooleffect.report.model import Report
+from pytest_tooleffect.score.record import BaselineMark, Record
 from pytest_tooleffect.settings import settings_key
 
-__all__ = ["BaselinePlugin", "Regression"]
+__all__ = ["BaselineContributor", "BaselinePlugin", "Regression"]
 
 
 class Regression(pytest.fail.Exception):  # type: ignore[name-defined,misc]
@@ -54,6 +58,8 @@ class BaselinePlugin:
     Raises:
         pytest.UsageError: the baseline file is missing or malformed (before any test runs).
     """
+
+    section: Literal["baseline"] = "baseline"
 
     def __init__(self, config: pytest.Config) -> None:
         settings = config.stash[settings_key]
@@ -86,11 +92,14 @@ class BaselinePlugin:
                 reason=f"known failure: {before.describe()} in the baseline {self.path.name}",
                 raises=DecisionFailed, strict=False))
 
-    def pytest_tooleffect_modify_record(self, record: dict[str, Any], item: pytest.Item) -> None:
+    def modify_record(self, record: Record, item: pytest.Item) -> None:
+        """Write ``record.baseline`` (a :class:`~pytest_tooleffect.score.sections.RecordSection`, on the
+        process that scored the item).
+        """
         if _before_key not in item.stash:
             return
-        status = classify(item.stash[_before_key], BaselineDecision.from_record(record), self.changed_labels)
-        record["baseline"] = {"status": status}
+        status = classify(item.stash[_before_key], BaselineDecision.from_record(record.to_json()), self.changed_labels)
+        record.baseline = BaselineMark.model_validate({"status": status})
         item.stash[_status_key] = status
 
     @pytest.hookimpl(wrapper=True)
@@ -105,15 +114,11 @@ class BaselinePlugin:
             raise Regression(f"regression: {exc.msg} (was {before.describe()} in the baseline {self.path.name})",
                              pytrace=False) from None
 
-    def pytest_tooleffect_modifyreport(self, report: dict[str, Any], records: list[dict[str, Any]]) -> None:
-        try:
-            after = Baseline.from_records(records)
-        except BaselineError as exc:
-            report["baseline"] = {"path": str(self.path), "error": str(exc)}
-            return
-        comparison = compare(self.baseline, after, self.changed_labels)
-        self.comparison = report["baseline"] = {"path": str(self.path), "created": self.baseline.created,
-                                                **comparison}
+    def contribute(self, report: Report, records: Sequence[Record]) -> None:
+        """Write ``report.baseline`` (a :class:`~pytest_tooleffect.report.assembly.ReportSection`, on the
+        controller).
+        """
+        self.comparison = BaselineContributor(self.baseline, self.path, self.changed_labels).write(report, records)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
@@ -123,3 +128,51 @@ class BaselinePlugin:
         for line in summary_lines(self.comparison):
             red = line.startswith("regression")
             terminalreporter.write_line(line, red=red, green=line.startswith("fixed"), bold=red)
+
+
+class BaselineContributor:
+    """The report's ``baseline`` section: the run's records against a baseline (a
+    :class:`~pytest_tooleffect.report.assembly.ReportSection`).  Used by the plugin and by
+    ``tooleffect report --baseline``.
+
+    Args:
+        baseline: the baseline, read.
+        path: its file (named in the section).
+        changed_labels: ``skip`` or ``compare`` decisions whose label changed.
+    """
+
+    section: Literal["baseline"] = "baseline"
+
+    def __init__(self, baseline: Baseline, path: Path, changed_labels: str = "skip") -> None:
+        self.baseline, self.path, self.changed_labels = baseline, path, changed_labels
+
+    def mark(self, records: Sequence[Record]) -> None:
+        """Give each record without one its ``baseline`` status (records read from a log of a run made
+        without this baseline).
+        """
+        for record in records:
+            if record.baseline is None:
+                after = BaselineDecision.from_record(record.to_json())
+                status = classify(self.baseline.decisions.get(record.id), after, self.changed_labels)
+                record.baseline = BaselineMark.model_validate({"status": status})
+
+    def contribute(self, report: Report, records: Sequence[Record]) -> None:
+        """Write ``report.baseline``."""
+        self.write(report, records)
+
+    def write(self, report: Report, records: Sequence[Record]) -> dict[str, Any] | None:
+        """Write ``report.baseline``.
+
+        Returns:
+            The comparison as a JSON object (``path``, ``created``, then :func:`.comparison.compare`'s
+            keys), or ``None`` when the records could not be read as a run.
+        """
+        try:  # read as the record log's lines are, by the baseline's own reader
+            after = Baseline.from_records(r.to_json() for r in records)
+        except BaselineError as exc:
+            report.baseline = BaselineUnreadable(path=str(self.path), error=str(exc))
+            return None
+        comparison = {"path": str(self.path), "created": self.baseline.created,
+                      **compare(self.baseline, after, self.changed_labels)}
+        report.baseline = BaselineComparison.model_validate(comparison)
+        return comparison

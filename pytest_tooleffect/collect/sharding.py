@@ -108,13 +108,6 @@ class ShardSelector:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
 
-    def pytest_tooleffect_modify_record(self, record: dict[str, Any], item: pytest.Item) -> None:
-        record["shard"] = {"index": self.index, "count": self.count,
-                           "family_fingerprint": self.fingerprints.get(record["family"])}
-
-    def pytest_tooleffect_modifyreport(self, report: dict[str, Any]) -> None:
-        report["shard"] = {"index": self.index, "count": self.count}
-
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         counts = f": {self.kept} of {self.collected} items collected" if self.collected else ""
         terminalreporter.write_line(f"tooleffect: this run is shard {self.index}/{self.count}{counts}")

@@ -18,16 +18,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``tooleffect report``: the report from record logs (shards merged into one), as terminal
     tables or JSON.
 
+    The report is assembled as a run's is (:func:`~pytest_tooleffect.report.assembly.assemble`), with
+    the sections its inputs allow: the judge the records name, the shards merged, and the baseline
+    when ``--baseline`` gives one.
+
     Args:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when printed; 2 for logs that do not merge.
+        The exit status: 0 when printed; 2 for logs that do not merge, or a baseline that cannot be read.
     """
     from pytest_tooleffect.collect.cases import FamilyError, load_family
     from pytest_tooleffect.collect.family import family_dirs
-    from pytest_tooleffect.report import dumps, render_terminal, summarise
+    from pytest_tooleffect.report import dumps, render_terminal
+    from pytest_tooleffect.report.assembly import ReportSection, ShardSection, assemble
     from pytest_tooleffect.report.merging import MergeError, merge_logs
+    from pytest_tooleffect.report.reporter import JudgeContributor, judge_line
 
     meta = {}
     root = Path(args.cases)
@@ -43,13 +49,30 @@ def cmd_report(args: argparse.Namespace) -> int:
     except MergeError as exc:
         print(f"tooleffect report: {exc}", file=sys.stderr)
         return 2
-    report = summarise(merged.records, meta, status=merged.status)
+    records = merged.records
+    calibration = getattr(args, "judge_calibration", None)
+    sections: list[ReportSection] = [JudgeContributor.of_records(records, Path(calibration) if calibration else None)]
     if merged.shard_count is not None:
         from pytest_tooleffect.report.run_model import MergedShards
 
-        report.shards = MergedShards(count=merged.shard_count, merged=merged.shards_merged,
-                                     missing=merged.shards_missing, logs=[str(p) for p in merged.logs],
-                                     duplicates_dropped=merged.duplicates_dropped)
+        sections.append(ShardSection(merged=MergedShards(
+            count=merged.shard_count, merged=merged.shards_merged, missing=merged.shards_missing,
+            logs=[str(p) for p in merged.logs], duplicates_dropped=merged.duplicates_dropped)))
+    baseline_path = getattr(args, "baseline", None)
+    baseline = None
+    if baseline_path:
+        from pytest_tooleffect.ci.baseline import Baseline, BaselineError
+        from pytest_tooleffect.ci.regressions import BaselineContributor
+
+        try:
+            baseline = BaselineContributor(Baseline.load(Path(baseline_path)), Path(baseline_path),
+                                           getattr(args, "baseline_changed_labels", "skip"))
+        except BaselineError as exc:
+            print(f"tooleffect report: --baseline {exc}", file=sys.stderr)
+            return 2
+        baseline.mark(records)
+        sections.append(baseline)
+    report = assemble(records, meta, sections, status=merged.status)
     if merged.duplicates_dropped:
         print(f"tooleffect report: {merged.duplicates_dropped} repeated records left out (--duplicates "
               f"{args.duplicates})", file=sys.stderr)
@@ -61,12 +84,19 @@ def cmd_report(args: argparse.Namespace) -> int:
               f"of {merged.shard_count} missing", file=sys.stderr)
     if args.json:
         print(dumps(report))
-    else:
-        import shutil
+        return 0
+    import shutil
 
-        from pytest_tooleffect.report.terminal import report_layout
+    from pytest_tooleffect.report.terminal import report_layout
 
-        print(render_terminal(report, **report_layout(sys.stdout, shutil.get_terminal_size().columns)))
+    print(render_terminal(report, **report_layout(sys.stdout, shutil.get_terminal_size().columns)))
+    line = judge_line(report)
+    if line is not None:
+        print(line)
+    if baseline is not None and report.baseline is not None:
+        from pytest_tooleffect.ci.comparison import summary_lines
+
+        print("\n".join(summary_lines(report.baseline.model_dump(mode="json", by_alias=True))))
     return 0
 
 
@@ -102,12 +132,12 @@ def cmd_html(args: argparse.Namespace) -> int:
     cases = Path(args.cases)
     if isinstance(report_json, dict) and "blocks" in report_json:  # a JSON report: its tables, no decision
         try:
-            Report.model_validate(report_json)
+            report = Report.model_validate(report_json)
         except ValueError as exc:
             print(f"tooleffect html: {source} is not a tooleffect report: {exc}", file=sys.stderr)
             return 2
         try:
-            write_html(out, report_json)
+            write_html(out, report)
         except OSError as exc:
             print(f"tooleffect html: cannot write {out}: {exc}", file=sys.stderr)
             return 2

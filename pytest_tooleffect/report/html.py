@@ -196,13 +196,12 @@ def _bar(ci: Sequence[float] | None, pct: float | None) -> dict[str, float] | No
     return {"lo": ci[0], "hi": ci[1], "pct": pct}
 
 
-def render_html(report: Report | Mapping[str, Any], records: Sequence[Mapping[str, Any] | Record] = (),
+def render_html(report: Report, records: Sequence[Mapping[str, Any] | Record] = (),
                 states: States | None = None, title: str = "tooleffect report") -> str:
     """Render the page.
 
     Args:
-        report: the report (or its JSON object, as ``pytest_tooleffect_modifyreport`` left it,
-            with ``baseline`` and ``gates`` sections when the run had them).
+        report: the report (with its ``baseline`` and ``gates`` sections when the run had them).
         records: the run's records; none: the page has the report's tables and no browser.
         states: the cases' states (:func:`load_states`), for the conversation of each decision.
         title: the page's title.
@@ -212,14 +211,14 @@ def render_html(report: Report | Mapping[str, Any], records: Sequence[Mapping[st
     """
     import jinja2
 
-    data = report.to_json() if isinstance(report, Report) else dict(report)
+    data = report.to_json()  # the template reads the report's JSON form, as the page's script does
     rows = [r.to_json() if isinstance(r, Record) else r for r in records]
     env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"),
                              autoescape=jinja2.select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
     env.globals.update(bar=_bar, classes=CLASSES, small_n=SMALL_CLASS_N, cap=LIST_CAP)
     disagreements = _disagreements(rows)
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
-    shown = {*Report.model_fields, "baseline", "gates"}
+    shown = set(Report.model_fields)
     return env.get_template("report.html.j2").render(
         more={k: v for k, v in data.items() if k not in shown},
         block_more=[{k: v for k, v in b.items() if k not in Block.model_fields} for b in data.get("blocks", [])],
@@ -230,7 +229,7 @@ def render_html(report: Report | Mapping[str, Any], records: Sequence[Mapping[st
     )
 
 
-def write_html(path: Path, report: Report | Mapping[str, Any], records: Sequence[Mapping[str, Any] | Record] = (),
+def write_html(path: Path, report: Report, records: Sequence[Mapping[str, Any] | Record] = (),
                states: States | None = None) -> None:
     """Write the page to ``path`` (its folder created).
 

@@ -11,12 +11,15 @@ nothing is recomputed.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
 from pytest_tooleffect.report.arithmetic import percent
-from pytest_tooleffect.report.model import CLASSES
+from pytest_tooleffect.report.ci_model import GatesNotApplied
+from pytest_tooleffect.report.effects_model import EffectRate
+from pytest_tooleffect.report.model import CLASSES, Block, Rate, Report
+from pytest_tooleffect.score.record import Record
 
 __all__ = ["render_markdown"]
 
@@ -24,14 +27,12 @@ _MAX_IDS = 10  # record ids listed per block and list; the rest are counted
 _STATUS = {"passed": "PASSED", "failed": "FAILED", "not_judged": "NOT JUDGED"}
 
 
-def render_markdown(report: Mapping[str, Any], records: Sequence[Mapping[str, Any]] = (),
+def render_markdown(report: Report, records: Sequence[Record] = (),
                     errors: int | None = None) -> str:
     """Render the summary.
 
     Args:
-        report: the report as a JSON object (``blocks``; ``gates`` when gates are configured:
-            ``applied``, and when applied ``passed``, ``exit_status``, ``exit_reason``, ``counts``,
-            ``results``; else ``note``).
+        report: the report (its ``gates`` when gates are configured: judged, or why not).
         records: the run's records (their ``baseline.status`` gives the regressions).
         errors: everything that errored in the run (error records, collection errors, failing
             tests that are not decisions); ``None``: the error records of the report's blocks.
@@ -39,112 +40,110 @@ def render_markdown(report: Mapping[str, Any], records: Sequence[Mapping[str, An
     Returns:
         Markdown text ending in a newline.
     """
-    blocks = list(report.get("blocks") or [])
-    gates = report.get("gates")
-    n_errors = sum(b.get("n_errors", 0) for b in blocks) if errors is None else errors
+    blocks = report.blocks
+    gates = report.gates
+    n_errors = sum(b.n_errors for b in blocks) if errors is None else errors
     out: list[str] = []
-    if gates and not gates.get("applied", True):
-        out += ["## tooleffect", "", f"Gates not applied: {_cell(gates['note'])}.", ""]
+    if isinstance(gates, GatesNotApplied):
+        out += ["## tooleffect", "", f"Gates not applied: {_cell(gates.note)}.", ""]
     elif gates:
-        verdict = "passed" if gates["passed"] else "FAILED"
-        out += [f"## tooleffect: gates {verdict} (exit {gates['exit_status']})", "",
-                f"{_cell(gates['exit_reason'])}.", ""]
-        c = gates["counts"]
-        out += [f"{c['passed']} passed, {c['failed']} failed, {c['not_judged']} not judged; {n_errors} errors.", ""]
-        if gates["results"]:
+        verdict = "passed" if gates.passed else "FAILED"
+        out += [f"## tooleffect: gates {verdict} (exit {gates.exit_status})", "",
+                f"{_cell(gates.exit_reason)}.", ""]
+        c = gates.counts
+        out += [f"{c.passed} passed, {c.failed} failed, {c.not_judged} not judged; {n_errors} errors.", ""]
+        if gates.results:
             out += ["| result | gate | value |", "| --- | --- | --- |"]
-            for r in gates["results"]:
-                head, _, _ = r["line"].partition(": " + _STATUS[r["status"]])
-                shown = _STATUS[r["status"]] + ("" if r["fails_run"] or r["status"] == "passed" else " (let through)")
-                out.append(f"| {shown} | {_cell(head.removeprefix('gate '))} | {_cell(r['detail'])} |")
+            for r in gates.results:
+                head, _, _ = r.line.partition(": " + _STATUS[r.status])
+                shown = _STATUS[r.status] + ("" if r.fails_run or r.status == "passed" else " (let through)")
+                out.append(f"| {shown} | {_cell(head.removeprefix('gate '))} | {_cell(r.detail)} |")
             out.append("")
     else:
         out += ["## tooleffect", "", "No gates configured: pytest's exit status stands (a failing decision fails "
                 "the run).", ""]
     if not blocks:
         out += ["No decisions were scored.", ""]
-    by_block: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for r in records:
-        by_block.setdefault((r.get("family", ""), r.get("policy", "")), []).append(r)
+    by_block: dict[tuple[str, str], list[Record]] = {}
+    for record in records:
+        by_block.setdefault((record.family, record.policy), []).append(record)
     for b in blocks:
-        out += _block(b, by_block.get((b["family"], b["policy"]), []))
+        out += _block(b, by_block.get((b.family, b.policy), []))
     out.append(f"Errors (not counted in any rate, and failing the run): {n_errors}.")
-    invalid, skipped = report.get("invalid") or [], report.get("skipped") or []
-    unrecorded = report.get("unrecorded") or []
-    if report.get("status") and report["status"] != "complete":
-        n_unrecorded = sum(u["count"] for u in unrecorded)
+    invalid, skipped, unrecorded = report.invalid, report.skipped, report.unrecorded
+    if report.status != "complete":
+        n_unrecorded = sum(u.count for u in unrecorded)
         without = f", {n_unrecorded} without a record" if n_unrecorded else ""
-        out += ["", f"Report status: {report['status']} ({sum(f['count'] for f in invalid)} invalid cases, "
-                    f"{sum(s['count'] for s in skipped)} skipped{without}; none in any rate)."]
+        out += ["", f"Report status: {report.status} ({sum(f.count for f in invalid)} invalid cases, "
+                    f"{sum(s.count for s in skipped)} skipped{without}; none in any rate)."]
         for f in invalid:
-            ids = ", ".join(f"`{_cell('<file>' if i is None else i)}`" for i in f["ids"][:_MAX_IDS])
-            more = f" and {f['count'] - _MAX_IDS} more" if f["count"] > _MAX_IDS else ""
-            out.append(f"Invalid cases in {_cell(f['family'])}: {f['count']}: {ids}{more}.")
+            ids = ", ".join(f"`{_cell('<file>' if i is None else i)}`" for i in f.ids[:_MAX_IDS])
+            more = f" and {f.count - _MAX_IDS} more" if f.count > _MAX_IDS else ""
+            out.append(f"Invalid cases in {_cell(f.family)}: {f.count}: {ids}{more}.")
         for u in unrecorded:
-            ids = ", ".join(f"`{_cell(i)}`" for i in u["ids"][:_MAX_IDS])
-            more = f" and {u['count'] - _MAX_IDS} more" if u["count"] > _MAX_IDS else ""
-            reasons = "; ".join(f"{_cell(r)}: {n}" for r, n in u["reasons"].items())
-            out.append(f"Without a record in {_cell(u['family'])}: {u['count']} ({reasons}): {ids}{more}.")
+            ids = ", ".join(f"`{_cell(i)}`" for i in u.ids[:_MAX_IDS])
+            more = f" and {u.count - _MAX_IDS} more" if u.count > _MAX_IDS else ""
+            reasons = "; ".join(f"{_cell(r)}: {n}" for r, n in u.reasons.items())
+            out.append(f"Without a record in {_cell(u.family)}: {u.count} ({reasons}): {ids}{more}.")
     return "\n".join(out) + "\n"
 
 
-def _block(b: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> list[str]:
-    eff = b.get("effects")
-    out = [f"### {_cell(b['family'])} · {_cell(b['policy'])}", "",
-           f"{b['n_scored']} scored, {b['n_errors']} errors, {b['n_xfail']} xfail · label set "
-           f"`{b['label_set_fingerprint']}`", ""]
+def _block(b: Block, records: Sequence[Record]) -> list[str]:
+    eff = b.effects
+    out = [f"### {_cell(b.family)} · {_cell(b.policy)}", "",
+           f"{b.n_scored} scored, {b.n_errors} errors, {b.n_xfail} xfail · label set "
+           f"`{b.label_set_fingerprint}`", ""]
     head = "| class | n | name | 95 % CI | name + args | 95 % CI |"
     rule = "| --- | ---: | ---: | ---: | ---: | ---: |"
     if eff:
         head, rule = head + " effect | 95 % CI |", rule + " ---: | ---: |"
     out += [head, rule]
     for cls in CLASSES:
-        c = b["classes"][cls]
-        row = [cls, str(c["n"]), _rate(c["name"], c["n"]), _ci(c["name"]["wilson95_pct"]),
-               _rate(c["name_args"], c["n"]), _ci(c["name_args"]["wilson95_pct"])]
+        c = getattr(b.classes, cls)
+        row = [cls, str(c.n), _rate(c.name, c.n), _ci(c.name.wilson95_pct),
+               _rate(c.name_args, c.n), _ci(c.name_args.wilson95_pct)]
         if eff:
-            e = eff["classes"][cls]
-            row += [_rate(e, e["n"]), _ci(e["wilson95_pct"])]
+            e = getattr(eff.classes, cls)
+            row += [_rate(e, e.n), _ci(e.wilson95_pct)]
         out.append("| " + " | ".join(row) + " |")
     for avg in ("micro", "macro"):
-        a = b[avg]
-        row = [f"{avg}-average", str(b["n_scored"]) if avg == "micro" else "", _pc(a["name_display"]), "",
-               _pc(a["name_args_display"]), ""]
+        a = b.micro if avg == "micro" else b.macro
+        row = [f"{avg}-average", str(b.n_scored) if avg == "micro" else "", _pc(a.name_display), "",
+               _pc(a.name_args_display), ""]
         if eff:
-            row += [_pc(eff[f"{avg}_display"]), ""]
+            row += [_pc(eff.micro_display if avg == "micro" else eff.macro_display), ""]
         out.append("| " + " | ".join(row) + " |")
     out.append("")
-    kinds = ", ".join(f"{k} {v}" for k, v in b["kinds"].items() if v and k not in ("ok", "ok_no_tool"))
+    kinds = ", ".join(f"{k} {v}" for k, v in b.kinds if v and k not in ("ok", "ok_no_tool"))
     out += [f"Failures by kind: {kinds or 'none'}.", ""]
-    nt = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in b["no_tool_failures"].items() if v)
+    nt = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in b.no_tool_failures if v)
     out += [f"No-tool failures: {nt or 'none'}.", ""]
-    by_reply = b.get("no_tool_by_reply") or {}
+    by_reply = b.no_tool_by_reply
     if set(by_reply) - {"unspecified"}:
         out += ["No tool, by the reply due: " + ", ".join(
-            f"{due} {r['n']} (no call {_pc(r['no_call_display'])}, reply right {_pc(r['right_display'])})"
+            f"{due} {r.n} (no call {_pc(r.no_call_display)}, reply right {_pc(r.right_display)})"
             for due, r in by_reply.items()) + ".", ""]
-    made_up = b.get("hallucinated_tools") or {"classes": {}, "tools": {}}
-    names = ", ".join(f"`{k}` {v}" for k, v in made_up["tools"].items())
+    made_up = b.hallucinated_tools
+    names = ", ".join(f"`{k}` {v}" for k, v in made_up.tools.items())
     out += ["Calls to tools not offered (hallucinated): " + ", ".join(
-        f"{c} {n}" for c, n in made_up["classes"].items()) + (f" ({names})" if names else "") + ".", ""]
+        f"{c} {n}" for c, n in made_up.classes) + (f" ({names})" if names else "") + ".", ""]
     out += _baseline(records)
-    errors = b.get("errors") or []
+    errors = b.errors
     if errors:
-        listed = ", ".join(f"`{_cell(e['id'])}`" for e in errors[:_MAX_IDS])
+        listed = ", ".join(f"`{_cell(e.id)}`" for e in errors[:_MAX_IDS])
         more = f" and {len(errors) - _MAX_IDS} more" if len(errors) > _MAX_IDS else ""
-        types = ", ".join(f"{_cell(t)} {n}" for t, n in (b.get("error_types") or {}).items())
+        types = ", ".join(f"{_cell(t)} {n}" for t, n in b.error_types.items())
         out += [f"Errors: {len(errors)} ({types}): {listed}{more}." if types else
                 f"Errors: {len(errors)}: {listed}{more}.", ""]
     return out
 
 
-def _baseline(records: Sequence[Mapping[str, Any]]) -> list[str]:
-    statuses = [r["baseline"].get("status") for r in records if isinstance(r.get("baseline"), Mapping)]
+def _baseline(records: Sequence[Record]) -> list[str]:
+    statuses = [r.baseline.status for r in records if r.baseline is not None]
     if not statuses:
         return ["Baseline: none (no regressions can be told apart from known failures).", ""]
     counts = Counter(statuses)
-    regressed = sorted(r["id"] for r in records
-                       if isinstance(r.get("baseline"), Mapping) and r["baseline"].get("status") == "regression")
+    regressed = sorted(r.id for r in records if r.baseline is not None and r.baseline.status == "regression")
     parts = ", ".join(f"{n} {s.replace('_', ' ')}" for s, n in sorted(counts.items()) if s != "regression")
     line = f"Regressions against the baseline: {len(regressed)}"
     if regressed:
@@ -153,8 +152,8 @@ def _baseline(records: Sequence[Mapping[str, Any]]) -> list[str]:
     return [line + (f" ({parts})." if parts else "."), ""]
 
 
-def _rate(level: Mapping[str, Any], n: int) -> str:
-    return "–" if not n else f"{level['rate_display']} % ({level['correct']}/{n})"
+def _rate(level: Rate | EffectRate, n: int) -> str:
+    return "–" if not n else f"{level.rate_display} % ({level.correct}/{n})"
 
 
 def _pc(display: str) -> str:

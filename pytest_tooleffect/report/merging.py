@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pytest_tooleffect.report.record_log import load_records
+from pytest_tooleffect.score.record import Record
 
 __all__ = ["DUPLICATE_CHOICES", "MergeError", "Merged", "merge_logs", "record_logs"]
 
@@ -40,7 +41,7 @@ class Merged:
     """Records of several logs, each once.
 
     Attributes:
-        records: the records kept (JSON objects), in the order read.
+        records: the records kept, in the order read.
         logs: the logs read, in order.
         shard_count: the number of shards the records say the run had, or ``None`` (unsharded).
         shards_merged: the shards with records, sorted.
@@ -48,7 +49,7 @@ class Merged:
         duplicates_dropped: records left out as repeats (``first`` or ``last``).
     """
 
-    records: list[dict[str, Any]]
+    records: list[Record]
     logs: list[Path]
     shard_count: int | None = None
     shards_merged: list[int] = field(default_factory=list)
@@ -103,7 +104,7 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merg
     if duplicates not in DUPLICATE_CHOICES:
         raise MergeError(f"duplicates {duplicates!r}: one of {', '.join(DUPLICATE_CHOICES)}")
     logs = record_logs(paths)
-    kept: dict[tuple[str, int], tuple[dict[str, Any], Path]] = {}
+    kept: dict[tuple[str, int], tuple[Record, Path]] = {}
     dropped = 0
     labels: dict[tuple[str, str], tuple[str, Path]] = {}
     fingerprints: dict[str, tuple[str, Path]] = {}
@@ -114,10 +115,9 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merg
             records = load_records(log)
         except (OSError, ValueError) as exc:
             raise MergeError(f"{log}: {exc}") from exc
-        for rec in records:
-            r = rec.to_json()
+        for r in records:
             _check_shard(r, log, fingerprints, counts, shards)  # one run first: then a repeat is a repeat
-            key = (r["id"], r.get("trial") or 1)
+            key = (r.id, r.trial or 1)
             seen = kept.get(key)
             if seen is not None:
                 if duplicates == "refuse":
@@ -142,31 +142,31 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merg
     return merged
 
 
-def _check_label(r: dict[str, Any], log: Path, labels: dict[tuple[str, str], tuple[str, Path]]) -> None:
-    key = (r["family"], r["case_id"])
-    first = labels.setdefault(key, (r["label_hash"], log))
-    if first[0] != r["label_hash"]:
-        raise MergeError(f"family {key[0]}, case {key[1]}: label hash {first[0]} in {first[1]} but {r['label_hash']} "
+def _check_label(r: Record, log: Path, labels: dict[tuple[str, str], tuple[str, Path]]) -> None:
+    key = (r.family, r.case_id)
+    first = labels.setdefault(key, (r.label_hash, log))
+    if first[0] != r.label_hash:
+        raise MergeError(f"family {key[0]}, case {key[1]}: label hash {first[0]} in {first[1]} but {r.label_hash} "
                          f"in {log}: the logs scored different labels and are not one run")
 
 
-def _check_shard(r: dict[str, Any], log: Path, fingerprints: dict[str, tuple[str, Path]],
+def _check_shard(r: Record, log: Path, fingerprints: dict[str, tuple[str, Path]],
                  counts: dict[int, Path], shards: set[int]) -> None:
-    shard = r.get("shard")
-    n = shard["count"] if shard else 0  # 0: a run that was not sharded
+    shard = r.shard
+    n = shard.count if shard else 0  # 0: a run that was not sharded
     other = next(iter(counts), None)
     if other is not None and other != n:
         def run(k: int) -> str:
             return f"a run of {k} shards" if k else "an unsharded run"
-        raise MergeError(f"{log}: record {r['id']} is from {run(n)}, {counts[other]} from {run(other)}: merge the "
+        raise MergeError(f"{log}: record {r.id} is from {run(n)}, {counts[other]} from {run(other)}: merge the "
                          "shards of one run only")
     counts.setdefault(n, log)
     if not shard:
         return
-    shards.add(shard["index"])
-    fp = shard.get("family_fingerprint")
+    shards.add(shard.index)
+    fp = shard.family_fingerprint
     if fp is not None:
-        first = fingerprints.setdefault(r["family"], (fp, log))
+        first = fingerprints.setdefault(r.family, (fp, log))
         if first[0] != fp:
-            raise MergeError(f"family {r['family']}: label-set fingerprint {first[0]} in {first[1]} but {fp} in "
+            raise MergeError(f"family {r.family}: label-set fingerprint {first[0]} in {first[1]} but {fp} in "
                              f"{log}: the shards collected different cases or labels")

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import Field, WithJsonSchema, field_validator
 
 from pytest_tooleffect.report.arithmetic import CLASSES
+from pytest_tooleffect.report.ci_model import BaselineComparison, BaselineUnreadable, GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import Effects
 from pytest_tooleffect.report.parts import Closed, Count, Number, Part, Pct, PerClass, is_none
 from pytest_tooleffect.report.run_model import (
@@ -440,7 +441,7 @@ class Report(Part):
     """Per family, the items collected that ended with no record (a crashed worker, a run stopped
     before them), sorted."""
     judge: JudgeSection | None = Field(default=None, exclude_if=is_none)
-    """The judge of free-text fields (written by the plugin; absent from ``tooleffect report``)."""
+    """The judge of free-text fields (``tooleffect report``: the judge the records name)."""
     shard: ShardOf | None = Field(default=None, exclude_if=is_none)
     """The shard this run was (``--tooleffect-shard I/N``); absent from an unsharded run."""
     shards: MergedShards | None = Field(default=None, exclude_if=is_none)
@@ -449,8 +450,15 @@ class Report(Part):
     """When and how the run was made, with which versions, cases commit and policy parameters (written by
     the plugin; absent from ``tooleffect report``)."""
 
+    baseline: BaselineComparison | BaselineUnreadable | None = Field(default=None, exclude_if=is_none,
+                                                                     union_mode="left_to_right")
+    """The run against its baseline (``--tooleffect-baseline``); absent without one."""
+    gates: GatesApplied | GatesNotApplied | None = Field(default=None, exclude_if=is_none, union_mode="left_to_right")
+    """The gates judged and the exit status they decided (``[tool.tooleffect.gates]``); absent when no gate
+    judged the run."""
+
     def to_json(self) -> dict[str, Any]:
-        """The report as a JSON object, keys in field order (``judge`` left out when there is none)."""
+        """The report as a JSON object, keys in field order (sections without a value left out)."""
         return self.model_dump(mode="json")
 
 

@@ -2,48 +2,65 @@
 
 The stage after scoring on the path of one case (``docs/design.md``, "Architecture").  Records ride on
 test reports (from this process or, under xdist, from the workers), so only the controller
-writes files.  The report is built by :mod:`pytest_tooleffect.report` from the records and the
-families' metadata that came with them (no family file is read again for it), passed through
-``pytest_tooleffect_modifyreport`` (the judge's section is written by :class:`JudgeSection`
-through it), then written as JSON and printed.  The HTML page (``--tooleffect-html``) also shows
-each decision's state (conversation, tools, label), which records do not carry: it reads the
-cases back from the run's family folders, once, at the end.
+writes files.  The report is assembled by :func:`pytest_tooleffect.report.assembly.assemble` from the
+records and the families' metadata that came with them (no family file is read again for it), its
+sections written by the plugin's own parts (the judge's by :class:`JudgeContributor`), then passed
+through the users' ``pytest_tooleffect_modifyreport``, written as JSON, HTML and Markdown, and
+printed.  The HTML page (``--tooleffect-html``) also shows each decision's state (conversation,
+tools, label), which records do not carry: it reads the cases back from the run's family folders, once, at the end.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
 from pytest_tooleffect import wire
 from pytest_tooleffect.collect.family import CASE_SUFFIXES, family_dirs, is_family_dir
-from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT
+from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT, OPT_SUMMARY_MD
 from pytest_tooleffect.report.record_log import RecordLog
 from pytest_tooleffect.report.runinfo import git_state, now_utc, versions
 from pytest_tooleffect.settings import Settings, settings_key
 from pytest_tooleffect.util.output_files import OutputProblems, output_problems_key, shown_path, write_text
 from pytest_tooleffect.util.redaction import redact_obj
 
-__all__ = ["CaseNodes", "JudgeSection", "Reporter", "rate_line"]
+if TYPE_CHECKING:
+    from pytest_tooleffect.report.assembly import ReportSection
+    from pytest_tooleffect.report.model import Report
+    from pytest_tooleffect.score.record import Record
+
+__all__ = ["CaseNodes", "JudgeContributor", "Reporter", "RunTally", "judge_line", "rate_line"]
 
 
 class Reporter:
     """Controller-only: collects records from reports, writes the record log as they arrive,
-    and the report at the end.
+    and every output at the end: the JSON report, the HTML page and the Markdown summary.
+
+    The report is made by :func:`~pytest_tooleffect.report.assembly.assemble` with the plugin's
+    own sections, then passed to the users' ``pytest_tooleffect_modifyreport`` (as its JSON
+    object) and read back.
 
     Args:
         config: pytest's config.
+        sections: the plugin's parts that write the report's further sections (judge, shard,
+            baseline, gates), in any order: they are written in
+            :data:`~pytest_tooleffect.report.assembly.SECTION_ORDER`.
+        tally: the run's failures by what they are, counted here (the gates read it too).
     """
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, sections: Sequence[ReportSection] = (),
+                 tally: RunTally | None = None) -> None:
         self.config = config
         self.settings = config.stash[settings_key]
-        self.records: list[dict[str, Any]] = []
+        self.sections = list(sections)
+        self.tally = tally if tally is not None else RunTally()
+        self.records: list[Record] = []
         self.invalid: list[dict[str, Any]] = []
         self.skipped: list[dict[str, Any]] = []
         args = (Path(config.invocation_params.dir) / a.split("::")[0] for a in config.args)
@@ -54,9 +71,10 @@ class Reporter:
         self.policies: dict[str, dict[str, Any]] = {}
         self.started_at = now_utc()
         self.log: RecordLog | None = None
-        self.report: dict[str, Any] | None = None
+        self.report: Report | None = None
         self.report_written = False
         self.html_written = False
+        self.summary_written = False
         self.kept_previous_log = False
         self.problems = config.stash[output_problems_key] = OutputProblems()
 
@@ -85,7 +103,12 @@ class Reporter:
     def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
         self.items.collected(ids)  # every worker collects the same items; a replaced worker again
 
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.tally.collection_errors += 1
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.tally.add(report)
         self.items.reported(report)
         family = getattr(report, wire.REPORT_FAMILY, None)
         if family is not None:
@@ -99,45 +122,69 @@ class Reporter:
             entry = getattr(report, attr, None)
             if entry is not None:
                 seen.append(entry)
-        record = getattr(report, wire.REPORT_RECORD, None)
-        if record is None:
+        sent = getattr(report, wire.REPORT_RECORD, None)
+        if sent is None:
             return
+        from pytest_tooleffect.score.record import Record
+
+        record = Record.model_validate(sent)  # the record's JSON object on the wire (xdist), typed again here
         self.records.append(record)
         # the log is replaced when the run makes its first record, not at start: a run that stops
         # before any item (an unknown policy, a collection error) leaves the previous run's log
         if self.log is None and self.settings.records is not None:
             self.log = self._open_log()
         if self.log is not None:
-            self.log.write(record)
+            self.log.write(sent)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         self._finish_log(session, exitstatus)
         unrecorded = self.items.unrecorded(self.family_dirs)
         if not (self.records or self.invalid or self.skipped or unrecorded) and self.settings.report is None:
+            if self.settings.summary_md is not None:  # the summary says what there is: no decision, the gates' note
+                from pytest_tooleffect.report.assembly import assemble
+
+                self._write_summary(assemble([], {}, self.sections))
             return
-        from pytest_tooleffect.report import dumps, summarise
+        from pytest_tooleffect.report import Report, dumps
+        from pytest_tooleffect.report.assembly import assemble
 
         status = "interrupted" if exitstatus == pytest.ExitCode.INTERRUPTED else "complete"
-        report = summarise(self.records, self.families, status=status, invalid=self.invalid, skipped=self.skipped,
-                           min_class_n=self.settings.min_class_n, unrecorded=unrecorded)
+        report = assemble(self.records, self.families, self.sections, status=status, invalid=self.invalid,
+                          skipped=self.skipped, min_class_n=self.settings.min_class_n, unrecorded=unrecorded)
         report.run = self._run_info()
-        data = report.to_json()
-        self.config.hook.pytest_tooleffect_modifyreport(report=data, records=self.records, config=self.config)
-        # the report's own sections in its model's order (a hook may have set one, as the judge's), then the hooks'
-        order = [k for k in type(report).model_fields if k in data]
-        data = {**{k: data[k] for k in order}, **{k: v for k, v in data.items() if k not in order}}
-        data = self.report = redact_obj(data)  # invalid cases' messages and hooks' additions too
+        if self.config.hook.pytest_tooleffect_modifyreport.get_hookimpls():  # the users' hooks, last, on JSON
+            data = report.to_json()
+            self.config.hook.pytest_tooleffect_modifyreport(report=data, records=[r.to_json() for r in self.records],
+                                                            config=self.config)
+            report = Report.model_validate(data)  # the report's sections in model order, then the hooks' keys
+        # invalid cases' messages, provider messages and hooks' additions redacted too
+        report = self.report = Report.model_validate(redact_obj(report.to_json()))
         if self.settings.report is not None:
             path = self.settings.report
             try:
-                write_text(path, dumps(data) + "\n")
+                write_text(path, dumps(report) + "\n")
                 self.report_written = True
             except OSError as exc:
                 self.problems.add(f"tooleffect: {OPT_REPORT} {path}: cannot be written ({exc.strerror or exc}); "
                                   "the previous file, if any, is left as it was")
         if self.settings.html is not None:
-            self._write_html(session, self.settings.html, data)
+            self._write_html(session, self.settings.html, report)
+        if self.settings.summary_md is not None:
+            self._write_summary(report)
+
+    def _write_summary(self, report: Report) -> None:
+        """The Markdown summary (``--tooleffect-summary-md``): the gates, then each block."""
+        from pytest_tooleffect.report.markdown import render_markdown
+
+        path = self.settings.summary_md
+        assert path is not None
+        text = render_markdown(report, self.records, errors=self.tally.errors)
+        try:
+            write_text(path, text)
+            self.summary_written = True
+        except OSError as exc:
+            self.problems.add(f"tooleffect: {OPT_SUMMARY_MD} {path}: cannot be written ({exc.strerror or exc})")
 
     def _run_info(self) -> Any:
         """The report's ``run`` section (a :class:`~pytest_tooleffect.report.run_model.RunInfo`): times,
@@ -155,14 +202,14 @@ class Reporter:
             cases_git={name: GitState(**by_dir[d]) for name, d in sorted(self.family_dirs.items()) if d in by_dir},
             policies=dict(sorted(self.policies.items())))
 
-    def _write_html(self, session: pytest.Session, path: Path, data: dict[str, Any]) -> None:
+    def _write_html(self, session: pytest.Session, path: Path, report: Report) -> None:
         """The HTML page: the report, and every record with the state its case file holds."""
         from pytest_tooleffect.report.html import load_states, write_html
 
         states = load_states(_family_dirs(self.config), self.settings.pyproject_policies,
-                             wanted={(r["family"], r["case_id"]) for r in self.records})
+                             wanted={(r.family, r.case_id) for r in self.records})
         try:
-            write_html(path, data, self.records, states)
+            write_html(path, report, self.records, states)
             self.html_written = True
         except OSError as exc:
             self.problems.add(f"tooleffect: {OPT_HTML} {path}: cannot be written ({exc.strerror or exc})")
@@ -186,7 +233,7 @@ class Reporter:
 
     def _summary(self, terminalreporter: Any) -> None:
         if self.report is None or not self.settings.summary or not (
-                self.records or self.invalid or self.skipped or self.report.get("unrecorded")):
+                self.records or self.invalid or self.skipped or self.report.unrecorded):
             return
         from pytest_tooleffect.report import render_terminal
         from pytest_tooleffect.report.terminal import report_layout
@@ -195,16 +242,9 @@ class Reporter:
         tty = bool(terminalreporter.isatty)  # of pytest's own stream: a bool in pytest 8.0, a callable bool in 9.2
         layout = report_layout(SimpleNamespace(isatty=lambda: tty), self.config.get_terminal_writer().fullwidth)
         terminalreporter.write(render_terminal(self.report, **layout))
-        judge = self.report.get("judge") or {}
-        if judge.get("model"):
-            cal = judge["calibration"]
-            measured = _calibration_text(cal)
-            u = judge["usage"]
-            money = "unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.6f}"
-            terminalreporter.write_line(
-                f"judge {judge['model']}: last measured agreement {measured}; {u['calls']} calls, "
-                f"{u['cached']} cached, {u['input_tokens']} in / {u['output_tokens']} out tokens, {money} "
-                "(apart from the agent's cost)")
+        line = judge_line(self.report)
+        if line is not None:
+            terminalreporter.write_line(line)
         if self.settings.rpm is not None or self.settings.tpm is not None:
             terminalreporter.write_line(rate_line(self.settings, self.records))
         here = self.config.invocation_params.dir
@@ -231,6 +271,42 @@ class Reporter:
         """Close the record log."""
         if self.log is not None:
             self.log.close()
+
+
+@dataclass
+class RunTally:
+    """What the controller saw of the run, for the exit status under gates.
+
+    Attributes:
+        decision_failures: failed items whose record is a scored decision (the gates judge these).
+        error_records: failed items whose record is an error (provider, agent, sandbox, oracle).
+        other_failures: every other failed report (a setup or teardown error without a record, a
+            test that is not a case item).
+        collection_errors: failed collection reports.
+    """
+
+    decision_failures: int = 0
+    error_records: int = 0
+    other_failures: int = 0
+    collection_errors: int = 0
+
+    @property
+    def errors(self) -> int:
+        """Everything that fails the run whatever the gates say."""
+        return self.error_records + self.other_failures + self.collection_errors
+
+    def add(self, report: pytest.TestReport) -> None:
+        """Count a failed test report."""
+        if not report.failed:
+            return
+        record = getattr(report, wire.REPORT_RECORD, None)
+        outcome = record.get("outcome") if isinstance(record, Mapping) else None
+        if outcome == "scored" and report.when == "call":
+            self.decision_failures += 1
+        elif outcome == "error":
+            self.error_records += 1
+        else:
+            self.other_failures += 1
 
 
 #: why an item collected has no record, by what pytest reported of it
@@ -307,37 +383,70 @@ class CaseNodes:
         return out
 
 
-class JudgeSection:
-    """Writes the report's ``judge`` section through ``pytest_tooleffect_modifyreport``: the
-    judge model, its last measured calibration, and what it spent over the run's records.
+class JudgeContributor:
+    """The report's ``judge`` section (a :class:`~pytest_tooleffect.report.assembly.ReportSection`):
+    the judge model, its last measured calibration, and what it spent over the run's records.
 
     Args:
-        settings: the run's settings (judge model and calibration file).
+        model: the judge's litellm model (``--tooleffect-judge``), or ``None``: no judge.
+        calibration: the judge's last calibration file (``tooleffect calibrate-judge``), if any.
     """
 
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+    section: Literal["judge"] = "judge"
 
-    def pytest_tooleffect_modifyreport(self, report: dict[str, Any], records: list[dict[str, Any]]) -> None:
-        settings = self.settings
-        if not settings.judge_model:
-            report["judge"] = {"model": None,
-                               "note": "no judge: free-text fields use the deterministic comparator (approximate)"}
+    def __init__(self, model: str | None, calibration: Path | None = None) -> None:
+        self.model, self.calibration = model, calibration
+
+    @classmethod
+    def of_records(cls, records: Sequence[Record], calibration: Path | None = None) -> JudgeContributor:
+        """The judge the records name (the model of the first record the judge spent on), for a
+        report made from record logs; no judge when none names one.
+        """
+        return cls(next((r.judge.model for r in records if r.judge), None), calibration)
+
+    def contribute(self, report: Report, records: Sequence[Record]) -> None:
+        """Write ``report.judge``."""
+        from pytest_tooleffect.report.run_model import JudgeCalibration, JudgeSection, JudgeUsage
+
+        if not self.model:
+            report.judge = JudgeSection(
+                model=None, note="no judge: free-text fields use the deterministic comparator (approximate)")
             return
-        calibration: Any = "not measured"
-        path = settings.judge_calibration
+        calibration: JudgeCalibration | str = "not measured"
+        path = self.calibration
         if path is not None and path.is_file():
             try:
                 cal = json.loads(path.read_text(encoding="utf-8"))
-                if cal.get("model") == settings.judge_model:
-                    calibration = {k: cal.get(k) for k in ("n", "agreement", "kappa", "kappa_ci95", "measured_at")}
-            except (OSError, ValueError):
+                if cal.get("model") == self.model:
+                    calibration = JudgeCalibration.model_validate(
+                        {k: cal.get(k) for k in ("n", "agreement", "kappa", "kappa_ci95", "measured_at")})
+            except (OSError, ValueError):  # pydantic's ValidationError is a ValueError
                 calibration = "not measured (unreadable calibration file)"
-        spent = [r["judge"] for r in records if r.get("judge")]
-        usage = {k: sum(j[k] or 0 for j in spent) for k in ("calls", "cached", "input_tokens", "output_tokens")}
-        costs = [j["cost_usd"] for j in spent]
-        usage["cost_usd"] = None if any(c is None for c in costs) else sum(costs)
-        report["judge"] = {"model": settings.judge_model, "calibration": calibration, "usage": usage}
+        spent = [r.judge for r in records if r.judge]
+        costs = [j.cost_usd for j in spent]
+        report.judge = JudgeSection(model=self.model, calibration=calibration, usage=JudgeUsage(
+            calls=sum(j.calls or 0 for j in spent), cached=sum(j.cached or 0 for j in spent),
+            input_tokens=sum(j.input_tokens or 0 for j in spent),
+            output_tokens=sum(j.output_tokens or 0 for j in spent),
+            cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None)))
+
+
+def judge_line(report: Report) -> str | None:
+    """The summary line of the report's judge: its model, last measured agreement and spend
+    (``None`` without a judge).
+    """
+    from pytest_tooleffect.report.run_model import JudgeCalibration
+
+    judge = report.judge
+    if judge is None or not judge.model or judge.usage is None:
+        return None
+    cal = judge.calibration
+    measured = _calibration_text(cal.model_dump() if isinstance(cal, JudgeCalibration) else cal)
+    u = judge.usage
+    money = "unknown" if u.cost_usd is None else f"${u.cost_usd:.6f}"
+    return (f"judge {judge.model}: last measured agreement {measured}; {u.calls} calls, "
+            f"{u.cached} cached, {u.input_tokens} in / {u.output_tokens} out tokens, {money} "
+            "(apart from the agent's cost)")
 
 
 def _calibration_text(cal: Any) -> str:
@@ -352,9 +461,9 @@ def _calibration_text(cal: Any) -> str:
     return f"Cohen's kappa {kappa:.2f}{interval} on {n} hand-labelled pairs"
 
 
-def rate_line(settings: Settings, records: list[dict[str, Any]]) -> str:
+def rate_line(settings: Settings, records: Sequence[Record]) -> str:
     """One summary line: the limits and the time model turns waited for them."""
-    waits = [r.get("rate_wait_ms") or 0.0 for r in records if "rate_wait_ms" in r]
+    waits = [r.rate_wait_ms or 0.0 for r in records if "rate_wait_ms" in r.model_fields_set]
     limits = " and ".join(f"{n} {what}" for n, what in ((settings.rpm, "requests"), (settings.tpm, "tokens"))
                           if n is not None)
     return (f"tooleffect rate limit: {limits} per {settings.rate_window_s:g} s over all workers; "
@@ -362,7 +471,7 @@ def rate_line(settings: Settings, records: list[dict[str, Any]]) -> str:
             f"{sum(waits) / 1000:.1f} s in all (not counted in latency)")
 
 
-def rollout_notes(records: list[dict[str, Any]], rollout: int) -> list[str]:
+def rollout_notes(records: Sequence[Record], rollout: int) -> list[str]:
     """One line per family that ``--tooleffect-rollout N`` (``rollout``) did not reach.
 
     A family is reached when one of its records has a rollout whose step limit is above 1.
@@ -380,10 +489,10 @@ def rollout_notes(records: list[dict[str, Any]], rollout: int) -> list[str]:
     sandboxed: dict[str, bool] = {}
     reached: set[str] = set()
     for r in records:
-        ro = r.get("rollout")
-        fam = str(r["family"])
+        ro = r.rollout
+        fam = r.family
         sandboxed[fam] = sandboxed.get(fam, False) or ro is not None
-        if ro is not None and ro.get("limit", 1) > 1:
+        if ro is not None and ro.limit > 1:
             reached.add(fam)
     notes = []
     for fam in sorted(set(sandboxed) - reached):

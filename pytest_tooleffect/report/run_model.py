@@ -116,7 +116,7 @@ class JudgeUsage(Part):
 
 
 class JudgeSection(Part):
-    """The LLM judge of free-text fields, written by the plugin's ``pytest_tooleffect_modifyreport``."""
+    """The LLM judge of free-text fields (written by :class:`~pytest_tooleffect.report.reporter.JudgeContributor`)."""
 
     model: str | None
     """The judge's model; ``null`` when there is none."""

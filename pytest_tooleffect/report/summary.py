@@ -58,12 +58,13 @@ from pytest_tooleffect.report.model import (
 )
 from pytest_tooleffect.report.parts import PerClass
 from pytest_tooleffect.report.run_model import InvalidCase, InvalidFamily, SkippedItems, UnrecordedItems
-from pytest_tooleffect.score.record import Record
+from pytest_tooleffect.score.record import EffectRecord, Record, VerdictRecord
 
 __all__ = ["CONVENTIONS", "summarise"]
 
 Level = Literal["name", "name_args"]
-Row = Mapping[str, Any]
+Row = Record
+Entry = Mapping[str, Any]  # an invalid case's, a skipped item's or an unrecorded item's entry (as the wire carries it)
 
 CONVENTIONS = {
     "parallel_matching": (
@@ -88,13 +89,13 @@ CONVENTIONS = {
 }
 
 
-def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[str, Any]] | None = None,
-              status: str = "complete", invalid: Iterable[Row] = (), skipped: Iterable[Row] = (),
-              min_class_n: int = 20, unrecorded: Iterable[Row] = ()) -> Report:
+def summarise(records: Iterable[Record | Mapping[str, Any]], families: Mapping[str, Mapping[str, Any]] | None = None,
+              status: str = "complete", invalid: Iterable[Entry] = (), skipped: Iterable[Entry] = (),
+              min_class_n: int = 20, unrecorded: Iterable[Entry] = ()) -> Report:
     """Build the report from records, and from the items collected that made no record.
 
     Args:
-        records: records (:class:`~pytest_tooleffect.score.record.Record` or their JSON objects);
+        records: the records (a record's JSON object, as a log holds it, is read as a :class:`Record`);
             ``outcome`` ``"scored"`` or ``"error"``.
         families: per-family metadata (``quota``, ``population``, ``production``) by family name.
         status: ``complete`` (the run ended), ``interrupted``, or ``incomplete`` (merged shards lack one).
@@ -116,7 +117,7 @@ def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[st
         order), so shards merged give the unsharded run's report.
 
     Raises:
-        ValueError: an unknown status.
+        ValueError: an unknown status; a JSON object that is not a record (pydantic's ValidationError).
     """
     if status not in ("complete", "interrupted", "incomplete"):
         raise ValueError(f"report status {status!r}: complete, interrupted or incomplete")
@@ -125,12 +126,12 @@ def summarise(records: Iterable[Row | Record], families: Mapping[str, Mapping[st
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     errs: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for rec in records:
-        r = rec.to_json() if isinstance(rec, Record) else rec
-        key = (r["family"], r["policy"])
-        (groups if r["outcome"] == "scored" else errs)[key].append(r)
+        r = rec if isinstance(rec, Record) else Record.model_validate(rec)
+        key = (r.family, r.policy)
+        (groups if r.outcome == "scored" else errs)[key].append(r)
         groups.setdefault(key, groups.get(key, []))
     for rows in (*groups.values(), *errs.values()):
-        rows.sort(key=lambda r: (r["id"], r.get("trial") or 1))
+        rows.sort(key=lambda r: (r.id, r.trial or 1))
     blocks = [_block(f, p, groups[(f, p)], errs.get((f, p), []), families.get(f, {})) for f, p in sorted(groups)]
     for block in blocks:
         _flag_small(block, min_class_n)
@@ -159,9 +160,9 @@ def _flag_small(block: Block, min_class_n: int) -> None:
                                                   one_row_macro_pct=round(100 / (k * rows.n), 4))
 
 
-def _invalid(entries: Sequence[Row]) -> list[InvalidFamily]:
+def _invalid(entries: Sequence[Entry]) -> list[InvalidFamily]:
     """The invalid cases per family: ids sorted, entries that are not one case (``case_id`` null) last."""
-    by_family: dict[str, list[Row]] = defaultdict(list)
+    by_family: dict[str, list[Entry]] = defaultdict(list)
     for e in entries:
         by_family[e["family"]].append(e)
     out = []
@@ -173,9 +174,9 @@ def _invalid(entries: Sequence[Row]) -> list[InvalidFamily]:
     return out
 
 
-def _skipped(entries: Sequence[Row]) -> list[SkippedItems]:
+def _skipped(entries: Sequence[Entry]) -> list[SkippedItems]:
     """The skipped items per family × policy, with their reasons."""
-    by_block: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    by_block: dict[tuple[str, str], list[Entry]] = defaultdict(list)
     for e in entries:
         by_block[(e["family"], e["policy"])].append(e)
     return [SkippedItems(family=f, policy=p, count=len(rows),
@@ -184,9 +185,9 @@ def _skipped(entries: Sequence[Row]) -> list[SkippedItems]:
             for (f, p), rows in sorted(by_block.items())]
 
 
-def _unrecorded(entries: Sequence[Row]) -> list[UnrecordedItems]:
+def _unrecorded(entries: Sequence[Entry]) -> list[UnrecordedItems]:
     """The items without a record per family, with their reasons."""
-    by_family: dict[str, list[Row]] = defaultdict(list)
+    by_family: dict[str, list[Entry]] = defaultdict(list)
     for e in entries:
         by_family[e["family"]].append(e)
     return [UnrecordedItems(family=f, count=len(rows), reasons=dict(Counter(e["reason"] for e in rows).most_common()),
@@ -194,21 +195,32 @@ def _unrecorded(entries: Sequence[Row]) -> list[UnrecordedItems]:
             for f, rows in sorted(by_family.items())]
 
 
+def _verdict(r: Row) -> VerdictRecord:
+    """A scored row's verdict."""
+    assert r.verdict is not None, r.id
+    return r.verdict
+
+
 def _correct(r: Row, level: Level) -> bool:
-    v = r["verdict"]
-    return bool(v["name_ok"]) if level == "name" else bool(v["name_ok"] and v["name_args_ok"])
+    v = _verdict(r)
+    return v.name_ok if level == "name" else v.name_ok and v.name_args_ok
 
 
 def _failed(r: Row) -> bool:
     """The row failed at some level: its kind (name or name + args) or its effect."""
-    effect = r.get("effect")
-    return r["verdict"]["kind"] not in ("ok", "ok_no_tool") or (effect is not None and not effect["passed"])
+    return _verdict(r).kind not in ("ok", "ok_no_tool") or (r.effect is not None and not r.effect.passed)
+
+
+def _effect(r: Row) -> EffectRecord:
+    """A sandboxed row's effect verdict."""
+    assert r.effect is not None, r.id
+    return r.effect
 
 
 def _level(records: Sequence[Row], level: Level) -> dict[str, tuple[int, int]]:
     out: dict[str, tuple[int, int]] = {}
     for cls in CLASSES:
-        rows = [r for r in records if r["class"] == cls]
+        rows = [r for r in records if r.label_class == cls]
         out[cls] = (sum(1 for r in rows if _correct(r, level)), len(rows))
     return out
 
@@ -256,11 +268,11 @@ def _bucket_key(bucket: str, quota: Mapping[str, int] | None) -> tuple[int, int,
 
 def _buckets(recs: Sequence[Row], quota: Mapping[str, int] | None) -> dict[str, Bucket]:
     out = {}
-    for b in sorted({r["bucket"] for r in recs}, key=lambda x: _bucket_key(x, quota)):
-        rows = [r for r in recs if r["bucket"] == b]
+    for b in sorted({r.bucket for r in recs}, key=lambda x: _bucket_key(x, quota)):
+        rows = [r for r in recs if r.bucket == b]
         name_pct, name_display = _share(sum(1 for r in rows if _correct(r, "name")), len(rows))
         args_pct, args_display = _share(sum(1 for r in rows if _correct(r, "name_args")), len(rows))
-        out[b] = Bucket(n=len(rows), classes=dict(Counter(r["class"] for r in rows)), name_pct=name_pct,
+        out[b] = Bucket(n=len(rows), classes=dict(Counter(r.label_class for r in rows)), name_pct=name_pct,
                         name_display=name_display, name_args_pct=args_pct, name_args_display=args_display)
     return out
 
@@ -274,27 +286,27 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
                                else float(name_t["classes"][cls]["weight"]),
                                name=_rate(name_t["classes"][cls]), name_args=_rate(args_t["classes"][cls]))
                for cls in CLASSES}
-    kinds = Counter(r["verdict"]["kind"] for r in recs)
+    kinds = Counter(_verdict(r).kind for r in recs)
     arg_fail: Counter[str] = Counter()
     unruled: Counter[str] = Counter()
     for r in recs:
-        v = r["verdict"]
-        for path in v.get("unruled") or []:
+        v = _verdict(r)
+        for path in v.unruled:
             unruled[path] += 1
-        if v["kind"] == "right_tool_wrong_args":
-            for f in v["fields"]:
-                if not f["ok"]:
-                    arg_fail[re.sub(r"\[\d+\]", "", f["path"])] += 1
-    nt_fail = Counter(r.get("no_tool_failure") or "other" for r in recs
-                      if r["class"] == "no_tool" and _failed(r))
-    made_up = [r for r in recs if (r["verdict"].get("hallucinated") or [])]
-    made_up_names = Counter(n for r in made_up for n in dict.fromkeys(r["verdict"]["hallucinated"]))
+        if v.kind == "right_tool_wrong_args":
+            for f in v.fields:
+                if not f.ok:
+                    arg_fail[re.sub(r"\[\d+\]", "", f.path)] += 1
+    nt_fail: Counter[str] = Counter(r.no_tool_failure or "other" for r in recs
+                                    if r.label_class == "no_tool" and _failed(r))
+    made_up = [r for r in recs if _verdict(r).hallucinated]
+    made_up_names = Counter(n for r in made_up for n in dict.fromkeys(_verdict(r).hallucinated))
     return Block(
         family=family,
         policy=policy,
         n_scored=len(recs),
         n_errors=len(errors),
-        n_xfail=sum(1 for r in recs if r.get("xfail")),
+        n_xfail=sum(1 for r in recs if r.xfail),
         classes=PerClass[ClassRates](**classes),
         micro=_average(name_t, args_t, "micro"),
         macro=_average(name_t, args_t, "macro"),
@@ -306,15 +318,16 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         no_tool_failures=NoToolFailures(**{k: nt_fail.get(k, 0) for k in NoToolFailures.model_fields}),
         no_tool_by_reply=_by_reply(recs),
         hallucinated_tools=HallucinatedTools(
-            classes=PerClass[int](**{c: sum(1 for r in made_up if r["class"] == c) for c in CLASSES}),
+            classes=PerClass[int](**{c: sum(1 for r in made_up if r.label_class == c) for c in CLASSES}),
             tools=dict(made_up_names.most_common())),
         unruled_fields=dict(unruled.most_common()),
-        approximate=sum(1 for r in recs if r["verdict"].get("approximate")),
+        approximate=sum(1 for r in recs if _verdict(r).approximate),
         cost=_cost(recs),
-        errors=[ErrorEntry(id=e["id"], error=e.get("error")) for e in errors],
-        error_types=dict(Counter((e.get("error") or {}).get("type") or "unknown" for e in errors).most_common()),
-        failing=[r["id"] for r in recs if _failed(r)],
-        label_set_fingerprint=fingerprint((r["case_id"], r["label_hash"]) for r in [*recs, *errors]),
+        errors=[ErrorEntry(id=e.id, error=None if e.error is None else e.error.model_dump(
+            mode="json", by_alias=True, exclude_unset=True)) for e in errors],
+        error_types=dict(Counter((e.error.type if e.error else None) or "unknown" for e in errors).most_common()),
+        failing=[r.id for r in recs if _failed(r)],
+        label_set_fingerprint=fingerprint((r.case_id, r.label_hash) for r in [*recs, *errors]),
         post_stratified_estimate=_post_stratified(recs, family_meta),
         repeats=_repeats(recs),
         effects=_effects(recs),
@@ -325,8 +338,8 @@ def _by_reply(recs: Sequence[Row]) -> dict[str, ReplyDue]:
     """The no-tool rows per reply kind their labels ask for (``reply_due``), in a fixed order."""
     groups: dict[str, list[Row]] = {}
     for r in recs:
-        if r["class"] == "no_tool":
-            groups.setdefault(r.get("reply_due") or "unspecified", []).append(r)
+        if r.label_class == "no_tool":
+            groups.setdefault(r.reply_due or "unspecified", []).append(r)
     out = {}
     for due in ("ask", "refuse", "answer", "unspecified"):
         rows = groups.get(due)
@@ -346,7 +359,7 @@ def _repeats(recs: Sequence[Row]) -> Repeats | None:
     """
     trials: dict[str, list[bool]] = defaultdict(list)
     for r in recs:
-        trials[r["case_id"]].append(r["verdict"]["kind"] in ("ok", "ok_no_tool"))
+        trials[r.case_id].append(_verdict(r).kind in ("ok", "ok_no_tool"))
     k_max = max((len(v) for v in trials.values()), default=0)
     if k_max < 2:
         return None
@@ -371,7 +384,7 @@ def _post_stratified(recs: Sequence[Row], meta: Mapping[str, Any]) -> PostStrati
     source: Literal["production", "population"] = "production" if meta.get("production") else "population"
     if not weights:
         return None
-    present = {r["bucket"] for r in recs}
+    present = {r.bucket for r in recs}
     w = {b: float(v) for b, v in weights.items() if b in present and float(v) > 0}
     total = sum(w.values())
     if not total:
@@ -380,7 +393,7 @@ def _post_stratified(recs: Sequence[Row], meta: Mapping[str, Any]) -> PostStrati
     for level in ("name", "name_args"):
         est[level] = Fraction(0)
         for b, wb in w.items():
-            rows = [r for r in recs if r["bucket"] == b]
+            rows = [r for r in recs if r.bucket == b]
             est[level] += Fraction(wb / total) * Fraction(sum(1 for r in rows if _correct(r, level)), len(rows))
     return PostStratified(weights_from=source, weights={b: v / total for b, v in w.items()},
                           name_pct=exact_pct(est["name"]), name_display=percent(est["name"]),
@@ -391,34 +404,34 @@ def _effects(recs: Sequence[Row]) -> Effects | None:
     """Effect-level rates (rows run in a sandbox), recovery from injected faults, single-step vs
     self-steered rates on the same cases, and the sandbox isolation in force.
     """
-    rows = [r for r in recs if r.get("effect") is not None]
+    rows = [r for r in recs if r.effect is not None]
     if not rows:
         return None
-    counts = {cls: (sum(1 for r in rows if r["class"] == cls and r["effect"]["passed"]),
-                    sum(1 for r in rows if r["class"] == cls)) for cls in CLASSES}
+    counts = {cls: (sum(1 for r in rows if r.label_class == cls and _effect(r).passed),
+                    sum(1 for r in rows if r.label_class == cls)) for cls in CLASSES}
     table = rate_table(counts)
     classes = {cls: EffectRate(n=table["classes"][cls]["n"], **_rate(table["classes"][cls]).model_dump())
                for cls in CLASSES}
-    kinds = Counter(r["effect"]["kind"] for r in rows)
-    recovery = Counter(r.get("recovery") for r in rows if r.get("recovery") is not None)
+    kinds = Counter(_effect(r).kind for r in rows)
+    recovery: Counter[str] = Counter(r.recovery for r in rows if r.recovery is not None)
     observed = sum(v for k, v in recovery.items() if k != "not_observed")
     recovered = sum(recovery.get(k, 0) for k in ("retried", "other_path", "told_user"))
     # rollouts happen only for a live policy: a replayed decision is never self-steered
-    steered = [r for r in rows if (r.get("rollout") or {}).get("limit", 1) > 1
-               and r["rollout"].get("stopped") != "replay" and r.get("conversation") is None]
+    steered = [(r, r.rollout) for r in rows if r.rollout is not None and r.rollout.limit > 1
+               and r.rollout.stopped != "replay" and r.conversation is None]
     rollout = None
     if steered:
-        single_pct, single_display = _share(sum(1 for r in steered if _correct(r, "name_args")), len(steered))
-        end_pct, end_display = _share(sum(1 for r in steered if r["effect"]["passed"]), len(steered))
-        steps = [r["rollout"]["steps"] for r in steered]
+        single_pct, single_display = _share(sum(1 for r, _ in steered if _correct(r, "name_args")), len(steered))
+        end_pct, end_display = _share(sum(1 for r, _ in steered if _effect(r).passed), len(steered))
+        steps = [ro.steps for _, ro in steered]
         rollout = RolloutSummary(
-            n=len(steered), limit=max(r["rollout"]["limit"] for r in steered),
+            n=len(steered), limit=max(ro.limit for _, ro in steered),
             single_step_pct=single_pct, single_step_display=single_display,
             self_steered_pct=end_pct, self_steered_display=end_display,
             mean_steps=round(sum(steps) / len(steps), 2),
-            stopped=dict(Counter(r["rollout"]["stopped"] for r in steered)),
+            stopped=dict(Counter(ro.stopped for _, ro in steered)),
         )
-    sandboxes = [r.get("sandbox") or {} for r in rows]
+    sandboxes = [r.sandbox for r in rows]
     return Effects(
         n=len(rows),
         classes=PerClass[EffectRate](**classes),
@@ -433,10 +446,10 @@ def _effects(recs: Sequence[Row]) -> Effects | None:
         ),
         rollout=rollout,
         conversations=_conversations(recs),
-        sandbox=SandboxSummary(providers=sorted({s.get("provider", "?") for s in sandboxes}),
-                               restrictions=sorted({x for s in sandboxes for x in s.get("restrictions", [])}),
-                               restrictions_missing=sorted({x for s in sandboxes
-                                                            for x in s.get("restrictions_missing", [])})),
+        sandbox=SandboxSummary(providers=sorted({s.provider if s else "?" for s in sandboxes}),
+                               restrictions=sorted({x for s in sandboxes if s for x in s.restrictions}),
+                               restrictions_missing=sorted({x for s in sandboxes if s
+                                                            for x in s.restrictions_missing})),
     )
 
 
@@ -445,32 +458,31 @@ def _conversations(recs: Sequence[Row]) -> ConversationSummary | None:
     same conversations (rows sharing the conversation row's ``source.trace_id``): per decision
     point, and per user turn (``source.position``) whose every decision point is right.
     """
-    played = [r for r in recs if r.get("conversation") is not None]
+    played = [(r, r.conversation) for r in recs if r.conversation is not None]
     if not played:
         return None
-    traces = {(r.get("source") or {}).get("trace_id") for r in played}
-    forced = [r for r in recs if r.get("verdict") is not None and (r.get("source") or {}).get("trace_id") in traces]
+    traces = {r.source.trace_id for r, _ in played}
+    forced = [r for r in recs if r.verdict is not None and r.source.trace_id in traces]
 
     def right(r: Row) -> bool:
-        effect = r.get("effect")
-        return _correct(r, "name_args") and (effect is None or bool(effect["passed"]))
+        return _correct(r, "name_args") and (r.effect is None or r.effect.passed)
 
     by_turn: dict[tuple[Any, Any], bool] = {}
     for r in forced:
-        key = (r["source"].get("trace_id"), r["source"].get("position"))
+        key = (r.source.trace_id, r.source.position)
         by_turn[key] = by_turn.get(key, True) and right(r)
-    passed = sum(1 for r in played if r["conversation"]["passed"])
+    passed = sum(1 for _, c in played if c.passed)
     ok = sum(1 for r in forced if right(r))
     turns_ok = sum(by_turn.values())
     pct, display = _share(passed, len(played))
     return ConversationSummary(
-        n=len(played), limit=max((r.get("rollout") or {}).get("limit", 1) for r in played), passed=passed,
+        n=len(played), limit=max(r.rollout.limit if r.rollout else 1 for r, _ in played), passed=passed,
         self_steered_pct=pct, self_steered_display=display, decisions=len(forced),
         decisions_pct=_share(ok, len(forced))[0] if forced else None,
         decisions_display=_share(ok, len(forced))[1] if forced else "–",
         turns=len(by_turn), turns_pct=_share(turns_ok, len(by_turn))[0] if by_turn else None,
         turns_display=_share(turns_ok, len(by_turn))[1] if by_turn else "–",
-        kinds=dict(sorted(Counter(r["conversation"]["kind"] for r in played).items())),
+        kinds=dict(sorted(Counter(c.kind for _, c in played).items())),
     )
 
 
@@ -481,44 +493,42 @@ def _known_sum(values: Sequence[Any]) -> Any:
 
 
 def _spend(rows: Sequence[Row]) -> Spend:
-    money = [r["cost"].get("cost_usd") for r in rows]
-    return Spend(n=len(rows), input_tokens=_known_sum([r["cost"].get("input_tokens") for r in rows]),
+    money = [r.cost.cost_usd for r in rows]
+    return Spend(n=len(rows), input_tokens=_known_sum([r.cost.input_tokens for r in rows]),
                  cost_usd=_known_sum(money), cost_usd_unknown=sum(1 for m in money if m is None))
 
 
 def _cost(recs: Sequence[Row]) -> CostSummary:
     totals: dict[str, Any] = {}
     for key in ("input_tokens", "output_tokens", "cost_usd"):
-        vals = [r.get("cost", {}).get(key) for r in recs]
+        vals = [getattr(r.cost, key) for r in recs]
         totals[key] = _known_sum(vals)
         totals[f"{key}_unknown"] = sum(1 for v in vals if v is None)
-    lat = sorted(r["cost"]["latency_ms"] for r in recs if r.get("cost", {}).get("latency_ms") is not None)
+    lat = sorted(r.cost.latency_ms for r in recs if r.cost.latency_ms is not None)
     p50 = p95 = None
     if lat:
         import numpy as np
 
         p50, p95 = float(np.percentile(lat, 50)), float(np.percentile(lat, 95))
-    nt = [r for r in recs if r["class"] == "no_tool"]
-    no_tool_input = sum(r["cost"].get("input_tokens") or 0 for r in nt) if any(
-        r.get("cost", {}).get("input_tokens") is not None for r in nt) else None
-    priced = [r for r in recs if r["cost"].get("cost_usd") is not None or r["cost"].get("input_tokens") is not None]
-    top = sorted(priced, key=lambda r: (r["cost"].get("cost_usd") or 0, r["cost"].get("input_tokens") or 0),
-                 reverse=True)[:10]
+    nt = [r for r in recs if r.label_class == "no_tool"]
+    no_tool_input = sum(r.cost.input_tokens or 0 for r in nt) if any(
+        r.cost.input_tokens is not None for r in nt) else None
+    priced = [r for r in recs if r.cost.cost_usd is not None or r.cost.input_tokens is not None]
+    top = sorted(priced, key=lambda r: (r.cost.cost_usd or 0, r.cost.input_tokens or 0), reverse=True)[:10]
     return CostSummary(
         **totals,
         latency_ms_p50=p50,
         latency_ms_p95=p95,
         no_tool_input_tokens=no_tool_input,
-        by_class=PerClass[Spend](**{c: _spend([r for r in recs if r["class"] == c]) for c in CLASSES}),
-        by_kind={k: _spend([r for r in recs if r["verdict"]["kind"] == k]) for k in KINDS
-                 if any(r["verdict"]["kind"] == k for r in recs)},
+        by_class=PerClass[Spend](**{c: _spend([r for r in recs if r.label_class == c]) for c in CLASSES}),
+        by_kind={k: _spend([r for r in recs if _verdict(r).kind == k]) for k in KINDS
+                 if any(_verdict(r).kind == k for r in recs)},
         # the waste the no-tool class stands for: what decisions whose right answer was no tool spent
         no_tool_spend=_spend(nt),
-        most_expensive=[ExpensiveDecision(id=r["id"], kind=r["verdict"]["kind"],
-                                          input_tokens=r["cost"].get("input_tokens"),
-                                          output_tokens=r["cost"].get("output_tokens"),
-                                          cost_usd=r["cost"].get("cost_usd")) for r in top],
-        from_cache=sum(1 for r in recs if r.get("cached")),
+        most_expensive=[ExpensiveDecision(id=r.id, kind=_verdict(r).kind, input_tokens=r.cost.input_tokens,
+                                          output_tokens=r.cost.output_tokens, cost_usd=r.cost.cost_usd)
+                        for r in top],
+        from_cache=sum(1 for r in recs if r.cached),
     )
 
 
@@ -535,11 +545,11 @@ def _headline(recs: Sequence[Row]) -> Headline:
 
 def _comparison(family: str, by_policy: Mapping[str, Sequence[Row]]) -> Comparison:
     """Policies side by side on one family: on all the cases each scored, and on the shared cases."""
-    shared = set.intersection(*({r["case_id"] for r in recs} for recs in by_policy.values()))
+    shared = set.intersection(*({r.case_id for r in recs} for recs in by_policy.values()))
     return Comparison(
         family=family,
         policies=list(by_policy),
         shared_n=len(shared),
         all={p: _headline(recs) for p, recs in by_policy.items()},
-        shared={p: _headline([r for r in recs if r["case_id"] in shared]) for p, recs in by_policy.items()},
+        shared={p: _headline([r for r in recs if r.case_id in shared]) for p, recs in by_policy.items()},
     )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
 from pytest_tooleffect.report.arithmetic import percent
-from pytest_tooleffect.report.model import CLASSES, Report
+from pytest_tooleffect.report.effects_model import Effects
+from pytest_tooleffect.report.model import CLASSES, Block, Comparison, Report
 
 __all__ = ["render_terminal", "shard_ranges"]
 
@@ -59,11 +60,11 @@ def report_layout(stream: Any, columns: int) -> dict[str, Any]:
     return {"width": PIPED_WIDTH, "soft_wrap": True}
 
 
-def render_terminal(report: Report | Mapping[str, Any], width: int = PIPED_WIDTH, soft_wrap: bool = False) -> str:
+def render_terminal(report: Report, width: int = PIPED_WIDTH, soft_wrap: bool = False) -> str:
     """Render the report as text tables (rich), one block per family × policy.
 
     Args:
-        report: the report, or its JSON object (as ``pytest_tooleffect_modifyreport`` left it).
+        report: the report.
         width: the console width in characters.
         soft_wrap: print each line of text whole instead of wrapping it at ``width`` (tables keep
             their width).
@@ -80,26 +81,24 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = PIPED_WIDTH
     # data is text, never markup: family names, ids ("…[policy]"), provider messages may hold "[" and ":"
     console = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False,
                       markup=False, emoji=False, soft_wrap=soft_wrap)
-    if isinstance(report, Report):
-        report = report.to_json()
-    shard, shards = report.get("shard"), report.get("shards")
+    shard, shards = report.shard, report.shards
     if shard:
-        console.print(f"tooleffect: shard {shard['index']}/{shard['count']} of a sharded run", markup=False)
+        console.print(f"tooleffect: shard {shard.index}/{shard.count} of a sharded run", markup=False)
     if shards:
-        missing = shards["missing"]
-        console.print(f"tooleffect: shards {shard_ranges(shards['merged']) or 'none'} of {shards['count']} "
-                      f"merged from {len(shards['logs'])} record logs"
-                      + (f"; status {report['status']}: shard{'s' if len(missing) > 1 else ''} "
+        missing = shards.missing
+        console.print(f"tooleffect: shards {shard_ranges(shards.merged) or 'none'} of {shards.count} "
+                      f"merged from {len(shards.logs)} record logs"
+                      + (f"; status {report.status}: shard{'s' if len(missing) > 1 else ''} "
                          f"{shard_ranges(missing)} missing" if missing else "")
-                      + (f"; {shards['duplicates_dropped']} repeated records left out"
-                         if shards["duplicates_dropped"] else ""), markup=False)
+                      + (f"; {shards.duplicates_dropped} repeated records left out"
+                         if shards.duplicates_dropped else ""), markup=False)
     _render_status(console, report)
-    for b in report["blocks"]:
-        console.print(f"tooleffect: family {b['family']} · policy {b['policy']}  "
-                      f"n={b['n_scored']} scored, {b['n_errors']} errors, {b['n_xfail']} xfail · "
-                      f"label set {b['label_set_fingerprint']}", style="bold")
+    for b in report.blocks:
+        console.print(f"tooleffect: family {b.family} · policy {b.policy}  "
+                      f"n={b.n_scored} scored, {b.n_errors} errors, {b.n_xfail} xfail · "
+                      f"label set {b.label_set_fingerprint}", style="bold")
         t = Table(show_edge=False, pad_edge=False)
-        eff = b.get("effects")
+        eff = b.effects
         cols = ["class", "n", "w", "name ok", "name %", "95% CI", "name+args ok", "name+args %", "95% CI "]
         if eff:
             cols += ["effect ok", "effect %"]
@@ -107,203 +106,201 @@ def render_terminal(report: Report | Mapping[str, Any], width: int = PIPED_WIDTH
             t.add_column(col, justify="left" if col == "class" else "right", no_wrap=col == "class",
                          min_width=13 if col == "class" else None, overflow="fold")
         for cls in CLASSES:
-            c = b["classes"][cls]
-            nm, fa = c["name"], c["name_args"]
-            row = [cls, f"{c['n']}{'*' if c.get('small') else ''}",
-                   "–" if c["weight"] is None else f"{c['weight']:.3f}",
-                   f"{nm['correct']}/{c['n']}", nm["rate_display"], _ci(nm["wilson95_pct"]),
-                   f"{fa['correct']}/{c['n']}", fa["rate_display"], _ci(fa["wilson95_pct"])]
+            c = getattr(b.classes, cls)
+            nm, fa = c.name, c.name_args
+            row = [cls, f"{c.n}{'*' if c.small else ''}",
+                   "–" if c.weight is None else f"{c.weight:.3f}",
+                   f"{nm.correct}/{c.n}", nm.rate_display, _ci(nm.wilson95_pct),
+                   f"{fa.correct}/{c.n}", fa.rate_display, _ci(fa.wilson95_pct)]
             if eff:
-                e = eff["classes"][cls]
-                row += [f"{e['correct']}/{e['n']}", e["rate_display"]]
+                e = getattr(eff.classes, cls)
+                row += [f"{e.correct}/{e.n}", e.rate_display]
             t.add_row(*row)
         t.add_section()
         for avg in ("micro", "macro"):
-            a = b[avg]
-            row = [f"{avg}-average", "", "", "", a["name_display"], _ci(a.get("name_ci95_pct")), "",
-                   a["name_args_display"], _ci(a.get("name_args_ci95_pct"))]
+            a = b.micro if avg == "micro" else b.macro
+            row = [f"{avg}-average", "", "", "", a.name_display, _ci(a.name_ci95_pct), "",
+                   a.name_args_display, _ci(a.name_args_ci95_pct)]
             if eff:
-                row += ["", eff[f"{avg}_display"]]
+                row += ["", eff.micro_display if avg == "micro" else eff.macro_display]
             t.add_row(*row)
         console.print(t)
         _render_small(console, b)
         if eff:
             _render_effects(console, eff)
-        if b["buckets"]:
+        if b.buckets:
             console.print("by position bucket")
             bt = Table(show_edge=False, pad_edge=False)
             for col in ("bucket", "n", "quota", "population", "classes", "name %", "name+args %"):
                 bt.add_column(col, justify="left" if col in ("bucket", "classes") else "right", overflow="fold")
-            for name, row in b["buckets"].items():
-                q = (b.get("quota") or {}).get(name)
-                pop = (b.get("population") or {}).get(name)
-                classes = " ".join(f"{k}:{v}" for k, v in sorted(row["classes"].items()))
-                bt.add_row(name, str(row["n"]), "–" if q is None else str(q), "–" if pop is None else str(pop),
-                           classes, row["name_display"], row["name_args_display"])
+            for name, bucket in b.buckets.items():
+                q = (b.quota or {}).get(name)
+                pop = (b.population or {}).get(name)
+                classes = " ".join(f"{k}:{v}" for k, v in sorted(bucket.classes.items()))
+                bt.add_row(name, str(bucket.n), "–" if q is None else str(q), "–" if pop is None else str(pop),
+                           classes, bucket.name_display, bucket.name_args_display)
             console.print(bt)
-        est = b.get("post_stratified_estimate")
+        est = b.post_stratified_estimate
         if est:
             console.print(f"post-stratified estimate of the production rate (an estimate; bucket weights from "
-                          f"the family's {est['weights_from']}): name {est['name_display']} %, "
-                          f"name+args {est['name_args_display']} %")
-        rep = b.get("repeats")
+                          f"the family's {est.weights_from}): name {est.name_display} %, "
+                          f"name+args {est.name_args_display} %")
+        rep = b.repeats
         if rep:
-            ks = ", ".join(f"pass^{k} {100 * v:.1f} %" for k, v in rep["pass_hat_k"].items())
-            console.print(f"repeats: {rep['trials']} trials of {rep['cases']} cases: {ks}; verdict flips between "
-                          f"trials on {100 * rep['flip_share']:.1f} % of cases")
-        kinds = ", ".join(f"{k} {v}" for k, v in b["kinds"].items() if v)
+            ks = ", ".join(f"pass^{k} {100 * v:.1f} %" for k, v in rep.pass_hat_k.items())
+            console.print(f"repeats: {rep.trials} trials of {rep.cases} cases: {ks}; verdict flips between "
+                          f"trials on {100 * rep.flip_share:.1f} % of cases")
+        kinds = ", ".join(f"{k} {v}" for k, v in b.kinds if v)
         console.print(f"kinds: {kinds or 'none'}")
-        nt = b["no_tool_failures"]
-        console.print("no_tool failures: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in nt.items()))
-        by_reply = b.get("no_tool_by_reply") or {}
+        console.print("no_tool failures: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in b.no_tool_failures))
+        by_reply = b.no_tool_by_reply
         if set(by_reply) - {"unspecified"}:
             console.print("no_tool by the reply due: " + ", ".join(
-                f"{due} {r['n']} (no call {r['no_call_display']} %, reply right {r['right_display']} %)"
+                f"{due} {r.n} (no call {r.no_call_display} %, reply right {r.right_display} %)"
                 for due, r in by_reply.items()))
-        made_up = b.get("hallucinated_tools") or {"classes": {}, "tools": {}}
-        shown = "; ".join(f"{k} {v}" for k, v in list(made_up["tools"].items())[:5])
+        made_up = b.hallucinated_tools
+        shown = "; ".join(f"{k} {v}" for k, v in list(made_up.tools.items())[:5])
         console.print("calls to tools not offered (hallucinated): " + ", ".join(
-            f"{c} {n}" for c, n in made_up["classes"].items()) + (f" ({shown})" if shown else ""))
-        if b["argument_failures"]:
-            af = ", ".join(f"{k} {v}" for k, v in list(b["argument_failures"].items())[:8])
+            f"{c} {n}" for c, n in made_up.classes) + (f" ({shown})" if shown else ""))
+        if b.argument_failures:
+            af = ", ".join(f"{k} {v}" for k, v in list(b.argument_failures.items())[:8])
             console.print(f"argument failures by tool.field: {af}")
-        if b["unruled_fields"]:
-            console.print(f"unruled fields (compared raw): {', '.join(list(b['unruled_fields'])[:8])}")
-        cost = b["cost"]
-        if cost["input_tokens"] is None and cost["cost_usd"] is None:
-            console.print("cost: not recorded" + (" (replayed decisions)" if b["policy"] == "replay" else ""))
+        if b.unruled_fields:
+            console.print(f"unruled fields (compared raw): {', '.join(list(b.unruled_fields)[:8])}")
+        cost = b.cost
+        if cost.input_tokens is None and cost.cost_usd is None:
+            console.print("cost: not recorded" + (" (replayed decisions)" if b.policy == "replay" else ""))
         else:
-            money = _usd(cost["cost_usd"])
-            if cost["cost_usd"] is not None and cost["cost_usd_unknown"]:
-                money += f" (+{cost['cost_usd_unknown']} decisions unpriced)"
-            console.print(f"cost: {_n(cost['input_tokens'])} in / {_n(cost['output_tokens'])} out tokens, {money}, "
-                          f"latency p50 {_ms(cost['latency_ms_p50'])} p95 {_ms(cost['latency_ms_p95'])}; "
-                          f"input tokens on no-tool rows {_n(cost['no_tool_input_tokens'])}")
-        if cost.get("from_cache"):
-            console.print(f"{cost['from_cache']} decisions came from the model cache (their cost is what they "
+            money = _usd(cost.cost_usd)
+            if cost.cost_usd is not None and cost.cost_usd_unknown:
+                money += f" (+{cost.cost_usd_unknown} decisions unpriced)"
+            console.print(f"cost: {_n(cost.input_tokens)} in / {_n(cost.output_tokens)} out tokens, {money}, "
+                          f"latency p50 {_ms(cost.latency_ms_p50)} p95 {_ms(cost.latency_ms_p95)}; "
+                          f"input tokens on no-tool rows {_n(cost.no_tool_input_tokens)}")
+        if cost.from_cache:
+            console.print(f"{cost.from_cache} decisions came from the model cache (their cost is what they "
                           "cost when first made)")
-        nts = cost.get("no_tool_spend") or {}
-        if nts.get("input_tokens") is not None:
-            console.print(f"spent on decisions whose right answer included no tool: {_n(nts['input_tokens'])} "
-                          f"input tokens, {_usd(nts['cost_usd'])}")
-        top = cost.get("most_expensive") or []
-        if top and top[0].get("input_tokens") is not None:
+        nts = cost.no_tool_spend
+        if nts.input_tokens is not None:
+            console.print(f"spent on decisions whose right answer included no tool: {_n(nts.input_tokens)} "
+                          f"input tokens, {_usd(nts.cost_usd)}")
+        top = cost.most_expensive
+        if top and top[0].input_tokens is not None:
             console.print("most expensive decisions: " + "; ".join(
-                f"{t['id']} ({t['kind']}, {_n(t['input_tokens'])} in)" for t in top[:5]))
-        if b.get("error_types"):
+                f"{t.id} ({t.kind}, {_n(t.input_tokens)} in)" for t in top[:5]))
+        if b.error_types:
             console.print("errors by type (excluded from rates): " + ", ".join(
-                f"{t} {n}" for t, n in b["error_types"].items()))
-        for e in b["errors"][:10]:
-            err = e["error"] or {}
-            console.print(f"error (excluded from rates): {e['id']}: {err.get('type') or 'unknown'}: "
+                f"{t} {n}" for t, n in b.error_types.items()))
+        for e in b.errors[:10]:
+            err = e.error or {}
+            console.print(f"error (excluded from rates): {e.id}: {err.get('type') or 'unknown'}: "
                           f"{err.get('message') or 'no message'}")
-        if len(b["errors"]) > 10:
-            console.print(f"… and {len(b['errors']) - 10} more errors (all in the JSON report and the record log)")
+        if len(b.errors) > 10:
+            console.print(f"… and {len(b.errors) - 10} more errors (all in the JSON report and the record log)")
         console.print("")
-    for comp in report.get("comparisons", []):
+    for comp in report.comparisons:
         _render_comparison(console, comp)
-    conv = report.get("conventions", {})
+    conv = report.conventions
     console.print("conventions: " + " | ".join(f"{k}: {v}" for k, v in conv.items()))
     return buf.getvalue()
 
 
-def _render_small(console: Any, b: Mapping[str, Any]) -> None:
+def _render_small(console: Any, b: Block) -> None:
     """The gap between the levels, the averages' interval methods, and the small classes."""
-    console.print(f"gap name − name+args: micro {percent(_frac(b['micro']['gap_pct']))}, macro "
-                  f"{percent(_frac(b['macro']['gap_pct']))} points · 95 % intervals: Wilson per class and for the "
+    console.print(f"gap name − name+args: micro {percent(_frac(b.micro.gap_pct))}, macro "
+                  f"{percent(_frac(b.macro.gap_pct))} points · 95 % intervals: Wilson per class and for the "
                   "micro-average, Price–Bonett for the macro-average", markup=False, highlight=False, soft_wrap=True)
-    small = b.get("small_classes") or {}
+    small = b.small_classes
     if small:
-        each = ", ".join(f"{cls} n={s['n']} (one row: {s['one_row_pct']:.1f} points of its rate, "
-                         f"{s['one_row_macro_pct']:.1f} of the macro-average)" for cls, s in small.items())
-        console.print(f"* small classes (fewer than {b['min_class_n']} rows; --tooleffect-min-class-n): {each}",
+        each = ", ".join(f"{cls} n={s.n} (one row: {s.one_row_pct:.1f} points of its rate, "
+                         f"{s.one_row_macro_pct:.1f} of the macro-average)" for cls, s in small.items())
+        console.print(f"* small classes (fewer than {b.min_class_n} rows; --tooleffect-min-class-n): {each}",
                       markup=False, highlight=False, soft_wrap=True)
 
 
-def _render_status(console: Any, report: Mapping[str, Any]) -> None:
+def _render_status(console: Any, report: Report) -> None:
     """The status line, then the invalid cases per family, the skipped items per family × policy and
     the items with no record per family.
     """
-    invalid = report.get("invalid") or []
-    skipped = report.get("skipped") or []
-    unrecorded = report.get("unrecorded") or []
-    n_invalid = sum(f["count"] for f in invalid)
-    n_errors = sum(b["n_errors"] for b in report["blocks"])
-    n_skipped = sum(s["count"] for s in skipped)
-    n_unrecorded = sum(u["count"] for u in unrecorded)
+    invalid, skipped, unrecorded = report.invalid, report.skipped, report.unrecorded
+    n_invalid = sum(f.count for f in invalid)
+    n_errors = sum(b.n_errors for b in report.blocks)
+    n_skipped = sum(s.count for s in skipped)
+    n_unrecorded = sum(u.count for u in unrecorded)
     without = f", {n_unrecorded} without a record" if n_unrecorded else ""
-    console.print(f"tooleffect report status: {report['status']} ({n_invalid} invalid cases, {n_errors} errors, "
+    console.print(f"tooleffect report status: {report.status} ({n_invalid} invalid cases, {n_errors} errors, "
                   f"{n_skipped} skipped{without})", markup=False, highlight=False, soft_wrap=True)
     for fam in invalid:
-        ids = ", ".join("<file>" if i is None else i for i in fam["ids"][:10])
-        more = f" and {fam['count'] - 10} more" if fam["count"] > 10 else ""
-        console.print(f"invalid cases in family {fam['family']}: {fam['count']} ({ids}{more}); not scored, "
+        ids = ", ".join("<file>" if i is None else i for i in fam.ids[:10])
+        more = f" and {fam.count - 10} more" if fam.count > 10 else ""
+        console.print(f"invalid cases in family {fam.family}: {fam.count} ({ids}{more}); not scored, "
                       "not in any rate", markup=False, highlight=False, soft_wrap=True)
-        for entry in fam["cases"][:10]:
-            console.print(f"  {entry['problems'][0]}", markup=False, highlight=False, soft_wrap=True)
+        for entry in fam.cases[:10]:
+            console.print(f"  {entry.problems[0]}", markup=False, highlight=False, soft_wrap=True)
     for sk in skipped:
-        reasons = ", ".join(f"{r} {n}" for r, n in sk["reasons"].items())
-        console.print(f"skipped in {sk['family']} / {sk['policy']}: {sk['count']} ({reasons}); not in any rate",
+        reasons = ", ".join(f"{r} {n}" for r, n in sk.reasons.items())
+        console.print(f"skipped in {sk.family} / {sk.policy}: {sk.count} ({reasons}); not in any rate",
                       markup=False, highlight=False, soft_wrap=True)
     for un in unrecorded:
-        reasons = ", ".join(f"{r} {n}" for r, n in un["reasons"].items())
-        console.print(f"without a record in family {un['family']}: {un['count']} ({reasons}); not in any rate",
+        reasons = ", ".join(f"{r} {n}" for r, n in un.reasons.items())
+        console.print(f"without a record in family {un.family}: {un.count} ({reasons}); not in any rate",
                       markup=False, highlight=False, soft_wrap=True)
-        for nodeid in un["ids"][:10]:
+        for nodeid in un.ids[:10]:
             console.print(f"  {nodeid}", markup=False, highlight=False, soft_wrap=True)
-        if un["count"] > 10:
-            console.print(f"  and {un['count'] - 10} more (the report's unrecorded ids)", markup=False,
+        if un.count > 10:
+            console.print(f"  and {un.count - 10} more (the report's unrecorded ids)", markup=False,
                           highlight=False, soft_wrap=True)
     if invalid or skipped or unrecorded:
         console.print("")
 
 
-def _render_effects(console: Any, eff: Mapping[str, Any]) -> None:
-    kinds = ", ".join(f"{k} {v}" for k, v in eff["kinds"].items() if v)
-    console.print(f"effects ({eff['n']} decisions run in a sandbox): {kinds}")
-    rec = eff["recovery"]
-    if rec["observed"] or rec["by_kind"]["not_observed"]:
-        by = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in rec["by_kind"].items() if v)
-        console.print(f"recovery from injected faults: {rec['rate_display']} % ({rec['recovered']}/{rec['observed']} "
+def _render_effects(console: Any, eff: Effects) -> None:
+    kinds = ", ".join(f"{k} {v}" for k, v in eff.kinds if v)
+    console.print(f"effects ({eff.n} decisions run in a sandbox): {kinds}")
+    rec = eff.recovery
+    if rec.observed or rec.by_kind.not_observed:
+        by = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in rec.by_kind if v)
+        console.print(f"recovery from injected faults: {rec.rate_display} % ({rec.recovered}/{rec.observed} "
                       f"observed; {by})")
-    ro = eff.get("rollout")
+    ro = eff.rollout
     if ro:
-        console.print(f"rollouts (up to {ro['limit']} steps, {ro['n']} cases): single-step (teacher-forced, upper "
-                      f"bound; first decision, name + args) {ro['single_step_display']} % · self-steered (end state "
-                      f"meets the effects) {ro['self_steered_display']} % · mean {ro['mean_steps']} steps")
-    conv = eff.get("conversations")
+        console.print(f"rollouts (up to {ro.limit} steps, {ro.n} cases): single-step (teacher-forced, upper "
+                      f"bound; first decision, name + args) {ro.single_step_display} % · self-steered (end state "
+                      f"meets the effects) {ro.self_steered_display} % · mean {ro.mean_steps} steps")
+    conv = eff.conversations
     if conv:
-        failed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in conv["kinds"].items() if k != "ok" and v)
-        console.print(f"conversations played through (self-steered, up to {conv['limit']} steps a turn): "
-                      f"{conv['self_steered_display']} % ({conv['passed']}/{conv['n']}) whole conversation right · "
-                      f"teacher-forced on the same conversations: {conv['decisions_display']} % of "
-                      f"{conv['decisions']} decisions, {conv['turns_display']} % of {conv['turns']} turns"
+        failed = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in conv.kinds.items() if k != "ok" and v)
+        console.print(f"conversations played through (self-steered, up to {conv.limit} steps a turn): "
+                      f"{conv.self_steered_display} % ({conv.passed}/{conv.n}) whole conversation right · "
+                      f"teacher-forced on the same conversations: {conv.decisions_display} % of "
+                      f"{conv.decisions} decisions, {conv.turns_display} % of {conv.turns} turns"
                       + (f" · first failures: {failed}" if failed else ""))
-    sb = eff["sandbox"]
-    missing = f"; not in force: {', '.join(sb['restrictions_missing'])}" if sb["restrictions_missing"] else ""
-    console.print(f"sandbox {'/'.join(sb['providers'])}: {', '.join(sb['restrictions']) or 'no isolation'}"
+    sb = eff.sandbox
+    missing = f"; not in force: {', '.join(sb.restrictions_missing)}" if sb.restrictions_missing else ""
+    console.print(f"sandbox {'/'.join(sb.providers)}: {', '.join(sb.restrictions) or 'no isolation'}"
                   f"{missing}")
 
 
-def _render_comparison(console: Any, comp: Mapping[str, Any]) -> None:
+def _render_comparison(console: Any, comp: Comparison) -> None:
     from rich.table import Table
 
     for view, title in (("all", "every case each policy scored"),
-                        ("shared", f"the {comp['shared_n']} cases every policy scored")):
-        console.print(f"policies side by side · family {comp['family']} · {title}")
+                        ("shared", f"the {comp.shared_n} cases every policy scored")):
+        console.print(f"policies side by side · family {comp.family} · {title}")
         t = Table(show_edge=False, pad_edge=False)
         t.add_column("", overflow="fold")
-        for p in comp["policies"]:
+        for p in comp.policies:
             t.add_column(p, justify="right", overflow="fold")
-        rows = comp[view]
-        t.add_row("n", *(str(rows[p]["n"]) for p in comp["policies"]))
+        rows = comp.all if view == "all" else comp.shared
+        t.add_row("n", *(str(rows[p].n) for p in comp.policies))
         for cls in CLASSES:
-            t.add_row(f"{cls} name %", *(f"{rows[p]['classes_name_display'][cls]} (n={rows[p]['classes_n'][cls]})"
-                                          for p in comp["policies"]))
-        for key, label in (("name_micro_display", "name micro"), ("name_macro_display", "name macro"),
-                           ("name_args_micro_display", "name+args micro"),
-                           ("name_args_macro_display", "name+args macro")):
-            t.add_row(label, *(rows[p][key] for p in comp["policies"]))
+            t.add_row(f"{cls} name %", *(f"{getattr(rows[p].classes_name_display, cls)} "
+                                          f"(n={getattr(rows[p].classes_n, cls)})" for p in comp.policies))
+        heads = [rows[p] for p in comp.policies]
+        t.add_row("name micro", *(h.name_micro_display for h in heads))
+        t.add_row("name macro", *(h.name_macro_display for h in heads))
+        t.add_row("name+args micro", *(h.name_args_micro_display for h in heads))
+        t.add_row("name+args macro", *(h.name_args_macro_display for h in heads))
         console.print(t)
     console.print("")
 

@@ -4,8 +4,10 @@ A record is one JSON object per item (one case × policy × trial): a scored dec
 that is not the agent's decision (provider, agent, sandbox, oracle).  Its keys, in order, are the
 fields of :class:`Record`; the optional ones (the live turn's, the judge's, the sandbox's) are
 present only when the run produced them, and keys a ``pytest_tooleffect_modify_record`` hook adds
-are kept.  :func:`build_record` is the one place a record is made; :func:`record_schema` is its
-JSON Schema (``tooleffect schema record``).  The log they are written to and read back from is
+are kept.  :func:`build_record` is the one place a record is made; a record stays a :class:`Record`
+until it is written (the record log, the xdist wire, pytest-json-report's metadata), where
+:meth:`Record.to_json` makes its JSON object.  :func:`record_schema` is its JSON Schema
+(``tooleffect schema record``).  The log they are written to and read back from is
 :mod:`.record_log`'s.
 """
 
@@ -24,6 +26,7 @@ from pytest_tooleffect.oracle import Verdict
 
 __all__ = [
     "RECORD_VERSION",
+    "BaselineMark",
     "Record",
     "ShardRecord",
     "build_record",
@@ -279,6 +282,15 @@ class ShardRecord(_Part):
         return self
 
 
+class BaselineMark(_Part):
+    """What the baseline says of the decision (``--tooleffect-baseline``)."""
+
+    status: Literal["new", "not_compared", "label_changed", "passing", "regression", "fixed", "known"]
+    """``regression`` (passed in the baseline, fails now), ``fixed``, ``known`` (failed in both),
+    ``passing`` (passed in both), ``new`` (not in the baseline), ``label_changed`` or ``not_compared``
+    (an error on either side)."""
+
+
 class Record(_Part):
     """One record: the outcome of one item (case × policy × trial).
 
@@ -354,6 +366,8 @@ class Record(_Part):
     """The faults injected into the sandbox's tools, sorted."""
     recovery: Literal["retried", "other_path", "told_user", "none", "not_observed"] | None = None
     """How the agent answered the first injected failure; ``null`` when none fired."""
+    baseline: BaselineMark | None = None
+    """What the baseline says of the decision (a run under ``--tooleffect-baseline``)."""
     shard: ShardRecord | None = None
     """The shard the record was made in (a run under ``--tooleffect-shard``)."""
 
@@ -449,7 +463,7 @@ def build_record(
     cost: Mapping[str, Any] | None = None,
     extra: Mapping[str, Any] | None = None,
     label_digest: str | None = None,
-) -> dict[str, Any]:
+) -> Record:
     """Make one item's record: scored (give ``verdict``) or an error (give ``error``).
 
     Args:
@@ -469,8 +483,7 @@ def build_record(
             caller has it already (computed once per case at collection); else computed here.
 
     Returns:
-        The record as a JSON object (:meth:`Record.to_json`), which ``pytest_tooleffect_modify_record``
-        hooks may edit in place.
+        The record; :meth:`Record.to_json` is its JSON object (keys not given left out).
 
     Raises:
         ValueError: the case has no label; both or neither of ``verdict`` and ``error`` given;
@@ -511,7 +524,7 @@ def build_record(
         record = Record.model_validate(_JSON_VALUES.dump_python(raw, mode="json", fallback=str))
     except ValidationError as exc:
         raise ValueError(f"record {raw['id']}: {first_problem(exc)}") from exc
-    return record.to_json()
+    return record
 
 
 def reply_due(case: Case) -> str | None:

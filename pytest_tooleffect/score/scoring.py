@@ -21,13 +21,14 @@ from pytest_tooleffect.decide.sandbox_run import judge_effect
 from pytest_tooleffect.formats import policy_params
 from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, score
 from pytest_tooleffect.outcomes import DecisionFailed, Failure, NotScored
-from pytest_tooleffect.score.record import build_record
+from pytest_tooleffect.score.record import Record, build_record
+from pytest_tooleffect.score.sections import record_sections_key
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.redaction import known, redact, redact_obj, register_environment
 
 __all__ = ["Scorer", "record_key", "tooleffect_score"]
 
-record_key = pytest.StashKey[dict[str, Any]]()
+record_key = pytest.StashKey[Record]()
 
 
 class Scorer:
@@ -66,8 +67,10 @@ class Scorer:
         return self._predicates
 
     def record(self, item: CaseItem, verdict: Verdict | None = None, cost: Mapping[str, Any] | None = None,
-               error: Failure | None = None, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """Make the item's one record, pass it through ``pytest_tooleffect_modify_record`` and keep it.
+               error: Failure | None = None, extra: Mapping[str, Any] | None = None) -> Record:
+        """Make the item's one record, pass it through the plugin's record sections
+        (:mod:`~pytest_tooleffect.score.sections`), then the users' ``pytest_tooleffect_modify_record``,
+        and keep it.
 
         Args:
             item: the case item.
@@ -77,7 +80,7 @@ class Scorer:
             extra: further record fields (the turn's, the judge's, the sandbox's).
 
         Returns:
-            The record (a JSON object; see :class:`~pytest_tooleffect.score.record.Record`).
+            The record.
         """
         fields = {"model": item.policy.model, "trial": item.trial, **(extra or {})}
         record = build_record(
@@ -85,9 +88,15 @@ class Scorer:
             tools={t.name: t for t in item.tools}, cost=cost,
             error=_error(error),
             extra=fields, repeats=self.settings.repeats, label_digest=item.ref.label_hash)
-        item.config.hook.pytest_tooleffect_modify_record(record=record, item=item)
+        for section in item.config.stash.get(record_sections_key, []):
+            section.modify_record(record, item)
+        hook = item.config.hook.pytest_tooleffect_modify_record
+        if hook.get_hookimpls():  # the users' hooks, last, on the record's JSON object
+            data = record.to_json()
+            hook(record=data, item=item)
+            record = Record.model_validate(data)
         if not item.replay:  # what a model, an agent or a provider wrote may hold a key the run knows
-            record = dict(redact_obj(record))
+            record = Record.model_validate(redact_obj(record.to_json()))
         item.stash[record_key] = record
         return record
 
@@ -165,7 +174,7 @@ class Scorer:
             _short_longrepr(report, call.excinfo.value, item.record_id)
         _redact_report(report)
         if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, wire.REPORT_RECORD):
-            setattr(report, wire.REPORT_RECORD, item.stash[record_key])
+            setattr(report, wire.REPORT_RECORD, item.stash[record_key].to_json())
             assert isinstance(item, CaseItem)
             if item.family.name not in self._families_sent:  # the controller reports without reading family files
                 self._families_sent.add(item.family.name)
@@ -179,7 +188,7 @@ class Scorer:
     @pytest.hookimpl(optionalhook=True)
     def pytest_json_runtest_metadata(self, item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any] | None:
         if call.when in ("setup", "call") and record_key in item.stash:
-            return {"tooleffect": item.stash[record_key]}
+            return {"tooleffect": item.stash[record_key].to_json()}
         return None
 
 

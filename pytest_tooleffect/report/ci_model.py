@@ -1,0 +1,289 @@
+"""The report's CI sections, as typed data: the run against its baseline and the gates judged.
+
+:class:`BaselineSection` is the report's ``baseline`` (written when the run had
+``--tooleffect-baseline``: the comparison of :func:`pytest_tooleffect.ci.comparison.compare`, or
+why the run's records could not be read as a baseline), :class:`GatesSection` its ``gates``
+(written when gates in ``[tool.tooleffect.gates]`` judged the run).  The comparison and the
+gates are computed in :mod:`pytest_tooleffect.ci`; these models only say what they look like.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from pytest_tooleffect.report.parts import Count, Part, is_none
+
+__all__ = [
+    "BaselineBlock",
+    "BaselineComparison",
+    "BaselineRate",
+    "BaselineSection",
+    "BaselineTotals",
+    "BaselineUnreadable",
+    "BeforeAfter",
+    "ClassPairs",
+    "FingerprintPair",
+    "Flip",
+    "GateCounts",
+    "GateErrors",
+    "GateResultEntry",
+    "GatesApplied",
+    "GatesNotApplied",
+    "GatesSection",
+    "McNemar",
+]
+
+
+class BaselineRate(Part):
+    """One side's rate on the paired decisions."""
+
+    correct: Count
+    """Paired decisions right at the level."""
+    n: Count
+    """Paired decisions judged at the level."""
+    rate_pct: float | None
+    """``correct / n`` as a percentage; ``null`` for no decision."""
+    display: str
+    """``rate_pct`` rounded half up to one digit, ``–`` for no decision."""
+
+
+class BeforeAfter(Part):
+    """A level's rate in the baseline and in this run, on the same paired decisions."""
+
+    before: BaselineRate
+    """In the baseline."""
+    after: BaselineRate
+    """In this run."""
+
+
+class ClassPairs(Part):
+    """The paired decisions of one class (or of ``all``) at each level."""
+
+    n: Count
+    """Paired decisions."""
+    name: BeforeAfter
+    """At the name level."""
+    name_args: BeforeAfter
+    """At the name + arguments level."""
+    effect: BeforeAfter | None = Field(default=None, exclude_if=is_none)
+    """At the effect level, over the pairs judged on it; absent when none was."""
+
+
+class Flip(Part):
+    """A decision whose verdict flipped between the baseline and this run."""
+
+    model_config = ConfigDict(validate_by_name=True, validate_by_alias=True, serialize_by_alias=True)
+
+    id: str
+    """The record id."""
+    label_class: str = Field(alias="class")
+    """The label's class in this run."""
+    before: str
+    """The baseline's verdict, in words."""
+    after: str
+    """This run's verdict, in words."""
+
+
+class McNemar(Part):
+    """Exact McNemar test on the paired pass/fail of one family × policy."""
+
+    table: list[list[int]]
+    """``[[both pass, pass→fail], [fail→pass, both fail]]``."""
+    b: Count
+    """Passed before, fails now."""
+    c: Count
+    """Failed before, passes now."""
+    p_value: float
+    """Two-sided p-value in [0, 1]."""
+    test: str
+    """The test's name and source."""
+
+
+class FingerprintPair(Part):
+    """The label-set fingerprint of a family × policy on each side (``null``: the side has no decision)."""
+
+    before: str | None
+    """In the baseline."""
+    after: str | None
+    """In this run."""
+
+
+class BaselineBlock(Part):
+    """One family × policy of either side, compared decision by decision."""
+
+    family: str
+    """The family."""
+    policy: str
+    """The policy."""
+    label_set_fingerprint: FingerprintPair
+    """The label-set fingerprints before and after."""
+    same_label_set: bool
+    """Both sides have the family × policy, with the same fingerprint."""
+    compared: Count
+    """Paired decisions."""
+    classes: dict[str, ClassPairs]
+    """Per class, then ``all``."""
+    regressions: list[Flip]
+    """Passed in the baseline, fail now."""
+    fixes: list[Flip]
+    """Failed in the baseline, pass now."""
+    known: Count
+    """Failed in both."""
+    passing: Count
+    """Passed in both."""
+    new: Count
+    """Decisions of this run the baseline does not have."""
+    left_out: dict[str, int]
+    """Decisions not compared, by reason (the comparison's ``left_out_reasons``)."""
+    label_changed_ids: list[str]
+    """Record ids left out because their label changed."""
+    label_changed_compared: Count
+    """Pairs compared although their label changed (``--tooleffect-baseline-changed-labels compare``)."""
+    mcnemar: McNemar
+    """The exact McNemar test on the pairs."""
+
+
+class BaselineTotals(Part):
+    """The counts of every block summed (rates are never pooled across families)."""
+
+    compared: Count
+    """Paired decisions."""
+    regressions: Count
+    """Regressions."""
+    fixes: Count
+    """Fixes."""
+    known: Count
+    """Known failures."""
+    passing: Count
+    """Passing in both."""
+    new: Count
+    """New decisions."""
+    left_out: dict[str, int]
+    """Decisions not compared, by reason."""
+
+
+class BaselineComparison(Part):
+    """The run against its baseline (``--tooleffect-baseline``)."""
+
+    path: str
+    """The baseline file."""
+    created: str
+    """When the baseline was saved (ISO 8601, UTC)."""
+    changed_labels: Literal["skip", "compare"]
+    """What was done with decisions whose label changed (``--tooleffect-baseline-changed-labels``)."""
+    left_out_reasons: dict[str, str]
+    """What each ``left_out`` reason means."""
+    blocks: list[BaselineBlock]
+    """One per family × policy of either side, sorted."""
+    totals: BaselineTotals
+    """The blocks' counts summed."""
+
+
+class BaselineUnreadable(Part):
+    """A run whose records could not be read as a baseline: nothing was compared."""
+
+    path: str
+    """The baseline file."""
+    error: str
+    """Why the run's records could not be compared."""
+
+
+BaselineSection = BaselineComparison | BaselineUnreadable
+"""The report's ``baseline``: the comparison, or why there is none."""
+
+
+class GateCounts(Part):
+    """Gate results by status."""
+
+    passed: Count
+    """Gates passed."""
+    failed: Count
+    """Gates failed."""
+    not_judged: Count
+    """Gates that could not be judged (too few rows, no baseline, an unknown cost)."""
+
+
+class GateErrors(Part):
+    """What failed the run whatever the gates say, by kind."""
+
+    decision_failures: Count
+    """Failed items whose record is a scored decision (the gates judge these)."""
+    error_records: Count
+    """Failed items whose record is an error."""
+    other_failures: Count
+    """Every other failed report."""
+    collection_errors: Count
+    """Failed collection reports."""
+    total: Count
+    """``error_records + other_failures + collection_errors``."""
+
+
+class GateResultEntry(Part):
+    """One gate's verdict on one family × policy."""
+
+    family: str
+    """The family (``*`` in a key that matched no block)."""
+    policy: str
+    """The policy."""
+    gate: str
+    """What is judged, e.g. ``no_tool name`` or ``forbidden``."""
+    op: Literal[">=", "<="]
+    """``>=`` (a floor) or ``<=`` (a ceiling)."""
+    threshold: float
+    """The floor (percent) or the ceiling (decisions, or USD)."""
+    unit: Literal["%", "", "USD"]
+    """``%``, ``""`` (a count) or ``USD``."""
+    bound: Literal["point", "wilson"] | None
+    """``point`` or ``wilson`` for a class rate; ``null`` otherwise."""
+    status: Literal["passed", "failed", "not_judged"]
+    """The verdict."""
+    fails_run: bool
+    """A failed gate, or a NOT JUDGED one under ``unjudged = "fail"``."""
+    value: float | None
+    """The judged value (percent, count or USD); ``null`` when not judged."""
+    n: int | None
+    """The rows behind the value."""
+    detail: str
+    """The parenthesised part of the line."""
+    ids: list[str] | None
+    """Record ids behind a regression count (``null`` otherwise)."""
+    line: str
+    """The terminal line."""
+
+
+class GatesApplied(Part):
+    """The gates judged on the run, and the exit status they decided."""
+
+    applied: Literal[True]
+    """The gates decided the exit status."""
+    source: str
+    """Where the gates were read: ``PATH [tool.tooleffect.gates]``."""
+    passed: bool
+    """No gate failed the run."""
+    counts: GateCounts
+    """Results by status."""
+    errors: GateErrors
+    """What failed the run whatever the gates say."""
+    exit_status: int
+    """The session's exit status."""
+    exit_reason: str
+    """Why, in one line."""
+    unmatched_tables: list[str]
+    """Tables with a wildcard that matched no family × policy of the run (``FAMILY/POLICY``)."""
+    results: list[GateResultEntry]
+    """Every gate's result, block by block."""
+
+
+class GatesNotApplied(Part):
+    """Gates are configured, and the run made no decision for them to judge (the Markdown summary only)."""
+
+    applied: Literal[False]
+    """The gates did not decide the exit status."""
+    note: str
+    """Why."""
+
+
+GatesSection = GatesApplied | GatesNotApplied
+"""The report's ``gates``: the gates judged, or why they were not."""
