@@ -24,7 +24,7 @@ from results import emit  # bench/results.py: this folder is on sys.path
 
 from pytest_tooleffect.report import summarise
 from pytest_tooleffect.report.html import States, render_html
-from pytest_tooleffect.score.record import Record
+from pytest_tooleffect.scoring.record import Record
 
 LIMIT_S = 5.0
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",

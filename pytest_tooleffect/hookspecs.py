@@ -4,7 +4,7 @@ The record and the report each have a "modify" hook, called once per record (on 
 that scored it) and once per report (on the controller), as pytest-json-report's
 ``pytest_json_modifyreport`` is.  They are for users, and run last: the plugin's own parts
 (the baseline, the shard, the judge, the gates) write theirs before, through internal
-protocols (:mod:`pytest_tooleffect.score.sections`, :mod:`pytest_tooleffect.report.assembly`).
+protocols (:mod:`pytest_tooleffect.scoring.sections`, :mod:`pytest_tooleffect.report.assembly`).
 """
 
 from __future__ import annotations
@@ -54,10 +54,10 @@ def pytest_tooleffect_modify_record(record: dict[str, Any], item: pytest.Item) -
     scored, or an error (provider, agent, sandbox, oracle), after the plugin's own additions
     (``baseline``, ``shard``).  What it adds lands in the record log, pytest-json-report's
     per-test metadata and the controller's report input; the record is read back as a
-    :class:`~pytest_tooleffect.score.record.Record`, so a field it changes must keep its type.
+    :class:`~pytest_tooleffect.scoring.record.Record`, so a field it changes must keep its type.
 
     Args:
-        record: the record as a JSON object (see :class:`pytest_tooleffect.score.record.Record`).
+        record: the record as a JSON object (see :class:`pytest_tooleffect.scoring.record.Record`).
         item: the case item (``item.case``, ``item.family``, ``item.policy``, ``item.trial``).
 
     Example (``conftest.py``)::

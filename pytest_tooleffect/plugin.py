@@ -4,8 +4,8 @@ Nothing else lives here.  The stages of the path of one case are modules of thei
 (``docs/design.md``, "Architecture"): :mod:`~pytest_tooleffect.options` (resolved by
 :mod:`~pytest_tooleffect.settings`) →
 :mod:`~pytest_tooleffect.collect.items` → :mod:`~pytest_tooleffect.decide.decision` (with
-:mod:`~pytest_tooleffect.decide.sandbox_run`) → :mod:`~pytest_tooleffect.score.scoring` →
-:mod:`~pytest_tooleffect.score.record` → :mod:`~pytest_tooleffect.report.reporter` →
+:mod:`~pytest_tooleffect.decide.sandbox_run`) → :mod:`~pytest_tooleffect.scoring.scorer` →
+:mod:`~pytest_tooleffect.scoring.record` → :mod:`~pytest_tooleffect.report.reporter` →
 :mod:`~pytest_tooleffect.report`.  As pytest's junitxml does, each plugin object is built in
 ``pytest_configure``, kept in the config's stash and unregistered in ``pytest_unconfigure``;
 the controller-only reporter is skipped on xdist workers.
@@ -27,8 +27,8 @@ from pytest_tooleffect.decide.sandbox_run import Sandboxes, tooleffect_sandbox
 from pytest_tooleffect.options import addoptions
 from pytest_tooleffect.report.reporter import JudgeContributor, Reporter, RunTally
 from pytest_tooleffect.sandbox import registered_providers
-from pytest_tooleffect.score.scoring import Scorer, tooleffect_score
-from pytest_tooleffect.score.sections import RecordSection, ShardMark, record_sections_key
+from pytest_tooleffect.scoring.scorer import Scorer, tooleffect_score
+from pytest_tooleffect.scoring.sections import RecordSection, ShardMark, record_sections_key
 from pytest_tooleffect.settings import resolve, settings_key
 from pytest_tooleffect.signals import TermAsInterrupt
 

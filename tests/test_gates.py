@@ -18,7 +18,7 @@ import yaml
 from pytest_tooleffect.ci.gate_keeper import RunTally, decide_exit, evaluate
 from pytest_tooleffect.ci.gate_rules import GateSet, load_gates, parse_gates
 from pytest_tooleffect.report import Report, summarise
-from pytest_tooleffect.score.record import BaselineMark, Record
+from pytest_tooleffect.scoring.record import BaselineMark, Record
 from tests.conftest import REPO
 
 FAMILY = """\

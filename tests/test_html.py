@@ -256,7 +256,7 @@ def test_regressions_and_fixes_come_first_with_a_baseline(tmp_path: Path, browse
     from pytest_tooleffect.ci.baseline import Baseline
     from pytest_tooleffect.ci.regressions import BaselineContributor
     from pytest_tooleffect.report import summarise
-    from pytest_tooleffect.score.record import Record
+    from pytest_tooleffect.scoring.record import Record
 
     before = [record_row("a", f"c{i}", "ok", True) for i in range(5)] + [record_row("a", "c9", "wrong_tool", False)]
     rows = copy.deepcopy(before)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.options import OPT_JUDGE, OPT_JUDGE_BASE, OPT_REPORT
-from pytest_tooleffect.score.judge import Judge, JudgeError, calibrate
+from pytest_tooleffect.scoring.judge import Judge, JudgeError, calibrate
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import REPO
 

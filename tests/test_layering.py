@@ -295,7 +295,7 @@ STAGES: tuple[frozenset[str], ...] = (
     frozenset({"options", "settings", "outcomes", "wire"}),  # the run's configuration and outcomes
     frozenset({"collect"}),
     frozenset({"decide"}),
-    frozenset({"score"}),
+    frozenset({"scoring"}),
     frozenset({"report"}),
     frozenset({"ci"}),
     frozenset({"data"}),  # importers, traces' sampling, labelling: tools beside the run path

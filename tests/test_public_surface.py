@@ -71,3 +71,13 @@ def test_the_readme_imports_only_exported_names() -> None:
         module = importlib.import_module(module_name)
         for name in (n.strip() for n in names.split(",")):
             assert name in getattr(module, "__all__", ()), f"README imports {module_name}.{name}, not exported"
+
+
+def test_no_subpackage_shadows_an_exported_name() -> None:
+    """Importing ``pytest_tooleffect.<name>`` binds ``<name>`` on the package: a folder named like an
+    exported function (``score``) would replace that function once anything imports the folder."""
+    import pytest_tooleffect
+
+    folders = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+               if p.suffix == ".py" or (p / "__init__.py").is_file()}
+    assert sorted(set(pytest_tooleffect.__all__) & folders) == []

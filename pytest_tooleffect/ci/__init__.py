@@ -1,1 +1,3 @@
 """CI: baselines, gates, comparisons between runs."""
+
+__all__: list[str] = []

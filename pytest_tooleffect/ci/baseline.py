@@ -156,7 +156,7 @@ class BaselineDecision(BaseModel):
         """The decision a record states.
 
         Args:
-            record: one record (``pytest_tooleffect.score.record``; ``verdict`` with ``kind``,
+            record: one record (``pytest_tooleffect.scoring.record``; ``verdict`` with ``kind``,
                 ``name_ok``, ``name_args_ok``; ``effect`` with ``passed`` for a world case).
             where: how error messages name the record (``record 3``).
 

@@ -33,7 +33,7 @@ from pytest_tooleffect.report.ci_model import GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import Block, ClassRates, Rate, Report
 from pytest_tooleffect.report.reporter import RunTally
-from pytest_tooleffect.score.record import Record
+from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.output_files import output_problems_key, shown_path
 

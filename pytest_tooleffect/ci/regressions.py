@@ -26,7 +26,7 @@ from pytest_tooleffect.options import OPT_BASELINE
 from pytest_tooleffect.outcomes import DecisionFailed
 from pytest_tooleffect.report.ci_model import BaselineComparison, BaselineUnreadable
 from pytest_tooleffect.report.model import Report
-from pytest_tooleffect.score.record import BaselineMark, Record
+from pytest_tooleffect.scoring.record import BaselineMark, Record
 from pytest_tooleffect.settings import settings_key
 
 __all__ = ["BaselineContributor", "BaselinePlugin", "Regression"]
@@ -93,7 +93,7 @@ class BaselinePlugin:
                 raises=DecisionFailed, strict=False))
 
     def modify_record(self, record: Record, item: pytest.Item) -> None:
-        """Write ``record.baseline`` (a :class:`~pytest_tooleffect.score.sections.RecordSection`, on the
+        """Write ``record.baseline`` (a :class:`~pytest_tooleffect.scoring.sections.RecordSection`, on the
         process that scored the item).
         """
         if _before_key not in item.stash:

@@ -2,7 +2,7 @@
 
 Part of the collection stage (``docs/design.md``, "Architecture").  An item belongs to shard
 ``jump_hash(sha256(key), N) + 1``, where ``key`` is a case item's record id
-(:func:`~pytest_tooleffect.score.record.record_id`) and any other item's node id.  Jump consistent
+(:func:`~pytest_tooleffect.scoring.record.record_id`) and any other item's node id.  Jump consistent
 hashing (Lamping and Veach, "A Fast, Minimal Memory, Consistent Hash Algorithm", 2014) gives:
 
 * every item in exactly one shard, decided by its own id alone (no shared state, the same on

@@ -341,7 +341,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     import datetime
 
     from pytest_tooleffect.data.labelling import read_labels
-    from pytest_tooleffect.score.judge import Judge, JudgeError, calibrate
+    from pytest_tooleffect.scoring.judge import Judge, JudgeError, calibrate
 
     try:
         pairs = list(read_labels(Path(args.pairs)).values())

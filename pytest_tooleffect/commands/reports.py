@@ -306,7 +306,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
         The exit status: 0.
     """
     if args.what == "record":
-        from pytest_tooleffect.score.record import record_schema
+        from pytest_tooleffect.scoring.record import record_schema
 
         schema = record_schema()
     elif args.what == "report":

@@ -20,7 +20,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.report.run_model import MergedShards, ShardOf
 from pytest_tooleffect.report.summary import summarise
-from pytest_tooleffect.score.record import Record
+from pytest_tooleffect.scoring.record import Record
 
 __all__ = ["SECTION_ORDER", "ReportSection", "SectionName", "ShardSection", "assemble", "ordered"]
 

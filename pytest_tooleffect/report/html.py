@@ -30,7 +30,7 @@ from pytest_tooleffect.collect.family import FamilyError, is_case_file, load_fam
 from pytest_tooleffect.collect.family import family_dirs as find_family_dirs
 from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.report.model import CLASSES, Block, Report
-from pytest_tooleffect.score.record import Record
+from pytest_tooleffect.scoring.record import Record
 
 __all__ = ["SMALL_CLASS_N", "States", "load_states", "page_data", "render_html", "write_html"]
 

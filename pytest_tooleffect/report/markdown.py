@@ -19,7 +19,7 @@ from pytest_tooleffect.report.arithmetic import percent
 from pytest_tooleffect.report.ci_model import GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import CLASSES, Block, Rate, Report
-from pytest_tooleffect.score.record import Record
+from pytest_tooleffect.scoring.record import Record
 
 __all__ = ["render_markdown"]
 

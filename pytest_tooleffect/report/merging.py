@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Literal
 
 from pytest_tooleffect.report.record_log import load_records
-from pytest_tooleffect.score.record import Record
+from pytest_tooleffect.scoring.record import Record
 
 __all__ = ["DUPLICATE_CHOICES", "MergeError", "Merged", "merge_logs", "record_logs"]
 

@@ -32,7 +32,7 @@ from pytest_tooleffect.report.run_model import (
     SkippedItems,
     UnrecordedItems,
 )
-from pytest_tooleffect.score.record import RecordError
+from pytest_tooleffect.scoring.record import RecordError
 
 __all__ = [
     "CLASSES",
@@ -181,7 +181,7 @@ class ReplyDue(Part):
 
 class NoToolFailures(Closed):
     """Failed rows of the no-tool class (at any level), each in exactly one bucket; they sum to the
-    class's failures (``pytest_tooleffect.score.record.no_tool_failure`` sorts them, first match wins).
+    class's failures (``pytest_tooleffect.scoring.record.no_tool_failure`` sorts them, first match wins).
     """
 
     redundant_read: Count

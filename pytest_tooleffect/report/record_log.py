@@ -15,7 +15,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from pytest_tooleffect.score.record import Record, first_problem
+from pytest_tooleffect.scoring.record import Record, first_problem
 from pytest_tooleffect.util.jsonl import json_lines
 
 __all__ = ["RecordLog", "load_records", "read_records"]

@@ -33,7 +33,7 @@ from pytest_tooleffect.util.redaction import redact_obj
 if TYPE_CHECKING:
     from pytest_tooleffect.report.assembly import ReportSection
     from pytest_tooleffect.report.model import Report
-    from pytest_tooleffect.score.record import Record
+    from pytest_tooleffect.scoring.record import Record
 
 __all__ = ["CaseNodes", "JudgeContributor", "Reporter", "RunTally", "judge_line", "rate_line"]
 
@@ -125,7 +125,7 @@ class Reporter:
         sent = getattr(report, wire.REPORT_RECORD, None)
         if sent is None:
             return
-        from pytest_tooleffect.score.record import Record
+        from pytest_tooleffect.scoring.record import Record
 
         record = Record.model_validate(sent)  # the record's JSON object on the wire (xdist), typed again here
         self.records.append(record)
@@ -478,7 +478,7 @@ def rollout_notes(records: Sequence[Record], rollout: int) -> list[str]:
 
     Args:
         records: the run's records (``family``, ``rollout`` as in
-            :class:`~pytest_tooleffect.score.record.Record`).
+            :class:`~pytest_tooleffect.scoring.record.Record`).
         rollout: the step limit asked for (1: nothing was asked, no note).
 
     Returns:

@@ -58,7 +58,7 @@ from pytest_tooleffect.report.model import (
 )
 from pytest_tooleffect.report.parts import PerClass
 from pytest_tooleffect.report.run_model import InvalidCase, InvalidFamily, SkippedItems, UnrecordedItems
-from pytest_tooleffect.score.record import EffectRecord, Record, VerdictRecord
+from pytest_tooleffect.scoring.record import EffectRecord, Record, VerdictRecord
 
 __all__ = ["CONVENTIONS", "summarise"]
 

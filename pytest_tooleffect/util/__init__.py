@@ -1,1 +1,3 @@
 """Small helpers every stage may use: JSON Lines reading, redaction of secrets, output files, processes."""
+
+__all__: list[str] = []

@@ -1,1 +1,3 @@
 """Scoring: a decision against its label (the oracle), into one typed Record."""
+
+__all__: list[str] = []

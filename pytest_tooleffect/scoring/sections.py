@@ -13,7 +13,7 @@ from typing import Protocol
 
 import pytest
 
-from pytest_tooleffect.score.record import Record, ShardRecord
+from pytest_tooleffect.scoring.record import Record, ShardRecord
 
 __all__ = ["RecordSection", "ShardMark", "record_sections_key"]
 
@@ -25,7 +25,7 @@ class RecordSection(Protocol):
         """Write its part of ``record`` (in place).
 
         Args:
-            record: the item's record, as made by :func:`~pytest_tooleffect.score.record.build_record`.
+            record: the item's record, as made by :func:`~pytest_tooleffect.scoring.record.build_record`.
             item: the case item it was made for.
         """
 

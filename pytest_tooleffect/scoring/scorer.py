@@ -21,8 +21,8 @@ from pytest_tooleffect.decide.sandbox_run import judge_effect
 from pytest_tooleffect.formats import policy_params
 from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, score
 from pytest_tooleffect.outcomes import DecisionFailed, Failure, NotScored
-from pytest_tooleffect.score.record import Record, build_record
-from pytest_tooleffect.score.sections import record_sections_key
+from pytest_tooleffect.scoring.record import Record, build_record
+from pytest_tooleffect.scoring.sections import record_sections_key
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.redaction import known, redact, redact_obj, register_environment
 
@@ -48,7 +48,7 @@ class Scorer:
         self._predicates: Mapping[str, Callable[..., Any]] | None = None
         self.judge: Any = None
         if self.settings.judge_model:
-            from pytest_tooleffect.score.judge import Judge
+            from pytest_tooleffect.scoring.judge import Judge
 
             self.judge = Judge(self.settings.judge_model, self.settings.judge_api_base, self.settings.judge_cache,
                                self.settings.timeout_s)
@@ -69,7 +69,7 @@ class Scorer:
     def record(self, item: CaseItem, verdict: Verdict | None = None, cost: Mapping[str, Any] | None = None,
                error: Failure | None = None, extra: Mapping[str, Any] | None = None) -> Record:
         """Make the item's one record, pass it through the plugin's record sections
-        (:mod:`~pytest_tooleffect.score.sections`), then the users' ``pytest_tooleffect_modify_record``,
+        (:mod:`~pytest_tooleffect.scoring.sections`), then the users' ``pytest_tooleffect_modify_record``,
         and keep it.
 
         Args:
@@ -245,7 +245,7 @@ def _error(failure: Failure | None) -> dict[str, Any] | None:
 def tooleffect_score(request: pytest.FixtureRequest) -> Callable[..., Verdict]:
     """Score one decision inside an ordinary test: ``verdict = tooleffect_score(emitted, label, tools)``.
 
-    The same as :func:`pytest_tooleffect.score`, with the predicates registered through
+    The same as :func:`pytest_tooleffect.scoring`, with the predicates registered through
     ``pytest_tooleffect_predicates`` available to rules.  Extra keyword arguments: ``rules``
     (a :class:`~pytest_tooleffect.oracle.RuleSet`), ``timezone``, ``state``, ``messages``.
     """
