@@ -79,16 +79,18 @@ def _extensions_imported() -> None:
 
 
 @pytest.fixture
-def pytester(_extensions_imported: None, pytester: pytest.Pytester,
-             monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+def pytester(_extensions_imported: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+             request: pytest.FixtureRequest) -> pytest.Pytester:
     """pytest's ``pytester`` with its folder on ``sys.path``, as ``python -m pytest`` puts it there in
     a child process: an agent module or ``conftest`` helper written beside the cases imports the same
     way whether a test runs pytest in this process (``runpytest``) or in a child
-    (``runpytest_subprocess``, for the tests marked ``subprocess``).
+    (``runpytest_subprocess``; a test marked ``subprocess`` gets it from ``runpytest`` too).
 
     Its runs leave out langsmith's pytest plugin (installed with the LangChain example agent, no
     part of what is tested): pytester clears ``PYTEST_ADDOPTS``, and each run would import it again.
     """
     monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:langsmith_plugin")
     pytester.syspathinsert()
+    if request.node.get_closest_marker("subprocess") is not None:  # the marker says so: every run in a child
+        monkeypatch.setattr(pytester, "runpytest", pytester.runpytest_subprocess)
     return pytester

@@ -208,6 +208,7 @@ def _demo_case(cid: str, label: dict[str, Any]) -> dict[str, Any]:
             "messages": [{"role": "user", "content": f"[{cid}] please help"}], "label": label, "source": "authored"}
 
 
+@pytest.mark.subprocess  # the example agent imports litellm, which then stays half-loaded in this process
 def test_an_agent_that_raises_or_returns_nothing_is_an_error_not_a_verdict(pytester: pytest.Pytester,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     cases = [_demo_case("stop", {"valid_actions": [{"tool": None}]}),

@@ -270,9 +270,10 @@ def rec(cid: str, cls: str = "single", kind: str | None = "ok", name: bool = Tru
         **extra: Any) -> dict[str, Any]:
     rid = f"fam/{cid}[{policy}]" if trial is None else f"fam/{cid}[{policy}:{trial}]"
     r: dict[str, Any] = {"id": rid, "family": "fam", "case_id": cid, "policy": policy, "trial": trial or 1,
-                         "class": cls, "bucket": "last", "label_hash": label, "xfail": False,
+                         "class": cls, "bucket": "last", "step": 0, "run_length": 1, "source": {"kind": "authored"},
+                         "label_hash": label, "xfail": False, "no_tool_failure": None,
                          "outcome": "scored" if kind else "error",
-                         "verdict": {"kind": kind, "name_ok": name, "name_args_ok": args} if kind else None,
+                         "verdict": {"kind": kind, "name_ok": name, "name_args_ok": args, "fields": []} if kind else None,
                          "error": None if kind else {"type": "Timeout", "message": "slow"},
                          "cost": {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None},
                          **extra}

@@ -106,7 +106,8 @@ def test_a_fully_scored_run_is_complete_and_passes_the_check(pytester: pytest.Py
 
 def test_status_from_records_alone() -> None:
     ok = {"id": "f/c[p]", "family": "f", "case_id": "c", "policy": "p", "outcome": "scored", "class": "no_tool",
-          "bucket": "last", "label_hash": "0" * 16, "cost": {},
+          "bucket": "last", "step": 0, "run_length": 1, "source": {"kind": "authored"}, "xfail": False,
+          "no_tool_failure": None, "error": None, "label_hash": "0" * 16, "cost": {},
           "verdict": {"name_ok": True, "name_args_ok": True, "kind": "ok_no_tool", "fields": []}}
     err = {**ok, "id": "f/d[p]", "case_id": "d", "outcome": "error", "verdict": None,
            "error": {"type": "Timeout", "message": "t"}}

@@ -103,6 +103,7 @@ def said_at_teardown(request):
     result.stdout.fnmatch_lines(["*Captured stdout teardown*", "teardown of c001[[]replay[]]"])
 
 
+@pytest.mark.subprocess  # whether litellm was imported is read from the process that ran
 @pytest.mark.parametrize("workers", [0, 2])
 def test_an_offline_run_never_imports_litellm(pytester: pytest.Pytester, workers: int) -> None:
     write_demo(pytester.path)
