@@ -37,7 +37,8 @@ from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.output_files import output_problems_key, shown_path
 
-__all__ = ["GateKeeper", "GateResult", "RunTally", "decide_exit", "evaluate", "unmatched_tables"]
+__all__ = ["GateKeeper", "GateResult", "LogGates", "RunTally", "decide_exit", "evaluate", "gates_section",
+           "unmatched_tables"]
 
 _FAIL_KINDS = tuple(k for k in KINDS if k not in ("ok", "ok_no_tool"))
 _BASELINE_HINT = "no baseline: run with --tooleffect-baseline PATH"
@@ -511,14 +512,66 @@ class GateKeeper:
     def _section(self) -> GatesApplied:
         assert self.results is not None and self.exit is not None and self.gates is not None
         assert self.report is not None
-        return GatesApplied.model_validate({
-            "applied": True,
-            "source": f"{self.gates.path} [{GATES_TABLE}]",
-            "passed": not any(r.fails_run for r in self.results),
-            "counts": {s: sum(1 for r in self.results if r.status == s) for s in ("passed", "failed", "not_judged")},
-            "errors": asdict(self.tally) | {"total": self.tally.errors},
-            "exit_status": self.exit[0],
-            "exit_reason": self.exit[1],
-            "unmatched_tables": unmatched_tables(self.report, self.gates),
-            "results": [r.to_dict() for r in self.results],
-        })
+        return gates_section(self.report, self.gates, self.results, self.tally, self.exit)
+
+
+def gates_section(report: Report, gates: GatesConfig, results: Sequence[GateResult], tally: RunTally,
+                  exit: tuple[int, str]) -> GatesApplied:
+    """The report's ``gates`` section of gates that applied.
+
+    Args:
+        report: the judged report.
+        gates: the gates (``[tool.tooleffect.gates]`` and the file it came from).
+        results: :func:`evaluate`'s results.
+        tally: the run's failures by what they are.
+        exit: :func:`decide_exit`'s ``(status, why)``.
+
+    Returns:
+        The typed section.
+    """
+    return GatesApplied.model_validate({
+        "applied": True,
+        "source": f"{gates.path} [{GATES_TABLE}]",
+        "passed": not any(r.fails_run for r in results),
+        "counts": {s: sum(1 for r in results if r.status == s) for s in ("passed", "failed", "not_judged")},
+        "errors": asdict(tally) | {"total": tally.errors},
+        "exit_status": exit[0],
+        "exit_reason": exit[1],
+        "unmatched_tables": unmatched_tables(report, gates),
+        "results": [r.to_dict() for r in results],
+    })
+
+
+class LogGates:
+    """The gates judged on a report made from record logs (``tooleffect report --gates``): a
+    :class:`~pytest_tooleffect.report.assembly.ReportSection` written after the baseline's, as a
+    run's gate keeper writes it.  The records stand for the run's outcomes: an error record fails
+    the run whatever the gates say, as in a run.
+
+    Args:
+        gates: the gates read from a ``pyproject.toml``.
+
+    Attributes:
+        results: the gates' results once contributed.
+        exit: ``(status, why)`` once contributed: 0 when every gate passed and nothing errored, else 1.
+    """
+
+    section: Literal["gates"] = "gates"
+
+    def __init__(self, gates: GatesConfig) -> None:
+        self.gates = gates
+        self.results: list[GateResult] = []
+        self.exit: tuple[int, str] = (0, "")
+
+    def contribute(self, report: Report, records: Sequence[Record]) -> None:
+        """Judge the gates on ``report`` and write ``report.gates``."""
+        from pytest_tooleffect.ci.baseline import record_passed
+
+        # a failed decision as pytest reported it: not an expected failure (the case's xfail, or a
+        # failure the baseline already knew)
+        failed = sum(1 for r in records if record_passed(r.to_json()) is False and not r.xfail
+                     and (r.baseline is None or r.baseline.status != "known"))
+        tally = RunTally(decision_failures=failed, error_records=sum(1 for r in records if r.outcome == "error"))
+        self.results = evaluate(report, records, self.gates)
+        self.exit = decide_exit(int(pytest.ExitCode.OK), any(r.fails_run for r in self.results), tally, False)
+        report.gates = gates_section(report, self.gates, self.results, tally, self.exit)

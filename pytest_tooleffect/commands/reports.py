@@ -19,14 +19,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     tables or JSON.
 
     The report is assembled as a run's is (:func:`~pytest_tooleffect.report.assembly.assemble`), with
-    the sections its inputs allow: the judge the records name, the shards merged, and the baseline
-    when ``--baseline`` gives one.
+    the sections its inputs allow: the judge the records name, the shards merged, the baseline
+    when ``--baseline`` gives one, and the gates when ``--gates`` names the ``pyproject.toml`` that
+    holds them.
 
     Args:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when printed; 2 for logs that do not merge, or a baseline that cannot be read.
+        The exit status: 0 when printed (under ``--gates``: the gates' status, 1 when a gate failed
+        or a record is an error); 2 for logs that do not merge, a baseline that cannot be read, or
+        gates that cannot be read.
     """
     from pytest_tooleffect.collect.cases import FamilyError, load_family
     from pytest_tooleffect.collect.family import family_dirs
@@ -72,6 +75,27 @@ def cmd_report(args: argparse.Namespace) -> int:
             return 2
         baseline.mark(records)
         sections.append(baseline)
+    gates = None
+    gates_path = getattr(args, "gates", None)
+    if gates_path:
+        import pytest
+
+        from pytest_tooleffect.ci.gate_keeper import LogGates
+        from pytest_tooleffect.ci.gate_rules import load_gates
+
+        folder = Path(gates_path)
+        folder = folder.parent if folder.name == "pyproject.toml" else folder
+        try:
+            config = load_gates(folder)
+        except pytest.UsageError as exc:
+            print(f"tooleffect report: --gates {exc}", file=sys.stderr)
+            return 2
+        if config is None:
+            print(f"tooleffect report: --gates {folder / 'pyproject.toml'}: no [tool.tooleffect.gates] table",
+                  file=sys.stderr)
+            return 2
+        gates = LogGates(config)
+        sections.append(gates)
     report = assemble(records, meta, sections, status=merged.status)
     if merged.duplicates_dropped:
         print(f"tooleffect report: {merged.duplicates_dropped} repeated records left out (--duplicates "
@@ -82,9 +106,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         missing = merged.shards_missing
         print(f"tooleffect report: incomplete: shard{'s' if len(missing) > 1 else ''} {shard_ranges(missing)} "
               f"of {merged.shard_count} missing", file=sys.stderr)
+    status = gates.exit[0] if gates is not None else 0
     if args.json:
         print(dumps(report))
-        return 0
+        return status
     import shutil
 
     from pytest_tooleffect.report.terminal import report_layout
@@ -97,7 +122,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         from pytest_tooleffect.ci.comparison import summary_lines
 
         print("\n".join(summary_lines(report.baseline.model_dump(mode="json", by_alias=True))))
-    return 0
+    if gates is not None:
+        for result in gates.results:
+            print(result.line)
+        print(f"tooleffect gates: {gates.exit[1]}")
+    return status
 
 
 def cmd_html(args: argparse.Namespace) -> int:
