@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -937,6 +938,57 @@ def pytest_configure(config):
     assert result.ret == -9
     _assert_gone_within(int((pytester.path / "child.pid").read_text()), 60,  # half the fake import's sleep
                         "was still importing a minute after its run was killed")
+
+
+def test_a_later_run_in_the_process_takes_the_idle_child_with_its_own_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle child is kept for the next run in the process (litellm imported once per process,
+    not once per run); the next run's environment replaces the earlier one's in it; a child started
+    under another import environment, or one that died meanwhile, is not taken.
+    """
+    import signal
+
+    from pytest_tooleffect.decide.turn_process import TurnProcess, end_parked
+
+    def keys_of(turns: TurnProcess) -> bool:
+        _, found = turns.call("keys", {"model": "openai/gpt-4o", "api_base": ""})
+        return bool(found.result(120))
+
+    end_parked()
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    first = TurnProcess()
+    try:
+        assert keys_of(first) is False
+        pid = first._proc.pid if first._proc else 0
+    finally:
+        first.close()
+    os.kill(pid, 0)  # kept, alive
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-second-run")
+    second = TurnProcess()
+    try:
+        assert keys_of(second) is True  # this run's key, seen by the kept child
+        assert second._proc is not None and second._proc.pid == pid
+    finally:
+        second.close()
+    monkeypatch.setenv("LITELLM_LOG", "ERROR")  # read by litellm's import: a new child
+    third = TurnProcess()
+    try:
+        assert keys_of(third) is True
+        assert third._proc is not None and third._proc.pid != pid
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # the kept one that did not fit was ended (and reaped)
+        pid = third._proc.pid
+    finally:
+        third.close()
+    os.kill(pid, signal.SIGKILL)  # the kept child dies before the next run
+    time.sleep(0.5)
+    fourth = TurnProcess()
+    try:
+        assert keys_of(fourth) is True
+        assert fourth._proc is not None and fourth._proc.pid != pid
+    finally:
+        fourth.close()
+        end_parked()
 
 
 def test_a_child_that_dies_fails_its_own_calls_even_when_a_new_one_was_started_meanwhile() -> None:

@@ -16,11 +16,16 @@ tokens and price.  Frames on the two pipes are pickles sent by the standard libr
 ``(id, ok, payload)`` back); the child's stdout and stderr are a nameless temporary file, so nothing litellm
 prints can reach the protocol or pytest's capture.  The child exits when its input pipe closes
 (the parent closed it, or died).
+
+A process that runs pytest more than once (``pytest.main`` called again, pytester in-process)
+keeps an idle, living child from one run for the next when the environment its import read is
+the same (:func:`_park`): the next run sends it its own environment and pays no import.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import itertools
 import json
@@ -40,8 +45,8 @@ from pytest_tooleffect.decide.pricing import price_answer
 from pytest_tooleffect.decide.provider_errors import ProviderError, exception_chain, provider_error, retry_after_s
 from pytest_tooleffect.formats import Price
 
-__all__ = ["PRELOAD_THREAD", "TurnProcess", "answer_once", "count_tokens", "finish_preload", "import_litellm",
-           "keys_in_environment", "preload_litellm", "serve"]
+__all__ = ["PRELOAD_THREAD", "TurnProcess", "answer_once", "count_tokens", "end_parked", "finish_preload",
+           "import_litellm", "keys_in_environment", "preload_litellm", "serve"]
 
 _LITELLM: Any = None
 _IMPORT_LOCK = threading.Lock()
@@ -195,14 +200,112 @@ def _read(conn: Connection) -> Any:
 
 
 class _Child:
-    """One started child: its process, its input stream and the calls it has not answered."""
+    """One started child: its process, its input stream, the calls it has not answered, and the
+    part of its environment its litellm import read (:func:`_import_key`).
+    """
 
-    def __init__(self, proc: subprocess.Popen[bytes], to_child: Connection, log: IO[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], to_child: Connection, log: IO[bytes],
+                 key: tuple[tuple[str, str], ...]) -> None:
         self.proc = proc
         self.to_child = to_child
         self.log = log
+        self.key = key
+        self.lock = threading.Lock()  # guards pending and ended (the reader thread's and the callers')
+        self.write_lock = threading.Lock()  # one frame at a time on its input
         self.pending: dict[int, concurrent.futures.Future[Any]] = {}
         self.ended = False  # its reader saw its output end: its calls are all failed
+
+    def alive(self) -> bool:
+        with self.lock:
+            return not self.ended and self.proc.poll() is None
+
+    def idle(self) -> bool:
+        """Alive, with no call left unanswered."""
+        with self.lock:
+            return not self.ended and self.proc.poll() is None and all(f.done() for f in self.pending.values())
+
+    def send(self, frame: Any) -> None:
+        """Write one frame (an ``OSError``/``ValueError`` when its input is closed)."""
+        with self.write_lock:
+            _write(self.to_child, frame)
+
+    def end(self) -> None:
+        """Close its input, terminate it if it still runs, and wait for it (killed after :data:`EXIT_GRACE_S`)."""
+        try:
+            with self.write_lock:
+                self.to_child.close()
+        except OSError:
+            pass
+        if self.proc.poll() is None:
+            self.proc.terminate()  # it may still be importing litellm, and read its closed input only after
+        try:
+            self.proc.wait(EXIT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+#: environment variables read when litellm is imported or its HTTP clients are made: a child kept
+#: from an earlier run (:func:`_park`) is taken by a later one only when these are the same
+_IMPORT_ENV_PREFIXES = ("LITELLM", "PYTHON")
+_IMPORT_ENV_NAMES = frozenset({"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR",
+                               "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "AIOHTTP_NO_EXTENSIONS"})
+#: request ids, unique in the process: a child kept from one run never sees an id again in the next
+_IDS = itertools.count(1)
+_PARKED: _Child | None = None
+_PARK_LOCK = threading.Lock()
+_ATEXIT_SET = False
+
+
+def _import_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """What of ``env`` (and the interpreter) a child's litellm import and HTTP clients depend on."""
+    kept = {k: v for k, v in env.items()
+            if k.upper().startswith(_IMPORT_ENV_PREFIXES) or k.upper() in _IMPORT_ENV_NAMES}
+    return (("", sys.executable), *sorted(kept.items()))
+
+
+def _park(child: _Child) -> bool:
+    """Keep an idle child for the next run in this process (``pytest.main`` called again, pytester
+    in-process): litellm's import, seconds of CPU, is then paid once per process, not once per run.
+
+    At most one child is kept; the one kept before is ended.  It ends when this process exits
+    (its input closes; and :func:`end_parked` at exit waits for it).
+    """
+    global _PARKED, _ATEXIT_SET
+    if not child.idle():
+        return False
+    with _PARK_LOCK:
+        previous, _PARKED = _PARKED, child
+        if not _ATEXIT_SET:
+            atexit.register(end_parked)
+            _ATEXIT_SET = True
+    if previous is not None:
+        previous.end()
+    return True
+
+
+def _unpark(key: tuple[tuple[str, str], ...]) -> _Child | None:
+    """The kept child, when it is alive and was started with the same import environment; else
+    ``None`` (a kept child that does not fit is ended).
+    """
+    global _PARKED
+    with _PARK_LOCK:
+        child, _PARKED = _PARKED, None
+    if child is None:
+        return None
+    if child.key == key and child.alive():
+        return child
+    child.end()
+    return None
+
+
+def end_parked() -> None:
+    """End the child kept for a next run, if any (registered at exit)."""
+    global _PARKED
+    with _PARK_LOCK:
+        child, _PARKED = _PARKED, None
+    if child is not None:
+        child.end()
 
 
 class TurnProcess:
@@ -218,9 +321,7 @@ class TurnProcess:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._write_lock = threading.Lock()
         self._child: _Child | None = None
-        self._ids = itertools.count(1)
 
     @property
     def _proc(self) -> subprocess.Popen[bytes] | None:
@@ -235,20 +336,30 @@ class TurnProcess:
 
     def _start(self) -> _Child:
         child = self._child
-        if child is not None and not child.ended and child.proc.poll() is None:
+        if child is not None and child.alive():
             return child
         if child is not None:  # ended: its reader fails its calls; its input goes
             try:
-                with self._write_lock:
+                with child.write_lock:
                     child.to_child.close()
             except OSError:
                 pass
-        down_r, down_w = os.pipe()  # parent → child
-        up_r, up_w = os.pipe()  # child → parent
-        log = tempfile.TemporaryFile(prefix="tooleffect-turns-")  # nameless: nothing is left behind, however it ends
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP", "True")}
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        key = _import_key(env)
+        kept = _unpark(key)
+        if kept is not None:
+            try:  # this run's environment (provider keys, a changed HOME) replaces the earlier run's
+                kept.send((next(_IDS), "environ", env))
+            except (OSError, ValueError):
+                kept.end()
+            else:
+                self._child = kept
+                return kept
+        down_r, down_w = os.pipe()  # parent → child
+        up_r, up_w = os.pipe()  # child → parent
+        log = tempfile.TemporaryFile(prefix="tooleffect-turns-")  # nameless: nothing is left behind, however it ends
         code = ("import sys; from pytest_tooleffect.decide.turn_process import serve; "
                 "serve(int(sys.argv[1]), int(sys.argv[2]))")
         try:
@@ -260,8 +371,8 @@ class TurnProcess:
         finally:
             os.close(down_r)
             os.close(up_w)
-        child = self._child = _Child(proc, Connection(down_w, readable=False), log)
-        threading.Thread(target=self._reader, args=(child, Connection(up_r, writable=False)),
+        child = self._child = _Child(proc, Connection(down_w, readable=False), log, key)
+        threading.Thread(target=_reader, args=(child, Connection(up_r, writable=False)),
                          name="tooleffect-turns-reader",
                          daemon=True).start()
         return child
@@ -274,13 +385,13 @@ class TurnProcess:
         :func:`keys_in_environment`).
         """
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        request_id = next(self._ids)
+        request_id = next(_IDS)
         with self._lock:
             child = self._start()
-            child.pending[request_id] = future
+            with child.lock:
+                child.pending[request_id] = future
         try:
-            with self._write_lock:
-                _write(child.to_child, (request_id, op, dict(args)))
+            child.send((request_id, op, dict(args)))
         except (OSError, ValueError):  # that child is gone: its reader fails its pending calls
             pass
         return request_id, future
@@ -291,58 +402,50 @@ class TurnProcess:
         if child is None:
             return
         try:
-            with self._write_lock:
-                _write(child.to_child, (request_id, "cancel", {}))
+            child.send((request_id, "cancel", {}))
         except (OSError, ValueError):
             pass
 
-    def _reader(self, child: _Child, stream: Connection) -> None:
-        with stream:
-            while (frame := _read(stream)) is not None:
-                request_id, ok, payload = frame
-                with self._lock:
-                    future = child.pending.pop(request_id, None)
-                if future is None or future.done():
-                    continue
-                if ok:
-                    future.set_result(payload)
-                elif payload is None:
-                    future.cancel()
-                else:
-                    kind, message, status, after = payload
-                    error = ProviderError(kind, message, status)
-                    error.retry_after = after
-                    future.set_exception(error)
-        code = child.proc.wait()
-        with self._lock:
-            child.ended = True
-            pending = [f for f in child.pending.values() if not f.done()]
-            child.pending.clear()
-        if pending:
-            why = ProviderError("TurnProcessExited", f"the model-turn process exited (code {code}) before it "
-                                                     f"answered{_log_tail(child.log)}")
-            for future in pending:
-                future.set_exception(why)
-        child.log.close()
-
     def close(self) -> None:
-        """End the child (its input closed, then terminated: every turn is over by now) and wait for it."""
+        """Release the child: kept for the next run in this process when it is idle and alive
+        (:func:`_park`), else ended (its input closed, then terminated) and waited for.
+        """
         with self._lock:
             child, self._child = self._child, None
-        if child is None:
+        if child is None or _park(child):
             return
-        try:
-            with self._write_lock:
-                child.to_child.close()
-        except OSError:
-            pass
-        if child.proc.poll() is None:
-            child.proc.terminate()  # it may still be importing litellm, and read its closed input only after
-        try:
-            child.proc.wait(EXIT_GRACE_S)
-        except subprocess.TimeoutExpired:
-            child.proc.kill()
-            child.proc.wait()
+        child.end()
+
+
+def _reader(child: _Child, stream: Connection) -> None:
+    """Resolve ``child``'s futures from its output; when it ends, fail the calls it left (``TurnProcessExited``)."""
+    with stream:
+        while (frame := _read(stream)) is not None:
+            request_id, ok, payload = frame
+            with child.lock:
+                future = child.pending.pop(request_id, None)
+            if future is None or future.done():
+                continue
+            if ok:
+                future.set_result(payload)
+            elif payload is None:
+                future.cancel()
+            else:
+                kind, message, status, after = payload
+                error = ProviderError(kind, message, status)
+                error.retry_after = after
+                future.set_exception(error)
+    code = child.proc.wait()
+    with child.lock:
+        child.ended = True
+        pending = [f for f in child.pending.values() if not f.done()]
+        child.pending.clear()
+    if pending:
+        why = ProviderError("TurnProcessExited", f"the model-turn process exited (code {code}) before it "
+                                                 f"answered{_log_tail(child.log)}")
+        for future in pending:
+            future.set_exception(why)
+    child.log.close()
 
 
 def _log_tail(log: IO[bytes], most: int = 65536) -> str:
@@ -425,6 +528,10 @@ def serve(read_fd: int, write_fd: int) -> None:
             loop.call_later(0.2, loop.stop)
             return
         request_id, op, args = frame
+        if op == "environ":  # a run that took this child from an earlier one: its environment from now on
+            os.environ.clear()
+            os.environ.update(args)
+            return
         if op == "cancel":
             running = tasks.get(request_id)
             if running is not None:
