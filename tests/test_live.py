@@ -500,9 +500,10 @@ def test_rate_limit_holds_across_xdist_workers(pytester: pytest.Pytester) -> Non
 
 def test_a_named_rate_file_is_shared_by_consecutive_runs(pytester: pytest.Pytester) -> None:
     """Two runs naming one state file share one limit: the second waits for the first's requests."""
-    # the window must outlast the second run's start-up (a fresh interpreter importing litellm:
-    # 10-20 s on a loaded 2-core machine), or its requests find the window empty and never wait
-    WINDOW = 45  # noqa: N806
+    # the window must outlast the second run's start-up, or its requests find the window empty and
+    # never wait: in-process, the second run takes the first one's model-turn child (no litellm
+    # import), so its start-up is its collection of three cases
+    WINDOW = 15  # noqa: N806
     cases = [_case(f"s{i}", {"valid_actions": [NULL]}) for i in range(3)]
     with ScriptedServer([Reply(text="fine")]) as srv:
         _family(pytester.path, cases)
