@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +94,14 @@ def test_an_over_calling_variant_fails_the_gate_against_the_accepted_agent(tmp_p
         assert len(_records(root / "accepted.jsonl")) == 210
         assert main(["baseline", "save", str(root / "accepted.jsonl"), "--out", str(root / "baseline.json")]) == 0
 
-        same = _run(root, "same", PLAIN, srv, f"{OPT_BASELINE}=baseline.json")
-        variant = {w: _run(root, f"variant-n{w}", "overcalling:decide", srv, f"{OPT_BASELINE}=baseline.json",
-                           *(["-n", str(w)] if w else [])) for w in (0, 2)}
+        # the three runs against the baseline are independent: at once, as three CI jobs would be
+        with ThreadPoolExecutor(3) as pool:
+            same_run = pool.submit(_run, root, "same", PLAIN, srv, f"{OPT_BASELINE}=baseline.json")
+            variant_runs = {w: pool.submit(_run, root, f"variant-n{w}", "overcalling:decide", srv,
+                                           f"{OPT_BASELINE}=baseline.json", *(["-n", str(w)] if w else []))
+                            for w in (0, 2)}
+            same = same_run.result()
+            variant = {w: run.result() for w, run in variant_runs.items()}
 
     # the accepted agent against its own baseline: every gate passes, though some decisions fail
     assert same.returncode == 0, same.stdout[-3000:]
