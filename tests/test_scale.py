@@ -563,3 +563,22 @@ def user_env(request):
     (invalid,) = report["invalid"]
     assert [e["case_id"] for e in invalid["cases"]] == ["c003", "c004", "c005"], invalid
     assert all("cannot be read again" in " ".join(e["problems"]) for e in invalid["cases"])
+
+
+def test_a_skipif_condition_that_calls_pytest_fail_or_skip_may_hold_and_raises_nothing() -> None:
+    """A condition whose truth raises pytest's own outcome (``pytest.fail``/``pytest.skip``: no
+    ``Exception``) is one only pytest can judge: the item is not prefetched, and nothing escapes.
+    """
+    from pytest_tooleffect.decide.decision import _may_hold
+
+    class Fails:
+        def __bool__(self) -> bool:
+            pytest.fail("cannot tell")
+
+    class Skips:
+        def __bool__(self) -> bool:
+            pytest.skip("cannot tell")
+
+    assert _may_hold(pytest.mark.skipif(Fails(), reason="r").mark) is True
+    assert _may_hold(pytest.mark.skipif(Skips(), reason="r").mark) is True
+    assert _may_hold(pytest.mark.skipif(False, reason="r").mark) is False
