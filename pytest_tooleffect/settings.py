@@ -190,6 +190,15 @@ class Settings:
         """Some policy of the run may not be a replay (:func:`is_live` of its policy options)."""
         return is_live(self.model, self.policies, self.agents)
 
+    @property
+    def model_turns(self) -> bool:
+        """Some policy of the run may make model turns through litellm: ``--tooleffect-model``, or a
+        named policy with a model or not known here (the family's, read later).  Narrower than
+        :attr:`live`: an agent policy is live and makes no model turn of the plugin's.
+        """
+        named = (self.pyproject_policies.get(name) for name in self.policies if name != "replay")
+        return bool(self.model) or any(p is None or p.model for p in named)  # None: the family's, unknown yet
+
 
 def is_live(model: str | None, policies: Sequence[str], agents: Sequence[Policy]) -> bool:
     """The one definition of a live run: some policy of it may not be a replay.

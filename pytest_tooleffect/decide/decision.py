@@ -406,9 +406,7 @@ def _runs_model_turns(config: pytest.Config) -> bool:
     """
     if getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput"):
         return False
-    settings = config.stash[settings_key]
-    named = (settings.pyproject_policies.get(name) for name in settings.policies if name != "replay")
-    return bool(settings.model) or any(p is None or p.model for p in named)  # None: the family's, unknown yet
+    return config.stash[settings_key].model_turns
 
 
 def _model_turns(config: pytest.Config) -> ModelTurns:

@@ -12,6 +12,7 @@ tools, label), which records do not carry: it reads the cases back from the run'
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -202,11 +203,16 @@ class Reporter:
             cases_git={name: GitState(**by_dir[d]) for name, d in sorted(self.family_dirs.items()) if d in by_dir},
             policies=dict(sorted(self.policies.items())))
 
+    @functools.cached_property
+    def searched_family_dirs(self) -> list[Path]:
+        """The family folders under the run's arguments (searched once, when first asked)."""
+        return _family_dirs(self.config)
+
     def _write_html(self, session: pytest.Session, path: Path, report: Report) -> None:
         """The HTML page: the report, and every record with the state its case file holds."""
         from pytest_tooleffect.report.html import load_states, write_html
 
-        states = load_states(_family_dirs(self.config), self.settings.pyproject_policies,
+        states = load_states(self.searched_family_dirs, self.settings.pyproject_policies,
                              wanted={(r.family, r.case_id) for r in self.records})
         try:
             write_html(path, report, self.records, states)
@@ -218,7 +224,7 @@ class Reporter:
         """Close the log; with no record made, replace the previous run's log by an empty one only
         when the run went through cleanly (it collected the cases and nothing errored).
         """
-        if self.log is None and self.settings.records is not None and _family_dirs(self.config):
+        if self.log is None and self.settings.records is not None and self.searched_family_dirs:
             if session.testsfailed == 0 and exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
                 self.log = self._open_log()
             elif self.settings.records.exists():
