@@ -28,8 +28,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     Returns:
         The exit status: 0 when printed (under ``--gates``: the gates' status, 1 when a gate failed
-        or a record is an error); 2 for logs that do not merge, a baseline that cannot be read, or
-        gates that cannot be read.
+        or a record is an error); 1 when the logs lack part of their run (a shard missing, or fewer
+        records than a shard or the run selected: the report is ``incomplete`` and the lines on
+        stderr name what is missing); 2 for logs that do not merge (not one run), a baseline that
+        cannot be read, or gates that cannot be read.
     """
     from pytest_tooleffect.collect.cases import FamilyError, load_family
     from pytest_tooleffect.collect.family import family_dirs
@@ -55,12 +57,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     records = merged.records
     calibration = getattr(args, "judge_calibration", None)
     sections: list[ReportSection] = [JudgeContributor.of_records(records, Path(calibration) if calibration else None)]
-    if merged.shard_count is not None:
-        from pytest_tooleffect.report.run_model import MergedShards
+    from pytest_tooleffect.report.run_model import MergedSelection, MergedShards, ShortPart
 
-        sections.append(ShardSection(merged=MergedShards(
-            count=merged.shard_count, merged=merged.shards_merged, missing=merged.shards_missing,
-            logs=[str(p) for p in merged.logs], duplicates_dropped=merged.duplicates_dropped)))
+    shards = None if merged.shard_count is None else MergedShards(
+        count=merged.shard_count, merged=merged.shards_merged, missing=merged.shards_missing,
+        logs=[str(p) for p in merged.logs], duplicates_dropped=merged.duplicates_dropped)
+    sel = merged.selection
+    selection = None if sel is None else MergedSelection(
+        collected=sel.collected, selected=sel.run_count, digest=sel.run_digest, recorded=len(records),
+        not_recorded=max(sel.run_count - len(records), 0),
+        short=[ShortPart(shard=p.shard, selected=p.selected, recorded=p.recorded) for p in merged.short])
+    if shards is not None or selection is not None:
+        sections.append(ShardSection(merged=shards, selection=selection))
     baseline_path = getattr(args, "baseline", None)
     baseline = None
     if baseline_path:
@@ -100,13 +108,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if merged.duplicates_dropped:
         print(f"tooleffect report: {merged.duplicates_dropped} repeated records left out (--duplicates "
               f"{args.duplicates})", file=sys.stderr)
-    if merged.shards_missing:
-        from pytest_tooleffect.report.terminal import shard_ranges
-
-        missing = merged.shards_missing
-        print(f"tooleffect report: incomplete: shard{'s' if len(missing) > 1 else ''} {shard_ranges(missing)} "
-              f"of {merged.shard_count} missing", file=sys.stderr)
+    for problem in merged.problems():  # the report says it too (shards.missing, selection.short)
+        print(f"tooleffect report: incomplete: {problem}", file=sys.stderr)
+    if sel is None:
+        print("tooleffect report: the records do not say what their run selected (written by an earlier "
+              "tooleffect): whether every selected item has a record is not checked", file=sys.stderr)
     status = gates.exit[0] if gates is not None else 0
+    if merged.status == "incomplete":  # a report of part of a run never passes for the whole
+        status = max(status, 1)
     if args.json:
         print(dumps(report))
         return status
