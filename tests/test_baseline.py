@@ -255,6 +255,38 @@ def test_compare_and_save_name_bad_input(tmp_path: Path, capsys: pytest.CaptureF
     assert "kind: not a tooleffect baseline: a JSON report" in capsys.readouterr().err
 
 
+def test_compare_counts_an_error_in_b_where_a_passed_as_a_regression(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """B errors on 3 of the 4 decisions that passed in A: 3 regressions and exit 1, unless ``--errors skip``."""
+    a = tmp_path / "a.jsonl"
+    b = tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps(rec(c)) + "\n" for c in "wxyz"))
+    b.write_text("".join(json.dumps(rec(c, kind=None if c != "w" else "ok")) + "\n" for c in "wxyz"))
+    assert cli(["compare", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert ("1 compared: 0 regressed, 0 fixed, known failures 0, passing 1; new 0; none left out (and 3 that passed "
+            "in A are errors in B: regressions)") in out
+    assert "regressions (3): fam/x[replay] (ok → error Timeout)" in out
+    assert out.rstrip().endswith("tooleffect compare: exit 1: 3 regressions (3 of them errors in B where A passed; "
+                                 "--errors skip leaves errors out)")
+    assert cli(["compare", str(a), str(b), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["errors"] == "regression" and data["totals"]["regressions"] == 3
+    assert data["totals"]["errors_after_pass"] == 3 and data["totals"]["left_out"]["error_after"] == 0
+    (block,) = data["blocks"]
+    assert [f["error"] for f in block["regressions"]] == [True] * 3
+    assert block["mcnemar"]["b"] == 0  # McNemar's table holds the paired verdicts; errors are no verdict
+    # the user says otherwise: errors are left out, as before
+    assert cli(["compare", str(a), str(b), "--errors", "skip", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["totals"]["regressions"] == 0 and data["totals"]["left_out"]["error_after"] == 3
+    assert "errors_after_pass" not in data["totals"]
+    # every decision of B an error: nothing paired, but the regressions are there to count
+    b.write_text("".join(json.dumps(rec(c, kind=None)) + "\n" for c in "wxyz"))
+    assert cli(["compare", str(a), str(b)]) == 1
+    assert "4 regressions (4 of them errors in B" in capsys.readouterr().out
+
+
 # ------------------------------------------------------------------------------------ units
 
 

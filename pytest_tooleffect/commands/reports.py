@@ -290,7 +290,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when B regressed nowhere; 1 when it did; 2 for bad input (unreadable runs, label
+        The exit status: 0 when B regressed nowhere; 1 when it did (a decision that passed in A and is an
+        error in B is a regression unless ``--errors skip``); 2 for bad input (unreadable runs, label
         sets that differ without ``--shared-only``, no paired decision).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs
@@ -308,8 +309,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   f"B {fb}): not one quantity measured twice; --shared-only compares the shared decisions whose "
                   "labels did not change", file=sys.stderr)
         return 2
-    comparison = compare(a, b, "skip")
-    if not comparison["totals"]["compared"]:
+    comparison = compare(a, b, "skip", getattr(args, "errors", "regression"))
+    if not comparison["totals"]["compared"] and not comparison["totals"].get("errors_after_pass"):
         print(f"tooleffect compare: {args.a} and {args.b} pair no decision (decisions pair by record id: family, "
               "case, policy and trial)", file=sys.stderr)
         return 2
@@ -331,6 +332,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"restricted to the shared decisions with unchanged labels (--shared-only; label sets differ in "
               f"{', '.join(r['blocks'])}): {r['left_out']} decisions left out ({reasons})")
     print(render_comparison(comparison), end="")
+    errored = comparison["totals"].get("errors_after_pass", 0)
+    why = f" ({errored} of them errors in B where A passed; --errors skip leaves errors out)" if errored else ""
+    print(f"tooleffect compare: exit {status}: {comparison['totals']['regressions']} regressions{why}")
     return status
 
 
