@@ -203,6 +203,48 @@ def test_a_bad_baseline_file_is_a_usage_error_before_any_test(pytester: pytest.P
     assert "passed" not in result.stdout.str() and "failed" not in result.stdout.str()
 
 
+def test_a_record_log_given_as_the_baseline_says_so_and_how_to_make_one(pytester: pytest.Pytester) -> None:
+    """``--tooleffect-baseline`` given the run's record log (many lines, or one): a usage error that
+    says it is a record log and names the command that makes a baseline of it."""
+    write_family(pytester.path, ACCEPTED)
+    first = pytester.runpytest("cases/", "--tooleffect-records=accepted.jsonl")
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    lines = (pytester.path / "accepted.jsonl").read_text().splitlines()
+    (pytester.path / "one.jsonl").write_text(lines[0] + "\n")
+    for log in ("accepted.jsonl", "one.jsonl"):
+        result = pytester.runpytest("cases/", f"--tooleffect-baseline={log}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: --tooleffect-baseline *{log}: <file>: this is a record log (one record "
+                                     "per line), not a baseline: make the baseline from it with `tooleffect baseline "
+                                     "save LOG --out FILE` and give FILE"])
+        assert "Extra data" not in result.stderr.str()
+
+
+def test_baseline_save_given_a_report_or_a_baseline_says_what_it_was_given(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recs = [rec("a"), rec("b", kind="wrong_tool", name=False, args=False)]
+    log = tmp_path / "records.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    report = tmp_path / "report.json"
+    report.write_text(dumps(summarise(recs)) + "\n")  # as --tooleffect-report writes it: indented JSON
+    compact = tmp_path / "compact.json"
+    compact.write_text(json.dumps(json.loads(report.read_text())) + "\n")  # the same report on one line
+    for source in (report, compact):
+        assert cli(["baseline", "save", str(source), "--out", str(tmp_path / "b.json")]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"tooleffect baseline save: {source}: this is a tooleffect report, not a record log: it holds "
+                       "rates, not per-decision records; give the record log the run wrote (--tooleffect-records, "
+                       "default reports/tooleffect-records.jsonl)\n")
+        assert not (tmp_path / "b.json").exists()
+    assert cli(["baseline", "save", str(log), "--out", str(tmp_path / "b.json")]) == 0
+    capsys.readouterr()
+    assert cli(["baseline", "save", str(tmp_path / "b.json"), "--out", str(tmp_path / "c.json")]) == 2
+    assert "b.json: this is a baseline file, not a record log" in capsys.readouterr().err
+    # tooleffect report says the same of a report given as a record log
+    assert cli(["report", str(report)]) == 2
+    assert f"{report}: this is a tooleffect report, not a record log" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------------- CLI
 
 

@@ -243,7 +243,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         The exit status: 0 when written; 2 for a log that cannot be read, holds no record, or is ``--out`` itself.
     """
     from pytest_tooleffect.ci.baseline import Baseline, BaselineError
-    from pytest_tooleffect.report.record_log import read_records
+    from pytest_tooleffect.report.record_log import not_a_record_log, read_records
 
     path, out = Path(args.records), Path(args.out)
     if out.exists() and path.exists() and out.resolve() == path.resolve():
@@ -255,8 +255,9 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"tooleffect baseline save: {path}: cannot be read ({exc.strerror or exc})", file=sys.stderr)
         return 2
-    except ValueError as exc:
-        print(f"tooleffect baseline save: {path}: {exc}", file=sys.stderr)
+    except ValueError as exc:  # another of tooleffect's files: said so, with what to give instead
+        what = not_a_record_log(path)
+        print(f"tooleffect baseline save: {path}: {what or exc}", file=sys.stderr)
         return 2
     if not records:
         print(f"tooleffect baseline save: {path}: no records (was anything scored?)", file=sys.stderr)
@@ -264,7 +265,8 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     try:
         baseline = Baseline.from_records(records, source=str(path))
     except BaselineError as exc:
-        print(f"tooleffect baseline save: {exc}", file=sys.stderr)
+        what = not_a_record_log(path)  # a report written on one line reads as one (wrong) record
+        print(f"tooleffect baseline save: {f'{path}: {what}' if what else exc}", file=sys.stderr)
         return 2
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

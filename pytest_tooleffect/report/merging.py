@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pytest_tooleffect.report.record_log import load_records
+from pytest_tooleffect.report.record_log import load_records, not_a_record_log
 from pytest_tooleffect.scoring.record import Record, SelectionRecord
 
 __all__ = ["DUPLICATE_CHOICES", "MergeError", "Merged", "ShortPart", "merge_logs", "record_logs"]
@@ -173,7 +173,7 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merg
         try:
             records = load_records(log)
         except (OSError, ValueError) as exc:
-            raise MergeError(f"{log}: {exc}") from exc
+            raise MergeError(f"{log}: {not_a_record_log(log) or exc}") from exc
         for r in records:
             _check_shard(r, log, fingerprints, counts, shards)  # one run first: then a repeat is a repeat
             run.check(r, log)
