@@ -7,6 +7,7 @@ shard cut short, partial runs, a shard run under other oracle rules).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from pytest_tooleffect.cli import main
 from pytest_tooleffect.collect.sharding import shard_of
 from pytest_tooleffect.options import MAX_SHARDS, OPT_RECORDS, OPT_REPORT, OPT_SHARD
 from pytest_tooleffect.report import Report
+from pytest_tooleffect.report.html import render_html
 from pytest_tooleffect.report.terminal import RANGES_SHOWN, shard_ranges
 from tests.conftest import REPO
 
@@ -291,6 +293,10 @@ def test_a_shard_cut_short_makes_the_merge_incomplete_and_names_what_is_missing(
     text = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", str(folder)], cwd=REPO,
                           capture_output=True, text=True, timeout=300)
     assert text.returncode == 1 and f"shard 1: 10 of {n1} selected items have a record" in text.stdout
+    page = re.search(r"<p class=\"meta warn\" data-selection>(.*?)</p>", render_html(Report.model_validate(data)))
+    assert page is not None and page.group(1) == (f"the run selected 210 of 210 case items collected (selection "
+                                                  f"{data['selection']['digest']}); {210 - n1 + 10} have a record, "
+                                                  f"{n1 - 10} do not; shard 1: 10 of {n1}")
     # an unsharded run cut short likewise: 50 of its 210 items
     cut = _write(tmp_path / "whole-cut.jsonl", _log(sharded / "logs" / "whole.jsonl")[:50])
     alone = _cli(str(cut))
