@@ -110,10 +110,11 @@ def _untimed(value: Any) -> Any:
 
 
 def figures(report: dict[str, Any]) -> dict[str, Any]:
-    """What a report measures: everything but the notes on where it came from (shard, shards,
-    judge) and the latency percentiles (clock readings: they differ between any two live runs)."""
+    """What a report measures: everything but the notes on where it came from (shard, shards, the
+    merge's selection, judge) and the latency percentiles (clock readings: they differ between any
+    two live runs)."""
     return _untimed({k: report[k] for k in Report.model_fields
-                     if k in report and k not in ("judge", "shard", "shards")})
+                     if k in report and k not in ("judge", "shard", "shards", "selection")})
 
 
 def differences(a: Any, b: Any, path: str = "") -> list[str]:

@@ -150,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("b", help="the later run: a record log (JSONL) or a baseline file")
     p.add_argument("--shared-only", action="store_true",
                    help="when label sets differ, compare the shared decisions whose labels did not change")
+    p.add_argument("--errors", choices=["regression", "skip"], default="regression",
+                   help="a decision that passed in A and is an error in B: a regression (default: exit 1) or "
+                        "left out as an error (skip)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compare)
     args = parser.parse_args(argv)

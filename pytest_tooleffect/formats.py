@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 __all__ = [
+    "CASE_ID_SHAPE",
     "Action",
     "Case",
     "Conversation",
@@ -47,6 +48,7 @@ __all__ = [
     "ToolAnnotations",
     "ToolSpec",
     "ValidAction",
+    "is_case_id",
     "policy_params",
 ]
 
@@ -277,6 +279,13 @@ class Recorded(_Model):
 
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
+#: what a case id may be, in words (the ``id`` validator's message)
+CASE_ID_SHAPE = "id must start with a letter or digit and use only A-Z a-z 0-9 _ . : -"
+
+
+def is_case_id(value: object) -> bool:
+    """``value`` is text a case's ``id`` may be (no ``/``, no ``..`` path, no space: ids name items and files)."""
+    return isinstance(value, str) and _ID.match(value) is not None
 
 
 class ReferenceCall(_Model):
@@ -452,7 +461,7 @@ class Case(_Model):
     @classmethod
     def _id_shape(cls, v: str) -> str:
         if not _ID.match(v):
-            raise ValueError("id must start with a letter or digit and use only A-Z a-z 0-9 _ . : -")
+            raise ValueError(CASE_ID_SHAPE)
         return v
 
     @field_validator("timezone")

@@ -20,7 +20,7 @@ import pytest
 from pytest_tooleffect.ci.gate_keeper import GateKeeper
 from pytest_tooleffect.ci.regressions import BaselinePlugin
 from pytest_tooleffect.collect.items import CLASS_MARKERS, CaseCollector, decider_key
-from pytest_tooleffect.collect.sharding import ShardSelector
+from pytest_tooleffect.collect.sharding import RunSelection
 from pytest_tooleffect.compat import PhaseReports
 from pytest_tooleffect.decide.decision import ModelTurns, obtain_decision, tooleffect_decision
 from pytest_tooleffect.decide.sandbox_run import Sandboxes, tooleffect_sandbox
@@ -28,7 +28,7 @@ from pytest_tooleffect.options import addoptions
 from pytest_tooleffect.report.reporter import JudgeContributor, Reporter, RunTally
 from pytest_tooleffect.sandbox import registered_providers
 from pytest_tooleffect.scoring.scorer import Scorer, tooleffect_score
-from pytest_tooleffect.scoring.sections import RecordSection, ShardMark, record_sections_key
+from pytest_tooleffect.scoring.sections import RecordSection, SelectionMark, record_sections_key
 from pytest_tooleffect.settings import resolve, settings_key
 from pytest_tooleffect.signals import TermAsInterrupt
 
@@ -39,7 +39,7 @@ __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
 _PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes",
             "tooleffect-scorer", "tooleffect-reporter", "tooleffect-gates",
-            "tooleffect-baseline", "tooleffect-shard", "tooleffect-phase-reports")
+            "tooleffect-baseline", "tooleffect-selection", "tooleffect-phase-reports")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -86,9 +86,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if baseline is not None:  # on workers too: they collect (xfail marks) and make records
         plugins["tooleffect-baseline"] = baseline
         record_sections.append(baseline)
-    if settings.shard is not None:  # on workers too: they collect, deselect and make records
-        shards = plugins["tooleffect-shard"] = ShardSelector(*settings.shard)
-        record_sections.append(ShardMark(shards))
+    # on workers too: they collect, deselect (a shard's part) and make records
+    selection = plugins["tooleffect-selection"] = RunSelection(settings.shard)
+    record_sections.append(SelectionMark(selection))
     config.stash[record_sections_key] = record_sections
     for name, plugin in plugins.items():
         config.pluginmanager.register(plugin, name)

@@ -203,6 +203,48 @@ def test_a_bad_baseline_file_is_a_usage_error_before_any_test(pytester: pytest.P
     assert "passed" not in result.stdout.str() and "failed" not in result.stdout.str()
 
 
+def test_a_record_log_given_as_the_baseline_says_so_and_how_to_make_one(pytester: pytest.Pytester) -> None:
+    """``--tooleffect-baseline`` given the run's record log (many lines, or one): a usage error that
+    says it is a record log and names the command that makes a baseline of it."""
+    write_family(pytester.path, ACCEPTED)
+    first = pytester.runpytest("cases/", "--tooleffect-records=accepted.jsonl")
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    lines = (pytester.path / "accepted.jsonl").read_text().splitlines()
+    (pytester.path / "one.jsonl").write_text(lines[0] + "\n")
+    for log in ("accepted.jsonl", "one.jsonl"):
+        result = pytester.runpytest("cases/", f"--tooleffect-baseline={log}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: --tooleffect-baseline *{log}: <file>: this is a record log (one record "
+                                     "per line), not a baseline: make the baseline from it with `tooleffect baseline "
+                                     "save LOG --out FILE` and give FILE"])
+        assert "Extra data" not in result.stderr.str()
+
+
+def test_baseline_save_given_a_report_or_a_baseline_says_what_it_was_given(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recs = [rec("a"), rec("b", kind="wrong_tool", name=False, args=False)]
+    log = tmp_path / "records.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    report = tmp_path / "report.json"
+    report.write_text(dumps(summarise(recs)) + "\n")  # as --tooleffect-report writes it: indented JSON
+    compact = tmp_path / "compact.json"
+    compact.write_text(json.dumps(json.loads(report.read_text())) + "\n")  # the same report on one line
+    for source in (report, compact):
+        assert cli(["baseline", "save", str(source), "--out", str(tmp_path / "b.json")]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"tooleffect baseline save: {source}: this is a tooleffect report, not a record log: it holds "
+                       "rates, not per-decision records; give the record log the run wrote (--tooleffect-records, "
+                       "default reports/tooleffect-records.jsonl)\n")
+        assert not (tmp_path / "b.json").exists()
+    assert cli(["baseline", "save", str(log), "--out", str(tmp_path / "b.json")]) == 0
+    capsys.readouterr()
+    assert cli(["baseline", "save", str(tmp_path / "b.json"), "--out", str(tmp_path / "c.json")]) == 2
+    assert "b.json: this is a baseline file, not a record log" in capsys.readouterr().err
+    # tooleffect report says the same of a report given as a record log
+    assert cli(["report", str(report)]) == 2
+    assert f"{report}: this is a tooleffect report, not a record log" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------------- CLI
 
 
@@ -253,6 +295,38 @@ def test_compare_and_save_name_bad_input(tmp_path: Path, capsys: pytest.CaptureF
     report.write_text(json.dumps({"version": 1, "blocks": []}))
     assert cli(["compare", str(report), str(log)]) == 2
     assert "kind: not a tooleffect baseline: a JSON report" in capsys.readouterr().err
+
+
+def test_compare_counts_an_error_in_b_where_a_passed_as_a_regression(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """B errors on 3 of the 4 decisions that passed in A: 3 regressions and exit 1, unless ``--errors skip``."""
+    a = tmp_path / "a.jsonl"
+    b = tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps(rec(c)) + "\n" for c in "wxyz"))
+    b.write_text("".join(json.dumps(rec(c, kind=None if c != "w" else "ok")) + "\n" for c in "wxyz"))
+    assert cli(["compare", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert ("1 compared: 0 regressed, 0 fixed, known failures 0, passing 1; new 0; none left out (and 3 that passed "
+            "in A are errors in B: regressions)") in out
+    assert "regressions (3): fam/x[replay] (ok → error Timeout)" in out
+    assert out.rstrip().endswith("tooleffect compare: exit 1: 3 regressions (3 of them errors in B where A passed; "
+                                 "--errors skip leaves errors out)")
+    assert cli(["compare", str(a), str(b), "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["errors"] == "regression" and data["totals"]["regressions"] == 3
+    assert data["totals"]["errors_after_pass"] == 3 and data["totals"]["left_out"]["error_after"] == 0
+    (block,) = data["blocks"]
+    assert [f["error"] for f in block["regressions"]] == [True] * 3
+    assert block["mcnemar"]["b"] == 0  # McNemar's table holds the paired verdicts; errors are no verdict
+    # the user says otherwise: errors are left out, as before
+    assert cli(["compare", str(a), str(b), "--errors", "skip", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["totals"]["regressions"] == 0 and data["totals"]["left_out"]["error_after"] == 3
+    assert "errors_after_pass" not in data["totals"]
+    # every decision of B an error: nothing paired, but the regressions are there to count
+    b.write_text("".join(json.dumps(rec(c, kind=None)) + "\n" for c in "wxyz"))
+    assert cli(["compare", str(a), str(b)]) == 1
+    assert "4 regressions (4 of them errors in B" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------------------------ units

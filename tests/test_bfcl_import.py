@@ -99,3 +99,86 @@ def test_scoring_a_label_again_through_its_compiled_calls_gives_the_same_verdict
                 assert score(turn, label, tools, rules).to_dict() == reference
                 n += 1
     assert n == 3 * (199 + 192)  # every imported case (the rest are rejected on import)
+
+
+# ------------------------------------------------------------------ entries the import refuses whole
+
+ENTRY = {"question": [[{"role": "user", "content": "Area of a triangle, base 10 and height 5?"}]],
+         "function": [{"name": "triangle_area", "description": "Area of a triangle.", "parameters": {
+             "type": "dict", "properties": {"base": {"type": "integer"}, "height": {"type": "integer"}},
+             "required": ["base", "height"]}}]}
+ANSWER = [{"triangle_area": {"base": [10], "height": [5]}}]
+
+
+def _dataset(root: Path, simple_ids: list[str], irrelevance_ids: list[str]) -> Path:
+    """A BFCL data folder with the simple and irrelevance categories, one entry per id given."""
+    data = root / "datasets" / "bfcl"
+    (data / "possible_answer").mkdir(parents=True)
+    (data / "BFCL_v4_simple_python.json").write_text("".join(json.dumps({"id": i, **ENTRY}) + "\n"
+                                                             for i in simple_ids))
+    (data / "possible_answer" / "BFCL_v4_simple_python.json").write_text(
+        "".join(json.dumps({"id": i, "ground_truth": ANSWER}) + "\n" for i in simple_ids))
+    (data / "BFCL_v4_irrelevance.json").write_text("".join(json.dumps({"id": i, **ENTRY}) + "\n"
+                                                           for i in irrelevance_ids))
+    return root
+
+
+def _files(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): p.read_text() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(("simple", "irrelevance", "said"), [
+    (["simple_0", "simple_1", "simple_0"], ["irrelevance_0"],
+     "BFCL_v4_simple_python.json: line 3: entry id 'simple_0' is given twice (lines 1 and 3)"),
+    (["simple_0"], ["irrelevance_0", "../../escaped"],
+     "BFCL_v4_irrelevance.json: line 2: entry id '../../escaped' is not a case id (id must start with a letter "
+     "or digit and use only A-Z a-z 0-9 _ . : -)"),
+])
+def test_an_entry_id_the_import_cannot_take_refuses_it_whole_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], simple: list[str], irrelevance: list[str],
+        said: str) -> None:
+    good = _dataset(tmp_path / "good", ["simple_0", "simple_1"], ["irrelevance_0"])
+    bad = _dataset(tmp_path / "bad", simple, irrelevance)
+    out = tmp_path / "work" / "bfcl"
+    args = ["--out", str(out), "--category", "simple", "--category", "irrelevance"]
+    # nothing there yet: the refusal makes neither the folder nor anything beside it
+    assert main(["import", "bfcl", "--shared", str(bad), *args]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1 and err.endswith("; nothing was imported\n"), err
+    assert not out.exists() and not (tmp_path / "escaped").exists()
+    # an earlier import is left as it was, byte for byte
+    assert main(["import", "bfcl", "--shared", str(good), *args]) == 0
+    capsys.readouterr()
+    before = _files(out)
+    assert set(before) == {f"{c}/{f}" for c in ("simple", "irrelevance")
+                           for f in ("family.yaml", "rules.yaml", "cases.jsonl", "rejected.json")}
+    assert main(["import", "bfcl", "--shared", str(bad), *args]) == 2
+    assert said in capsys.readouterr().err
+    assert _files(out) == before
+    assert sorted(p.name for p in out.parent.iterdir()) == ["bfcl"]  # no staging folder left behind
+    assert not (tmp_path / "escaped").exists() and not (out.parent / "escaped").exists()
+
+
+def test_a_second_import_replaces_a_family_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "bfcl"
+    first = _dataset(tmp_path / "first", ["simple_0", "simple_1"], ["irrelevance_0"])
+    second = _dataset(tmp_path / "second", ["simple_7"], ["irrelevance_0"])
+    for shared in (first, second):
+        assert main(["import", "bfcl", "--shared", str(shared), "--out", str(out), "--category", "simple"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == {"simple": 1}
+    assert list(_cases(out / "simple" / "cases.jsonl")) == ["simple_7"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bfcl", "first", "second"]
+
+
+def test_a_multi_turn_entry_id_given_twice_refuses_the_import_before_anything_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    shared = _dataset(tmp_path / "shared", ["simple_0"], ["irrelevance_0"])
+    turns = shared / "datasets" / "bfcl" / "BFCL_v4_multi_turn_base.json"
+    turns.write_text("".join(json.dumps({"id": i, "question": [[{"role": "user", "content": "hi"}]]}) + "\n"
+                             for i in ("multi_turn_base_0", "multi_turn_base_0")))
+    out = tmp_path / "bfcl"
+    assert main(["import", "bfcl", "--shared", str(shared), "--out", str(out), "--category", "simple",
+                 "--category", "multi_turn_base"]) == 2
+    err = capsys.readouterr().err
+    assert "BFCL_v4_multi_turn_base.json: line 2: entry id 'multi_turn_base_0' is given twice" in err
+    assert err.count("\n") == 1 and not out.exists()  # the single-turn family before it is not written either

@@ -201,17 +201,28 @@ def test_gates_of_a_family_not_in_the_run_are_not_judged(pytester: pytest.Pytest
 
 
 def test_a_table_with_a_wildcard_applies_only_to_the_blocks_of_the_run(pytester: pytest.Pytester) -> None:
-    """A "*/replay" table in a run of another policy, and "mail/*" with no mail family, judge nothing."""
+    """A "*/replay" table in a run of another policy, and "mail/*" with no mail family, judge nothing:
+    their own gates are NOT JUDGED, and fail the run unless the table lets them through."""
     write_family(pytester.path)
-    write_gates(pytester.path, '[tool.tooleffect.gates."*/replay"]\nmin_pct.no_tool.name = 99\n'
-                               '[tool.tooleffect.gates."mail/*"]\nmin_pct.no_tool.name = 99\n'
-                               '[tool.tooleffect.gates."*"]\nmax_count = {forbidden = 99}\n')
+    tables = ('[tool.tooleffect.gates."*/replay"]\nmin_pct.no_tool.name = 99\n{extra}'
+              '[tool.tooleffect.gates."mail/*"]\nmin_pct.no_tool.name = 99\n{extra}'
+              '[tool.tooleffect.gates."*"]\nmax_count = {{forbidden = 99}}\n')
+    write_gates(pytester.path, tables.format(extra=""))
     (pytester.path / "agent_mod.py").write_text("def decide(state):\n    return {'role': 'assistant', 'content': 'ok'}\n")
     result = pytester.runpytest("cases/", "--tooleffect-agent=agent_mod:decide", "-p", "no:cacheprovider")
     lines = gate_lines(result)
-    assert lines and all("decide" in line or line.startswith("tooleffect gates:") for line in lines), lines
-    assert "NOT JUDGED" not in "\n".join(lines)
-    assert result.ret == 0, result.stdout.str()
+    assert lines[0] == "gate mini/decide forbidden <= 99: PASSED (0 of 13 decisions)"  # "*" alone judges the block
+    assert lines[1:3] == [
+        'gate */replay no_tool name >= 99.0 %: NOT JUDGED (table "*/replay" matches no family x policy of the run '
+        "(blocks: mini/decide))",
+        'gate mail/* no_tool name >= 99.0 %: NOT JUDGED (table "mail/*" matches no family x policy of the run '
+        "(blocks: mini/decide))"]
+    assert result.ret == 1 and lines[-1].endswith("exit 1: gates failed"), lines
+    write_gates(pytester.path, tables.format(extra='unjudged = "pass"\n'))  # a table that may match nothing, said so
+    result = pytester.runpytest("cases/", "--tooleffect-agent=agent_mod:decide", "-p", "no:cacheprovider")
+    assert result.ret == 0, gate_lines(result)
+    assert sum('matches no family x policy of the run (blocks: mini/decide); let through by unjudged = "pass"' in line
+               for line in gate_lines(result)) == 2
 
 
 @pytest.mark.parametrize(("table", "message"), [
@@ -501,13 +512,73 @@ def test_a_regressions_gate_that_compares_nothing_is_not_judged(statuses: list[s
     assert result.status == expected, result.line
 
 
-def test_a_wildcard_table_that_matches_no_block_is_said(pytester: pytest.Pytester) -> None:
+def test_a_wildcard_table_that_matches_no_block_fails_the_run(pytester: pytest.Pytester) -> None:
+    """A typo ("*/Replay") as the only table: no gate judged anything, and that never passes."""
     write_family(pytester.path)
+    write_gates(pytester.path, '[tool.tooleffect.gates."*/Replay"]\nmin_pct.no_tool = {name = 99}\n')
+    result = pytester.runpytest("cases/", "--tooleffect-report=r.json")
+    assert result.ret == 1
+    assert gate_lines(result) == [
+        'gate */Replay no_tool name >= 99.0 %: NOT JUDGED (table "*/Replay" matches no family x policy of the run '
+        "(blocks: mini/replay))",
+        "tooleffect gates: 0 passed, 0 failed, 1 not judged (1 of them failing the run); 0 errors; exit 1: gates "
+        "failed: no gate judged anything, and a gate never passes on nothing"]
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["gates"]["unmatched_tables"] == ["*/Replay"] and report["gates"]["passed"] is False
+    # beside a table that matches: the typo still fails the run, and the line says why
     write_gates(pytester.path, '[tool.tooleffect.gates."*/Replay"]\nmin_pct.no_tool = {name = 99}\n'
                                '[tool.tooleffect.gates."mini/*"]\nmin_pct.no_tool = {name = 50}\n')
+    result = pytester.runpytest("cases/")
+    assert result.ret == 1
+    assert gate_lines(result)[:2] == [
+        "gate mini/replay no_tool name >= 50.0 %: PASSED (80.0 %, Wilson 49.0-94.3, n=10)",
+        'gate */Replay no_tool name >= 99.0 %: NOT JUDGED (table "*/Replay" matches no family x policy of the run '
+        "(blocks: mini/replay))"]
+
+
+SKIPPING_CONFTEST = """
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def needs_the_key():
+    if not os.environ.get("MINI_API_KEY"):  # a pull request from a fork gets no secrets
+        pytest.skip("MINI_API_KEY is not set")
+"""
+
+
+def test_a_run_where_every_item_skipped_fails_its_gates(pytester: pytest.Pytester) -> None:
+    """Every item skipped by a conftest fixture (no API key): nothing judged, exit 1, the reason in one line."""
+    write_family(pytester.path)
+    write_gates(pytester.path, '[tool.tooleffect.gates."*"]\nmin_pct.no_tool = {name = 75}\n'
+                               'max_count = {forbidden = 0}\n')
+    pytester.makeconftest(SKIPPING_CONFTEST)
     result = pytester.runpytest("cases/", "--tooleffect-report=r.json")
-    assert result.ret == 0  # the table that matches judges; the typo judges nothing, and says so
-    assert gate_lines(result)[0] == ('tooleffect gates: warning: table "*/Replay" matches no family x policy of the '
-                                     'run (blocks: mini/replay); its gates judged nothing')
+    result.assert_outcomes(skipped=13)
+    assert result.ret == 1
+    lines = gate_lines(result)
+    assert lines[:2] == [
+        "gate */* no_tool name >= 75.0 %: NOT JUDGED (nothing was judged: the run scored no decision (13 skipped))",
+        "gate */* forbidden <= 0: NOT JUDGED (nothing was judged: the run scored no decision (13 skipped))"]
+    assert lines[-1] == ("tooleffect gates: 0 passed, 0 failed, 2 not judged (2 of them failing the run); 0 errors; "
+                         "exit 1: gates failed: no gate judged anything, and a gate never passes on nothing; "
+                         "13 skipped judged by no gate (report incomplete)")
     report = json.loads((pytester.path / "r.json").read_text())
-    assert report["gates"]["unmatched_tables"] == ["*/Replay"]
+    assert report["gates"]["passed"] is False and report["gates"]["exit_status"] == 1
+    # said so, a run may let it through: and the line still says nothing was judged
+    write_gates(pytester.path, '[tool.tooleffect.gates."*"]\nmin_pct.no_tool = {name = 75}\nunjudged = "pass"\n')
+    result = pytester.runpytest("cases/")
+    assert result.ret == 0
+    assert 'exit 0: no gate judged anything, let through by unjudged = "pass"' in gate_lines(result)[-1]
+
+
+def test_a_count_gate_on_no_scored_decision_is_not_judged() -> None:
+    """A block whose every record is an error: "0 of 0 decisions" is no evidence, never a pass."""
+    records = _records((3, 3), (0, 0))[:3]
+    errors = [Record.model_validate({**r.to_json(), "outcome": "error", "verdict": None, "no_tool_failure": None,
+                                     "error": {"type": "ProviderError", "message": "down"}}) for r in records]
+    (result,) = evaluate(_report(errors), errors, _gates('[tool.tooleffect.gates."*"]\nmax_count = {forbidden = 0}\n'))
+    assert result.status == "not_judged" and result.fails_run, result.line
+    assert result.line == "gate f/p forbidden <= 0: NOT JUDGED (no scored decisions)"

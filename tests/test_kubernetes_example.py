@@ -102,11 +102,24 @@ def test_the_pods_scripts_shard_the_run_and_the_merge_makes_one_complete_report(
     assert report["status"] == "complete"
     assert report["shards"]["merged"] == list(range(1, n + 1)) and report["shards"]["missing"] == []
     assert sum(b["n_scored"] + b["n_errors"] for b in report["blocks"]) == 210  # the whole airline family
-    # a shard whose pod never ran: the merge says the report is incomplete and which shard is missing
+    # a shard whose pod was killed after 10 records: the merge fails, the report says incomplete and what is missing
+    first = (records / "shard-1.jsonl").read_text().splitlines()
+    (records / "shard-1.jsonl").write_text("\n".join(first[:10]) + "\n")
+    cut = subprocess.run(["/bin/sh", str(EXAMPLE / "merge.sh")], cwd=REPO, env=base, capture_output=True,
+                         text=True, timeout=300)
+    assert cut.returncode == 1, cut.stderr[-2000:]
+    report = json.loads((records / "report.json").read_text())
+    assert report["status"] == "incomplete" and report["shards"]["missing"] == []
+    assert report["selection"]["short"] == [{"shard": 1, "selected": len(first), "recorded": 10}]
+    assert f"shard 1/{n}: 10 of {len(first)} selected items have a record" in cut.stderr
+    # a shard whose pod never ran: the merge fails, and says which shard is missing
+    (records / "shard-1.jsonl").write_text("\n".join(first) + "\n")
     (records / "shard-2.jsonl").unlink()
     partial = subprocess.run(["/bin/sh", str(EXAMPLE / "merge.sh")], cwd=REPO, env=base, capture_output=True,
                              text=True, timeout=300)
-    assert json.loads((records / "report.json").read_text())["shards"]["missing"] == [2]
+    assert partial.returncode == 1, partial.stderr[-2000:]
+    report = json.loads((records / "report.json").read_text())
+    assert report["status"] == "incomplete" and report["shards"]["missing"] == [2]
     assert f"shard 2 of {n} missing" in partial.stderr
 
 

@@ -29,6 +29,8 @@ from tests.conftest import REPO
 BASE_KEYS = ["version", "id", "family", "case_id", "policy", "outcome", "class", "bucket", "step", "run_length",
              "xfail", "label_hash", "verdict", "no_tool_failure", "reply_due", "cost", "error", "source"]
 SANDBOX_KEYS = ["effect", "sandbox", "steps", "rollout", "faults", "recovery"]
+#: what every record of a run says of the run: its selection, its family's label-set and rules fingerprints
+RUN_KEYS = ["selection", "fingerprints"]
 
 
 @cache
@@ -231,15 +233,20 @@ def test_shipped_cases_run_report_and_records_match_the_generated_schemas(tmp_pa
     for rec in records:
         jsonschema.validate(rec, schema)
         assert json.dumps(Record.model_validate(rec).to_json(), sort_keys=True) == json.dumps(rec, sort_keys=True)
-        assert set(rec) - set(BASE_KEYS) in ({"model", "trial"}, {"model", "trial", *SANDBOX_KEYS})
+        assert set(rec) - set(BASE_KEYS) in ({"model", "trial", *RUN_KEYS}, {"model", "trial", *RUN_KEYS, *SANDBOX_KEYS})
     rebuilt = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", str(log), "--json"],
                              cwd=REPO, capture_output=True, text=True, timeout=300)
     assert rebuilt.returncode == 0, rebuilt.stderr
     # one assembler: the report from the log has every section the run's has (its judge's too), the
-    # run's metadata aside (when and how the run was made is the run's own)
+    # run's metadata aside (when and how the run was made is the run's own), and adds what it found
+    # of the run's selection: all 259 items selected (-m) of the 755 collected have a record
     plugin_report = {k: data[k] for k in Report.model_fields if k != "run" and k in data}
     assert "judge" in plugin_report
-    assert rebuilt.stdout == dumps(plugin_report) + "\n"
+    rebuilt_report = json.loads(rebuilt.stdout)
+    selection = rebuilt_report.pop("selection")
+    assert selection["selected"] == selection["recorded"] == len(records) and selection["not_recorded"] == 0
+    assert selection["collected"] > selection["selected"] and selection["short"] == []
+    assert dumps(rebuilt_report) == dumps(plugin_report)
     # piped (a CI log, `| less`), the tables are as wide as they need: no header or cell folds
     text = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", str(log)],
                           cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})

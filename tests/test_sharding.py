@@ -1,11 +1,13 @@
 """Shards: ``--tooleffect-shard I/N`` selection (a property of the hash), and ``tooleffect report``
 merging the shards' record logs into the unsharded run's report (duplicates, missing shards,
-label sets that differ).
+label sets that differ), and refusing or marking incomplete what does not add up to one run (a
+shard cut short, partial runs, a shard run under other oracle rules).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -21,6 +23,7 @@ from pytest_tooleffect.cli import main
 from pytest_tooleffect.collect.sharding import shard_of
 from pytest_tooleffect.options import MAX_SHARDS, OPT_RECORDS, OPT_REPORT, OPT_SHARD
 from pytest_tooleffect.report import Report
+from pytest_tooleffect.report.html import render_html
 from pytest_tooleffect.report.terminal import RANGES_SHOWN, shard_ranges
 from tests.conftest import REPO
 
@@ -79,7 +82,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 def _figures(report: dict[str, Any]) -> dict[str, Any]:
     """What a report measures: everything but the notes on where it came from (shard, shards, judge)."""
-    return {k: report[k] for k in Report.model_fields if k in report and k not in ("judge", "shard", "shards", "run")}
+    return {k: report[k] for k in Report.model_fields
+            if k in report and k not in ("judge", "shard", "shards", "selection", "run")}
 
 
 @pytest.fixture(scope="module")
@@ -122,6 +126,9 @@ def test_merged_shards_are_the_unsharded_report(sharded: Path) -> None:
         assert data["status"] == "complete"
         assert data["shards"]["merged"] == [1, 2, 3] and data["shards"]["missing"] == []
         assert _figures(data) == _figures(whole)
+        run = _log(sharded / "logs" / "whole.jsonl")[0]["selection"]  # the shards' run selected what the whole did
+        assert data["selection"] == {"collected": 210, "selected": 210, "digest": run["run_digest"], "recorded": 210,
+                                     "not_recorded": 0, "short": []}
 
 
 def test_a_folder_of_shard_logs_merges_and_a_missing_shard_is_named(sharded: Path, tmp_path: Path) -> None:
@@ -130,11 +137,13 @@ def test_a_folder_of_shard_logs_merges_and_a_missing_shard_is_named(sharded: Pat
     for i in (1, 3):
         shutil.copy(sharded / "logs" / f"shard{i}.jsonl", folder)
     merged = _cli(str(folder))
-    assert merged.returncode == 0, merged.stderr
+    assert merged.returncode == 1, merged.stderr  # a report of part of the run never exits 0
     data = json.loads(merged.stdout)
     assert data["status"] == "incomplete"
     assert data["shards"]["missing"] == [2] and data["shards"]["merged"] == [1, 3]
-    assert "shard 2 of 3 missing" in merged.stderr
+    n2 = len(_log(sharded / "logs" / "shard2.jsonl"))
+    assert f"shard 2 of 3 missing ({n2} of the run's 210 selected items)" in merged.stderr
+    assert data["selection"]["not_recorded"] == n2 and data["selection"]["short"] == []
     text = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", str(folder)], cwd=REPO,
                           capture_output=True, text=True, timeout=300).stdout
     assert "status incomplete: shard 2 missing" in text
@@ -225,16 +234,127 @@ def test_the_most_shards_merge_and_the_missing_ones_are_named_in_ranges(sharded:
     recs = [json.loads(x) for x in (sharded / "logs" / "shard1.jsonl").read_text().splitlines()]
     a = _with_shard(recs[:1], tmp_path / "a.jsonl", index=1000, count=MAX_SHARDS)
     b = _with_shard(recs[1:2], tmp_path / "b.jsonl", index=1002, count=MAX_SHARDS)
-    assert main(["report", str(a), str(b), "--json"]) == 0
+    assert main(["report", str(a), str(b), "--json"]) == 1
     out = capsys.readouterr()
     data = json.loads(out.out)
     assert data["status"] == "incomplete" and data["shards"]["merged"] == [1000, 1002]
     assert len(data["shards"]["missing"]) == MAX_SHARDS - 2
     assert f"shards 1-999, 1001, 1003-{MAX_SHARDS} of {MAX_SHARDS} missing" in out.err
-    assert len(out.err) < 300
-    assert main(["report", str(a), str(b)]) == 0
+    line = next(x for x in out.err.splitlines() if " missing (" in x)
+    assert len(line) < 300
+    assert main(["report", str(a), str(b)]) == 1
     text = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
     assert f"shards 1000, 1002 of {MAX_SHARDS} merged" in text and f"1-999, 1001, 1003-{MAX_SHARDS} missing" in text
+
+
+def _log(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def _write(path: Path, recs: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_every_record_says_what_its_run_selected_and_under_which_rules(sharded: Path) -> None:
+    whole = _log(sharded / "logs" / "whole.jsonl")
+    parts = {i: _log(sharded / "logs" / f"shard{i}.jsonl") for i in (1, 2, 3)}
+    stamp = whole[0]["selection"]
+    assert stamp["collected"] == stamp["count"] == stamp["run_count"] == 210
+    assert stamp["digest"] == stamp["run_digest"] and all(r["selection"] == stamp for r in whole)
+    assert {json.dumps(r["fingerprints"]) for r in whole} == {json.dumps(whole[0]["fingerprints"])}
+    block = json.loads((sharded / "whole.json").read_text())["blocks"][0]
+    assert whole[0]["fingerprints"]["labels"] == block["label_set_fingerprint"]  # the report's formula
+    for recs in parts.values():  # each shard: its own part, and the whole run's selection
+        sel = {json.dumps(r["selection"], sort_keys=True) for r in recs}
+        assert len(sel) == 1
+        mine = recs[0]["selection"]
+        assert mine["count"] == len(recs) and mine["digest"] != stamp["digest"]
+        assert (mine["run_count"], mine["run_digest"], mine["collected"]) == (210, stamp["run_digest"], 210)
+        assert all(r["fingerprints"] == whole[0]["fingerprints"] for r in recs)
+        assert recs[0]["fingerprints"]["labels"] == recs[0]["shard"]["family_fingerprint"]
+
+
+def test_a_shard_cut_short_makes_the_merge_incomplete_and_names_what_is_missing(sharded: Path, tmp_path: Path) -> None:
+    """A shard killed after 10 of its records, merged with the others: not ``complete``, exit 1."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for i in (1, 2, 3):
+        shutil.copy(sharded / "logs" / f"shard{i}.jsonl", folder)
+    n1 = len(_log(folder / "shard1.jsonl"))
+    _write(folder / "shard1.jsonl", _log(folder / "shard1.jsonl")[:10])
+    merged = _cli(str(folder))
+    assert merged.returncode == 1, merged.stderr
+    data = json.loads(merged.stdout)
+    assert data["status"] == "incomplete" and data["shards"]["missing"] == []
+    assert data["selection"]["short"] == [{"shard": 1, "selected": n1, "recorded": 10}]
+    assert data["selection"]["recorded"] == 210 - n1 + 10 and data["selection"]["not_recorded"] == n1 - 10
+    assert f"incomplete: shard 1/3: 10 of {n1} selected items have a record ({n1 - 10} missing" in merged.stderr
+    text = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", str(folder)], cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert text.returncode == 1 and f"shard 1: 10 of {n1} selected items have a record" in text.stdout
+    page = re.search(r"<p class=\"meta warn\" data-selection>(.*?)</p>", render_html(Report.model_validate(data)))
+    assert page is not None and page.group(1) == (f"the run selected 210 of 210 case items collected (selection "
+                                                  f"{data['selection']['digest']}); {210 - n1 + 10} have a record, "
+                                                  f"{n1 - 10} do not; shard 1: 10 of {n1}")
+    # an unsharded run cut short likewise: 50 of its 210 items
+    cut = _write(tmp_path / "whole-cut.jsonl", _log(sharded / "logs" / "whole.jsonl")[:50])
+    alone = _cli(str(cut))
+    assert alone.returncode == 1 and json.loads(alone.stdout)["status"] == "incomplete"
+    assert "incomplete: 50 of 210 selected items have a record (160 missing" in alone.stderr
+
+
+def test_partial_runs_are_not_one_run(sharded: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two runs of a few cases each (``-k``): each complete alone, refused together."""
+    ids = [r["case_id"] for r in _log(sharded / "logs" / "whole.jsonl")]
+    _run(tmp_path, "ka", "-k", ids[0])
+    _run(tmp_path, "kb", "-k", ids[1])
+    a, b = tmp_path / "logs" / "ka.jsonl", tmp_path / "logs" / "kb.jsonl"
+    assert main(["report", str(a), "--json"]) == 0  # a run of one selected item, whole: complete
+    alone = json.loads(capsys.readouterr().out)
+    assert alone["status"] == "complete" and alone["selection"]["selected"] == 1
+    assert alone["selection"]["collected"] == 210
+    assert main(["report", str(a), str(b), "--json"]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert "not parts of one run" in out.err and str(a) in out.err and str(b) in out.err
+    assert "selected 1 of 210 case items collected" in out.err
+
+
+def test_a_shard_run_under_changed_oracle_rules_is_refused(sharded: Path, tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Shard 3 run where the family's rules fold case in strings (the labels the same): refused."""
+    checkout = tmp_path / "checkout"
+    shutil.copytree(REPO / "cases", checkout / "cases")
+    shutil.copytree(REPO / "oracle", checkout / "oracle")
+    shutil.copy(REPO / "pyproject.toml", checkout)
+    rules = checkout / "oracle" / "tau-airline.yaml"
+    text = rules.read_text()
+    assert "string: {normalise: [nfkc, strip]}" in text
+    rules.write_text(text.replace("string: {normalise: [nfkc, strip]}", "string: {normalise: [nfkc, strip, casefold]}"))
+    _run(tmp_path, "shard3r", f"{OPT_SHARD}=3/3", cwd=checkout)
+    changed = _log(tmp_path / "logs" / "shard3r.jsonl")
+    assert changed[0]["shard"]["family_fingerprint"] == _log(sharded / "logs" / "shard3.jsonl")[0]["shard"][
+        "family_fingerprint"]  # the same labels
+    logs = [str(sharded / "logs" / "shard1.jsonl"), str(sharded / "logs" / "shard2.jsonl"),
+            str(tmp_path / "logs" / "shard3r.jsonl")]
+    assert main(["report", *logs]) == 2
+    err = capsys.readouterr().err
+    assert "oracle rules fingerprint" in err and "tau-airline" in err and "shard3r.jsonl" in err
+
+
+def test_logs_that_do_not_say_what_their_run_selected(sharded: Path, tmp_path: Path,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Logs written before records said it: merged as before, with a note; mixed with newer ones: refused."""
+    old = [{k: v for k, v in r.items() if k not in ("selection", "fingerprints")}
+           for r in _log(sharded / "logs" / "shard1.jsonl")]
+    older = _write(tmp_path / "older.jsonl", old)
+    assert main(["report", str(older), "--json"]) == 1  # shards 2 and 3 missing all the same
+    out = capsys.readouterr()
+    assert "selection" not in json.loads(out.out)
+    assert "do not say what their run selected" in out.err
+    assert main(["report", str(older), str(sharded / "logs" / "shard2.jsonl")]) == 2
+    assert "not one run" in capsys.readouterr().err
 
 
 def test_shard_ranges_are_runs_and_their_length_is_bounded() -> None:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.report import fingerprint
+from pytest_tooleffect.report.record_log import looks_like_record
 
 __all__ = [
     "BASELINE_KIND",
@@ -321,6 +322,8 @@ class Baseline(BaseModel):
         try:
             data = json.loads(text, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as exc:
+            if looks_like_record(_first_line_json(text)):
+                raise BaselineError(path, "<file>", _RECORD_LOG) from None
             raise BaselineError(path, "<file>", f"not JSON ({exc.msg}, line {exc.lineno})") from None
         except _DuplicateKey as exc:
             raise BaselineError(path, "<file>", f"the key {exc.args[0]!r} is given twice in one object: which "
@@ -337,6 +340,8 @@ class Baseline(BaseModel):
         if not isinstance(data, dict):
             raise BaselineError(path, "<file>", f"a baseline is a JSON object, got {type(data).__name__}")
         if data.get("kind") != BASELINE_KIND:
+            if looks_like_record(data):  # a log of one record
+                raise BaselineError(path, "<file>", _RECORD_LOG)
             what = ("a JSON report (it has no per-decision verdicts: save a baseline from its record log)"
                     if "blocks" in data else f"kind {data.get('kind')!r}")
             raise BaselineError(path, "kind", f"not a tooleffect baseline: {what}; save one with `tooleffect "
@@ -356,6 +361,17 @@ class Baseline(BaseModel):
     def dumps(self) -> str:
         """The file's text (indented JSON, keys in field order)."""
         return json.dumps(self.model_dump(mode="json", by_alias=True), indent=1, ensure_ascii=False) + "\n"
+
+
+_RECORD_LOG = ("this is a record log (one record per line), not a baseline: make the baseline from it with "
+               "`tooleffect baseline save LOG --out FILE` and give FILE")
+def _first_line_json(text: str) -> Any:
+    """The first non-blank line of ``text`` as JSON, or ``None`` when it is not JSON."""
+    line = next((x for x in text.splitlines() if x.strip()), "")
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 def _loc(loc: Sequence[Any]) -> str:

@@ -17,7 +17,8 @@ from typing import Any
 from pytest_tooleffect.ci.baseline import CLASSES, LEFT_OUT, LEVELS, Baseline, BaselineDecision, classify
 from pytest_tooleffect.report import percent
 
-__all__ = ["compare", "fingerprint_mismatches", "mcnemar_exact", "render_comparison", "summary_lines"]
+__all__ = ["ERRORS_AFTER_PASS", "compare", "fingerprint_mismatches", "mcnemar_exact", "render_comparison",
+           "summary_lines"]
 
 
 def mcnemar_exact(table: Sequence[Sequence[int]]) -> float:
@@ -64,13 +65,22 @@ def _flip(rid: str, before: BaselineDecision, after: BaselineDecision) -> dict[s
     return {"id": rid, "class": after.label_class, "before": before.describe(), "after": after.describe()}
 
 
-def compare(before: Baseline, after: Baseline, changed_labels: str = "skip") -> dict[str, Any]:
+#: ``tooleffect compare --errors``: a decision that passed in A and is an error in B is a regression
+#: (``regression``) or left out as an error (``skip``)
+ERRORS_AFTER_PASS = ("regression", "skip")
+
+
+def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", errors: str = "skip") -> dict[str, Any]:
     """Compare two runs' decisions, paired by record id, per family × policy.
 
     Args:
         before: the baseline (or an earlier run read as one).
         after: the new run.
         changed_labels: ``skip`` leaves out decisions whose label hash changed; ``compare`` pairs them.
+        errors: what a decision that passed before and is an error now is: ``regression`` (listed
+            with the regressions, ``"error": true``, and counted in them; outside the paired rates
+            and McNemar's table, which hold verdicts) or ``skip`` (left out as ``error_after``, as
+            every other error).
 
     Returns:
         ``{"changed_labels", "blocks": [...], "totals": {...}}``.  A block per family × policy of
@@ -101,6 +111,9 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip") -> 
             if b is None:
                 continue
             if status == "not_compared":
+                if errors == "regression" and b.outcome == "scored" and b.passed and a.outcome == "error":
+                    regressions.append({**_flip(rid, b, a), "error": True})  # B failed to decide what A got right
+                    continue
                 left_out["error_before" if b.outcome == "error" else "error_after"] += 1
             elif status == "label_changed":
                 left_out["label_changed"] += 1
@@ -115,11 +128,12 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip") -> 
         left_out["not_in_after"] = sum(1 for rid in b_dec if rid not in a_dec)
         both = sum(1 for b, a in pairs if b.passed and a.passed)
         neither = sum(1 for b, a in pairs if not b.passed and not a.passed)
-        table = [[both, len(regressions)], [len(fixes), neither]]
+        flipped = sum(1 for f in regressions if not f.get("error"))  # the verdicts' pass→fail, for the test
+        table = [[both, flipped], [len(fixes), neither]]
         classes = {cls: _rates([(b, a) for b, a in pairs if a.label_class == cls]) for cls in CLASSES}
         fp_b = b_grp.label_set_fingerprint if b_grp else None
         fp_a = a_grp.label_set_fingerprint if a_grp else None
-        blocks.append({
+        block: dict[str, Any] = {
             "family": family, "policy": policy,
             "label_set_fingerprint": {"before": fp_b, "after": fp_a},
             "same_label_set": fp_b is not None and fp_b == fp_a,
@@ -129,14 +143,21 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip") -> 
             "known": statuses["known"], "passing": statuses["passing"], "new": statuses["new"],
             "left_out": dict(left_out), "label_changed_ids": changed_ids,
             "label_changed_compared": changed_compared,
-            "mcnemar": {"table": table, "b": len(regressions), "c": len(fixes), "p_value": mcnemar_exact(table),
+            "mcnemar": {"table": table, "b": flipped, "c": len(fixes), "p_value": mcnemar_exact(table),
                         "test": "exact McNemar (binomial, two-sided) on the paired pass/fail; McNemar 1947; "
                                 "statsmodels"},
-        })
+        }
+        if errors == "regression":  # said only when asked for (a run's baseline section leaves errors out)
+            block["errors_after_pass"] = len(regressions) - flipped
+        blocks.append(block)
     totals: dict[str, Any] = {k: sum(len(b[k]) if isinstance(b[k], list) else b[k] for b in blocks)
                               for k in ("compared", "regressions", "fixes", "known", "passing", "new")}
     totals["left_out"] = {k: sum(b["left_out"][k] for b in blocks) for k in LEFT_OUT}
-    return {"changed_labels": changed_labels, "left_out_reasons": LEFT_OUT, "blocks": blocks, "totals": totals}
+    out = {"changed_labels": changed_labels, "left_out_reasons": LEFT_OUT, "blocks": blocks, "totals": totals}
+    if errors == "regression":
+        totals["errors_after_pass"] = sum(b["errors_after_pass"] for b in blocks)
+        out["errors"] = errors
+    return out
 
 
 def fingerprint_mismatches(before: Baseline, after: Baseline) -> list[tuple[str, str, str, str]]:
@@ -157,8 +178,11 @@ def _counts(block: Mapping[str, Any]) -> str:
     left = {k: v for k, v in block["left_out"].items() if v}
     left_s = (f"left out {sum(left.values())} (" + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in left.items())
               + ")") if left else "none left out"
-    return (f"{block['compared']} compared: {len(block['regressions'])} regressed, {len(block['fixes'])} fixed, "
-            f"known failures {block['known']}, passing {block['passing']}; new {block['new']}; {left_s}")
+    errored = block.get("errors_after_pass", 0)
+    also = f" (and {errored} that passed in A are errors in B: regressions)" if errored else ""
+    regressed = len(block["regressions"]) - errored
+    return (f"{block['compared']} compared: {regressed} regressed, {len(block['fixes'])} fixed, "
+            f"known failures {block['known']}, passing {block['passing']}; new {block['new']}; {left_s}{also}")
 
 
 def _mcnemar_line(block: Mapping[str, Any]) -> str:

@@ -38,7 +38,7 @@ from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.output_files import output_problems_key, shown_path
 
 __all__ = ["GateKeeper", "GateResult", "LogGates", "RunTally", "decide_exit", "evaluate", "gates_section",
-           "unmatched_tables"]
+           "judged_nothing", "nothing_scored", "unmatched_tables"]
 
 _FAIL_KINDS = tuple(k for k in KINDS if k not in ("ok", "ok_no_tool"))
 _BASELINE_HINT = "no baseline: run with --tooleffect-baseline PATH"
@@ -142,8 +142,10 @@ def evaluate(report: Report, records: Sequence[Record],
 
     Returns:
         The results, block by block in the report's order, then one NOT JUDGED result per gate of
-        every table that names a family and a policy (no ``*``) with no block in the run: a gate
-        set for a family × policy the run did not score is never passed in silence.
+        every table that matches no block of the run: one that names a family and a policy the run
+        did not score, a wildcard table that matches nothing (a typo such as ``"*/Replay"``), and
+        ``"*"`` itself when the run scored nothing (every item skipped).  A gate never passes on
+        nothing: these fail the run unless their table says ``unjudged = "pass"``.
     """
     out: list[GateResult] = []
     blocks = report.blocks
@@ -153,17 +155,38 @@ def evaluate(report: Report, records: Sequence[Record],
     for block in blocks:
         fam, pol = block.family, block.policy
         out.extend(_judge_block(block, by_block.get((fam, pol), []), config.for_block(fam, pol)))
+    shown = ", ".join(f"{b.family}/{b.policy}" for b in blocks)
     for fam, pol in config.tables:
-        if "*" in (fam, pol):  # a table with a wildcard applies to the blocks there are
-            continue
-        if any(fam == b.family and pol == b.policy for b in blocks):
+        if any(fam in ("*", b.family) and pol in ("*", b.policy) for b in blocks):
             continue
         gates = config.for_block(fam, pol)
-        reason = f"no decisions of family {fam} and policy {pol} in the run"
+        listed = list(_listed(gates))
+        if "*" in (fam, pol):  # a wildcard table's own gates (the less specific ones judge the blocks there are)
+            own = {g[0] for g in _listed(config.tables[(fam, pol)])}
+            listed = [g for g in listed if g[0] in own]
+        if not blocks:
+            reason = nothing_scored(report)
+        elif "*" not in (fam, pol):
+            reason = f"no decisions of family {fam} and policy {pol} in the run"
+        else:
+            reason = f'table "{fam}/{pol}" matches no family x policy of the run (blocks: {shown})'
         out.extend(GateResult(fam, pol, gate, op, threshold, unit, bound, "not_judged",
                               gates.unjudged != "pass", None, None, _unjudged(reason, gates))
-                   for gate, op, threshold, unit, bound in _listed(gates))
+                   for gate, op, threshold, unit, bound in listed)
     return out
+
+
+def nothing_scored(report: Report) -> str:
+    """Why a run's report holds no block: ``nothing was judged: the run scored no decision (8 skipped)``."""
+    parts = [f"{n} {what}" for n, what in ((sum(s.count for s in report.skipped), "skipped"),
+                                          (sum(f.count for f in report.invalid), "invalid cases"),
+                                          (sum(u.count for u in report.unrecorded), "without a record")) if n]
+    return "nothing was judged: the run scored no decision" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def judged_nothing(results: Sequence[GateResult]) -> bool:
+    """No gate was judged: there are none, or every one is NOT JUDGED."""
+    return all(r.status == "not_judged" for r in results)
 
 
 def unmatched_tables(report: Report, config: GatesConfig) -> list[str]:
@@ -315,6 +338,8 @@ def _judge_count(block: Block, records: Sequence[Record], gate: str, threshold: 
         count, n = getattr(effects.kinds, gate, 0), effects.n
     else:
         count, n = getattr(block.kinds, gate, 0), block.n_scored
+    if n == 0:  # "0 of 0 decisions" is no evidence that none failed
+        return result("not_judged", "no scored decisions")
     return result("passed" if count <= threshold else "failed", f"{count} of {n} decisions", float(count), n)
 
 
@@ -337,7 +362,8 @@ def _judge_cost(block: Block, gate: str, threshold: float, result: _Make) -> Gat
 # ------------------------------------------------------------------------------ exit status
 
 
-def decide_exit(pytest_status: int, gates_fail: bool, tally: RunTally, stopped: bool) -> tuple[int, str]:
+def decide_exit(pytest_status: int, gates_fail: bool, tally: RunTally, stopped: bool,
+                judged: bool = True) -> tuple[int, str]:
     """The session's exit status when gates are configured.
 
     Decision failures alone do not fail the run; the gates do, and errors still do.  A status
@@ -350,6 +376,8 @@ def decide_exit(pytest_status: int, gates_fail: bool, tally: RunTally, stopped: 
         gates_fail: some gate failed, or was not judged under ``unjudged = "fail"``.
         tally: the run's failures by what they are.
         stopped: the run was stopped early (``session.shouldfail`` or ``shouldstop``).
+        judged: some gate was judged (not every one NOT JUDGED): a run whose gates judged nothing
+            says so in its reason, whether its NOT JUDGED gates fail it (the default) or not.
 
     Returns:
         ``(status, why)``.
@@ -365,9 +393,11 @@ def decide_exit(pytest_status: int, gates_fail: bool, tally: RunTally, stopped: 
                                               (tally.other_failures, "other failures")) if n]
         why.append(", ".join(parts))
     if gates_fail:
-        why.append("gates failed")
+        why.append("gates failed" + ("" if judged else ": no gate judged anything, and a gate never passes on nothing"))
     if why:
         return int(pytest.ExitCode.TESTS_FAILED), "exit 1: " + "; ".join(why)
+    if not judged:
+        return int(pytest.ExitCode.OK), 'exit 0: no gate judged anything, let through by unjudged = "pass"'
     note = f" ({tally.decision_failures} failed decisions are judged by the gates)" if tally.decision_failures else ""
     return int(pytest.ExitCode.OK), "exit 0: every gate passed and nothing errored" + note
 
@@ -461,11 +491,6 @@ class GateKeeper:
             terminalreporter.write_line(f"tooleffect gates: not applied: {_NOT_APPLIED}", yellow=True)
         if self.applies and self.results is not None and self.exit is not None:
             terminalreporter.write_sep("=", "tooleffect gates")
-            assert self.gates is not None and self.report is not None
-            shown = ", ".join(f"{b.family}/{b.policy}" for b in self.report.blocks) or "none"
-            for key in unmatched_tables(self.report, self.gates):
-                terminalreporter.write_line(f'tooleffect gates: warning: table "{key}" matches no family x policy '
-                                            f"of the run (blocks: {shown}); its gates judged nothing", yellow=True)
             for r in self.results:
                 markup = ({"green": True} if r.status == "passed" else {"red": True} if r.fails_run
                           else {"yellow": True})
@@ -507,7 +532,9 @@ class GateKeeper:
             session = self.session
             assert session is not None
             stopped = bool(session.shouldfail or session.shouldstop)
-            self.exit = decide_exit(session.exitstatus, any(r.fails_run for r in self.results), self.tally, stopped)
+            nothing = judged_nothing(self.results)
+            fails = any(r.fails_run for r in self.results) or not self.results  # no gate at all judged nothing
+            self.exit = decide_exit(session.exitstatus, fails, self.tally, stopped, judged=not nothing)
 
     def _section(self) -> GatesApplied:
         assert self.results is not None and self.exit is not None and self.gates is not None
@@ -532,7 +559,7 @@ def gates_section(report: Report, gates: GatesConfig, results: Sequence[GateResu
     return GatesApplied.model_validate({
         "applied": True,
         "source": f"{gates.path} [{GATES_TABLE}]",
-        "passed": not any(r.fails_run for r in results),
+        "passed": bool(results) and not any(r.fails_run for r in results),
         "counts": {s: sum(1 for r in results if r.status == s) for s in ("passed", "failed", "not_judged")},
         "errors": asdict(tally) | {"total": tally.errors},
         "exit_status": exit[0],
@@ -573,5 +600,6 @@ class LogGates:
                      and (r.baseline is None or r.baseline.status != "known"))
         tally = RunTally(decision_failures=failed, error_records=sum(1 for r in records if r.outcome == "error"))
         self.results = evaluate(report, records, self.gates)
-        self.exit = decide_exit(int(pytest.ExitCode.OK), any(r.fails_run for r in self.results), tally, False)
+        fails = any(r.fails_run for r in self.results) or not self.results
+        self.exit = decide_exit(int(pytest.ExitCode.OK), fails, tally, False, judged=not judged_nothing(self.results))
         report.gates = gates_section(report, self.gates, self.results, tally, self.exit)

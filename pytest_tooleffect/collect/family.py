@@ -20,7 +20,7 @@ from pytest_tooleffect import formats as models
 from pytest_tooleffect.formats import Family, ToolSpec
 from pytest_tooleffect.oracle import RuleError, RuleSet, load_rules
 from pytest_tooleffect.oracle.rulecheck import rule_problems
-from pytest_tooleffect.oracle.rules import UniqueKeyLoader
+from pytest_tooleffect.oracle.rules import UniqueKeyLoader, document_digest
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "family_dirs",
            "is_case_file", "is_family_dir", "load_family", "named_files", "yaml_load"]
@@ -126,6 +126,16 @@ class LoadedFamily:
     def referenced_files(self) -> frozenset[Path]:
         """Files the family file names (rules, tools, prompt): never collected as case files."""
         return named_files(self.directory, (getattr(self.family, key) for key in _NAMED_FILES))
+
+    @property
+    def rules_fingerprint(self) -> str:
+        """SHA-256 (16 hex digits) of what the oracle reads of the family besides its labels: the rules
+        document as parsed (:attr:`RuleSet.digest`) and each tool's name, parameter schema and
+        annotations.  A shard run under other rules has another one.
+        """
+        tools = [{"name": t.name, "parameters": t.parameters, "annotations": t.annotations.model_dump(mode="json")}
+                 for t in self.tools]
+        return document_digest({"rules": self.rules.digest or document_digest({}), "tools": tools})
 
     @property
     def meta(self) -> dict[str, Any]:

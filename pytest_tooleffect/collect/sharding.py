@@ -10,23 +10,32 @@ hashing (Lamping and Veach, "A Fast, Minimal Memory, Consistent Hash Algorithm",
 * adding or removing cases moves no other item, and going from ``N`` to ``N + 1`` shards moves
   only about ``1 / (N + 1)`` of the items (all of them into the new shard).
 
-The other items are deselected (pytest's ``pytest_deselected``, as ``-k`` does), so a shard's
-run reports them as deselected, not as lost.  Each record of a shard carries ``shard``:
-``{index, count, family_fingerprint}``, the last being the label-set fingerprint of every case
-of the family the shard *collected* (before the shard was taken), so that ``tooleffect
-report`` can refuse to merge shards that ran different label sets.
+The other items are deselected (pytest's ``pytest_deselected``, as ``-k`` does), once every
+other deselection is done (``-k``, ``-m``, ``--lf``): the split depends on each item's id alone,
+so where it happens changes no shard's items, and the run's whole selection is known before it.
+Each record of a shard carries ``shard``: ``{index, count, family_fingerprint}``, the last being
+the label-set fingerprint of every case of the family the shard *collected* (before anything
+was deselected), so that ``tooleffect report`` can refuse to merge shards that ran different
+label sets.
+
+Every run, sharded or not, says on each record what it selected (:class:`RunSelection`: the
+record's ``selection``, the count and digest of the items this run selected and of the whole
+run's selection) and what its family was scored under (``fingerprints``: the labels' and the
+oracle rules'), so that a merge of logs can tell a complete run from a shard cut short, two
+partial runs or a shard run under other rules.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Generator, Iterable
 from typing import Any
 
 import pytest
 
-from pytest_tooleffect.collect.items import CaseItem
+from pytest_tooleffect.collect.items import CaseItem, InvalidCaseItem
 
-__all__ = ["ShardSelector", "family_fingerprint", "shard_of"]
+__all__ = ["RunSelection", "family_fingerprint", "selection_digest", "shard_of"]
 
 _JUMP = 2862933555777941757
 _MASK = (1 << 64) - 1
@@ -80,34 +89,79 @@ def _key(item: pytest.Item) -> str:
     return item.record_id if isinstance(item, CaseItem) else item.nodeid
 
 
-class ShardSelector:
-    """The plugin object of a sharded run (registered at configure time, on workers too).
+def _case_keys(items: Iterable[pytest.Item]) -> list[str]:
+    """The keys of the case items among ``items`` (record ids; an invalid case's node id)."""
+    return [_key(item) for item in items if isinstance(item, (CaseItem, InvalidCaseItem))]
+
+
+def selection_digest(keys: Iterable[str]) -> str:
+    """SHA-256 (16 hex digits) over the sorted keys, one per line: the digest a record's
+    ``selection`` carries.
+    """
+    h = hashlib.sha256()
+    for key in sorted(keys):
+        h.update(key.encode("utf-8") + b"\n")
+    return h.hexdigest()[:16]
+
+
+class RunSelection:
+    """The plugin object that knows what the run selected (registered at configure time, on workers
+    too: each collects the same items and makes records), and, under ``--tooleffect-shard I/N``,
+    takes the shard's part.
+
+    Its ``pytest_collection_modifyitems`` wraps every other plugin's: before them it notes what
+    was collected (each family's label-set and rules fingerprints, the count of case items); after
+    them (``-k``, ``-m``, ``--lf`` done) the run's selection, then the shard's part of it.
 
     Args:
-        index: the shard this run is, 1…``count``.
-        count: how many shards the run is split into.
+        shard: ``(index, count)`` of a sharded run, or ``None``.
     """
 
-    def __init__(self, index: int, count: int) -> None:
-        self.index, self.count = index, count
+    def __init__(self, shard: tuple[int, int] | None = None) -> None:
+        self.index, self.count = shard if shard is not None else (0, 0)
+        self.sharded = shard is not None
         self.fingerprints: dict[str, str] = {}
-        self.kept = self.collected = 0
+        self.rules: dict[str, str] = {}
+        self.collected = self.run_count = self.selected = 0
+        self.run_digest = self.digest = selection_digest([])
+        self.kept = self.items_collected = 0
 
-    def pytest_report_header(self) -> str:
+    def pytest_report_header(self) -> str | None:
+        if not self.sharded:
+            return None
         return f"tooleffect: shard {self.index}/{self.count} (items by a hash of their record id)"
 
-    @pytest.hookimpl(tryfirst=True)  # before -k / -m: the fingerprint covers every case collected
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+    @pytest.hookimpl(wrapper=True, tryfirst=True)  # around -k / -m / --lf: before them and after them
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> Generator[None, None, None]:
         self.fingerprints = family_fingerprint(items)
-        keep: list[pytest.Item] = []
-        drop: list[pytest.Item] = []
+        rules: dict[str, str] = {}
         for item in items:
-            (keep if shard_of(_key(item), self.count) == self.index else drop).append(item)
-        self.collected, self.kept = len(items), len(keep)
-        if drop:
-            config.hook.pytest_deselected(items=drop)
-            items[:] = keep
+            if isinstance(item, CaseItem) and item.family.name not in rules:
+                rules[item.family.name] = item.family.rules_fingerprint
+        self.rules = rules
+        self.collected = len(_case_keys(items))
+        self.items_collected = len(items)
+        result = yield
+        run = _case_keys(items)
+        self.run_count, self.run_digest = len(run), selection_digest(run)
+        if self.sharded:
+            keep: list[pytest.Item] = []
+            drop: list[pytest.Item] = []
+            for item in items:
+                (keep if shard_of(_key(item), self.count) == self.index else drop).append(item)
+            if drop:
+                config.hook.pytest_deselected(items=drop)
+                items[:] = keep
+            mine = _case_keys(items)
+            self.selected, self.digest = len(mine), selection_digest(mine)
+        else:
+            self.selected, self.digest = self.run_count, self.run_digest
+        self.kept = len(items)
+        return result
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        counts = f": {self.kept} of {self.collected} items collected" if self.collected else ""
+        if not self.sharded:
+            return
+        counts = f": {self.kept} of {self.items_collected} items collected" if self.items_collected else ""
         terminalreporter.write_line(f"tooleffect: this run is shard {self.index}/{self.count}{counts}")

@@ -28,8 +28,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     Returns:
         The exit status: 0 when printed (under ``--gates``: the gates' status, 1 when a gate failed
-        or a record is an error); 2 for logs that do not merge, a baseline that cannot be read, or
-        gates that cannot be read.
+        or a record is an error); 1 when the logs lack part of their run (a shard missing, or fewer
+        records than a shard or the run selected: the report is ``incomplete`` and the lines on
+        stderr name what is missing); 2 for logs that do not merge (not one run), a baseline that
+        cannot be read, or gates that cannot be read.
     """
     from pytest_tooleffect.collect.cases import FamilyError, load_family
     from pytest_tooleffect.collect.family import family_dirs
@@ -55,12 +57,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     records = merged.records
     calibration = getattr(args, "judge_calibration", None)
     sections: list[ReportSection] = [JudgeContributor.of_records(records, Path(calibration) if calibration else None)]
-    if merged.shard_count is not None:
-        from pytest_tooleffect.report.run_model import MergedShards
+    from pytest_tooleffect.report.run_model import MergedSelection, MergedShards, ShortPart
 
-        sections.append(ShardSection(merged=MergedShards(
-            count=merged.shard_count, merged=merged.shards_merged, missing=merged.shards_missing,
-            logs=[str(p) for p in merged.logs], duplicates_dropped=merged.duplicates_dropped)))
+    shards = None if merged.shard_count is None else MergedShards(
+        count=merged.shard_count, merged=merged.shards_merged, missing=merged.shards_missing,
+        logs=[str(p) for p in merged.logs], duplicates_dropped=merged.duplicates_dropped)
+    sel = merged.selection
+    selection = None if sel is None else MergedSelection(
+        collected=sel.collected, selected=sel.run_count, digest=sel.run_digest, recorded=len(records),
+        not_recorded=max(sel.run_count - len(records), 0),
+        short=[ShortPart(shard=p.shard, selected=p.selected, recorded=p.recorded) for p in merged.short])
+    if shards is not None or selection is not None:
+        sections.append(ShardSection(merged=shards, selection=selection))
     baseline_path = getattr(args, "baseline", None)
     baseline = None
     if baseline_path:
@@ -100,13 +108,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if merged.duplicates_dropped:
         print(f"tooleffect report: {merged.duplicates_dropped} repeated records left out (--duplicates "
               f"{args.duplicates})", file=sys.stderr)
-    if merged.shards_missing:
-        from pytest_tooleffect.report.terminal import shard_ranges
-
-        missing = merged.shards_missing
-        print(f"tooleffect report: incomplete: shard{'s' if len(missing) > 1 else ''} {shard_ranges(missing)} "
-              f"of {merged.shard_count} missing", file=sys.stderr)
+    for problem in merged.problems():  # the report says it too (shards.missing, selection.short)
+        print(f"tooleffect report: incomplete: {problem}", file=sys.stderr)
+    if sel is None:
+        print("tooleffect report: the records do not say what their run selected (written by an earlier "
+              "tooleffect): whether every selected item has a record is not checked", file=sys.stderr)
     status = gates.exit[0] if gates is not None else 0
+    if merged.status == "incomplete":  # a report of part of a run never passes for the whole
+        status = max(status, 1)
     if args.json:
         print(dumps(report))
         return status
@@ -234,7 +243,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         The exit status: 0 when written; 2 for a log that cannot be read, holds no record, or is ``--out`` itself.
     """
     from pytest_tooleffect.ci.baseline import Baseline, BaselineError
-    from pytest_tooleffect.report.record_log import read_records
+    from pytest_tooleffect.report.record_log import not_a_record_log, read_records
 
     path, out = Path(args.records), Path(args.out)
     if out.exists() and path.exists() and out.resolve() == path.resolve():
@@ -246,8 +255,9 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"tooleffect baseline save: {path}: cannot be read ({exc.strerror or exc})", file=sys.stderr)
         return 2
-    except ValueError as exc:
-        print(f"tooleffect baseline save: {path}: {exc}", file=sys.stderr)
+    except ValueError as exc:  # another of tooleffect's files: said so, with what to give instead
+        what = not_a_record_log(path)
+        print(f"tooleffect baseline save: {path}: {what or exc}", file=sys.stderr)
         return 2
     if not records:
         print(f"tooleffect baseline save: {path}: no records (was anything scored?)", file=sys.stderr)
@@ -255,7 +265,8 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     try:
         baseline = Baseline.from_records(records, source=str(path))
     except BaselineError as exc:
-        print(f"tooleffect baseline save: {exc}", file=sys.stderr)
+        what = not_a_record_log(path)  # a report written on one line reads as one (wrong) record
+        print(f"tooleffect baseline save: {f'{path}: {what}' if what else exc}", file=sys.stderr)
         return 2
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -281,7 +292,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when B regressed nowhere; 1 when it did; 2 for bad input (unreadable runs, label
+        The exit status: 0 when B regressed nowhere; 1 when it did (a decision that passed in A and is an
+        error in B is a regression unless ``--errors skip``); 2 for bad input (unreadable runs, label
         sets that differ without ``--shared-only``, no paired decision).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs
@@ -299,8 +311,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                   f"B {fb}): not one quantity measured twice; --shared-only compares the shared decisions whose "
                   "labels did not change", file=sys.stderr)
         return 2
-    comparison = compare(a, b, "skip")
-    if not comparison["totals"]["compared"]:
+    comparison = compare(a, b, "skip", getattr(args, "errors", "regression"))
+    if not comparison["totals"]["compared"] and not comparison["totals"].get("errors_after_pass"):
         print(f"tooleffect compare: {args.a} and {args.b} pair no decision (decisions pair by record id: family, "
               "case, policy and trial)", file=sys.stderr)
         return 2
@@ -322,6 +334,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"restricted to the shared decisions with unchanged labels (--shared-only; label sets differ in "
               f"{', '.join(r['blocks'])}): {r['left_out']} decisions left out ({reasons})")
     print(render_comparison(comparison), end="")
+    errored = comparison["totals"].get("errors_after_pass", 0)
+    why = f" ({errored} of them errors in B where A passed; --errors skip leaves errors out)" if errored else ""
+    print(f"tooleffect compare: exit {status}: {comparison['totals']['regressions']} regressions{why}")
     return status
 
 

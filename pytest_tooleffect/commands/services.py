@@ -83,6 +83,10 @@ def cmd_import(args: argparse.Namespace) -> int:
             print(f"tooleffect import: {line}", file=sys.stderr)
 
         try:
+            from pytest_tooleffect.data.importers.bfcl import check_entry_ids
+
+            for category in asked:  # every category's ids before any family is written: a refusal writes nothing
+                check_entry_ids(src / (CATEGORIES[category] if category in CATEGORIES else MULTI_TURN[category])[0])
             single = [c for c in asked if c in CATEGORIES]
             counts = import_bfcl(src, Path(args.out or "bfcl"), single) if single else {}
             for category in (c for c in asked if c in MULTI_TURN):

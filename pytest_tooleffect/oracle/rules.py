@@ -33,6 +33,8 @@ as written under JSON equality: no normalisers, no tolerance, numbers by value, 
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +44,8 @@ import yaml
 
 from pytest_tooleffect.oracle.values import parse_datetime
 
-__all__ = ["COMPARES", "NORMALISERS", "PREDICATES", "Rule", "RuleError", "RuleSet", "UniqueKeyLoader", "load_rules"]
+__all__ = ["COMPARES", "NORMALISERS", "PREDICATES", "Rule", "RuleError", "RuleSet", "UniqueKeyLoader",
+           "document_digest", "load_rules"]
 
 COMPARES = frozenset(
     {"exact", "string", "number", "boolean", "date", "datetime", "instant", "paired", "free_text", "any", "none"}
@@ -212,6 +215,9 @@ class RuleSet:
     composites: Mapping[str, tuple[tuple[tuple[str, ...], Rule], ...]] = field(default_factory=dict)
     compiled: dict[tuple[Any, ...], tuple[Any, ...]] = field(default_factory=dict, init=False, repr=False,
                                                              compare=False)
+    #: SHA-256 (16 hex digits) of the rules document as parsed (canonical JSON): two files that say the
+    #: same thing in other words or comments share it; no rules at all is the digest of ``{}``
+    digest: str = field(default="", compare=False)
 
     @functools.cached_property
     def calls_out(self) -> bool:
@@ -305,7 +311,7 @@ class RuleSet:
 
         """
         if not raw:
-            return cls()
+            return cls(digest=document_digest({}))
         if not isinstance(raw, Mapping):
             raise RuleError(f"{origin}: the rules document must be a mapping")
         extra = set(raw) - {"version", "defaults", "fields", "description"}
@@ -351,7 +357,15 @@ class RuleSet:
                 if "." not in key:
                     raise RuleError(f"{origin}: fields.{key}: a rule key is 'tool.field'")
                 fields_[key] = rule
-        return cls(fields_, defaults, {k: tuple(v) for k, v in composites.items()})
+        return cls(fields_, defaults, {k: tuple(v) for k, v in composites.items()}, digest=document_digest(raw))
+
+
+def document_digest(document: Any) -> str:
+    """SHA-256 (16 hex digits) of a parsed document's canonical JSON (keys sorted; a value JSON
+    cannot hold, a YAML date, as its text).
+    """
+    text = json.dumps(document, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def _closed_properties(node: Any) -> Mapping[str, Any] | None:

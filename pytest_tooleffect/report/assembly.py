@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pytest_tooleffect.report.model import Report
-from pytest_tooleffect.report.run_model import MergedShards, ShardOf
+from pytest_tooleffect.report.run_model import MergedSelection, MergedShards, ShardOf
 from pytest_tooleffect.report.summary import summarise
 from pytest_tooleffect.scoring.record import Record
 
@@ -48,25 +48,30 @@ class ReportSection(Protocol):
 
 
 class ShardSection:
-    """The report's ``shard`` (this run is one shard: ``--tooleffect-shard I/N``) or ``shards`` (the
-    shards ``tooleffect report`` merged), a :class:`ReportSection`.
+    """The report's ``shard`` (this run is one shard: ``--tooleffect-shard I/N``), or ``shards`` (the
+    shards ``tooleffect report`` merged) and ``selection`` (what their run selected, and how much of
+    it the logs hold), a :class:`ReportSection`.
 
     Args:
         shard: the shard this run is.
         merged: the shards merged from record logs.
+        selection: the selection of the run whose logs were merged.
     """
 
     section: Literal["shard"] = "shard"
 
-    def __init__(self, shard: ShardOf | None = None, merged: MergedShards | None = None) -> None:
-        self.shard, self.merged = shard, merged
+    def __init__(self, shard: ShardOf | None = None, merged: MergedShards | None = None,
+                 selection: MergedSelection | None = None) -> None:
+        self.shard, self.merged, self.selection = shard, merged, selection
 
     def contribute(self, report: Report, records: Sequence[Record]) -> None:
-        """Write ``report.shard`` and ``report.shards`` (each when given)."""
+        """Write ``report.shard``, ``report.shards`` and ``report.selection`` (each when given)."""
         if self.shard is not None:
             report.shard = self.shard
         if self.merged is not None:
             report.shards = self.merged
+        if self.selection is not None:
+            report.selection = self.selection
 
 
 def ordered(sections: Iterable[ReportSection]) -> list[ReportSection]:

@@ -84,6 +84,9 @@ class Flip(Part):
     """The baseline's verdict, in words."""
     after: str
     """This run's verdict, in words."""
+    error: bool | None = Field(default=None, exclude_if=is_none)
+    """``true``: a regression because this run's outcome is an error where the baseline passed
+    (``tooleffect compare``, its default ``--errors regression``); absent otherwise."""
 
 
 class McNemar(Part):
@@ -143,6 +146,9 @@ class BaselineBlock(Part):
     """Pairs compared although their label changed (``--tooleffect-baseline-changed-labels compare``)."""
     mcnemar: McNemar
     """The exact McNemar test on the pairs."""
+    errors_after_pass: Count | None = Field(default=None, exclude_if=is_none)
+    """Of the regressions, the decisions that passed in the baseline and are errors now (outside the
+    paired rates and McNemar's table); present when errors count as regressions."""
 
 
 class BaselineTotals(Part):
@@ -162,6 +168,8 @@ class BaselineTotals(Part):
     """New decisions."""
     left_out: dict[str, int]
     """Decisions not compared, by reason."""
+    errors_after_pass: Count | None = Field(default=None, exclude_if=is_none)
+    """Regressions that are errors now where the baseline passed (present when they count)."""
 
 
 class BaselineComparison(Part):

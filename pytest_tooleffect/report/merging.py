@@ -12,6 +12,13 @@ and nothing is pooled across label sets:
   shards did not measure one quantity;
 * records of different shard counts are refused; when the count is known, the shards with no
   record are listed and the report's status is ``incomplete``;
+* every record says what its run selected (its ``selection``: the count and digest of the items
+  its shard, or the unsharded run, selected, and of the whole run's selection) and what its
+  family was scored under (``fingerprints``: labels and oracle rules).  Records of runs that
+  selected different items (two partial ``-k`` runs) or of a family under other rules are
+  refused: they are not parts of one run.  A shard (or an unsharded run) with fewer records than
+  it selected (a run killed part way, items skipped) makes the report ``incomplete``, and
+  :meth:`Merged.problems` says which part lacks how many;
 * logs with no record at all (every shard's run wrote nothing) are refused: a report of nothing
   is not a complete one.
 """
@@ -23,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from pytest_tooleffect.report.record_log import load_records
-from pytest_tooleffect.scoring.record import Record
+from pytest_tooleffect.report.record_log import load_records, not_a_record_log
+from pytest_tooleffect.scoring.record import Record, SelectionRecord
 
-__all__ = ["DUPLICATE_CHOICES", "MergeError", "Merged", "merge_logs", "record_logs"]
+__all__ = ["DUPLICATE_CHOICES", "MergeError", "Merged", "ShortPart", "merge_logs", "record_logs"]
 
 DUPLICATE_CHOICES = ("refuse", "first", "last")
 Duplicates = Literal["refuse", "first", "last"]
@@ -34,6 +41,31 @@ Duplicates = Literal["refuse", "first", "last"]
 
 class MergeError(ValueError):
     """The logs cannot be merged into one report (the message names the files, record or family)."""
+
+
+@dataclass(frozen=True)
+class ShortPart:
+    """A part of the run (a shard, or the unsharded run) whose logs hold fewer records than it selected.
+
+    Attributes:
+        shard: the shard, or ``None`` for an unsharded run.
+        count: how many shards the run had (``None`` unsharded).
+        selected: the case items the part selected.
+        recorded: the records the logs hold of it (each item once).
+    """
+
+    shard: int | None
+    count: int | None
+    selected: int
+    recorded: int
+
+    @property
+    def line(self) -> str:
+        """``shard 3/4: 10 of 76 selected items have a record (66 missing)``."""
+        part = f"shard {self.shard}/{self.count}: " if self.shard is not None else ""
+        lost = self.selected - self.recorded
+        return (f"{part}{self.recorded} of {self.selected} selected items have a record ({lost} missing: a run "
+                "cut short, or items skipped, invalid or failed outside a record)")
 
 
 @dataclass
@@ -47,6 +79,11 @@ class Merged:
         shards_merged: the shards with records, sorted.
         shards_missing: the shards with no record, sorted (empty when the count is unknown).
         duplicates_dropped: records left out as repeats (``first`` or ``last``).
+        selection: what the run selected, as its records say (``None`` when they do not: logs written
+            before records said it; then whether every item has a record is not known).
+        short: the parts of the run with fewer records than they selected, by shard.
+        missing_selected: the items the missing shards selected (the run's selection less the
+            present shards'), when the records say what the run selected.
     """
 
     records: list[Record]
@@ -55,11 +92,32 @@ class Merged:
     shards_merged: list[int] = field(default_factory=list)
     shards_missing: list[int] = field(default_factory=list)
     duplicates_dropped: int = 0
+    selection: SelectionRecord | None = None
+    short: list[ShortPart] = field(default_factory=list)
+    missing_selected: int | None = None
 
     @property
     def status(self) -> Literal["complete", "incomplete"]:
-        """``incomplete`` when a shard is missing, else ``complete``."""
-        return "incomplete" if self.shards_missing else "complete"
+        """``incomplete`` when a shard is missing or a part of the run has fewer records than it
+        selected, else ``complete``.
+        """
+        return "incomplete" if self.shards_missing or self.short else "complete"
+
+    def problems(self) -> list[str]:
+        """One line per thing the logs lack (empty when the merge is complete): the missing shards,
+        in runs of shards, with the items they selected; each part short of records.
+        """
+        out = []
+        missing = self.shards_missing
+        if missing:
+            from pytest_tooleffect.report.terminal import shard_ranges
+
+            items = (f" ({self.missing_selected} of the run's {self.selection.run_count} selected items)"
+                     if self.selection is not None and self.missing_selected is not None else "")
+            out.append(f"shard{'s' if len(missing) > 1 else ''} {shard_ranges(missing)} of {self.shard_count} "
+                       f"missing{items}")
+        out += [p.line for p in self.short]
+        return out
 
 
 def record_logs(paths: Sequence[Path]) -> list[Path]:
@@ -110,13 +168,15 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merg
     fingerprints: dict[str, tuple[str, Path]] = {}
     counts: dict[int, Path] = {}
     shards: set[int] = set()
+    run = _OneRun()
     for log in logs:
         try:
             records = load_records(log)
         except (OSError, ValueError) as exc:
-            raise MergeError(f"{log}: {exc}") from exc
+            raise MergeError(f"{log}: {not_a_record_log(log) or exc}") from exc
         for r in records:
             _check_shard(r, log, fingerprints, counts, shards)  # one run first: then a repeat is a repeat
+            run.check(r, log)
             key = (r.id, r.trial or 1)
             seen = kept.get(key)
             if seen is not None:
@@ -139,7 +199,68 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merg
         merged.shard_count = n
         merged.shards_merged = sorted(shards)
         merged.shards_missing = [i for i in range(1, n + 1) if i not in shards]
+    run.account(merged)
     return merged
+
+
+class _OneRun:
+    """Checks that every record read is of one run (one selection, one set of rules per family),
+    then accounts for the run's selection in the records kept.
+    """
+
+    def __init__(self) -> None:
+        self.first: tuple[Record, Path] | None = None
+        self.parts: dict[int, SelectionRecord] = {}
+        self.labels: dict[str, tuple[str, Path]] = {}
+        self.rules: dict[str, tuple[str, Path]] = {}
+
+    def check(self, r: Record, log: Path) -> None:
+        """Refuse a record whose run selected other items than the first record's, or whose family
+        was scored under other labels or rules (names both logs).
+        """
+        if self.first is None:
+            self.first = (r, log)
+        first, first_log = self.first
+        if (r.selection is None) != (first.selection is None):
+            said, silent = ((r.id, log), (first.id, first_log)) if r.selection else ((first.id, first_log), (r.id, log))
+            raise MergeError(f"record {said[0]} in {said[1]} says what its run selected and record {silent[0]} in "
+                             f"{silent[1]} does not (written by an earlier tooleffect): not one run")
+        sel, fsel = r.selection, first.selection
+        if sel is not None and fsel is not None and (sel.run_count, sel.run_digest, sel.collected) != (
+                fsel.run_count, fsel.run_digest, fsel.collected):
+            raise MergeError(f"{log}: record {r.id} is from a run that selected {_selected(sel)}, {first_log}: "
+                             f"record {first.id} from one that selected {_selected(fsel)}: the logs are not parts of "
+                             "one run (another -k, -m or --lf, other cases or policies); merge the logs of one run "
+                             "only, or run the missing items as a shard of it")
+        if sel is not None:
+            self.parts.setdefault(r.shard.index if r.shard else 0, sel)
+        fp = r.fingerprints
+        if fp is None:
+            return
+        for what, seen, value in (("label-set", self.labels, fp.labels), ("oracle rules", self.rules, fp.rules)):
+            was = seen.setdefault(r.family, (value, log))
+            if was[0] != value:
+                why = ("collected different cases or labels" if what == "label-set"
+                       else "scored under different oracle rules or tool schemas")
+                raise MergeError(f"family {r.family}: {what} fingerprint {was[0]} in {was[1]} but {value} in {log}: "
+                                 f"the runs {why}; not one run")
+
+    def account(self, merged: Merged) -> None:
+        """Fill ``merged.selection``, ``short`` and ``missing_selected`` from the records kept."""
+        if self.first is None or self.first[0].selection is None:
+            return
+        merged.selection = self.first[0].selection
+        recorded: dict[int, int] = {}
+        for r in merged.records:
+            part = r.shard.index if r.shard else 0
+            recorded[part] = recorded.get(part, 0) + 1
+        merged.short = [ShortPart(part or None, merged.shard_count, sel.count, recorded.get(part, 0))
+                        for part, sel in sorted(self.parts.items()) if recorded.get(part, 0) < sel.count]
+        merged.missing_selected = merged.selection.run_count - sum(sel.count for sel in self.parts.values())
+
+
+def _selected(sel: SelectionRecord) -> str:
+    return f"{sel.run_count} of {sel.collected} case items collected (selection {sel.run_digest})"
 
 
 def _check_label(r: Record, log: Path, labels: dict[tuple[str, str], tuple[str, Path]]) -> None:

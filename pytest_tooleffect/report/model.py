@@ -26,6 +26,7 @@ from pytest_tooleffect.report.parts import Closed, Count, Number, Part, Pct, Per
 from pytest_tooleffect.report.run_model import (
     InvalidFamily,
     JudgeSection,
+    MergedSelection,
     MergedShards,
     RunInfo,
     ShardOf,
@@ -425,8 +426,9 @@ class Report(Part):
     status: Literal["complete", "incomplete", "interrupted"]
     """``complete`` when every item collected was scored; ``incomplete`` when some case was invalid, some
     item ended in an error, was skipped or ended with no record (all listed: ``invalid``, ``skipped``,
-    ``unrecorded``, each block's ``errors``), or when shards merged by ``tooleffect report`` lack one
-    (``shards.missing``); ``interrupted`` when the run was cut short (Ctrl-C)."""
+    ``unrecorded``, each block's ``errors``), or when the logs merged by ``tooleffect report`` lack a
+    shard (``shards.missing``) or records of items their run selected (``selection.not_recorded``);
+    ``interrupted`` when the run was cut short (Ctrl-C)."""
     conventions: dict[str, str]
     """The conventions the figures follow (parallel matching, conditioning, class weights, errors)."""
     blocks: list[Block]
@@ -446,6 +448,9 @@ class Report(Part):
     """The shard this run was (``--tooleffect-shard I/N``); absent from an unsharded run."""
     shards: MergedShards | None = Field(default=None, exclude_if=is_none)
     """The shards ``tooleffect report`` merged (absent when the records carry no shard)."""
+    selection: MergedSelection | None = Field(default=None, exclude_if=is_none)
+    """What the run whose logs ``tooleffect report`` merged selected and how much of it has a record
+    (absent from a run's own report, and when the records do not say)."""
     run: RunInfo | None = Field(default=None, exclude_if=is_none)
     """When and how the run was made, with which versions, cases commit and policy parameters (written by
     the plugin; absent from ``tooleffect report``)."""

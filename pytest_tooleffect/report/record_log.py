@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from pytest_tooleffect.scoring.record import Record, first_problem
 from pytest_tooleffect.util.jsonl import json_lines
 
-__all__ = ["RecordLog", "load_records", "read_records"]
+__all__ = ["RecordLog", "load_records", "looks_like_record", "not_a_record_log", "read_records"]
 
 
 class RecordLog:
@@ -145,3 +145,43 @@ def load_records(path: Path) -> list[Record]:
         except ValidationError as exc:
             raise ValueError(f"line {n} is not a tooleffect record ({first_problem(exc)})") from exc
     return out
+
+
+#: the keys every record has (:class:`~pytest_tooleffect.scoring.record.Record`)
+_RECORD_KEYS = frozenset({"id", "family", "case_id", "policy", "outcome", "label_hash"})
+
+
+def looks_like_record(value: Any) -> bool:
+    """A JSON value that has the keys every record has (read from a file that should be something else)."""
+    return isinstance(value, dict) and _RECORD_KEYS <= value.keys()
+
+
+def not_a_record_log(path: Path) -> str | None:
+    """What a file given as a record log is, in words, when it is another of tooleffect's files.
+
+    Args:
+        path: the file (read whole only when its first line is not a record).
+
+    Returns:
+        One line naming the file's kind and what to give instead when it is a JSON report or a
+        baseline file; ``None`` when it is neither (a record log, or something else).
+    """
+    try:
+        with path.open(encoding="utf-8") as fh:
+            first = fh.readline()
+            try:
+                head = json.loads(first)
+            except ValueError:
+                head = None
+            if looks_like_record(head):
+                return None
+            data = json.loads(first + fh.read())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if isinstance(data, dict) and data.get("kind") == "tooleffect-baseline":
+        return ("this is a baseline file, not a record log: a baseline is made from a record log "
+                "(--tooleffect-records) and given to --tooleffect-baseline")
+    if isinstance(data, dict) and "blocks" in data and "conventions" in data:
+        return ("this is a tooleffect report, not a record log: it holds rates, not per-decision records; give the "
+                "record log the run wrote (--tooleffect-records, default reports/tooleffect-records.jsonl)")
+    return None

@@ -3,7 +3,8 @@
 Invalid cases (:class:`InvalidFamily`), skipped items (:class:`SkippedItems`) and items that ended
 without a record (:class:`UnrecordedItems`), the judge of
 free-text fields (:class:`JudgeSection`), the shard a run was or the shards a report merged
-(:class:`ShardOf`, :class:`MergedShards`), and when and how the run was made (:class:`RunInfo`).
+(:class:`ShardOf`, :class:`MergedShards`), what the run whose logs were merged selected and which
+part of it has no record (:class:`MergedSelection`), and when and how the run was made (:class:`RunInfo`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ __all__ = [
     "JudgeCalibration",
     "JudgeSection",
     "JudgeUsage",
+    "MergedSelection",
     "MergedShards",
     "RunInfo",
+    "ShortPart",
     "ShardOf",
     "SkippedItems",
     "UnrecordedItems",
@@ -150,6 +153,38 @@ class MergedShards(Part):
     """The record logs read, in the order given."""
     duplicates_dropped: int = 0
     """Records left out as repeats of one already read (same id and trial; ``--duplicates``)."""
+
+
+class ShortPart(Part):
+    """A part of the run whose logs hold fewer records than it selected."""
+
+    shard: int | None
+    """The shard (``null``: an unsharded run)."""
+    selected: Count
+    """The case items it selected."""
+    recorded: Count
+    """Those with a record in the logs merged."""
+
+
+class MergedSelection(Part):
+    """What the run whose record logs ``tooleffect report`` merged selected, as its records say, and
+    how much of it the logs hold (absent when the records do not say: logs written before they did).
+    """
+
+    collected: Count
+    """The case items the run collected, before any was deselected."""
+    selected: Count
+    """The case items it selected (``-k``, ``-m``, ``--lf`` applied; every shard together)."""
+    digest: str
+    """SHA-256 (16 hex digits) of their record ids, sorted: the same in every shard's records."""
+    recorded: Count
+    """The records merged (each item once)."""
+    not_recorded: Count
+    """Selected items with no record (a missing shard's, a shard's cut short, skipped or invalid ones):
+    the report's status is ``incomplete`` when this is not 0."""
+    short: list[ShortPart] = Field(default_factory=list)
+    """The shards (or the unsharded run) whose logs hold fewer records than they selected; a shard with
+    no record at all is in ``shards.missing``."""
 
 
 class Versions(Part):

@@ -92,6 +92,15 @@ def render_terminal(report: Report, width: int = PIPED_WIDTH, soft_wrap: bool = 
                          f"{shard_ranges(missing)} missing" if missing else "")
                       + (f"; {shards.duplicates_dropped} repeated records left out"
                          if shards.duplicates_dropped else ""), markup=False)
+    sel = report.selection
+    if sel:
+        console.print(f"tooleffect: the run selected {sel.selected} of {sel.collected} case items collected "
+                      f"(selection {sel.digest}); {sel.recorded} have a record"
+                      + (f", {sel.not_recorded} do not" if sel.not_recorded else ""), markup=False)
+        for part in sel.short:
+            where = f"shard {part.shard}" if part.shard is not None else "the run"
+            console.print(f"  {where}: {part.recorded} of {part.selected} selected items have a record",
+                          markup=False)
     _render_status(console, report)
     for b in report.blocks:
         console.print(f"tooleffect: family {b.family} · policy {b.policy}  "

@@ -27,7 +27,9 @@ from pytest_tooleffect.oracle import Verdict
 __all__ = [
     "RECORD_VERSION",
     "BaselineMark",
+    "FingerprintRecord",
     "Record",
+    "SelectionRecord",
     "ShardRecord",
     "build_record",
     "first_problem",
@@ -282,6 +284,39 @@ class ShardRecord(_Part):
         return self
 
 
+class SelectionRecord(_Part):
+    """What the run that made the record selected: the same on every record of one run (of one shard).
+
+    A case item is keyed by its record id (an invalid case's item by its node id); the digest is
+    SHA-256 (16 hex digits) over the sorted keys, one per line.  ``tooleffect report`` reads it to
+    know whether the logs it merges are parts of one run and hold a record of every item selected.
+    """
+
+    collected: int = Field(ge=0)
+    """The case items collected, before any was deselected."""
+    count: int = Field(ge=0)
+    """The case items this run selected: those collected less the deselected (``-k``, ``-m``,
+    ``--lf``, another shard's)."""
+    digest: str
+    """The digest of their keys."""
+    run_count: int = Field(ge=0)
+    """The case items of the whole run: ``count`` for an unsharded run; for a shard, every shard's
+    together (the selection before the shard took its part)."""
+    run_digest: str
+    """The digest of those: the same in every shard of one run."""
+
+
+class FingerprintRecord(_Part):
+    """What the record's family was scored under, as collected (before any item was deselected)."""
+
+    labels: str
+    """The label-set fingerprint of every case of the family collected (16 hex digits; the report's
+    ``label_set_fingerprint`` formula)."""
+    rules: str
+    """SHA-256 (16 hex digits) of the family's oracle rules file (as parsed) and its tools' names,
+    parameter schemas and annotations: what the oracle reads besides the labels."""
+
+
 class BaselineMark(_Part):
     """What the baseline says of the decision (``--tooleffect-baseline``)."""
 
@@ -370,6 +405,10 @@ class Record(_Part):
     """What the baseline says of the decision (a run under ``--tooleffect-baseline``)."""
     shard: ShardRecord | None = None
     """The shard the record was made in (a run under ``--tooleffect-shard``)."""
+    selection: SelectionRecord | None = None
+    """What the run that made it selected (absent from records written before it was kept)."""
+    fingerprints: FingerprintRecord | None = None
+    """The label set and the oracle rules its family was scored under (absent likewise)."""
 
     @model_validator(mode="after")
     def _scored_has_verdict(self) -> Record:

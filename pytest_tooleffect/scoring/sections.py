@@ -3,8 +3,8 @@
 A :class:`RecordSection` writes its part of a record on the process that scored the item (an
 xdist worker under ``-n``), before the users' ``pytest_tooleffect_modify_record`` hooks, which
 run last.  The plugin keeps its record sections under :data:`record_sections_key` in the config's
-stash, in the order they write: the baseline's mark (``--tooleffect-baseline``), then the shard
-(``--tooleffect-shard``).
+stash, in the order they write: the baseline's mark (``--tooleffect-baseline``), then the run's
+selection (and the shard, under ``--tooleffect-shard``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Protocol
 
 import pytest
 
-from pytest_tooleffect.scoring.record import Record, ShardRecord
+from pytest_tooleffect.scoring.record import FingerprintRecord, Record, SelectionRecord, ShardRecord
 
-__all__ = ["RecordSection", "ShardMark", "record_sections_key"]
+__all__ = ["RecordSection", "SelectionMark", "record_sections_key"]
 
 
 class RecordSection(Protocol):
@@ -34,26 +34,40 @@ class RecordSection(Protocol):
 record_sections_key = pytest.StashKey[list[RecordSection]]()
 
 
-class Shards(Protocol):
-    """What a sharded run knows of its shard: :class:`~pytest_tooleffect.collect.sharding.ShardSelector`."""
+class Selection(Protocol):
+    """What a run knows of its selection: :class:`~pytest_tooleffect.collect.sharding.RunSelection`."""
 
+    sharded: bool
     index: int
     count: int
     fingerprints: dict[str, str]
+    rules: dict[str, str]
+    collected: int
+    selected: int
+    digest: str
+    run_count: int
+    run_digest: str
 
 
-class ShardMark:
-    """Writes each record's ``shard``: the shard the run is and the label-set fingerprint of the
-    family the shard collected.
+class SelectionMark:
+    """Writes each record's ``selection`` (what the run selected), ``fingerprints`` (the labels and
+    oracle rules its family was collected with) and, in a sharded run, ``shard``.
 
     Args:
-        shards: the run's shard selector (its fingerprints are known once collection is done).
+        selection: the run's selection (known once collection is done).
     """
 
-    def __init__(self, shards: Shards) -> None:
-        self.shards = shards
+    def __init__(self, selection: Selection) -> None:
+        self.selection = selection
 
     def modify_record(self, record: Record, item: pytest.Item) -> None:
-        """Write ``record.shard``."""
-        s = self.shards
-        record.shard = ShardRecord(index=s.index, count=s.count, family_fingerprint=s.fingerprints.get(record.family))
+        """Write ``record.selection``, ``record.fingerprints`` and (sharded) ``record.shard``."""
+        s = self.selection
+        labels = s.fingerprints.get(record.family)
+        if s.sharded:
+            record.shard = ShardRecord(index=s.index, count=s.count, family_fingerprint=labels)
+        record.selection = SelectionRecord(collected=s.collected, count=s.selected, digest=s.digest,
+                                           run_count=s.run_count, run_digest=s.run_digest)
+        rules = s.rules.get(record.family)
+        if labels is not None and rules is not None:
+            record.fingerprints = FingerprintRecord(labels=labels, rules=rules)

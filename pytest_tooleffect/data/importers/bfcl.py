@@ -25,13 +25,16 @@ outside ``cases/`` (default ``bfcl/``).
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_tooleffect.util.jsonl import read_objects
+from pytest_tooleffect.util.jsonl import json_lines, read_objects
 
-__all__ = ["CATEGORIES", "bfcl_tool", "convert_schema", "import_bfcl", "label_from_ground_truth", "omit_required_empty"]
+__all__ = ["CATEGORIES", "bfcl_tool", "check_entry_ids", "convert_schema", "import_bfcl", "label_from_ground_truth",
+           "omit_required_empty"]
 
 #: Category → (data file, possible-answer file or None for "no call expected").
 CATEGORIES: dict[str, tuple[str, str | None]] = {
@@ -155,62 +158,137 @@ defaults:
 """
 
 
+def check_entry_ids(data: Path) -> None:
+    """Refuse a BFCL data file whose entries' ids could not be case ids: text that is not one (``../x``,
+    a space, a ``/``) or an id given twice.  Lines that are not JSON objects, or lack a text ``id``,
+    are left to the importer (it names them).
+
+    Raises:
+        ValueError: one line naming the file, the line and the id, ending ``nothing was imported``.
+        OSError: the file cannot be read.
+    """
+    from pytest_tooleffect.formats import CASE_ID_SHAPE, is_case_id
+
+    seen: dict[str, int] = {}
+    for line, entry, why in json_lines(data):
+        eid = entry.get("id") if why is None and isinstance(entry, dict) else None
+        if not isinstance(eid, str):
+            continue
+        where = f"{data}: line {line}: entry id {eid!r}"
+        if not is_case_id(eid):
+            raise ValueError(f"{where} is not a case id ({CASE_ID_SHAPE}); nothing was imported")
+        if eid in seen:
+            raise ValueError(f"{where} is given twice (lines {seen[eid]} and {line}): which entry is the case?; "
+                             "nothing was imported")
+        seen[eid] = line
+
+
 def import_bfcl(source: Path, out: Path, categories: list[str] | None = None) -> dict[str, Any]:
-    """Write one family per category into ``out/<category>/``.
+    """Write one family per category into ``out/<category>/``, or nothing.
 
     An entry whose ground truth violates its own function schema (an integer parameter answered
     ``"dontcare"``, a string answered ``false``) is not a case: it goes to
-    ``out/<category>/rejected.json`` with the validation problems.
+    ``out/<category>/rejected.json`` with the validation problems.  An entry the import cannot
+    take at all (an id that is not a case id, such as one holding ``../``; an id given twice; no
+    ground truth) refuses the whole import: every family is built in a folder of its own beside
+    ``out`` first and moved into place only when all of them are whole, so a refused import
+    writes nothing and leaves an earlier import as it was.
 
     Returns:
         Cases written (and rejected) per category.
 
     Raises:
-        ValueError: an unknown category, or an entry without an answer (names file and id).
+        ValueError: an unknown category; an entry whose id is not a case id or was given before, an
+            entry without an answer, an entry that is not a case (each one line, naming the file,
+            the line and the id).
     """
-    counts: dict[str, Any] = {}
-    for category in categories or list(CATEGORIES):
-        if category not in CATEGORIES:
-            raise ValueError(f"unknown BFCL category {category!r} (known: {', '.join(CATEGORIES)})")
-        data_file, answer_file = CATEGORIES[category]
-        answers = {a["id"]: a["ground_truth"] for _, a in read_objects(source / answer_file)} if answer_file else {}
-        fam_dir = out / category
-        fam_dir.mkdir(parents=True, exist_ok=True)
-        (fam_dir / "family.yaml").write_text(FAMILY.format(category=category, out=fam_dir), encoding="utf-8")
-        (fam_dir / "rules.yaml").write_text(RULES, encoding="utf-8")
-        from pytest_tooleffect.collect.cases import load_family, validate_case
-        from pytest_tooleffect.formats import Case
+    cats = categories or list(CATEGORIES)
+    unknown = [c for c in cats if c not in CATEGORIES]
+    if unknown:
+        raise ValueError(f"unknown BFCL category {unknown[0]!r} (known: {', '.join(CATEGORIES)})")
+    for category in cats:  # every id checked before anything is written
+        check_entry_ids(source / CATEGORIES[category][0])
+    anchor = next(p for p in (out, *out.parents) if p.exists() or p == Path(p.anchor))  # an existing folder
+    staging = Path(tempfile.mkdtemp(prefix=".tooleffect-import-bfcl-", dir=anchor if anchor.is_dir() else None))
+    try:
+        counts = {category: _stage(source, staging / category, out / category, category) for category in cats}
+        out.mkdir(parents=True, exist_ok=True)
+        for category in cats:
+            dest = out / category
+            if dest.exists():  # an earlier import: replaced whole, never merged into
+                dest.rename(staging / f"{category}.replaced")
+            shutil.move(str(staging / category), str(dest))
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return counts
 
-        family = load_family(fam_dir)
-        n = 0
-        rejected = []
-        with open(fam_dir / "cases.jsonl", "w", encoding="utf-8") as fh:
-            for _, entry in read_objects(source / data_file):
+
+def _stage(source: Path, fam_dir: Path, final: Path, category: str) -> dict[str, int] | int:
+    """Build one category's family in ``fam_dir`` (``final`` is where it will live: its family file says so).
+
+    Raises:
+        ValueError: as :func:`import_bfcl`.
+    """
+    from pydantic import ValidationError
+
+    from pytest_tooleffect.collect.cases import load_family, validate_case
+    from pytest_tooleffect.formats import CASE_ID_SHAPE, Case, is_case_id
+
+    data_file, answer_file = CATEGORIES[category]
+    answers: dict[Any, Any] = ({a.get("id"): a.get("ground_truth") for _, a in read_objects(source / answer_file)}
+                               if answer_file else {})
+    fam_dir.mkdir(parents=True)
+    (fam_dir / "family.yaml").write_text(FAMILY.format(category=category, out=final), encoding="utf-8")
+    (fam_dir / "rules.yaml").write_text(RULES, encoding="utf-8")
+    family = load_family(fam_dir)
+    n = 0
+    rejected = []
+    seen: dict[str, int] = {}
+    data = source / data_file
+    with open(fam_dir / "cases.jsonl", "w", encoding="utf-8") as fh:
+        for line, entry in read_objects(data):
+            eid = entry.get("id")
+            where = f"{data}: line {line}: entry id {eid!r}"
+            if not is_case_id(eid):
+                raise ValueError(f"{where} is not a case id ({CASE_ID_SHAPE}); nothing was imported")
+            assert isinstance(eid, str)
+            if eid in seen:
+                raise ValueError(f"{where} is given twice (lines {seen[eid]} and {line}): which entry is the "
+                                 "case?; nothing was imported")
+            seen[eid] = line
+            try:
                 tools = [bfcl_tool(f) for f in entry["function"]]
                 if answer_file is None:
                     label: dict[str, Any] = {"valid_actions": [{"tool": None, "reason": "BFCL irrelevance: no "
                                                                                       "offered function applies"}],
                                              "labelled_by": ["bfcl"]}
                 else:
-                    if entry["id"] not in answers:
-                        raise ValueError(f"{source / answer_file}: no ground truth for {entry['id']}")
-                    label = label_from_ground_truth(answers[entry["id"]])
+                    if eid not in answers:
+                        raise ValueError(f"{where}: no ground truth for it in {source / answer_file}; nothing was "
+                                         "imported")
+                    label = label_from_ground_truth(answers[eid])
                     omit_required_empty(label, tools)
                 case = {
-                    "id": entry["id"],
+                    "id": eid,
                     "placement": {"step": 0, "run_length": 1, "bucket": "last"},
                     "messages": entry["question"][0],
                     "tools": tools,
                     "label": label,
-                    "source": {"kind": "import", "dataset": f"bfcl/{data_file}", "trace_id": entry["id"]},
+                    "source": {"kind": "import", "dataset": f"bfcl/{data_file}", "trace_id": eid},
                 }
                 problems = validate_case(Case.model_validate(case), family)
-                if problems:
-                    rejected.append({"id": entry["id"], "problems": [f"{f}: {m}" for f, m in problems]})
-                    continue
-                fh.write(json.dumps(case, ensure_ascii=False, sort_keys=True) + "\n")
-                n += 1
-        (fam_dir / "rejected.json").write_text(json.dumps(rejected, ensure_ascii=False, indent=1) + "\n",
-                                                encoding="utf-8")
-        counts[category] = {"cases": n, "rejected": len(rejected)} if rejected else n
-    return counts
+            except ValidationError as exc:
+                e = exc.errors()[0]
+                field = ".".join(str(p) for p in e["loc"]) or "<case>"
+                raise ValueError(f"{where}: not a case: {field}: {e['msg']}; nothing was imported") from None
+            except (KeyError, IndexError, TypeError, AttributeError) as exc:
+                raise ValueError(f"{where}: not a BFCL entry ({type(exc).__name__}: {exc}); nothing was "
+                                 "imported") from None
+            if problems:
+                rejected.append({"id": eid, "problems": [f"{f}: {m}" for f, m in problems]})
+                continue
+            fh.write(json.dumps(case, ensure_ascii=False, sort_keys=True) + "\n")
+            n += 1
+    (fam_dir / "rejected.json").write_text(json.dumps(rejected, ensure_ascii=False, indent=1) + "\n",
+                                            encoding="utf-8")
+    return {"cases": n, "rejected": len(rejected)} if rejected else n

@@ -45,7 +45,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_tooleffect.data.importers.bfcl import bfcl_tool
+from pytest_tooleffect.data.importers.bfcl import bfcl_tool, check_entry_ids
 from pytest_tooleffect.util.jsonl import json_lines, read_objects
 
 __all__ = ["MULTI_TURN", "EntryError", "check_entry", "import_multi_turn", "parse_call"]
@@ -314,8 +314,9 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
         are written; all listed in ``rejected.json``, a rejected conversation under its ``field``).
 
     Raises:
-        ValueError: an unknown category, or a possible-answer or function-document file that is
-            not JSON lines (names the file and line).
+        ValueError: an unknown category, an entry id that is not a case id or is given twice (before
+            anything is written), or a possible-answer or function-document file that is not JSON
+            lines (names the file and line).
         pytest_tooleffect.sandbox.SandboxError: BFCL's back-ends could not be downloaded.
     """
     from pytest_tooleffect.collect.cases import load_family, validate_case
@@ -325,6 +326,7 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
 
     if category not in MULTI_TURN:
         raise ValueError(f"unknown BFCL multi-turn category {category!r} (known: {', '.join(MULTI_TURN)})")
+    check_entry_ids(source / MULTI_TURN[category][0])
     activate()
     world = load_service().load_world("bfcl")
     data_file, answer_file = MULTI_TURN[category]
