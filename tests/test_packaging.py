@@ -45,6 +45,8 @@ PROJECT = PYPROJECT["project"]
 PACKAGE = REPO / "pytest_tooleffect"
 #: Imported, yet no dependency of the package: why each is never needed by a run that lacks it.
 NOT_DEPENDENCIES = {"xdist": "compat.unit_scheduler runs only inside pytest-xdist's own scheduler hook"}
+#: Optional modules the package never imports itself, yet runs code that does: the file that requires each.
+REQUIRED_NOT_IMPORTED = {"mpmath": "sandbox/local.py"}  # BFCL's MathAPI, run in-process by the local provider
 #: Declared, yet never imported by name: why each is needed all the same.
 NOT_IMPORTED = {"tzdata": "zoneinfo reads its time zones where the system has no database"}
 
@@ -124,7 +126,7 @@ def test_extras_name_the_distributions_of_their_modules() -> None:
         assert _distribution(module) not in core, f"{module} is in the core dependencies and in [{extra}]"
     # every module only an extra installs is one util.extras knows
     only_optional = {m for m in IMPORTS if m not in NOT_DEPENDENCIES and _distribution(m) not in core}
-    assert only_optional == set(EXTRAS)
+    assert only_optional == set(EXTRAS) - set(REQUIRED_NOT_IMPORTED)
     assert extras["all"] == set().union(*(extras[e] for e in ("redis", "labelling", "traces", "local-model",
                                                               "bfcl", "json-report")))
     assert extras["all"] <= extras["dev"]  # make test installs .[dev,examples]: every extra the suite uses
@@ -145,7 +147,9 @@ def _requires_before(module: str, statement: ast.stmt, parents: list[ast.AST]) -
 
 
 def test_every_optional_import_is_lazy_and_preceded_by_require() -> None:
-    for module in EXTRAS:
+    for module, where in REQUIRED_NOT_IMPORTED.items():
+        assert module not in IMPORTS and f'require("{module}", ' in (PACKAGE / where).read_text(encoding="utf-8")
+    for module in set(EXTRAS) - set(REQUIRED_NOT_IMPORTED):
         assert IMPORTS.get(module), f"util.extras lists {module}, which the package never imports"
         for path, statement, parents in IMPORTS[module]:
             where = f"{path.relative_to(REPO)}:{statement.lineno}"

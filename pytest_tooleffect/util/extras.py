@@ -18,6 +18,7 @@ EXTRAS = {
     "nltk": "labelling",  # Krippendorff's alpha with the MASI distance between labellers' sets
     "ijson": "traces",  # τ-bench trajectory files streamed (import tau-airline, sample --format tau-bench)
     "filelock": "local-model",  # the local llama.cpp model's build cache (tooleffect model fetch)
+    "mpmath": "bfcl",  # BFCL's MathAPI, which the bfcl world imports when the local provider runs it in-process
 }
 
 
