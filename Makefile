@@ -18,7 +18,7 @@ SHARED ?= ../shared
 .PHONY: setup docker chromium sandbox-image report test test-fast test-pytest-versions local-model model-serve model-stop \
   live-local bench-local \
   bench bench-collection bench-sandbox bench-shards bench-throughput bfcl-conformance bfcl-multi-turn bench-bfcl-multi-turn lint \
-  clean
+  dist clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -155,6 +155,14 @@ bench: $(STAMP) sandbox-image chromium model-serve $(BFCL_VENV)/.installed $(INS
 lint: $(STAMP)
 	$(BIN)/ruff check pytest_tooleffect tests bench sandbox examples
 	$(BIN)/mypy
+	$(BIN)/actionlint .github/workflows/*.yml
+
+# The sdist and the wheel in dist/, checked as PyPI checks them (the release workflow builds them the
+# same way; tests/test_packaging.py installs the wheel into a fresh venv and runs a family with it).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build
+	$(BIN)/twine check --strict dist/*
 
 clean:
 	rm -rf $(VENV) reports/*.json reports/*.jsonl

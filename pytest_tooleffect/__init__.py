@@ -22,6 +22,11 @@ from pytest_tooleffect.oracle import (
     score,
 )
 
+#: The package's version: the one place it is written (pyproject.toml reads it, [tool.hatch.version]).
+#: What a release bumps, and when the record, report, baseline and rules formats change their own
+#: ``version``: CHANGELOG.md, "Versioning".
+__version__ = "0.1.0"
+
 __all__ = [
     "KINDS",
     "Action",

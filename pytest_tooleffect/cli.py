@@ -18,6 +18,7 @@ from pytest_tooleffect.commands.labels import (
 )
 from pytest_tooleffect.commands.reports import cmd_baseline_save, cmd_compare, cmd_html, cmd_report, cmd_schema
 from pytest_tooleffect.commands.services import cmd_import, cmd_model, cmd_sandbox, cmd_serve
+from pytest_tooleffect.util.extras import MissingExtra
 
 __all__ = ["MAX_COUNT", "main"]
 
@@ -159,6 +160,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
     try:
         return int(args.func(args))
+    except MissingExtra as exc:  # an optional package the command needs: the line that installs it
+        print(f"tooleffect {name}: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:  # a file that cannot be read or written: one line naming it
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"tooleffect {name}: {where}{exc.strerror or exc}", file=sys.stderr)

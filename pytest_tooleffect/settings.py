@@ -74,6 +74,7 @@ from pytest_tooleffect.options import (
     parse_tpm,
 )
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
+from pytest_tooleffect.util.extras import MissingExtra, require
 from pytest_tooleffect.util.output_files import check_distinct, check_writable
 from pytest_tooleffect.util.redaction import looks_like_key
 
@@ -229,6 +230,10 @@ def _rate_backend(config: pytest.Config) -> str | None:
     if not raw.startswith(("redis://", "rediss://", "unix://")):
         raise pytest.UsageError(f"ini {INI_RATE_BACKEND} = {raw!r}: expected empty (the SQLite file) or a "
                                 "redis://HOST:PORT/DB URL")
+    try:
+        require("redis", f"ini {INI_RATE_BACKEND} (a rate limit kept in Redis)")
+    except MissingExtra as exc:
+        raise pytest.UsageError(str(exc)) from None
     return raw
 
 

@@ -66,8 +66,7 @@ class DockerTcp:
 #: Extension modules the plugin imports lazily that refuse a second import in one process (numpy
 #: says "cannot load module more than once per process").  pytester drops every module an in-process
 #: run or a pytester test imported when it ends, so they are imported once before any pytester exists.
-ONCE_PER_PROCESS = ("numpy", "scipy.optimize", "statsmodels.stats.contingency_tables",
-                    "statsmodels.stats.inter_rater")
+ONCE_PER_PROCESS = ("numpy", "scipy.optimize", "scipy.stats")
 
 
 @pytest.fixture(scope="session")

@@ -6,12 +6,13 @@ and the exact McNemar test.
 from __future__ import annotations
 
 import json
+from fractions import Fraction
+from math import comb
 from pathlib import Path
 from typing import Any
 
 import pytest
 import scipy.stats  # noqa: F401  (numpy's extension loads once per process: import before pytester's module snapshot)
-from statsmodels.stats.contingency_tables import mcnemar
 
 from pytest_tooleffect.ci.baseline import Baseline, BaselineDecision, BaselineError, classify, load_runs, record_passed
 from pytest_tooleffect.ci.comparison import compare, fingerprint_mismatches, mcnemar_exact
@@ -332,11 +333,24 @@ def test_compare_counts_an_error_in_b_where_a_passed_as_a_regression(tmp_path: P
 # ------------------------------------------------------------------------------------ units
 
 
-def test_mcnemar_exact_is_statsmodels_on_a_known_table() -> None:
+def exact_mcnemar(b: int, c: int) -> Fraction:
+    """``min(1, 2 P[X <= min(b, c)])`` for ``X ~ Binomial(b + c, 1/2)``, in whole numbers."""
+    n = b + c
+    return min(Fraction(1), Fraction(2 * sum(comb(n, i) for i in range(min(b, c) + 1)), 2 ** n))
+
+
+def test_mcnemar_exact_is_the_binomial_test_on_the_discordant_pairs() -> None:
     table = [[30, 1], [9, 12]]  # b = 1 regression, c = 9 fixes
-    assert mcnemar_exact(table) == 0.021484375 == mcnemar(table, exact=True).pvalue  # 2 (1 + 10) / 2**10
+    assert mcnemar_exact(table) == 0.021484375  # 2 (1 + 10) / 2**10, statsmodels' mcnemar(exact=True) figure
     assert mcnemar_exact([[5, 0], [0, 4]]) == 1.0  # no discordant pair
     assert mcnemar_exact([[0, 3], [0, 0]]) == 0.25  # 2 / 2**3
+    assert mcnemar_exact([[0, 3], [0, 0]]) == mcnemar_exact([[9, 0], [3, 9]])  # symmetric in b and c
+    # |b - c| = 1: p is exactly 1 (statsmodels' 2 P[X <= 17] printed 0.9999999999999998)
+    assert mcnemar_exact([[0, 17], [18, 0]]) == 1.0
+    assert mcnemar_exact([[4, 60], [20, 4]]) == pytest.approx(float(exact_mcnemar(60, 20)), rel=1e-12)
+    for b in range(31):
+        for c in range(31):
+            assert mcnemar_exact([[2, b], [c, 7]]) == pytest.approx(float(exact_mcnemar(b, c)), rel=1e-12), (b, c)
 
 
 def rec(cid: str, cls: str = "single", kind: str | None = "ok", name: bool = True, args: bool = True,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.options import OPT_JUDGE, OPT_JUDGE_BASE, OPT_REPORT
-from pytest_tooleffect.scoring.judge import Judge, JudgeError, calibrate
+from pytest_tooleffect.scoring.judge import Z_975, Judge, JudgeError, calibrate, cohens_kappa
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import REPO
 
@@ -64,6 +64,35 @@ def test_calibration_kappa(server: ScriptedServer) -> None:
     assert res["kappa"] == pytest.approx((po - pe) / (1 - pe))  # Cohen (1960)
     assert -1 <= res["kappa_ci95"][0] <= res["kappa"] <= res["kappa_ci95"][1] <= 1
     assert len(res["disagreements"]) == n - round(po * n)
+
+
+@pytest.mark.parametrize(("table", "expected"), [
+    # statsmodels.stats.inter_rater.cohens_kappa(table): kappa, kappa_low, kappa_upp (statsmodels 0.14)
+    ([[5, 1], [2, 8]], (0.6129032258064516, 0.2223873422379707, 1.0034191093749325)),
+    ([[3, 2], [1, 10]], (0.5384615384615384, 0.08382640180931128, 0.9930966751137655)),
+    ([[18, 27], [25, 24]], (-0.11040436165379389, -0.31094853313983706, 0.09013980983224931)),
+    ([[6, 0], [0, 10]], (1.0, 1.0, 1.0)),
+    ([[0, 4], [4, 0]], (-1.0, -1.0, -1.0)),
+])
+def test_cohens_kappa_gives_statsmodels_figures(table: list[list[int]], expected: tuple[float, float, float]) -> None:
+    assert cohens_kappa(table) == expected
+
+
+def test_cohens_kappa_three_categories_and_no_kappa() -> None:
+    table = [[10, 2, 1], [3, 12, 2], [0, 1, 9]]
+    n, po = 40, (10 + 12 + 9) / 40
+    pe = sum(sum(table[i]) * sum(row[i] for row in table) for i in range(3)) / n ** 2
+    kappa, low, high = cohens_kappa(table)
+    assert kappa == pytest.approx((po - pe) / (1 - pe)) and low < kappa < high
+    assert kappa - low == pytest.approx(high - kappa)
+    kappa, low, high = cohens_kappa([[5, 0], [0, 0]])  # chance alone predicts full agreement
+    assert kappa != kappa and low != low and high != high  # nan
+
+
+def test_z_975_is_scipys_normal_quantile() -> None:
+    from scipy.stats import norm
+
+    assert Z_975 == norm.isf(0.025)
 
 
 FAMILY = """\

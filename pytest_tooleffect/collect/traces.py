@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_tooleffect.util.extras import require
 from pytest_tooleffect.util.jsonl import json_lines
 
 __all__ = [
@@ -126,6 +127,7 @@ def read_tau_bench(path: str | Path) -> Iterator[Run]:
         ValueError: an element without ``traj`` (names the file and the element index).
 
     """
+    require("ijson", "reading τ-bench trajectories")
     import ijson
 
     with open(path, "rb") as fh:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_tooleffect.util.extras import require
 from pytest_tooleffect.util.jsonl import read_objects
 
 __all__ = ["action_set", "agreement", "label_class", "merge", "merge_agreeing", "name_set", "read_labels", "render",
@@ -60,6 +61,7 @@ def label_class(label: Mapping[str, Any]) -> str:
 
 
 def _alpha(pairs: Sequence[tuple[frozenset[str], frozenset[str]]]) -> float | None:
+    require("nltk", "labellers' agreement (Krippendorff's alpha, MASI distance)")
     from nltk.metrics.agreement import AnnotationTask
     from nltk.metrics.distance import masi_distance
 

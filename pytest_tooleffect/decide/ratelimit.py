@@ -58,6 +58,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from pytest_tooleffect.util.extras import require
 from pytest_tooleffect.util.processes import is_running
 
 __all__ = ["PRIVATE_PREFIX", "Limiter", "RateLimit", "RateLimitTooSmall", "RedisRateLimit", "private_state_dir"]
@@ -311,6 +312,7 @@ class RedisRateLimit:
             raise ValueError("rate limits are whole numbers >= 1")
         if not window_s > 0:
             raise ValueError("the rate window must be positive")
+        require("redis", "a rate limit kept in Redis (ini tooleffect_rate_backend)")
         import redis
 
         base, _, name = url.partition("#")

@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_tooleffect.sandbox.environment import Sandbox, SandboxError, SandboxProvider, World, register_provider
 from pytest_tooleffect.sandbox.image import context_dir
+from pytest_tooleffect.util.extras import require
 
 __all__ = ["LocalProvider", "load_service"]
 
@@ -71,6 +72,8 @@ class LocalProvider(SandboxProvider):
         return sandbox, server, folder
 
     def item_init(self, world: World, item_id: str) -> Sandbox:
+        if world.name == "bfcl":  # BFCL's back-ends run in this process: its MathAPI imports mpmath
+            require("mpmath", "the bfcl world in the local sandbox provider")
         slot = self._idle.pop() if self._idle else self._start()
         self._busy[id(slot[0])] = slot
         slot[0].reset(world)

