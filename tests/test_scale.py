@@ -569,7 +569,7 @@ def test_a_skipif_condition_that_calls_pytest_fail_or_skip_may_hold_and_raises_n
     """A condition whose truth raises pytest's own outcome (``pytest.fail``/``pytest.skip``: no
     ``Exception``) is one only pytest can judge: the item is not prefetched, and nothing escapes.
     """
-    from pytest_tooleffect.decide.decision import _may_hold
+    from pytest_tooleffect.decide.decision import mark_may_apply
 
     class Fails:
         def __bool__(self) -> bool:
@@ -579,6 +579,6 @@ def test_a_skipif_condition_that_calls_pytest_fail_or_skip_may_hold_and_raises_n
         def __bool__(self) -> bool:
             pytest.skip("cannot tell")
 
-    assert _may_hold(pytest.mark.skipif(Fails(), reason="r").mark) is True
-    assert _may_hold(pytest.mark.skipif(Skips(), reason="r").mark) is True
-    assert _may_hold(pytest.mark.skipif(False, reason="r").mark) is False
+    assert mark_may_apply(pytest.mark.skipif(Fails(), reason="r").mark) is True
+    assert mark_may_apply(pytest.mark.skipif(Skips(), reason="r").mark) is True
+    assert mark_may_apply(pytest.mark.skipif(False, reason="r").mark) is False

@@ -35,7 +35,8 @@ from pytest_tooleffect.oracle import Emission, parse_emission
 from pytest_tooleffect.outcomes import Failure, NotScored
 from pytest_tooleffect.settings import Settings, settings_key
 
-__all__ = ["Decision", "ModelTurns", "obtain_decision", "parse_turn", "pool_key", "tooleffect_decision"]
+__all__ = ["Decision", "ModelTurns", "mark_may_apply", "obtain_decision", "parse_turn", "pool_key",
+           "tooleffect_decision"]
 
 #: Without xdist, the live items queued ahead of the running one, in multiples of the concurrency.
 PREFETCH_WINDOW = 4
@@ -80,7 +81,7 @@ def _api_key(item: CaseItem) -> str | None:
     return api_key(policy.model, policy.api_base, policy.api_key_env, keys_found=pool.keys_found)
 
 
-def _may_hold(mark: pytest.Mark) -> bool:
+def mark_may_apply(mark: pytest.Mark) -> bool:
     """A ``skipif`` or ``xfail`` mark applies, or only pytest can say: it has no condition, one
     holds, one is a string (pytest evaluates it in the item's module) or cannot be evaluated, or a
     non-string condition comes without a ``reason`` (pytest's setup reports that as an error).
@@ -103,14 +104,14 @@ def _will_run(item: CaseItem) -> bool:
     """The item's call phase surely runs: no ``skip`` mark, no ``skipif`` mark whose condition holds
     or may hold, no ``xfail(run=False)`` that applies or may apply (unless ``--runxfail``).
 
-    Read from the marks with pytest's public API (:func:`_may_hold`): a mark only pytest can judge
+    Read from the marks with pytest's public API (:func:`mark_may_apply`): a mark only pytest can judge
     counts as applying, so such an item is not prefetched and its turn is asked in its own setup if
     it runs.
     """
-    if any(True for _ in item.iter_markers(name="skip")) or any(map(_may_hold, item.iter_markers(name="skipif"))):
+    if any(True for _ in item.iter_markers(name="skip")) or any(map(mark_may_apply, item.iter_markers(name="skipif"))):
         return False
     return bool(item.config.option.runxfail) or not any(
-        _may_hold(mark) for mark in item.iter_markers(name="xfail") if not mark.kwargs.get("run", True))
+        mark_may_apply(mark) for mark in item.iter_markers(name="xfail") if not mark.kwargs.get("run", True))
 
 
 def _timeout(item: CaseItem, settings: Settings) -> float:
