@@ -77,6 +77,19 @@ def _extensions_imported() -> None:
         importlib.import_module(name)
 
 
+@pytest.fixture(scope="session")
+def litellm_imported() -> None:
+    """litellm imported in this process before a pytester run imports it (the LLM judge calls it
+    here, not in the model-turn child): pytester drops the modules a run imported when it ends, and
+    litellm imported again in one process loses its dependencies' package metadata, so the next
+    in-process run fails to load the plugin's entry point.  Seconds of CPU, once per worker that
+    asks for it.
+    """
+    from pytest_tooleffect.decide.turn_process import import_litellm
+
+    import_litellm()
+
+
 @pytest.fixture
 def pytester(_extensions_imported: None, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
              request: pytest.FixtureRequest) -> pytest.Pytester:

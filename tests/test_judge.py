@@ -104,6 +104,7 @@ oracle: ../../oracle/replies.yaml
 """
 
 
+@pytest.mark.usefixtures("litellm_imported")
 def test_plugin_uses_the_judge_and_reports_it(pytester: pytest.Pytester, server: ScriptedServer) -> None:
     fam = pytester.path / "cases" / "replies"
     fam.mkdir(parents=True)
