@@ -44,7 +44,7 @@ _FAIL_KINDS = tuple(k for k in KINDS if k not in ("ok", "ok_no_tool"))
 _BASELINE_HINT = "no baseline: run with --tooleffect-baseline PATH"
 _NOT_APPLIED = "no decision was recorded in this run; pytest's exit status stands"
 #: a record's ``baseline.status`` values that mean it was compared with the baseline
-_COMPARED = ("regression", "known", "fixed", "passing")
+_COMPARED = ("regression", "changed", "known", "fixed", "passing")
 
 Status = Literal["passed", "failed", "not_judged"]
 
@@ -595,9 +595,11 @@ class LogGates:
         from pytest_tooleffect.ci.baseline import record_passed
 
         # a failed decision as pytest reported it: not an expected failure (the case's xfail, or a
-        # failure the baseline already knew)
-        failed = sum(1 for r in records if record_passed(r.to_json()) is False and not r.xfail
-                     and (r.baseline is None or r.baseline.status != "known"))
+        # failure the baseline already knew); a regression or a known failure of another kind now
+        # (changed) fails whatever xfail the case has
+        failed = sum(1 for r in records if record_passed(r.to_json()) is False and (
+            (r.baseline is not None and r.baseline.status in ("regression", "changed"))
+            or (not r.xfail and (r.baseline is None or r.baseline.status != "known"))))
         tally = RunTally(decision_failures=failed, error_records=sum(1 for r in records if r.outcome == "error"))
         self.results = evaluate(report, records, self.gates)
         fails = any(r.fails_run for r in self.results) or not self.results
