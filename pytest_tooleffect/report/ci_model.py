@@ -260,7 +260,8 @@ class GateResultEntry(Part):
     detail: str
     """The parenthesised part of the line."""
     ids: list[str] | None
-    """Record ids behind a regression count (``null`` otherwise)."""
+    """Record ids behind a count gate (regressions, changed known failures, decisions of a kind), sorted;
+    ``null`` for a rate or a cost."""
     line: str
     """The terminal line."""
 
