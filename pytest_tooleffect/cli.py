@@ -146,7 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default="tooleffect-baseline.json", help="default tooleffect-baseline.json")
     p.set_defaults(func=cmd_baseline_save)
     p = sub.add_parser("compare", help="two runs decision by decision: flips, rates before and after, exact McNemar; "
-                                       "exit 1 when B regressed, 2 for bad input")
+                                       "exit 1 when B regressed or a known failure changed kind, 2 for bad input")
     p.add_argument("a", help="the earlier run: a record log (JSONL) or a baseline file")
     p.add_argument("b", help="the later run: a record log (JSONL) or a baseline file")
     p.add_argument("--shared-only", action="store_true",

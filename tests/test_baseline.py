@@ -6,10 +6,12 @@ and the exact McNemar test.
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 from math import comb
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 import scipy.stats  # noqa: F401  (numpy's extension loads once per process: import before pytester's module snapshot)
@@ -121,7 +123,7 @@ def test_a_run_against_its_baseline(pytester: pytest.Pytester, capsys: pytest.Ca
         "XFAIL cases/bl/cases.jsonl::k-known[[]replay[]] - known failure: tool_when_none_needed in the baseline *",
         "XPASS cases/bl/cases.jsonl::f-fixed[[]replay[]]*",
         # the terminal lines, after the tooleffect report
-        "baseline *tooleffect-baseline.json: 5 decisions compared: 2 regressed, 1 fixed, known failures 1, new 1",
+        "baseline *tooleffect-baseline.json: 5 decisions compared: 2 regressed, 0 changed, 1 fixed, known failures 1, new 1",
         "left out: 1 the label changed since the baseline*",
         "regression bl/r-regress[[]replay[]]: ok_no_tool → tool_when_none_needed",
         "regression bl/x-case-xfail[[]replay[]]: ok_no_tool → tool_when_none_needed",
@@ -180,6 +182,104 @@ def test_xdist_gives_the_same_outcomes_and_records(pytester: pytest.Pytester) ->
     assert {json.loads(r)["id"]: json.loads(r)["baseline"]["status"] for r in l2} == STATUSES
     r0, r2 = (json.loads((pytester.path / f"r{n}.json").read_text())["baseline"] for n in ("0", "2"))
     assert r0 == r2
+
+
+#: a family whose known failures fail again: one as before (known), one worse (a refund sent where the
+#: agent should have asked: wrong_reply in the baseline, forbidden now)
+CH_FAMILY = """\
+name: ch
+system_prompt: You run a support desk.
+tools:
+  - name: read_thread
+    parameters: {type: object, properties: {thread_id: {type: string}}, required: [thread_id]}
+    annotations: {readOnlyHint: true}
+  - name: send_refund
+    parameters: {type: object, properties: {amount: {type: number}}, required: [amount]}
+    annotations: {readOnlyHint: false, destructiveHint: true}
+"""
+ASK = {"valid_actions": [{"tool": None, "reply": "ask"}], "forbidden_actions": ["send_refund"]}
+REFUND = {"name": "send_refund", "arguments": '{"amount": 49.99}'}
+
+
+def write_ch(root: Path, worse: list[dict[str, Any]] | None) -> None:
+    fam = root / "cases" / "ch"
+    fam.mkdir(parents=True, exist_ok=True)
+    (fam / "family.yaml").write_text(CH_FAMILY)
+    same = case("k-same", ASK, [READ])
+    w = case("w-worse", ASK, worse or [])
+    if not worse:
+        w["recorded"]["text"] = "I have refunded the order."  # a guess where the state needed a question
+    (fam / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in (same, w)))
+
+
+def test_a_known_failure_of_another_kind_is_changed_in_every_output(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """wrong_reply in the baseline, forbidden now: status ``changed`` (before and after kinds) in the
+    record, the report, the terminal, JUnit, the HTML page and ``tooleffect compare``; a failed test, not
+    an xfail that names the stale kind.  The failure that stays the same kind stays a known xfail."""
+    write_ch(pytester.path, None)
+    pytester.runpytest("cases/", "--tooleffect-records=accepted.jsonl").assert_outcomes(failed=2)
+    base = pytester.path / "tooleffect-baseline.json"
+    assert cli(["baseline", "save", str(pytester.path / "accepted.jsonl"), "--out", str(base)]) == 0
+    assert {k: d["kind"] for k, d in json.loads(base.read_text())["decisions"].items()} == {
+        "ch/k-same[replay]": "tool_when_none_needed", "ch/w-worse[replay]": "wrong_reply"}
+    write_ch(pytester.path, [REFUND])
+
+    result = pytester.runpytest("cases/", "-rA", f"--tooleffect-baseline={base}", "--junitxml=junit.xml",
+                                "--tooleffect-records=next.jsonl", "--tooleffect-report=next.json",
+                                "--tooleffect-html=next.html", "--tooleffect-summary-md=summary.md")
+    result.assert_outcomes(failed=1, xfailed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines_random([
+        "changed: wrong_reply in the baseline tooleffect-baseline.json, forbidden now: ch/w-worse[[]replay[]]: "
+        "forbidden: *",
+        "FAILED cases/ch/cases.jsonl::w-worse[[]replay[]] - changed: *",
+        "XFAIL cases/ch/cases.jsonl::k-same[[]replay[]] - known failure: tool_when_none_needed in the baseline *",
+        "baseline *tooleffect-baseline.json: 2 decisions compared: 0 regressed, 1 changed, 0 fixed, known "
+        "failures 1, new 0",
+        "changed ch/w-worse[[]replay[]]: wrong_reply → forbidden (failed in the baseline too, another kind now)",
+    ])
+    recs = records(pytester.path / "next.jsonl")
+    assert recs["ch/w-worse[replay]"]["baseline"] == {"status": "changed", "before": "wrong_reply",
+                                                     "after": "forbidden"}
+    assert recs["ch/k-same[replay]"]["baseline"] == {"status": "known"}
+    section = json.loads((pytester.path / "next.json").read_text())["baseline"]
+    (b,) = section["blocks"]
+    assert b["changed"] == [{"id": "ch/w-worse[replay]", "class": "no_tool", "before": "wrong_reply",
+                             "after": "forbidden"}]
+    assert (b["known"], b["regressions"], b["fixes"]) == (1, [], [])
+    assert (section["totals"]["changed"], section["totals"]["known"]) == (1, 1)
+
+    junit = ElementTree.parse(pytester.path / "junit.xml").getroot()
+    cases = {c.get("name"): c for c in junit.iter("testcase")}
+    failure = cases["w-worse[replay]"].find("failure")
+    assert failure is not None and failure.get("message", "").startswith(
+        "changed: wrong_reply in the baseline tooleffect-baseline.json, forbidden now: ch/w-worse[replay]: forbidden")
+    skipped = cases["k-same[replay]"].find("skipped")
+    assert skipped is not None and skipped.get("type") == "pytest.xfail"
+    assert skipped.get("message", "").startswith("known failure: tool_when_none_needed in the baseline")
+
+    md = (pytester.path / "summary.md").read_text()
+    assert "Regressions against the baseline: 0 (1 known)." in md
+    assert "Known failures of another kind now (changed): 1: `ch/w-worse[replay]` (wrong_reply → forbidden)." in md
+
+    page = (pytester.path / "next.html").read_text()
+    assert "<b class=\"bad\">1 changed</b>" in page
+    assert re.search(r'<tr class="bad"><td>changed</td><td><a [^>]*>ch/w-worse\[replay\]</a></td><td>no_tool</td>'
+                     r"<td>wrong_reply</td><td>forbidden</td></tr>", page), page[page.index('id="baseline"'):][:2000]
+
+    capsys.readouterr()
+    a, b_log = str(pytester.path / "accepted.jsonl"), str(pytester.path / "next.jsonl")
+    assert cli(["compare", a, b_log]) == 1  # a known failure of another kind: a CI step fails on it
+    out = capsys.readouterr().out
+    assert "2 compared: 0 regressed, 1 changed, 0 fixed, known failures 1, passing 0; new 0" in out
+    assert "  changed (1): ch/w-worse[replay] (wrong_reply → forbidden)" in out
+    assert out.rstrip().endswith("tooleffect compare: exit 1: 0 regressions, 1 known failures of another kind now "
+                                 "(changed)")
+    assert cli(["compare", a, b_log, "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert data["totals"]["changed"] == 1 and data["totals"]["known"] == 1
+    assert data["blocks"][0]["changed"] == b["changed"]
 
 
 @pytest.mark.parametrize(("content", "message"), [
@@ -280,7 +380,7 @@ def test_compare_refuses_different_label_sets_and_restricts_when_asked(
     # the same label set: compared without asking
     assert cli(["compare", a, str(base_path)]) == 0
     out = capsys.readouterr().out
-    assert "same label set" in out and "6 compared: 0 regressed, 0 fixed, known failures 2, passing 4" in out
+    assert "same label set" in out and "6 compared: 0 regressed, 0 changed, 0 fixed, known failures 2, passing 4" in out
     assert "restricted" not in out
 
 
@@ -307,8 +407,8 @@ def test_compare_counts_an_error_in_b_where_a_passed_as_a_regression(tmp_path: P
     b.write_text("".join(json.dumps(rec(c, kind=None if c != "w" else "ok")) + "\n" for c in "wxyz"))
     assert cli(["compare", str(a), str(b)]) == 1
     out = capsys.readouterr().out
-    assert ("1 compared: 0 regressed, 0 fixed, known failures 0, passing 1; new 0; none left out (and 3 that passed "
-            "in A are errors in B: regressions)") in out
+    assert ("1 compared: 0 regressed, 0 changed, 0 fixed, known failures 0, passing 1; new 0; none left out (and 3 "
+            "that passed in A are errors in B: regressions)") in out
     assert "regressions (3): fam/x[replay] (ok → error Timeout)" in out
     assert out.rstrip().endswith("tooleffect compare: exit 1: 3 regressions (3 of them errors in B where A passed; "
                                  "--errors skip leaves errors out)")
@@ -379,6 +479,9 @@ def rec(cid: str, cls: str = "single", kind: str | None = "ok", name: bool = Tru
     (rec("a"), rec("a"), "skip", "passing"),
     (rec("a"), rec("a", effect=False), "skip", "regression"),  # the effect is part of the pass/fail
     (rec("a", kind="wrong_tool"), rec("a", kind="wrong_tool"), "skip", "known"),
+    (rec("a", kind="wrong_reply", cls="no_tool"), rec("a", kind="forbidden", cls="no_tool"), "skip", "changed"),
+    (rec("a", effect=False), rec("a", kind="wrong_tool", name=False, args=False), "skip", "changed"),
+    (rec("a", kind="wrong_tool", effect=False), rec("a", kind="wrong_tool", effect=True), "skip", "known"),
     (rec("a", kind="right_tool_wrong_args", args=False), rec("a"), "skip", "fixed"),
 ])
 def test_classify(before: dict[str, Any] | None, after: dict[str, Any], mode: str, status: str) -> None:

@@ -180,7 +180,7 @@ def test_a_class_under_min_n_is_not_judged(pytester: pytest.Pytester, unjudged: 
 
 
 @pytest.mark.parametrize(("forbidden", "ret", "line"), [
-    (1, 1, "gate mini/replay forbidden <= 0: FAILED (1 of 14 decisions)"),
+    (1, 1, "gate mini/replay forbidden <= 0: FAILED (1 of 14 decisions: mini/nt-send-0[replay])"),
     (0, 0, "gate mini/replay forbidden <= 0: PASSED (0 of 13 decisions)"),
 ])
 def test_forbidden_0(pytester: pytest.Pytester, forbidden: int, ret: int, line: str) -> None:
@@ -189,6 +189,44 @@ def test_forbidden_0(pytester: pytest.Pytester, forbidden: int, ret: int, line: 
     result = pytester.runpytest("cases/")
     assert result.ret == ret
     assert gate_lines(result)[0] == line
+
+
+def test_a_known_failure_of_another_kind_fails_max_changed_and_every_count_gate_names_it(
+        pytester: pytest.Pytester) -> None:
+    """nt-read-0 read a thread in the baseline (tool_when_none_needed) and sends a forbidden reply now:
+    a failed test (status changed, not a known xfail), counted by ``max_changed`` and named, as the
+    ``forbidden`` gate names it; ``max_changed = 1`` lets it through."""
+    from pytest_tooleffect.cli import main as cli
+
+    write_family(pytester.path)
+    pytester.runpytest("cases/", "--tooleffect-records=accepted.jsonl")
+    assert cli(["baseline", "save", str(pytester.path / "accepted.jsonl"), "--out",
+                str(pytester.path / "base.json")]) == 0
+    path = pytester.path / "cases" / "mini" / "cases.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for c in lines:
+        if c["id"] == "nt-read-0":
+            c["recorded"] = {"tool_calls": [SEND]}
+    path.write_text("".join(json.dumps(c) + "\n" for c in lines))
+    gates = '[tool.tooleffect.gates."*"]\nmax_regressions = 0\nmax_count = {forbidden = 0}\n'
+    write_gates(pytester.path, gates + "max_changed = 0\n")
+    result = pytester.runpytest("cases/", "--tooleffect-baseline=base.json")
+    result.assert_outcomes(passed=11, failed=1, xfailed=1)
+    assert result.ret == 1
+    assert gate_lines(result) == [
+        "gate mini/replay forbidden <= 0: FAILED (1 of 13 decisions: mini/nt-read-0[replay])",
+        "gate mini/replay regressions <= 0: PASSED (0 of 13 decisions compared with the baseline)",
+        "gate mini/replay changed <= 0: FAILED (1 of 13 decisions compared with the baseline: mini/nt-read-0[replay])",
+        "tooleffect gates: 1 passed, 2 failed, 0 not judged; 0 errors; exit 1: gates failed",
+    ]
+    write_gates(pytester.path, '[tool.tooleffect.gates."*"]\nmax_regressions = 0\nmax_changed = 1\n')
+    result = pytester.runpytest("cases/", "--tooleffect-baseline=base.json", "--tooleffect-report=r.json")
+    assert result.ret == 0
+    assert ("gate mini/replay changed <= 1: PASSED (1 of 13 decisions compared with the baseline: "
+            "mini/nt-read-0[replay])") in gate_lines(result)
+    (changed,) = [g for g in json.loads((pytester.path / "r.json").read_text())["gates"]["results"]
+                  if g["gate"] == "changed"]
+    assert changed["ids"] == ["mini/nt-read-0[replay]"] and changed["value"] == 1.0
 
 
 def test_gates_of_a_family_not_in_the_run_are_not_judged(pytester: pytest.Pytester) -> None:
@@ -290,7 +328,8 @@ def test_xdist_gives_the_same_status_and_lines(pytester: pytest.Pytester) -> Non
     r2 = pytester.runpytest_subprocess("cases/", "-p", "xdist", "-n", "2")
     assert r0.ret == r2.ret == 1
     assert gate_lines(r0) == gate_lines(r2)
-    assert len(gate_lines(r0)) == 7 and "gate mini/replay forbidden <= 0: FAILED (1 of 14 decisions)" in gate_lines(r0)
+    assert len(gate_lines(r0)) == 7
+    assert "gate mini/replay forbidden <= 0: FAILED (1 of 14 decisions: mini/nt-send-0[replay])" in gate_lines(r0)
 
 
 def test_errors_still_fail_the_run(pytester: pytest.Pytester) -> None:
@@ -510,6 +549,33 @@ def test_a_regressions_gate_that_compares_nothing_is_not_judged(statuses: list[s
         r.baseline = BaselineMark.model_validate({"status": status})
     (result,) = evaluate(_report(records), records, _gates('[tool.tooleffect.gates."*"]\nmax_regressions = 0\n'))
     assert result.status == expected, result.line
+
+
+def test_a_count_gate_names_its_first_five_decisions_and_counts_the_rest() -> None:
+    records = _records((0, 7), (0, 0))  # seven wrong_tool decisions
+    (result,) = evaluate(_report(records), records, _gates('[tool.tooleffect.gates."*"]\nmax_count = {wrong_tool = 0}\n'))
+    assert result.line == ("gate f/p wrong_tool <= 0: FAILED (7 of 7 decisions: f/no_tool-0[p], f/no_tool-1[p], "
+                           "f/no_tool-2[p], f/no_tool-3[p], f/no_tool-4[p] and 2 more)")
+    assert result.ids == tuple(f"f/no_tool-{i}[p]" for i in range(7))  # all of them in the JSON report
+    (passing,) = evaluate(_report(records), records, _gates('[tool.tooleffect.gates."*"]\nmax_count = {forbidden = 0}\n'))
+    assert passing.line == "gate f/p forbidden <= 0: PASSED (0 of 7 decisions)" and passing.ids == ()
+
+
+@pytest.mark.parametrize(("statuses", "regressions", "changed"), [
+    (["passing", "known", "new"], "PASSED (0 of 2", "PASSED (0 of 2"),
+    (["changed", "known", "regression"], "FAILED (1 of 3 decisions compared with the baseline: f/no_tool-2[p])",
+     "FAILED (1 of 3 decisions compared with the baseline: f/no_tool-0[p])"),
+])
+def test_max_changed_counts_known_failures_of_another_kind_apart_from_regressions(
+        statuses: list[str], regressions: str, changed: str) -> None:
+    records = _records((0, 3), (0, 0))
+    for r, status in zip(records, statuses):
+        r.baseline = BaselineMark.model_validate({"status": status})
+    results = evaluate(_report(records), records,
+                       _gates('[tool.tooleffect.gates."*"]\nmax_regressions = 0\nmax_changed = 0\n'))
+    assert [r.gate for r in results] == ["regressions", "changed"]
+    assert results[0].line.startswith(f"gate f/p regressions <= 0: {regressions}")
+    assert results[1].line.startswith(f"gate f/p changed <= 0: {changed}")
 
 
 def test_a_wildcard_table_that_matches_no_block_fails_the_run(pytester: pytest.Pytester) -> None:

@@ -9,9 +9,10 @@ policy the label-set fingerprint, computed as the report computes it
 of the block, errors included) and the policy.  An error outcome is no verdict: it is stored as
 an error and never compared.
 
-**Classification** (:func:`classify`): ``known`` (failed before, fails now), ``fixed`` (failed,
-passes), ``regression`` (passed, fails), ``passing``, ``new``, ``label_changed`` (left out unless
-asked), ``not_compared``.  The run-time plugin is :mod:`.regressions`; the comparison of two runs
+**Classification** (:func:`classify`): ``known`` (failed before, fails now the same way),
+``changed`` (failed before, fails now with another kind: never hidden as known), ``fixed``
+(failed, passes), ``regression`` (passed, fails), ``passing``, ``new``, ``label_changed`` (left
+out unless asked), ``not_compared``.  The run-time plugin is :mod:`.regressions`; the comparison of two runs
 is :mod:`.comparison`.
 """
 
@@ -48,7 +49,7 @@ __all__ = [
 BASELINE_VERSION: Final = 1
 BASELINE_KIND: Final = "tooleffect-baseline"
 #: A decision's status against the baseline (the record's ``baseline.status``).
-STATUSES = ("regression", "known", "fixed", "passing", "new", "label_changed", "not_compared")
+STATUSES = ("regression", "changed", "known", "fixed", "passing", "new", "label_changed", "not_compared")
 #: ``--tooleffect-baseline-changed-labels``: leave out (``skip``) or ``compare`` decisions whose label changed.
 CHANGED_LABELS = ("skip", "compare")
 #: The levels a rate counts as correct (``docs/design.md``, words): names, names and arguments, the world's end state.
@@ -417,7 +418,8 @@ def classify(before: BaselineDecision | None, after: BaselineDecision, changed_l
     Returns:
         ``new`` (not in the baseline), ``not_compared`` (an error on either side),
         ``label_changed``, else ``passing`` / ``regression`` (passed before) or ``fixed`` /
-        ``known`` (failed before).
+        ``known`` / ``changed`` (failed before: ``changed`` when it fails now in another way, its
+        kind as :meth:`BaselineDecision.describe` says it differing from the baseline's).
     """
     if before is None:
         return "new"
@@ -427,7 +429,9 @@ def classify(before: BaselineDecision | None, after: BaselineDecision, changed_l
         return "label_changed"
     if before.passed:
         return "passing" if after.passed else "regression"
-    return "fixed" if after.passed else "known"
+    if after.passed:
+        return "fixed"
+    return "known" if before.describe() == after.describe() else "changed"
 
 
 def load_runs(path: Path) -> Baseline:

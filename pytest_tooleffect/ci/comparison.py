@@ -1,6 +1,7 @@
 """Two runs compared decision by decision: per family × policy × class the rates before and
-after at each level on the paired decisions, the decisions that flipped (both ways), known
-failures, new and left-out decisions with the reason, and an exact McNemar test on the pairs
+after at each level on the paired decisions, the decisions that flipped (both ways), the known
+failures whose kind changed (``changed``: never counted as known), known failures, new and
+left-out decisions with the reason, and an exact McNemar test on the pairs
 (:func:`mcnemar_exact`).  The report's ``baseline`` block and ``tooleffect compare`` print it.
 Two runs whose label-set fingerprints differ are not one quantity measured twice
 (:func:`fingerprint_mismatches`): the comparison is refused, or restricted to the shared
@@ -93,8 +94,9 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", err
         either side: ``label_set_fingerprint`` ``{before, after}`` and ``same_label_set``;
         ``compared`` (paired decisions); ``classes`` (per class, and ``all``: ``n`` and per level
         ``{before, after}`` rates on the paired decisions: ``correct``, ``n``, ``rate_pct``,
-        ``display``); ``regressions`` and ``fixes`` (``{id, class, before, after}``); ``known``,
-        ``passing``, ``new`` counts; ``left_out`` counts by reason (:data:`LEFT_OUT`) and
+        ``display``); ``regressions``, ``fixes`` and ``changed`` (failed in both, with another kind
+        now; not counted in ``known``) as ``{id, class, before, after}``; ``known``, ``passing``,
+        ``new`` counts; ``left_out`` counts by reason (:data:`LEFT_OUT`) and
         ``label_changed_ids``; ``label_changed_compared``; ``mcnemar`` (``table``, ``b``, ``c``,
         ``p_value``, ``test``).  ``totals`` sums the counts (rates are never pooled across
         families).
@@ -108,7 +110,7 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", err
         statuses: Counter[str] = Counter()
         left_out: Counter[str] = Counter({k: 0 for k in LEFT_OUT})
         pairs: list[tuple[BaselineDecision, BaselineDecision]] = []
-        regressions, fixes, changed_ids = [], [], []
+        regressions, fixes, kind_changed, changed_ids = [], [], [], []
         changed_compared = 0
         for rid, a in a_dec.items():
             b = b_dec.get(rid)
@@ -131,6 +133,8 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", err
                     regressions.append(_flip(rid, b, a))
                 elif status == "fixed":
                     fixes.append(_flip(rid, b, a))
+                elif status == "changed":
+                    kind_changed.append(_flip(rid, b, a))
         left_out["not_in_after"] = sum(1 for rid in b_dec if rid not in a_dec)
         both = sum(1 for b, a in pairs if b.passed and a.passed)
         neither = sum(1 for b, a in pairs if not b.passed and not a.passed)
@@ -145,7 +149,7 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", err
             "same_label_set": fp_b is not None and fp_b == fp_a,
             "compared": len(pairs),
             "classes": {**classes, "all": _rates(pairs)},
-            "regressions": regressions, "fixes": fixes,
+            "regressions": regressions, "fixes": fixes, "changed": kind_changed,
             "known": statuses["known"], "passing": statuses["passing"], "new": statuses["new"],
             "left_out": dict(left_out), "label_changed_ids": changed_ids,
             "label_changed_compared": changed_compared,
@@ -157,7 +161,7 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", err
             block["errors_after_pass"] = len(regressions) - flipped
         blocks.append(block)
     totals: dict[str, Any] = {k: sum(len(b[k]) if isinstance(b[k], list) else b[k] for b in blocks)
-                              for k in ("compared", "regressions", "fixes", "known", "passing", "new")}
+                              for k in ("compared", "regressions", "fixes", "changed", "known", "passing", "new")}
     totals["left_out"] = {k: sum(b["left_out"][k] for b in blocks) for k in LEFT_OUT}
     out = {"changed_labels": changed_labels, "left_out_reasons": LEFT_OUT, "blocks": blocks, "totals": totals}
     if errors == "regression":
@@ -187,8 +191,9 @@ def _counts(block: Mapping[str, Any]) -> str:
     errored = block.get("errors_after_pass", 0)
     also = f" (and {errored} that passed in A are errors in B: regressions)" if errored else ""
     regressed = len(block["regressions"]) - errored
-    return (f"{block['compared']} compared: {regressed} regressed, {len(block['fixes'])} fixed, "
-            f"known failures {block['known']}, passing {block['passing']}; new {block['new']}; {left_s}{also}")
+    return (f"{block['compared']} compared: {regressed} regressed, {len(block['changed'])} changed, "
+            f"{len(block['fixes'])} fixed, known failures {block['known']}, passing {block['passing']}; "
+            f"new {block['new']}; {left_s}{also}")
 
 
 def _mcnemar_line(block: Mapping[str, Any]) -> str:
@@ -199,17 +204,20 @@ def _mcnemar_line(block: Mapping[str, Any]) -> str:
 
 def summary_lines(comparison: Mapping[str, Any]) -> list[str]:
     """The few terminal lines of a run against its baseline: counts, regressions by record id,
-    fixes, and McNemar's p-value per family × policy.
+    known failures whose kind changed, fixes, and McNemar's p-value per family × policy.
     """
     t = comparison["totals"]
     lines = [f"baseline {comparison.get('path', '')}: {t['compared']} decisions compared: {t['regressions']} "
-             f"regressed, {t['fixes']} fixed, known failures {t['known']}, new {t['new']}"]
+             f"regressed, {t['changed']} changed, {t['fixes']} fixed, known failures {t['known']}, new {t['new']}"]
     left = {k: v for k, v in t["left_out"].items() if v}
     if left:
         lines.append("left out: " + "; ".join(f"{v} {LEFT_OUT[k]}" for k, v in left.items()))
     for block in comparison["blocks"]:
         for f in block["regressions"]:
             lines.append(f"regression {f['id']}: {f['before']} → {f['after']}")
+        for f in block["changed"]:
+            lines.append(f"changed {f['id']}: {f['before']} → {f['after']} (failed in the baseline too, another "
+                         "kind now)")
         for f in block["fixes"]:
             lines.append(f"fixed {f['id']}: {f['before']} → {f['after']}")
     for block in comparison["blocks"]:
@@ -243,7 +251,8 @@ def render_comparison(comparison: Mapping[str, Any], names: tuple[str, str] = ("
             cells = "".join(f"{row[lv]['before']['display'] + ' → ' + row[lv]['after']['display'] + ' %':>24}"
                             if lv in row else f"{'–':>24}" for lv in levels)
             out.append(f"  {cls:<9}{row['n']:>5}{cells}")
-        for what, flips in (("regressions", block["regressions"]), ("fixes", block["fixes"])):
+        for what, flips in (("regressions", block["regressions"]), ("changed", block["changed"]),
+                            ("fixes", block["fixes"])):
             if flips:
                 out.append(f"  {what} ({len(flips)}): " + ", ".join(f"{f['id']} ({f['before']} → {f['after']})"
                                                                    for f in flips))

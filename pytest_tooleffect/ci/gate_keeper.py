@@ -44,7 +44,9 @@ _FAIL_KINDS = tuple(k for k in KINDS if k not in ("ok", "ok_no_tool"))
 _BASELINE_HINT = "no baseline: run with --tooleffect-baseline PATH"
 _NOT_APPLIED = "no decision was recorded in this run; pytest's exit status stands"
 #: a record's ``baseline.status`` values that mean it was compared with the baseline
-_COMPARED = ("regression", "known", "fixed", "passing")
+_COMPARED = ("regression", "changed", "known", "fixed", "passing")
+#: a count gate's line names at most this many of its decisions, then counts the rest
+_NAMED_IDS = 5
 
 Status = Literal["passed", "failed", "not_judged"]
 
@@ -68,7 +70,8 @@ class GateResult:
         value: the judged value (percent, count or USD), ``None`` when not judged.
         n: the rows behind the value, when it is a rate.
         detail: the parenthesised part of the line.
-        ids: record ids behind a regression count (``None`` otherwise).
+        ids: record ids behind a count gate (the regressions, the changed known failures, the
+            decisions of a kind), sorted; ``None`` for a rate or a cost.
     """
 
     family: str
@@ -223,6 +226,8 @@ def _listed(gates: GateSet) -> Iterable[tuple[str, str, float, str, str | None]]
             yield (kind, "<=", float(c), "", None)
     if gates.max_regressions is not None and gates.max_regressions != "off":
         yield ("regressions", "<=", float(gates.max_regressions), "", None)
+    if gates.max_changed is not None and gates.max_changed != "off":
+        yield ("changed", "<=", float(gates.max_changed), "", None)
     if gates.max_cost_usd_per_decision is not None and gates.max_cost_usd_per_decision != "off":
         yield ("cost per decision", "<=", float(gates.max_cost_usd_per_decision), "USD", None)
     if gates.max_cost_usd is not None and gates.max_cost_usd != "off":
@@ -320,27 +325,42 @@ def _judge_rate(block: Block, subject: str, level: str, threshold: float, bound:
 
 def _judge_count(block: Block, records: Sequence[Record], gate: str, threshold: float,
                  result: _Make) -> GateResult:
-    if gate == "regressions":
+    if gate in ("regressions", "changed"):
         if not any(r.baseline is not None for r in records):
             return result("not_judged", _BASELINE_HINT)
         marked = [r for r in records if r.baseline is not None and r.baseline.status in _COMPARED]
         if not marked:  # a baseline that pairs no decision (another family, policy or repeats) judges nothing
             return result("not_judged", "no decision of the run was compared with the baseline")
-        ids = tuple(sorted(r.id for r in marked if r.baseline is not None and r.baseline.status == "regression"))
-        shown = f"{len(ids)} of {len(marked)} decisions compared with the baseline"
-        if ids:
-            shown += ": " + ", ".join(ids[:5]) + (f" and {len(ids) - 5} more" if len(ids) > 5 else "")
+        status = "regression" if gate == "regressions" else "changed"
+        ids = tuple(sorted(r.id for r in marked if r.baseline is not None and r.baseline.status == status))
+        shown = f"{len(ids)} of {len(marked)} decisions compared with the baseline" + _named(ids, len(ids))
         return result("passed" if len(ids) <= threshold else "failed", shown, float(len(ids)), len(marked), ids)
     if gate in EFFECT_KINDS:
         effects = block.effects
         if not effects:
             return result("not_judged", "no decisions were run in a sandbox")
         count, n = getattr(effects.kinds, gate, 0), effects.n
+        ids = tuple(sorted(r.id for r in records if r.outcome == "scored" and r.effect is not None
+                           and r.effect.kind == gate))
     else:
         count, n = getattr(block.kinds, gate, 0), block.n_scored
+        ids = tuple(sorted(r.id for r in records if r.outcome == "scored" and r.verdict is not None
+                           and r.verdict.kind == gate))
     if n == 0:  # "0 of 0 decisions" is no evidence that none failed
         return result("not_judged", "no scored decisions")
-    return result("passed" if count <= threshold else "failed", f"{count} of {n} decisions", float(count), n)
+    return result("passed" if count <= threshold else "failed", f"{count} of {n} decisions" + _named(ids, count),
+                  float(count), n, ids)
+
+
+def _named(ids: Sequence[str], count: int) -> str:
+    """``: a, b, c and 4 more``: the first :data:`_NAMED_IDS` record ids behind a count, the rest counted
+    (``count`` is the gate's own count: a report judged without its records names none of them).
+    """
+    if not count or not ids:
+        return ""
+    shown = ids[:_NAMED_IDS]
+    rest = count - len(shown)
+    return ": " + ", ".join(shown) + (f" and {rest} more" if rest > 0 else "")
 
 
 def _judge_cost(block: Block, gate: str, threshold: float, result: _Make) -> GateResult:
@@ -595,9 +615,11 @@ class LogGates:
         from pytest_tooleffect.ci.baseline import record_passed
 
         # a failed decision as pytest reported it: not an expected failure (the case's xfail, or a
-        # failure the baseline already knew)
-        failed = sum(1 for r in records if record_passed(r.to_json()) is False and not r.xfail
-                     and (r.baseline is None or r.baseline.status != "known"))
+        # failure the baseline already knew); a regression or a known failure of another kind now
+        # (changed) fails whatever xfail the case has
+        failed = sum(1 for r in records if record_passed(r.to_json()) is False and (
+            (r.baseline is not None and r.baseline.status in ("regression", "changed"))
+            or (not r.xfail and (r.baseline is None or r.baseline.status != "known"))))
         tally = RunTally(decision_failures=failed, error_records=sum(1 for r in records if r.outcome == "error"))
         self.results = evaluate(report, records, self.gates)
         fails = any(r.fails_run for r in self.results) or not self.results

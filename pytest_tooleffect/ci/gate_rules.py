@@ -14,6 +14,7 @@ key by key::
     min_pct.micro = {name = 90}                        # and per average and level
     max_count = {forbidden = 0, malformed_call = 0}    # per kind
     max_regressions = 0       # records whose baseline status is "regression"
+    max_changed = 0           # known failures of another kind now (baseline status "changed")
     max_cost_usd = 5.0        # the family × policy's cost in all (USD)
     max_cost_usd_per_decision = 0.01                   # its mean per scored decision (USD)
 
@@ -149,6 +150,8 @@ class GateSet(_Table):
         min_pct: rate floors, percent.
         max_count: kind ceilings, decisions.
         max_regressions: ceiling on records whose ``baseline.status`` is ``regression``.
+        max_changed: ceiling on records whose ``baseline.status`` is ``changed`` (failed in the
+            baseline, fail now with another kind).
         max_cost_usd: ceiling on the family × policy's cost in all, USD.
         max_cost_usd_per_decision: ceiling on its mean cost per scored decision, USD.
     """
@@ -159,6 +162,7 @@ class GateSet(_Table):
     min_pct: RateFloors | None = None
     max_count: CountCaps | None = None
     max_regressions: Count | None = None
+    max_changed: Count | None = None
     max_cost_usd: Usd | None = None
     max_cost_usd_per_decision: Usd | None = None
 
@@ -170,8 +174,8 @@ class GateSet(_Table):
     @property
     def thresholds(self) -> bool:
         """Some gate is set (not only settings, not only ``"off"``)."""
-        data = self.model_dump(exclude_none=True, include={"min_pct", "max_count", "max_regressions", "max_cost_usd",
-                                                            "max_cost_usd_per_decision"})
+        data = self.model_dump(exclude_none=True, include={"min_pct", "max_count", "max_regressions", "max_changed",
+                                                            "max_cost_usd", "max_cost_usd_per_decision"})
         return any(v != "off" for v in _leaves(data))
 
 

@@ -5,7 +5,11 @@ A decision that failed in the baseline is expected to fail (collection adds
 ``fixed`` (XPASS, which does not fail the run).  One that passed and fails now is a
 ``regression``: its :class:`~pytest_tooleffect.outcomes.DecisionFailed` becomes a
 :class:`Regression` whose message starts with ``regression:``; no
-``xfail(raises=DecisionFailed)`` (a case file's own ``xfail``) covers it.  Every record gets
+``xfail(raises=DecisionFailed)`` (a case file's own ``xfail``) covers it.  A known failure
+that fails now with another kind (``wrong_reply`` then, ``forbidden`` now) is ``changed``: it
+is not hidden as an expected failure, its failure becomes a :class:`Changed` (a failed test,
+message ``changed: wrong_reply in the baseline …, forbidden now: …``), which gates count apart
+(``max_changed``).  Every record gets
 ``baseline: {"status": ...}`` on the process that scored it, so ``-n 2`` records say what
 ``-n 0`` records say.  On the controller the report's ``baseline`` block (:mod:`.comparison`) is
 written through the report's section protocol (:mod:`pytest_tooleffect.report.assembly`).
@@ -29,7 +33,7 @@ from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.scoring.record import BaselineMark, Record
 from pytest_tooleffect.settings import settings_key
 
-__all__ = ["BaselineContributor", "BaselinePlugin", "Regression"]
+__all__ = ["BaselineContributor", "BaselinePlugin", "Changed", "Regression"]
 
 
 class Regression(pytest.fail.Exception):  # type: ignore[name-defined,misc]
@@ -40,8 +44,26 @@ class Regression(pytest.fail.Exception):  # type: ignore[name-defined,misc]
     """
 
 
+class Changed(pytest.fail.Exception):  # type: ignore[name-defined,misc]
+    """A decision that failed in the baseline fails now with another kind (status ``changed``): a test
+    failure (message ``changed: <kind then> in the baseline <file>, <kind now> now: …``), not the
+    expected failure the baseline's ``xfail`` mark stands for.
+
+    Not a :class:`~pytest_tooleffect.outcomes.DecisionFailed`, so neither the baseline's nor a case
+    file's ``xfail(raises=DecisionFailed)`` turns it into an expected failure.
+    """
+
+
 _before_key = pytest.StashKey[BaselineDecision | None]()
-_status_key = pytest.StashKey[str]()
+_mark_key = pytest.StashKey[BaselineMark]()
+
+
+def baseline_mark(status: str, before: BaselineDecision | None, after: BaselineDecision) -> BaselineMark:
+    """A record's ``baseline`` section: the status, and for ``changed`` the verdicts before and after in words."""
+    if status == "changed":
+        assert before is not None
+        return BaselineMark(status="changed", before=before.describe(), after=after.describe())
+    return BaselineMark.model_validate({"status": status})
 
 
 class BaselinePlugin:
@@ -98,19 +120,24 @@ class BaselinePlugin:
         """
         if _before_key not in item.stash:
             return
-        status = classify(item.stash[_before_key], BaselineDecision.from_record(record.to_json()), self.changed_labels)
-        record.baseline = BaselineMark.model_validate({"status": status})
-        item.stash[_status_key] = status
+        before = item.stash[_before_key]
+        after = BaselineDecision.from_record(record.to_json())
+        status = classify(before, after, self.changed_labels)
+        record.baseline = item.stash[_mark_key] = baseline_mark(status, before, after)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         try:
             return (yield)
         except DecisionFailed as exc:
-            if item.stash.get(_status_key, None) != "regression":
+            mark = item.stash.get(_mark_key, None)
+            if mark is None or mark.status not in ("regression", "changed"):
                 raise
             before = item.stash[_before_key]
             assert before is not None
+            if mark.status == "changed":
+                raise Changed(f"changed: {mark.before} in the baseline {self.path.name}, {mark.after} now: {exc.msg}",
+                              pytrace=False) from None
             raise Regression(f"regression: {exc.msg} (was {before.describe()} in the baseline {self.path.name})",
                              pytrace=False) from None
 
@@ -126,7 +153,7 @@ class BaselinePlugin:
             return
         terminalreporter.write_sep("-", "tooleffect baseline")
         for line in summary_lines(self.comparison):
-            red = line.startswith("regression")
+            red = line.startswith(("regression", "changed"))
             terminalreporter.write_line(line, red=red, green=line.startswith("fixed"), bold=red)
 
 
@@ -153,8 +180,8 @@ class BaselineContributor:
         for record in records:
             if record.baseline is None:
                 after = BaselineDecision.from_record(record.to_json())
-                status = classify(self.baseline.decisions.get(record.id), after, self.changed_labels)
-                record.baseline = BaselineMark.model_validate({"status": status})
+                before = self.baseline.decisions.get(record.id)
+                record.baseline = baseline_mark(classify(before, after, self.changed_labels), before, after)
 
     def contribute(self, report: Report, records: Sequence[Record]) -> None:
         """Write ``report.baseline``."""

@@ -293,7 +293,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     Returns:
         The exit status: 0 when B regressed nowhere; 1 when it did (a decision that passed in A and is an
-        error in B is a regression unless ``--errors skip``); 2 for bad input (unreadable runs, label
+        error in B is a regression unless ``--errors skip``) or a decision that failed in A fails in B
+        with another kind (``changed``); 2 for bad input (unreadable runs, label
         sets that differ without ``--shared-only``, no paired decision).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs
@@ -321,8 +322,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         "shared_only": bool(args.shared_only), "blocks": [f"{f}/{p}" for f, p, _, _ in mismatches],
         "left_out": sum(left.values()) + comparison["totals"]["new"],
         "by_reason": {**left, "only_in_b": comparison["totals"]["new"]}}
-    # as diff does: 0 when B regressed nowhere, 1 when it did (a CI step fails on it), 2 for bad input
-    status = 1 if comparison["totals"]["regressions"] else 0
+    # as diff does: 0 when B regressed nowhere, 1 when it did or a known failure changed kind (a CI
+    # step fails on it, as pytest fails such a decision against a baseline), 2 for bad input
+    status = 1 if comparison["totals"]["regressions"] or comparison["totals"]["changed"] else 0
     if args.json:
         print(json.dumps({"a": args.a, "b": args.b, **comparison}, indent=2))
         return status
@@ -336,7 +338,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(render_comparison(comparison), end="")
     errored = comparison["totals"].get("errors_after_pass", 0)
     why = f" ({errored} of them errors in B where A passed; --errors skip leaves errors out)" if errored else ""
-    print(f"tooleffect compare: exit {status}: {comparison['totals']['regressions']} regressions{why}")
+    changed = comparison["totals"]["changed"]
+    also = f", {changed} known failures of another kind now (changed)" if changed else ""
+    print(f"tooleffect compare: exit {status}: {comparison['totals']['regressions']} regressions{why}{also}")
     return status
 
 

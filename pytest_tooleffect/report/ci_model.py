@@ -132,8 +132,10 @@ class BaselineBlock(Part):
     """Passed in the baseline, fail now."""
     fixes: list[Flip]
     """Failed in the baseline, pass now."""
+    changed: list[Flip] = Field(default_factory=list)
+    """Failed in the baseline, fail now with another kind (status ``changed``; not among ``known``)."""
     known: Count
-    """Failed in both."""
+    """Failed in both, the same way."""
     passing: Count
     """Passed in both."""
     new: Count
@@ -160,8 +162,10 @@ class BaselineTotals(Part):
     """Regressions."""
     fixes: Count
     """Fixes."""
+    changed: Count = 0
+    """Known failures whose kind changed."""
     known: Count
-    """Known failures."""
+    """Known failures (the same kind in both)."""
     passing: Count
     """Passing in both."""
     new: Count
@@ -256,7 +260,8 @@ class GateResultEntry(Part):
     detail: str
     """The parenthesised part of the line."""
     ids: list[str] | None
-    """Record ids behind a regression count (``null`` otherwise)."""
+    """Record ids behind a count gate (regressions, changed known failures, decisions of a kind), sorted;
+    ``null`` for a rate or a cost."""
     line: str
     """The terminal line."""
 

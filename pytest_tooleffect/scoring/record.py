@@ -320,10 +320,14 @@ class FingerprintRecord(_Part):
 class BaselineMark(_Part):
     """What the baseline says of the decision (``--tooleffect-baseline``)."""
 
-    status: Literal["new", "not_compared", "label_changed", "passing", "regression", "fixed", "known"]
-    """``regression`` (passed in the baseline, fails now), ``fixed``, ``known`` (failed in both),
-    ``passing`` (passed in both), ``new`` (not in the baseline), ``label_changed`` or ``not_compared``
-    (an error on either side)."""
+    status: Literal["new", "not_compared", "label_changed", "passing", "regression", "fixed", "known", "changed"]
+    """``regression`` (passed in the baseline, fails now), ``fixed``, ``known`` (failed in both, the
+    same way), ``changed`` (failed in both, with another kind now), ``passing`` (passed in both),
+    ``new`` (not in the baseline), ``label_changed`` or ``not_compared`` (an error on either side)."""
+    before: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """For ``changed``: the baseline's verdict in words (its kind, e.g. ``wrong_reply``); absent otherwise."""
+    after: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """For ``changed``: this run's verdict in words (e.g. ``forbidden``); absent otherwise."""
 
 
 class Record(_Part):

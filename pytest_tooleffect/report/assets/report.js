@@ -3,7 +3,7 @@
 (function () {
   'use strict';
   var PAGE = 100;
-  var BASELINE_ORDER = { regression: 0, fixed: 1 };
+  var BASELINE_ORDER = { regression: 0, changed: 1, fixed: 2 };
   var state = { all: [], shown: [], page: 0, byId: new Map(), data: null, selected: null };
 
   function h(tag, attrs) {
@@ -184,7 +184,7 @@
     pane.appendChild(h('p', { cls: 'meta' }, 'family ' + r.family + ' · policy ' + r.policy + (r.model ? ' (' + r.model + ')' : '') +
       ' · class ' + r['class'] + ' · bucket ' + r.bucket + ' (step ' + r.step + ' of ' + r.run_length + ')' +
       (r.trial ? ' · trial ' + r.trial : '') + (r.xfail ? ' · xfail' : '') +
-      (r.baseline ? ' · baseline: ' + r.baseline.status : '') + (r.source ? ' · source ' + [r.source.kind, r.source.dataset, r.source.trace_id].filter(Boolean).join(' ') : '')));
+      (r.baseline ? ' · baseline: ' + r.baseline.status + (r.baseline.status === 'changed' ? ' (' + r.baseline.before + ' in the baseline, ' + r.baseline.after + ' now)' : '') : '') + (r.source ? ' · source ' + [r.source.kind, r.source.dataset, r.source.trace_id].filter(Boolean).join(' ') : '')));
 
     var verdictBox = h('div', { id: 'detail-verdict' });
     if (r.outcome === 'error') {
@@ -311,7 +311,7 @@
     var disagree = new Set(data.disagree || []);
     state.all = data.records.map(function (r) { return row(r, disagree); });
     state.all.sort(function (a, b) {
-      var ra = a.baseline in BASELINE_ORDER ? BASELINE_ORDER[a.baseline] : 2, rb = b.baseline in BASELINE_ORDER ? BASELINE_ORDER[b.baseline] : 2;
+      var ra = a.baseline in BASELINE_ORDER ? BASELINE_ORDER[a.baseline] : 3, rb = b.baseline in BASELINE_ORDER ? BASELINE_ORDER[b.baseline] : 3;
       return ra - rb || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
     });
     state.all.forEach(function (d) { state.byId.set(d.id, d); });
