@@ -1,5 +1,5 @@
 """Replies you can audit: every record keeps the text the policy gave (and the raw text of each
-malformed call attempt), redacted and bounded with the cut said.
+malformed call attempt), redacted and bounded with the cut said, and a failure line quotes it.
 
 Through real runs: the demo family's tools with recorded decisions replayed, and one live turn
 from the scripted model server.
@@ -17,6 +17,7 @@ import pytest
 
 from pytest_tooleffect.options import OPT_API_BASE, OPT_MODEL
 from pytest_tooleffect.scoring.record import MALFORMED_RAW_LIMIT, REPLY_TEXT_LIMIT, Record, record_schema
+from pytest_tooleffect.scoring.scorer import FAILURE_REPLY_LIMIT
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from pytest_tooleffect.util.redaction import REDACTED
 from tests.demo_family import write_demo
@@ -114,6 +115,27 @@ def test_a_malformed_call_keeps_its_raw_text(replayed: dict[str, Any]) -> None:
     assert long_arguments["kind"] == "malformed_call" and long_arguments["reply_text"] is None
     raw = '{"thread_id": "' + "7" * 5000
     assert long_arguments["malformed_raw"] == [raw[:MALFORMED_RAW_LIMIT] + f" … ({len(raw):,} characters, cut)"]
+
+
+def _failure_line(result: pytest.RunResult, cid: str) -> str:
+    """The failure's one line, printed under its record id as headline."""
+    lines = result.stdout.lines
+    (at,) = [i for i, x in enumerate(lines) if x.startswith("_") and f" demo/{cid}[replay] " in x]
+    return lines[at + 1]
+
+
+def test_the_failure_line_names_the_reply_bounded(replayed: dict[str, Any]) -> None:
+    result = replayed["result"]
+    assert _failure_line(result, "refund-guessed").startswith("wrong_reply: expected {null}, emitted null; ")
+    assert _failure_line(result, "refund-guessed").endswith('; reply: "I refunded $49.99 to your card."')
+    assert FAILURE_REPLY_LIMIT == 200
+    head = ("Your booking is confirmed for the morning flight. " * 4).strip()  # its first 200 characters
+    long_line = _failure_line(result, "long-reply")
+    assert long_line.endswith(f'; reply: "{head} … (10,000 characters, cut)"') and len(long_line) < 400
+    # a call written into the text channel: its text is what the turn did
+    assert _failure_line(result, "text-call").endswith(f'; reply: "{TEXT_CALL}"')
+    # a call made through the tool-call channel: no reply to quote
+    assert "reply:" not in _failure_line(result, "bad-arguments")
 
 
 def test_a_live_turn_keeps_its_reply(pytester: pytest.Pytester) -> None:
