@@ -370,3 +370,34 @@ def test_the_command_warns_in_one_line_of_the_families_whose_cases_it_did_not_fi
     shutil.copytree(REPO / "cases" / "scheduling", tmp_path / "all" / "scheduling")
     records.write_text(json.dumps(rows[0]) + "\n")
     assert run(tmp_path / "all").stderr == ""
+
+
+def test_a_decision_opens_to_the_reply_it_gave(pytester: pytest.Pytester, browser_context: Any) -> None:
+    """The reply of a ``wrong_reply`` decision and the raw text of a call written into the text
+    channel are on the page, from a replayed run's records."""
+    from tests.demo_family import case, write_demo
+
+    guessed = "I refunded $49.99 to your card. <b>Done</b>"  # shown as text, never as markup
+    text_call = 'Let me look. <tool_call>{"name": "read_thread", "arguments": {"thread_id": "th-1"}}</tool_call>'
+    write_demo(pytester.path, [
+        case("refund-guessed", "last", {"valid_actions": [{"tool": None, "reply": "ask"}]},
+             {"tool_calls": [], "text": guessed}),
+        case("text-call", "last", {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "th-1"}}]},
+             {"tool_calls": [], "text": text_call}),
+    ])
+    pytester.runpytest("cases/", f"{OPT_HTML}=out/r.html").assert_outcomes(failed=2)
+    path = pytester.path / "out" / "r.html"
+    page = _open(browser_context, path)
+    page.goto(path.as_uri() + "#d=" + "demo/refund-guessed%5Breplay%5D")
+    page.wait_for_selector("#detail-reply")
+    assert "verdict wrong_reply" in page.inner_text("#detail-verdict")
+    assert page.inner_text("#detail-reply") == "REPLY TEXT\n" + guessed  # the role label is upper-cased by CSS
+    assert page.locator("#detail-reply b").count() == 0
+    assert page.inner_text("#detail-reply-check") == ("reply check (reply: ask), approximate: "
+                                                      "reply ask: the reply does not ask (fallback)")
+    page.goto(path.as_uri() + "#d=" + "demo/text-call%5Breplay%5D")
+    page.wait_for_selector("#detail-emitted .malformed-raw")
+    assert "verdict malformed_call" in page.inner_text("#detail-verdict")
+    assert page.inner_text("#detail-reply").endswith(text_call)
+    assert page.inner_text("#detail-emitted .malformed-raw pre") == text_call.removeprefix("Let me look. <tool_call>")
+    assert browser_context.outside == [] and page.errors == []

@@ -108,6 +108,16 @@ def test_a_record_has_exactly_the_keys_of_its_outcome(kw: dict[str, Any], keys: 
     jsonschema.validate(rec, record_schema())
 
 
+def test_a_sandboxed_steps_text_is_cut_as_the_reply_is() -> None:
+    from pytest_tooleffect.scoring.record import REPLY_TEXT_LIMIT
+
+    text = "I will keep calling the tool. " * 500  # 15,000 characters
+    steps = [{**SANDBOX_EXTRA["steps"][0], "text": text}, {**SANDBOX_EXTRA["steps"][0], "step": 2, "text": "Done."}]
+    rec = _record(extra={"model": None, "trial": 1, **SANDBOX_EXTRA, "steps": steps})
+    assert [s["text"] for s in rec["steps"]] == [text[:REPLY_TEXT_LIMIT] + " … (15,000 characters, cut)", "Done."]
+    jsonschema.validate(rec, record_schema())
+
+
 def test_a_record_whose_label_asks_no_reply_kind_has_no_reply_due() -> None:
     i = next(i for i, (case, _, _) in enumerate(_shipped()) if reply_due(case) is None)
     rec = _record(i)

@@ -56,6 +56,11 @@ class Emission(NamedTuple):
     """Tool results the model wrote into its own text (``<tool_response>`` and the like): a
     finding of its own; a turn that holds one and no call is a malformed call, never a clean
     abstention."""
+    malformed_raw: tuple[str, ...] = ()
+    """What each malformed call attempt was read from, as the policy gave it (one per entry of
+    ``malformed``, in its order): a call in the tool-call channel, its arguments as sent (a string
+    as it is, anything else as JSON); a call or an invented tool result written into the text
+    channel, the text from where it starts to where the next one starts (or the text ends)."""
 
     @property
     def is_null(self) -> bool:
@@ -72,21 +77,27 @@ class Emission(NamedTuple):
 
 
 class _Builder:
-    __slots__ = ("calls", "malformed", "malformed_names", "texts")
+    __slots__ = ("calls", "malformed", "malformed_names", "malformed_raw", "texts")
 
     def __init__(self) -> None:
         self.calls: list[Call] = []
         self.malformed: list[str] = []
         self.malformed_names: list[str] = []
+        self.malformed_raw: list[str] = []
         self.texts: list[str] = []
+
+    def attempt(self, name: str, reason: str, raw: str) -> None:
+        """A call attempt that cannot be parsed: its name (``""``: none readable), why, and its raw text."""
+        self.malformed.append(reason)
+        self.malformed_names.append(name)
+        self.malformed_raw.append(raw)
 
     def add(self, name: Any, arguments: Any) -> None:
         if type(arguments) is dict and type(name) is str and name:  # the common case, decoded already
             self.calls.append(Call(name, dict(arguments)))
             return
         if not isinstance(name, str) or not name:
-            self.malformed.append("tool call without a name")
-            self.malformed_names.append("")
+            self.attempt("", "tool call without a name", _raw(arguments))
             return
         if arguments is None or arguments == "":
             self.calls.append(Call(name, {}))
@@ -95,21 +106,32 @@ class _Builder:
             try:
                 arguments = json.loads(arguments)
             except json.JSONDecodeError as exc:
-                self.malformed.append(f"arguments of {name} are not valid JSON: {exc.msg}")
-                self.malformed_names.append(name)
+                self.attempt(name, f"arguments of {name} are not valid JSON: {exc.msg}", arguments)
                 return
             except (ValueError, RecursionError) as exc:  # e.g. an integer past Python's digit limit
-                self.malformed.append(f"arguments of {name} cannot be read: {type(exc).__name__}")
-                self.malformed_names.append(name)
+                self.attempt(name, f"arguments of {name} cannot be read: {type(exc).__name__}", arguments)
                 return
             if type(arguments) is dict:  # decoded just now: no one else holds it
                 self.calls.append(Call(name, arguments))
                 return
         if not isinstance(arguments, Mapping):
-            self.malformed.append(f"arguments of {name} are a JSON {type(arguments).__name__}, not an object")
-            self.malformed_names.append(name)
+            self.attempt(name, f"arguments of {name} are a JSON {type(arguments).__name__}, not an object",
+                         _raw(arguments))
             return
         self.calls.append(Call(name, dict(arguments)))
+
+
+def _raw(value: Any) -> str:
+    """What a call attempt in the tool-call channel sent, as text: a string as it is, anything
+    else as JSON (a value JSON has no form for as its ``str``; a value JSON cannot hold at all,
+    circular or too deep, as its type).
+    """
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (ValueError, RecursionError):  # a circular or too deep value
+        return f"<a {type(value).__name__} that cannot be written as JSON>"
 
 
 _OPENERS = (  # (opening marker, closing marker or None, the form's name in the finding)
@@ -221,10 +243,11 @@ def _form_at(text: str, pos: int) -> str:
 
 
 def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool
-                        ) -> tuple[list[tuple[str, str]], int]:
-    """Every call attempt written into ``text``, in order: ``(original name or as written, reason)``;
-    and how many JSON objects that are not calls follow a call written in the text (the model
-    going on with the tool's answer it imagines).
+                        ) -> tuple[list[tuple[str, str, str]], int]:
+    """Every call attempt written into ``text``, in order: ``(original name or as written, reason,
+    raw text)``, the raw text running from where the attempt starts to where the next one starts
+    (or the text ends); and how many JSON objects that are not calls follow a call written in the
+    text (the model going on with the tool's answer it imagines).
 
     Several per reply; anywhere in it (after prose, before prose, one per fence, inside tags);
     doubled braces (``{{…}}}``) read by their inner object.  With structured calls present, only
@@ -285,7 +308,9 @@ def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool
     if has_calls:
         found = [f for f in found if f.form not in ("JSON call", "fenced JSON call")
                  and not f.form.startswith("unterminated JSON call")]
-    return [(f.name, f"{f.form} in the text channel") for f in found], (0 if has_calls else results_after)
+    ends = [f.start for f in found[1:]] + [len(text)]
+    return ([(f.name, f"{f.form} in the text channel", text[f.start:max(end, f.end)]) for f, end in zip(found, ends)],
+            0 if has_calls else results_after)
 
 
 def _invented_results(text: str) -> list[str]:
@@ -303,8 +328,7 @@ def _from_block(b: _Builder, block: Mapping[str, Any]) -> None:
     elif "functionCall" in block or "function_call" in block:  # Gemini part
         fc = block.get("functionCall") or block.get("function_call") or {}
         if not is_mapping(fc):
-            b.malformed.append(f"a function call that is a {type(fc).__name__}, not an object")
-            b.malformed_names.append("")
+            b.attempt("", f"a function call that is a {type(fc).__name__}, not an object", _raw(fc))
             return
         b.add(fc.get("name"), fc.get("args"))
     elif kind == "message" and isinstance(block.get("content"), list):  # Responses message item
@@ -329,8 +353,7 @@ def _from_message(b: _Builder, msg: Any) -> None:
             raise TypeError(f"tool_calls must be a list, got {type(calls).__name__}")
         for tc in calls:
             if type(tc) is not dict and not isinstance(tc, Mapping):
-                b.malformed.append(f"a tool call that is a {type(tc).__name__}, not an object")
-                b.malformed_names.append("")
+                b.attempt("", f"a tool call that is a {type(tc).__name__}, not an object", _raw(tc))
                 continue
             fn = tc.get("function")
             if fn is None or (type(fn) is not dict and not isinstance(fn, Mapping)):
@@ -417,13 +440,13 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
     invented: list[str] = []
     if text:
         calls, results_after = _text_channel_calls(text, offered, bool(b.calls))
-        for name, reason in calls:
-            b.malformed.append(reason)
-            b.malformed_names.append(name)
+        for name, reason, raw in calls:
+            b.attempt(name, reason, raw)
         invented = _invented_results(text)
         invented += ["invented tool result (a JSON object after the call written in the text channel): a tool's "
                      "answer the model never received"] * results_after
         if invented and not b.calls and not b.malformed:  # never a clean abstention
-            b.malformed.append(invented[0])
-            b.malformed_names.append("")
-    return Emission(tuple(b.calls), tuple(b.malformed), tuple(b.malformed_names), text, tuple(invented))
+            first = _RESULT_TAGS.search(text)
+            b.attempt("", invented[0], text[first.start():] if first else text)
+    return Emission(tuple(b.calls), tuple(b.malformed), tuple(b.malformed_names), text, tuple(invented),
+                    tuple(b.malformed_raw))

@@ -23,9 +23,13 @@ from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.formats import Action, Case, ToolSpec
 from pytest_tooleffect.options import MAX_SHARDS
 from pytest_tooleffect.oracle import Verdict
+from pytest_tooleffect.util.bounds import bounded
+from pytest_tooleffect.util.redaction import redact
 
 __all__ = [
+    "MALFORMED_RAW_LIMIT",
     "RECORD_VERSION",
+    "REPLY_TEXT_LIMIT",
     "BaselineMark",
     "FingerprintRecord",
     "Record",
@@ -36,9 +40,20 @@ __all__ = [
     "NO_TOOL_BUCKETS",
     "no_tool_failure",
     "record_schema",
+    "verdict_fields",
 ]
 
 RECORD_VERSION = 1
+#: Characters of a turn's text a record keeps (``verdict.reply_text``), after its known secrets are
+#: redacted; a longer text keeps its first 4,000 and says `` … (12,345 characters, cut)``.  A reply
+#: a person reads is a few hundred characters, so it is kept whole; a runaway turn (a model that
+#: repeats itself up to its token limit) keeps about a page, enough to see what went wrong, and
+#: adds no more than that to its record (the record log and the HTML page carry every record).
+REPLY_TEXT_LIMIT = 4_000
+#: Characters a record keeps of each malformed call attempt's raw text (``verdict.malformed_raw``),
+#: after redaction; together the attempts keep at most :data:`REPLY_TEXT_LIMIT` (an attempt past
+#: that keeps only the note of its cut).  A call's arguments rarely run past a few hundred.
+MALFORMED_RAW_LIMIT = 1_000
 UNKNOWN_COST: dict[str, Any] = {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None}
 
 Number = int | float  # JSON numbers keep their type: an int is not written back as a float
@@ -135,10 +150,26 @@ class VerdictRecord(_Part):
     """The forbidden entry that was hit, or ``null``."""
     malformed: list[str] = Field(default_factory=list)
     """Why call attempts could not be parsed."""
+    malformed_raw: list[str] = Field(default_factory=list)
+    """What each malformed call attempt was read from, as the policy gave it: one string per entry
+    of ``malformed``, in its order.  A call in the tool-call channel: its arguments as sent (a
+    string as it is, anything else as JSON; ``""`` when the turn was scored from an emission that
+    did not keep them).  A call (or an invented tool result) written into the text channel: the
+    text from where it starts to where the next attempt starts, or the text ends.  Known secrets
+    redacted, then each cut after :data:`MALFORMED_RAW_LIMIT` characters and all of them after
+    :data:`REPLY_TEXT_LIMIT`, the cut said (`` … (12,345 characters, cut)``, the length in
+    characters of the whole).  Absent from records written before it existed."""
     hallucinated: list[str] = Field(default_factory=list)
     """Names of called tools that were not offered at the state (a hallucinated tool), in emitted order."""
     reply: ReplyRecord | None = None
     """The reply's check against the null action's ``reply``, ``must`` and ``must_not``, when it has them."""
+    reply_text: str | None = None
+    """What the policy wrote in the turn's text channel, whatever it called: its reply to the user
+    (what ``reply`` judged), the text beside its calls, or the text a call was written into (the
+    call's own part is in ``malformed_raw``).  Several text parts are joined by newlines.  Known
+    secrets redacted, then cut after :data:`REPLY_TEXT_LIMIT` characters, the cut said (`` …
+    (12,345 characters, cut)``, the length in characters of the whole); ``null`` when the turn
+    held no text.  Absent from records written before it existed."""
 
     @model_validator(mode="before")
     @classmethod
@@ -227,7 +258,7 @@ class StepRecord(_Part):
     calls: list[dict[str, Any]] = Field(default_factory=list)
     """``{name, arguments, content, error, executed, fault, latency_ms}`` per call (``latency_ms`` in ms)."""
     text: str | None = None
-    """The turn's text."""
+    """The turn's text, redacted and cut as ``verdict.reply_text`` is (:data:`REPLY_TEXT_LIMIT`)."""
     cost: Cost = Field(default_factory=Cost)
     """The step's tokens, latency (ms) and money (empty for a replayed step)."""
 
@@ -550,7 +581,7 @@ def build_record(
         "run_length": case.placement.run_length,
         "xfail": bool(case.xfail),
         "label_hash": label_digest or label_hash(case.label),
-        "verdict": verdict.to_dict() if verdict is not None else None,
+        "verdict": verdict_fields(verdict) if verdict is not None else None,
         "no_tool_failure": no_tool_failure(case, verdict, tools, _effect_failed(extra)) if verdict is not None
         else None,
         "cost": {**UNKNOWN_COST, **(cost or {})},
@@ -561,6 +592,9 @@ def build_record(
     due = reply_due(case)
     if due is not None:
         raw["reply_due"] = due
+    if isinstance(raw.get("steps"), list):  # the sandboxed steps' texts, bounded as the decision's is
+        raw["steps"] = [{**s, "text": _reply_text(s["text"])}
+                        if isinstance(s, Mapping) and isinstance(s.get("text"), str) else s for s in raw["steps"]]
     # records cross process boundaries (xdist) and land in JSON files: JSON values only (a value
     # JSON has no form for is written as its str(), as json.dumps(default=str) would)
     try:
@@ -568,6 +602,37 @@ def build_record(
     except ValidationError as exc:
         raise ValueError(f"record {raw['id']}: {first_problem(exc)}") from exc
     return record
+
+
+def verdict_fields(verdict: Verdict) -> dict[str, Any]:
+    """The record's ``verdict``: the oracle's (:meth:`Verdict.to_dict`) with the turn's text and the
+    malformed calls' raw text, each redacted and bounded (:data:`REPLY_TEXT_LIMIT`,
+    :data:`MALFORMED_RAW_LIMIT`).
+
+    Args:
+        verdict: the oracle's verdict (its emission holds the text).
+
+    Returns:
+        The verdict as a record's JSON object holds it.
+    """
+    out = verdict.to_dict()
+    emission = verdict.emission
+    out["reply_text"] = None if emission.text is None else _reply_text(emission.text)
+    raws = list(emission.malformed_raw[:len(emission.malformed)])
+    raws += [""] * (len(emission.malformed) - len(raws))  # an emission made without them
+    kept, left = [], REPLY_TEXT_LIMIT
+    for raw in raws:
+        clean = redact(raw)
+        limit = min(MALFORMED_RAW_LIMIT, left)
+        kept.append(bounded(clean, limit))
+        left -= min(len(clean), limit)
+    out["malformed_raw"] = kept
+    return out
+
+
+def _reply_text(text: str) -> str:
+    """A turn's text as a record keeps it: known secrets redacted, then cut at :data:`REPLY_TEXT_LIMIT`."""
+    return bounded(redact(text), REPLY_TEXT_LIMIT)
 
 
 def reply_due(case: Case) -> str | None:

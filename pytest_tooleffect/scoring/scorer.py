@@ -18,17 +18,23 @@ from pytest_tooleffect import wire
 from pytest_tooleffect.collect.items import CaseItem, InvalidCaseItem, invalid_entry, scorer_key
 from pytest_tooleffect.decide.decision import Decision
 from pytest_tooleffect.decide.sandbox_run import judge_effect
-from pytest_tooleffect.formats import policy_params
+from pytest_tooleffect.formats import Label, policy_params
 from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, score
 from pytest_tooleffect.outcomes import DecisionFailed, Failure, NotScored
 from pytest_tooleffect.scoring.record import Record, build_record
 from pytest_tooleffect.scoring.sections import record_sections_key
 from pytest_tooleffect.settings import settings_key
+from pytest_tooleffect.util.bounds import bounded, one_line
 from pytest_tooleffect.util.redaction import known, redact, redact_obj, register_environment
 
-__all__ = ["Scorer", "record_key", "tooleffect_score"]
+__all__ = ["FAILURE_REPLY_LIMIT", "Scorer", "failure_reasons", "record_key", "tooleffect_score"]
 
 record_key = pytest.StashKey[Record]()
+#: Characters of the reply a failure line quotes (its whitespace made single spaces): enough for a
+#: question or a refusal of a sentence or two, and the line stays one line of a terminal's short
+#: summary; the whole reply (up to :data:`~pytest_tooleffect.scoring.record.REPLY_TEXT_LIMIT`) is
+#: in the record and on the HTML page.
+FAILURE_REPLY_LIMIT = 200
 
 
 class Scorer:
@@ -135,7 +141,7 @@ class Scorer:
         if effect is not None:
             extra.update(effect_fields)
         self.record(item, verdict, decision.cost, extra=extra)
-        reasons = [] if verdict.passed else [verdict.one_line(case.label)]
+        reasons = [] if verdict.passed else [failure_reasons(verdict, case.label)]
         if effect is not None and not effect.passed:
             reasons.append(f"effect {effect.kind}: " + "; ".join(effect.failures))
         conversation = extra.get("conversation")
@@ -190,6 +196,26 @@ class Scorer:
         if call.when in ("setup", "call") and record_key in item.stash:
             return {"tooleffect": item.stash[record_key].to_json()}
         return None
+
+
+def failure_reasons(verdict: Verdict, label: Label) -> str:
+    """The failure line of a failing decision: :meth:`Verdict.one_line`, and, when the turn made no
+    call that could be parsed (``wrong_reply``, ``none_when_tool_needed``, a ``malformed_call``),
+    the reply it gave instead: ``; reply: "…"``, known secrets redacted, cut after
+    :data:`FAILURE_REPLY_LIMIT` characters with the cut said, its whitespace made single spaces.
+
+    Args:
+        verdict: the oracle's verdict on the decision (failing).
+        label: the case's label.
+
+    Returns:
+        One line.
+    """
+    line = verdict.one_line(label)
+    text = verdict.emission.text
+    if text and text.strip() and not verdict.emission.calls:
+        line += f'; reply: "{one_line(bounded(redact(text), FAILURE_REPLY_LIMIT))}"'
+    return line
 
 
 def _setup_failed(scorer: Scorer, item: CaseItem, report: pytest.TestReport, exc: BaseException) -> None:

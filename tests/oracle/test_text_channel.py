@@ -108,3 +108,25 @@ def test_json_after_a_text_call_that_is_not_a_call_is_an_invented_result() -> No
     assert len(em.invented_results) == 1 and "after the call" in em.invented_results[0]
     plain = parse_emission({"content": 'Booked. {"title": "Q3"}'}, offered=OFFERED)
     assert plain.is_null and plain.invented_results == ()
+
+
+@pytest.mark.parametrize(("turn", "raw"), [
+    pytest.param({"content": 'Two calls. {"name": "read_thread", "arguments": {}} then '
+                             '{"name": "list_availability", "arguments": {}}'},
+                 ['{"name": "read_thread", "arguments": {}} then ', '{"name": "list_availability", "arguments": {}}'],
+                 id="text: from each call to the next"),
+    pytest.param({"content": '[TOOL_CALLS]read_thread[ARGS]{"thread_id": "t"} done'},
+                 ['[TOOL_CALLS]read_thread[ARGS]{"thread_id": "t"} done'], id="text: a named form and its arguments"),
+    pytest.param({"content": 'Sure <tool_response>{"ok": true}</tool_response>'},
+                 ['<tool_response>{"ok": true}</tool_response>'], id="text: an invented result"),
+    pytest.param({"tool_calls": [{"function": {"name": "read_thread", "arguments": '{"thread_id": "t'}}]},
+                 ['{"thread_id": "t'], id="call channel: arguments as sent"),
+    pytest.param({"tool_calls": [{"function": {"name": "read_thread", "arguments": ["t", 1]}}]},
+                 ['["t", 1]'], id="call channel: arguments that are not a string, as JSON"),
+    pytest.param({"tool_calls": [{"function": {"arguments": '{"thread_id": "t"}'}}, "read_thread"]},
+                 ['{"thread_id": "t"}', 'read_thread'], id="call channel: no name, a string"),
+])
+def test_each_malformed_attempt_keeps_what_it_was_read_from(turn: dict[str, object], raw: list[str]) -> None:
+    em = parse_emission(turn, offered=OFFERED)
+    assert list(em.malformed_raw) == raw
+    assert len(em.malformed_raw) == len(em.malformed) == len(em.malformed_names)

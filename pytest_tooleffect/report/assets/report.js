@@ -198,6 +198,9 @@
       if (v.forbidden) verdictBox.appendChild(h('p', { cls: 'bad' }, 'forbidden action hit: ', pre(v.forbidden)));
       if (v.matched) verdictBox.appendChild(h('div', null, 'matched alternative: ', pre(v.matched)));
       if (v.malformed && v.malformed.length) verdictBox.appendChild(h('div', { cls: 'bad' }, 'malformed: ', pre(v.malformed.join('\n'))));
+      if (v.reply) verdictBox.appendChild(h('div', { id: 'detail-reply-check', cls: v.reply.ok ? 'good' : 'bad' },
+        'reply check' + (v.reply.reply ? ' (reply: ' + v.reply.reply + ')' : '') + (v.reply.approximate ? ', approximate' : '') + ': ' +
+        (v.reply.ok ? 'passed' : v.reply.failures.join('; '))));
       if (v.fields && v.fields.length) {
         verdictBox.appendChild(h('table', { cls: 'list fields' },
           h('thead', null, h('tr', null, ['field', 'result', 'rule', 'expected', 'got', 'why'].map(function (c) { return h('th', { text: c }); }))),
@@ -211,8 +214,12 @@
 
     var emitted = h('div', { id: 'detail-emitted' });
     if (v) emitted.appendChild(h('ul', null, (v.emitted || []).map(action)));
-    var text = r.steps && r.steps.length ? r.steps[0].text : null;
-    if (text) emitted.appendChild(h('div', { cls: 'msg assistant' }, h('span', { cls: 'role', text: 'reply text' }), text));
+    // the record's reply text (records written before it had one: the first sandboxed step's)
+    var text = v && v.reply_text !== undefined ? v.reply_text : (r.steps && r.steps.length ? r.steps[0].text : null);
+    if (text) emitted.appendChild(h('div', { id: 'detail-reply', cls: 'msg assistant' }, h('span', { cls: 'role', text: 'reply text' }), text));
+    if (v && v.malformed_raw) v.malformed_raw.forEach(function (raw, i) {
+      emitted.appendChild(h('div', { cls: 'msg assistant malformed-raw' }, h('span', { cls: 'role', text: 'malformed call ' + (i + 1) + ', as written' }), pre(raw)));
+    });
     if (r.agent) emitted.appendChild(h('p', { cls: 'meta', text: 'agent ' + r.agent.callable }));
     var c = r.cost;
     if (c && c.input_tokens === null && c.output_tokens === null && c.cost_usd === null && c.latency_ms === null) {

@@ -1,0 +1,42 @@
+"""Text kept to a bounded size, with the cut said.
+
+A policy's reply (or a call it wrote in text) may be of any length; what a record, a failure line or
+a page keeps of it is bounded.  :func:`bounded` keeps the first characters and says how long the
+whole was, so a cut text is never mistaken for the whole one.
+
+This module imports nothing of the plugin: every stage may use it.
+"""
+
+from __future__ import annotations
+
+__all__ = ["bounded", "one_line"]
+
+
+def bounded(text: str, limit: int) -> str:
+    """``text`` when it holds at most ``limit`` characters; else its first ``limit`` characters
+    followed by `` … (12,345 characters, cut)``, the whole text's length in characters.
+
+    Redact before cutting (:func:`~pytest_tooleffect.util.redaction.redact`): a secret cut in two
+    is no longer found.
+
+    Args:
+        text: the text.
+        limit: how many characters of it to keep (≥ 0).
+
+    Returns:
+        The text, or its head and the note of the cut (``limit`` + about 30 characters).
+
+    Raises:
+        ValueError: ``limit`` is negative.
+    """
+    if limit < 0:
+        raise ValueError(f"a text cannot be cut at {limit} characters")
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    return f"{head} … ({len(text):,} characters, cut)" if head else f"… ({len(text):,} characters, cut)"
+
+
+def one_line(text: str) -> str:
+    """``text`` with every run of whitespace (newlines included) made one space, ends stripped."""
+    return " ".join(text.split())
