@@ -74,6 +74,7 @@ from pytest_tooleffect.options import (
     parse_tpm,
 )
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
+from pytest_tooleffect.util.input_files import read_input_text
 from pytest_tooleffect.util.output_files import check_distinct, check_writable
 from pytest_tooleffect.util.redaction import looks_like_key
 
@@ -358,7 +359,7 @@ def _load_prices(path: Path | None) -> dict[str, Price]:
     if path is None:
         return {}
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
+        raw = yaml.load(read_input_text(path), Loader=UniqueKeyLoader) or {}
         prices = {}
         for m, p in raw.items():
             values = [p["input_per_mtok"], p["output_per_mtok"]]
@@ -417,7 +418,7 @@ def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
     import tomllib
 
     try:
-        return path, tomllib.loads(path.read_text(encoding="utf-8"))
+        return path, tomllib.loads(read_input_text(path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"{path}: {exc}") from exc
 

@@ -21,6 +21,7 @@ from pytest_tooleffect.formats import Family, ToolSpec
 from pytest_tooleffect.oracle import RuleError, RuleSet, load_rules
 from pytest_tooleffect.oracle.rulecheck import rule_problems
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
+from pytest_tooleffect.util.input_files import read_input_text
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "family_dirs",
            "is_case_file", "is_family_dir", "load_family", "named_files", "yaml_load"]
@@ -159,7 +160,7 @@ def _referenced_anyway(directory: Path, path: Path) -> frozenset[Path]:
     collection.
     """
     try:
-        raw = yaml_load(path.read_text(encoding="utf-8-sig"))
+        raw = yaml_load(read_input_text(path, "utf-8-sig"))
     except Exception:  # unreadable: nothing to keep out
         return frozenset()
     return named_files(directory, (raw.get(key) for key in _NAMED_FILES)) if isinstance(raw, Mapping) else frozenset()
@@ -167,7 +168,7 @@ def _referenced_anyway(directory: Path, path: Path) -> frozenset[Path]:
 
 def _read(path: Path, what: str, family_file: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8-sig")
+        return read_input_text(path, "utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise FamilyError(f"{family_file}: {what} {path}: cannot read: {exc}") from exc
 

@@ -34,6 +34,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
     from pytest_tooleffect.collect.traces import TraceError
     from pytest_tooleffect.data.sampling import sample_cases
+    from pytest_tooleffect.util.input_files import read_input_text
 
     out = Path(args.out)
     counts = {"--buckets": args.buckets, "--per-bucket": args.per_bucket, **{f"--quota {k}": v
@@ -59,7 +60,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     fam_path = out / "family.yaml"
     family: dict[str, Any] = {}
     if fam_path.is_file():
-        family = yaml.safe_load(fam_path.read_text(encoding="utf-8")) or {}
+        family = yaml.safe_load(read_input_text(fam_path)) or {}
     family.setdefault("name", out.name)
     if hints["system_prompt"] and "system_prompt" not in family and "system_prompt_file" not in family:
         family["system_prompt"] = hints["system_prompt"]
@@ -93,9 +94,11 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def _not_files(paths: Sequence[str]) -> list[str]:
-    """``"<path>: no such file"`` or ``"<path>: a folder, not a file"`` for each path that is not a file."""
-    return [f"{p}: a folder, not a file" if Path(p).is_dir() else f"{p}: no such file"
-            for p in paths if not Path(p).is_file()]
+    """``"<path>: no such file"``, ``"<path>: a folder, not a file"`` or ``"<path>: not a regular file"``
+    (a device, a pipe) for each path that is not a regular file.
+    """
+    return [f"{p}: a folder, not a file" if Path(p).is_dir() else f"{p}: not a regular file" if Path(p).exists()
+            else f"{p}: no such file" for p in paths if not Path(p).is_file()]
 
 
 def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
@@ -126,11 +129,12 @@ def _labelled_cases(path: Path) -> int:
         return 0
     import yaml
 
+    from pytest_tooleffect.util.input_files import read_input_text
     from pytest_tooleffect.util.jsonl import json_lines
 
     try:
         if path.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or []
+            data = yaml.safe_load(read_input_text(path, "utf-8-sig")) or []
             items = data if isinstance(data, list) else [data]
         else:
             items = []

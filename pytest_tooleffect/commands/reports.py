@@ -146,12 +146,13 @@ def cmd_html(args: argparse.Namespace) -> int:
     from pytest_tooleffect.report.model import Report
     from pytest_tooleffect.report.record_log import load_records
     from pytest_tooleffect.report.summary import summarise
+    from pytest_tooleffect.util.input_files import read_input_bytes
 
     source, out = Path(args.source), Path(args.out)
     try:
-        raw = source.read_bytes()
+        raw = read_input_bytes(source)
     except OSError as exc:
-        print(f"tooleffect html: {source}: {exc}", file=sys.stderr)
+        print(f"tooleffect html: {source}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     try:
         report_json = json.loads(raw)
