@@ -115,7 +115,8 @@ DEV_ZERO = [
     (["compare", "/dev/zero", "/dev/zero"], READS_IT),
     (["report", "/dev/zero"], "/dev/zero: no such record log or folder"),  # not opened: neither a file nor a folder
     (["label", "export", "/dev/zero", "--out", "states.jsonl"], READS_IT),
-    (["label", "import", "/dev/zero", "--labels", "labels.jsonl"], READS_IT),
+    (["label", "import", "/dev/zero", "--labels", "labels.jsonl"],  # the case file is written in place
+     "the case file /dev/zero: is a character device, not a regular file"),
     (["sample", "/dev/zero", "--out", "fam"], READS_IT),
     (["generate", "/dev/zero", "--out", "fam"], READS_IT),
     (["import", "labelled-jsonl", "--input", "/dev/zero", "--out", "fam"], READS_IT),

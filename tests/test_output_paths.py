@@ -1,4 +1,4 @@
-"""No output may be an input: a run's outputs are refused, before
+"""No output may be an input: a run's outputs and every command's ``--out`` are refused, before
 anything is written, when they resolve (symbolic links followed) to a file the run or command
 reads, to another output, or to something that is not a regular file (``/dev/null`` excepted); and
 one run at a time writes a record log, so two runs never mix their records.
@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_tooleffect.cli import main
 from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_SUMMARY_MD
 from tests.demo_family import CASES, write_demo
 
@@ -244,3 +245,75 @@ def test_a_killed_run_keeps_its_flushed_records_and_leaves_no_lock_behind(pytest
                            timeout=120, env=os.environ.copy())
     assert after.returncode == pytest.ExitCode.OK, after.stdout + after.stderr
     assert len(log.read_text().splitlines()) == len(PASSING)
+
+
+# --------------------------------------------------------------------------------------------------- commands
+
+
+def _labels(path: Path, ids: list[str], tool: str | None) -> None:
+    path.write_text("".join(json.dumps({"id": i, "valid_actions": [{"tool": tool}], "labelled_by": "x"}) + "\n"
+                            for i in ids))
+
+
+def _command_inputs(root: Path) -> dict[str, Path]:
+    fam = write_demo(root, PASSING)
+    log = root / "rec.jsonl"
+    log.write_text('{"a record log": true}\n')
+    _labels(root / "ana.jsonl", ["a", "b"], None)
+    _labels(root / "bo.jsonl", ["a", "b"], "read_thread")
+    (root / "pairs.jsonl").write_text(json.dumps({"id": "p", "expected": "x", "got": "x", "human": "pass"}) + "\n")
+    trace = root / "fam" / "trace.jsonl"
+    trace.parent.mkdir()
+    trace.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    (root / "spec").mkdir()
+    (root / "spec" / "family.yaml").write_text("family: {name: spec}\n")
+    return {"log": log, "case": fam / "cases.jsonl", "family": fam / "family.yaml", "ana": root / "ana.jsonl",
+            "bo": root / "bo.jsonl", "pairs": root / "pairs.jsonl", "trace": trace, "spec": root / "spec" / "family.yaml",
+            "adjudicated": root / "final.adjudicate.jsonl"}
+
+
+COMMANDS = [  # argv (paths by name), the file --out would destroy, what the message calls it
+    (["html", "{log}", "--out", "{log}", "--cases", "cases"], "log", "the record log or report"),
+    (["html", "{log}", "--out", "{case}", "--cases", "cases"], "case", "a case file of the family in *cases/demo"),
+    (["baseline", "save", "{log}", "--out", "{family}"], "family", "the family file of the family in *cases/demo"),
+    (["label", "export", "{case}", "--out", "{case}"], "case", "a case file"),
+    (["label", "import", "{case}", "--labels", "{ana}", "--out", "{ana}"], "ana", "the labelling file (--labels)"),
+    (["merge", "{ana}", "{bo}", "--out", "{bo}"], "bo", "a label file"),
+    (["merge", "{ana}", "{bo}", "--out", "{root}/final.jsonl", "--adjudicated", "{adjudicated}"], "adjudicated",
+     "the adjudicated labels (--adjudicated)"),
+    (["calibrate-judge", "{pairs}", "--judge-model", "openai/none", "--out", "{pairs}"], "pairs", "the pairs file"),
+    (["sample", "{trace}", "--out", "{root}/fam", "--name", "trace.jsonl"], "trace", "a trace file"),
+    (["generate", "{spec}", "--out", "{root}/spec"], "spec", "the spec"),
+    (["import", "labelled-jsonl", "--input", "{case}", "--out", "{root}/cases/demo"], "case",
+     "the rows it imports (--input)"),
+]
+
+
+@pytest.mark.parametrize(("argv", "target", "what"), COMMANDS, ids=[" ".join(a[:2]) + f"-{t}" for a, t, _ in COMMANDS])
+def test_a_commands_out_on_a_file_it_reads_is_refused_in_one_line(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], argv: list[str], target: str, what: str) -> None:
+    import fnmatch
+
+    files = _command_inputs(pytester.path)
+    _labels(files["adjudicated"], ["a"], None)  # the adjudicated labels, where merge lists what needs adjudication
+    before = {p: p.read_bytes() for p in files.values()}
+    assert main([a.format(**{k: str(v) for k, v in files.items()}, root=pytester.path) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert fnmatch.fnmatch(err, f"tooleffect *: * {files[target]}*: is {what}, which this command reads: writing * "
+                                "there would overwrite it; give * a path of its own"), err
+    assert {p: p.read_bytes() for p in files.values()} == before
+
+
+@pytest.mark.parametrize("argv", [["html", "{log}", "--out", "{out}"], ["baseline", "save", "{log}", "--out", "{out}"],
+                                  ["label", "export", "{case}", "--out", "{out}"]], ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize("out", ["/dev/zero", "adir"])
+def test_a_commands_out_that_is_not_a_regular_file_is_refused(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], argv: list[str], out: str) -> None:
+    files = _command_inputs(pytester.path)
+    (pytester.path / "adir").mkdir()
+    assert main([a.format(**{k: str(v) for k, v in files.items()}, out=out) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    kind = "a character device" if out.startswith("/dev") else "a directory"
+    assert err.endswith(f"--out {out}: is {kind}, not a regular file; give a file path"), err
+    assert list((pytester.path / "adir").iterdir()) == []

@@ -182,7 +182,7 @@ def test_baseline_save_refuses_to_overwrite_its_input(tmp_path: Path, capsys: py
     log = tmp_path / "records.jsonl"
     log.write_text('{"id": "x"}\n')
     assert main(["baseline", "save", str(log), "--out", str(log)]) == 2
-    assert "is the record log it reads" in capsys.readouterr().err
+    assert "--out " + str(log) + ": is the record log, which this command reads" in capsys.readouterr().err
     assert log.read_text() == '{"id": "x"}\n'
 
 
@@ -194,7 +194,7 @@ def test_baseline_save_refuses_to_overwrite_its_input(tmp_path: Path, capsys: py
     (["label", "export", "{noplace}"], "*--out is required*"),
     (["label", "import", "{bad}", "--labels", "{noplace}"], "*bad.jsonl: line 1: not valid JSON*"),
     (["label", "import", "{alist}", "--labels", "{noplace}"], "*alist.jsonl: line 1: a case is a JSON object*"),
-    (["merge", "{noplace}", "--out", "{proc}"], "*No such file or directory"),
+    (["merge", "{noplace}", "--out", "{proc}"], "*--out /proc/*/m.jsonl: cannot be written (No such file or directory)"),
     (["merge", "{binary}", "--out", "{out}"], "*binary.jsonl: line 1: not UTF-8 text*"),
     (["sample", "{noplace}", "--out", "{fam}", "--buckets", "0"], "*--buckets 0: counts are whole numbers*"),
     (["sample", "{noplace}", "--out", "{fam}", "--quota", "first=-2"], "*--quota first -2: counts are*"),

@@ -33,6 +33,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     import yaml
 
     from pytest_tooleffect.collect.traces import TraceError
+    from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.data.sampling import sample_cases
     from pytest_tooleffect.util.input_files import read_input_text
 
@@ -43,6 +44,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if bad:
         print(f"tooleffect sample: {', '.join(bad)}: counts are whole numbers from 1 to {MAX_COUNT}", file=sys.stderr)
         return 2
+    check_command_outputs([("--out", out / "family.yaml"), ("--out/--name", out / args.name)],
+                          [*(("a trace file", Path(t)) for t in args.traces),
+                           ("the tools file (--tools)", Path(args.tools) if args.tools else None)], families=False)
     labelled = _labelled_cases(out / args.name)
     if labelled and not args.force:
         print(f"tooleffect sample: {out / args.name} holds {labelled} labelled cases; sampling again would replace "
@@ -162,12 +166,14 @@ def cmd_label(args: argparse.Namespace) -> int:
         ValueError: a case line that is not a case (names the file and the line or case).
         OSError: a file that cannot be read or written.
     """
+    from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.data.labelling import read_labels, render
 
     if args.action == "export":
         if not args.out:
             print("tooleffect label export: --out is required (the labelling file to write)", file=sys.stderr)
             return 2
+        check_command_outputs([("--out", Path(args.out))], [("a case file", Path(p)) for p in args.files])
         rows = []
         for path in args.files:
             for c in _case_lines(Path(path), ("id", "placement", "messages")):
@@ -194,8 +200,11 @@ def cmd_label(args: argparse.Namespace) -> int:
     if unreadable:
         print(f"tooleffect label import: --labels {unreadable[0]}", file=sys.stderr)
         return 2
-    labels = read_labels(Path(args.labels))
     target = Path(args.files[0])
+    # the case file is written in place unless --out names another file; never over the labels it reads
+    check_command_outputs([("--out" if args.out else "the case file", Path(args.out or target))],
+                          [("the labelling file (--labels)", Path(args.labels))], families=False)
+    labels = read_labels(Path(args.labels))
     cases = _case_lines(target)
     done, skipped, bad = 0, 0, 0
     out_lines = []
@@ -248,6 +257,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
         print(f"tooleffect merge: {', '.join(empty)}: holds no label", file=sys.stderr)
         return 2
     final, pending = merge(labellers, adjudicated)
+    from pytest_tooleffect.commands import check_command_outputs
+
+    out = Path(args.out)
+    adjudicated_path = Path(args.adjudicated) if args.adjudicated else None
+    check_command_outputs([("--out", out), ("the adjudication list", out.with_suffix(".adjudicate.jsonl") if pending
+                                            else None)],
+                          [*(("a label file", Path(p)) for p in args.labels),
+                           ("the adjudicated labels (--adjudicated)", adjudicated_path)])
     with open(args.out, "w", encoding="utf-8") as fh:
         for i, lab in sorted(final.items()):
             fh.write(json.dumps({"id": i, **lab}, ensure_ascii=False, sort_keys=True) + "\n")
@@ -344,9 +361,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """
     import datetime
 
+    from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.data.labelling import read_labels
     from pytest_tooleffect.scoring.judge import Judge, JudgeError, calibrate
 
+    check_command_outputs([("--out", Path(args.out))], [("the pairs file", Path(args.pairs))])
     try:
         pairs = list(read_labels(Path(args.pairs)).values())
     except ValueError as exc:
@@ -387,10 +406,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """
     from pydantic import ValidationError
 
+    from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.data.authored import generate
 
+    out = Path(args.out)
+    check_command_outputs([("--out", out / "family.yaml"), ("--out", out / "cases.jsonl")],
+                          [("the spec", Path(args.spec))], families=False)
     try:
-        counts = generate(Path(args.spec), Path(args.out))
+        counts = generate(Path(args.spec), out)
     except ValidationError as exc:
         for e in exc.errors():
             loc = ".".join(str(x) for x in e["loc"])

@@ -46,6 +46,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         if not args.input or not args.out:
             print("tooleffect import labelled-jsonl: give --input ROWS.jsonl and --out FAMILY_DIR", file=sys.stderr)
             return 2
+        from pytest_tooleffect.commands import check_command_outputs
+
+        out = Path(args.out)
+        check_command_outputs([("--out", out / "family.yaml"), ("--out", out / "cases.jsonl")],
+                              [("the rows it imports (--input)", Path(args.input))], families=False)
         try:
             counts, problems = import_labelled_jsonl(Path(args.input), Path(args.out))
         except (ValueError, OSError) as exc:
@@ -105,12 +110,17 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"tooleffect import: {shared.resolve()}/datasets not found; run from the repository root "
               "(../shared beside it), pass --shared DIR or set TOOLEFFECT_SHARED", file=sys.stderr)
         return 2
+    from pytest_tooleffect.commands import check_command_outputs
+
+    trajectories = Path(args.trajectories or shared / "datasets/tau-bench/historical_trajectories/gpt-4o-airline.json")
+    tools = Path(args.tools or shared / "datasets/tau-bench/airline_tools.json")
+    out = Path(args.out or "cases/tau-airline")
+    check_command_outputs([("--out", out / name) for name in ("family.yaml", "cases.jsonl", "tools.json",
+                                                               "system_prompt.md", "labels/rules.jsonl")],
+                          [("the trajectories (--trajectories)", trajectories), ("the tools (--tools)", tools)],
+                          families=False)
     try:
-        counts = build_family(
-            Path(args.trajectories or shared / "datasets/tau-bench/historical_trajectories/gpt-4o-airline.json"),
-            Path(args.tools or shared / "datasets/tau-bench/airline_tools.json"),
-            Path(args.out or "cases/tau-airline"), args.quota, args.seed,
-        )
+        counts = build_family(trajectories, tools, out, args.quota, args.seed)
     except Exception as exc:  # unreadable inputs: one line, not a traceback
         print(f"tooleffect import: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
