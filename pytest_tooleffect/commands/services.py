@@ -9,7 +9,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 __all__ = ["cmd_import", "cmd_model", "cmd_sandbox", "cmd_serve"]
 
@@ -140,28 +139,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """
     import time
 
-    from pytest_tooleffect.servers.recorded import replay_index, turn_key
-    from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
+    from pytest_tooleffect.servers.recorded import recorded_server
 
     if not Path(args.cases).is_dir():
         print(f"tooleffect serve: --cases {args.cases}: no such folder", file=sys.stderr)
         return 2
-    system = not args.ignore_system_prompt
-    index: dict[str, Reply] = replay_index(Path(args.cases), system=system)
-    keyed_on = "messages, tools and system prompt" if system else "messages and tools (system prompt ignored)"
-    missing = Reply(status=404, error_message=f"tooleffect serve: no recorded state under {args.cases} has this "
-                                              f"request's {keyed_on}")
-
-    def script(body: dict[str, Any]) -> Reply:
-        return index.get(turn_key(body, system=system), missing)
-
-    try:
-        server = ScriptedServer(script, port=args.port, models=("recorded-agent",))
+    try:  # a server that keeps no request body past its request
+        server, states, keyed_on = recorded_server(Path(args.cases), port=args.port,
+                                                   system=not args.ignore_system_prompt)
     except (OSError, OverflowError) as exc:
         print(f"tooleffect serve: port {args.port}: {exc}", file=sys.stderr)
         return 2
     with server as srv:
-        print(f"tooleffect serve: {len(index)} recorded states at {srv.base_url} (OpenAI chat format, keyed on "
+        print(f"tooleffect serve: {states} recorded states at {srv.base_url} (OpenAI chat format, keyed on "
               f"{keyed_on}); Ctrl-C stops", flush=True)
         try:
             while True:
