@@ -98,12 +98,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    release_records_lock(config)
-    for name in _PLUGINS:
-        plugin = config.pluginmanager.get_plugin(name)
-        if plugin is None:
-            continue
-        close = getattr(plugin, "close", None)
-        if close is not None:
-            close()
-        config.pluginmanager.unregister(plugin, name)
+    try:
+        for name in _PLUGINS:
+            plugin = config.pluginmanager.get_plugin(name)
+            if plugin is None:
+                continue
+            close = getattr(plugin, "close", None)
+            if close is not None:
+                close()
+            config.pluginmanager.unregister(plugin, name)
+    finally:
+        release_records_lock(config)  # once the log is closed: the next run may write it
