@@ -25,6 +25,7 @@ from pytest_tooleffect.compat import PhaseReports
 from pytest_tooleffect.decide.decision import ModelTurns, obtain_decision, tooleffect_decision
 from pytest_tooleffect.decide.sandbox_run import Sandboxes, tooleffect_sandbox
 from pytest_tooleffect.options import addoptions
+from pytest_tooleffect.report.outputs import check_run_outputs, release_records_lock
 from pytest_tooleffect.report.reporter import JudgeContributor, Reporter, RunTally
 from pytest_tooleffect.sandbox import registered_providers
 from pytest_tooleffect.scoring.scorer import Scorer, tooleffect_score
@@ -56,6 +57,8 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, doc in CLASS_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: tooleffect class: {doc}")
     settings = config.stash[settings_key] = resolve(config, registered_providers())
+    if not hasattr(config, "workerinput"):  # only the controller writes: no output may be an input
+        check_run_outputs(config)
     # read before any plugin object starts anything: a bad baseline file is a usage error
     baseline = BaselinePlugin(config) if settings.baseline is not None else None
     config.stash[decider_key] = obtain_decision  # the case item's setup asks it (collect imports no later stage)
@@ -95,11 +98,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    for name in _PLUGINS:
-        plugin = config.pluginmanager.get_plugin(name)
-        if plugin is None:
-            continue
-        close = getattr(plugin, "close", None)
-        if close is not None:
-            close()
-        config.pluginmanager.unregister(plugin, name)
+    try:
+        for name in _PLUGINS:
+            plugin = config.pluginmanager.get_plugin(name)
+            if plugin is None:
+                continue
+            close = getattr(plugin, "close", None)
+            if close is not None:
+                close()
+            config.pluginmanager.unregister(plugin, name)
+    finally:
+        release_records_lock(config)  # once the log is closed: the next run may write it

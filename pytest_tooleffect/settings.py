@@ -3,8 +3,9 @@ sandbox's :class:`SandboxSettings` included), kept in the config's stash under :
 
 :func:`resolve` reads every ``--tooleffect-*`` option and ``tooleffect_*`` ini key that
 :mod:`pytest_tooleffect.options` declares, checks what parse time cannot (ini values, the prices
-file, ``[tool.tooleffect.policies]``, api base URLs, output paths) and raises
-:class:`pytest.UsageError` before any test runs.
+file, ``[tool.tooleffect.policies]``, api base URLs) and raises :class:`pytest.UsageError` before any
+test runs.  The output paths are checked next, against every file the run reads
+(:func:`pytest_tooleffect.report.outputs.check_run_outputs`).
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ from pytest_tooleffect.options import (
 )
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
 from pytest_tooleffect.util.extras import MissingExtra, require
-from pytest_tooleffect.util.output_files import check_distinct, check_writable
+from pytest_tooleffect.util.input_files import read_input_text
 from pytest_tooleffect.util.redaction import looks_like_key
 
 __all__ = ["PYPROJECT", "SandboxSettings", "Settings", "is_live", "read_pyproject", "resolve", "settings_key"]
@@ -251,8 +252,8 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         The run's settings.
 
     Raises:
-        pytest.UsageError: an ini value, the prices file, ``[tool.tooleffect.policies]`` or an
-            output path is invalid, or an api base URL holds a key (checked before any test runs).
+        pytest.UsageError: an ini value, the prices file or ``[tool.tooleffect.policies]`` is
+            invalid, or an api base URL holds a key (checked before any test runs).
     """
     records_opt = config.getoption(OPT_RECORDS)
     records = records_opt if records_opt is not None else config.getini(INI_RECORDS)
@@ -300,14 +301,6 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
             api_opt, hint = ((OPT_API_BASE, " (a named policy sets its own api_base in [tool.tooleffect.policies])")
                              if opt == OPT_MODEL else (OPT_JUDGE_BASE, ""))
             raise pytest.UsageError(f"{api_opt} {base}: an api base is for {opt}, which is not given{hint}")
-    if not hasattr(config, "workerinput"):
-        outputs = [(OPT_RECORDS, settings.records), (OPT_REPORT, settings.report),
-                   (OPT_SUMMARY_MD, settings.summary_md), (OPT_HTML, settings.html), *_other_outputs(config)]
-        for opt, out in outputs:
-            if out is not None:
-                check_writable(opt, out)
-        check_distinct(outputs, inputs=[(OPT_BASELINE, settings.baseline), (OPT_PRICES, config.getoption(OPT_PRICES)),
-                                        (OPT_JUDGE_CAL, settings.judge_calibration)])
     return settings
 
 
@@ -372,7 +365,7 @@ def _load_prices(path: Path | None) -> dict[str, Price]:
     if path is None:
         return {}
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
+        raw = yaml.load(read_input_text(path), Loader=UniqueKeyLoader) or {}
         prices = {}
         for m, p in raw.items():
             values = [p["input_per_mtok"], p["output_per_mtok"]]
@@ -400,18 +393,6 @@ def _rooted(config: pytest.Config, value: str) -> Path | None:
     return Path(config.rootpath) / value if value else None
 
 
-def _other_outputs(config: pytest.Config) -> list[tuple[str, Path | None]]:
-    """The run's other output files: pytest's JUnit XML and pytest-json-report's file, when asked for."""
-    out: list[tuple[str, Path | None]] = []
-    xml = getattr(config.option, "xmlpath", None)
-    if xml:
-        out.append(("--junitxml", Path(config.invocation_params.dir) / os.path.expanduser(xml)))
-    if getattr(config.option, "json_report", False) and getattr(config.option, "json_report_file", None):
-        if config.option.json_report_file != "none":
-            out.append(("--json-report-file", Path(config.invocation_params.dir) / config.option.json_report_file))
-    return out
-
-
 def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
     """Read ``rootpath/pyproject.toml``: the one reading of the file in a run (its policies and its
     gates are both taken from :class:`Settings`).
@@ -431,7 +412,7 @@ def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
     import tomllib
 
     try:
-        return path, tomllib.loads(path.read_text(encoding="utf-8"))
+        return path, tomllib.loads(read_input_text(path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"{path}: {exc}") from exc
 

@@ -1,13 +1,19 @@
-"""Outputs: refused at start when they cannot be written or collide, kept when a write fails at the end.
+"""Outputs: refused at start when they cannot be written, collide, are no regular file or are a file
+the run reads; kept when a write fails at the end.
 
-A full disk is simulated with ``/dev/full`` (every write fails with ENOSPC), which needs no
-privilege; "cannot be written" with a path under a regular file and under ``/proc``, which
-hold for root as well (root passes every permission bit, so a ``chmod`` test would not).
+A full disk is simulated with a file size limit of 0 bytes (``RLIMIT_FSIZE``, SIGXFSZ ignored:
+every write to a regular file fails with EFBIG) set by a conftest for part of a run in a child
+process, which needs no privilege (``/dev/full`` is a device, refused as an output); "cannot be
+written" with a path under a regular file and under ``/proc``, which hold for root as well (root
+passes every permission bit, so a ``chmod`` test would not).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,8 +23,45 @@ from pytest_tooleffect.options import OPT_BASELINE, OPT_HTML, OPT_POLICY, OPT_RE
 from tests.demo_family import CASES, write_demo
 
 PASSING = [CASES[0], CASES[1], CASES[3]]  # every decision passes: the run exits 0 unless an output fails
-DEV_FULL = Path("/dev/full")
-needs_dev_full = pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full on this system")
+
+#: a conftest that fills the disk (a file size limit of 0) from one hook to another of the run
+FULL_DISK = """
+import resource
+import signal
+
+import pytest
+
+LIMIT = resource.getrlimit(resource.RLIMIT_FSIZE)
+
+
+def _fill():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG) instead of ending the process
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, LIMIT[1]))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    if {from_start}:
+        _fill()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):  # before the plugin's (trylast): the report is written after it
+    if {from_start}:
+        resource.setrlimit(resource.RLIMIT_FSIZE, LIMIT)
+    else:
+        _fill()
+"""
+
+
+def _run_on_a_full_disk(path: Path, from_start: bool, *args: str) -> subprocess.CompletedProcess[str]:
+    """``pytest cases/ ARGS`` in a child process (its output through pipes, which a file size limit does
+    not touch) with the disk full from the session's start to its end (the record log), or from its end
+    on (the report)."""
+    (path / "conftest.py").write_text(FULL_DISK.format(from_start=from_start))
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", "-p", "no:randomly",
+                           "cases/", *args], cwd=path, capture_output=True, text=True, timeout=300,
+                          env=os.environ.copy())
 
 
 def test_records_and_report_on_one_file_are_refused(pytester: pytest.Pytester) -> None:
@@ -36,7 +79,8 @@ def test_an_output_over_the_baseline_it_reads_is_refused(pytester: pytest.Pytest
     before = (pytester.path / "base.json").read_text()
     result = pytester.runpytest("cases/", f"{OPT_BASELINE}=base.json", f"{OPT_SUMMARY_MD}=base.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*{OPT_SUMMARY_MD} base.json: the same file as {OPT_BASELINE}*"])
+    result.stderr.fnmatch_lines([f"*{OPT_SUMMARY_MD} base.json: is the baseline ({OPT_BASELINE}), which this run "
+                                 "reads: writing * there would overwrite it*"])
     assert (pytester.path / "base.json").read_text() == before
 
 
@@ -53,29 +97,31 @@ def test_unwritable_outputs_are_usage_errors_even_for_root(pytester: pytest.Pyte
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
-@needs_dev_full
+@pytest.mark.subprocess
 def test_full_disk_for_the_records_is_an_error_outcome_and_the_report_keeps_them(pytester: pytest.Pytester) -> None:
     write_demo(pytester.path, PASSING)
-    result = pytester.runpytest("cases/", f"{OPT_RECORDS}={DEV_FULL}", f"{OPT_REPORT}=r.json")
-    out = result.stdout.str()
-    assert "INTERNALERROR" not in out + result.stderr.str()
-    assert result.ret == pytest.ExitCode.TESTS_FAILED  # every decision passed: the lost records fail the run
-    result.stdout.fnmatch_lines([f"*{OPT_RECORDS} {DEV_FULL}: write failed (No space left on device): "
-                                 "0 records kept in it, * lost*"])
+    result = _run_on_a_full_disk(pytester.path, True, f"{OPT_RECORDS}=rec.jsonl", f"{OPT_REPORT}=r.json")
+    out = result.stdout
+    assert "INTERNALERROR" not in out + result.stderr
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, out  # every decision passed: the lost records fail the run
+    assert f"{OPT_RECORDS} {pytester.path / 'rec.jsonl'}: write failed (File too large): 0 records kept in it, 3 lost" \
+        in out, out
     assert "tooleffect records written to" not in out
     assert json.loads((pytester.path / "r.json").read_text())["blocks"][0]["n_scored"] == 3
 
 
-@needs_dev_full
+@pytest.mark.subprocess
 @pytest.mark.parametrize("option", [OPT_REPORT, OPT_SUMMARY_MD])
 def test_full_disk_for_the_report_is_an_error_outcome_not_written_to(pytester: pytest.Pytester, option: str) -> None:
     write_demo(pytester.path, PASSING)
-    result = pytester.runpytest("cases/", f"{option}={DEV_FULL}")
-    out = result.stdout.str()
-    assert "INTERNALERROR" not in out + result.stderr.str()
-    assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([f"*{option} {DEV_FULL}: cannot be written (No space left on device)*"])
-    assert f"written to {DEV_FULL}" not in out
+    (pytester.path / "out.txt").write_text("the previous one\n")
+    result = _run_on_a_full_disk(pytester.path, False, f"{option}=out.txt")
+    out = result.stdout
+    assert "INTERNALERROR" not in out + result.stderr
+    assert result.returncode == pytest.ExitCode.TESTS_FAILED, out
+    assert f"{option} out.txt: cannot be written (File too large)" in out, out
+    assert "written to out.txt" not in out
+    assert (pytester.path / "out.txt").read_text() == "the previous one\n"  # replaced only by a whole new file
     assert len((pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines()) == 3
 
 
@@ -136,7 +182,7 @@ def test_baseline_save_refuses_to_overwrite_its_input(tmp_path: Path, capsys: py
     log = tmp_path / "records.jsonl"
     log.write_text('{"id": "x"}\n')
     assert main(["baseline", "save", str(log), "--out", str(log)]) == 2
-    assert "is the record log it reads" in capsys.readouterr().err
+    assert "--out " + str(log) + ": is the record log, which this command reads" in capsys.readouterr().err
     assert log.read_text() == '{"id": "x"}\n'
 
 
@@ -148,7 +194,7 @@ def test_baseline_save_refuses_to_overwrite_its_input(tmp_path: Path, capsys: py
     (["label", "export", "{noplace}"], "*--out is required*"),
     (["label", "import", "{bad}", "--labels", "{noplace}"], "*bad.jsonl: line 1: not valid JSON*"),
     (["label", "import", "{alist}", "--labels", "{noplace}"], "*alist.jsonl: line 1: a case is a JSON object*"),
-    (["merge", "{noplace}", "--out", "{proc}"], "*No such file or directory"),
+    (["merge", "{noplace}", "--out", "{proc}"], "*--out /proc/*/m.jsonl: cannot be written (No such file or directory)"),
     (["merge", "{binary}", "--out", "{out}"], "*binary.jsonl: line 1: not UTF-8 text*"),
     (["sample", "{noplace}", "--out", "{fam}", "--buckets", "0"], "*--buckets 0: counts are whole numbers*"),
     (["sample", "{noplace}", "--out", "{fam}", "--quota", "first=-2"], "*--quota first -2: counts are*"),

@@ -286,3 +286,55 @@ def test_a_reply_the_wire_cannot_carry_gets_a_json_500_and_no_traceback(
         answer = _post_raw(srv.port, b'{"model": "m"}')
     assert answer.split()[1] == b"500" and b"the script's reply cannot be sent" in answer, answer[:300]
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_serve_keeps_no_request_body_past_its_request(pytester: pytest.Pytester) -> None:
+    """Ten 4 MiB bodies to the server ``tooleffect serve`` runs: it keeps none of them, and the memory
+    the process holds after the tenth is what it held after the first (traced by tracemalloc, every
+    thread's allocations).  The test double, which keeps what it is sent, shows the measure sees a
+    kept body."""
+    import gc
+    import http.client
+    import threading
+    import time
+    import tracemalloc
+
+    from pytest_tooleffect.servers.recorded import recorded_server
+    from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
+
+    _family(pytester.path, "mail", [READ_TOOL], {"valid_actions": [{"tool": None}]},
+            {"tool_calls": [], "text": "Nothing new."})
+    body = json.dumps({"model": "recorded-agent", "messages": [{"role": "user", "content": "x" * (4 << 20)}]}).encode()
+
+    def held_after(server: ScriptedServer, n: int, status: int) -> int:
+        """Bytes traced after ``n`` more bodies were answered with ``status``."""
+        for _ in range(n):
+            conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+            conn.request("POST", "/v1/chat/completions", body=body, headers={"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            resp.read()
+            assert resp.status == status
+            conn.close()
+        deadline = time.monotonic() + 30  # the request's thread ends once it sees the connection closed
+        while threading.active_count() > idle and time.monotonic() < deadline:
+            time.sleep(0.01)
+        gc.collect()
+        return tracemalloc.get_traced_memory()[0]
+
+    served, states, _ = recorded_server(pytester.path / "cases", system=True)
+    double = ScriptedServer([Reply(text="ok")])
+    idle = threading.active_count() + 1  # and the server's own thread
+    tracemalloc.start()
+    try:
+        with served:
+            first = held_after(served, 1, 404)  # no recorded state has these words
+            tenth = held_after(served, 9, 404)
+            assert served.received == 10 and served.requests == []
+        with double:
+            before = held_after(double, 1, 200)
+            kept = held_after(double, 9, 200)
+    finally:
+        tracemalloc.stop()
+    assert states == 1
+    assert tenth - first < len(body) // 4, (first, tenth)  # not one body more, let alone nine
+    assert kept - before > 9 * len(body), (before, kept)  # the double keeps nine more: the measure sees them

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.report import fingerprint
 from pytest_tooleffect.report.record_log import looks_like_record
+from pytest_tooleffect.util.input_files import read_input_text
 
 __all__ = [
     "BASELINE_KIND",
@@ -463,6 +464,6 @@ def load_runs(path: Path) -> Baseline:
 
 def _read_text(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return read_input_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(path, "<file>", f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None

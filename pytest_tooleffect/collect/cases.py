@@ -41,6 +41,7 @@ from pytest_tooleffect.collect.family import (
 )
 from pytest_tooleffect.collect.validation import validate_case
 from pytest_tooleffect.formats import Case, Label
+from pytest_tooleffect.util.input_files import open_input, read_input_text
 from pytest_tooleffect.util.jsonl import bare_cr_hint
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "CaseProblem", "CaseRef", "CaseSpan", "FamilyError", "LoadedFamily",
@@ -182,7 +183,7 @@ def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | No
     if path.suffix == ".jsonl":
         yield from _jsonl_lines(path)
         return
-    text = path.read_text(encoding="utf-8-sig")
+    text = read_input_text(path, "utf-8-sig")
     try:
         doc = yaml_load(text)
     except Exception as exc:
@@ -203,7 +204,7 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | 
     """The non-blank lines of a JSONL file (split at newlines, a leading BOM skipped), each with its
     span; a line that is not UTF-8 is a problem of the file naming the line, and the rest is read.
     """
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         end = 0
         for n, line in enumerate(fh, 1):
             start, end = end, end + len(line)

@@ -21,9 +21,10 @@ from pytest_tooleffect.formats import Family, ToolSpec
 from pytest_tooleffect.oracle import RuleError, RuleSet, load_rules
 from pytest_tooleffect.oracle.rulecheck import rule_problems
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader, document_digest
+from pytest_tooleffect.util.input_files import read_input_text
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "family_dirs",
-           "is_case_file", "is_family_dir", "load_family", "named_files", "yaml_load"]
+           "family_inputs", "is_case_file", "is_family_dir", "load_family", "named_files", "yaml_load"]
 
 FAMILY_FILE = "family.yaml"
 CASE_SUFFIXES = (".jsonl", ".yaml", ".yml")
@@ -168,16 +169,56 @@ def _referenced_anyway(directory: Path, path: Path) -> frozenset[Path]:
     A family that fails to load still keeps its rules, tools and prompt files out of case
     collection.
     """
+    raw = _raw_family(path)
+    return named_files(directory, (raw.get(key) for key in _NAMED_FILES))
+
+
+def _raw_family(path: Path) -> Mapping[str, Any]:
+    """A family file as YAML reads it, unvalidated (``{}`` when it cannot be read or is no mapping)."""
     try:
-        raw = yaml_load(path.read_text(encoding="utf-8-sig"))
-    except Exception:  # unreadable: nothing to keep out
-        return frozenset()
-    return named_files(directory, (raw.get(key) for key in _NAMED_FILES)) if isinstance(raw, Mapping) else frozenset()
+        raw = yaml_load(read_input_text(path, "utf-8-sig"))
+    except Exception:  # unreadable: nothing in it
+        return {}
+    return raw if isinstance(raw, Mapping) else {}
+
+
+_NAMED_WHAT = {"oracle": "the oracle rules", "tools_file": "the tools file", "system_prompt_file": "the system prompt"}
+
+
+def family_inputs(directories: Iterable[Path]) -> list[tuple[str, Path]]:
+    """Every file a run reads in the family folders ``directories``, as ``(what, path)``: the family
+    file, the files it names (oracle rules, tools, system prompt) and each case file.  The family
+    file is read without validating it, so a family that does not load still lists its files.
+
+    Args:
+        directories: family folders (each holding :data:`FAMILY_FILE`).
+
+    Returns:
+        ``("the family file of the family in cases/demo", path)``, ``("a case file of the family in
+        cases/demo", path)``, … in folder order (the folder, not the family's name, says which: a
+        name is the family file's text, never printed unescaped).
+    """
+    out: list[tuple[str, Path]] = []
+    for directory in directories:
+        path = directory / FAMILY_FILE
+        where = f"the family in {directory}"
+        out.append((f"the family file of {where}", path))
+        raw = _raw_family(path)
+        for key in _NAMED_FILES:
+            for named in named_files(directory, [raw.get(key)]):
+                out.append((f"{_NAMED_WHAT[key]} of {where}", named))
+        referenced = named_files(directory, (raw.get(key) for key in _NAMED_FILES))
+        try:
+            listed = sorted(directory.iterdir())
+        except OSError:  # unreadable: collection says so
+            continue
+        out.extend((f"a case file of {where}", p) for p in listed if is_case_file(p, referenced))
+    return out
 
 
 def _read(path: Path, what: str, family_file: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8-sig")
+        return read_input_text(path, "utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise FamilyError(f"{family_file}: {what} {path}: cannot read: {exc}") from exc
 

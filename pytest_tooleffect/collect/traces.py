@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tooleffect.util.extras import require
+from pytest_tooleffect.util.input_files import open_input, read_input_text
 from pytest_tooleffect.util.jsonl import json_lines
 
 __all__ = [
@@ -130,7 +131,7 @@ def read_tau_bench(path: str | Path) -> Iterator[Run]:
     require("ijson", "reading τ-bench trajectories")
     import ijson
 
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         for n, item in enumerate(ijson.items(fh, "item", use_float=True)):
             traj = item.get("traj")
             if not isinstance(traj, list):
@@ -266,7 +267,7 @@ def read_otel(path: str | Path) -> Iterator[Run]:
     Raises:
         TraceError: the file is not JSON, or a chat span has no readable messages.
     """
-    text = Path(path).read_text(encoding="utf-8-sig")
+    text = read_input_text(path, "utf-8-sig")
     try:
         docs = [json.loads(text)]
     except json.JSONDecodeError:
@@ -317,7 +318,7 @@ def read_runs(path: str | Path, fmt: str = "auto") -> Iterator[Run]:
         TraceError: unknown format, or a file no reader accepts.
     """
     if fmt == "auto":
-        with open(path, "rb") as fh:
+        with open_input(path) as fh:
             head = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
         if b"resourceSpans" in head or b"gen_ai." in head:
             fmt = "otel"

@@ -33,7 +33,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     import yaml
 
     from pytest_tooleffect.collect.traces import TraceError
+    from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.data.sampling import sample_cases
+    from pytest_tooleffect.util.input_files import read_input_text
 
     out = Path(args.out)
     counts = {"--buckets": args.buckets, "--per-bucket": args.per_bucket, **{f"--quota {k}": v
@@ -42,6 +44,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if bad:
         print(f"tooleffect sample: {', '.join(bad)}: counts are whole numbers from 1 to {MAX_COUNT}", file=sys.stderr)
         return 2
+    check_command_outputs([("--out", out / "family.yaml"), ("--out/--name", out / args.name)],
+                          [*(("a trace file", Path(t)) for t in args.traces),
+                           ("the tools file (--tools)", Path(args.tools) if args.tools else None)], families=False)
     labelled = _labelled_cases(out / args.name)
     if labelled and not args.force:
         print(f"tooleffect sample: {out / args.name} holds {labelled} labelled cases; sampling again would replace "
@@ -59,7 +64,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     fam_path = out / "family.yaml"
     family: dict[str, Any] = {}
     if fam_path.is_file():
-        family = yaml.safe_load(fam_path.read_text(encoding="utf-8")) or {}
+        family = yaml.safe_load(read_input_text(fam_path)) or {}
     family.setdefault("name", out.name)
     if hints["system_prompt"] and "system_prompt" not in family and "system_prompt_file" not in family:
         family["system_prompt"] = hints["system_prompt"]
@@ -93,9 +98,11 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def _not_files(paths: Sequence[str]) -> list[str]:
-    """``"<path>: no such file"`` or ``"<path>: a folder, not a file"`` for each path that is not a file."""
-    return [f"{p}: a folder, not a file" if Path(p).is_dir() else f"{p}: no such file"
-            for p in paths if not Path(p).is_file()]
+    """``"<path>: no such file"``, ``"<path>: a folder, not a file"`` or ``"<path>: not a regular file"``
+    (a device, a pipe) for each path that is not a regular file.
+    """
+    return [f"{p}: a folder, not a file" if Path(p).is_dir() else f"{p}: not a regular file" if Path(p).exists()
+            else f"{p}: no such file" for p in paths if not Path(p).is_file()]
 
 
 def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
@@ -126,11 +133,12 @@ def _labelled_cases(path: Path) -> int:
         return 0
     import yaml
 
+    from pytest_tooleffect.util.input_files import read_input_text
     from pytest_tooleffect.util.jsonl import json_lines
 
     try:
         if path.suffix in (".yaml", ".yml"):
-            data = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or []
+            data = yaml.safe_load(read_input_text(path, "utf-8-sig")) or []
             items = data if isinstance(data, list) else [data]
         else:
             items = []
@@ -158,12 +166,14 @@ def cmd_label(args: argparse.Namespace) -> int:
         ValueError: a case line that is not a case (names the file and the line or case).
         OSError: a file that cannot be read or written.
     """
+    from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.data.labelling import read_labels, render
 
     if args.action == "export":
         if not args.out:
             print("tooleffect label export: --out is required (the labelling file to write)", file=sys.stderr)
             return 2
+        check_command_outputs([("--out", Path(args.out))], [("a case file", Path(p)) for p in args.files])
         rows = []
         for path in args.files:
             for c in _case_lines(Path(path), ("id", "placement", "messages")):
@@ -190,8 +200,11 @@ def cmd_label(args: argparse.Namespace) -> int:
     if unreadable:
         print(f"tooleffect label import: --labels {unreadable[0]}", file=sys.stderr)
         return 2
-    labels = read_labels(Path(args.labels))
     target = Path(args.files[0])
+    # the case file is written in place unless --out names another file; never over the labels it reads
+    check_command_outputs([("--out" if args.out else "the case file", Path(args.out or target))],
+                          [("the labelling file (--labels)", Path(args.labels))], families=False)
+    labels = read_labels(Path(args.labels))
     cases = _case_lines(target)
     done, skipped, bad = 0, 0, 0
     out_lines = []
@@ -244,6 +257,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
         print(f"tooleffect merge: {', '.join(empty)}: holds no label", file=sys.stderr)
         return 2
     final, pending = merge(labellers, adjudicated)
+    from pytest_tooleffect.commands import check_command_outputs
+
+    out = Path(args.out)
+    adjudicated_path = Path(args.adjudicated) if args.adjudicated else None
+    check_command_outputs([("--out", out), ("the adjudication list", out.with_suffix(".adjudicate.jsonl") if pending
+                                            else None)],
+                          [*(("a label file", Path(p)) for p in args.labels),
+                           ("the adjudicated labels (--adjudicated)", adjudicated_path)])
     with open(args.out, "w", encoding="utf-8") as fh:
         for i, lab in sorted(final.items()):
             fh.write(json.dumps({"id": i, **lab}, ensure_ascii=False, sort_keys=True) + "\n")
@@ -340,9 +361,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """
     import datetime
 
+    from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.data.labelling import read_labels
     from pytest_tooleffect.scoring.judge import Judge, JudgeError, calibrate
 
+    check_command_outputs([("--out", Path(args.out))], [("the pairs file", Path(args.pairs))])
     try:
         pairs = list(read_labels(Path(args.pairs)).values())
     except ValueError as exc:
@@ -383,10 +406,14 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """
     from pydantic import ValidationError
 
+    from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.data.authored import generate
 
+    out = Path(args.out)
+    check_command_outputs([("--out", out / "family.yaml"), ("--out", out / "cases.jsonl")],
+                          [("the spec", Path(args.spec))], families=False)
     try:
-        counts = generate(Path(args.spec), Path(args.out))
+        counts = generate(Path(args.spec), out)
     except ValidationError as exc:
         for e in exc.errors():
             loc = ".".join(str(x) for x in e["loc"])

@@ -148,26 +148,33 @@ def cmd_html(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when written; 2 for a source that cannot be read or is neither a record log nor a
         report, or an ``--out`` that cannot be written.
+
+    Raises:
+        pytest_tooleffect.util.output_files.OutputPathError: ``--out`` is not a regular file, is the
+            source or a file of a family under ``--cases``, or cannot be written (nothing is read or written).
     """
     from pytest_tooleffect.collect.cases import FamilyError, load_family
     from pytest_tooleffect.collect.family import family_dirs
+    from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.report.html import load_states, write_html
     from pytest_tooleffect.report.model import Report
     from pytest_tooleffect.report.record_log import load_records
     from pytest_tooleffect.report.summary import summarise
+    from pytest_tooleffect.util.input_files import read_input_bytes
 
     source, out = Path(args.source), Path(args.out)
+    cases = Path(args.cases)
+    check_command_outputs([("--out", out)], [("the record log or report", source)], cases=cases)
     try:
-        raw = source.read_bytes()
+        raw = read_input_bytes(source)
     except OSError as exc:
-        print(f"tooleffect html: {source}: {exc}", file=sys.stderr)
+        print(f"tooleffect html: {source}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     try:
         report_json = json.loads(raw)
     except (ValueError, RecursionError):
         report_json = None  # a record log has one object per line (its reader names a bad line)
     del raw
-    cases = Path(args.cases)
     if isinstance(report_json, dict) and "blocks" in report_json:  # a JSON report: its tables, no decision
         try:
             report = Report.model_validate(report_json)
@@ -240,16 +247,19 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when written; 2 for a log that cannot be read, holds no record, or is ``--out`` itself.
+        The exit status: 0 when written; 2 for a log that cannot be read or holds no record.
+
+    Raises:
+        pytest_tooleffect.util.output_files.OutputPathError: ``--out`` is not a regular file, is the
+            record log or a file of the family in its folder, or cannot be written.
     """
     from pytest_tooleffect.ci.baseline import Baseline, BaselineError
+    from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.report.record_log import not_a_record_log, read_records
+    from pytest_tooleffect.util.output_files import write_text
 
     path, out = Path(args.records), Path(args.out)
-    if out.exists() and path.exists() and out.resolve() == path.resolve():
-        print(f"tooleffect baseline save: --out {out} is the record log it reads; give the baseline its own path",
-              file=sys.stderr)
-        return 2
+    check_command_outputs([("--out", out)], [("the record log", path)])
     try:
         records = read_records(path)
     except OSError as exc:
@@ -269,8 +279,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         print(f"tooleffect baseline save: {f'{path}: {what}' if what else exc}", file=sys.stderr)
         return 2
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(baseline.dumps(), encoding="utf-8")
+        write_text(out, baseline.dumps())
     except OSError as exc:
         print(f"tooleffect baseline save: --out {out}: {exc.strerror or exc}", file=sys.stderr)
         return 2

@@ -9,7 +9,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 __all__ = ["cmd_import", "cmd_model", "cmd_sandbox", "cmd_serve"]
 
@@ -46,6 +45,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         if not args.input or not args.out:
             print("tooleffect import labelled-jsonl: give --input ROWS.jsonl and --out FAMILY_DIR", file=sys.stderr)
             return 2
+        from pytest_tooleffect.commands import check_command_outputs
+
+        out = Path(args.out)
+        check_command_outputs([("--out", out / "family.yaml"), ("--out", out / "cases.jsonl")],
+                              [("the rows it imports (--input)", Path(args.input))], families=False)
         try:
             counts, problems = import_labelled_jsonl(Path(args.input), Path(args.out))
         except (ValueError, OSError) as exc:
@@ -109,12 +113,17 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"tooleffect import: {shared.resolve()}/datasets not found; run from the repository root "
               "(../shared beside it), pass --shared DIR or set TOOLEFFECT_SHARED", file=sys.stderr)
         return 2
+    from pytest_tooleffect.commands import check_command_outputs
+
+    trajectories = Path(args.trajectories or shared / "datasets/tau-bench/historical_trajectories/gpt-4o-airline.json")
+    tools = Path(args.tools or shared / "datasets/tau-bench/airline_tools.json")
+    out = Path(args.out or "cases/tau-airline")
+    check_command_outputs([("--out", out / name) for name in ("family.yaml", "cases.jsonl", "tools.json",
+                                                               "system_prompt.md", "labels/rules.jsonl")],
+                          [("the trajectories (--trajectories)", trajectories), ("the tools (--tools)", tools)],
+                          families=False)
     try:
-        counts = build_family(
-            Path(args.trajectories or shared / "datasets/tau-bench/historical_trajectories/gpt-4o-airline.json"),
-            Path(args.tools or shared / "datasets/tau-bench/airline_tools.json"),
-            Path(args.out or "cases/tau-airline"), args.quota, args.seed,
-        )
+        counts = build_family(trajectories, tools, out, args.quota, args.seed)
     except Exception as exc:  # unreadable inputs: one line, not a traceback
         print(f"tooleffect import: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
@@ -134,28 +143,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     """
     import time
 
-    from pytest_tooleffect.servers.recorded import replay_index, turn_key
-    from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
+    from pytest_tooleffect.servers.recorded import recorded_server
 
     if not Path(args.cases).is_dir():
         print(f"tooleffect serve: --cases {args.cases}: no such folder", file=sys.stderr)
         return 2
-    system = not args.ignore_system_prompt
-    index: dict[str, Reply] = replay_index(Path(args.cases), system=system)
-    keyed_on = "messages, tools and system prompt" if system else "messages and tools (system prompt ignored)"
-    missing = Reply(status=404, error_message=f"tooleffect serve: no recorded state under {args.cases} has this "
-                                              f"request's {keyed_on}")
-
-    def script(body: dict[str, Any]) -> Reply:
-        return index.get(turn_key(body, system=system), missing)
-
-    try:
-        server = ScriptedServer(script, port=args.port, models=("recorded-agent",))
+    try:  # a server that keeps no request body past its request
+        server, states, keyed_on = recorded_server(Path(args.cases), port=args.port,
+                                                   system=not args.ignore_system_prompt)
     except (OSError, OverflowError) as exc:
         print(f"tooleffect serve: port {args.port}: {exc}", file=sys.stderr)
         return 2
     with server as srv:
-        print(f"tooleffect serve: {len(index)} recorded states at {srv.base_url} (OpenAI chat format, keyed on "
+        print(f"tooleffect serve: {states} recorded states at {srv.base_url} (OpenAI chat format, keyed on "
               f"{keyed_on}); Ctrl-C stops", flush=True)
         try:
             while True:

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pytest_tooleffect.collect.traces import position_bucket
 from pytest_tooleffect.formats import Label
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
+from pytest_tooleffect.util.input_files import read_input_text
 
 __all__ = ["AuthoredSpec", "generate"]
 
@@ -81,7 +82,7 @@ def _family(given: dict[str, Any], spec_dir: Path, out: Path) -> dict[str, Any]:
         return family
     base_path = (spec_dir / base_ref).resolve()
     try:
-        base = yaml.load(base_path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader) or {}
+        base = yaml.load(read_input_text(base_path), Loader=UniqueKeyLoader) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ValueError(f"family.base {base_path}: {exc}") from exc
     merged = {k: v for k, v in base.items() if k not in ("quota", "population", "policies", "seed")}
@@ -104,7 +105,7 @@ def generate(spec_path: Path, out: Path) -> dict[str, Any]:
         ValueError: the spec cannot be read, or a placement's step is outside its run.
     """
     try:
-        raw = yaml.load(spec_path.read_text(encoding="utf-8"), Loader=UniqueKeyLoader)
+        raw = yaml.load(read_input_text(spec_path), Loader=UniqueKeyLoader)
     except (OSError, yaml.YAMLError) as exc:
         raise ValueError(f"{spec_path}: {exc}") from exc
     spec = AuthoredSpec.model_validate(raw)

@@ -100,7 +100,11 @@ def _lines(path: Path) -> list[tuple[int, Any]]:
 
 
 def _unended(path: Path) -> bool:
-    """The file ends with neither LF nor CR: the log writes whole lines, so a run cut mid-write left it."""
+    """The file ends with neither LF nor CR: the log writes whole lines, so a run cut mid-write left it
+    (``False`` for a pipe: it cannot be read again).
+    """
+    if not path.is_file():
+        return False
     with path.open("rb") as fh:
         fh.seek(0, 2)
         if not fh.tell():

@@ -17,9 +17,9 @@ from pytest_tooleffect.collect.cases import FamilyError, is_case_file, load_case
 from pytest_tooleffect.collect.family import family_dirs
 from pytest_tooleffect.decide.model_turn import build_request
 from pytest_tooleffect.formats import Policy
-from pytest_tooleffect.servers.scripted import Reply
+from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 
-__all__ = ["replay_index", "turn_key"]
+__all__ = ["recorded_server", "replay_index", "turn_key"]
 
 
 def turn_key(request: Mapping[str, Any], *, system: bool = True, tools: bool = True) -> str:
@@ -65,6 +65,38 @@ def turn_key(request: Mapping[str, Any], *, system: bool = True, tools: bool = T
                                           sort_keys=True))
         key["tools"] = sorted(offered)
     return json.dumps(key, sort_keys=True)
+
+
+def recorded_server(cases_dir: Path, *, port: int = 0, system: bool = True) -> tuple[ScriptedServer, int, str]:
+    """The server ``tooleffect serve`` runs: the recorded decisions under ``cases_dir`` as an
+    OpenAI-compatible model named ``recorded-agent``, answering a state it does not hold with a 404.
+
+    It keeps no request body past its request (``keep_requests=False``): it runs for as long as the
+    user lets it, and its memory does not grow with the requests it answered.
+
+    Args:
+        cases_dir: a folder of case families.
+        port: the port on 127.0.0.1 (0: any free one).
+        system: key states on their system prompt too (as :func:`turn_key`).
+
+    Returns:
+        ``(server, states, keyed_on)``: the :class:`~pytest_tooleffect.servers.scripted.ScriptedServer`
+        (not started), the number of recorded states it answers, and what a state is keyed on, in words.
+
+    Raises:
+        OSError: the port cannot be bound.
+        OverflowError: the port is out of range.
+    """
+    index: dict[str, Reply] = replay_index(cases_dir, system=system)
+    keyed_on = "messages, tools and system prompt" if system else "messages and tools (system prompt ignored)"
+    missing = Reply(status=404, error_message=f"tooleffect serve: no recorded state under {cases_dir} has this "
+                                              f"request's {keyed_on}")
+
+    def script(body: dict[str, Any]) -> Reply:
+        return index.get(turn_key(body, system=system), missing)
+
+    server = ScriptedServer(script, port=port, models=("recorded-agent",), keep_requests=False)
+    return server, len(index), keyed_on
 
 
 def replay_index(cases_dir: Path, *, system: bool = True, tools: bool = True) -> dict[str, Any]:

@@ -151,13 +151,17 @@ def gemini_body(reply: Reply, model: str, n: int) -> dict[str, Any]:
 @dataclass
 class _State:
     script: Script
+    keep_requests: bool = True
     requests: list[dict[str, Any]] = field(default_factory=list)
+    received: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def next_reply(self, body: dict[str, Any]) -> tuple[Reply, int]:
         with self.lock:
-            n = len(self.requests)
-            self.requests.append(body)
+            n = self.received
+            self.received += 1
+            if self.keep_requests:
+                self.requests.append(body)
         if callable(self.script):
             reply = self.script(body)
             if not isinstance(reply, Reply):
@@ -169,19 +173,29 @@ class _State:
 class ScriptedServer:
     """A threaded HTTP server on ``127.0.0.1`` answering model requests from a script.
 
-    Attributes:
-        requests: decoded request bodies, in arrival order (with ``_path`` and ``_received``, a
-            ``time.monotonic()`` reading, added).
+    Args:
+        script: the replies (see the module).
+        port: the port on 127.0.0.1 (0: any free one).
+        models: the names ``GET /v1/models`` lists.
+        keep_requests: keep every decoded request body in :attr:`requests` (a test double's record
+            of what it was sent); ``False`` for a server that runs for long (``tooleffect serve``):
+            a body is then let go when its request is answered, and only :attr:`received` counts them.
+
+    Raises:
+        ValueError: an empty list of replies.
+        TypeError: a reply that is not a :class:`Reply`.
+        OSError: the port cannot be bound.
     """
 
-    def __init__(self, script: Script, port: int = 0, models: Sequence[str] = ("scripted",)) -> None:
+    def __init__(self, script: Script, port: int = 0, models: Sequence[str] = ("scripted",),
+                 keep_requests: bool = True) -> None:
         if not callable(script):
             script = list(script)  # an iterator is read once, here, not at every request
             if not script:
                 raise ValueError("a scripted server needs at least one reply")
             if bad := [r for r in script if not isinstance(r, Reply)]:
                 raise TypeError(f"a scripted server's replies are Reply objects, got {type(bad[0]).__name__}")
-        self._state = _State(script)
+        self._state = _State(script, keep_requests)
         state = self._state
         listing = json.dumps({"object": "list", "data": [
             {"id": name, "object": "model", "created": 0, "owned_by": "tooleffect"} for name in models]}).encode()
@@ -372,8 +386,15 @@ class ScriptedServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Request bodies received so far."""
+        """Request bodies received so far, in arrival order (with ``_path``, ``_received`` (a
+        ``time.monotonic()`` reading) and ``_headers`` added); always empty when the server keeps none.
+        """
         return self._state.requests
+
+    @property
+    def received(self) -> int:
+        """Requests the script answered (or tried to) so far, kept or not."""
+        return self._state.received
 
     @property
     def port(self) -> int:

@@ -17,6 +17,8 @@ from typing import Any, NoReturn
 
 import jsonlines
 
+from pytest_tooleffect.util.input_files import open_input
+
 __all__ = ["bare_cr_hint", "json_lines", "loads", "read_objects"]
 
 _RS = b"\x1e"
@@ -45,9 +47,10 @@ def json_lines(path: Path | str) -> Iterator[tuple[int, Any, str | None]]:
         prefixed as above; reading goes on after it, so a caller can list every bad line.
 
     Raises:
-        OSError: the file cannot be opened or read.
+        OSError: the file cannot be opened or read; :class:`~pytest_tooleffect.util.input_files.InputFileError`
+            (an ``OSError``) for a file that is no file to read or longer than the input limit.
     """
-    with open(path, "rb") as fh:
+    with open_input(path) as fh:
         at = [0]  # the line the reader last took (it counts lines as this does, from 1)
         prefixed: set[int] = set()
 

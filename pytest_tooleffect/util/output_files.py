@@ -1,14 +1,20 @@
-"""The files a run writes: checked before the first test, written so a failure loses nothing.
+"""The files a run or a command writes: refused before anything is written when they would destroy
+something, written so a failure loses nothing.
 
-Used by :mod:`~pytest_tooleffect.settings` (the checks at configure time) and by the controller's
-writers (the reporter, the gate keeper).  Three rules:
+Used by the run's output check at configure time (:mod:`~pytest_tooleffect.report.outputs`), by the
+controller's writers (the reporter, the gate keeper) and by every ``tooleffect`` command that takes
+``--out``.  The rules:
 
-* every output path is checked at start by *trying* it (opening an existing file for append,
-  creating and removing a probe file in the nearest existing folder), so a read-only file
-  system, a path under a file or a ``/proc``-like folder is a usage error even for root, who
-  passes every permission bit;
-* no two outputs, and no output and an input the run reads (the baseline, the prices), are the
-  same file;
+* :func:`check_outputs` is the one check of every output path, before anything is written.  An
+  output is refused when it resolves (symbolic links followed) to a folder or to anything else
+  that is not a regular file (``/dev/null`` alone excepted: what is written there is discarded),
+  to a file the run or command reads (case and family files, oracle rules, ``pyproject.toml``, the
+  baseline, …: the caller lists them), or to the file another output names; and when *trying* it
+  fails (an existing file opened for append, a probe file created and removed in the nearest
+  existing folder), so a read-only file system, a path under a file or a ``/proc``-like folder is
+  refused even for root, who passes every permission bit;
+* :class:`OutputLock` keeps a file that a run writes over its whole length (the record log) to one
+  run at a time: a second run naming it is refused, in words, with the holder's pid;
 * a write that fails at the end (a full disk) is reported, kept out of the "written to" lines and
   turns the exit status non-zero; a regular file is replaced only once its new text is
   completely on disk, so the previous one survives a failed write.
@@ -16,31 +22,92 @@ writers (the reporter, the gate keeper).  Three rules:
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
+import stat
 import tempfile
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
 
-__all__ = ["OutputProblems", "check_distinct", "check_writable", "output_problems_key", "shown_path", "write_text"]
+__all__ = ["DISCARD", "OutputLock", "OutputPathError", "OutputProblems", "check_outputs", "output_problems_key",
+           "shown_path", "write_text"]
+
+#: the one output path that is not a regular file and is still accepted: its text is thrown away
+DISCARD = Path(os.devnull)
 
 
-def check_writable(option: str, path: Path) -> None:
-    """Refuse, before any test runs, an output path that cannot be written.
+class OutputPathError(ValueError):
+    """An output path refused before anything is written; the message names the option, the path and
+    what writing there would do.  A run turns it into a usage error (exit 4), a command into one
+    line on stderr (exit 2).
+    """
 
-    Nothing is left behind: an existing file is opened for append and closed unchanged, and
-    for a new path a probe file is created and removed in the nearest existing folder.
+
+def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tuple[str, Path | None]] = (),
+                  reader: str = "this run") -> None:
+    """Refuse every output path that is no place to write, before anything is written.
 
     Args:
-        option: the option (or ini key) that named the path, for the message.
-        path: the output path.
+        outputs: ``(option, path)`` of each file the run or command writes (``None``: not written).
+        reads: ``(what, path)`` of each file the run or command reads, ``what`` saying what it is
+            (``"a case file of family demo"``, ``"the baseline (--tooleffect-baseline)"``); ``None``
+            paths are skipped.  Paths are compared once resolved, so a symbolic link or another
+            spelling of an input is that input.
+        reader: who reads ``reads``, for the message (``"this run"``, ``"this command"``).
 
     Raises:
-        pytest.UsageError: the path is a folder, lies under a file, or cannot be created or written.
+        OutputPathError: an output resolves to a folder or to something else that is not a regular
+            file (``/dev/null`` excepted), to a file in ``reads``, to the file of an earlier output,
+            or cannot be created or written (a path under a file, a read-only file system).
     """
-    if path.is_dir():
-        raise pytest.UsageError(f"{option} {path}: is a directory; give a file path")
+    read_by: dict[Path, str] = {}
+    for what, path in reads:
+        if path is not None:
+            read_by.setdefault(_same(path), what)
+    written: dict[Path, str] = {}
+    for option, path in outputs:
+        if path is None:
+            continue
+        real = _same(path)
+        if real == DISCARD:
+            continue
+        shown = f"{option} {path}" + (f" (resolved: {real})" if os.path.abspath(path) != str(real) else "")
+        kind = _not_regular(real)
+        if kind is not None:
+            raise OutputPathError(f"{shown}: is {kind}, not a regular file; give a file path")
+        if real in read_by:
+            raise OutputPathError(f"{shown}: is {read_by[real]}, which {reader} reads: writing {option} there "
+                                  f"would overwrite it; give {option} a path of its own")
+        if real in written:
+            raise OutputPathError(f"{shown}: the same file as {written[real]}; each output needs its own "
+                                  "path (one would overwrite the other)")
+        written[real] = option
+        _try_writing(option, path)
+
+
+def _not_regular(path: Path) -> str | None:
+    """What ``path`` is when it exists and is not a regular file (``None``: a regular file, or nothing yet)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:  # not there yet, or not reachable: trying to write it says why
+        return None
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "a special file"
+
+
+def _try_writing(option: str, path: Path) -> None:
+    """Refuse an output path that cannot be written, leaving nothing behind: an existing file is
+    opened for append and closed unchanged, and for a new path a probe file is created and removed
+    in the nearest existing folder.
+    """
     try:
         if path.exists():
             with open(path, "a", encoding="utf-8"):
@@ -56,30 +123,114 @@ def check_writable(option: str, path: Path) -> None:
         os.unlink(probe)
     except OSError as exc:
         why = exc.strerror or str(exc)
-        raise pytest.UsageError(f"{option} {path}: cannot be written ({why})") from None
+        raise OutputPathError(f"{option} {path}: cannot be written ({why})") from None
 
 
-def check_distinct(outputs: Iterable[tuple[str, Path | None]], inputs: Iterable[tuple[str, Path | None]] = ()) -> None:
-    """Refuse two outputs that are one file, or an output that is a file the run reads.
+class OutputLock:
+    """One run at a time on a file a run writes over its whole length (the record log).
 
-    Args:
-        outputs: ``(option, path)`` of every output the run writes (``None``: not written).
-        inputs: ``(option, path)`` of files the run reads and must not overwrite.
+    The lock is an exclusive ``flock`` on ``.NAME.lock`` beside the file (its resolved path, so two
+    spellings of one file share the lock), holding the holder's pid, host and start time.  The
+    kernel drops it when the holder ends however it ends, so a killed run leaves no stale lock;
+    :meth:`release` removes the lock file, and the folders :meth:`acquire` created for it when they
+    are still empty.  Where ``flock`` does not exist (Windows) no lock is taken.
 
-    Raises:
-        pytest.UsageError: naming both options and the file.
+    Use :meth:`acquire`; ``path`` is the locked output.
     """
-    seen: dict[Path, str] = {}
-    for option, path in inputs:
-        if path is not None:
-            seen.setdefault(_same(path), option)
-    outs = [(option, path) for option, path in outputs if path is not None]
-    for option, path in outs:
-        key = _same(path)
-        if key in seen:
-            raise pytest.UsageError(f"{option} {path}: the same file as {seen[key]}; each output needs its own "
-                                    "path (one would overwrite the other)")
-        seen[key] = option
+
+    def __init__(self, path: Path, lock_path: Path | None, fd: int | None, created: tuple[Path, ...] = ()) -> None:
+        self.path, self.lock_path, self._fd, self._created = path, lock_path, fd, created
+
+    @classmethod
+    def acquire(cls, option: str, path: Path) -> OutputLock:
+        """Take the lock on ``path`` (its folder is created), or refuse.
+
+        Args:
+            option: the option that named the path, for the message.
+            path: the output file.
+
+        Returns:
+            The held lock.
+
+        Raises:
+            OutputPathError: another process holds it (the message names its pid), or the lock file
+                cannot be created.
+        """
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - no flock on this system
+            return cls(path, None, None)
+        real = _same(path)
+        lock_path = real.parent / f".{real.name}.lock"
+        created: list[Path] = []
+        try:
+            missing = [p for p in (real.parent, *real.parent.parents) if not p.exists()]
+            for folder in reversed(missing):
+                try:
+                    folder.mkdir()
+                except FileExistsError:  # another process made it meanwhile: not ours to remove
+                    continue
+                created.append(folder)
+            while True:
+                fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+                        os.close(fd)
+                        raise
+                    try:
+                        holder = os.pread(fd, 512, 0).decode("utf-8", "replace").strip()
+                    finally:
+                        os.close(fd)
+                    _remove_empty(created)
+                    raise OutputPathError(
+                        f"{option} {path}: another run ({holder or 'its pid not written yet'}) is writing it now; "
+                        f"two runs on one file would mix their records. Wait for that run to end, or give this "
+                        f"run its own {option} PATH") from None
+                try:
+                    same = os.stat(lock_path).st_ino == os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    same = False
+                if same:  # else its holder removed it as we opened it: take the new one
+                    break
+                os.close(fd)
+            note = (f"pid {os.getpid()} on {socket.gethostname()}, since "
+                    f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n").encode()
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, note, 0)
+            except OSError:
+                os.close(fd)
+                raise
+        except OSError as exc:
+            _remove_empty(created)
+            raise OutputPathError(f"{option} {path}: cannot be locked for this run ({lock_path}: "
+                                  f"{exc.strerror or exc})") from None
+        return cls(path, lock_path, fd, tuple(created))
+
+    def release(self) -> None:
+        """Remove the lock file and let the lock go (idempotent)."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            if self.lock_path is not None:
+                os.unlink(self.lock_path)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        _remove_empty(self._created)
+
+
+def _remove_empty(created: Iterable[Path]) -> None:
+    """Remove the folders of ``created`` (outermost first) that are still empty, innermost first."""
+    for folder in reversed(list(created)):
+        try:
+            folder.rmdir()
+        except OSError:  # something was written there: kept, with the folders around it
+            return
 
 
 def shown_path(path: Path, start: Path | str) -> str:

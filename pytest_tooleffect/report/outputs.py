@@ -1,0 +1,108 @@
+"""The run's output files, checked when the run is configured, before anything is read for it or
+written: no output may be an input.
+
+:func:`check_run_outputs` lists every file the run writes (the record log, the JSON report, the
+Markdown summary, the HTML page, pytest's JUnit XML and pytest-json-report's file) and every file
+it reads (the case files, family files and the files they name in every family the run's
+arguments address and in every output's own folder; ``pyproject.toml`` and pytest's
+configuration file; the baseline, the prices, the judge's calibration, the rate limiter's state)
+and hands both to :func:`~pytest_tooleffect.util.output_files.check_outputs`, the one check every
+writer uses.  Then it locks the record log for the run
+(:class:`~pytest_tooleffect.util.output_files.OutputLock`): a second run on the same log is
+refused and says which process holds it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_tooleffect.collect.family import family_dirs, family_inputs, is_family_dir
+from pytest_tooleffect.options import (
+    INI_RATE_FILE,
+    OPT_BASELINE,
+    OPT_HTML,
+    OPT_JUDGE_CAL,
+    OPT_PRICES,
+    OPT_RECORDS,
+    OPT_REPORT,
+    OPT_SUMMARY_MD,
+)
+from pytest_tooleffect.settings import Settings, settings_key
+from pytest_tooleffect.util.output_files import DISCARD, OutputLock, OutputPathError, check_outputs
+
+__all__ = ["check_run_outputs", "records_lock_key", "release_records_lock", "run_inputs", "run_outputs"]
+
+#: the record log's lock, held from configure time to ``pytest_unconfigure``
+records_lock_key = pytest.StashKey[OutputLock]()
+
+
+def run_outputs(config: pytest.Config, settings: Settings) -> list[tuple[str, Path | None]]:
+    """``(option, path)`` of every file the run writes (``None``: not written)."""
+    out: list[tuple[str, Path | None]] = [(OPT_RECORDS, settings.records), (OPT_REPORT, settings.report),
+                                          (OPT_SUMMARY_MD, settings.summary_md), (OPT_HTML, settings.html)]
+    here = Path(config.invocation_params.dir)
+    xml = getattr(config.option, "xmlpath", None)
+    if xml:
+        out.append(("--junitxml", here / os.path.expanduser(xml)))
+    if getattr(config.option, "json_report", False) and getattr(config.option, "json_report_file", None):
+        if config.option.json_report_file != "none":
+            out.append(("--json-report-file", here / config.option.json_report_file))
+    return out
+
+
+def run_inputs(config: pytest.Config, settings: Settings,
+               outputs: list[tuple[str, Path | None]]) -> list[tuple[str, Path | None]]:
+    """``(what, path)`` of every file the run reads that an output could name.
+
+    The families are those the run's arguments address (as collection finds them) and those in
+    each output's own folder, read or not: a case file is never an output.
+    """
+    prices = config.getoption(OPT_PRICES)
+    reads: list[tuple[str, Path | None]] = [
+        (f"the baseline ({OPT_BASELINE})", settings.baseline),
+        (f"the prices file ({OPT_PRICES})", Path(prices) if prices is not None else None),
+        (f"the judge's calibration ({OPT_JUDGE_CAL})", settings.judge_calibration),
+        ("the project's configuration (its [tool.tooleffect] tables, gates included)", settings.pyproject),
+        ("pytest's configuration file", Path(config.inipath) if config.inipath else None),
+        (f"the rate limit's state (ini {INI_RATE_FILE})", settings.rate_file),
+    ]
+    here = Path(config.invocation_params.dir)
+    dirs = set(family_dirs(here / arg.split("::")[0] for arg in config.args))
+    for _, path in outputs:
+        if path is not None:
+            folder = Path(os.path.realpath(path)).parent
+            if is_family_dir(folder):
+                dirs.add(folder)
+    reads.extend(family_inputs(sorted(dirs)))
+    return reads
+
+
+def check_run_outputs(config: pytest.Config) -> None:
+    """Refuse the run's outputs that are no place to write, then lock its record log.
+
+    Call it on the controller, at configure time, before anything else is read or written.
+
+    Raises:
+        pytest.UsageError: an output is a folder or not a regular file (``/dev/null`` excepted), a
+            file the run reads, the file of another output, or cannot be written; or the record log
+            is held by another run (its pid said).
+    """
+    settings = config.stash[settings_key]
+    outputs = run_outputs(config, settings)
+    try:
+        check_outputs(outputs, run_inputs(config, settings, outputs))
+        if settings.records is not None and Path(os.path.realpath(settings.records)) != DISCARD:
+            config.stash[records_lock_key] = OutputLock.acquire(OPT_RECORDS, settings.records)
+    except OutputPathError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def release_records_lock(config: pytest.Config) -> None:
+    """Let the record log's lock go (at ``pytest_unconfigure``; nothing when none is held)."""
+    lock = config.stash.get(records_lock_key, None)
+    if lock is not None:
+        lock.release()
+        del config.stash[records_lock_key]

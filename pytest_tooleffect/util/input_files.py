@@ -1,0 +1,161 @@
+"""The files a run or a command reads, opened so that no input can exhaust memory or hang the reader.
+
+Every input (record logs, JSON reports, baselines, case and family files, label files, traces,
+the prices and ``pyproject.toml``) is opened by :func:`open_input` or read whole by
+:func:`read_input_bytes` / :func:`read_input_text`:
+
+* a regular file is read up to :func:`max_input_bytes` (1 GiB, or ``TOOLEFFECT_MAX_INPUT_BYTES``):
+  a larger one is refused before a byte of it is read;
+* a pipe (``/dev/stdin`` fed by a pipe, a shell's ``<(…)``) is read as it comes, up to the same
+  limit, and opened without waiting for a writer (a pipe nobody writes to reads as empty);
+* anything else (a folder, a character device such as ``/dev/zero`` or a terminal, a block device,
+  a socket) is refused at once: none of them is a file of records, cases or labels.
+
+Each refusal is an :class:`InputFileError`, an :class:`OSError` naming the file, so every caller
+that reports an unreadable file reports these too.
+"""
+
+from __future__ import annotations
+
+import errno
+import io
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+__all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV", "InputFileError", "max_input_bytes", "open_input",
+           "read_input_bytes", "read_input_text"]
+
+#: the most bytes read from one input unless :data:`MAX_INPUT_ENV` says otherwise (1 GiB)
+DEFAULT_MAX_INPUT_BYTES = 1 << 30
+#: the environment variable that sets another limit, in bytes
+MAX_INPUT_ENV = "TOOLEFFECT_MAX_INPUT_BYTES"
+
+
+class InputFileError(OSError):
+    """An input refused: not a regular file or a pipe, or longer than the limit.
+
+    ``strerror`` says why, ``filename`` names the file; ``str()`` is ``path: why``.
+    """
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.strerror}"
+
+
+def max_input_bytes() -> int:
+    """The most bytes one input may hold: ``TOOLEFFECT_MAX_INPUT_BYTES``, else 1 GiB.
+
+    Raises:
+        ValueError: the variable is set to something other than a whole number of bytes above 0.
+    """
+    raw = os.environ.get(MAX_INPUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_INPUT_BYTES
+    if not (raw.isascii() and raw.isdigit() and int(raw) > 0):
+        raise ValueError(f"{MAX_INPUT_ENV}={raw!r}: the most bytes one input file may hold, a whole number above 0")
+    return int(raw)
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} bytes"
+
+
+def _too_long(path: Path | str, limit: int, size: int | None = None) -> InputFileError:
+    held = f"holds {_size(size)}, more" if size is not None else "holds more"
+    return InputFileError(errno.EFBIG, f"{held} than the {_size(limit)} an input may hold (set {MAX_INPUT_ENV} "
+                                       "in bytes for a larger one)", str(path))
+
+
+class _Capped(io.RawIOBase):
+    """A raw file that raises once more than ``limit`` bytes have been read from it."""
+
+    def __init__(self, raw: io.FileIO, limit: int, path: Path | str) -> None:
+        super().__init__()
+        self._raw, self._limit, self._path, self._read = raw, limit, path, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]  # typeshed: WriteableBuffer
+        n = self._raw.readinto(buffer) or 0
+        self._read += n
+        if self._read > self._limit:
+            raise _too_long(self._path, self._limit)
+        return n
+
+    def fileno(self) -> int:
+        return self._raw.fileno()
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def open_input(path: Path | str) -> BinaryIO:
+    """Open an input for reading in binary, refusing what is not a file to read.
+
+    Args:
+        path: the input.
+
+    Returns:
+        A buffered binary reader that raises :class:`InputFileError` once it has read more than
+        :func:`max_input_bytes` (a pipe that goes on and on).
+
+    Raises:
+        InputFileError: ``path`` is a folder, a device or a socket, or a regular file larger
+            than the limit.
+        OSError: it cannot be opened (missing, no permission).
+        ValueError: ``TOOLEFFECT_MAX_INPUT_BYTES`` is not a number of bytes.
+    """
+    limit = max_input_bytes()
+    # O_NONBLOCK: opening a pipe nobody writes to returns at once instead of waiting for a writer
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISREG(st.st_mode):
+            if st.st_size > limit:
+                raise _too_long(path, limit, st.st_size)
+        elif stat.S_ISDIR(st.st_mode):
+            raise InputFileError(errno.EISDIR, "is a directory, not a file to read", str(path))
+        elif not stat.S_ISFIFO(st.st_mode):
+            kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
+                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "a special file")
+            raise InputFileError(errno.EINVAL, f"is {kind}, not a file to read", str(path))
+        os.set_blocking(fd, True)
+        raw = io.FileIO(fd, "rb", closefd=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return io.BufferedReader(_Capped(raw, limit, path), buffer_size=1 << 16)
+
+
+def read_input_bytes(path: Path | str) -> bytes:
+    """An input's bytes, read by :func:`open_input` (the same refusals and limit).
+
+    Raises:
+        InputFileError: not a regular file or a pipe, or longer than the limit.
+        OSError: it cannot be opened or read.
+    """
+    with open_input(path) as fh:
+        return fh.read()
+
+
+def read_input_text(path: Path | str, encoding: str = "utf-8") -> str:
+    """An input's text, read by :func:`open_input` (the same refusals and limit), its line ends
+    (CRLF, CR) turned into LF as :meth:`pathlib.Path.read_text` turns them.
+
+    Args:
+        path: the input.
+        encoding: its encoding (``utf-8-sig`` drops a byte-order mark).
+
+    Raises:
+        InputFileError: not a regular file or a pipe, or longer than the limit.
+        OSError: it cannot be opened or read.
+        UnicodeDecodeError: its bytes are not text in ``encoding``.
+    """
+    text = read_input_bytes(path).decode(encoding)
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text

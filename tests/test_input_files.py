@@ -1,0 +1,153 @@
+"""Bounded reads: no input a command opens (record logs, JSON reports, baselines, label files, case
+files) can exhaust memory or hang it: a device such as ``/dev/zero`` or a folder is refused at once,
+a file larger than the limit before a byte of it is read, a pipe once it has sent more than the limit.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from pytest_tooleffect.util.input_files import (
+    MAX_INPUT_ENV,
+    InputFileError,
+    max_input_bytes,
+    open_input,
+    read_input_bytes,
+    read_input_text,
+)
+
+#: the address space a command gets in these tests: reading /dev/zero whole would pass it in a second
+MEMORY_CAP = 2 << 30
+
+
+def test_a_device_and_a_folder_are_refused_without_reading(tmp_path: Path) -> None:
+    with pytest.raises(InputFileError, match="is a character device, not a file to read") as info:
+        read_input_bytes("/dev/zero")
+    assert info.value.filename == "/dev/zero"
+    with pytest.raises(InputFileError, match="is a directory"):
+        read_input_text(tmp_path)
+
+
+def test_a_file_over_the_limit_is_refused_before_it_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    big = tmp_path / "big.jsonl"
+    big.write_bytes(b"{}\n" * 700)
+    monkeypatch.setenv(MAX_INPUT_ENV, "2048")
+    assert max_input_bytes() == 2048
+    with pytest.raises(InputFileError, match=r"holds 2.05 KiB, more than the 2 KiB an input may hold \(set "
+                                             rf"{MAX_INPUT_ENV} in bytes for a larger one\)"):
+        read_input_bytes(big)
+    monkeypatch.setenv(MAX_INPUT_ENV, "2100")
+    assert read_input_bytes(big) == b"{}\n" * 700
+    monkeypatch.setenv(MAX_INPUT_ENV, "2 GB")
+    with pytest.raises(ValueError, match=f"{MAX_INPUT_ENV}='2 GB': the most bytes"):
+        read_input_bytes(big)
+
+
+def test_a_pipe_is_read_as_it_comes_up_to_the_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    monkeypatch.setenv(MAX_INPUT_ENV, str(1 << 20))
+
+    def read_while_fed(chunks: int) -> bytes:
+        """Open the pipe for writing (a reader held open meanwhile, so neither side waits), feed it
+        ``chunks`` of 64 KiB from a thread and read it by :func:`open_input`."""
+        held = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        fd = os.open(fifo, os.O_WRONLY)
+
+        def write() -> None:
+            with open(fd, "wb") as fh:
+                try:
+                    for _ in range(chunks):
+                        fh.write(b"x" * 65536)
+                except BrokenPipeError:  # the reader stopped at the limit
+                    pass
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        try:
+            with open_input(fifo) as fh:
+                os.close(held)
+                held = -1
+                return fh.read()
+        finally:
+            if held >= 0:
+                os.close(held)
+            writer.join(10)
+            assert not writer.is_alive()
+
+    assert len(read_while_fed(4)) == 4 * 65536  # 256 KiB: under the limit
+    with pytest.raises(InputFileError, match="holds more than the 1 MiB an input may hold"):
+        read_while_fed(10_000)  # 625 MiB, endless as far as the limit goes: stopped past 1 MiB
+
+
+def test_a_pipe_nobody_writes_to_reads_as_empty_instead_of_waiting(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(read_input_bytes(fifo)), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "the read waits for a writer"
+    assert got == [b""]
+
+
+def test_line_ends_are_read_as_path_read_text_reads_them(tmp_path: Path) -> None:
+    path = tmp_path / "prompt.txt"
+    path.write_bytes(b"\xef\xbb\xbfa\r\nb\rc\n")
+    assert read_input_text(path, "utf-8-sig") == path.read_text(encoding="utf-8-sig") == "a\nb\nc\n"
+
+
+def _cap_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+
+
+READS_IT = "is a character device, not a file to read"
+DEV_ZERO = [
+    (["html", "/dev/zero", "--out", "page.html"], READS_IT),
+    (["baseline", "save", "/dev/zero", "--out", "base.json"], READS_IT),
+    (["compare", "/dev/zero", "/dev/zero"], READS_IT),
+    (["report", "/dev/zero"], "/dev/zero: no such record log or folder"),  # not opened: neither a file nor a folder
+    (["label", "export", "/dev/zero", "--out", "states.jsonl"], READS_IT),
+    (["label", "import", "/dev/zero", "--labels", "labels.jsonl"],  # the case file is written in place
+     "the case file /dev/zero: is a character device, not a regular file"),
+    (["sample", "/dev/zero", "--out", "fam"], READS_IT),
+    (["generate", "/dev/zero", "--out", "fam"], READS_IT),
+    (["import", "labelled-jsonl", "--input", "/dev/zero", "--out", "fam"], READS_IT),
+]
+
+
+@pytest.mark.parametrize(("argv", "says"), DEV_ZERO, ids=[" ".join(a[:2]) for a, _ in DEV_ZERO])
+def test_a_command_given_dev_zero_refuses_it_in_one_line(tmp_path: Path, argv: list[str], says: str) -> None:
+    """Run as users run it, in a child process whose memory is capped: before, ``html`` and every
+    JSON Lines reader read ``/dev/zero`` until memory ran out."""
+    (tmp_path / "labels.jsonl").write_text('{"id": "x", "valid_actions": [{"tool": null}]}\n')
+    done = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", *argv], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, preexec_fn=_cap_memory, env=os.environ.copy())
+    err = done.stderr.strip()
+    assert done.returncode == 2, (done.returncode, err[-2000:])
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err[-2000:]
+    assert "/dev/zero" in err and says in err and "[Errno" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["labels.jsonl"]  # nothing written
+
+
+def test_a_record_log_over_the_limit_is_refused_by_the_commands_that_read_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_tooleffect.cli import main
+
+    monkeypatch.chdir(tmp_path)  # no cases/ folder here: the log is the only input
+    log = tmp_path / "rec.jsonl"
+    log.write_text('{"id": "x"}\n' * 200)
+    monkeypatch.setenv(MAX_INPUT_ENV, "1000")
+    for argv in (["html", str(log), "--out", str(tmp_path / "p.html")], ["report", str(log)],
+                 ["baseline", "save", str(log), "--out", str(tmp_path / "b.json")], ["compare", str(log), str(log)]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "holds 2.34 KiB, more than the 1000 bytes an input may hold" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl"]

@@ -1,0 +1,319 @@
+"""No output may be an input: a run's outputs and every command's ``--out`` are refused, before
+anything is written, when they resolve (symbolic links followed) to a file the run or command
+reads, to another output, or to something that is not a regular file (``/dev/null`` excepted); and
+one run at a time writes a record log, so two runs never mix their records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_tooleffect.cli import main
+from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_SUMMARY_MD
+from tests.demo_family import CASES, write_demo
+
+PASSING = [CASES[0], CASES[1], CASES[3]]
+DEFAULT_LOG = Path("reports") / "tooleffect-records.jsonl"
+
+
+def _project(root: Path) -> dict[str, Path]:
+    """The demo family (a JSONL case file and a YAML one), its rules, a pyproject.toml and a pytest.ini."""
+    fam = write_demo(root, PASSING)
+    (fam / "more.yaml").write_text(json.dumps([{**CASES[3], "id": "y-stop"}]) + "\n")
+    (root / "pyproject.toml").write_text('[tool.tooleffect.gates."*"]\nmin_pct.no_tool = {name = 50}\n')
+    (root / "pytest.ini").write_text("[pytest]\n")
+    return {"yaml case file": fam / "more.yaml", "jsonl case file": fam / "cases.jsonl",
+            "family file": fam / "family.yaml", "oracle rules": root / "oracle" / "demo.yaml",
+            "pyproject": root / "pyproject.toml", "ini": root / "pytest.ini"}
+
+
+READ_BY_THE_RUN = [  # the issue's reproductions first
+    (OPT_REPORT, "yaml case file", "a case file of the family in *cases/demo"),
+    (OPT_RECORDS, "jsonl case file", "a case file of the family in *cases/demo"),
+    (OPT_RECORDS, "family file", "the family file of the family in *cases/demo"),
+    (OPT_HTML, "pyproject", "the project's configuration*"),
+    (OPT_SUMMARY_MD, "oracle rules", "the oracle rules of the family in *cases/demo"),
+    (OPT_REPORT, "ini", "pytest's configuration file"),
+]
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+@pytest.mark.parametrize(("option", "target", "what"), READ_BY_THE_RUN,
+                         ids=[f"{o}-{t}" for o, t, _ in READ_BY_THE_RUN])
+def test_an_output_on_a_file_the_run_reads_is_a_usage_error_before_any_item(
+        pytester: pytest.Pytester, option: str, target: str, what: str, workers: str) -> None:
+    files = _project(pytester.path)
+    before = {p: p.read_bytes() for p in files.values()}
+    shown = os.path.relpath(files[target], pytester.path)
+    result = pytester.runpytest("cases/", f"{option}={shown}", "-n", workers)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([f"ERROR: {option} *{shown}: is {what}, which this run reads: writing {option} "
+                                 f"there would overwrite it; give {option} a path of its own"])
+    assert {p: p.read_bytes() for p in files.values()} == before
+    assert not (pytester.path / "reports").exists()  # no item ran: no record log either
+    assert "passed" not in result.stdout.str()
+
+
+def test_an_output_through_a_symbolic_link_is_the_file_it_reaches(pytester: pytest.Pytester) -> None:
+    files = _project(pytester.path)
+    (pytester.path / "latest.json").symlink_to(files["jsonl case file"])
+    before = files["jsonl case file"].read_bytes()
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}=latest.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {OPT_REPORT} latest.json (resolved: *cases/demo/cases.jsonl): is a case "
+                                 "file of the family in *"])
+    assert files["jsonl case file"].read_bytes() == before
+
+
+def test_a_case_file_of_a_family_the_run_does_not_collect_is_refused_too(pytester: pytest.Pytester) -> None:
+    """A family in the output's own folder is read by other runs: its files are never an output."""
+    files = _project(pytester.path)
+    other = pytester.path / "elsewhere" / "other"
+    other.mkdir(parents=True)
+    (other / "family.yaml").write_text("name: other\n")
+    (other / "cases.jsonl").write_text("{}\n")
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}={other / 'cases.jsonl'}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*: is a case file of the family in *elsewhere/other, which this run reads*"])
+    assert (other / "cases.jsonl").read_text() == "{}\n" and files["jsonl case file"].exists()
+
+
+class _Drain:
+    """A reader of a named pipe, opening it again after each writer, so that writing to it (what an
+    unchecked output does) never waits."""
+
+    def __init__(self, fifo: Path) -> None:
+        self.fifo, self.got, self.stopped = fifo, b"", False
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        while not self.stopped:
+            with open(self.fifo, "rb") as fh:
+                self.got += fh.read()
+
+    def stop(self) -> None:
+        self.stopped = True
+        try:  # a reader waiting for a writer: let its open return
+            os.close(os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:  # none waiting
+            pass
+        self.thread.join(10)
+
+
+@pytest.mark.parametrize("option", [OPT_RECORDS, OPT_REPORT, OPT_HTML, OPT_SUMMARY_MD])
+@pytest.mark.parametrize("kind", ["a character device", "a named pipe (FIFO)", "a directory"])
+def test_an_output_that_is_not_a_regular_file_is_refused(pytester: pytest.Pytester, option: str, kind: str) -> None:
+    write_demo(pytester.path, PASSING)
+    drain = None
+    if kind == "a character device":
+        target = "/dev/zero"
+    elif kind == "a directory":
+        (pytester.path / "adir").mkdir()
+        (pytester.path / "link").symlink_to(pytester.path / "adir")
+        target = "link"  # a symbolic link to a folder is a folder
+    else:
+        os.mkfifo(pytester.path / "pipe")
+        drain = _Drain(pytester.path / "pipe")
+        target = "pipe"
+    try:
+        result = pytester.runpytest("cases/", f"{option}={target}")
+    finally:
+        if drain is not None:
+            drain.stop()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([f"ERROR: {option} *{target}*: is {kind}, not a regular file; give a file path"])
+    assert drain is None or drain.got == b""
+
+
+def test_dev_null_takes_an_output_and_throws_it_away(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    result = pytester.runpytest("cases/", f"{OPT_RECORDS}=/dev/null", f"{OPT_REPORT}=/dev/null",
+                                f"{OPT_SUMMARY_MD}=/dev/null")
+    result.assert_outcomes(passed=3)
+    assert result.ret == pytest.ExitCode.OK
+    assert Path("/dev/null").is_char_device() and not Path("/dev/.null.lock").exists()
+
+
+# ------------------------------------------------------------------------------------- one run per record log
+
+
+def test_a_run_on_a_record_log_another_run_holds_is_refused_naming_it(pytester: pytest.Pytester) -> None:
+    from pytest_tooleffect.util.output_files import OutputLock
+
+    write_demo(pytester.path, PASSING)
+    log = pytester.path / "rec.jsonl"
+    log.write_text('{"kept": true}\n')
+    lock = OutputLock.acquire(OPT_RECORDS, log)  # as the run that writes it holds it
+    try:
+        result = pytester.runpytest("cases/", f"{OPT_RECORDS}=rec.jsonl")
+    finally:
+        lock.release()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {OPT_RECORDS} *rec.jsonl: another run (pid {os.getpid()} on *, since *) "
+                                 "is writing it now; two runs on one file would mix their records. Wait for that run "
+                                 f"to end, or give this run its own {OPT_RECORDS} PATH"])
+    assert log.read_text() == '{"kept": true}\n'
+    pytester.runpytest("cases/", f"{OPT_RECORDS}=rec.jsonl").assert_outcomes(passed=3)  # released: the next one runs
+    assert len(log.read_text().splitlines()) == 3
+    assert not (pytester.path / ".rec.jsonl.lock").exists()
+
+
+SLOW = "import time\n\n\ndef pytest_runtest_call(item):\n    time.sleep({s})\n"
+#: after its first item, the run waits for a file named ``go`` (two minutes at most)
+HOLD = """import os
+import time
+
+SEEN = []
+
+
+def pytest_runtest_call(item):
+    SEEN.append(item)
+    deadline = time.monotonic() + 120
+    while len(SEEN) > 1 and not os.path.exists("go") and time.monotonic() < deadline:
+        time.sleep(0.05)
+"""
+
+
+def _start(root: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly", "-q",
+                             "cases/", *args], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ.copy())
+
+
+def _wait_for_lines(path: Path, n: int, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} records in {path} (exit {proc.poll()})")
+
+
+@pytest.mark.subprocess
+def test_two_runs_at_once_on_the_default_log_the_second_is_refused_and_the_first_keeps_every_record(
+        pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    pytester.makeconftest(HOLD)
+    log = pytester.path / DEFAULT_LOG
+    with _start(pytester.path) as first:  # its pipes closed on the way out
+        try:
+            _wait_for_lines(log, 1, first)
+            second = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "cases/"],
+                                    cwd=pytester.path, capture_output=True, text=True, timeout=120,
+                                    env=os.environ.copy())
+            assert first.poll() is None, "the first run ended before the second did: nothing was at stake"
+            (pytester.path / "go").touch()
+            out, err = first.communicate(timeout=120)
+        finally:
+            if first.poll() is None:
+                first.kill()
+    assert second.returncode == pytest.ExitCode.USAGE_ERROR, second.stdout + second.stderr
+    assert f"{OPT_RECORDS} {log}: another run (pid {first.pid} on " in second.stderr
+    assert first.returncode == pytest.ExitCode.OK, out + err
+    records = [json.loads(line) for line in log.read_text().splitlines()]  # every line whole
+    assert sorted(r["case_id"] for r in records) == sorted(c["id"] for c in PASSING)
+
+
+@pytest.mark.subprocess
+def test_a_killed_run_keeps_its_flushed_records_and_leaves_no_lock_behind(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    pytester.makeconftest(SLOW.format(s=1.0))
+    log = pytester.path / "rec.jsonl"
+    with _start(pytester.path, f"{OPT_RECORDS}=rec.jsonl") as run:
+        try:
+            _wait_for_lines(log, 1, run)
+            run.send_signal(signal.SIGKILL)  # no handler, no cleanup: the kernel drops the lock
+            run.communicate(timeout=60)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    kept = [json.loads(line) for line in log.read_text().splitlines()]
+    assert 1 <= len(kept) < len(PASSING)
+    pytester.makeconftest("")
+    after = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "cases/",
+                            f"{OPT_RECORDS}=rec.jsonl"], cwd=pytester.path, capture_output=True, text=True,
+                           timeout=120, env=os.environ.copy())
+    assert after.returncode == pytest.ExitCode.OK, after.stdout + after.stderr
+    assert len(log.read_text().splitlines()) == len(PASSING)
+
+
+# --------------------------------------------------------------------------------------------------- commands
+
+
+def _labels(path: Path, ids: list[str], tool: str | None) -> None:
+    path.write_text("".join(json.dumps({"id": i, "valid_actions": [{"tool": tool}], "labelled_by": "x"}) + "\n"
+                            for i in ids))
+
+
+def _command_inputs(root: Path) -> dict[str, Path]:
+    fam = write_demo(root, PASSING)
+    log = root / "rec.jsonl"
+    log.write_text('{"a record log": true}\n')
+    _labels(root / "ana.jsonl", ["a", "b"], None)
+    _labels(root / "bo.jsonl", ["a", "b"], "read_thread")
+    (root / "pairs.jsonl").write_text(json.dumps({"id": "p", "expected": "x", "got": "x", "human": "pass"}) + "\n")
+    trace = root / "fam" / "trace.jsonl"
+    trace.parent.mkdir()
+    trace.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n")
+    (root / "spec").mkdir()
+    (root / "spec" / "family.yaml").write_text("family: {name: spec}\n")
+    return {"log": log, "case": fam / "cases.jsonl", "family": fam / "family.yaml", "ana": root / "ana.jsonl",
+            "bo": root / "bo.jsonl", "pairs": root / "pairs.jsonl", "trace": trace, "spec": root / "spec" / "family.yaml",
+            "adjudicated": root / "final.adjudicate.jsonl"}
+
+
+COMMANDS = [  # argv (paths by name), the file --out would destroy, what the message calls it
+    (["html", "{log}", "--out", "{log}", "--cases", "cases"], "log", "the record log or report"),
+    (["html", "{log}", "--out", "{case}", "--cases", "cases"], "case", "a case file of the family in *cases/demo"),
+    (["baseline", "save", "{log}", "--out", "{family}"], "family", "the family file of the family in *cases/demo"),
+    (["label", "export", "{case}", "--out", "{case}"], "case", "a case file"),
+    (["label", "import", "{case}", "--labels", "{ana}", "--out", "{ana}"], "ana", "the labelling file (--labels)"),
+    (["merge", "{ana}", "{bo}", "--out", "{bo}"], "bo", "a label file"),
+    (["merge", "{ana}", "{bo}", "--out", "{root}/final.jsonl", "--adjudicated", "{adjudicated}"], "adjudicated",
+     "the adjudicated labels (--adjudicated)"),
+    (["calibrate-judge", "{pairs}", "--judge-model", "openai/none", "--out", "{pairs}"], "pairs", "the pairs file"),
+    (["sample", "{trace}", "--out", "{root}/fam", "--name", "trace.jsonl"], "trace", "a trace file"),
+    (["generate", "{spec}", "--out", "{root}/spec"], "spec", "the spec"),
+    (["import", "labelled-jsonl", "--input", "{case}", "--out", "{root}/cases/demo"], "case",
+     "the rows it imports (--input)"),
+]
+
+
+@pytest.mark.parametrize(("argv", "target", "what"), COMMANDS, ids=[" ".join(a[:2]) + f"-{t}" for a, t, _ in COMMANDS])
+def test_a_commands_out_on_a_file_it_reads_is_refused_in_one_line(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], argv: list[str], target: str, what: str) -> None:
+    import fnmatch
+
+    files = _command_inputs(pytester.path)
+    _labels(files["adjudicated"], ["a"], None)  # the adjudicated labels, where merge lists what needs adjudication
+    before = {p: p.read_bytes() for p in files.values()}
+    assert main([a.format(**{k: str(v) for k, v in files.items()}, root=pytester.path) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    assert fnmatch.fnmatch(err, f"tooleffect *: * {files[target]}*: is {what}, which this command reads: writing * "
+                                "there would overwrite it; give * a path of its own"), err
+    assert {p: p.read_bytes() for p in files.values()} == before
+
+
+@pytest.mark.parametrize("argv", [["html", "{log}", "--out", "{out}"], ["baseline", "save", "{log}", "--out", "{out}"],
+                                  ["label", "export", "{case}", "--out", "{out}"]], ids=lambda a: " ".join(a[:2]))
+@pytest.mark.parametrize("out", ["/dev/zero", "adir"])
+def test_a_commands_out_that_is_not_a_regular_file_is_refused(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], argv: list[str], out: str) -> None:
+    files = _command_inputs(pytester.path)
+    (pytester.path / "adir").mkdir()
+    assert main([a.format(**{k: str(v) for k, v in files.items()}, out=out) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    kind = "a character device" if out.startswith("/dev") else "a directory"
+    assert err.endswith(f"--out {out}: is {kind}, not a regular file; give a file path"), err
+    assert list((pytester.path / "adir").iterdir()) == []
