@@ -22,7 +22,7 @@ from pytest_tooleffect.ci.regressions import BaselinePlugin
 from pytest_tooleffect.collect.items import CLASS_MARKERS, CaseCollector, decider_key
 from pytest_tooleffect.collect.sharding import ShardSelector
 from pytest_tooleffect.compat import PhaseReports
-from pytest_tooleffect.decide.decision import ModelTurns, obtain_decision, tooleffect_decision
+from pytest_tooleffect.decide.decision import ModelTurns, check_rate_limit, obtain_decision, tooleffect_decision
 from pytest_tooleffect.decide.sandbox_run import Sandboxes, tooleffect_sandbox
 from pytest_tooleffect.options import addoptions
 from pytest_tooleffect.report.reporter import JudgeContributor, Reporter, RunTally
@@ -56,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, doc in CLASS_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: tooleffect class: {doc}")
     settings = config.stash[settings_key] = resolve(config, registered_providers())
+    check_rate_limit(config)  # its URL and state file: usage errors before anything starts
     # read before any plugin object starts anything: a bad baseline file is a usage error
     baseline = BaselinePlugin(config) if settings.baseline is not None else None
     config.stash[decider_key] = obtain_decision  # the case item's setup asks it (collect imports no later stage)
