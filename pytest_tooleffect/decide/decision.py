@@ -504,11 +504,12 @@ def parse_turn(item: CaseItem, emitted: Any, offered: Sequence[ToolSpec]) -> Emi
     """
     try:
         return parse_emission(emitted, offered=[t.name for t in offered])
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # an agent's turn is plain JSON data (agent.plain_decision) of a shape it is not
         if item.agent is None:
             raise
+        why = " ".join(str(exc).split()) if isinstance(exc, (TypeError, ValueError)) else f"{type(exc).__name__}: {exc}"
         raise AgentError("AgentReturnedUnreadable", f"the agent returned {type(emitted).__name__}, which is no "
-                                                    f"decision: {exc}") from None
+                                                    f"decision: {why}"[:500]) from None
 
 
 @pytest.fixture
