@@ -22,6 +22,7 @@ from pytest_tooleffect.ci.regressions import BaselinePlugin
 from pytest_tooleffect.collect.items import CLASS_MARKERS, CaseCollector, decider_key
 from pytest_tooleffect.collect.sharding import ShardSelector
 from pytest_tooleffect.compat import PhaseReports
+from pytest_tooleffect.decide.agent_threads import AgentThreads
 from pytest_tooleffect.decide.decision import ModelTurns, check_rate_limit, obtain_decision, tooleffect_decision
 from pytest_tooleffect.decide.sandbox_run import Sandboxes, tooleffect_sandbox
 from pytest_tooleffect.options import addoptions
@@ -39,7 +40,8 @@ __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
 _PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes",
             "tooleffect-scorer", "tooleffect-reporter", "tooleffect-gates",
-            "tooleffect-baseline", "tooleffect-shard", "tooleffect-phase-reports")
+            "tooleffect-baseline", "tooleffect-shard", "tooleffect-phase-reports",
+            "tooleffect-agent-threads")  # closed last: after the turn pool's threads were joined
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -65,6 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "tooleffect-collector": CaseCollector(config),
         "tooleffect-sandboxes": Sandboxes(config),
         "tooleffect-scorer": Scorer(config),
+        "tooleffect-agent-threads": AgentThreads(config),  # no thread an agent leaves keeps the process alive
     }
     if settings.live:
         plugins["tooleffect-model-turns"] = ModelTurns(config)

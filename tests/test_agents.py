@@ -754,3 +754,87 @@ def test_every_odd_return_is_a_one_line_agent_error(pytester: pytest.Pytester) -
     result.assert_outcomes(errors=2 * len(ODD_KINDS), passed=3, failed=3)
     report = json.loads((pytester.path / "r.json").read_text())
     assert sum(b["n_errors"] for b in report["blocks"]) == 2 * len(ODD_KINDS)
+
+
+LEAKY_AGENTS = '''
+import atexit
+import concurrent.futures
+import os
+import sys
+import threading
+import time
+
+REPLY = {"role": "assistant", "content": "done"}
+_stuck = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agent-pool")
+_idle = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="idle-pool")
+
+
+@atexit.register
+def _said_goodbye():
+    with open(os.environ["EXIT_HANDLER_LOG"], "a") as fh:
+        fh.write(f"{os.getpid()}\\\\n")
+
+
+def leaks(state):
+    threading.Thread(target=time.sleep, args=(3600,), name="agent-poller", daemon=False).start()
+    return REPLY
+
+
+def pool_leaks(state):
+    _stuck.submit(time.sleep, 3600)
+    return REPLY
+
+
+def idle_pool(state):
+    _idle.submit(time.sleep, 0.01).result()
+    return REPLY
+
+
+async def async_leaks(state):
+    threading.Thread(target=time.sleep, args=(3600,), name="async-poller", daemon=False).start()
+    return REPLY
+'''
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_agent_that_leaves_a_thread_running_does_not_keep_pytest_alive(pytester: pytest.Pytester,
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          workers: int) -> None:
+    """Non-daemon threads and a thread pool task that never return, started by sync and async
+    agents: the report and the records are written, the threads are named on stderr, the exit
+    handlers run, and the process ends with the run's own status (1: a decision failed) instead of
+    waiting for them forever.  An idle pool's workers are no leak: never named.
+    """
+    _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]}),
+                                 _demo_case("read", {"valid_actions": [{"tool": "read_thread",
+                                                                        "args": {"thread_id": "t"}}]})])
+    pytester.makepyfile(leaky_agents=LEAKY_AGENTS)
+    goodbyes = pytester.path / "exit-handlers.log"
+    monkeypatch.setenv("EXIT_HANDLER_LOG", str(goodbyes))
+    names = ["leaks", "pool_leaks", "idle_pool", "async_leaks"]
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess("cases/", *[f"--tooleffect-agent={n}=leaky_agents:{n}" for n in names],
+                                           "--tooleffect-report=r.json", "-n", str(workers), timeout=180)
+    assert time.monotonic() - started < 180
+    result.assert_outcomes(passed=4, failed=4)  # each agent replies: right at "stop", wrong at "read"
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert sum(b["n_scored"] for b in report["blocks"]) == 8
+    # at -n 0 the process says so on stderr as it ends; a worker's stderr reaches the terminal only while
+    # the controller still captures, so the workers hand their non-daemon threads to the controller's summary
+    out, err = result.stdout.str(), result.stderr.str()
+    said = [line for line in (err if workers == 0 else out).splitlines() if line.startswith("tooleffect")
+            and "still running" in line]
+    assert said, out[-3000:] + err[-3000:]
+    text = "\n".join(said)
+    leaked = [("agent-poller", "leaky_agents.leaks"), ("async-poller", "leaky_agents.async_leaks")]
+    if workers == 0:  # a pool worker is told stuck from idle at shutdown only: named on stderr, best effort under -n
+        leaked.append(("agent-pool_0", "leaky_agents.pool_leaks"))
+    for name, agent in leaked:
+        # the agent whose turn started it, with any whose turn overlapped (async turns run beside sync ones)
+        named = re.search(rf"'{name}'(?: ×\d+)? \(started during a turn of ([^)]*)\)", text)
+        assert named and agent in named[1].split(" or "), text
+    assert "idle-pool" not in text
+    assert ("with the run's exit status 1" in text) if workers == 0 else ("when worker gw" in text)
+    assert goodbyes.read_text().split(), "the exit handlers did not run"

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_tooleffect.collect.agents import Agent, AgentError
+from pytest_tooleffect.decide.agent_threads import note_new_threads
 from pytest_tooleffect.formats import Case, Policy, ToolSpec
 
 __all__ = ["MAX_DECISION_DEPTH", "MAX_DECISION_SIZE", "AgentState", "AgentTurn", "agent_cost", "agent_state",
@@ -364,7 +365,8 @@ def call_agent_bounded(agent: Agent, state: AgentState, timeout_s: float) -> tup
     """Call a sync agent as :func:`call_agent` does, in a daemon thread, waiting at most ``timeout_s``.
 
     A thread cannot be stopped from outside: an agent that hangs is left running there (a daemon
-    thread never holds the process at exit) and its item becomes an error outcome.
+    thread never holds the process at exit) and its item becomes an error outcome.  A non-daemon
+    thread the agent starts is noted (:mod:`.agent_threads`): it cannot hold the process either.
 
     Returns:
         ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
@@ -385,8 +387,14 @@ def call_agent_bounded(agent: Agent, state: AgentState, timeout_s: float) -> tup
         finally:
             done.set()
 
-    threading.Thread(target=run, name=f"tooleffect-agent-{state.case_id}", daemon=True).start()
-    if not done.wait(timeout_s):
+    before = threading.enumerate()
+    worker = threading.Thread(target=run, name=f"tooleffect-agent-{state.case_id}", daemon=True)
+    worker.start()
+    try:
+        finished = done.wait(timeout_s)
+    finally:
+        note_new_threads(before, _name(agent), own=worker)
+    if not finished:
         raise AgentError("Timeout", f"the agent gave no decision within {timeout_s:g} s (--tooleffect-timeout); "
                                     "it is left running in its thread")
     if "error" in box:
@@ -426,11 +434,25 @@ async def run_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any
         AgentError: the agent raised (its traceback kept), returned ``None``, or a value that cannot
             be read as JSON data.
     """
+    import threading
+
+    before = threading.enumerate()
     t0 = time.perf_counter()
-    result = _called(agent, state, main_thread=False)
-    if inspect.isawaitable(result):
-        result = await _awaited(result)
+    try:
+        result = _called(agent, state, main_thread=False)
+        if inspect.isawaitable(result):
+            result = await _awaited(result)
+    finally:
+        note_new_threads(before, _name(agent))
     return _read(result, time.perf_counter() - t0)
+
+
+def _name(agent: Agent) -> str:
+    """``module.qualname`` of an agent, as a message names it."""
+    try:
+        return f"{getattr(agent, '__module__', None) or '?'}.{getattr(agent, '__qualname__', type(agent).__qualname__)}"
+    except Exception:
+        return type(agent).__qualname__
 
 
 def _read(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict[str, Any]]:
