@@ -65,19 +65,36 @@ by litellm, underscore and all): the cost litellm already computed for an answer
 
 snapshot_logger_registry — logging's registry of loggers, safe to walk while a background import
 adds to it (CPython 3.11): a correctness fix (an INTERNALERROR otherwise), no figure.
+
+at_thread_shutdown, run_exit_handlers, joined_at_exit, release_pool_workers —
+``threading._register_atexit``, ``atexit._run_exitfuncs`` and ``concurrent.futures.thread``'s
+``_threads_queues``, ``_shutdown`` and ``_global_shutdown_lock`` (CPython 3.9–3.13; checked on
+3.11): a callback run when the interpreter starts to shut down, before it waits for the non-daemon
+threads; the ``atexit`` handlers run from there; the executor worker threads ``concurrent.futures``
+joins at exit (daemon or not), and the first half of its own exit hook (tell idle workers to end)
+so that an idle worker is told from one whose task never returns.  An agent that leaves such a thread running
+(``daemon=False``, an executor's task that never returns) would keep the process alive after the
+report is written; the callback names the thread and ends the process with the run's exit status,
+after the exit handlers (coverage's data, logging's flush) ran.  ``atexit`` handlers run only after
+the threads are joined, too late; ``concurrent.futures`` joins its workers through the same private
+hook.  A correctness fix (a run that never ends otherwise), no figure.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import socket
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
 
-__all__ = ["PUBLIC_LOOKALIKES", "OneLineFailure", "PhaseReports", "exec_socket", "fixture_request",
-           "litellm_response_cost", "read_back_node_id", "snapshot_logger_registry", "unit_scheduler"]
+__all__ = ["PUBLIC_LOOKALIKES", "OneLineFailure", "PhaseReports", "at_thread_shutdown", "exec_socket",
+           "fixture_request", "joined_at_exit", "litellm_response_cost", "read_back_node_id", "release_pool_workers",
+           "run_exit_handlers",
+           "snapshot_logger_registry", "unit_scheduler"]
 
 #: What ``grep -rn "_pytest\.\|\._[a-z]"`` finds outside this module that is no private name of
 #: pytest's or a library's (the module's docstring says why each is not).
@@ -265,3 +282,57 @@ def litellm_response_cost(response: Any) -> float | None:
     if isinstance(priced, int | float) and not isinstance(priced, bool):
         return float(priced)
     return None
+
+
+def at_thread_shutdown(callback: Callable[[], None]) -> bool:
+    """Call ``callback`` when the interpreter shuts down, before it joins the non-daemon threads
+    (callbacks registered later run first).
+
+    Returns:
+        Whether it was registered (``False`` on a Python without the hook, or during shutdown).
+    """
+    import concurrent.futures.thread  # noqa: F401  # its own exit hook registered first, so this one runs before it
+
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:
+        return False
+    try:
+        register(callback)
+    except RuntimeError:  # "can't register atexit after shutdown"
+        return False
+    return True
+
+
+def run_exit_handlers() -> None:
+    """Run the ``atexit`` handlers now (each once: the interpreter will not run them again)."""
+    run = getattr(atexit, "_run_exitfuncs", None)
+    if run is not None:
+        run()
+
+
+def joined_at_exit(thread: threading.Thread) -> bool:
+    """Whether the interpreter will wait for ``thread`` at exit: a non-daemon thread, or a worker of
+    a ``concurrent.futures`` thread pool (joined at exit whatever its daemon flag).
+    """
+    if not thread.daemon:
+        return True
+    import concurrent.futures.thread as pools
+
+    return thread in getattr(pools, "_threads_queues", {})
+
+
+def release_pool_workers() -> None:
+    """Tell every idle ``concurrent.futures`` thread pool worker to end, as the pools' own exit hook
+    does first (a worker ends once the tasks queued before it are done; one whose task never returns
+    does not).
+    """
+    import concurrent.futures.thread as pools
+
+    lock = getattr(pools, "_global_shutdown_lock", None)
+    queues = getattr(pools, "_threads_queues", None)
+    if lock is None or queues is None:
+        return
+    with lock:
+        pools._shutdown = True
+    for _, queue in list(queues.items()):
+        queue.put(None)

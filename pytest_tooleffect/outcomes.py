@@ -14,7 +14,11 @@ import pytest
 
 from pytest_tooleffect.util.redaction import redact
 
-__all__ = ["DecisionFailed", "Failure", "NotScored"]
+__all__ = ["RATE_LIMITER_ERROR", "DecisionFailed", "Failure", "NotScored"]
+
+#: The error type of a decision the run's rate limiter kept from being made (its Redis or its state
+#: file failed): the limiter's fault, never the provider's (a provider's 429 is ``RateLimitError``).
+RATE_LIMITER_ERROR = "RateLimiterError"
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ class NotScored(pytest.fail.Exception):  # type: ignore[name-defined,misc]
 
     Args:
         record_id: the item's record id, or ``None`` to leave it out of the message.
-        what: ``provider``, ``sandbox`` or ``agent``: whose failure it is.
+        what: ``provider``, ``rate limiter``, ``sandbox`` or ``agent``: whose failure it is.
         error: the failure, written into the item's error record.
     """
 

@@ -22,7 +22,8 @@ from pytest_tooleffect.ci.regressions import BaselinePlugin
 from pytest_tooleffect.collect.items import CLASS_MARKERS, CaseCollector, decider_key
 from pytest_tooleffect.collect.sharding import RunSelection
 from pytest_tooleffect.compat import PhaseReports
-from pytest_tooleffect.decide.decision import ModelTurns, obtain_decision, tooleffect_decision
+from pytest_tooleffect.decide.agent_threads import AgentThreads
+from pytest_tooleffect.decide.decision import ModelTurns, check_rate_limit, obtain_decision, tooleffect_decision
 from pytest_tooleffect.decide.sandbox_run import Sandboxes, tooleffect_sandbox
 from pytest_tooleffect.options import addoptions
 from pytest_tooleffect.report.outputs import check_run_outputs, release_records_lock
@@ -40,7 +41,8 @@ __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
 _PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes",
             "tooleffect-scorer", "tooleffect-reporter", "tooleffect-gates",
-            "tooleffect-baseline", "tooleffect-selection", "tooleffect-phase-reports")
+            "tooleffect-baseline", "tooleffect-selection", "tooleffect-phase-reports",
+            "tooleffect-agent-threads")  # closed last: after the turn pool's threads were joined
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -59,6 +61,7 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = config.stash[settings_key] = resolve(config, registered_providers())
     if not hasattr(config, "workerinput"):  # only the controller writes: no output may be an input
         check_run_outputs(config)
+    check_rate_limit(config)  # its URL and state file: usage errors before anything starts
     # read before any plugin object starts anything: a bad baseline file is a usage error
     baseline = BaselinePlugin(config) if settings.baseline is not None else None
     config.stash[decider_key] = obtain_decision  # the case item's setup asks it (collect imports no later stage)
@@ -67,6 +70,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "tooleffect-collector": CaseCollector(config),
         "tooleffect-sandboxes": Sandboxes(config),
         "tooleffect-scorer": Scorer(config),
+        "tooleffect-agent-threads": AgentThreads(config),  # no thread an agent leaves keeps the process alive
     }
     if settings.live:
         plugins["tooleffect-model-turns"] = ModelTurns(config)

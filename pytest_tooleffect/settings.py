@@ -77,7 +77,8 @@ from pytest_tooleffect.options import (
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
 from pytest_tooleffect.util.extras import MissingExtra, require
 from pytest_tooleffect.util.input_files import read_input_text
-from pytest_tooleffect.util.redaction import looks_like_key
+from pytest_tooleffect.util.redaction import looks_like_key, register
+from pytest_tooleffect.util.urls import url_secrets, without_password
 
 __all__ = ["PYPROJECT", "SandboxSettings", "Settings", "is_live", "read_pyproject", "resolve", "settings_key"]
 
@@ -228,9 +229,11 @@ def _rate_backend(config: pytest.Config) -> str | None:
     raw = str(config.getini(INI_RATE_BACKEND)).strip()
     if not raw:
         return None
+    for secret in url_secrets(raw):  # a password in the URL is redacted from everything the run writes
+        register(secret)
     if not raw.startswith(("redis://", "rediss://", "unix://")):
-        raise pytest.UsageError(f"ini {INI_RATE_BACKEND} = {raw!r}: expected empty (the SQLite file) or a "
-                                "redis://HOST:PORT/DB URL")
+        raise pytest.UsageError(f"ini {INI_RATE_BACKEND} = {without_password(raw)!r}: expected empty (the SQLite "
+                                "file) or a redis://HOST:PORT/DB URL")
     try:
         require("redis", f"ini {INI_RATE_BACKEND} (a rate limit kept in Redis)")
     except MissingExtra as exc:

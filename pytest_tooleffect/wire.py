@@ -1,11 +1,13 @@
 """The names that cross between xdist's controller and its workers, each defined once.
 
-Two channels carry the plugin's data between processes (``docs/design.md``, "xdist-safe by
+Three channels carry the plugin's data between processes (``docs/design.md``, "xdist-safe by
 construction"): the controller hands every worker a ``workerinput`` mapping before it starts
-(:func:`pytest_configure_node` hooks write it, the worker reads ``config.workerinput``), and a
+(:func:`pytest_configure_node` hooks write it, the worker reads ``config.workerinput``), a
 worker's :class:`pytest.TestReport` is serialised back with its ``__dict__``, so an attribute set
-on it on the worker is an attribute of the report the controller logs.  Every key of the first and
-every attribute of the second is a constant here; the modules that write and read them import it.
+on it on the worker is an attribute of the report the controller logs, and a worker's
+``workeroutput`` mapping reaches the controller when the worker finishes (``node.workeroutput``
+in ``pytest_testnodedown``).  Every key of the first and the third and every attribute of the
+second is a constant here; the modules that write and read them import it.
 The plugin puts nothing in ``TestReport.user_properties``.
 """
 
@@ -13,8 +15,8 @@ from __future__ import annotations
 
 __all__ = [
     "REPORT_ATTRIBUTES", "REPORT_FAMILY", "REPORT_INVALID", "REPORT_KEPT", "REPORT_POLICY", "REPORT_RECORD",
-    "REPORT_SKIPPED", "WORKER_CHUNKED", "WORKER_COUNT", "WORKER_ID", "WORKER_INPUT_KEYS", "WORKER_OWNER_PID",
-    "WORKER_RATE_STATE", "WORKER_RUN_ID",
+    "REPORT_SKIPPED", "WORKER_CHUNKED", "WORKER_COUNT", "WORKER_ID", "WORKER_INPUT_KEYS", "WORKER_LEFT_THREADS",
+    "WORKER_OUTPUT_KEYS", "WORKER_OWNER_PID", "WORKER_RATE_STATE", "WORKER_RUN_ID",
 ]
 
 # --------------------------------------------------------------- workerinput (controller → worker)
@@ -34,6 +36,15 @@ WORKER_COUNT = "workercount"
 
 #: the plugin's own ``workerinput`` keys
 WORKER_INPUT_KEYS = (WORKER_RUN_ID, WORKER_OWNER_PID, WORKER_RATE_STATE, WORKER_CHUNKED)
+
+# ------------------------------------------------------------------ workeroutput (worker → controller)
+
+#: the threads agents started that were still running when the worker finished: a list of strings
+#: (``'name' (started during a turn of module.function)``), when there are any
+WORKER_LEFT_THREADS = "tooleffect_left_threads"
+
+#: the plugin's own ``workeroutput`` keys
+WORKER_OUTPUT_KEYS = (WORKER_LEFT_THREADS,)
 
 # ------------------------------------------------------------ TestReport attributes (worker → controller)
 

@@ -532,3 +532,309 @@ def test_a_sync_agent_that_hangs_and_an_async_one_that_blocks_its_loop_time_out(
         "left running in its thread*",
         "*agent error (not scored): Timeout: the agent gave no decision within 1 s (--tooleffect-timeout), and its "
         "event loop did not answer: a blocking call inside async def?*"])
+
+
+ODD_RETURNS = '''
+from collections import OrderedDict
+
+REPLY = {"role": "assistant", "content": "done"}
+
+
+def _call(args):
+    return {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                                 "function": {"name": "read_thread", "arguments": args}}]}
+
+
+class BrokenGet(dict):
+    def get(self, *args, **kwargs):
+        raise RuntimeError("get is broken")
+
+
+class BrokenIter(dict):
+    def __iter__(self):
+        raise RuntimeError("iter is broken")
+
+    def keys(self):
+        raise RuntimeError("keys is broken")
+
+
+class Hostile:
+    def __eq__(self, other):
+        raise RuntimeError("eq is broken")
+
+    def __iter__(self):
+        raise RuntimeError("iter is broken")
+
+    __hash__ = None
+
+
+class HostileList(list):
+    def __iter__(self):
+        raise RuntimeError("iter is broken")
+
+
+class BrokenDump:
+    def model_dump(self):
+        raise RuntimeError("model_dump is broken")
+
+
+class Dumps:
+    def __init__(self, data):
+        self.data = data
+
+    def model_dump(self):
+        return self.data
+
+
+class OddKey(str):
+    def __eq__(self, other):
+        raise RuntimeError("eq is broken")
+
+    __hash__ = str.__hash__
+
+
+def broken_get(state):
+    return BrokenGet(REPLY)
+
+
+def broken_iter(state):
+    return BrokenIter(REPLY)
+
+
+def hostile(state):
+    return Hostile()
+
+
+def hostile_list(state):
+    return HostileList([REPLY])
+
+
+def broken_dump(state):
+    return BrokenDump()
+
+
+def nothing(state):
+    return None
+
+
+def text(state):
+    return "just words"
+
+
+def words(state):
+    return ["a", "b"]
+
+
+def int_keys(state):
+    return {1: "assistant", 2: "done"}
+
+
+def int_arg_keys(state):
+    return _call({1: "t"})
+
+
+def object_arg(state):
+    return _call({"thread_id": object()})
+
+
+def set_arg(state):
+    return _call({"thread_id": {"t"}})
+
+
+def nan_arg(state):
+    return _call({"thread_id": float("nan")})
+
+
+def cycle(state):
+    message = dict(REPLY)
+    message["tool_calls"] = [message]
+    return message
+
+
+def deep(state):
+    args = value = {}
+    for _ in range(200):
+        value["n"] = {}
+        value = value["n"]
+    return _call(args)
+
+
+def huge_text(state):
+    return "x" * 5_000_000
+
+
+def huge_reply(state):
+    return {"role": "assistant", "content": "[" * 2_000_000}
+
+
+def fine_subclass(state):
+    return OrderedDict(REPLY)
+
+
+def fine_models(state):
+    return Dumps({"role": "assistant", "tool_calls": [Dumps({"id": "c1", "type": "function", "function": Dumps(
+        {"name": "read_thread", "arguments": {"thread_id": "t"}})})]})
+
+
+def fine_odd_key(state):
+    return {OddKey("role"): "assistant", OddKey("content"): "done"}
+'''
+#: each odd return and the error kind it is (every one a one-line agent error, none a verdict)
+ODD_KINDS = {"broken_get": "AgentReturnedUnreadable", "broken_iter": "AgentReturnedUnreadable",
+             "hostile": "AgentReturnedUnreadable", "hostile_list": "AgentReturnedUnreadable",
+             "broken_dump": "AgentReturnedUnreadable", "nothing": "AgentReturnedNothing",
+             "text": "AgentReturnedUnreadable", "words": "AgentReturnedUnreadable",
+             "int_keys": "AgentReturnedUnreadable", "int_arg_keys": "AgentReturnedUnreadable",
+             "object_arg": "AgentReturnedUnreadable", "set_arg": "AgentReturnedUnreadable",
+             "nan_arg": "AgentReturnedUnreadable", "cycle": "AgentReturnedUnreadable",
+             "deep": "AgentReturnedUnreadable", "huge_text": "AgentReturnedTooLarge",
+             "huge_reply": "AgentReturnedTooLarge"}
+ODD_MESSAGES = {"broken_get": "the agent returned BrokenGet, which cannot be read: reading it raised RuntimeError: "
+                              "get is broken",
+                "broken_iter": "reading it raised RuntimeError: iter is broken",
+                "hostile": "the agent returned Hostile, which is no decision: a value of type Hostile at the top: "
+                           "not JSON data",
+                "int_keys": "a key that is int (1), not a string, at the top",
+                "int_arg_keys": "a key that is int (1), not a string, at tool_calls[0].function.arguments",
+                "set_arg": "a value of type set at tool_calls[0].function.arguments.thread_id: not JSON data",
+                "nan_arg": "nan at tool_calls[0].function.arguments.thread_id: not a JSON number",
+                "cycle": "it holds itself at tool_calls[0] (a cycle)",
+                "deep": "nested deeper than 64 levels",
+                "huge_reply": "holding more than 1,000,000 characters and values"}
+
+
+def test_every_odd_return_is_a_one_line_agent_error(pytester: pytest.Pytester) -> None:
+    """A dict subclass whose get() raises, objects whose __eq__/__iter__/model_dump raise, None, a
+    string, a list of strings, keys that are no strings, sets, NaN, a cycle, 200 levels, 5 MB of
+    text: each an agent error in one line (never the plugin's traceback, never a verdict), its
+    record saying which.  Mappings, pydantic-style models at any depth and a str subclass key that
+    are data are read as data and scored.
+    """
+    _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]}),
+                                 _demo_case("read", {"valid_actions": [{"tool": "read_thread",
+                                                                        "args": {"thread_id": "t"}}]})])
+    pytester.makepyfile(odd_returns=ODD_RETURNS)
+    fine = ["fine_subclass", "fine_models", "fine_odd_key"]
+    args = [f"--tooleffect-agent={name}=odd_returns:{name}" for name in [*ODD_KINDS, *fine]]
+    started = time.monotonic()
+    result = pytester.runpytest("cases/", *args, "--tooleffect-report=r.json")
+    assert time.monotonic() - started < 120
+    out = result.stdout.str() + result.stderr.str()
+    assert "INTERNALERROR" not in out and "Traceback" not in out and "pytest_tooleffect/" not in out, out[-5000:]
+    records = {(r["policy"], r["case_id"]): r for r in map(
+        json.loads, (pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines())}
+    assert len(records) == 2 * (len(ODD_KINDS) + len(fine))
+    for (policy, case), rec in records.items():
+        if policy in fine:
+            assert rec["outcome"] == "scored", rec
+            calls = policy == "fine_models"  # read as the call it is; the others as the reply they are
+            expected = {("stop", False): "ok_no_tool", ("read", False): "none_when_tool_needed",
+                        ("stop", True): "tool_when_none_needed", ("read", True): "ok"}[(case, calls)]
+            assert rec["verdict"]["kind"] == expected, rec
+            continue
+        error = rec["error"]
+        assert rec["outcome"] == "error" and rec["verdict"] is None and error["type"] == ODD_KINDS[policy], rec
+        assert "\n" not in error["message"] and len(error["message"]) <= 500 and "traceback" not in error
+        assert ODD_MESSAGES.get(policy, "") in error["message"], error
+    # in the run's output each is one line: the section under its "ERROR at setup" header holds it alone
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in result.stdout.lines:
+        header = re.match(r"^_+ ERROR at setup of demo/(\w+)\[(\w+)\] _+$", line)
+        if header:
+            current = sections.setdefault(f"{header[1]}[{header[2]}]", [])
+        elif re.match(r"^[=_]{3,}", line):
+            current = None
+        elif current is not None and line.strip():
+            current.append(line)
+    assert sorted(sections) == sorted(f"{c}[{p}]" for p in ODD_KINDS for c in ("read", "stop"))
+    for name, lines in sections.items():
+        kind = ODD_KINDS[name.split("[")[1].rstrip("]")]
+        assert len(lines) == 1 and lines[0].startswith(f"agent error (not scored): {kind}: "), (name, lines)
+    result.assert_outcomes(errors=2 * len(ODD_KINDS), passed=3, failed=3)
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert sum(b["n_errors"] for b in report["blocks"]) == 2 * len(ODD_KINDS)
+
+
+LEAKY_AGENTS = '''
+import atexit
+import concurrent.futures
+import os
+import sys
+import threading
+import time
+
+REPLY = {"role": "assistant", "content": "done"}
+_stuck = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="agent-pool")
+_idle = concurrent.futures.ThreadPoolExecutor(2, thread_name_prefix="idle-pool")
+
+
+@atexit.register
+def _said_goodbye():
+    with open(os.environ["EXIT_HANDLER_LOG"], "a") as fh:
+        fh.write(f"{os.getpid()}\\\\n")
+
+
+def leaks(state):
+    threading.Thread(target=time.sleep, args=(3600,), name="agent-poller", daemon=False).start()
+    return REPLY
+
+
+def pool_leaks(state):
+    _stuck.submit(time.sleep, 3600)
+    return REPLY
+
+
+def idle_pool(state):
+    _idle.submit(time.sleep, 0.01).result()
+    return REPLY
+
+
+async def async_leaks(state):
+    threading.Thread(target=time.sleep, args=(3600,), name="async-poller", daemon=False).start()
+    return REPLY
+'''
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("workers", [0, 2])
+def test_an_agent_that_leaves_a_thread_running_does_not_keep_pytest_alive(pytester: pytest.Pytester,
+                                                                          monkeypatch: pytest.MonkeyPatch,
+                                                                          workers: int) -> None:
+    """Non-daemon threads and a thread pool task that never return, started by sync and async
+    agents: the report and the records are written, the threads are named on stderr, the exit
+    handlers run, and the process ends with the run's own status (1: a decision failed) instead of
+    waiting for them forever.  An idle pool's workers are no leak: never named.
+    """
+    _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]}),
+                                 _demo_case("read", {"valid_actions": [{"tool": "read_thread",
+                                                                        "args": {"thread_id": "t"}}]})])
+    pytester.makepyfile(leaky_agents=LEAKY_AGENTS)
+    goodbyes = pytester.path / "exit-handlers.log"
+    monkeypatch.setenv("EXIT_HANDLER_LOG", str(goodbyes))
+    names = ["leaks", "pool_leaks", "idle_pool", "async_leaks"]
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess("cases/", *[f"--tooleffect-agent={n}=leaky_agents:{n}" for n in names],
+                                           "--tooleffect-report=r.json", "-n", str(workers), timeout=180)
+    assert time.monotonic() - started < 180
+    result.assert_outcomes(passed=4, failed=4)  # each agent replies: right at "stop", wrong at "read"
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert sum(b["n_scored"] for b in report["blocks"]) == 8
+    # at -n 0 the process says so on stderr as it ends; a worker's stderr reaches the terminal only while
+    # the controller still captures, so the workers hand their non-daemon threads to the controller's summary
+    out, err = result.stdout.str(), result.stderr.str()
+    said = [line for line in (err if workers == 0 else out).splitlines() if line.startswith("tooleffect")
+            and "still running" in line]
+    assert said, out[-3000:] + err[-3000:]
+    text = "\n".join(said)
+    leaked = [("agent-poller", "leaky_agents.leaks"), ("async-poller", "leaky_agents.async_leaks")]
+    if workers == 0:  # a pool worker is told stuck from idle at shutdown only: named on stderr, best effort under -n
+        leaked.append(("agent-pool_0", "leaky_agents.pool_leaks"))
+    for name, agent in leaked:
+        # the agent whose turn started it, with any whose turn overlapped (async turns run beside sync ones)
+        named = re.search(rf"'{name}'(?: ×\d+)? \(started during a turn of ([^)]*)\)", text)
+        assert named and agent in named[1].split(" or "), text
+    assert "idle-pool" not in text
+    assert ("with the run's exit status 1" in text) if workers == 0 else ("when worker gw" in text)
+    assert goodbyes.read_text().split(), "the exit handlers did not run"

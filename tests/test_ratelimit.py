@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tooleffect.decide.ratelimit import PRIVATE_PREFIX, RateLimit, RateLimitTooSmall, private_state_dir
+from pytest_tooleffect.decide.ratelimit import (
+    PRIVATE_PREFIX,
+    RateLimit,
+    RateLimiterError,
+    RateLimitTooSmall,
+    private_state_dir,
+    state_file_problem,
+)
+from pytest_tooleffect.options import INI_RATE_FILE, OPT_API_BASE, OPT_MODEL, OPT_RPM
 
 
 def _max_in_window(times: list[float], window: float) -> int:
@@ -144,3 +152,79 @@ def test_a_new_private_folder_removes_only_what_ended_runs_left(tmp_path: Path, 
     assert alive.is_dir() and other.is_dir() and a_file.is_file()
     assert all((d / "limiter.sqlite").is_file() for d in not_ours)
     assert link.is_symlink() and (kept / "data").is_file()
+
+
+def _not_a_state_file(tmp_path: Path, kind: str) -> str:
+    """A ``tooleffect_rate_file`` value that names no limiter state file, made under ``tmp_path``."""
+    if kind == "folder":
+        (tmp_path / "state").mkdir()
+        return "state"
+    if kind == "yaml":
+        (tmp_path / "limits.yaml").write_text("rpm: 500\ntpm: 200000\n")
+        return "limits.yaml"
+    if kind == "other database":
+        import sqlite3
+
+        conn = sqlite3.connect(tmp_path / "app.db")
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+        conn.commit()
+        conn.close()
+        return "app.db"
+    if kind == "under a file":
+        (tmp_path / "notes.txt").write_text("x")
+        return "notes.txt/limit.db"
+    assert kind == "/dev/null"
+    return "/dev/null"
+
+
+@pytest.mark.parametrize("kind", ["folder", "yaml", "/dev/null", "other database", "under a file"])
+def test_a_rate_file_that_is_no_state_file_is_a_usage_error_at_configure(pytester: pytest.Pytester, kind: str) -> None:
+    """A folder, a YAML file, /dev/null, another program's SQLite database, a path under a file: each
+    refused before any item runs, naming the ini key and the value (not a sqlite3 traceback per
+    decision, and for /dev/null not a first decision stuck on a lock for 100 s).
+    """
+    value = _not_a_state_file(pytester.path, kind)
+    (pytester.path / "test_nothing.py").write_text("def test_x():\n    pass\n")
+    started = time.monotonic()
+    result = pytester.runpytest("-o", f"{INI_RATE_FILE}={value}", f"{OPT_MODEL}=openai/local-test",
+                                f"{OPT_API_BASE}=http://127.0.0.1:9/v1", f"{OPT_RPM}=10")
+    assert time.monotonic() - started < 30
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    err = result.stderr.str()
+    assert f"ini {INI_RATE_FILE} = {value} " in err, err
+    assert "INTERNALERROR" not in result.stdout.str() + err and "sqlite3." not in err
+    assert len([line for line in err.splitlines() if line.strip()]) == 1  # one line
+    if kind == "other database":
+        assert "users" in err  # whose tables they are
+
+
+def test_what_a_state_file_may_be(tmp_path: Path) -> None:
+    """A missing file in a folder that can be made, an empty file, and the limiter's own database are state files."""
+    assert state_file_problem(tmp_path / "new" / "deeper" / "limit.db") is None
+    (tmp_path / "empty.db").touch()
+    assert state_file_problem(tmp_path / "empty.db") is None
+    used = RateLimit(tmp_path / "used.db", rpm=2)
+    assert used.try_acquire()[0] is not None
+    used.close()
+    assert state_file_problem(tmp_path / "used.db") is None
+    (tmp_path / "link.db").symlink_to(tmp_path / "used.db")
+    assert state_file_problem(tmp_path / "link.db") is None
+    assert state_file_problem(Path("/dev/null")) == "not a regular file (a device, a FIFO or a socket)"
+
+
+def test_a_state_file_sqlite_cannot_use_is_the_rate_limiters_error(tmp_path: Path) -> None:
+    """At run time (the file replaced after configure), SQLite's failure is a RateLimiterError naming the file."""
+    (tmp_path / "gone").mkdir()
+    limit = RateLimit(tmp_path / "gone", rpm=2)
+    with pytest.raises(RateLimiterError, match=r"^the rate limiter's state file .*gone: OperationalError: ") as info:
+        limit.try_acquire()
+    assert "\n" not in info.value.message
+    path = tmp_path / "s.sqlite"
+    limit = RateLimit(path, rpm=2)
+    slot, _ = limit.try_acquire()
+    assert slot is not None
+    limit.close()
+    path.unlink()
+    path.write_text("rpm: 500\n" * 100)  # another program wrote over it
+    with pytest.raises(RateLimiterError, match="DatabaseError: file is not a database"):
+        limit.settle(slot)

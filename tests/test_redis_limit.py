@@ -18,13 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tooleffect.decide.ratelimit import RateLimitTooSmall, RedisRateLimit
+from pytest_tooleffect.decide.ratelimit import RateLimiterError, RateLimitTooSmall, RedisRateLimit, redis_url_problem
 from pytest_tooleffect.options import (
     INI_RATE_BACKEND,
     INI_RATE_WINDOW,
     OPT_API_BASE,
+    OPT_CONCURRENCY,
     OPT_MODEL,
     OPT_RECORDS,
+    OPT_REPORT,
+    OPT_RETRIES,
     OPT_RPM,
     OPT_SHARD,
     OPT_TPM,
@@ -55,30 +58,37 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A redis-server of its own on 127.0.0.1 (no persistence), for this module."""
+def _start_redis(work: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A redis-server of its own on a free port of 127.0.0.1 (no persistence), answering; and its URL."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server is not installed: run scripts/ensure-redis (Debian's redis-server package)")
     port = _free_port()
-    work = tmp_path_factory.mktemp("redis")
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              "--dir", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     import redis
 
     client = redis.Redis(host="127.0.0.1", port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("redis-server did not answer on its port")
-    yield f"redis://127.0.0.1:{port}/0"
-    client.close()
+    try:
+        for _ in range(100):
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        else:
+            proc.kill()
+            pytest.fail("redis-server did not answer on its port")
+    finally:
+        client.close()
+    return proc, f"redis://127.0.0.1:{port}/0"
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of its own on 127.0.0.1 (no persistence), for this module."""
+    proc, url = _start_redis(tmp_path_factory.mktemp("redis"))
+    yield url
     proc.terminate()
     proc.wait(timeout=10)
 
@@ -171,3 +181,130 @@ def test_a_rate_backend_that_is_not_redis_is_a_usage_error(pytester: pytest.Pyte
     result = pytester.runpytest("-o", f"{INI_RATE_BACKEND}=http://127.0.0.1:6379")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert INI_RATE_BACKEND in result.stderr.str()
+
+
+@pytest.mark.parametrize(("url", "problem"), [
+    ("redis://x:y:z/abc", "Port could not be cast to integer value as 'y:z'"),
+    ("redis://127.0.0.1:99999/0", "Port out of range 0-65535"),
+    ("redis://[::1", "Invalid IPv6 URL"),
+    ("redis://:hunter2-secret@127.0.0.1:6379/abc", "the database '/abc' is not a whole number"),
+    ("redis:///0", "no host"),
+    ("redis://127.0.0.1:0/0", "port 0 is not in 1-65535"),
+    ("redis://127.0.0.1:6379/0?socket_timeout=soon", "Invalid value for 'socket_timeout'"),
+    ("unix://", "no socket path"),
+])
+def test_a_malformed_redis_url_is_a_usage_error_without_its_password(pytester: pytest.Pytester, url: str,
+                                                                     problem: str) -> None:
+    """At configure, before any turn: the ini key, the URL with its password hidden, what is wrong
+    (not an INTERNALERROR from pytest_configure, nor a URL redis-py would read as another database).
+    """
+    (pytester.path / "test_nothing.py").write_text("def test_x():\n    pass\n")
+    result = pytester.runpytest("-o", f"{INI_RATE_BACKEND}={url}#team", f"{OPT_MODEL}=openai/local-test",
+                                f"{OPT_API_BASE}=http://127.0.0.1:9/v1", f"{OPT_RPM}=10")
+    out, err = result.stdout.str(), result.stderr.str()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, out + err
+    assert "INTERNALERROR" not in out + err and "hunter2" not in out + err
+    shown = url.replace(":hunter2-secret@", ":***@")
+    assert f"ini {INI_RATE_BACKEND} = {shown}#team: " in err and problem in err, err
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1:6379/0#name", "redis://127.0.0.1", "rediss://u:p@h.example:6380/1",
+                                 "redis://[::1]:6379/15", "unix:///run/redis/redis.sock?db=2"])
+def test_well_formed_redis_urls_are_accepted(url: str) -> None:
+    assert redis_url_problem(url) is None
+
+
+def test_a_redis_where_nothing_listens_is_the_rate_limiters_error(tmp_path: Path) -> None:
+    """Unit level: the limiter's failure is its own type, one line, the URL's password hidden."""
+    limit = RedisRateLimit(f"redis://:hunter2-secret@127.0.0.1:{_free_port()}/0#x", rpm=2)
+    with pytest.raises(RateLimiterError) as info:
+        limit.try_acquire()
+    message = info.value.message
+    assert message.startswith("the rate limiter's Redis at redis://:***@127.0.0.1:") and "hunter2" not in message
+    assert "ConnectionError" in message and "\n" not in message
+    limit.close()
+
+
+def _limiter_errors(root: Path, records: str) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    rows = [json.loads(x) for x in (root / records).read_text().splitlines()]
+    return [r for r in rows if r["outcome"] == "scored"], [r for r in rows if r["outcome"] == "error"]
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("workers", [0, 2])
+def test_every_decision_a_redis_where_nothing_listens_keeps_from_being_made_is_recorded_as_its_error(
+        pytester: pytest.Pytester, workers: int) -> None:
+    """Nothing listens on the Redis port: each decision is one line of its own error type (never the
+    provider's ConnectionError with redis-py's traceback), no request reaches the model, and the
+    report and its terminal account say the rate limiter failed and for how many decisions.
+    """
+    n = 6
+    _family(pytester.path, [_case(f"q{i}") for i in range(n)])
+    url = f"redis://:hunter2-secret@127.0.0.1:{_free_port()}/0"
+    with ScriptedServer([Reply(text="fine", prompt_tokens=10, completion_tokens=2)]) as srv:
+        result = pytester.runpytest_subprocess(
+            "cases/", f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}", f"{OPT_RPM}=100",
+            "-o", f"{INI_RATE_BACKEND}={url}", f"{OPT_REPORT}=r.json", "-n", str(workers), timeout=300)
+        sent = len(srv.requests)
+    out = result.stdout.str() + result.stderr.str()
+    result.assert_outcomes(errors=n)
+    assert sent == 0
+    assert "Traceback" not in out and "redis/connection.py" not in out and "hunter2" not in out
+    assert "INTERNALERROR" not in out
+    lines = [line for line in out.splitlines() if "rate limiter error (not scored): RateLimiterError: " in line]
+    assert len(lines) == n, out[-3000:]
+    scored, errors = _limiter_errors(pytester.path, "reports/tooleffect-records.jsonl")
+    assert scored == [] and len(errors) == n
+    for rec in errors:
+        error = rec["error"]
+        assert isinstance(error, dict) and error["type"] == "RateLimiterError" and "traceback" not in error
+        assert str(error["message"]).startswith("the rate limiter's Redis at redis://:***@127.0.0.1:")
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["status"] == "incomplete"
+    limiter = report["rate_limiter"]
+    assert limiter["decisions"] == n and limiter["blocks"] == {"demo / openai/local-test": n}
+    assert "ConnectionError" in limiter["first"]
+    assert report["blocks"][0]["error_types"] == {"RateLimiterError": n}
+    result.stdout.fnmatch_lines([f"the rate limiter failed: {n} decisions not made (demo / openai/local-test {n}; "
+                                 "RateLimiterError, not a provider's error, no request sent): the rate limiter's "
+                                 "Redis at redis://:***@127.0.0.1:*"])
+
+
+@pytest.mark.subprocess
+def test_redis_killed_mid_run_fails_the_decisions_after_as_the_rate_limiters_and_keeps_the_ones_before(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """redis-server killed after a few answers: the decisions made before are scored, every later one
+    is a RateLimiterError record (never a provider's ConnectionError), and the report says how many.
+    """
+    n = 12
+    _family(pytester.path, [_case(f"k{i:02d}") for i in range(n)])
+    proc, url = _start_redis(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                         os.environ.get("PYTHONPATH", "")])}
+    try:
+        with ScriptedServer([Reply(text="fine", prompt_tokens=10, completion_tokens=2, delay_s=0.3)]) as srv:
+            run = subprocess.Popen(
+                [sys.executable, "-m", "pytest", "cases/", "-q", "-p", "no:cacheprovider", "-p", "no:langsmith_plugin",
+                 f"{OPT_MODEL}=openai/local-test", f"{OPT_API_BASE}={srv.base_url}", f"{OPT_RPM}=1000",
+                 f"{OPT_CONCURRENCY}=1", f"{OPT_RETRIES}=0", "-o", f"{INI_RATE_BACKEND}={url}#killed",
+                 f"{OPT_REPORT}=r.json"],
+                cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            deadline = time.monotonic() + 240
+            while len(srv.requests) < 3 and time.monotonic() < deadline and run.poll() is None:
+                time.sleep(0.05)
+            proc.kill()  # redis-server gone mid-run
+            proc.wait(timeout=10)
+            out = run.communicate(timeout=300)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+    assert run.returncode == 1, out[-3000:]
+    scored, errors = _limiter_errors(pytester.path, "reports/tooleffect-records.jsonl")
+    assert len(scored) + len(errors) == n
+    assert len(scored) >= 3 and len(errors) >= 1, out[-3000:]
+    assert {e["error"]["type"] for e in errors} == {"RateLimiterError"}  # type: ignore[index]
+    assert "Traceback" not in out and "redis/connection.py" not in out
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["rate_limiter"]["decisions"] == len(errors)
+    assert f"the rate limiter failed: {len(errors)} decision" in out

@@ -9,7 +9,7 @@ import pytest_tooleffect
 from pytest_tooleffect import wire
 
 PACKAGE_DIR = Path(pytest_tooleffect.__file__).parent
-NAMES = {*wire.WORKER_INPUT_KEYS, wire.WORKER_ID, wire.WORKER_COUNT, *wire.REPORT_ATTRIBUTES}
+NAMES = {*wire.WORKER_INPUT_KEYS, wire.WORKER_ID, wire.WORKER_COUNT, *wire.WORKER_OUTPUT_KEYS, *wire.REPORT_ATTRIBUTES}
 
 
 def _literals(path: Path) -> list[tuple[int, str]]:
@@ -20,8 +20,9 @@ def _literals(path: Path) -> list[tuple[int, str]]:
 
 
 def test_the_names_are_distinct_and_the_report_attributes_are_the_plugins() -> None:
-    assert len(NAMES) == len(wire.WORKER_INPUT_KEYS) + 2 + len(wire.REPORT_ATTRIBUTES)
-    assert all(name.startswith("tooleffect_") for name in (*wire.WORKER_INPUT_KEYS, *wire.REPORT_ATTRIBUTES))
+    assert len(NAMES) == len(wire.WORKER_INPUT_KEYS) + 2 + len(wire.WORKER_OUTPUT_KEYS) + len(wire.REPORT_ATTRIBUTES)
+    assert all(name.startswith("tooleffect_") for name in (*wire.WORKER_INPUT_KEYS, *wire.WORKER_OUTPUT_KEYS,
+                                                           *wire.REPORT_ATTRIBUTES))
 
 
 def test_no_module_but_wire_spells_a_wire_name() -> None:

@@ -9,6 +9,12 @@ it.  The agent gets an :class:`AgentState` and returns the decision in any shape
 ``ModelResponse``, Responses-API items, Anthropic blocks, Gemini parts), or an :class:`AgentTurn`
 that adds its usage and cost.  An exception raised by the agent is an error outcome with its
 traceback in the record, never a verdict.
+
+What the agent returns is read once, through its own interface, into plain JSON data
+(:func:`plain_decision`): the oracle, the sandbox and the record read that copy.  A value that
+cannot be read so (a mapping whose ``get`` raises, a key that is no string, a set, a cycle, NaN,
+more than :data:`MAX_DECISION_SIZE` characters) is a one-line agent error, never the plugin's
+traceback and never a verdict on what a reading happened to make of it.
 """
 
 from __future__ import annotations
@@ -24,10 +30,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_tooleffect.collect.agents import Agent, AgentError
+from pytest_tooleffect.decide.agent_threads import note_new_threads
 from pytest_tooleffect.formats import Case, Policy, ToolSpec
 
-__all__ = ["AgentState", "AgentTurn", "agent_cost", "agent_state", "call_agent", "call_agent_bounded",
-           "run_agent"]
+__all__ = ["MAX_DECISION_DEPTH", "MAX_DECISION_SIZE", "AgentState", "AgentTurn", "agent_cost", "agent_state",
+           "call_agent", "call_agent_bounded", "plain_decision", "run_agent"]
+
+#: The most an agent's decision may hold: characters of its strings and keys plus one per value.
+#: A model's turn is bounded by its output cap (4,096 tokens by default, some 16,000 characters);
+#: a decision past a million is a bug of the agent (a file, a log, a whole conversation returned).
+MAX_DECISION_SIZE = 1_000_000
+#: The deepest an agent's decision may nest (a chat message with calls and their arguments is
+#: some six levels; JSON arguments rarely pass twenty).
+MAX_DECISION_DEPTH = 64
 
 @dataclass(frozen=True)
 class AgentState:
@@ -100,6 +115,157 @@ def agent_state(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None
                       timezone=case.timezone)
 
 
+def _said(exc: BaseException) -> str:
+    """``Type: message`` of an exception on one line (at most 200 characters), even when its
+    ``__str__`` raises.
+    """
+    try:
+        text = " ".join(str(exc).split())
+    except Exception:
+        text = "(its message cannot be printed)"
+    return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
+
+
+class _NotData(Exception):
+    """A part of the agent's return value that is not JSON data (the reason, with where it is)."""
+
+
+class _TooLarge(Exception):
+    """The agent's return value is larger than :data:`MAX_DECISION_SIZE`."""
+
+
+def _where(path: str) -> str:
+    if not path:
+        return "at the top"
+    return f"at {path}" if len(path) <= 120 else f"at …{path[-119:]}"
+
+
+def _key(k: Any, path: str) -> str:
+    if type(k) is str:
+        return k
+    if isinstance(k, str):
+        return str.__str__(k)  # the characters, whatever the subclass's __str__, __eq__ or __hash__ do
+    raise _NotData(f"a key that is {type(k).__name__} ({_short(k)}), not a string, {_where(path)}")
+
+
+def _short(v: Any) -> str:
+    try:
+        text = repr(v)
+    except Exception:
+        return "unprintable"
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
+def _step(path: str, key: str) -> str:
+    shown = key if key.isidentifier() else json.dumps(key[:40])
+    return f"{path}.{shown}" if path and key.isidentifier() else f"{path}[{shown}]" if path else shown
+
+
+class _Reader:
+    """One walk over an agent's return value, into plain JSON data (see :func:`plain_decision`)."""
+
+    def __init__(self) -> None:
+        self.left = MAX_DECISION_SIZE
+        self.open: set[int] = set()  # the containers on the path being read: one seen again is a cycle
+
+    def spend(self, n: int) -> None:
+        self.left -= n
+        if self.left < 0:
+            raise _TooLarge
+
+    def read(self, v: Any, path: str, depth: int) -> Any:
+        t = type(v)
+        if t is str:
+            self.spend(1 + len(v))
+            return v
+        self.spend(1)
+        if v is None or t is bool or t is int:
+            return v
+        if t is float:
+            if not math.isfinite(v):
+                raise _NotData(f"{v!r} {_where(path)}: not a JSON number")
+            return v
+        if depth >= MAX_DECISION_DEPTH:
+            raise _NotData(f"nested deeper than {MAX_DECISION_DEPTH} levels {_where(path)}")
+        if id(v) in self.open:
+            raise _NotData(f"it holds itself {_where(path)} (a cycle)")
+        self.open.add(id(v))
+        try:
+            return self._container(v, t, path, depth)
+        finally:
+            self.open.discard(id(v))
+
+    def _container(self, v: Any, t: type, path: str, depth: int) -> Any:
+        if t is dict:  # its own data: a plain dict overrides nothing
+            return self._mapping(list(dict.items(v)), path, depth)
+        if t is list or t is tuple:
+            return [self.read(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(v)]
+        if isinstance(v, Mapping):  # through the interface a reader uses: iteration and get()
+            return self._mapping([(k, v.get(k)) for k in list(iter(v))], path, depth)
+        if isinstance(v, (list, tuple)):
+            return [self.read(x, f"{path}[{i}]", depth + 1) for i, x in enumerate(list(iter(v)))]
+        if isinstance(v, str):
+            return self.read(str.__str__(v), path, depth)
+        if isinstance(v, int):
+            return int.__int__(v)
+        if isinstance(v, float):
+            return self.read(float.__float__(v), path, depth)
+        dump = getattr(v, "model_dump", None)  # a pydantic model: litellm's, the OpenAI or Anthropic SDK's
+        if callable(dump):
+            return self.read(dump(), path, depth + 1)
+        raise _NotData(f"a value of type {t.__name__} {_where(path)}: not JSON data (objects with string keys, "
+                       "arrays, strings, finite numbers, true, false, null)")
+
+    def _mapping(self, items: list[tuple[Any, Any]], path: str, depth: int) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for k, x in items:
+            key = _key(k, path)
+            if key in out:
+                raise _NotData(f"two keys read as {json.dumps(key[:40])} {_where(path)}")
+            self.spend(len(key))
+            out[key] = self.read(x, _step(path, key), depth + 1)
+        return out
+
+
+def plain_decision(value: Any) -> Any:
+    """What an agent returned, read once into plain JSON data: dicts with string keys, lists,
+    strings, finite numbers, booleans and ``None`` (tuples become lists; a pydantic model, at any
+    depth, its ``model_dump()``; a ``str``, ``int`` or ``float`` subclass its plain value).
+
+    A mapping other than a plain dict is read through its iteration and ``get()``, a sequence other
+    than a list or tuple through its iteration: what a reader of the value would call.
+
+    Args:
+        value: the agent's return value (or an :class:`AgentTurn`'s ``emitted``).
+
+    Returns:
+        The plain copy.  Whether it is a decision is :func:`~pytest_tooleffect.oracle.parse_emission`'s
+        to say.
+
+    Raises:
+        AgentError: ``AgentReturnedUnreadable`` (a key that is no string, a value that is not JSON
+            data: a set, bytes, an object, NaN; a cycle; deeper than :data:`MAX_DECISION_DEPTH`;
+            reading it raised) or ``AgentReturnedTooLarge`` (past :data:`MAX_DECISION_SIZE`), one line each.
+    """
+    name = type(value).__name__
+    try:
+        return _Reader().read(value, "", 0)
+    except _TooLarge:
+        raise AgentError("AgentReturnedTooLarge", f"the agent returned a {name} holding more than "
+                                                  f"{MAX_DECISION_SIZE:,} characters and values: no decision is "
+                                                  "that large (a file, a log or a whole conversation returned?)"
+                         ) from None
+    except _NotData as exc:
+        raise AgentError("AgentReturnedUnreadable", f"the agent returned {name}, which is no decision: "
+                                                    f"{exc}"[:500]) from None
+    except (RecursionError, MemoryError):  # a model_dump() that recurses or grows without end
+        raise AgentError("AgentReturnedUnreadable", f"the agent returned {name}, which cannot be read: it "
+                                                    "recurses or grows without end") from None
+    except Exception as exc:  # the value's own methods raised (get, __iter__, model_dump, ...)
+        raise AgentError("AgentReturnedUnreadable", f"the agent returned {name}, which cannot be read: reading "
+                                                    f"it raised {_said(exc)}") from None
+
+
 def _failure(exc: BaseException) -> AgentError:
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return AgentError(type(exc).__name__, " ".join(str(exc).split())[:500], tb[-8000:])
@@ -109,16 +275,19 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
     """Split an agent's return value into the decision, its cost and record fields.
 
     Returns:
-        ``(emitted, cost, extra)``: cost has ``input_tokens``, ``output_tokens``, ``latency_ms``
+        ``(emitted, cost, extra)``: ``emitted`` is the decision as plain JSON data
+        (:func:`plain_decision`); cost has ``input_tokens``, ``output_tokens``, ``latency_ms``
         (wall milliseconds of the call), ``cost_usd`` (unknown values ``None``; a litellm
         ``ModelResponse``'s usage is read); extra is ``{"agent": {...}}`` when the agent gave any.
 
     Raises:
         AgentError: the agent returned ``None`` (``AgentReturnedNothing``: return a message with
             no tool calls to call nothing), tokens that are not whole numbers >= 0 or a cost that
-            is not a finite number >= 0 (``AgentBadUsage``), or ``extra`` that is not JSON
-            (``AgentBadExtra``).  A decision :func:`~pytest_tooleffect.oracle.parse_emission`
-            cannot read is refused where the decision is parsed, once
+            is not a finite number >= 0 (``AgentBadUsage``), ``extra`` that is not JSON
+            (``AgentBadExtra``), or a value that is not JSON data or cannot be read
+            (``AgentReturnedUnreadable``, ``AgentReturnedTooLarge``: :func:`plain_decision`).  A
+            decision :func:`~pytest_tooleffect.oracle.parse_emission` cannot read is refused where
+            the decision is parsed, once
             (:func:`~pytest_tooleffect.decide.decision.parse_turn`: ``AgentReturnedUnreadable``).
     """
     cost: dict[str, Any] = {"input_tokens": None, "output_tokens": None, "latency_ms": round(latency_s * 1000, 3),
@@ -129,11 +298,15 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
         if result.extra:
             extra["agent"] = dict(result.extra)
         result = result.emitted
-    else:
-        usage = getattr(result, "usage", None)
-        if usage is not None and not isinstance(result, Mapping):
-            cost["input_tokens"] = getattr(usage, "prompt_tokens", None)
-            cost["output_tokens"] = getattr(usage, "completion_tokens", None)
+    elif not isinstance(result, Mapping):
+        try:
+            usage = getattr(result, "usage", None)
+            if usage is not None:
+                cost["input_tokens"] = getattr(usage, "prompt_tokens", None)
+                cost["output_tokens"] = getattr(usage, "completion_tokens", None)
+        except Exception as exc:  # an object whose attributes raise: its decision cannot be read either
+            raise AgentError("AgentReturnedUnreadable", f"the agent returned {type(result).__name__}, which cannot "
+                                                        f"be read: reading its usage raised {_said(exc)}") from None
     if result is None:
         raise AgentError("AgentReturnedNothing", "the agent returned None; to call no tool, return a message "
                                                  "without tool calls, e.g. {'role': 'assistant', 'content': '...'}")
@@ -151,7 +324,7 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
             json.dumps(extra["agent"], allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise AgentError("AgentBadExtra", f"AgentTurn.extra must hold JSON values: {exc}") from None
-    return result, cost, extra
+    return plain_decision(result), cost, extra
 
 
 def _caught(exc: BaseException, *, main_thread: bool) -> bool:
@@ -192,7 +365,8 @@ def call_agent_bounded(agent: Agent, state: AgentState, timeout_s: float) -> tup
     """Call a sync agent as :func:`call_agent` does, in a daemon thread, waiting at most ``timeout_s``.
 
     A thread cannot be stopped from outside: an agent that hangs is left running there (a daemon
-    thread never holds the process at exit) and its item becomes an error outcome.
+    thread never holds the process at exit) and its item becomes an error outcome.  A non-daemon
+    thread the agent starts is noted (:mod:`.agent_threads`): it cannot hold the process either.
 
     Returns:
         ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
@@ -213,8 +387,14 @@ def call_agent_bounded(agent: Agent, state: AgentState, timeout_s: float) -> tup
         finally:
             done.set()
 
-    threading.Thread(target=run, name=f"tooleffect-agent-{state.case_id}", daemon=True).start()
-    if not done.wait(timeout_s):
+    before = threading.enumerate()
+    worker = threading.Thread(target=run, name=f"tooleffect-agent-{state.case_id}", daemon=True)
+    worker.start()
+    try:
+        finished = done.wait(timeout_s)
+    finally:
+        note_new_threads(before, _name(agent), own=worker)
+    if not finished:
         raise AgentError("Timeout", f"the agent gave no decision within {timeout_s:g} s (--tooleffect-timeout); "
                                     "it is left running in its thread")
     if "error" in box:
@@ -231,8 +411,9 @@ def call_agent(agent: Agent, state: AgentState, *, main_thread: bool = True) -> 
 
     Raises:
         AgentError: the agent raised (its traceback kept; a ``SystemExit`` or another
-            ``BaseException`` too, but not Ctrl-C), returned ``None``, or bad usage
-            (``AgentBadUsage``: negative, NaN or infinite tokens or cost).
+            ``BaseException`` too, but not Ctrl-C), returned ``None``, bad usage
+            (``AgentBadUsage``: negative, NaN or infinite tokens or cost), or a value that cannot
+            be read as JSON data (``AgentReturnedUnreadable``, ``AgentReturnedTooLarge``).
     """
     t0 = time.perf_counter()
     result = _called(agent, state, main_thread=main_thread)
@@ -240,7 +421,7 @@ def call_agent(agent: Agent, state: AgentState, *, main_thread: bool = True) -> 
         import asyncio
 
         result = asyncio.run(_awaited(result))
-    return agent_cost(result, time.perf_counter() - t0)
+    return _read(result, time.perf_counter() - t0)
 
 
 async def run_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any], dict[str, Any]]:
@@ -250,10 +431,38 @@ async def run_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any
         ``(emitted, cost, extra)`` as :func:`agent_cost` returns them.
 
     Raises:
-        AgentError: the agent raised (its traceback kept) or returned ``None``.
+        AgentError: the agent raised (its traceback kept), returned ``None``, or a value that cannot
+            be read as JSON data.
     """
+    import threading
+
+    before = threading.enumerate()
     t0 = time.perf_counter()
-    result = _called(agent, state, main_thread=False)
-    if inspect.isawaitable(result):
-        result = await _awaited(result)
-    return agent_cost(result, time.perf_counter() - t0)
+    try:
+        result = _called(agent, state, main_thread=False)
+        if inspect.isawaitable(result):
+            result = await _awaited(result)
+    finally:
+        note_new_threads(before, _name(agent))
+    return _read(result, time.perf_counter() - t0)
+
+
+def _name(agent: Agent) -> str:
+    """``module.qualname`` of an agent, as a message names it."""
+    try:
+        return f"{getattr(agent, '__module__', None) or '?'}.{getattr(agent, '__qualname__', type(agent).__qualname__)}"
+    except Exception:
+        return type(agent).__qualname__
+
+
+def _read(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict[str, Any]]:
+    """:func:`agent_cost` of what the agent returned; whatever reading it raises is the agent's
+    one-line error (``AgentReturnedUnreadable``), never the plugin's traceback.
+    """
+    try:
+        return agent_cost(result, latency_s)
+    except AgentError:
+        raise
+    except Exception as exc:
+        raise AgentError("AgentReturnedUnreadable", f"the agent returned {type(result).__name__}, which cannot be "
+                                                    f"read: reading it raised {_said(exc)}") from None

@@ -28,14 +28,18 @@ from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.decide.agent import AgentState, agent_state, call_agent_bounded, is_async, run_agent
 from pytest_tooleffect.decide.model_turn import ModelCache, TurnPool, api_key, wait_turn
 from pytest_tooleffect.decide.provider_errors import ProviderError
+from pytest_tooleffect.decide.ratelimit import RateLimiterError, redis_url_problem, state_file_problem
 from pytest_tooleffect.decide.sandbox_run import SandboxRun, execute
 from pytest_tooleffect.decide.turn_process import finish_preload
 from pytest_tooleffect.formats import Case, ToolSpec
+from pytest_tooleffect.options import INI_RATE_BACKEND, INI_RATE_FILE
 from pytest_tooleffect.oracle import Emission, parse_emission
-from pytest_tooleffect.outcomes import Failure, NotScored
+from pytest_tooleffect.outcomes import RATE_LIMITER_ERROR, Failure, NotScored
 from pytest_tooleffect.settings import Settings, settings_key
+from pytest_tooleffect.util.urls import without_password
 
-__all__ = ["Decision", "ModelTurns", "mark_may_apply", "obtain_decision", "parse_turn", "pool_key",
+__all__ = ["Decision", "ModelTurns", "check_rate_limit", "mark_may_apply", "obtain_decision", "parse_turn",
+           "pool_key",
            "tooleffect_decision"]
 
 #: Without xdist, the live items queued ahead of the running one, in multiples of the concurrency.
@@ -71,6 +75,31 @@ def _cache(settings: Settings) -> ModelCache | None:
     if settings.cache_mode == "off" or settings.cache_dir is None:
         return None
     return ModelCache(settings.cache_dir, read="read" in settings.cache_mode, write="write" in settings.cache_mode)
+
+
+def check_rate_limit(config: pytest.Config) -> None:
+    """The rate limiter's Redis URL (ini ``tooleffect_rate_backend``) and state file (ini
+    ``tooleffect_rate_file``), checked at configure time whenever they are set: a URL redis cannot
+    use, or a path that is no limiter state file (a folder, ``/dev/null``, a YAML file), is the run's
+    usage error, not a failure of every decision (nor, for ``/dev/null``, a first decision stuck on
+    a lock).  A Redis that cannot be reached is found when a turn is admitted: each decision it
+    keeps from being made is an error record of type ``RateLimiterError``.
+
+    Raises:
+        pytest.UsageError: naming the ini key and its value (a URL's password hidden).
+    """
+    settings = config.stash[settings_key]
+    if settings.rate_backend is not None:
+        problem = redis_url_problem(settings.rate_backend)
+        if problem is not None:
+            raise pytest.UsageError(f"ini {INI_RATE_BACKEND} = {without_password(settings.rate_backend)}: {problem}; "
+                                    "expected redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][#NAME], rediss://… or "
+                                    "unix:///PATH[?db=DB][#NAME]")
+    if settings.rate_file is not None:
+        problem = state_file_problem(settings.rate_file)
+        if problem is not None:
+            raise pytest.UsageError(f"ini {INI_RATE_FILE} = {config.getini(INI_RATE_FILE)} ({settings.rate_file}): "
+                                    f"{problem}")
 
 
 def _api_key(item: CaseItem) -> str | None:
@@ -215,7 +244,8 @@ class ModelTurns:
             of the turn.
 
         Raises:
-            NotScored: the provider failed, or the agent raised (an error outcome, never a verdict).
+            NotScored: the provider failed, the rate limiter failed (``RateLimiterError``), or the agent
+                raised (an error outcome, never a verdict).
         """
         settings = self.settings
         future = self.prefetched.pop(item.nodeid, None) if state is None else None
@@ -235,6 +265,8 @@ class ModelTurns:
             turn = wait_turn(future, _timeout(item, settings), settings.retries)
         except ProviderError as exc:
             raise NotScored("provider", Failure(exc.kind, exc.message)) from None
+        except RateLimiterError as exc:  # no request was made: the limiter's failure, not the provider's
+            raise NotScored("rate limiter", Failure(RATE_LIMITER_ERROR, exc.message)) from None
         except AgentError as exc:
             raise NotScored("agent", Failure(exc.kind, exc.message, exc.traceback)) from None
         except concurrent.futures.CancelledError:
@@ -471,11 +503,12 @@ def parse_turn(item: CaseItem, emitted: Any, offered: Sequence[ToolSpec]) -> Emi
     """
     try:
         return parse_emission(emitted, offered=[t.name for t in offered])
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # an agent's turn is plain JSON data (agent.plain_decision) of a shape it is not
         if item.agent is None:
             raise
+        why = " ".join(str(exc).split()) if isinstance(exc, (TypeError, ValueError)) else f"{type(exc).__name__}: {exc}"
         raise AgentError("AgentReturnedUnreadable", f"the agent returned {type(emitted).__name__}, which is no "
-                                                    f"decision: {exc}") from None
+                                                    f"decision: {why}"[:500]) from None
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ from pytest_tooleffect.decide.provider_errors import (
     retryable,
     stop_failure,
 )
-from pytest_tooleffect.decide.ratelimit import Limiter, RateLimitTooSmall
+from pytest_tooleffect.decide.ratelimit import Limiter, RateLimiterError, RateLimitTooSmall
 from pytest_tooleffect.decide.turn_process import (
     TurnProcess,
     answer_once,
@@ -430,6 +430,18 @@ async def _admit(limit: Limiter, tokens: int, flight_s: float) -> tuple[int, flo
         held += time.perf_counter() - t0
 
 
+async def _settle(limit: Limiter, slot: int, tokens: int | None) -> None:
+    """Tell the limit a request ended.  A limiter failing now keeps the answer: the request's row
+    then leaves the window on its own, a window after its wall-clock bound (later than it would:
+    the limit stays safe), with its estimated tokens; the limiter's next admission, failing too,
+    is where the failure is recorded.
+    """
+    try:
+        await asyncio.to_thread(limit.settle, slot, tokens)
+    except RateLimiterError:
+        pass
+
+
 async def _complete(pool: TurnPool, kwargs: dict[str, Any], model: str, timeout_s: float, retries: int,
                     prices: Mapping[str, Price]) -> tuple[dict[str, Any], float, float]:
     """One answer (:meth:`TurnPool.answer`'s), seconds spent on the provider, seconds waited for the limit.
@@ -458,7 +470,7 @@ async def _complete(pool: TurnPool, kwargs: dict[str, Any], model: str, timeout_
             answer = await pool.answer(kwargs, timeout_s, bound, model, prices)
         except ProviderError as exc:
             if limit is not None and slot is not None:
-                await asyncio.to_thread(limit.settle, slot)
+                await _settle(limit, slot, None)
             spent += time.perf_counter() - t0
             if attempt == retries or not retryable(exc):
                 raise
@@ -473,7 +485,7 @@ async def _complete(pool: TurnPool, kwargs: dict[str, Any], model: str, timeout_
         spent += time.perf_counter() - t0
         if limit is not None and slot is not None:
             used = (answer["tokens"]["input_tokens"] or 0) + (answer["tokens"]["output_tokens"] or 0)
-            await asyncio.to_thread(limit.settle, slot, used or None)
+            await _settle(limit, slot, used or None)
         return answer, spent, waited
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -521,6 +533,7 @@ def wait_turn(future: concurrent.futures.Future[Turn], timeout_s: float, retries
 
     Raises:
         ProviderError: the call failed, or no complete answer came in time.
+        RateLimiterError: the run's rate limiter failed before the request could be admitted.
     """
     try:
         return future.result()

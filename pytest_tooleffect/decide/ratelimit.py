@@ -37,6 +37,11 @@ replace its token estimate once the answer is back, which is what keeps the wind
 A run without a shared file keeps its limiter in a private folder it removes at its end
 (:func:`private_state_dir`); the folders of runs killed outright are removed by the next run.
 
+A limiter whose backend fails (Redis unreachable or gone mid-run, a state file SQLite cannot use)
+raises :class:`RateLimiterError`: the decision it was admitting is an error of the rate limiter's,
+never a provider's.  What can be checked before a run starts is checked at configure time
+(:func:`redis_url_problem`, :func:`state_file_problem`): a usage error, not a failure per decision.
+
 Example::
 
     limit = RateLimit(Path("/tmp/run/limiter.sqlite"), rpm=500, tpm=200_000)
@@ -60,8 +65,10 @@ from typing import Protocol
 
 from pytest_tooleffect.util.extras import require
 from pytest_tooleffect.util.processes import is_running
+from pytest_tooleffect.util.urls import without_password
 
-__all__ = ["PRIVATE_PREFIX", "Limiter", "RateLimit", "RateLimitTooSmall", "RedisRateLimit", "private_state_dir"]
+__all__ = ["PRIVATE_PREFIX", "SQLITE_HEADER", "Limiter", "RateLimit", "RateLimitTooSmall", "RateLimiterError",
+           "RedisRateLimit", "private_state_dir", "redis_url_problem", "state_file_problem"]
 
 #: the name of a run's private limiter folder in the temporary folder: this prefix, the pid of the
 #: process that made it, ``-`` and mkdtemp's random part
@@ -101,6 +108,10 @@ def private_state_dir() -> Path:
             shutil.rmtree(old, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}-"))
 
+#: the first 16 bytes of every SQLite database file
+SQLITE_HEADER = b"SQLite format 3\x00"
+_TABLE = "admitted"
+_COLUMNS = ("id", "t", "tokens", "done")
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS admitted (id INTEGER PRIMARY KEY, t REAL NOT NULL, tokens INTEGER NOT NULL, "
            "done INTEGER NOT NULL)")
 
@@ -118,6 +129,26 @@ class Limiter(Protocol):
 
 class RateLimitTooSmall(ValueError):
     """A single request needs more tokens than the limit allows in a whole window."""
+
+
+class RateLimiterError(Exception):
+    """The rate limiter's backend failed (Redis could not be reached or answered an error, SQLite
+    could not use the state file): no request could be admitted, so none was made.
+
+    Args:
+        message: one line naming the backend (a URL without its password, or the state file) and
+            what failed.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: message`` of ``exc`` on one line, at most 300 characters."""
+    text = " ".join(str(exc).split()) or "no message"
+    return f"{type(exc).__name__}: {text}"[:300]
 
 
 class RateLimit:
@@ -150,9 +181,16 @@ class RateLimit:
     def _db(self) -> sqlite3.Connection:
         if self._conn is None:
             conn = sqlite3.connect(self.path, timeout=60.0, isolation_level=None, check_same_thread=False)
-            conn.execute(_SCHEMA)
+            try:
+                conn.execute(_SCHEMA)
+            except BaseException:
+                conn.close()
+                raise
             self._conn = conn
         return self._conn
+
+    def _failed(self, exc: BaseException) -> RateLimiterError:
+        return RateLimiterError(f"the rate limiter's state file {self.path}: {_one_line(exc)}")
 
     def try_acquire(self, tokens: int = 0, flight_s: float = 0.0, now: float | None = None
                     ) -> tuple[int | None, float]:
@@ -171,10 +209,17 @@ class RateLimit:
 
         Raises:
             RateLimitTooSmall: ``tokens`` exceeds ``tpm``: no window can ever admit it.
+            RateLimiterError: SQLite cannot use the state file.
         """
         if self.tpm is not None and tokens > self.tpm:
             raise RateLimitTooSmall(f"the request's estimated {tokens} tokens exceed the limit of {self.tpm} "
                                     f"tokens per {self.window_s:g} s")
+        try:
+            return self._try_acquire(tokens, flight_s, now)
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failed(exc) from None
+
+    def _try_acquire(self, tokens: int, flight_s: float, now: float | None) -> tuple[int | None, float]:
         with self._lock:
             db = self._db()
             db.execute("BEGIN IMMEDIATE")  # one writer at a time across processes
@@ -192,7 +237,8 @@ class RateLimit:
                 db.execute("COMMIT")
                 return cur.lastrowid, 0.0
             except BaseException:
-                db.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
                 raise
 
     def _wait(self, rows: list[tuple[float, int]], tokens: int, now: float) -> float:
@@ -218,11 +264,17 @@ class RateLimit:
             slot: the id :meth:`try_acquire` returned.
             tokens: input plus output tokens the provider reported (``None``: keep the estimate).
             now: a ``time.monotonic()`` reading (default: read the clock).
+
+        Raises:
+            RateLimiterError: SQLite cannot use the state file.
         """
         t = time.monotonic() if now is None else now
-        with self._lock:
-            self._db().execute("UPDATE admitted SET t = MIN(t, ?), done = 1, tokens = COALESCE(?, tokens) WHERE id = ?",
-                               (t, None if tokens is None else int(tokens), slot))
+        try:
+            with self._lock:
+                self._db().execute("UPDATE admitted SET t = MIN(t, ?), done = 1, tokens = COALESCE(?, tokens) "
+                                   "WHERE id = ?", (t, None if tokens is None else int(tokens), slot))
+        except (sqlite3.Error, OSError) as exc:
+            raise self._failed(exc) from None
 
     def close(self) -> None:
         """Close this process's connection (the state file stays for the other processes)."""
@@ -317,11 +369,16 @@ class RedisRateLimit:
 
         base, _, name = url.partition("#")
         self.url = base
+        self.shown = without_password(url)
         self.rpm, self.tpm, self.window_s = rpm, tpm, float(window_s)
         self.key = f"tooleffect:rate:{name or 'default'}"
+        self._errors: tuple[type[BaseException], ...] = (redis.RedisError, OSError)
         self._client = redis.Redis.from_url(base, socket_timeout=30, socket_connect_timeout=10)
         self._acquire = self._client.register_script(_ACQUIRE)
         self._settle = self._client.register_script(_SETTLE)
+
+    def _failed(self, exc: BaseException) -> RateLimiterError:
+        return RateLimiterError(f"the rate limiter's Redis at {self.shown}: {_one_line(exc)}")
 
     def try_acquire(self, tokens: int = 0, flight_s: float = 0.0, now: float | None = None
                     ) -> tuple[int | None, float]:
@@ -331,20 +388,131 @@ class RedisRateLimit:
 
         Raises:
             RateLimitTooSmall: ``tokens`` exceeds ``tpm``.
-            redis.RedisError: the server cannot be reached (a provider error for the turn).
+            RateLimiterError: the server cannot be reached, or answered an error (no request was admitted).
         """
         if self.tpm is not None and tokens > self.tpm:
             raise RateLimitTooSmall(f"the request's estimated {tokens} tokens exceed the limit of {self.tpm} "
                                     f"tokens per {self.window_s:g} s")
-        slot, wait = self._acquire(keys=[self.key, self.key + ":id"],
-                                   args=[-1 if self.rpm is None else self.rpm, -1 if self.tpm is None else self.tpm,
-                                         self.window_s, int(tokens), float(flight_s)])
-        return (int(slot), 0.0) if int(slot) else (None, float(wait))
+        try:
+            slot, wait = self._acquire(keys=[self.key, self.key + ":id"],
+                                       args=[-1 if self.rpm is None else self.rpm,
+                                             -1 if self.tpm is None else self.tpm,
+                                             self.window_s, int(tokens), float(flight_s)])
+            return (int(slot), 0.0) if int(slot) else (None, float(wait))
+        except self._errors as exc:
+            raise self._failed(exc) from None
+        except (TypeError, ValueError) as exc:  # an answer that is not the script's (another program's key)
+            raise self._failed(exc) from None
 
     def settle(self, slot: int, tokens: int | None = None, now: float | None = None) -> None:
-        """Close a request: it ended now; replace its estimate with the tokens it used, when known."""
-        self._settle(keys=[self.key], args=[slot, "" if tokens is None else int(tokens)])
+        """Close a request: it ended now; replace its estimate with the tokens it used, when known.
+
+        Raises:
+            RateLimiterError: the server cannot be reached, or answered an error.
+        """
+        try:
+            self._settle(keys=[self.key], args=[slot, "" if tokens is None else int(tokens)])
+        except self._errors as exc:
+            raise self._failed(exc) from None
 
     def close(self) -> None:
         """Close this process's connections (the state stays in Redis for the others)."""
         self._client.close()
+
+
+def redis_url_problem(url: str) -> str | None:
+    """What is wrong with a rate-limit URL before any connection is tried, or ``None``.
+
+    ``redis://`` and ``rediss://`` need a host, a port (when given) in 1…65535 and a database
+    (when given) that is a whole number; ``unix://`` needs a socket path.  What redis-py itself
+    refuses (its query parameters) is refused too.  redis-py alone would accept ``/abc`` as
+    database 0 and a missing host as ``localhost``, so a typo would limit another database or host.
+
+    Args:
+        url: ``redis://HOST:PORT/DB[#NAME]``, ``rediss://…`` or ``unix://PATH[?db=DB][#NAME]``.
+
+    Returns:
+        One line (never the URL's password), or ``None`` for a URL the limiter can use.
+    """
+    from urllib.parse import urlsplit
+
+    base, _, _name = url.partition("#")
+    try:
+        parts = urlsplit(base)
+        port = parts.port
+    except ValueError as exc:  # an unclosed [ of an IPv6 host, a port that is no number or out of range
+        return f"not a URL redis can use ({exc})"
+    if parts.scheme in ("redis", "rediss"):
+        if not parts.hostname:
+            return "no host (redis://HOST:PORT/DB)"
+        if port is not None and not 1 <= port <= 65535:
+            return f"port {port} is not in 1-65535"
+        db = parts.path.strip("/")
+        if db and not (db.isascii() and db.isdigit()):
+            return f"the database {parts.path!r} is not a whole number (redis://HOST:PORT/0)"
+    elif parts.scheme == "unix":
+        if not parts.path:
+            return "no socket path (unix:///PATH/TO/redis.sock)"
+    else:
+        return "not a redis://, rediss:// or unix:// URL"
+    import redis
+
+    try:
+        redis.Redis.from_url(base).close()  # reads the URL and its query; connects to nothing
+    except (ValueError, TypeError) as exc:
+        return " ".join(str(exc).split())[:200] or type(exc).__name__
+    return None
+
+
+def state_file_problem(path: Path) -> str | None:
+    """What keeps ``path`` from being a limiter state file, or ``None``.
+
+    A state file is a regular file that is empty or a SQLite database holding the limiter's table
+    alone (a missing file is created, in a folder that can be made).  A folder, a device such as
+    ``/dev/null``, a FIFO, a file that is not SQLite (a YAML file) or another program's database
+    is refused: SQLite would fail on each decision, or (``/dev/null``) wait on a lock it never gets.
+
+    Args:
+        path: the file ``tooleffect_rate_file`` names.
+
+    Returns:
+        One line, or ``None`` for a path the limiter can use.
+    """
+    try:
+        info = path.stat()  # a link is followed: what it points to is what SQLite opens
+    except FileNotFoundError:
+        for parent in path.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    return f"{parent} is not a folder"
+                return None if os.access(parent, os.W_OK | os.X_OK) else f"cannot create files in {parent}"
+        return None
+    except OSError as exc:
+        return _one_line(exc)
+    if stat.S_ISDIR(info.st_mode):
+        return "a folder, not a file"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file (a device, a FIFO or a socket)"
+    if not os.access(path, os.R_OK | os.W_OK):
+        return "not readable and writable by this user"
+    if info.st_size == 0:
+        return None
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        return _one_line(exc)
+    if head != SQLITE_HEADER:
+        return "not a SQLite database (the limiter's state file is one, created when missing)"
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+        try:
+            tables = sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+            columns = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({_TABLE})"))
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return f"an unreadable SQLite database ({_one_line(exc)})"
+    if tables and (tables != [_TABLE] or columns != _COLUMNS):
+        return f"a SQLite database of something else (tables: {', '.join(tables)[:200]}), not the limiter's"
+    return None

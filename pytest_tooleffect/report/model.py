@@ -28,6 +28,7 @@ from pytest_tooleffect.report.run_model import (
     JudgeSection,
     MergedSelection,
     MergedShards,
+    RateLimiterFailures,
     RunInfo,
     ShardOf,
     SkippedItems,
@@ -367,7 +368,8 @@ class Block(Part):
     """The items not scored by error type, most first: a provider's (``Timeout``,
     ``ConnectionReset``, ``RateLimitError``, …), an answer that is not a decision
     (``ContentFilter``: the provider's safety layer stopped it; ``Truncated``: cut off at the
-    output cap), an agent's, a sandbox's or the oracle's."""
+    output cap), the rate limiter's (``RateLimiterError``: it failed, so no request was sent), an
+    agent's, a sandbox's or the oracle's."""
     failing: list[str] = Field(default_factory=list)
     """The record ids of the scored rows that failed (their kind, or their effect), in record id order."""
     min_class_n: Count | None = None
@@ -442,6 +444,9 @@ class Report(Part):
     unrecorded: list[UnrecordedItems] = Field(default_factory=list)
     """Per family, the items collected that ended with no record (a crashed worker, a run stopped
     before them), sorted."""
+    rate_limiter: RateLimiterFailures | None = Field(default=None, exclude_if=is_none)
+    """The decisions the run's rate limiter kept from being made when it failed; absent when it never
+    failed (or the run had no limit)."""
     judge: JudgeSection | None = Field(default=None, exclude_if=is_none)
     """The judge of free-text fields (``tooleffect report``: the judge the records name)."""
     shard: ShardOf | None = Field(default=None, exclude_if=is_none)

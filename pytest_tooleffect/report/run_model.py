@@ -24,6 +24,7 @@ __all__ = [
     "JudgeUsage",
     "MergedSelection",
     "MergedShards",
+    "RateLimiterFailures",
     "RunInfo",
     "ShortPart",
     "ShardOf",
@@ -86,6 +87,21 @@ class UnrecordedItems(Part):
     """Items per reason, most first."""
     ids: list[str]
     """Their pytest node ids, sorted."""
+
+
+class RateLimiterFailures(Part):
+    """The run's rate limiter failed (its Redis could not be reached or went away, its state file
+    could not be used): decisions it kept from being made, each an error record of type
+    ``RateLimiterError``.  Not a provider's failure: no request was sent for them.
+    """
+
+    decisions: Count
+    """Decisions not made because the limiter failed (each also in its block's ``errors``)."""
+    blocks: dict[str, int]
+    """Those decisions per ``family / policy``, most first."""
+    first: str
+    """The message of the first of them in record id order (the backend, its URL without a password
+    or its state file, and what failed)."""
 
 
 class JudgeCalibration(Part):

@@ -15,6 +15,7 @@ from fractions import Fraction
 from math import comb
 from typing import Any, Literal
 
+from pytest_tooleffect.outcomes import RATE_LIMITER_ERROR
 from pytest_tooleffect.report.arithmetic import (
     exact_pct,
     fingerprint,
@@ -57,7 +58,13 @@ from pytest_tooleffect.report.model import (
     Spend,
 )
 from pytest_tooleffect.report.parts import PerClass
-from pytest_tooleffect.report.run_model import InvalidCase, InvalidFamily, SkippedItems, UnrecordedItems
+from pytest_tooleffect.report.run_model import (
+    InvalidCase,
+    InvalidFamily,
+    RateLimiterFailures,
+    SkippedItems,
+    UnrecordedItems,
+)
 from pytest_tooleffect.scoring.record import EffectRecord, Record, VerdictRecord
 
 __all__ = ["CONVENTIONS", "summarise"]
@@ -144,7 +151,8 @@ def summarise(records: Iterable[Record | Mapping[str, Any]], families: Mapping[s
     final: Literal["complete", "incomplete", "interrupted"] = (
         "interrupted" if status == "interrupted" else "incomplete" if unscored else "complete")
     return Report(status=final, conventions=CONVENTIONS, blocks=blocks, comparisons=comparisons,
-                  invalid=_invalid(invalid), skipped=_skipped(skipped), unrecorded=_unrecorded(unrecorded))
+                  invalid=_invalid(invalid), skipped=_skipped(skipped), unrecorded=_unrecorded(unrecorded),
+                  rate_limiter=_rate_limiter([r for rows in errs.values() for r in rows]))
 
 
 def _flag_small(block: Block, min_class_n: int) -> None:
@@ -193,6 +201,17 @@ def _unrecorded(entries: Sequence[Entry]) -> list[UnrecordedItems]:
     return [UnrecordedItems(family=f, count=len(rows), reasons=dict(Counter(e["reason"] for e in rows).most_common()),
                             ids=sorted(e["id"] for e in rows))
             for f, rows in sorted(by_family.items())]
+
+
+def _rate_limiter(errors: Sequence[Row]) -> RateLimiterFailures | None:
+    """The decisions the rate limiter kept from being made (error records of its type), or ``None``."""
+    rows = sorted((r for r in errors if r.error is not None and r.error.type == RATE_LIMITER_ERROR),
+                  key=lambda r: (r.id, r.trial or 1))
+    if not rows:
+        return None
+    blocks = Counter(f"{r.family} / {r.policy}" for r in rows)
+    assert rows[0].error is not None
+    return RateLimiterFailures(decisions=len(rows), blocks=dict(blocks.most_common()), first=rows[0].error.message)
 
 
 def _verdict(r: Row) -> VerdictRecord:

@@ -228,8 +228,8 @@ def _render_small(console: Any, b: Block) -> None:
 
 
 def _render_status(console: Any, report: Report) -> None:
-    """The status line, then the invalid cases per family, the skipped items per family × policy and
-    the items with no record per family.
+    """The status line, the decisions a failing rate limiter kept from being made, then the invalid
+    cases per family, the skipped items per family × policy and the items with no record per family.
     """
     invalid, skipped, unrecorded = report.invalid, report.skipped, report.unrecorded
     n_invalid = sum(f.count for f in invalid)
@@ -239,6 +239,12 @@ def _render_status(console: Any, report: Report) -> None:
     without = f", {n_unrecorded} without a record" if n_unrecorded else ""
     console.print(f"tooleffect report status: {report.status} ({n_invalid} invalid cases, {n_errors} errors, "
                   f"{n_skipped} skipped{without})", markup=False, highlight=False, soft_wrap=True)
+    limiter = report.rate_limiter
+    if limiter is not None:
+        where = ", ".join(f"{b} {n}" for b, n in limiter.blocks.items())
+        console.print(f"the rate limiter failed: {limiter.decisions} decision{'s' if limiter.decisions != 1 else ''} "
+                      f"not made ({where}; RateLimiterError, not a provider's error, no request sent): "
+                      f"{limiter.first}", markup=False, highlight=False, soft_wrap=True)
     for fam in invalid:
         ids = ", ".join("<file>" if i is None else i for i in fam.ids[:10])
         more = f" and {fam.count - 10} more" if fam.count > 10 else ""
@@ -259,7 +265,7 @@ def _render_status(console: Any, report: Report) -> None:
         if un.count > 10:
             console.print(f"  and {un.count - 10} more (the report's unrecorded ids)", markup=False,
                           highlight=False, soft_wrap=True)
-    if invalid or skipped or unrecorded:
+    if invalid or skipped or unrecorded or limiter is not None:
         console.print("")
 
 
