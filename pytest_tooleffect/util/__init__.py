@@ -1,3 +1,5 @@
-"""Small helpers every stage may use: JSON Lines reading, redaction of secrets, output files, processes."""
+"""Small helpers every stage may use: JSON Lines reading, redaction of secrets, text as an output shows it,
+output files, processes.
+"""
 
 __all__: list[str] = []
