@@ -31,6 +31,7 @@ from pytest_tooleffect.scoring.scorer import Scorer, tooleffect_score
 from pytest_tooleffect.scoring.sections import RecordSection, ShardMark, record_sections_key
 from pytest_tooleffect.settings import resolve, settings_key
 from pytest_tooleffect.signals import TermAsInterrupt
+from pytest_tooleffect.util import redaction
 
 if TYPE_CHECKING:
     from pytest_tooleffect.report.assembly import ReportSection
@@ -40,6 +41,8 @@ __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 _PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes",
             "tooleffect-scorer", "tooleffect-reporter", "tooleffect-gates",
             "tooleffect-baseline", "tooleffect-shard", "tooleffect-phase-reports")
+#: the secrets known before this run configured (another run's, when pytester runs one inside it)
+_secrets_before_key = pytest.StashKey[frozenset[str]]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -53,9 +56,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_secrets_before_key] = redaction.new_scope()  # this run's secrets are its own
     for name, doc in CLASS_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: tooleffect class: {doc}")
     settings = config.stash[settings_key] = resolve(config, registered_providers())
+    if settings.rate_backend is not None:  # a Redis password is cut wherever it shows
+        redaction.register_url_credentials(settings.rate_backend)
     # read before any plugin object starts anything: a bad baseline file is a usage error
     baseline = BaselinePlugin(config) if settings.baseline is not None else None
     config.stash[decider_key] = obtain_decision  # the case item's setup asks it (collect imports no later stage)
@@ -103,3 +109,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if close is not None:
             close()
         config.pluginmanager.unregister(plugin, name)
+    before = config.stash.get(_secrets_before_key, None)
+    if before is not None:
+        redaction.restore_scope(before)
+        del config.stash[_secrets_before_key]
