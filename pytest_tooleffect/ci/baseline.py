@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.report import fingerprint
+from pytest_tooleffect.util.display import json_safe
 
 __all__ = [
     "BASELINE_KIND",
@@ -355,7 +356,7 @@ class Baseline(BaseModel):
 
     def dumps(self) -> str:
         """The file's text (indented JSON, keys in field order)."""
-        return json.dumps(self.model_dump(mode="json", by_alias=True), indent=1, ensure_ascii=False) + "\n"
+        return json_safe(json.dumps(self.model_dump(mode="json", by_alias=True), indent=1, ensure_ascii=False)) + "\n"
 
 
 def _loc(loc: Sequence[Any]) -> str:
