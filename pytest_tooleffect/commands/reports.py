@@ -146,7 +146,9 @@ def cmd_html(args: argparse.Namespace) -> int:
     from pytest_tooleffect.report.model import Report
     from pytest_tooleffect.report.record_log import load_records
     from pytest_tooleffect.report.summary import summarise
+    from pytest_tooleffect.util.redaction import register_environment
 
+    register_environment()  # the page embeds the cases' states: the credentials a run would know are cut, as in a run
     source, out = Path(args.source), Path(args.out)
     try:
         raw = source.read_bytes()

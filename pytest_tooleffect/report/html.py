@@ -32,6 +32,7 @@ from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.report.model import CLASSES, Block, Report
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.util.display import PAGE_LIMIT, json_shown_as_is, shown, shown_obj
+from pytest_tooleffect.util.redaction import json_may_hold_secret, redact, redact_obj
 
 __all__ = ["SMALL_CLASS_N", "States", "load_states", "page_data", "render_html", "write_html"]
 
@@ -164,7 +165,8 @@ def _json(value: Any) -> str:
 
 
 def _page_text(value: Any, depth: int = 0) -> tuple[Any, str]:
-    """A JSON value as the page shows it, and its JSON text: every string and key as
+    """A JSON value as the page shows it, and its JSON text: the run's secrets and URLs'
+    credentials cut out (the same redaction as every other output), then every string and key as
     :func:`~pytest_tooleffect.util.display.shown` shows text over lines, at most
     :data:`~pytest_tooleffect.util.display.PAGE_LIMIT` characters each.
 
@@ -174,13 +176,13 @@ def _page_text(value: Any, depth: int = 0) -> tuple[Any, str]:
     walked when it fails.
     """
     text = _json(value)
-    if json_shown_as_is(text, limit=PAGE_LIMIT, lines=True):
+    if json_shown_as_is(text, limit=PAGE_LIMIT, lines=True) and not json_may_hold_secret(text):
         return value, text
     if not depth:
-        value = shown_obj(value, limit=PAGE_LIMIT, lines=True)
+        value = shown_obj(redact_obj(value), limit=PAGE_LIMIT, lines=True)
         return value, _json(value)
     if isinstance(value, Mapping):
-        items = [(shown(k, limit=PAGE_LIMIT, lines=True) if isinstance(k, str) else k, _page_text(v, depth - 1))
+        items = [(shown(redact(k), limit=PAGE_LIMIT, lines=True) if isinstance(k, str) else k, _page_text(v, depth - 1))
                  for k, v in value.items()]
         return ({k: v for k, (v, _) in items},
                 "{" + ",".join(f"{_json(str(k))}:{t}" for k, (_, t) in items) + "}")
@@ -207,8 +209,8 @@ def page_data(records: Sequence[Mapping[str, Any]], states: States | None) -> di
     """The data the page's decision browser reads: the records, and the states.
 
     Records and states are text written by models, providers and case files: every string passes
-    through :func:`~pytest_tooleffect.util.display.shown` (no control or bidirectional character
-    raw, each string bounded).
+    through the run's redaction and :func:`~pytest_tooleffect.util.display.shown` (no known secret,
+    no URL credentials, no control or bidirectional character raw, each string bounded).
 
     Args:
         records: the run's records (JSON objects).
