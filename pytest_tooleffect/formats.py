@@ -601,9 +601,9 @@ class Family(_Model):
 
 
 def _secret_key(name: str) -> bool:
-    from pytest_tooleffect.util.redaction import SECRET_KEY
+    from pytest_tooleffect.util.redaction import secret_name
 
-    return SECRET_KEY.search(name) is not None
+    return secret_name(name)
 
 
 def _without_secrets(value: Any) -> Any:

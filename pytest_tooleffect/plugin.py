@@ -33,6 +33,7 @@ from pytest_tooleffect.scoring.scorer import Scorer, tooleffect_score
 from pytest_tooleffect.scoring.sections import RecordSection, SelectionMark, record_sections_key
 from pytest_tooleffect.settings import resolve, settings_key
 from pytest_tooleffect.signals import TermAsInterrupt
+from pytest_tooleffect.util import redaction
 
 if TYPE_CHECKING:
     from pytest_tooleffect.report.assembly import ReportSection
@@ -43,6 +44,8 @@ _PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-model-turn
             "tooleffect-scorer", "tooleffect-reporter", "tooleffect-gates",
             "tooleffect-baseline", "tooleffect-selection", "tooleffect-phase-reports",
             "tooleffect-agent-threads")  # closed last: after the turn pool's threads were joined
+#: the secrets known before this run configured (another run's, when pytester runs one inside it)
+_secrets_before_key = pytest.StashKey[frozenset[str]]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -56,12 +59,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_secrets_before_key] = redaction.new_scope()  # this run's secrets are its own
     for name, doc in CLASS_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: tooleffect class: {doc}")
     settings = config.stash[settings_key] = resolve(config, registered_providers())
     if not hasattr(config, "workerinput"):  # only the controller writes: no output may be an input
         check_run_outputs(config)
     check_rate_limit(config)  # its URL and state file: usage errors before anything starts
+    if settings.rate_backend is not None:  # a Redis password is cut wherever it shows
+        redaction.register_url_credentials(settings.rate_backend)
     # read before any plugin object starts anything: a bad baseline file is a usage error
     baseline = BaselinePlugin(config) if settings.baseline is not None else None
     config.stash[decider_key] = obtain_decision  # the case item's setup asks it (collect imports no later stage)
@@ -113,3 +119,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             config.pluginmanager.unregister(plugin, name)
     finally:
         release_records_lock(config)  # once the log is closed: the next run may write it
+        before = config.stash.get(_secrets_before_key, None)
+        if before is not None:
+            redaction.restore_scope(before)
+            del config.stash[_secrets_before_key]

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.report import fingerprint
 from pytest_tooleffect.report.record_log import looks_like_record
+from pytest_tooleffect.util.display import json_safe
 from pytest_tooleffect.util.input_files import read_input_text
 
 __all__ = [
@@ -362,7 +363,7 @@ class Baseline(BaseModel):
 
     def dumps(self) -> str:
         """The file's text (indented JSON, keys in field order)."""
-        return json.dumps(self.model_dump(mode="json", by_alias=True), indent=1, ensure_ascii=False) + "\n"
+        return json_safe(json.dumps(self.model_dump(mode="json", by_alias=True), indent=1, ensure_ascii=False)) + "\n"
 
 
 _RECORD_LOG = ("this is a record log (one record per line), not a baseline: make the baseline from it with "

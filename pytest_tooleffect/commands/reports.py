@@ -161,7 +161,9 @@ def cmd_html(args: argparse.Namespace) -> int:
     from pytest_tooleffect.report.record_log import load_records
     from pytest_tooleffect.report.summary import summarise
     from pytest_tooleffect.util.input_files import read_input_bytes
+    from pytest_tooleffect.util.redaction import register_environment
 
+    register_environment()  # the page embeds the cases' states: the credentials a run would know are cut, as in a run
     source, out = Path(args.source), Path(args.out)
     cases = Path(args.cases)
     check_command_outputs([("--out", out)], [("the record log or report", source)], cases=cases)

@@ -31,6 +31,8 @@ from pytest_tooleffect.collect.family import family_dirs as find_family_dirs
 from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.report.model import CLASSES, Block, Report
 from pytest_tooleffect.scoring.record import Record
+from pytest_tooleffect.util.display import PAGE_LIMIT, json_shown_as_is, shown, shown_obj
+from pytest_tooleffect.util.redaction import json_may_hold_secret, redact, redact_obj
 
 __all__ = ["SMALL_CLASS_N", "States", "load_states", "page_data", "render_html", "write_html"]
 
@@ -157,8 +159,58 @@ def _disagreements(records: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[
     return out
 
 
+def _json(value: Any) -> str:
+    """Compact JSON text, non-ASCII kept: the page's data as it is packed."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def _page_text(value: Any, depth: int = 0) -> tuple[Any, str]:
+    """A JSON value as the page shows it, and its JSON text: the run's secrets and URLs'
+    credentials cut out (the same redaction as every other output), then every string and key as
+    :func:`~pytest_tooleffect.util.display.shown` shows text over lines, at most
+    :data:`~pytest_tooleffect.util.display.PAGE_LIMIT` characters each.
+
+    The value is tested as JSON text first (C speed), and returned as it is when nothing in it would
+    change, so 50,000 ordinary records cost no walk and are encoded once; else ``depth`` levels of
+    containers (a list of records, cases by family and id) are opened and each item is tested, and
+    walked when it fails.
+    """
+    text = _json(value)
+    if json_shown_as_is(text, limit=PAGE_LIMIT, lines=True) and not json_may_hold_secret(text):
+        return value, text
+    if not depth:
+        value = shown_obj(redact_obj(value), limit=PAGE_LIMIT, lines=True)
+        return value, _json(value)
+    if isinstance(value, Mapping):
+        items = [(shown(redact(k), limit=PAGE_LIMIT, lines=True) if isinstance(k, str) else k, _page_text(v, depth - 1))
+                 for k, v in value.items()]
+        return ({k: v for k, (v, _) in items},
+                "{" + ",".join(f"{_json(str(k))}:{t}" for k, (_, t) in items) + "}")
+    parts = [_page_text(v, depth - 1) for v in value]
+    return [v for v, _ in parts], "[" + ",".join(t for _, t in parts) + "]"
+
+
+def _page(records: Sequence[Mapping[str, Any]], states: States | None) -> tuple[dict[str, Any], str]:
+    """:func:`page_data`, and its compact JSON text (each part encoded once)."""
+    parts = {
+        "records": _page_text(list(records), depth=1),
+        "families": _page_text(states.families, depth=1) if states else ({}, "{}"),
+        "cases": _page_text(states.cases, depth=2) if states else ({}, "{}"),
+        "problems": _page_text(states.problems, depth=1) if states else _page_text(
+            ["the case files were not read: no conversation is shown"]),
+    }
+    disagree = sorted(p["id"] for rows in _disagreements(parts["records"][0]).values() for row in rows
+                      for p in row["by_policy"].values())
+    parts["disagree"] = (disagree, _json(disagree))
+    return {k: v for k, (v, _) in parts.items()}, "{" + ",".join(f'"{k}":{t}' for k, (_, t) in parts.items()) + "}"
+
+
 def page_data(records: Sequence[Mapping[str, Any]], states: States | None) -> dict[str, Any]:
-    """The data the page's decision browser reads: the records as written, and the states.
+    """The data the page's decision browser reads: the records, and the states.
+
+    Records and states are text written by models, providers and case files: every string passes
+    through the run's redaction and :func:`~pytest_tooleffect.util.display.shown` (no known secret,
+    no URL credentials, no control or bidirectional character raw, each string bounded).
 
     Args:
         records: the run's records (JSON objects).
@@ -168,21 +220,12 @@ def page_data(records: Sequence[Mapping[str, Any]], states: States | None) -> di
         ``{records, families, cases, problems, disagree}``: ``disagree`` lists the record ids of
         decisions on cases where policies disagree.
     """
-    disagree = sorted(p["id"] for rows in _disagreements(records).values() for row in rows
-                      for p in row["by_policy"].values())
-    return {
-        "records": list(records),
-        "families": states.families if states else {},
-        "cases": states.cases if states else {},
-        "problems": states.problems if states else ["the case files were not read: no conversation is shown"],
-        "disagree": disagree,
-    }
+    return _page(records, states)[0]
 
 
-def _pack(data: Any) -> str:
-    """JSON, gzip-compressed, base64-encoded: the page inflates it with ``DecompressionStream``."""
-    raw = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8")
-    return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
+def _pack(text: str) -> str:
+    """JSON text, gzip-compressed, base64-encoded: the page inflates it with ``DecompressionStream``."""
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=6, mtime=0)).decode("ascii")
 
 
 def _asset(name: str) -> str:
@@ -211,21 +254,25 @@ def render_html(report: Report, records: Sequence[Mapping[str, Any] | Record] = 
     """
     import jinja2
 
-    data = report.to_json()  # the template reads the report's JSON form, as the page's script does
-    rows = [r.to_json() if isinstance(r, Record) else r for r in records]
+    # the template reads the report's JSON form, as the page's script does; what a model, a provider or
+    # a case file wrote is shown as text over lines (autoescaped, and no control or bidirectional character)
+    data = report.shown(limit=PAGE_LIMIT, lines=True).to_json()
+    title = shown(title)
+    page, page_json = _page([r.to_json() if isinstance(r, Record) else r for r in records], states)
+    rows = page["records"]
     env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"),
                              autoescape=jinja2.select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
     env.globals.update(bar=_bar, classes=CLASSES, small_n=SMALL_CLASS_N, cap=LIST_CAP)
     disagreements = _disagreements(rows)
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
-    shown = set(Report.model_fields)
+    drawn = set(Report.model_fields)
     return env.get_template("report.html.j2").render(
-        more={k: v for k, v in data.items() if k not in shown},
+        more={k: v for k, v in data.items() if k not in drawn},
         block_more=[{k: v for k, v in b.items() if k not in Block.model_fields} for b in data.get("blocks", [])],
         title=title, report=data, blocks=data.get("blocks", []), n_records=len(rows),
         disagreements=disagreements, baseline=data.get("baseline"), gates=data.get("gates"),
         style=_asset("report.css"), script=_asset("report.js"),
-        packed=_pack(page_data(rows, states)) if rows else "",
+        packed=_pack(page_json) if rows else "",
     )
 
 

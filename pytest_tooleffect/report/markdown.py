@@ -10,6 +10,7 @@ nothing is recomputed.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 from fractions import Fraction
@@ -20,6 +21,7 @@ from pytest_tooleffect.report.ci_model import GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import CLASSES, Block, Rate, Report
 from pytest_tooleffect.scoring.record import Record
+from pytest_tooleffect.util.display import shown
 
 __all__ = ["render_markdown"]
 
@@ -77,11 +79,11 @@ def render_markdown(report: Report, records: Sequence[Record] = (),
         out += ["", f"Report status: {report.status} ({sum(f.count for f in invalid)} invalid cases, "
                     f"{sum(s.count for s in skipped)} skipped{without}; none in any rate)."]
         for f in invalid:
-            ids = ", ".join(f"`{_cell('<file>' if i is None else i)}`" for i in f.ids[:_MAX_IDS])
+            ids = ", ".join(_code("<file>" if i is None else i) for i in f.ids[:_MAX_IDS])
             more = f" and {f.count - _MAX_IDS} more" if f.count > _MAX_IDS else ""
             out.append(f"Invalid cases in {_cell(f.family)}: {f.count}: {ids}{more}.")
         for u in unrecorded:
-            ids = ", ".join(f"`{_cell(i)}`" for i in u.ids[:_MAX_IDS])
+            ids = ", ".join(_code(i) for i in u.ids[:_MAX_IDS])
             more = f" and {u.count - _MAX_IDS} more" if u.count > _MAX_IDS else ""
             reasons = "; ".join(f"{_cell(r)}: {n}" for r, n in u.reasons.items())
             out.append(f"Without a record in {_cell(u.family)}: {u.count} ({reasons}): {ids}{more}.")
@@ -92,7 +94,7 @@ def _block(b: Block, records: Sequence[Record]) -> list[str]:
     eff = b.effects
     out = [f"### {_cell(b.family)} · {_cell(b.policy)}", "",
            f"{b.n_scored} scored, {b.n_errors} errors, {b.n_xfail} xfail · label set "
-           f"`{b.label_set_fingerprint}`", ""]
+           f"{_code(b.label_set_fingerprint)}", ""]
     head = "| class | n | name | 95 % CI | name + args | 95 % CI |"
     rule = "| --- | ---: | ---: | ---: | ---: | ---: |"
     if eff:
@@ -124,13 +126,13 @@ def _block(b: Block, records: Sequence[Record]) -> list[str]:
             f"{due} {r.n} (no call {_pc(r.no_call_display)}, reply right {_pc(r.right_display)})"
             for due, r in by_reply.items()) + ".", ""]
     made_up = b.hallucinated_tools
-    names = ", ".join(f"`{k}` {v}" for k, v in made_up.tools.items())
+    names = ", ".join(f"{_code(k)} {v}" for k, v in made_up.tools.items())
     out += ["Calls to tools not offered (hallucinated): " + ", ".join(
         f"{c} {n}" for c, n in made_up.classes) + (f" ({names})" if names else "") + ".", ""]
     out += _baseline(records)
     errors = b.errors
     if errors:
-        listed = ", ".join(f"`{_cell(e.id)}`" for e in errors[:_MAX_IDS])
+        listed = ", ".join(_code(e.id) for e in errors[:_MAX_IDS])
         more = f" and {len(errors) - _MAX_IDS} more" if len(errors) > _MAX_IDS else ""
         types = ", ".join(f"{_cell(t)} {n}" for t, n in b.error_types.items())
         out += [f"Errors: {len(errors)} ({types}): {listed}{more}." if types else
@@ -148,7 +150,7 @@ def _baseline(records: Sequence[Record]) -> list[str]:
                       if s not in ("regression", "changed"))
     line = f"Regressions against the baseline: {len(regressed)}"
     if regressed:
-        line += ": " + ", ".join(f"`{_cell(i)}`" for i in regressed[:_MAX_IDS])
+        line += ": " + ", ".join(_code(i) for i in regressed[:_MAX_IDS])
         line += f" and {len(regressed) - _MAX_IDS} more" if len(regressed) > _MAX_IDS else ""
     out = [line + (f" ({parts})." if parts else "."), ""]
     changed = sorted((r.id, r.baseline.before, r.baseline.after) for r in records
@@ -174,6 +176,31 @@ def _ci(ci: Sequence[float] | None) -> str:
     return "–".join(percent(Fraction(repr(x)) / 100) for x in ci)
 
 
+#: what starts one of Markdown's inline constructs, escaped with a backslash: code spans, emphasis and
+#: strikethrough (``*``, ``~``; ``_`` but between letters or digits, as in ``no_tool``), links and images
+#: (``[``, ``]``), raw HTML and autolinks (``<`` before a letter, ``/``, ``!`` or ``?``), entities (``&``
+#: before a letter or ``#``), table cells (``|``), a heading's closing hashes, and the backslash where it
+#: would escape; ordinary text (``<= 0``, ``Price & Bonett``, ``no_tool``) keeps its bytes
+_MD_SPECIAL = re.compile(r"[`*~\[\]|]|(?<![^\W_])_|_(?![^\W_])|<(?=[A-Za-z/!?])|&(?=[A-Za-z#])|#(?=[#\s]*$)"
+                         r"|\\(?=[!-/:-@\[-`{-~]|$)")
+_BACKTICKS = re.compile(r"`+")
+
+
 def _cell(text: Any) -> str:
-    """Text safe in a Markdown table cell (pipes escaped, no line breaks)."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Text as the summary shows it in a table cell, a heading or a line: on one line, no control
+    character, escape or bidirectional override, cut past :data:`~pytest_tooleffect.util.display.LIMIT`
+    characters (:func:`~pytest_tooleffect.util.display.shown`), and every Markdown special
+    character escaped, so a model's text is text: no heading, link, image, HTML or table cell of
+    its own.
+    """
+    return _MD_SPECIAL.sub(lambda m: "\\" + m.group(), shown(text))
+
+
+def _code(text: Any) -> str:
+    """Text as a code span (a tool name, a record id): :func:`~pytest_tooleffect.util.display.shown`,
+    between backtick fences longer than any run of backticks in it, so it cannot close the span.
+    """
+    text = shown(text)
+    fence = "`" * (max((len(run) for run in _BACKTICKS.findall(text)), default=0) + 1)
+    pad = " " if text.startswith(("`", " ")) or text.endswith(("`", " ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"

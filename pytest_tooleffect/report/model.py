@@ -35,6 +35,7 @@ from pytest_tooleffect.report.run_model import (
     UnrecordedItems,
 )
 from pytest_tooleffect.scoring.record import RecordError
+from pytest_tooleffect.util.display import LIMIT, json_safe, shown_obj
 
 __all__ = [
     "CLASSES",
@@ -471,9 +472,23 @@ class Report(Part):
         """The report as a JSON object, keys in field order (sections without a value left out)."""
         return self.model_dump(mode="json")
 
+    def shown(self, *, limit: int | None = LIMIT, lines: bool = False) -> Report:
+        r"""The report as a renderer shows it: every string and key passed through
+        :func:`~pytest_tooleffect.util.display.shown` (a tool name a model made up, a provider's
+        message, a case file's text); ``self`` when none changes.
+
+        Args:
+            limit: the most characters of one string, the cut said.
+            lines: keep line breaks (the HTML page); else each is shown as ``\n``.
+        """
+        data = self.to_json()
+        clean = shown_obj(data, limit=limit, lines=lines)
+        return self if clean == data else Report.model_validate(clean)
+
 
 def dumps(report: Report | Mapping[str, Any]) -> str:
-    """The report as indented JSON (2 spaces, keys in field order, non-ASCII kept).
+    r"""The report as indented JSON (2 spaces, keys in field order, non-ASCII kept but for control,
+    bidirectional and separator characters, written as ``\uXXXX``: :func:`~pytest_tooleffect.util.display.json_safe`).
 
     Args:
         report: the report, or its JSON object.
@@ -482,7 +497,7 @@ def dumps(report: Report | Mapping[str, Any]) -> str:
         The JSON text, without a final newline.
     """
     data = report.to_json() if isinstance(report, Report) else report
-    return json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False)
+    return json_safe(json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False))
 
 
 def report_schema() -> dict[str, Any]:

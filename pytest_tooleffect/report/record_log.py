@@ -16,6 +16,7 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from pytest_tooleffect.scoring.record import Record, first_problem
+from pytest_tooleffect.util.display import json_safe
 from pytest_tooleffect.util.jsonl import json_lines
 
 __all__ = ["RecordLog", "load_records", "looks_like_record", "not_a_record_log", "read_records"]
@@ -46,8 +47,11 @@ class RecordLog:
         self.error: OSError | None = None
 
     def write(self, record: Mapping[str, Any]) -> None:
-        """Append one record (keys sorted) and flush it to the operating system."""
-        line = json.dumps(record, ensure_ascii=False, sort_keys=True, default=str)
+        r"""Append one record (keys sorted; control, bidirectional and separator characters and lone
+        surrogates as ``\uXXXX``: :func:`~pytest_tooleffect.util.display.json_safe`) and flush it to the
+        operating system.
+        """
+        line = json_safe(json.dumps(record, ensure_ascii=False, sort_keys=True, default=str))
         with self._lock:
             if self._fh is None:
                 self.lost += 1

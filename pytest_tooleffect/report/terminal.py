@@ -70,13 +70,17 @@ def render_terminal(report: Report, width: int = PIPED_WIDTH, soft_wrap: bool = 
             their width).
 
     Returns:
-        The tables and lines, as plain text (no colour codes).
+        The tables and lines, as plain text (no colour codes): every string of the report as
+        :func:`~pytest_tooleffect.util.display.shown` shows it (no control character, escape or
+        bidirectional override a model or a provider wrote; one line each, cut past
+        :data:`~pytest_tooleffect.util.display.LIMIT` characters).
     """
     from io import StringIO
 
     from rich.console import Console
     from rich.table import Table
 
+    report = report.shown()
     buf = StringIO()
     # data is text, never markup: family names, ids ("…[policy]"), provider messages may hold "[" and ":"
     console = Console(file=buf, width=width, force_terminal=False, color_system=None, highlight=False,

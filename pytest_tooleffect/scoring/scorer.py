@@ -25,9 +25,15 @@ from pytest_tooleffect.scoring.record import Record, build_record
 from pytest_tooleffect.scoring.sections import record_sections_key
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.bounds import bounded, one_line
+from pytest_tooleffect.util.display import LIMIT, shown
 from pytest_tooleffect.util.redaction import known, redact, redact_obj, register_environment
 
-__all__ = ["FAILURE_REPLY_LIMIT", "Scorer", "failure_reasons", "record_key", "tooleffect_score"]
+__all__ = ["FAILURE_LIMIT", "FAILURE_REPLY_LIMIT", "Scorer", "failure_reasons", "record_key", "tooleffect_score"]
+
+#: The longest failure text of a case item pytest shows (terminal, JUnit, pytest-json-report), in
+#: characters: a failing decision's line joins several pieces (names, fields, effects), each of
+#: which may be model text.
+FAILURE_LIMIT = 5 * LIMIT
 
 record_key = pytest.StashKey[Record]()
 #: Characters of the reply a failure line quotes (its whitespace made single spaces): enough for a
@@ -179,6 +185,8 @@ class Scorer:
         if call.excinfo is not None and isinstance(item, CaseItem):
             _short_longrepr(report, call.excinfo.value, item.record_id)
         _redact_report(report)
+        if isinstance(item, (CaseItem, InvalidCaseItem)):  # what a model, a provider or a case file wrote
+            _shown_report(report, lines=isinstance(item, InvalidCaseItem))
         if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, wire.REPORT_RECORD):
             setattr(report, wire.REPORT_RECORD, item.stash[record_key].to_json())
             assert isinstance(item, CaseItem)
@@ -242,10 +250,11 @@ def _short_longrepr(report: pytest.TestReport, exc: BaseException, record_id: st
 
 
 def _redact_report(report: pytest.TestReport) -> None:
-    """Cut every known secret out of a test report's failure text and captured output (what the
-    terminal, JUnit and pytest-json-report print); a report with none is left as it is.
+    """Cut every known secret and every URL's credentials out of a test report's failure text and
+    captured output (what the terminal, JUnit and pytest-json-report print); a report with none is
+    left as it is.
     """
-    if not known():
+    if not known() and not _may_hold_url_credentials(report):
         return
     if isinstance(report.longrepr, tuple):  # a skip's (path, line, reason): kept a tuple
         report.longrepr = tuple(redact(x) if isinstance(x, str) else x for x in report.longrepr)  # type: ignore[assignment]
@@ -255,6 +264,33 @@ def _redact_report(report: pytest.TestReport) -> None:
         if clean != text:
             report.longrepr = clean
     report.sections = [(title, redact(content)) for title, content in report.sections]
+
+
+def _may_hold_url_credentials(report: pytest.TestReport) -> bool:
+    texts = [content for _, content in report.sections]
+    if report.longrepr is not None:
+        texts += [str(x) for x in report.longrepr] if isinstance(report.longrepr, tuple) else [str(report.longrepr)]
+    return any("://" in t and "@" in t for t in texts)
+
+
+def _shown_report(report: pytest.TestReport, lines: bool) -> None:
+    """A case item's failure text as an output may show it (:func:`~pytest_tooleffect.util.display.shown`):
+    no control character, escape or bidirectional override of a model's, a provider's or a case
+    file's text reaches the terminal, JUnit or pytest-json-report, and at most
+    :data:`FAILURE_LIMIT` characters.  A one-line failure stays one line; an invalid case's
+    problems (``lines``), and a traceback, keep their lines.
+    """
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple):  # a skip's (path, line, reason)
+        report.longrepr = tuple(shown(x, limit=FAILURE_LIMIT) if isinstance(x, str) else x  # type: ignore[assignment]
+                                for x in longrepr)
+    elif isinstance(longrepr, str):
+        report.longrepr = shown(longrepr, limit=FAILURE_LIMIT, lines=lines)
+    elif longrepr is not None:
+        text = str(longrepr)
+        clean = shown(text, limit=None, lines=True)
+        if clean != text:
+            report.longrepr = clean
 
 
 def _error(failure: Failure | None) -> dict[str, Any] | None:

@@ -16,18 +16,26 @@ This module imports nothing of the plugin: every stage may use it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import threading
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["ENV_NAME", "MIN_SECRET_LEN", "REDACTED", "SECRET_KEY", "SECRET_NAME", "known", "looks_like_key", "redact",
-           "redact_obj", "register", "register_environment"]
+__all__ = ["ENV_NAME", "MIN_SECRET_LEN", "REDACTED", "SECRET_NAME", "json_may_hold_secret", "known", "looks_like_key",
+           "new_scope", "redact",
+           "redact_obj", "register", "register_environment", "register_url_credentials", "restore_scope",
+           "secret_name"]
 
-#: a parameter name that holds a secret (left out of the report, whatever its value)
-SECRET_KEY = re.compile(r"(^|[_-])(api[_-]?key|secret|password|passwd|token|auth|authorization|credentials?)$",
-                        re.IGNORECASE)
+#: one word of a parameter name that says it holds a secret: ``auth…`` (``authorization``, not ``author``), or a word
+#: ending in ``key``, ``token``, ``secret``, ``password``/``passwd``, ``passphrase``, ``credential(s)``,
+#: ``cookie`` or ``bearer``, or holding ``secret`` or ``passw`` (``max_tokens`` and ``keyword`` are not)
+_SECRET_WORD = re.compile(r"^auth(?!or(?!i[sz]))|secret|passw"
+                          r"|(?:key|token|passphrase|credentials?|cookie|bearer)$")
+#: the words of a name: split at anything not a letter or digit and where a lower-case letter or
+#: digit meets an upper-case one (``authHeader``, ``X-Api-Key``)
+_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 #: What a secret's value is replaced with.
 REDACTED = "<redacted>"
 #: Values shorter than this are not treated as secrets (``"1"`` or ``"true"`` in a variable named
@@ -48,34 +56,86 @@ _KEY_SHAPES = re.compile(
     r"|://[^/\s:@]+:[^/\s@]+@|[?&](?:api[_-]?key|key|token|access_token)=[^&\s]{8,}",
     re.IGNORECASE)
 
+#: credentials in a URL: ``scheme://user:password@`` or ``scheme://token@`` (user information)
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^/\s@?#:]*)(?::(?P<password>[^/\s@?#]*))?@")
+
 _lock = threading.Lock()
 _known: set[str] = set()
 _pattern: re.Pattern[str] | None = None
+_json_pattern: re.Pattern[str] | None = None
 
 
 def register(value: str | None) -> None:
     """Know ``value`` as a secret from now on (ignored when shorter than :data:`MIN_SECRET_LEN`)."""
-    global _pattern
+    global _pattern, _json_pattern
     if not value or len(value) < MIN_SECRET_LEN:
         return
     with _lock:
         if value not in _known:
             _known.add(value)
-            _pattern = None
+            _pattern = _json_pattern = None
+
+
+def register_url_credentials(text: str) -> None:
+    """Know the password (or the lone user, a token) of every URL with credentials in ``text``
+    (``redis://:PASSWORD@host``, ``https://user:PASSWORD@proxy``), so it is cut wherever it shows
+    on its own too.
+    """
+    if "://" not in text or "@" not in text:
+        return
+    for match in _URL_CREDENTIALS.finditer(text):
+        register(match.group("password") if match.group("password") is not None else match.group("user"))
 
 
 def register_environment(environ: Mapping[str, str] | None = None, names: tuple[str, ...] = ()) -> None:
-    """Know the value of every credential variable (:data:`SECRET_NAME`) and of each of ``names``."""
+    """Know the value of every credential variable (:data:`SECRET_NAME`) and of each of ``names``,
+    and the credentials of every URL a variable holds (a proxy's ``user:password@``).
+    """
     env = os.environ if environ is None else environ
     for name, value in env.items():
         if name in names or SECRET_NAME.search(name):
             register(value)
+        register_url_credentials(value)
 
 
 def known() -> frozenset[str]:
     """The secrets known so far."""
     with _lock:
         return frozenset(_known)
+
+
+def new_scope() -> frozenset[str]:
+    """Start a run's own secrets: forget every secret known so far and return them, for
+    :func:`restore_scope` at the run's end.  A pytest run calls it at configure, so the secrets of
+    one run (pytester runs a run inside another's process) are never the next one's.
+    """
+    global _pattern, _json_pattern
+    with _lock:
+        before = frozenset(_known)
+        _known.clear()
+        _pattern = _json_pattern = None
+    return before
+
+
+def restore_scope(before: frozenset[str]) -> None:
+    """End a run's secrets: the known secrets are ``before`` again (what :func:`new_scope` returned)."""
+    global _pattern, _json_pattern
+    with _lock:
+        _known.clear()
+        _known.update(before)
+        _pattern = _json_pattern = None
+
+
+def secret_name(name: str) -> bool:
+    """Whether a parameter or setting ``name`` says it holds a secret (``api_key``, ``X-Api-Key``,
+    ``auth_header``, ``authorization``, ``client_secret``, ``accessToken``, ``db_password``, …): left
+    out of the report whatever its value.  A name ending in ``env`` names a variable, not a secret
+    (``api_key_env``); ``max_tokens``, ``keyword`` and ``author`` are no secrets.
+    """
+    words = [w.lower() for w in _WORDS.findall(name)]
+    if not words or words[-1] == "env":
+        return False
+    return any(_SECRET_WORD.search(w) for w in words) or _SECRET_WORD.search("".join(words)) is not None
 
 
 def _compiled() -> re.Pattern[str] | None:
@@ -86,28 +146,58 @@ def _compiled() -> re.Pattern[str] | None:
         return _pattern
 
 
-def redact(text: str) -> str:
-    """``text`` with every known secret replaced by :data:`REDACTED`."""
-    pattern = _compiled()
-    if pattern is None or not text:
+def _without_url_credentials(match: re.Match[str]) -> str:
+    user, password = match.group("user"), match.group("password")
+    if password is not None:
+        return f"{match.group('scheme')}{user}:{REDACTED}@"
+    return f"{match.group('scheme')}{REDACTED}@" if user else match.group()
+
+
+def _cut(text: str, pattern: re.Pattern[str] | None) -> str:
+    if not text:
         return text
-    return pattern.sub(REDACTED, text)
+    if pattern is not None:
+        text = pattern.sub(REDACTED, text)
+    if "://" in text and "@" in text:
+        text = _URL_CREDENTIALS.sub(_without_url_credentials, text)
+    return text
+
+
+def redact(text: str) -> str:
+    """``text`` with every known secret replaced by :data:`REDACTED`, and the credentials of every
+    URL in it too (``redis://:<redacted>@host``, ``https://user:<redacted>@proxy``,
+    ``https://<redacted>@host`` for a lone user, a token), known or not.
+    """
+    return _cut(text, _compiled())
+
+
+def json_may_hold_secret(text: str) -> bool:
+    """Whether :func:`redact_obj` could change the JSON value ``text`` encodes (``json.dumps(...,
+    ensure_ascii=False)``): a known secret is in it (as JSON writes it), or a URL may carry
+    credentials.  A test over the text, for many values where a walk over each would cost seconds;
+    never ``False`` of a value :func:`redact_obj` changes.
+    """
+    global _json_pattern
+    if "://" in text and "@" in text:
+        return True
+    with _lock:
+        if _json_pattern is None and _known:  # each secret as JSON text holds it (a quote escaped)
+            _json_pattern = re.compile("|".join(re.escape(json.dumps(v, ensure_ascii=False)[1:-1]) for v in _known))
+        pattern = _json_pattern if _known else None
+    return pattern is not None and pattern.search(text) is not None
 
 
 def redact_obj(obj: Any) -> Any:
-    """A copy of a JSON-like value (dicts, lists, strings) with every known secret redacted in its
-    strings and keys; other values are returned as they are (and ``obj`` itself when no secret is
-    known).
+    """A copy of a JSON-like value (dicts, lists, strings) with :func:`redact` applied to its
+    strings and keys; other values are returned as they are.
     """
     pattern = _compiled()
-    if pattern is None:
-        return obj
 
     def walk(value: Any) -> Any:
         if isinstance(value, str):
-            return pattern.sub(REDACTED, value) if value else value
+            return _cut(value, pattern)
         if isinstance(value, Mapping):
-            return {pattern.sub(REDACTED, k) if isinstance(k, str) else k: walk(v) for k, v in value.items()}
+            return {_cut(k, pattern) if isinstance(k, str) else k: walk(v) for k, v in value.items()}
         if isinstance(value, (list, tuple)):
             return [walk(v) for v in value]
         return value
