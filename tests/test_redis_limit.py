@@ -204,7 +204,7 @@ def test_a_malformed_redis_url_is_a_usage_error_without_its_password(pytester: p
     out, err = result.stdout.str(), result.stderr.str()
     assert result.ret == pytest.ExitCode.USAGE_ERROR, out + err
     assert "INTERNALERROR" not in out + err and "hunter2" not in out + err
-    shown = url.replace(":hunter2-secret@", ":***@")
+    shown = url.replace(":hunter2-secret@", ":<redacted>@")
     assert f"ini {INI_RATE_BACKEND} = {shown}#team: " in err and problem in err, err
 
 
@@ -220,7 +220,7 @@ def test_a_redis_where_nothing_listens_is_the_rate_limiters_error(tmp_path: Path
     with pytest.raises(RateLimiterError) as info:
         limit.try_acquire()
     message = info.value.message
-    assert message.startswith("the rate limiter's Redis at redis://:***@127.0.0.1:") and "hunter2" not in message
+    assert message.startswith("the rate limiter's Redis at redis://:<redacted>@127.0.0.1:") and "hunter2" not in message
     assert "ConnectionError" in message and "\n" not in message
     limit.close()
 
@@ -258,7 +258,7 @@ def test_every_decision_a_redis_where_nothing_listens_keeps_from_being_made_is_r
     for rec in errors:
         error = rec["error"]
         assert isinstance(error, dict) and error["type"] == "RateLimiterError" and "traceback" not in error
-        assert str(error["message"]).startswith("the rate limiter's Redis at redis://:***@127.0.0.1:")
+        assert str(error["message"]).startswith("the rate limiter's Redis at redis://:<redacted>@127.0.0.1:")
     report = json.loads((pytester.path / "r.json").read_text())
     assert report["status"] == "incomplete"
     limiter = report["rate_limiter"]
@@ -267,7 +267,7 @@ def test_every_decision_a_redis_where_nothing_listens_keeps_from_being_made_is_r
     assert report["blocks"][0]["error_types"] == {"RateLimiterError": n}
     result.stdout.fnmatch_lines([f"the rate limiter failed: {n} decisions not made (demo / openai/local-test {n}; "
                                  "RateLimiterError, not a provider's error, no request sent): the rate limiter's "
-                                 "Redis at redis://:***@127.0.0.1:*"])
+                                 "Redis at redis://:<redacted>@127.0.0.1:*"])
 
 
 @pytest.mark.subprocess

@@ -455,6 +455,7 @@ def redis_url_problem(url: str) -> str | None:
             return "no socket path (unix:///PATH/TO/redis.sock)"
     else:
         return "not a redis://, rediss:// or unix:// URL"
+    require("redis", "a rate limit kept in Redis (ini tooleffect_rate_backend)")
     import redis
 
     try:

@@ -157,7 +157,7 @@ def _baseline(records: Sequence[Record]) -> list[str]:
                      if r.baseline is not None and r.baseline.status == "changed")
     if changed:  # a known failure of another kind now: never counted among the known ones
         line = f"Known failures of another kind now (changed): {len(changed)}: " + ", ".join(
-            f"`{_cell(i)}` ({_cell(b)} → {_cell(a)})" for i, b, a in changed[:_MAX_IDS])
+            f"{_code(i)} ({_cell(b)} → {_cell(a)})" for i, b, a in changed[:_MAX_IDS])
         out += [line + (f" and {len(changed) - _MAX_IDS} more." if len(changed) > _MAX_IDS else "."), ""]
     return out
 

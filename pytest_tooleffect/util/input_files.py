@@ -75,7 +75,10 @@ class _Capped(io.RawIOBase):
 
     def __init__(self, raw: io.FileIO, limit: int, path: Path | str) -> None:
         super().__init__()
-        self._raw, self._limit, self._path, self._read = raw, limit, path, 0
+        self._raw = raw
+        self._limit = limit
+        self._path = path
+        self._read = 0
 
     def readable(self) -> bool:
         return True

@@ -3,17 +3,20 @@
 Text only, no parsing that can fail: a URL too broken for :func:`urllib.parse.urlsplit` (an
 unclosed ``[``, a port that is no number) is still shown with its credentials hidden.
 
-This module imports nothing of the plugin: every stage may use it.
+It imports only :mod:`~pytest_tooleffect.util.redaction` (for its marker): every stage may use it.
 """
 
 from __future__ import annotations
 
 import re
 
+from pytest_tooleffect.util.redaction import REDACTED
+
 __all__ = ["HIDDEN", "url_secrets", "without_password"]
 
-#: what a URL's password (or its whole user part, when it has no ``user:``) is shown as
-HIDDEN = "***"
+#: what a URL's password (or its whole user part, when it has no ``user:``) is shown as: the
+#: redaction's own marker, so a URL reads the same whichever of the two cut it
+HIDDEN = REDACTED
 #: a query parameter that carries a credential (``?password=…``, ``&token=…``)
 _SECRET_QUERY = re.compile(r"([?&](?:[A-Za-z0-9_]*(?:pass(?:word|wd)?|secret|token|auth|key))=)[^&#]*", re.I)
 
