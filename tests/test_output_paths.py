@@ -168,6 +168,25 @@ def test_a_run_on_a_record_log_another_run_holds_is_refused_naming_it(pytester: 
     assert not (pytester.path / ".rec.jsonl.lock").exists()
 
 
+def test_a_run_of_plain_tests_takes_no_lock_on_the_default_log(pytester: pytest.Pytester) -> None:
+    """The project's own unit tests (no family folder among the arguments, no log named) run while
+    a run of the cases holds the default record log: the lock is the case runs' alone.
+    """
+    from pytest_tooleffect.options import DEFAULT_RECORDS
+    from pytest_tooleffect.util.output_files import OutputLock
+
+    write_demo(pytester.path, PASSING)
+    pytester.makepyfile(test_unit="def test_one():\n    assert 1 + 1 == 2\n")
+    log = pytester.path / DEFAULT_RECORDS
+    log.parent.mkdir(parents=True, exist_ok=True)
+    lock = OutputLock.acquire(OPT_RECORDS, log)  # a run of the cases is writing it
+    try:
+        pytester.runpytest("test_unit.py").assert_outcomes(passed=1)
+        assert pytester.runpytest("cases/").ret == pytest.ExitCode.USAGE_ERROR  # the cases' run is refused
+    finally:
+        lock.release()
+
+
 SLOW = "import time\n\n\ndef pytest_runtest_call(item):\n    time.sleep({s})\n"
 #: after its first item, the run waits for a file named ``go`` (two minutes at most)
 HOLD = """import os

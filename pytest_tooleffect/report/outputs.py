@@ -21,7 +21,9 @@ import pytest
 
 from pytest_tooleffect.collect.family import family_dirs, family_inputs, is_family_dir
 from pytest_tooleffect.options import (
+    DEFAULT_RECORDS,
     INI_RATE_FILE,
+    INI_RECORDS,
     OPT_BASELINE,
     OPT_HTML,
     OPT_JUDGE_CAL,
@@ -94,10 +96,22 @@ def check_run_outputs(config: pytest.Config) -> None:
     outputs = run_outputs(config, settings)
     try:
         check_outputs(outputs, run_inputs(config, settings, outputs))
-        if settings.records is not None and Path(os.path.realpath(settings.records)) != DISCARD:
+        if (settings.records is not None and Path(os.path.realpath(settings.records)) != DISCARD
+                and _may_write_records(config)):
             config.stash[records_lock_key] = OutputLock.acquire(OPT_RECORDS, settings.records)
     except OutputPathError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _may_write_records(config: pytest.Config) -> bool:
+    """The run names its record log (option or ini), or its arguments address a family folder: a
+    run of the project's own unit tests (``pytest tests/``) takes no lock on the default log, so it
+    never stops another run that does.
+    """
+    if config.getoption(OPT_RECORDS) is not None or config.getini(INI_RECORDS) != DEFAULT_RECORDS:
+        return True
+    here = Path(config.invocation_params.dir)
+    return bool(family_dirs(here / str(arg).split("::")[0] for arg in config.args))
 
 
 def release_records_lock(config: pytest.Config) -> None:
