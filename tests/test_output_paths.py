@@ -380,3 +380,18 @@ def test_a_rate_file_whose_folder_cannot_be_made_is_a_usage_error(pytester: pyte
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: ini tooleffect_rate_file = */proc/nonexist/x*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize("field", ["family", "policy"])
+def test_a_name_with_a_control_character_or_an_override_is_refused(field: str) -> None:
+    """Family and policy names are shown in test ids and on the terminal, where pytest prints them as
+    they are: an escape sequence or a bidirectional override in one is refused when it is read.
+    """
+    from pydantic import ValidationError
+
+    from pytest_tooleffect.formats import Family, Policy
+
+    for bad in ("demo\x1b[31m", "pol\x1b]0;T\x07", "a\u202eb", "x\n### forged"):
+        with pytest.raises(ValidationError, match="a control character or a bidirectional override"):
+            Family(name=bad) if field == "family" else Policy(name=bad)
+    assert (Family(name="démo-日本") if field == "family" else Policy(name="démo-日本")).name == "démo-日本"
