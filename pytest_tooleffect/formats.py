@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Discriminator,
@@ -486,6 +487,23 @@ class Price:
     output_per_mtok: float
 
 
+#: characters a name shown in pytest's test ids and on the terminal may not hold: C0 and C1
+#: controls (ESC starts ANSI and OSC sequences), bidirectional overrides and isolates, line separators
+_UNSHOWABLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def _showable(value: str) -> str:
+    found = _UNSHOWABLE.search(value)
+    if found is not None:
+        raise ValueError(f"holds the character U+{ord(found.group()):04X} (a control character or a bidirectional "
+                         "override): names are shown in test ids and on the terminal")
+    return value
+
+
+#: a family's or a policy's name: no control character or bidirectional override
+ShowableName = Annotated[str, AfterValidator(_showable)]
+
+
 class Policy(_Model):
     """An agent configuration under test: a litellm model (api base, overrides, sampling
     parameters), or the team's own agent (``agent: "package.module:function"``, or one a
@@ -499,7 +517,7 @@ class Policy(_Model):
 
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
-    name: str
+    name: ShowableName
     model: str | None = None
     agent: str | None = None
     api_base: str | None = None
@@ -584,7 +602,7 @@ class Family(_Model):
 
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)  # a policy's refused key
 
-    name: str
+    name: ShowableName
     description: str = ""
     system_prompt: str | None = None
     system_prompt_file: str | None = None

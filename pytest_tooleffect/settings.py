@@ -396,6 +396,10 @@ def _rooted(config: pytest.Config, value: str) -> Path | None:
     return Path(config.rootpath) / value if value else None
 
 
+#: the tables of ``[tool.tooleffect]`` in ``pyproject.toml``; any other key is refused
+PYPROJECT_TABLES = frozenset({"gates", "policies"})
+
+
 def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
     """Read ``rootpath/pyproject.toml``: the one reading of the file in a run (its policies and its
     gates are both taken from :class:`Settings`).
@@ -407,7 +411,8 @@ def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
         ``(path, document)``: the file's path and its TOML document (``{}`` when there is no file).
 
     Raises:
-        pytest.UsageError: the file cannot be read, is not UTF-8 or is not TOML (the message names it).
+        pytest.UsageError: the file cannot be read, is not UTF-8 or is not TOML, or its
+            ``[tool.tooleffect]`` holds a key other than :data:`PYPROJECT_TABLES` (the message names it).
     """
     path = Path(rootpath) / PYPROJECT
     if not path.is_file():
@@ -415,9 +420,17 @@ def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
     import tomllib
 
     try:
-        return path, tomllib.loads(read_input_text(path))
+        doc = tomllib.loads(read_input_text(path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise pytest.UsageError(f"{path}: {exc}") from exc
+    section = _table(doc, "tool", "tooleffect")
+    if isinstance(section, Mapping):  # a misspelt table ([tool.tooleffect.gate]) would be read as no table at all
+        unknown = sorted(set(section) - PYPROJECT_TABLES)
+        if unknown:
+            raise pytest.UsageError(f"{path}: [tool.tooleffect] has {', '.join(map(repr, unknown))}, which it does "
+                                    f"not know (its tables: {', '.join(sorted(PYPROJECT_TABLES))}); a misspelt "
+                                    "table would be read as none")
+    return path, doc
 
 
 def _table(doc: Mapping[str, Any], *keys: str) -> Any:

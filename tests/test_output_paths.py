@@ -336,3 +336,62 @@ def test_a_commands_out_that_is_not_a_regular_file_is_refused(
     kind = "a character device" if out.startswith("/dev") else "a directory"
     assert err.endswith(f"--out {out}: is {kind}, not a regular file; give a file path"), err
     assert list((pytester.path / "adir").iterdir()) == []
+
+
+@pytest.mark.parametrize(("name", "text"), [("conftest.py", "x = 1\n"), ("agent.py", "x = 1\n"),
+                                           ("setup.cfg", "[metadata]\nname = x\n"), ("tox.ini", "[tox]\n")])
+def test_an_output_on_an_existing_source_or_configuration_file_is_refused(pytester: pytest.Pytester,
+                                                                          name: str, text: str) -> None:
+    """No output is a Python source or a configuration file: an existing one is never overwritten,
+    whether or not the run reads it (an agent module, a conftest the run never names).
+    """
+    write_demo(pytester.path, PASSING)
+    target = pytester.path / name
+    target.write_text(text)
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}={name}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {OPT_REPORT} {name}*: is an existing * file (source or configuration*"])
+    assert target.read_text() == text
+
+
+@pytest.mark.parametrize("args", [["html", "{log}", "--out", "pyproject.toml"],
+                                  ["baseline", "save", "{log}", "--out", "pyproject.toml"],
+                                  ["html", "{log}", "--out", "conftest.py"]])
+def test_a_commands_out_on_a_configuration_file_is_refused(pytester: pytest.Pytester, args: list[str],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    write_demo(pytester.path, PASSING)
+    pytester.runpytest("cases/", f"{OPT_RECORDS}=rec.jsonl").assert_outcomes(passed=3)
+    for name in ("pyproject.toml", "conftest.py"):
+        (pytester.path / name).write_text("# kept\n")
+    log = str(pytester.path / "rec.jsonl")
+    argv = [a.format(log=log) for a in args]
+    argv[-1] = str(pytester.path / argv[-1])
+    capsys.readouterr()
+    assert main(argv) == 2
+    assert "is an existing" in capsys.readouterr().err
+    assert (pytester.path / "pyproject.toml").read_text() == "# kept\n"
+    assert (pytester.path / "conftest.py").read_text() == "# kept\n"
+
+
+def test_a_rate_file_whose_folder_cannot_be_made_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    result = pytester.runpytest("cases/", "--tooleffect-model=openai/x", "--tooleffect-api-base=http://127.0.0.1:9/v1",
+                                "--tooleffect-rpm=100", "-o", "tooleffect_rate_file=/proc/nonexist/x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: ini tooleffect_rate_file = */proc/nonexist/x*"])
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+@pytest.mark.parametrize("field", ["family", "policy"])
+def test_a_name_with_a_control_character_or_an_override_is_refused(field: str) -> None:
+    """Family and policy names are shown in test ids and on the terminal, where pytest prints them as
+    they are: an escape sequence or a bidirectional override in one is refused when it is read.
+    """
+    from pydantic import ValidationError
+
+    from pytest_tooleffect.formats import Family, Policy
+
+    for bad in ("demo\x1b[31m", "pol\x1b]0;T\x07", "a\u202eb", "x\n### forged"):
+        with pytest.raises(ValidationError, match="a control character or a bidirectional override"):
+            Family(name=bad) if field == "family" else Policy(name=bad)
+    assert (Family(name="démo-日本") if field == "family" else Policy(name="démo-日本")).name == "démo-日本"

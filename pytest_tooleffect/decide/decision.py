@@ -191,7 +191,11 @@ class ModelTurns:
         if workerinput is not None and wire.WORKER_RATE_STATE in workerinput:
             path = Path(workerinput[wire.WORKER_RATE_STATE])
         elif settings.rate_file is not None:  # several runs (other terminals, CI jobs on one host) share one limit
-            settings.rate_file.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                settings.rate_file.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # a folder that cannot be made (/proc/…, under a file, read-only)
+                raise pytest.UsageError(f"ini {INI_RATE_FILE} = {str(settings.rate_file)!r}: its folder cannot be "
+                                        f"made ({exc.strerror or exc})") from None
             path = self.rate_file = settings.rate_file
         else:
             self.rate_dir = private_state_dir()

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["DISCARD", "OutputLock", "OutputPathError", "OutputProblems", "check_outputs", "output_problems_key",
-           "shown_path", "write_text"]
+__all__ = ["DISCARD", "SOURCE_SUFFIXES", "OutputLock", "OutputPathError", "OutputProblems", "check_outputs",
+           "output_problems_key", "shown_path", "write_text"]
 
 #: the one output path that is not a regular file and is still accepted: its text is thrown away
 DISCARD = Path(os.devnull)
@@ -45,6 +45,11 @@ class OutputPathError(ValueError):
     what writing there would do.  A run turns it into a usage error (exit 4), a command into one
     line on stderr (exit 2).
     """
+
+
+#: suffixes of files no output of the plugin or its commands is (Python sources, configuration):
+#: an existing one of them is never overwritten, whether or not this run reads it
+SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".toml", ".cfg", ".ini", ".pth", ".sh"})
 
 
 def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tuple[str, Path | None]] = (),
@@ -85,6 +90,10 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
         if real in written:
             raise OutputPathError(f"{shown}: the same file as {written[real]}; each output needs its own "
                                   "path (one would overwrite the other)")
+        if real.suffix.lower() in SOURCE_SUFFIXES and real.exists():
+            raise OutputPathError(f"{shown}: is an existing {real.suffix} file (source or configuration: a "
+                                  f"conftest, an agent, pyproject.toml); no output is one, so writing {option} "
+                                  f"there would destroy it; give {option} a path of its own")
         written[real] = option
         _try_writing(option, path)
 
