@@ -14,10 +14,6 @@ from __future__ import annotations
 import json
 import re
 import secrets
-import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +37,7 @@ from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from pytest_tooleffect.util import redaction
 from pytest_tooleffect.util.redaction import REDACTED, known, redact, redact_obj, register_environment, secret_name
 from tests.demo_family import FAMILY, RULES
+from tests.test_redis_limit import start_redis
 
 
 def _canary(what: str) -> str:
@@ -55,27 +52,10 @@ def redis_password() -> str:
 @pytest.fixture(scope="module")
 def redis_port(tmp_path_factory: pytest.TempPathFactory, redis_password: str) -> Iterator[int]:
     """A redis-server of its own on 127.0.0.1 that demands ``redis_password`` (``requirepass``)."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.fail("redis-server is not installed: run scripts/ensure-redis (Debian's redis-server package)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--requirepass", redis_password, "--dir", str(tmp_path_factory.mktemp("redis"))],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     import redis
 
-    client = redis.Redis(host="127.0.0.1", port=port, password=redis_password)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail("redis-server did not answer on its port")
+    proc, url = start_redis(tmp_path_factory.mktemp("redis"), redis_password)
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
     with pytest.raises(redis.AuthenticationError):  # the password is needed: a run without it would fail
         redis.Redis(host="127.0.0.1", port=port).ping()
     yield port

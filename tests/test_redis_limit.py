@@ -58,17 +58,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_redis(work: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A redis-server of its own on a free port of 127.0.0.1 (no persistence), answering; and its URL."""
+def start_redis(work: Path, password: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """A redis-server of its own on a free port of 127.0.0.1 (no persistence), answering; and its URL
+    (``redis://:PASSWORD@…`` when it demands ``password``, ``requirepass``).
+    """
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.fail("redis-server is not installed: run scripts/ensure-redis (Debian's redis-server package)")
     port = _free_port()
+    auth = ["--requirepass", password] if password is not None else []
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+                             *auth, "--dir", str(work)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     import redis
 
-    client = redis.Redis(host="127.0.0.1", port=port)
+    client = redis.Redis(host="127.0.0.1", port=port, password=password)
     try:
         for _ in range(100):
             try:
@@ -81,13 +84,13 @@ def _start_redis(work: Path) -> tuple[subprocess.Popen[bytes], str]:
             pytest.fail("redis-server did not answer on its port")
     finally:
         client.close()
-    return proc, f"redis://127.0.0.1:{port}/0"
+    return proc, f"redis://{f':{password}@' if password is not None else ''}127.0.0.1:{port}/0"
 
 
 @pytest.fixture(scope="module")
 def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A redis-server of its own on 127.0.0.1 (no persistence), for this module."""
-    proc, url = _start_redis(tmp_path_factory.mktemp("redis"))
+    proc, url = start_redis(tmp_path_factory.mktemp("redis"))
     yield url
     proc.terminate()
     proc.wait(timeout=10)
@@ -278,7 +281,7 @@ def test_redis_killed_mid_run_fails_the_decisions_after_as_the_rate_limiters_and
     """
     n = 12
     _family(pytester.path, [_case(f"k{i:02d}") for i in range(n)])
-    proc, url = _start_redis(tmp_path)
+    proc, url = start_redis(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
                                                          os.environ.get("PYTHONPATH", "")])}
     try:
