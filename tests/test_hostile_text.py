@@ -206,7 +206,7 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_hostile_model_text_reaches_no_outputraw(pytester: pytest.Pytester, server: ScriptedServer, browser: Any,
+def test_hostile_model_text_reaches_no_output_raw(pytester: pytest.Pytester, server: ScriptedServer, browser: Any,
                                                   workers: int) -> None:
     ids = _write_family(pytester.path)
     result = pytester.runpytest(
