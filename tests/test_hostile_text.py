@@ -16,7 +16,6 @@ import base64
 import gzip
 import json
 import re
-import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +38,7 @@ from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from pytest_tooleffect.util.display import LIMIT, PAGE_LIMIT
 from tests.demo_family import FAMILY, RULES
 from tests.test_display import CUT, CUT_MB, FORGED, HOSTILE, raw
+from tests.test_html import browser_context  # noqa: F401  (the fixture: Chromium, outside requests refused and kept)
 
 POLICY = "openai/hostile"
 TITLE_ARGS = {"start": "2025-03-19T13:00:00Z"}
@@ -179,35 +179,9 @@ def _check_html(path: Path, browser: Any, ids: list[str]) -> None:
     assert errors == [] and browser.outside == []
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """Debian's Chromium, headless, through Playwright; every request but the page's file is refused and kept."""
-    if shutil.which("chromium") is None:
-        pytest.fail("chromium is missing: scripts/ensure-chromium installs Debian's chromium (make test runs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("profile")), executable_path="/usr/bin/chromium", headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"])
-        context.outside = []
-
-        def guard(route: Any) -> None:
-            if route.request.url.startswith("file://"):
-                route.continue_()
-            else:
-                context.outside.append(route.request.url)
-                route.abort()
-
-        context.route("**/*", guard)
-        yield context
-        context.close()
-
-
 @pytest.mark.parametrize("workers", [0, 2])
-def test_hostile_model_text_reaches_no_output_raw(pytester: pytest.Pytester, server: ScriptedServer, browser: Any,
-                                                  workers: int) -> None:
+def test_hostile_model_text_reaches_no_output_raw(pytester: pytest.Pytester, server: ScriptedServer,
+                                                  browser_context: Any, workers: int) -> None:  # noqa: F811
     ids = _write_family(pytester.path)
     result = pytester.runpytest(
         "cases/", *(["-n", str(workers)] if workers else []), f"{OPT_MODEL}={POLICY}", f"{OPT_API_BASE}={server.base_url}",
@@ -222,4 +196,4 @@ def test_hostile_model_text_reaches_no_output_raw(pytester: pytest.Pytester, ser
     _check_json(out / "r.json", out / "records.jsonl")
     wanted = [f"demo/{cid}[{POLICY}]" for cid in ids if cid.split("--")[1] in ("heading", "rtl", "csi", "mb")
               and cid.split("--")[0] in ("tool", "reply", "error", "value")]
-    _check_html(out / "r.html", browser, wanted)
+    _check_html(out / "r.html", browser_context, wanted)
