@@ -18,6 +18,10 @@ SHARED_MISSING = "" if (SHARED / "field-cases").is_dir() and (SHARED / "datasets
 REQUIRE_SHARED = os.environ.get("TOOLEFFECT_REQUIRE_SHARED", "") not in ("", "0")
 if SHARED_MISSING and REQUIRE_SHARED:
     raise SystemExit(f"{SHARED_MISSING} (TOOLEFFECT_REQUIRE_SHARED is set: the full run needs it)")
+#: Every run the suite starts (in-process or in a subprocess) draws its terminal 80 columns wide, whatever
+#: the terminal or CI that runs the suite says: what the tests read from a run's output is the same
+#: everywhere (a test that needs another width passes COLUMNS to its own run).
+os.environ["COLUMNS"] = "80"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
