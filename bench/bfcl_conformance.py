@@ -14,7 +14,7 @@ parameter, a wrong type, an int where a float is declared, string case and spaci
 optional parameter omitted or set to its default, parallel calls reordered, a call missing, a
 call added, arguments as a JSON string instead of an object). Each output is scored by BFCL's
 checker and by the oracle; the agreement matrix is printed per perturbation, and every
-disagreement is either matched to a documented deliberate difference (README, "How we differ
+disagreement is either matched to a documented deliberate difference (docs/importers/bfcl.md, "How we differ
 from BFCL") or printed as unexplained. Then both are timed on the same outputs, and the ratio of
 decisions per second is printed (oracle / BFCL; target >= 1.0): BFCL's checker on the decoded
 calls against the oracle's scoring of the parsed turn, each entry a case decided many times
@@ -203,7 +203,7 @@ def bfcl_decode(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def explain(category: str, pert: str, bfcl_ok: bool, ours_ok: bool, entry: dict[str, Any], gt: Any,
             output: Any, rejected: bool) -> str | None:
-    """Match a disagreement to a deliberate difference (README, "How we differ from BFCL")."""
+    """Match a disagreement to a deliberate difference (docs/importers/bfcl.md, "How we differ from BFCL")."""
     if rejected:
         return "ground truth breaks the function's own schema (rejected on import)"
     if pert == "calls_reordered" and ours_ok and not bfcl_ok:

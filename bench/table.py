@@ -1,7 +1,7 @@
 """Every benchmark, one after another, and one table of their results (``make bench``).
 
 Each script in ``bench/`` prints ``BENCH-RESULT`` lines (:mod:`results`); this runs them at quick
-sizes (``--full``: the sizes their docstrings name, the ones the README quotes) and prints, per
+sizes (``--full``: the sizes their docstrings name, the ones docs/benchmarks.md quotes) and prints, per
 figure: the figure, the peer or limit it is held against (measured in the same run), the ratio,
 the target, whether it is met, and the machine's 1-minute load average when that benchmark
 ended.  A benchmark that cannot run here (no Docker engine, no BFCL or inspect-ai environment, no

@@ -165,7 +165,7 @@ def main() -> None:
             before = len(srv.requests)
             inspect = run_inspect(args.inspect_python, root / "requests.json", srv.base_url, args.concurrency, root)
             inspect_served = len(srv.requests) - before
-            # -n 2, as a user types it (README, Concurrency): each worker prefetches the chunks it is handed at the same
+            # -n 2, as a user types it (docs/scale-out.md): each worker prefetches the chunks it is handed at the same
             # concurrency, so twice as many in flight
             before = len(srv.requests)
             wall2, _, tail2 = run_child([*common, "-n", "2"], root)

@@ -1,4 +1,4 @@
-"""Each deliberate difference from BFCL's AST checker, as the README's "How we differ from BFCL"
+"""Each deliberate difference from BFCL's AST checker, as docs/importers/bfcl.md's "How we differ from BFCL"
 lists it, pinned by a test of the oracle's own verdict."""
 
 from __future__ import annotations

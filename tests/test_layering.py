@@ -285,7 +285,7 @@ def test_a_component_with_too_many_cycles_is_summarized(tmp_path: Path) -> None:
 
 
 #: The stages of the package, lowest first: a module may import its own stage and the stages
-#: before it, never one after (the README's and ``docs/design.md``'s architecture list, in order).
+#: before it, never one after (``docs/architecture.md``'s and ``docs/design.md``'s architecture list, in order).
 #: Top-level modules are stages of their own: the shared vocabulary low, the entry points last.
 STAGES: tuple[frozenset[str], ...] = (
     frozenset({"compat", "util"}),  # pytest's private names; helpers with no import of the plugin
