@@ -100,8 +100,12 @@ def _value(option: Option) -> str:
 
 
 def render(recorder: Recorder) -> str:
-    """The Markdown page for ``recorder``'s options and ini keys."""
+    """The Markdown page for ``recorder``'s options and ini keys: a heading for each (its anchor is
+    its name: ``options.md#--tooleffect-records``, ``options.md#tooleffect_records``), its help,
+    then its value, default and the option or ini key that sets the same thing.
+    """
     ini_names = {i.name for i in recorder.ini}
+    option_of = {o.names[0].removeprefix("--").replace("-", "_"): o.names[0] for o in recorder.options}
     lines = [
         "# Options reference",
         "",
@@ -116,24 +120,26 @@ def render(recorder: Recorder) -> str:
         "",
         "## Command-line options",
         "",
-        "| option | value | default | ini key | help |",
-        "| --- | --- | --- | --- | --- |",
     ]
     for option in recorder.options:
         name = option.names[0]
         ini = name.removeprefix("--").replace("-", "_")
-        lines.append(f"| `{name}` | {_value(option)} | {_default(option.kwargs.get('default'))} | "
-                     f"{f'`{ini}`' if ini in ini_names else ''} | {_cell(option.kwargs.get('help', ''))} |")
-    lines += [
-        "",
-        "## Ini keys",
-        "",
-        "| ini key | type | default | help |",
-        "| --- | --- | --- | --- |",
-    ]
+        facts = [f"value: {_value(option)}"]
+        if _default(option.kwargs.get("default")):
+            facts.append(f"default: {_default(option.kwargs.get('default'))}")
+        if ini in ini_names:
+            facts.append(f"ini key: [`{ini}`](#{ini})")
+        lines += [f"### `{name}` {{#{name}}}", "", _cell(option.kwargs.get("help", "")), "",
+                  " · ".join(facts), ""]
+    lines += ["## Ini keys", ""]
     for key in recorder.ini:
-        lines.append(f"| `{key.name}` | {key.type or 'string'} | {_default(key.default)} | {_cell(key.help)} |")
-    return "\n".join(lines) + "\n"
+        facts = [f"type: {key.type or 'string'}"]
+        if _default(key.default):
+            facts.append(f"default: {_default(key.default)}")
+        if key.name in option_of:
+            facts.append(f"option: [`{option_of[key.name]}`](#{option_of[key.name]})")
+        lines += [f"### `{key.name}` {{#{key.name}}}", "", _cell(key.help), "", " · ".join(facts), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def generate() -> str:

@@ -172,9 +172,10 @@ def test_the_options_page_follows_options_py() -> None:
     recorder.addoption("--tooleffect-example", metavar="N", default=3, help="an option <added> | here")
     recorder.addini("tooleffect_example", "its ini key", default="3")
     page = reference.render(recorder)
-    assert ("| `--tooleffect-example` | `N` | `3` | `tooleffect_example` | an option &lt;added&gt; \\| here |"
-            in page)
-    assert "| `tooleffect_example` | string | `3` | its ini key |" in page
+    assert ("### `--tooleffect-example` {#--tooleffect-example}\n\nan option &lt;added&gt; \\| here\n\n"
+            "value: `N` · default: `3` · ini key: [`tooleffect_example`](#tooleffect_example)\n") in page
+    assert ("### `tooleffect_example` {#tooleffect_example}\n\nits ini key\n\n"
+            "type: string · default: `3` · option: [`--tooleffect-example`](#--tooleffect-example)\n") in page
     assert page != reference.generate()
 
 
