@@ -106,7 +106,12 @@ def test_the_readme_is_short_and_its_links_resolve() -> None:
     assert "make report" in README.split("\n## ")[0] and "make test" in README.split("\n## ")[0]
     # the README is also the package's page on PyPI, where a relative link leads nowhere: its links
     # into the repository are absolute, and each names a file of this checkout
-    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README)
+    defined = dict(re.findall(r"^\[([^\]]+)\]: (\S+)$", README, re.M))
+    prose = re.sub(r"`[^`]*`", "", re.sub(r"^```.*?^```$", "", README, flags=re.S | re.M))
+    used = set(re.findall(r"\]\[([^\]]+)\]", prose))
+    assert len(used) >= 20, "the README links into the docs"
+    assert used - set(defined) == set(), "a reference link with no definition"
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README) + list(defined.values())
     assert [link for link in links if not re.match(r"[a-z]+://", link)] == [], "a relative link in the README"
     local = [link.removeprefix(GITHUB) for link in links if link.startswith(GITHUB)]
     assert len(local) >= 20, "the README links into the docs"
