@@ -1,0 +1,93 @@
+"""The policies a run that names none runs: ``default_policies`` in ``[tool.tooleffect]``, checked at
+configure time and overridden by the policy options.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from pytest_tooleffect.options import OPT_AGENT, OPT_MODEL, OPT_POLICY
+from tests.test_gates import AGENT, gate_lines, write_family
+
+POLICIES = '[tool.tooleffect.policies.mine]\nagent = "mypkg.agent:decide"\n'
+GATES = '[tool.tooleffect.gates."*"]\nmin_pct.no_tool = {name = 75}\n'
+
+
+def _project(root: Path, toml: str, *, recorded: bool = True) -> None:
+    """The family ``mini`` (13 cases), the agent ``mypkg.agent:decide``, and ``toml`` as the pyproject."""
+    write_family(root)
+    if not recorded:  # cases written by hand: labels, no decision recorded
+        path = root / "cases" / "mini" / "cases.jsonl"
+        cases = [json.loads(line) for line in path.read_text().splitlines()]
+        path.write_text("".join(json.dumps({k: v for k, v in c.items() if k != "recorded"}) + "\n" for c in cases))
+    (root / "mypkg").mkdir()
+    (root / "mypkg" / "__init__.py").write_text("")
+    (root / "mypkg" / "agent.py").write_text(AGENT)
+    (root / "pyproject.toml").write_text(toml)
+
+
+def _policies_run(result: pytest.RunResult) -> set[str]:
+    """The policies of the items the run reported (``…::case[POLICY]``)."""
+    return {m.group(1) for line in result.outlines if (m := re.search(r"\.jsonl::\S+\[([^\]]+)\] ", line))}
+
+
+def test_a_plain_run_runs_the_default_policies(pytester: pytest.Pytester) -> None:
+    """No policy option: the run runs ``default_policies``, and its header says where they came from."""
+    _project(pytester.path, '[tool.tooleffect]\ndefault_policies = ["mine"]\n' + POLICIES + GATES)
+    result = pytester.runpytest("cases/", "-v")
+    result.assert_outcomes(passed=11, failed=2)  # the agent reads on the two nt-read cases: over-calls
+    assert _policies_run(result) == {"mine"}
+    assert "tooleffect: policies mine (default_policies in pyproject.toml); records " in result.stdout.str()
+    assert gate_lines(result)[0] == "gate mini/mine no_tool name >= 75.0 %: PASSED (80.0 %, Wilson 49.0-94.3, n=10)"
+    assert result.ret == 0
+
+
+def test_replay_may_be_one_of_the_default_policies(pytester: pytest.Pytester) -> None:
+    _project(pytester.path, '[tool.tooleffect]\ndefault_policies = ["replay", "mine"]\n' + POLICIES)
+    result = pytester.runpytest("cases/", "-v")
+    result.assert_outcomes(passed=22, failed=4)
+    assert _policies_run(result) == {"replay", "mine"}
+
+
+@pytest.mark.parametrize(("args", "policies"), [
+    ((f"{OPT_POLICY}=replay",), {"replay"}),
+    ((f"{OPT_AGENT}=other=mypkg.agent:decide",), {"other"}),
+    ((f"{OPT_MODEL}=openai/unused", "--collect-only"), {"openai/unused"}),
+])
+def test_a_policy_option_overrides_the_default_policies(pytester: pytest.Pytester, args: tuple[str, ...],
+                                                        policies: set[str]) -> None:
+    _project(pytester.path, '[tool.tooleffect]\ndefault_policies = ["mine"]\n' + POLICIES)
+    result = pytester.runpytest("cases/", "-v", *args)
+    if "--collect-only" in args:  # no model is called: the items' names say their policy
+        found = {m.group(1) for line in result.outlines if (m := re.search(r"<CaseItem \S+\[(.+)\]>", line))}
+        assert found == policies, result.stdout.str()
+    else:
+        assert _policies_run(result) == policies
+        assert "(default_policies in pyproject.toml)" not in result.stdout.str()
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ('["mien"]', "default_policies: 'mien' is not a policy of [tool.tooleffect.policies] (known: mine, replay); "
+                 "a family's own policies are named with --tooleffect-policy"),
+    ('"mine"', "default_policies: expected a list of policy names such as [\"my-agent\"], got 'mine'"),
+    ("[]", "default_policies: expected a list of policy names such as [\"my-agent\"], got []"),
+    ('["mine", "mine"]', "default_policies: 'mine' named twice"),
+])
+def test_bad_default_policies_are_a_usage_error_naming_the_file_and_the_name(pytester: pytest.Pytester, value: str,
+                                                                             message: str) -> None:
+    _project(pytester.path, f"[tool.tooleffect]\ndefault_policies = {value}\n" + POLICIES)
+    result = pytester.runpytest("cases/", f"{OPT_POLICY}=replay")  # checked even when an option overrides it
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: {pytester.path / 'pyproject.toml'}: [tool.tooleffect] {message}" in result.stderr.lines
+
+
+def test_a_misspelt_key_is_still_refused_and_the_message_lists_the_known_ones(pytester: pytest.Pytester) -> None:
+    _project(pytester.path, '[tool.tooleffect]\ndefault_policy = ["mine"]\n' + POLICIES)
+    result = pytester.runpytest("cases/")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*[[]tool.tooleffect[]] has 'default_policy', which it does not know (its keys: "
+                                 "default_policies, gates, policies)*"])
