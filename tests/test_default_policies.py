@@ -1,5 +1,6 @@
 """The policies a run that names none runs: ``default_policies`` in ``[tool.tooleffect]``, checked at
-configure time and overridden by the policy options.
+configure time and overridden by the policy options; and the one line that says how to choose a
+policy when replay, the offline default, had nothing recorded to replay.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from tests.test_gates import AGENT, gate_lines, write_family
 
 POLICIES = '[tool.tooleffect.policies.mine]\nagent = "mypkg.agent:decide"\n'
 GATES = '[tool.tooleffect.gates."*"]\nmin_pct.no_tool = {name = 75}\n'
+HINT = ("tooleffect: nothing recorded to replay for 13 decisions (mini), and replay, the offline default, is this "
+        "run's only policy: run your agent with --tooleffect-agent MODULE:FUNCTION or --tooleffect-policy NAME, "
+        'or set default_policies = ["NAME"] in [tool.tooleffect] of pyproject.toml')
 
 
 def _project(root: Path, toml: str, *, recorded: bool = True) -> None:
@@ -91,3 +95,41 @@ def test_a_misspelt_key_is_still_refused_and_the_message_lists_the_known_ones(py
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*[[]tool.tooleffect[]] has 'default_policy', which it does not know (its keys: "
                                  "default_policies, gates, policies)*"])
+
+
+def test_replay_with_nothing_recorded_says_how_to_choose_a_policy(pytester: pytest.Pytester) -> None:
+    """A new user's first run: hand-written cases, gates, plain pytest.  After "no gate judged
+    anything", one line says why and names the ways to choose a policy; the Markdown summary too."""
+    _project(pytester.path, POLICIES + GATES, recorded=False)
+    result = pytester.runpytest("cases/", "--tooleffect-summary-md=summary.md")
+    result.assert_outcomes(skipped=13)
+    assert result.ret == 1
+    decision = next(i for i, line in enumerate(result.outlines) if line.startswith("tooleffect gates: "))
+    assert "no gate judged anything" in result.outlines[decision]
+    hint = result.outlines.index(HINT)  # after the decision line (and the line naming the summary's file)
+    assert hint > decision and all(line.startswith("tooleffect summary (Markdown) written to ")
+                                   for line in result.outlines[decision + 1:hint])
+    assert [line for line in result.outlines if "nothing recorded to replay for" in line] == [HINT]
+    md = (pytester.path / "summary.md").read_text()
+    assert ("\n\nNothing recorded to replay for 13 decisions (mini), and replay, the offline default, is this run's "
+            "only policy: run your agent with --tooleffect-agent MODULE:FUNCTION or --tooleffect-policy NAME, or set "
+            'default_policies = \\["NAME"\\] in \\[tool.tooleffect\\] of pyproject.toml.\n\n') in md
+    # the same cases under the policy the line names: judged, and no line
+    (pytester.path / "pyproject.toml").write_text('[tool.tooleffect]\ndefault_policies = ["mine"]\n' + POLICIES + GATES)
+    result = pytester.runpytest("cases/", "--tooleffect-summary-md=summary.md")
+    result.assert_outcomes(passed=11, failed=2)
+    assert result.ret == 0
+    assert not [line for line in result.outlines if "nothing recorded to replay" in line]
+    assert "Nothing recorded to replay" not in (pytester.path / "summary.md").read_text()
+
+
+def test_no_line_when_replay_is_not_the_only_policy_or_every_case_has_its_decision(pytester: pytest.Pytester) -> None:
+    _project(pytester.path, POLICIES, recorded=False)
+    result = pytester.runpytest("cases/", f"{OPT_POLICY}=replay", f"{OPT_POLICY}=mine")
+    result.assert_outcomes(passed=11, failed=2, skipped=13)  # replay's skips are expected beside the agent
+    assert not [line for line in result.outlines if "nothing recorded to replay for" in line]
+    recorded = pytester.mkdir("recorded")
+    _project(recorded, "")
+    result = pytester.runpytest(str(recorded / "cases"), f"--rootdir={recorded}")
+    result.assert_outcomes(passed=11, failed=2)
+    assert not [line for line in result.outlines if "nothing recorded to replay for" in line]
