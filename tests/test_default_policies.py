@@ -50,6 +50,16 @@ def test_a_plain_run_runs_the_default_policies(pytester: pytest.Pytester) -> Non
     assert result.ret == 0
 
 
+@pytest.mark.subprocess
+def test_xdist_workers_run_the_default_policies_too(pytester: pytest.Pytester) -> None:
+    """Each worker resolves the settings from the same pyproject.toml: the same items, the same outcomes."""
+    pytest.importorskip("xdist")
+    _project(pytester.path, '[tool.tooleffect]\ndefault_policies = ["mine"]\n' + POLICIES + GATES)
+    result = pytester.runpytest("cases/", "-n", "2", "-v")
+    result.assert_outcomes(passed=11, failed=2)
+    assert _policies_run(result) == {"mine"} and result.ret == 0
+
+
 def test_replay_may_be_one_of_the_default_policies(pytester: pytest.Pytester) -> None:
     _project(pytester.path, '[tool.tooleffect]\ndefault_policies = ["replay", "mine"]\n' + POLICIES)
     result = pytester.runpytest("cases/", "-v")
