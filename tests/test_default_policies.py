@@ -84,6 +84,13 @@ def test_a_policy_option_overrides_the_default_policies(pytester: pytest.Pyteste
         assert "(default_policies in pyproject.toml)" not in result.stdout.str()
 
 
+def test_a_rollout_counts_the_default_policies_as_live(pytester: pytest.Pytester) -> None:
+    """``--tooleffect-rollout`` needs a live policy: a default agent policy is one (no usage error)."""
+    _project(pytester.path, '[tool.tooleffect]\ndefault_policies = ["mine"]\n' + POLICIES)
+    result = pytester.runpytest("cases/", "--tooleffect-rollout=3", "--tooleffect-sandbox=local")
+    result.assert_outcomes(passed=11, failed=2)  # no world in these cases: each is its one decision
+
+
 @pytest.mark.parametrize(("value", "message"), [
     ('["mien"]', "default_policies: 'mien' is not a policy of [tool.tooleffect.policies] (known: mine, replay); "
                  "a family's own policies are named with --tooleffect-policy"),
