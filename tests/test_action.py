@@ -241,14 +241,17 @@ def test_the_action_runs_the_policy_it_is_given_and_says_when_the_run_wrote_no_s
     repo = _repository(tmp_path / "repo")
     (repo / "reports").mkdir()
     (repo / "reports" / "tooleffect-summary.md").write_text("## an old run's summary\n")
-    replay = run_action(repo, HERE | {"policy": "replay"})
+    replay = run_action(repo, HERE | {"policy": "replay\nmine"})  # a block scalar: a name a line
     assert replay.status == 1  # no baseline: the regression gate cannot judge
-    assert "--tooleffect-policy replay" in replay.step("gate").stdout
-    assert "### mini · replay" in replay.summary and "an old run" not in replay.summary
+    assert "--tooleffect-policy replay --tooleffect-policy mine" in replay.step("gate").stdout
+    assert "### mini · replay" in replay.summary and "### mini · mine" in replay.summary
+    assert "an old run" not in replay.summary
 
     # a usage error (the baseline file is missing): no summary, and the page says so with the status
-    missing = run_action(repo, HERE | {"baseline": "nowhere.json"})
+    missing = run_action(repo, HERE | {"baseline": "nowhere.json", "agent": "alt=mypkg.agent:decide"})
     assert missing.status == 4 and missing.outputs == {"exit-code": "4", "summary": ""}
+    assert "--tooleffect-agent alt=mypkg.agent:decide --tooleffect-baseline nowhere.json" in \
+        missing.step("gate").stdout
     assert missing.summary == ("## tooleffect: no summary (pytest exit 4)\n\nThe run wrote no summary: see the "
                                "step log.\n")
     assert not (repo / "reports" / "tooleffect-summary.md").exists()  # the replay's summary is not taken for it
