@@ -156,6 +156,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check pytest_tooleffect tests bench sandbox examples
 	$(BIN)/mypy
 	$(BIN)/actionlint .github/workflows/*.yml
+	scripts/lint-action $(BIN)/actionlint  # action.yml, through a workflow that uses it
 
 # The sdist and the wheel in dist/, checked as PyPI checks them (the release workflow builds them the
 # same way; tests/test_packaging.py installs the wheel into a fresh venv and runs a family with it).

@@ -14,11 +14,14 @@ import pytest
 
 from pytest_tooleffect.util.redaction import redact
 
-__all__ = ["RATE_LIMITER_ERROR", "DecisionFailed", "Failure", "NotScored"]
+__all__ = ["NOTHING_TO_REPLAY", "RATE_LIMITER_ERROR", "DecisionFailed", "Failure", "NotScored"]
 
 #: The error type of a decision the run's rate limiter kept from being made (its Redis or its state
 #: file failed): the limiter's fault, never the provider's (a provider's 429 is ``RateLimitError``).
 RATE_LIMITER_ERROR = "RateLimiterError"
+#: The skip reason of a replayed item whose case has no ``recorded`` decision (the report counts
+#: skipped items by reason, and says how to choose a policy when replay was the run's only one).
+NOTHING_TO_REPLAY = "no recorded action to replay"
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from pytest_tooleffect.decide.decision import ModelTurns, check_rate_limit, obta
 from pytest_tooleffect.decide.sandbox_run import Sandboxes, tooleffect_sandbox
 from pytest_tooleffect.options import addoptions
 from pytest_tooleffect.report.outputs import check_run_outputs, release_records_lock
+from pytest_tooleffect.report.replay_hint import ReplayHint
 from pytest_tooleffect.report.reporter import JudgeContributor, Reporter, RunTally
 from pytest_tooleffect.sandbox import registered_providers
 from pytest_tooleffect.scoring.scorer import Scorer, tooleffect_score
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
 __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
 _PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes",
-            "tooleffect-scorer", "tooleffect-reporter", "tooleffect-gates",
+            "tooleffect-scorer", "tooleffect-reporter", "tooleffect-gates", "tooleffect-replay-hint",
             "tooleffect-baseline", "tooleffect-selection", "tooleffect-phase-reports",
             "tooleffect-agent-threads")  # closed last: after the turn pool's threads were joined
 #: the secrets known before this run configured (another run's, when pytester runs one inside it)
@@ -92,6 +93,9 @@ def pytest_configure(config: pytest.Config) -> None:
             sections.append(ShardSection(shard=ShardOf(index=settings.shard[0], count=settings.shard[1])))
         if baseline is not None:
             sections.append(baseline)
+        # before the gate keeper: of two trylast wrappers, pluggy runs the one registered first outermost,
+        # so the hint's line prints after the gates' decision
+        plugins["tooleffect-replay-hint"] = ReplayHint(config)
         plugins["tooleffect-reporter"] = Reporter(config, sections, tally)
         plugins["tooleffect-gates"] = gates
         plugins["tooleffect-phase-reports"] = PhaseReports(config)

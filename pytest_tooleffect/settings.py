@@ -3,8 +3,8 @@ sandbox's :class:`SandboxSettings` included), kept in the config's stash under :
 
 :func:`resolve` reads every ``--tooleffect-*`` option and ``tooleffect_*`` ini key that
 :mod:`pytest_tooleffect.options` declares, checks what parse time cannot (ini values, the prices
-file, ``[tool.tooleffect.policies]``, api base URLs) and raises :class:`pytest.UsageError` before any
-test runs.  The output paths are checked next, against every file the run reads
+file, ``[tool.tooleffect.policies]`` and ``default_policies``, api base URLs) and raises
+:class:`pytest.UsageError` before any test runs.  The output paths are checked next, against every file the run reads
 (:func:`pytest_tooleffect.report.outputs.check_run_outputs`).
 """
 
@@ -80,10 +80,13 @@ from pytest_tooleffect.util.input_files import read_input_text
 from pytest_tooleffect.util.redaction import looks_like_key, register
 from pytest_tooleffect.util.urls import url_secrets, without_password
 
-__all__ = ["PYPROJECT", "SandboxSettings", "Settings", "is_live", "read_pyproject", "resolve", "settings_key"]
+__all__ = ["DEFAULT_POLICIES", "PYPROJECT", "PYPROJECT_KEYS", "SandboxSettings", "Settings", "is_live",
+           "read_pyproject", "resolve", "settings_key"]
 
 #: the file ``[tool.tooleffect.*]`` tables are read from, in pytest's rootdir
 PYPROJECT = "pyproject.toml"
+#: the key of ``[tool.tooleffect]`` naming the policies a run that names none runs
+DEFAULT_POLICIES = "default_policies"
 
 
 @dataclass(frozen=True)
@@ -121,11 +124,16 @@ class Settings:
         summary: print the per-class report at the end.
         model: ``--tooleffect-model``, a litellm model name run as a policy of that name.
         api_base: its api base.
-        policies: the named policies asked for, in order, without repeats.
+        policies: the named policies the run runs, in order, without repeats: the
+            ``--tooleffect-policy`` names, or, when no policy option is given, the ``default_policies``
+            of ``[tool.tooleffect]``.
         agents: the policies ``--tooleffect-agent`` names (each an agent callable).
         timeout_s: the timeout of one model call, in seconds.
         prices: user prices (USD per million tokens) by model name.
         pyproject_policies: ``[tool.tooleffect.policies]`` by name.
+        default_policies: ``default_policies`` of ``[tool.tooleffect]``: the policies a run that
+            names none runs (``()``: replay), each in :attr:`pyproject_policies` or ``replay``.
+        policies_by_default: :attr:`policies` are the :attr:`default_policies` (no policy option was given).
         pyproject: the rootdir's ``pyproject.toml`` (read once, by :func:`read_pyproject`; it may not exist).
         gates_table: its ``[tool.tooleffect.gates]`` as TOML reads it (unchecked: the gate keeper
             validates it), or ``None`` when the file or the table is absent.
@@ -164,6 +172,8 @@ class Settings:
     timeout_s: float = 60.0
     prices: Mapping[str, Price] = field(default_factory=dict)
     pyproject_policies: Mapping[str, Policy] = field(default_factory=dict)
+    default_policies: tuple[str, ...] = ()
+    policies_by_default: bool = False
     pyproject: Path = Path(PYPROJECT)
     gates_table: Any = None
     judge_model: str | None = None
@@ -255,8 +265,8 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         The run's settings.
 
     Raises:
-        pytest.UsageError: an ini value, the prices file or ``[tool.tooleffect.policies]`` is
-            invalid, or an api base URL holds a key (checked before any test runs).
+        pytest.UsageError: an ini value, the prices file, ``[tool.tooleffect.policies]`` or its
+            ``default_policies`` is invalid, or an api base URL holds a key (checked before any test runs).
     """
     records_opt = config.getoption(OPT_RECORDS)
     records = records_opt if records_opt is not None else config.getini(INI_RECORDS)
@@ -265,17 +275,27 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         if base and looks_like_key(base):
             raise pytest.UsageError(f"{opt}: the URL holds what looks like a key (not shown); give the key through "
                                     "the provider's variable (OPENAI_API_KEY, …) or a policy's api_key_env: NAME")
+    pyproject = read_pyproject(Path(config.rootpath))
+    pyproject_policies = _pyproject_policies(pyproject)
+    default_policies = _default_policies(pyproject, pyproject_policies)
+    model, agents = config.getoption(OPT_MODEL), tuple(config.getoption(OPT_AGENT))
+    policies = tuple(dict.fromkeys(config.getoption(OPT_POLICY)))
+    by_default = bool(default_policies) and not is_live(model, policies, agents)  # an option overrides them
+    if by_default:
+        policies = default_policies
     settings = Settings(
         report=config.getoption(OPT_REPORT),
         records=(Path(config.rootpath) / records) if records else None,
         summary=not config.getoption(OPT_NO_SUMMARY),
-        model=config.getoption(OPT_MODEL),
+        model=model,
         api_base=config.getoption(OPT_API_BASE),
-        policies=tuple(dict.fromkeys(config.getoption(OPT_POLICY))),
-        agents=tuple(config.getoption(OPT_AGENT)),
+        policies=policies,
+        agents=agents,
         timeout_s=config.getoption(OPT_TIMEOUT),
         prices=_load_prices(config.getoption(OPT_PRICES)),
-        pyproject_policies=_pyproject_policies(pyproject := read_pyproject(Path(config.rootpath))),
+        pyproject_policies=pyproject_policies,
+        default_policies=default_policies,
+        policies_by_default=by_default,
         pyproject=pyproject[0],
         gates_table=_table(pyproject[1], "tool", "tooleffect", "gates"),
         judge_model=config.getoption(OPT_JUDGE),
@@ -288,7 +308,7 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         concurrency=config.getoption(OPT_CONCURRENCY),
         retries=config.getoption(OPT_RETRIES),
         rate_file=_rooted(config, config.getini(INI_RATE_FILE)),
-        sandbox=_sandbox_settings(config, sandbox_providers),
+        sandbox=_sandbox_settings(config, sandbox_providers, is_live(model, policies, agents)),
         baseline=_baseline_path(config),
         baseline_changed_labels=config.getoption(OPT_BASELINE_CHANGED),
         summary_md=config.getoption(OPT_SUMMARY_MD),
@@ -307,7 +327,7 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
     return settings
 
 
-def _sandbox_settings(config: pytest.Config, providers: list[str]) -> SandboxSettings:
+def _sandbox_settings(config: pytest.Config, providers: list[str], live: bool) -> SandboxSettings:
     provider = config.getoption(OPT_SANDBOX) or config.getini(INI_SANDBOX)
     if provider not in [*providers, "off"]:
         raise pytest.UsageError(f"ini {INI_SANDBOX}: unknown provider {provider!r}")
@@ -315,10 +335,10 @@ def _sandbox_settings(config: pytest.Config, providers: list[str]) -> SandboxSet
     if keep not in KEEP_MODES:
         raise pytest.UsageError(f"ini {INI_KEEP}: expected one of {', '.join(KEEP_MODES)}, got {keep!r}")
     rollout = config.getoption(OPT_ROLLOUT)
-    if rollout > 1 and not is_live(config.getoption(OPT_MODEL), config.getoption(OPT_POLICY),
-                                   config.getoption(OPT_AGENT)):
-        raise pytest.UsageError(f"{OPT_ROLLOUT} {rollout}: a rollout needs a live policy ({OPT_MODEL}, {OPT_AGENT} "
-                                f"or {OPT_POLICY}); a replay is one recorded decision")
+    if rollout > 1 and not live:
+        raise pytest.UsageError(f"{OPT_ROLLOUT} {rollout}: a rollout needs a live policy ({OPT_MODEL}, {OPT_AGENT}, "
+                                f"{OPT_POLICY} or default_policies in [tool.tooleffect]); a replay is one recorded "
+                                "decision")
     if rollout > 1 and provider == "off":
         raise pytest.UsageError(f"{OPT_ROLLOUT} {rollout}: a rollout runs the policy's calls in a sandbox and "
                                 f"{OPT_SANDBOX} off runs none (choose one of: {', '.join(providers)})")
@@ -396,8 +416,8 @@ def _rooted(config: pytest.Config, value: str) -> Path | None:
     return Path(config.rootpath) / value if value else None
 
 
-#: the tables of ``[tool.tooleffect]`` in ``pyproject.toml``; any other key is refused
-PYPROJECT_TABLES = frozenset({"gates", "policies"})
+#: the keys of ``[tool.tooleffect]`` in ``pyproject.toml`` (two tables and a list); any other key is refused
+PYPROJECT_KEYS = frozenset({"gates", "policies", DEFAULT_POLICIES})
 
 
 def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
@@ -412,7 +432,7 @@ def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
 
     Raises:
         pytest.UsageError: the file cannot be read, is not UTF-8 or is not TOML, or its
-            ``[tool.tooleffect]`` holds a key other than :data:`PYPROJECT_TABLES` (the message names it).
+            ``[tool.tooleffect]`` holds a key other than :data:`PYPROJECT_KEYS` (the message names it).
     """
     path = Path(rootpath) / PYPROJECT
     if not path.is_file():
@@ -425,11 +445,11 @@ def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
         raise pytest.UsageError(f"{path}: {exc}") from exc
     section = _table(doc, "tool", "tooleffect")
     if isinstance(section, Mapping):  # a misspelt table ([tool.tooleffect.gate]) would be read as no table at all
-        unknown = sorted(set(section) - PYPROJECT_TABLES)
+        unknown = sorted(set(section) - PYPROJECT_KEYS)
         if unknown:
             raise pytest.UsageError(f"{path}: [tool.tooleffect] has {', '.join(map(repr, unknown))}, which it does "
-                                    f"not know (its tables: {', '.join(sorted(PYPROJECT_TABLES))}); a misspelt "
-                                    "table would be read as none")
+                                    f"not know (its keys: {', '.join(sorted(PYPROJECT_KEYS))}); a misspelt "
+                                    "key would be read as none")
     return path, doc
 
 
@@ -465,3 +485,28 @@ def _pyproject_policies(pyproject: tuple[Path, dict[str, Any]]) -> dict[str, Pol
             raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.replay]: 'replay' is the built-in offline "
                                     "policy; choose another name")
     return out
+
+
+def _default_policies(pyproject: tuple[Path, dict[str, Any]], policies: Mapping[str, Policy]) -> tuple[str, ...]:
+    """``default_policies`` of ``[tool.tooleffect]``: ``()`` when absent.
+
+    Raises:
+        pytest.UsageError: it is not a non-empty list of distinct names, each a policy of
+            ``[tool.tooleffect.policies]`` or ``replay`` (the message names the file and the name).
+    """
+    path, doc = pyproject
+    value = _table(doc, "tool", "tooleffect", DEFAULT_POLICIES)
+    if value is None:
+        return ()
+    where = f"{path}: [tool.tooleffect] {DEFAULT_POLICIES}"
+    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
+        raise pytest.UsageError(f'{where}: expected a list of policy names such as ["my-agent"], got {value!r}')
+    known = sorted({REPLAY.name, *policies})
+    for name in value:
+        if name != REPLAY.name and name not in policies:
+            raise pytest.UsageError(f"{where}: {name!r} is not a policy of [tool.tooleffect.policies] (known: "
+                                    f"{', '.join(known)}); a family's own policies are named with {OPT_POLICY}")
+    twice = sorted({n for n in value if value.count(n) > 1})
+    if twice:
+        raise pytest.UsageError(f"{where}: {', '.join(map(repr, twice))} named twice")
+    return tuple(value)

@@ -280,8 +280,8 @@ def test_a_table_with_a_wildcard_applies_only_to_the_blocks_of_the_run(pytester:
     ("[tool.tooleffect]\ngates = 3\n", "[tool.tooleffect.gates] must be a table of tables"),
     ('[tool.tooleffect.gate."*"]\nmax_regressions = 0\n', "[tool.tooleffect] has 'gate', which it does not know"),
     ('[tool.tooleffect.Gates."*"]\nmax_regressions = 0\n', "[tool.tooleffect] has 'Gates', which it does not know"),
-    ("[tool.tooleffect]\ngats = 1\n", "[tool.tooleffect] has 'gats', which it does not know (its tables: gates, "
-                                       "policies)"),
+    ("[tool.tooleffect]\ngats = 1\n", "[tool.tooleffect] has 'gats', which it does not know (its keys: "
+                                       "default_policies, gates, policies)"),
 ])
 def test_bad_gate_config_names_the_file_the_table_and_the_key(tmp_path: Path, table: str, message: str) -> None:
     write_gates(tmp_path, table)

@@ -34,7 +34,7 @@ from pytest_tooleffect.decide.turn_process import finish_preload
 from pytest_tooleffect.formats import Case, ToolSpec
 from pytest_tooleffect.options import INI_RATE_BACKEND, INI_RATE_FILE
 from pytest_tooleffect.oracle import Emission, parse_emission
-from pytest_tooleffect.outcomes import RATE_LIMITER_ERROR, Failure, NotScored
+from pytest_tooleffect.outcomes import NOTHING_TO_REPLAY, RATE_LIMITER_ERROR, Failure, NotScored
 from pytest_tooleffect.settings import Settings, settings_key
 from pytest_tooleffect.util.urls import without_password
 
@@ -473,7 +473,7 @@ def obtain_decision(item: CaseItem) -> Decision:
     next_turn = None
     if item.replay:
         if item.case.recorded is None:
-            pytest.skip("no recorded action to replay")
+            pytest.skip(NOTHING_TO_REPLAY)
         emitted: Any = item.case.recorded.model_dump(exclude_none=True)
         emission = parse_turn(item, emitted, item.tools)
         cost: dict[str, Any] = {}

@@ -20,6 +20,7 @@ from pytest_tooleffect.report.arithmetic import percent
 from pytest_tooleffect.report.ci_model import GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import CLASSES, Block, Rate, Report
+from pytest_tooleffect.report.replay_hint import replay_hint
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.util.display import shown
 
@@ -66,6 +67,10 @@ def render_markdown(report: Report, records: Sequence[Record] = (),
                 "the run).", ""]
     if not blocks:
         out += ["No decisions were scored.", ""]
+    hint = replay_hint(report)
+    if hint is not None:  # cases with nothing recorded, replayed as the only policy: how to choose one
+        text = hint.removeprefix("tooleffect: ")
+        out += [_cell(text[:1].upper() + text[1:]) + ".", ""]
     by_block: dict[tuple[str, str], list[Record]] = {}
     for record in records:
         by_block.setdefault((record.family, record.policy), []).append(record)

@@ -84,6 +84,8 @@ class Reporter:
         settings = self.settings
         live = [*([settings.model] if settings.model else []), *(p.name for p in settings.agents), *settings.policies]
         policies = ", ".join(live) if settings.live else "replay (offline)"
+        if settings.policies_by_default:
+            policies += " (default_policies in pyproject.toml)"
         return f"tooleffect: policies {policies}; records {settings.records or 'off'}"
 
     def _open_log(self) -> RecordLog | None:
