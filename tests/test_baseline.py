@@ -164,6 +164,19 @@ def test_changed_labels_are_compared_when_asked(pytester: pytest.Pytester) -> No
     assert b["compared"] == 6 and b["left_out"]["label_changed"] == 0 and b["label_changed_compared"] == 1
 
 
+def test_the_block_header_s_xfail_count_is_pytest_s(pytester: pytest.Pytester) -> None:
+    """The accepted run again against its own baseline: its two failures are known (XFAIL) and the case its
+    file marks xfail passes (XPASS).  The block header and the JSON report count what pytest counts as
+    xfailed (2), not the cases marked xfail in their files (1, which passed)."""
+    base_path = accepted_baseline(pytester)
+    write_family(pytester.path, ACCEPTED)
+    result = pytester.runpytest("cases/", f"--tooleffect-baseline={base_path}", "--tooleffect-report=again.json")
+    result.assert_outcomes(passed=3, xfailed=2, xpassed=1)
+    result.stdout.fnmatch_lines(["tooleffect: family bl · policy replay  n=6 scored, 0 errors, 2 xfail · label set *"])
+    (block,) = json.loads((pytester.path / "again.json").read_text())["blocks"]
+    assert block["n_xfail"] == result.parseoutcomes()["xfailed"] == 2
+
+
 @pytest.mark.subprocess
 def test_xdist_gives_the_same_outcomes_and_records(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")

@@ -33,6 +33,7 @@ from pytest_tooleffect.report.ci_model import GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import Block, ClassRates, Rate, Report
 from pytest_tooleffect.report.reporter import RunTally
+from pytest_tooleffect.scoring.outcome import decision_passed, expected_failure
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.output_files import output_problems_key, shown_path
@@ -612,14 +613,9 @@ class LogGates:
 
     def contribute(self, report: Report, records: Sequence[Record]) -> None:
         """Judge the gates on ``report`` and write ``report.gates``."""
-        from pytest_tooleffect.ci.baseline import record_passed
-
-        # a failed decision as pytest reported it: not an expected failure (the case's xfail, or a
-        # failure the baseline already knew); a regression or a known failure of another kind now
-        # (changed) fails whatever xfail the case has
-        failed = sum(1 for r in records if record_passed(r.to_json()) is False and (
-            (r.baseline is not None and r.baseline.status in ("regression", "changed"))
-            or (not r.xfail and (r.baseline is None or r.baseline.status != "known"))))
+        # a failed decision as pytest reported it: not an expected failure (pytest's XFAIL, as the
+        # report's xfail count has it)
+        failed = sum(1 for r in records if decision_passed(r) is False and not expected_failure(r))
         tally = RunTally(decision_failures=failed, error_records=sum(1 for r in records if r.outcome == "error"))
         self.results = evaluate(report, records, self.gates)
         fails = any(r.fails_run for r in self.results) or not self.results
