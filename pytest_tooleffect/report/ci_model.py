@@ -33,6 +33,7 @@ __all__ = [
     "GatesNotApplied",
     "GatesSection",
     "McNemar",
+    "PolicyMismatch",
 ]
 
 
@@ -176,6 +177,22 @@ class BaselineTotals(Part):
     """Regressions that are errors now where the baseline passed (present when they count)."""
 
 
+class PolicyMismatch(Part):
+    """A family both sides hold under different policy names: the decisions of a policy only one side
+    ran pair with nothing (record ids name the policy)."""
+
+    family: str
+    """The family."""
+    baseline_policies: list[str]
+    """The policies the baseline holds for it, sorted."""
+    run_policies: list[str]
+    """The policies this run ran for it, sorted."""
+    compared: Count
+    """Decisions of the family compared all the same (of the policies both sides ran)."""
+    line: str
+    """In words: ``family F: the baseline holds policy A; this run ran B: no decision compared (…)``."""
+
+
 class BaselineComparison(Part):
     """The run against its baseline (``--tooleffect-baseline``)."""
 
@@ -191,6 +208,9 @@ class BaselineComparison(Part):
     """One per family × policy of either side, sorted."""
     totals: BaselineTotals
     """The blocks' counts summed."""
+    policy_mismatches: list[PolicyMismatch] = Field(default_factory=list)
+    """The families whose policy names differ between the baseline and this run (why their decisions
+    are ``new`` and ``not_in_after`` rather than compared); empty when none does."""
 
 
 class BaselineUnreadable(Part):

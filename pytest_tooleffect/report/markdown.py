@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from pytest_tooleffect.report.arithmetic import percent
-from pytest_tooleffect.report.ci_model import GatesNotApplied
+from pytest_tooleffect.report.ci_model import BaselineComparison, GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import CLASSES, Block, Rate, Report
 from pytest_tooleffect.scoring.record import Record
@@ -64,6 +64,10 @@ def render_markdown(report: Report, records: Sequence[Record] = (),
     else:
         out += ["## tooleffect", "", "No gates configured: pytest's exit status stands (a failing decision fails "
                 "the run).", ""]
+    baseline = report.baseline
+    if isinstance(baseline, BaselineComparison):
+        for m in baseline.policy_mismatches:  # why a block's decisions are all new against the baseline
+            out += [f"Policy names differ from the baseline: {_cell(m.line)}.", ""]
     if not blocks:
         out += ["No decisions were scored.", ""]
     by_block: dict[tuple[str, str], list[Record]] = {}
