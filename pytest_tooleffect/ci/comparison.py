@@ -186,8 +186,8 @@ def policy_mismatches(before: Baseline, after: Baseline,
     Returns:
         Per such family, sorted: ``{family, baseline_policies, run_policies, compared, line}``, the
         policies (sorted) of each side, the decisions of the family that were compared all the same
-        (those of the policies both sides ran) and :func:`mismatch_line`.  A family whose policies on one side are a subset
-        of the other's is no mismatch (a run that ran fewer policies, or more).
+        (those of the policies both sides ran) and :func:`mismatch_line`.  A family whose policies on
+        one side are a subset of the other's is no mismatch (a run that ran fewer policies, or more).
     """
     out = []
     for family in sorted({g.family for g in before.groups} & {g.family for g in after.groups}):

@@ -179,7 +179,8 @@ class BaselineTotals(Part):
 
 class PolicyMismatch(Part):
     """A family both sides hold under different policy names: the decisions of a policy only one side
-    ran pair with nothing (record ids name the policy)."""
+    ran pair with nothing (record ids name the policy).
+    """
 
     family: str
     """The family."""
@@ -235,6 +236,9 @@ class GateCounts(Part):
     """Gates failed."""
     not_judged: Count
     """Gates that could not be judged (too few rows, no baseline, an unknown cost)."""
+    not_applicable: Count = 0
+    """Gates on a class, policy or family this run did not select (``-m``, ``-k``, a subset of the
+    policies): neither passed nor failed."""
 
 
 class GateErrors(Part):
@@ -269,10 +273,10 @@ class GateResultEntry(Part):
     """``%``, ``""`` (a count) or ``USD``."""
     bound: Literal["point", "wilson"] | None
     """``point`` or ``wilson`` for a class rate; ``null`` otherwise."""
-    status: Literal["passed", "failed", "not_judged"]
-    """The verdict."""
+    status: Literal["passed", "failed", "not_judged", "not_applicable"]
+    """The verdict (``not_applicable``: the gate's class, policy or family was not selected by this run)."""
     fails_run: bool
-    """A failed gate, or a NOT JUDGED one under ``unjudged = "fail"``."""
+    """A failed gate, or a NOT JUDGED one under ``unjudged = "fail"`` (never a not applicable one)."""
     value: float | None
     """The judged value (percent, count or USD); ``null`` when not judged."""
     n: int | None
@@ -294,7 +298,8 @@ class GatesApplied(Part):
     source: str
     """Where the gates were read: ``PATH [tool.tooleffect.gates]``."""
     passed: bool
-    """No gate failed the run."""
+    """No gate failed the run, and some gate was judged (or the gates let a run that judged nothing
+    through with ``unjudged = "pass"``)."""
     counts: GateCounts
     """Results by status."""
     errors: GateErrors

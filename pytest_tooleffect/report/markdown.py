@@ -26,7 +26,7 @@ from pytest_tooleffect.util.display import shown
 __all__ = ["render_markdown"]
 
 _MAX_IDS = 10  # record ids listed per block and list; the rest are counted
-_STATUS = {"passed": "PASSED", "failed": "FAILED", "not_judged": "NOT JUDGED"}
+_STATUS = {"passed": "PASSED", "failed": "FAILED", "not_judged": "NOT JUDGED", "not_applicable": "NOT APPLICABLE"}
 
 
 def render_markdown(report: Report, records: Sequence[Record] = (),
@@ -53,12 +53,14 @@ def render_markdown(report: Report, records: Sequence[Record] = (),
         out += [f"## tooleffect: gates {verdict} (exit {gates.exit_status})", "",
                 f"{_cell(gates.exit_reason)}.", ""]
         c = gates.counts
-        out += [f"{c.passed} passed, {c.failed} failed, {c.not_judged} not judged; {n_errors} errors.", ""]
+        na = f", {c.not_applicable} not applicable (not selected by this run)" if c.not_applicable else ""
+        out += [f"{c.passed} passed, {c.failed} failed, {c.not_judged} not judged{na}; {n_errors} errors.", ""]
         if gates.results:
             out += ["| result | gate | value |", "| --- | --- | --- |"]
             for r in gates.results:
                 head, _, _ = r.line.partition(": " + _STATUS[r.status])
-                shown = _STATUS[r.status] + ("" if r.fails_run or r.status == "passed" else " (let through)")
+                let = r.status == "not_judged" and not r.fails_run
+                shown = _STATUS[r.status] + (" (let through)" if let else "")
                 out.append(f"| {shown} | {_cell(head.removeprefix('gate '))} | {_cell(r.detail)} |")
             out.append("")
     else:
