@@ -189,7 +189,7 @@ def test_policy_names_that_differ_from_the_baseline_s_are_named(pytester: pytest
     assert cli(["baseline", "save", str(pytester.path / "a.jsonl"), "--out", str(base)]) == 0
     result = pytester.runpytest("cases/", "--tooleffect-agent=second=bl_named_agent:decide",
                                 f"--tooleffect-baseline={base}", "--tooleffect-records=b.jsonl",
-                                "--tooleffect-report=b.json", "--tooleffect-summary-md=b.md")
+                                "--tooleffect-report=b.json", "--tooleffect-summary-md=b.md", "--tooleffect-html=b.html")
     said = ("family bl: the baseline holds policy first; this run ran second: no decision compared (a decision "
             "pairs by record id, which names its policy: run the policy under the baseline's name, e.g. "
             "--tooleffect-agent NAME=module:function, or save a new baseline)")
@@ -200,6 +200,8 @@ def test_policy_names_that_differ_from_the_baseline_s_are_named(pytester: pytest
     assert section["policy_mismatches"] == [{"family": "bl", "baseline_policies": ["first"],
                                              "run_policies": ["second"], "compared": 0, "line": said}]
     assert f"Policy names differ from the baseline: {said}." in (pytester.path / "b.md").read_text()
+    assert ('<p class="warn">policy names differ: family bl: the baseline holds policy first; this run ran second: '
+            "no decision compared") in (pytester.path / "b.html").read_text()
     capsys.readouterr()
     assert cli(["compare", str(pytester.path / "a.jsonl"), str(pytester.path / "b.jsonl")]) == 2
     assert ("tooleffect compare: policy names differ: family bl: A holds policy first; B ran second: no decision "
