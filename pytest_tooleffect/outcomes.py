@@ -14,7 +14,7 @@ import pytest
 
 from pytest_tooleffect.util.redaction import redact
 
-__all__ = ["NOTHING_TO_REPLAY", "RATE_LIMITER_ERROR", "DecisionFailed", "Failure", "NotScored"]
+__all__ = ["NOTHING_TO_REPLAY", "RATE_LIMITER_ERROR", "DecisionFailed", "Failure", "NotScored", "PolicyShadowWarning"]
 
 #: The error type of a decision the run's rate limiter kept from being made (its Redis or its state
 #: file failed): the limiter's fault, never the provider's (a provider's 429 is ``RateLimitError``).
@@ -22,6 +22,14 @@ RATE_LIMITER_ERROR = "RateLimiterError"
 #: The skip reason of a replayed item whose case has no ``recorded`` decision (the report counts
 #: skipped items by reason, and says how to choose a policy when replay was the run's only one).
 NOTHING_TO_REPLAY = "no recorded action to replay"
+
+
+class PolicyShadowWarning(UserWarning):
+    """``--tooleffect-agent NAME=module:function`` names a policy ``[tool.tooleffect.policies.NAME]``
+    also defines: the command line's agent runs under that name and the pyproject policy's settings
+    are not used.  Silence it with ``-W "ignore::pytest_tooleffect.outcomes.PolicyShadowWarning"``
+    (or the ini's ``filterwarnings``) when the variant is meant to replace the policy.
+    """
 
 
 @dataclass(frozen=True)

@@ -81,9 +81,10 @@ def pytest_configure(config: pytest.Config) -> None:
     }
     if settings.live:
         plugins["tooleffect-model-turns"] = ModelTurns(config)
+    selection = RunSelection(settings.shard)  # what the run selected: the gates judge that
     if not hasattr(config, "workerinput"):
         tally = RunTally()
-        gates = GateKeeper(config, tally)  # reads [tool.tooleffect.gates]: a usage error here
+        gates = GateKeeper(config, tally, selection)  # reads [tool.tooleffect.gates]: a usage error here
         # the report's sections (written in the assembler's order: judge, shard, baseline, gates)
         sections: list[ReportSection] = [JudgeContributor(settings.judge_model, settings.judge_calibration), gates]
         if settings.shard is not None:
@@ -104,7 +105,7 @@ def pytest_configure(config: pytest.Config) -> None:
         plugins["tooleffect-baseline"] = baseline
         record_sections.append(baseline)
     # on workers too: they collect, deselect (a shard's part) and make records
-    selection = plugins["tooleffect-selection"] = RunSelection(settings.shard)
+    plugins["tooleffect-selection"] = selection
     record_sections.append(SelectionMark(selection))
     config.stash[record_sections_key] = record_sections
     for name, plugin in plugins.items():

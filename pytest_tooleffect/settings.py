@@ -75,13 +75,14 @@ from pytest_tooleffect.options import (
     parse_tpm,
 )
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
+from pytest_tooleffect.outcomes import PolicyShadowWarning
 from pytest_tooleffect.util.extras import MissingExtra, require
 from pytest_tooleffect.util.input_files import read_input_text
 from pytest_tooleffect.util.redaction import looks_like_key, register
 from pytest_tooleffect.util.urls import url_secrets, without_password
 
 __all__ = ["DEFAULT_POLICIES", "PYPROJECT", "PYPROJECT_KEYS", "SandboxSettings", "Settings", "is_live",
-           "read_pyproject", "resolve", "settings_key"]
+           "read_pyproject", "resolve", "settings_key", "shadowed_policies"]
 
 #: the file ``[tool.tooleffect.*]`` tables are read from, in pytest's rootdir
 PYPROJECT = "pyproject.toml"
@@ -318,6 +319,9 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         rate_backend=_rate_backend(config),
         **_rate_settings(config),
     )
+    if not hasattr(config, "workerinput"):  # said once, by the controller
+        for text in shadowed_policies(settings):
+            config.issue_config_time_warning(PolicyShadowWarning(text), stacklevel=2)
     for base, needs, opt in ((settings.api_base, settings.model, OPT_MODEL),
                              (settings.judge_api_base, settings.judge_model, OPT_JUDGE)):
         if base and not needs:
@@ -325,6 +329,33 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
                              if opt == OPT_MODEL else (OPT_JUDGE_BASE, ""))
             raise pytest.UsageError(f"{api_opt} {base}: an api base is for {opt}, which is not given{hint}")
     return settings
+
+
+def shadowed_policies(settings: Settings) -> list[str]:
+    """What each ``--tooleffect-agent NAME=…`` does to a ``[tool.tooleffect.policies.NAME]`` of the same
+    name, in words: it runs under the name in its place (its records, baseline decisions and gates are
+    the agent's) and the pyproject policy's settings go unused.  A warning rather than an error: keeping
+    a policy's name for a variant is how the variant's decisions pair with a baseline saved under it.
+
+    Args:
+        settings: the run's settings (its agents and its pyproject policies).
+
+    Returns:
+        One message per shadowed policy, naming both, the pyproject file, the settings not used (their
+        names, never their values) and how to run both.
+    """
+    out = []
+    for agent in settings.agents:
+        policy = settings.pyproject_policies.get(agent.name)
+        if policy is None or policy == agent:
+            continue
+        unused = sorted(policy.model_dump(exclude_defaults=True, exclude={"name"}))
+        name = agent.name
+        out.append(f"{OPT_AGENT} {name}={agent.agent} runs as policy {name!r} in place of "
+                   f"[tool.tooleffect.policies.{name}] in {settings.pyproject} (not used: {', '.join(unused)}); "
+                   f"its records and baseline decisions under {name!r} are this agent's. To run both, give the "
+                   f"command line's agent another name ({OPT_AGENT} {name}-variant={agent.agent})")
+    return out
 
 
 def _sandbox_settings(config: pytest.Config, providers: list[str], live: bool) -> SandboxSettings:

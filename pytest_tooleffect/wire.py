@@ -16,7 +16,7 @@ from __future__ import annotations
 __all__ = [
     "REPORT_ATTRIBUTES", "REPORT_FAMILY", "REPORT_INVALID", "REPORT_KEPT", "REPORT_POLICY", "REPORT_RECORD",
     "REPORT_SKIPPED", "WORKER_CHUNKED", "WORKER_COUNT", "WORKER_ID", "WORKER_INPUT_KEYS", "WORKER_LEFT_THREADS",
-    "WORKER_OUTPUT_KEYS", "WORKER_OWNER_PID", "WORKER_RATE_STATE", "WORKER_RUN_ID",
+    "WORKER_OUTPUT_KEYS", "WORKER_OWNER_PID", "WORKER_RATE_STATE", "WORKER_RUN_ID", "WORKER_SCOPE",
 ]
 
 # --------------------------------------------------------------- workerinput (controller → worker)
@@ -43,8 +43,12 @@ WORKER_INPUT_KEYS = (WORKER_RUN_ID, WORKER_OWNER_PID, WORKER_RATE_STATE, WORKER_
 #: (``'name' (started during a turn of module.function)``), when there are any
 WORKER_LEFT_THREADS = "tooleffect_left_threads"
 
+#: what the worker's collection selected by family × policy and class (``RunScope.to_json()`` of
+#: :mod:`pytest_tooleffect.collect.scope`), for the gates
+WORKER_SCOPE = "tooleffect_scope"
+
 #: the plugin's own ``workeroutput`` keys
-WORKER_OUTPUT_KEYS = (WORKER_LEFT_THREADS,)
+WORKER_OUTPUT_KEYS = (WORKER_LEFT_THREADS, WORKER_SCOPE)
 
 # ------------------------------------------------------------ TestReport attributes (worker → controller)
 

@@ -413,6 +413,34 @@ def test_one_name_for_two_policies_is_refused(pytester: pytest.Pytester, args: l
     result.stdout.fnmatch_lines(["*policy names given twice (*): every policy of a run needs its own name*"])
 
 
+def test_a_command_line_agent_named_as_a_pyproject_policy_warns_naming_both(pytester: pytest.Pytester) -> None:
+    """``--tooleffect-agent support=…`` runs in place of ``[tool.tooleffect.policies.support]``: a warning
+    names both (with the file and the settings not used, never their values) and how to run both; the
+    agent runs under the name (so a variant pairs with a baseline saved under it)."""
+    _demo_family(pytester.path, [_demo_case("stop", {"valid_actions": [{"tool": None}]})])
+    pytester.makepyfile(agents_under_test="def polite(state):\n    return {'role': 'assistant', 'content': "
+                                          "str(state.policy.get('settings'))}\n")
+    pytester.makepyprojecttoml("""
+        [tool.tooleffect.policies.support]
+        agent = "agents_under_test:polite"
+        settings = {model = "openai/gpt-4o-mini", temperature = 0}
+        timeout_s = 30
+    """)
+    result = pytester.runpytest("cases/", "--tooleffect-agent=support=agents_under_test:variant",
+                                "--tooleffect-records=")
+    result.assert_outcomes(errors=1)  # the variant does not exist: it ran, not the pyproject policy
+    result.stdout.fnmatch_lines([
+        "*PolicyShadowWarning: --tooleffect-agent support=agents_under_test:variant runs as policy 'support' in "
+        "place of [[]tool.tooleffect.policies.support[]] in */pyproject.toml (not used: agent, settings, "
+        "timeout_s); its records and baseline decisions under 'support' are this agent's. To run both, give the "
+        "command line's agent another name (--tooleffect-agent support-variant=agents_under_test:variant)"])
+    assert "gpt-4o-mini" not in result.stdout.str()
+    other = pytester.runpytest("cases/", "--tooleffect-agent=support-variant=agents_under_test:polite",
+                               "--tooleffect-policy=support", "--tooleffect-records=")
+    other.assert_outcomes(passed=2)
+    assert "PolicyShadowWarning" not in other.stdout.str()
+
+
 BAD_AGENTS = '''
 import sys
 from pytest_tooleffect.decide.agent import AgentTurn

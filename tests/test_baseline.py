@@ -164,6 +164,50 @@ def test_changed_labels_are_compared_when_asked(pytester: pytest.Pytester) -> No
     assert b["compared"] == 6 and b["left_out"]["label_changed"] == 0 and b["label_changed_compared"] == 1
 
 
+def test_the_block_header_s_xfail_count_is_pytest_s(pytester: pytest.Pytester) -> None:
+    """The accepted run again against its own baseline: its two failures are known (XFAIL) and the case its
+    file marks xfail passes (XPASS).  The block header and the JSON report count what pytest counts as
+    xfailed (2), not the cases marked xfail in their files (1, which passed)."""
+    base_path = accepted_baseline(pytester)
+    write_family(pytester.path, ACCEPTED)
+    result = pytester.runpytest("cases/", f"--tooleffect-baseline={base_path}", "--tooleffect-report=again.json")
+    result.assert_outcomes(passed=3, xfailed=2, xpassed=1)
+    result.stdout.fnmatch_lines(["tooleffect: family bl · policy replay  n=6 scored, 0 errors, 2 xfail · label set *"])
+    (block,) = json.loads((pytester.path / "again.json").read_text())["blocks"]
+    assert block["n_xfail"] == result.parseoutcomes()["xfailed"] == 2
+
+
+def test_policy_names_that_differ_from_the_baseline_s_are_named(pytester: pytest.Pytester,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The baseline holds the agent as ``first``, the run names it ``second``: no decision pairs, and the
+    terminal, the JSON report, the Markdown summary and ``tooleffect compare`` say why (not only "6 left out")."""
+    write_family(pytester.path, ACCEPTED)
+    pytester.syspathinsert()
+    pytester.makepyfile(bl_named_agent='def decide(state):\n    return {"role": "assistant", "content": "Done."}\n')
+    pytester.runpytest("cases/", "--tooleffect-agent=first=bl_named_agent:decide", "--tooleffect-records=a.jsonl")
+    base = pytester.path / "tooleffect-baseline.json"
+    assert cli(["baseline", "save", str(pytester.path / "a.jsonl"), "--out", str(base)]) == 0
+    result = pytester.runpytest("cases/", "--tooleffect-agent=second=bl_named_agent:decide",
+                                f"--tooleffect-baseline={base}", "--tooleffect-records=b.jsonl",
+                                "--tooleffect-report=b.json", "--tooleffect-summary-md=b.md", "--tooleffect-html=b.html")
+    said = ("family bl: the baseline holds policy first; this run ran second: no decision compared (a decision "
+            "pairs by record id, which names its policy: run the policy under the baseline's name, e.g. "
+            "--tooleffect-agent NAME=module:function, or save a new baseline)")
+    result.stdout.fnmatch_lines(["baseline *: 0 decisions compared: *, new 6",
+                                 "policy names differ: " + said.replace("[", "[[]"),
+                                 "left out: 6 in the baseline, not in this run*"])
+    section = json.loads((pytester.path / "b.json").read_text())["baseline"]
+    assert section["policy_mismatches"] == [{"family": "bl", "baseline_policies": ["first"],
+                                             "run_policies": ["second"], "compared": 0, "line": said}]
+    assert f"Policy names differ from the baseline: {said}." in (pytester.path / "b.md").read_text()
+    assert ('<p class="warn">policy names differ: family bl: the baseline holds policy first; this run ran second: '
+            "no decision compared") in (pytester.path / "b.html").read_text()
+    capsys.readouterr()
+    assert cli(["compare", str(pytester.path / "a.jsonl"), str(pytester.path / "b.jsonl")]) == 2
+    assert ("tooleffect compare: policy names differ: family bl: A holds policy first; B ran second: no decision "
+            "compared") in capsys.readouterr().err
+
+
 @pytest.mark.subprocess
 def test_xdist_gives_the_same_outcomes_and_records(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")

@@ -239,8 +239,9 @@ def test_gates_of_a_family_not_in_the_run_are_not_judged(pytester: pytest.Pytest
 
 
 def test_a_table_with_a_wildcard_applies_only_to_the_blocks_of_the_run(pytester: pytest.Pytester) -> None:
-    """A "*/replay" table in a run of another policy, and "mail/*" with no mail family, judge nothing:
-    their own gates are NOT JUDGED, and fail the run unless the table lets them through."""
+    """A "*/replay" table in a run of another policy does not apply (the run did not select replay); "mail/*"
+    with no mail family judges nothing: its gates are NOT JUDGED, and fail the run unless the table lets
+    them through."""
     write_family(pytester.path)
     tables = ('[tool.tooleffect.gates."*/replay"]\nmin_pct.no_tool.name = 99\n{extra}'
               '[tool.tooleffect.gates."mail/*"]\nmin_pct.no_tool.name = 99\n{extra}'
@@ -251,8 +252,8 @@ def test_a_table_with_a_wildcard_applies_only_to_the_blocks_of_the_run(pytester:
     lines = gate_lines(result)
     assert lines[0] == "gate mini/decide forbidden <= 99: PASSED (0 of 13 decisions)"  # "*" alone judges the block
     assert lines[1:3] == [
-        'gate */replay no_tool name >= 99.0 %: NOT JUDGED (table "*/replay" matches no family x policy of the run '
-        "(blocks: mini/decide))",
+        "gate */replay no_tool name >= 99.0 %: NOT APPLICABLE (policy replay not selected by this run (it ran "
+        "decide))",
         'gate mail/* no_tool name >= 99.0 %: NOT JUDGED (table "mail/*" matches no family x policy of the run '
         "(blocks: mini/decide))"]
     assert result.ret == 1 and lines[-1].endswith("exit 1: gates failed"), lines
@@ -260,7 +261,7 @@ def test_a_table_with_a_wildcard_applies_only_to_the_blocks_of_the_run(pytester:
     result = pytester.runpytest("cases/", "--tooleffect-agent=agent_mod:decide", "-p", "no:cacheprovider")
     assert result.ret == 0, gate_lines(result)
     assert sum('matches no family x policy of the run (blocks: mini/decide); let through by unjudged = "pass"' in line
-               for line in gate_lines(result)) == 2
+               for line in gate_lines(result)) == 1
 
 
 @pytest.mark.parametrize(("table", "message"), [
@@ -317,7 +318,7 @@ def test_the_summary_markdown_has_the_gates_and_the_table(pytester: pytest.Pytes
     assert md.rstrip().endswith("Errors (not counted in any rate, and failing the run): 0.")
     report = json.loads((pytester.path / "out" / "r.json").read_text())
     assert report["gates"]["exit_status"] == 1 and report["gates"]["counts"] == {"passed": 0, "failed": 1,
-                                                                                   "not_judged": 1}
+                                                                                   "not_judged": 1, "not_applicable": 0}
     assert [r["line"] for r in report["gates"]["results"]] == gate_lines(result)[:2]
 
 

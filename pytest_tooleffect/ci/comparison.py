@@ -18,8 +18,8 @@ from typing import Any
 from pytest_tooleffect.ci.baseline import CLASSES, LEFT_OUT, LEVELS, Baseline, BaselineDecision, classify
 from pytest_tooleffect.report import percent
 
-__all__ = ["ERRORS_AFTER_PASS", "compare", "fingerprint_mismatches", "mcnemar_exact", "render_comparison",
-           "summary_lines"]
+__all__ = ["ERRORS_AFTER_PASS", "compare", "fingerprint_mismatches", "mcnemar_exact", "mismatch_line",
+           "policy_mismatches", "render_comparison", "summary_lines"]
 
 
 def mcnemar_exact(table: Sequence[Sequence[int]]) -> float:
@@ -99,7 +99,7 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", err
         ``new`` counts; ``left_out`` counts by reason (:data:`LEFT_OUT`) and
         ``label_changed_ids``; ``label_changed_compared``; ``mcnemar`` (``table``, ``b``, ``c``,
         ``p_value``, ``test``).  ``totals`` sums the counts (rates are never pooled across
-        families).
+        families).  ``policy_mismatches``: :func:`policy_mismatches`.
     """
     keys = sorted({(g.family, g.policy) for g in (*before.groups, *after.groups)})
     blocks: list[dict[str, Any]] = []
@@ -160,14 +160,65 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", err
         if errors == "regression":  # said only when asked for (a run's baseline section leaves errors out)
             block["errors_after_pass"] = len(regressions) - flipped
         blocks.append(block)
+    mismatches = policy_mismatches(before, after, blocks)
     totals: dict[str, Any] = {k: sum(len(b[k]) if isinstance(b[k], list) else b[k] for b in blocks)
                               for k in ("compared", "regressions", "fixes", "changed", "known", "passing", "new")}
     totals["left_out"] = {k: sum(b["left_out"][k] for b in blocks) for k in LEFT_OUT}
-    out = {"changed_labels": changed_labels, "left_out_reasons": LEFT_OUT, "blocks": blocks, "totals": totals}
+    out = {"changed_labels": changed_labels, "left_out_reasons": LEFT_OUT, "blocks": blocks, "totals": totals,
+           "policy_mismatches": mismatches}
     if errors == "regression":
         totals["errors_after_pass"] = sum(b["errors_after_pass"] for b in blocks)
         out["errors"] = errors
     return out
+
+
+def policy_mismatches(before: Baseline, after: Baseline,
+                      blocks: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The families both sides hold under different policy names: record ids name the policy, so
+    the decisions of a policy only one side ran pair with nothing (they are ``new`` on one side and
+    ``not_in_after`` on the other).
+
+    Args:
+        before: the baseline.
+        after: the new run.
+        blocks: :func:`compare`'s blocks (for the decisions compared per family).
+
+    Returns:
+        Per such family, sorted: ``{family, baseline_policies, run_policies, compared, line}``, the
+        policies (sorted) of each side, the decisions of the family that were compared all the same
+        (those of the policies both sides ran) and :func:`mismatch_line`.  A family whose policies on
+        one side are a subset of the other's is no mismatch (a run that ran fewer policies, or more).
+    """
+    out = []
+    for family in sorted({g.family for g in before.groups} & {g.family for g in after.groups}):
+        b_pol = sorted({g.policy for g in before.groups if g.family == family})
+        a_pol = sorted({g.policy for g in after.groups if g.family == family})
+        if set(b_pol) - set(a_pol) and set(a_pol) - set(b_pol):
+            compared = sum(int(b["compared"]) for b in blocks if b["family"] == family)
+            entry: dict[str, Any] = {"family": family, "baseline_policies": b_pol, "run_policies": a_pol,
+                                     "compared": compared}
+            out.append({**entry, "line": mismatch_line(entry)})
+    return out
+
+
+def mismatch_line(mismatch: Mapping[str, Any], before: str = "the baseline", after: str = "this run") -> str:
+    """One of :func:`policy_mismatches` in words: ``family F: the baseline holds policy A; this run ran B:
+    no decision compared (…how to pair them)``.
+
+    Args:
+        mismatch: one entry of :func:`policy_mismatches`.
+        before: what to call the baseline's side.
+        after: what to call the run's side.
+    """
+    def names(policies: Sequence[str]) -> str:
+        return ("policy " if len(policies) == 1 else "policies ") + ", ".join(policies)
+
+    compared = mismatch["compared"]
+    what = "no decision compared" if not compared else f"{compared} decisions compared (of the policies both ran)"
+    return (f"family {mismatch['family']}: {before} holds {names(mismatch['baseline_policies'])}; {after} ran "
+            f"{', '.join(mismatch['run_policies'])}: {what} (a decision pairs by record id, which names its "
+            "policy: run the policy under the baseline's name, e.g. --tooleffect-agent NAME=module:function, or "
+            "save a new baseline)")
 
 
 def fingerprint_mismatches(before: Baseline, after: Baseline) -> list[tuple[str, str, str, str]]:
@@ -209,6 +260,7 @@ def summary_lines(comparison: Mapping[str, Any]) -> list[str]:
     t = comparison["totals"]
     lines = [f"baseline {comparison.get('path', '')}: {t['compared']} decisions compared: {t['regressions']} "
              f"regressed, {t['changed']} changed, {t['fixes']} fixed, known failures {t['known']}, new {t['new']}"]
+    lines += ["policy names differ: " + m["line"] for m in comparison.get("policy_mismatches", [])]
     left = {k: v for k, v in t["left_out"].items() if v}
     if left:
         lines.append("left out: " + "; ".join(f"{v} {LEFT_OUT[k]}" for k, v in left.items()))
@@ -235,7 +287,7 @@ def render_comparison(comparison: Mapping[str, Any], names: tuple[str, str] = ("
         names: what to call the two sides.
     """
     a, b = names
-    out = []
+    out = ["policy names differ: " + mismatch_line(m, a, b) for m in comparison.get("policy_mismatches", [])]
     for block in comparison["blocks"]:
         fp = block["label_set_fingerprint"]
         same = "same label set" if block["same_label_set"] else "label sets differ"

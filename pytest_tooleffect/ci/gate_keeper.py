@@ -1,14 +1,15 @@
-"""Gates judged: each gate of :mod:`.gates` against the report's own rates, intervals, kinds,
-regressions and cost, one :class:`GateResult` per gate; the session's exit status decided from
-them (:func:`decide_exit`); and :class:`GateKeeper`, the controller's plugin object that writes
-the report's ``gates`` section (a report section of :mod:`pytest_tooleffect.report.assembly`),
-prints one line per gate and sets ``session.exitstatus``.
+"""Gates judged: each gate of :mod:`.gate_rules` against the report's own rates, intervals, kinds,
+regressions and cost, one :class:`~.gate_verdicts.GateResult` per gate, on what the run selected
+(:mod:`.gate_scope`); the session's exit status decided from them (:mod:`.gate_verdicts`); and
+:class:`GateKeeper`, the controller's plugin object that writes the report's ``gates`` section (a
+report section of :mod:`pytest_tooleffect.report.assembly`), prints one line per gate and sets
+``session.exitstatus`` (unless ``-p no:tooleffect-gates`` switched it off).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Literal
@@ -27,93 +28,42 @@ from pytest_tooleffect.ci.gate_rules import (
     RateFloors,
     gates_of,
 )
+from pytest_tooleffect.ci.gate_scope import GateScope
+from pytest_tooleffect.ci.gate_verdicts import (
+    WORDS,
+    GateResult,
+    Status,
+    decide_exit,
+    gates_fail,
+    judged_nothing,
+)
+from pytest_tooleffect.collect.sharding import RunSelection
 from pytest_tooleffect.oracle import KINDS
 from pytest_tooleffect.report import CLASSES, percent
 from pytest_tooleffect.report.ci_model import GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import Block, ClassRates, Rate, Report
 from pytest_tooleffect.report.reporter import RunTally
+from pytest_tooleffect.scoring.outcome import decision_passed, expected_failure
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.output_files import output_problems_key, shown_path
 
-__all__ = ["GateKeeper", "GateResult", "LogGates", "RunTally", "decide_exit", "evaluate", "gates_section",
-           "judged_nothing", "nothing_scored", "unmatched_tables"]
+__all__ = ["PLUGIN_NAME", "GateKeeper", "GateResult", "LogGates", "RunTally", "decide_exit", "evaluate", "gates_fail",
+           "gates_section", "judged_nothing", "nothing_scored", "unmatched_tables"]
 
 _FAIL_KINDS = tuple(k for k in KINDS if k not in ("ok", "ok_no_tool"))
 _BASELINE_HINT = "no baseline: run with --tooleffect-baseline PATH"
 _NOT_APPLIED = "no decision was recorded in this run; pytest's exit status stands"
+#: the name the gate keeper is registered under: ``-p no:tooleffect-gates`` switches the gates off
+PLUGIN_NAME = "tooleffect-gates"
+_SWITCHED_OFF = f"switched off by -p no:{PLUGIN_NAME}; pytest's exit status stands"
 #: a record's ``baseline.status`` values that mean it was compared with the baseline
 _COMPARED = ("regression", "changed", "known", "fixed", "passing")
 #: a count gate's line names at most this many of its decisions, then counts the rest
 _NAMED_IDS = 5
 
-Status = Literal["passed", "failed", "not_judged"]
-
 # ------------------------------------------------------------------------------ judging
-
-
-@dataclass(frozen=True)
-class GateResult:
-    """One gate's verdict on one family × policy.
-
-    Attributes:
-        family: the family (``*`` in a key that matched no block).
-        policy: the policy (likewise).
-        gate: what is judged, e.g. ``no_tool name`` or ``forbidden``.
-        op: ``>=`` (a floor) or ``<=`` (a ceiling).
-        threshold: the floor (percent) or ceiling (decisions, or USD).
-        unit: ``%``, ``""`` (a count) or ``USD``.
-        bound: ``point`` or ``wilson`` for a class rate; ``None`` otherwise.
-        status: ``passed``, ``failed`` or ``not_judged``.
-        fails_run: a failed gate, or a NOT JUDGED one under ``unjudged = "fail"``.
-        value: the judged value (percent, count or USD), ``None`` when not judged.
-        n: the rows behind the value, when it is a rate.
-        detail: the parenthesised part of the line.
-        ids: record ids behind a count gate (the regressions, the changed known failures, the
-            decisions of a kind), sorted; ``None`` for a rate or a cost.
-    """
-
-    family: str
-    policy: str
-    gate: str
-    op: str
-    threshold: float
-    unit: str
-    bound: str | None
-    status: Status
-    fails_run: bool
-    value: float | None
-    n: int | None
-    detail: str
-    ids: tuple[str, ...] | None = None
-
-    @property
-    def line(self) -> str:
-        """``gate FAMILY/POLICY GATE OP THRESHOLD: STATUS (detail)``, the terminal line."""
-        word = {"passed": "PASSED", "failed": "FAILED", "not_judged": "NOT JUDGED"}[self.status]
-        judged = " Wilson lower bound" if self.bound == "wilson" else ""
-        return (f"gate {self.family}/{self.policy} {self.gate}{judged} {self.op} "
-                f"{_show_threshold(self.threshold, self.unit)}: {word} ({self.detail})")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON form (the report's ``gates.results`` entries), with the terminal line."""
-        out = asdict(self)
-        out["ids"] = list(self.ids) if self.ids is not None else None
-        out["line"] = self.line
-        return out
-
-
-def _show_threshold(value: float, unit: str) -> str:
-    if unit == "%":
-        return f"{value:.1f} %" if value * 10 == int(value * 10) else f"{_plain(value)} %"
-    if unit == "USD":
-        return f"${_plain(value)}"
-    return str(int(value))
-
-
-def _plain(value: float) -> str:
-    return format(Decimal(repr(value)).normalize(), "f")
 
 
 def _shown(value_pct: float, threshold: float, ok: bool) -> str:
@@ -135,21 +85,27 @@ def _ci_text(ci: Sequence[float] | None) -> str:
 
 
 def evaluate(report: Report, records: Sequence[Record],
-             config: GatesConfig) -> list[GateResult]:
+             config: GatesConfig, scope: GateScope | None = None) -> list[GateResult]:
     """Judge every gate on every block of the report.
 
     Args:
         report: the report (its ``blocks``, one per family × policy).
         records: the run's records (for the regression count: ``baseline.status``).
         config: the gates.
+        scope: what the run selected: a gate on a class, policy or family it deselected (or a
+            policy it could have run and did not) is NOT APPLICABLE, and an average over a block
+            whose classes it deselected says what it covers; ``None`` (a report made from record
+            logs): every gate applies.
 
     Returns:
         The results, block by block in the report's order, then one NOT JUDGED result per gate of
         every table that matches no block of the run: one that names a family and a policy the run
         did not score, a wildcard table that matches nothing (a typo such as ``"*/Replay"``), and
         ``"*"`` itself when the run scored nothing (every item skipped).  A gate never passes on
-        nothing: these fail the run unless their table says ``unjudged = "pass"``.
+        nothing: these fail the run unless their table says ``unjudged = "pass"``.  A table whose
+        family × policy the run did not select gives NOT APPLICABLE results instead.
     """
+    scope = scope if scope is not None else GateScope(None)
     out: list[GateResult] = []
     blocks = report.blocks
     by_block: dict[tuple[str, str], list[Record]] = {}
@@ -157,7 +113,7 @@ def evaluate(report: Report, records: Sequence[Record],
         by_block.setdefault((r.family, r.policy), []).append(r)
     for block in blocks:
         fam, pol = block.family, block.policy
-        out.extend(_judge_block(block, by_block.get((fam, pol), []), config.for_block(fam, pol)))
+        out.extend(_judge_block(block, by_block.get((fam, pol), []), config.for_block(fam, pol), scope))
     shown = ", ".join(f"{b.family}/{b.policy}" for b in blocks)
     for fam, pol in config.tables:
         if any(fam in ("*", b.family) and pol in ("*", b.policy) for b in blocks):
@@ -167,6 +123,11 @@ def evaluate(report: Report, records: Sequence[Record],
         if "*" in (fam, pol):  # a wildcard table's own gates (the less specific ones judge the blocks there are)
             own = {g[0] for g in _listed(config.tables[(fam, pol)])}
             listed = [g for g in listed if g[0] in own]
+        left_out = scope.table_not_selected(fam, pol) if blocks else None
+        if left_out is not None:
+            out.extend(GateResult(fam, pol, gate, op, threshold, unit, bound, "not_applicable", False, None, None,
+                                  left_out) for gate, op, threshold, unit, bound in listed)
+            continue
         if not blocks:
             reason = nothing_scored(report)
         elif "*" not in (fam, pol):
@@ -185,11 +146,6 @@ def nothing_scored(report: Report) -> str:
                                           (sum(f.count for f in report.invalid), "invalid cases"),
                                           (sum(u.count for u in report.unrecorded), "without a record")) if n]
     return "nothing was judged: the run scored no decision" + (f" ({', '.join(parts)})" if parts else "")
-
-
-def judged_nothing(results: Sequence[GateResult]) -> bool:
-    """No gate was judged: there are none, or every one is NOT JUDGED."""
-    return all(r.status == "not_judged" for r in results)
 
 
 def unmatched_tables(report: Report, config: GatesConfig) -> list[str]:
@@ -239,14 +195,19 @@ def _unjudged(reason: str, gates: GateSet) -> str:
 
 
 def _judge_block(block: Block, records: Sequence[Record],
-                 gates: GateSet) -> list[GateResult]:
+                 gates: GateSet, scope: GateScope) -> list[GateResult]:
     min_n = gates.min_n or 1
     results = []
     for gate, op, threshold, unit, bound in _listed(gates):
         result = _maker(block.family, block.policy, gates, gate, op, threshold, unit, bound)
         if unit == "%":
             subject, level = gate.split(" ")
-            results.append(_judge_rate(block, subject, level, threshold, bound, min_n, result))
+            left_out = scope.class_not_selected(block.family, block.policy, subject)
+            if left_out is not None:
+                results.append(result("not_applicable", left_out))
+                continue
+            results.append(_judge_rate(block, subject, level, threshold, bound, min_n, result,
+                                       scope.coverage(block.family, block.policy, _classes_with_rows(block, level))))
         elif unit == "":
             results.append(_judge_count(block, records, gate, threshold, result))
         else:
@@ -265,14 +226,22 @@ def _maker(family: str, policy: str, gates: GateSet, gate: str, op: str, thresho
              ids: tuple[str, ...] | None = None) -> GateResult:
         if status == "not_judged":
             detail = _unjudged(detail, gates)
-        fails = status == "failed" or (status == "not_judged" and gates.unjudged != "pass")
+        fails = status == "failed" or (status == "not_judged" and gates.unjudged != "pass")  # never not_applicable
         return GateResult(family, policy, gate, op, threshold, unit, bound, status, fails, value, n, detail, ids)
 
     return make
 
 
+def _classes_with_rows(block: Block, level: str) -> int:
+    """The classes of a block with rows at a level (an average is over those)."""
+    effects = block.effects
+    if effects is not None and level == "effect":
+        return sum(1 for c in CLASSES if getattr(effects.classes, c).n)
+    return sum(1 for c in CLASSES if getattr(block.classes, c).n)
+
+
 def _judge_rate(block: Block, subject: str, level: str, threshold: float, bound: str | None,
-                min_n: int, result: _Make) -> GateResult:
+                min_n: int, result: _Make, coverage: str = "") -> GateResult:
     effects = block.effects
     if level == "effect" and not effects:
         return result("not_judged", "no decisions were run in a sandbox")
@@ -312,12 +281,12 @@ def _judge_rate(block: Block, subject: str, level: str, threshold: float, bound:
     if subject == "micro":
         if total < min_n:
             return result("not_judged", f"n={total} < min_n {min_n}", n=total)
-        detail_n = f"n={total}"
+        detail_n = f"n={total}" + (f", {coverage}" if coverage else "")
     else:
         small = [f"{c} n={n}" for c, n in counts.items() if 0 < n < min_n]
         if small:
             return result("not_judged", f"{', '.join(small)} < min_n {min_n}", n=total)
-        detail_n = f"over {sum(1 for n in counts.values() if n)} classes, n={total}"
+        detail_n = f"{coverage or f'over {sum(1 for n in counts.values() if n)} classes'}, n={total}"
     ok = value >= threshold
     return result("passed" if ok else "failed", f"{_shown(value, threshold, ok)} %, point estimate, {detail_n}",
                   value, total)
@@ -379,49 +348,6 @@ def _judge_cost(block: Block, gate: str, threshold: float, result: _Make) -> Gat
     return result("passed" if value <= threshold else "failed", shown, value, n)
 
 
-# ------------------------------------------------------------------------------ exit status
-
-
-def decide_exit(pytest_status: int, gates_fail: bool, tally: RunTally, stopped: bool,
-                judged: bool = True) -> tuple[int, str]:
-    """The session's exit status when gates are configured.
-
-    Decision failures alone do not fail the run; the gates do, and errors still do.  A status
-    other than ``OK`` or ``TESTS_FAILED`` (interrupted, internal error, usage error, no tests
-    collected) is kept, and so is the status of a run stopped early by ``-x``/``--maxfail``:
-    the gates judge complete runs only.
-
-    Args:
-        pytest_status: the status pytest decided.
-        gates_fail: some gate failed, or was not judged under ``unjudged = "fail"``.
-        tally: the run's failures by what they are.
-        stopped: the run was stopped early (``session.shouldfail`` or ``shouldstop``).
-        judged: some gate was judged (not every one NOT JUDGED): a run whose gates judged nothing
-            says so in its reason, whether its NOT JUDGED gates fail it (the default) or not.
-
-    Returns:
-        ``(status, why)``.
-    """
-    if pytest_status not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
-        return int(pytest_status), f"pytest's exit status {int(pytest_status)} kept (the run did not complete)"
-    if stopped:
-        return int(pytest_status), "pytest's exit status kept: the run was stopped early, and gates judge complete runs"
-    why = []
-    if tally.errors:
-        parts = [f"{n} {what}" for n, what in ((tally.error_records, "error records"),
-                                              (tally.collection_errors, "collection errors"),
-                                              (tally.other_failures, "other failures")) if n]
-        why.append(", ".join(parts))
-    if gates_fail:
-        why.append("gates failed" + ("" if judged else ": no gate judged anything, and a gate never passes on nothing"))
-    if why:
-        return int(pytest.ExitCode.TESTS_FAILED), "exit 1: " + "; ".join(why)
-    if not judged:
-        return int(pytest.ExitCode.OK), 'exit 0: no gate judged anything, let through by unjudged = "pass"'
-    note = f" ({tally.decision_failures} failed decisions are judged by the gates)" if tally.decision_failures else ""
-    return int(pytest.ExitCode.OK), "exit 0: every gate passed and nothing errored" + note
-
-
 # ------------------------------------------------------------------------------ plugin
 
 
@@ -437,6 +363,8 @@ class GateKeeper:
         config: pytest's config (the gates are the ``[tool.tooleffect.gates]`` its settings read from the
             rootdir's ``pyproject.toml``, validated here, at configure time).
         tally: the run's failures by what they are (counted by the reporter).
+        selection: what the run selected (its ``scope`` by family × policy and class, known once
+            collection is done); ``None``: every gate applies.
 
     Raises:
         pytest.UsageError: ``[tool.tooleffect.gates]`` is invalid.
@@ -444,8 +372,9 @@ class GateKeeper:
 
     section: Literal["gates"] = "gates"
 
-    def __init__(self, config: pytest.Config, tally: RunTally) -> None:
+    def __init__(self, config: pytest.Config, tally: RunTally, selection: RunSelection | None = None) -> None:
         self.config = config
+        self.selection = selection
         self.gates = gates_of(config.stash[settings_key])
         self.settings = config.stash[settings_key]
         self.tally = tally
@@ -454,6 +383,8 @@ class GateKeeper:
         self.records: Sequence[Record] = []
         self.results: list[GateResult] | None = None
         self.exit: tuple[int, str] | None = None
+        #: ``-p no:tooleffect-gates``: the gates judge nothing, and the report says they were switched off
+        self.off = config.pluginmanager.is_blocked(PLUGIN_NAME)
 
     @property
     def configured(self) -> bool:
@@ -464,9 +395,11 @@ class GateKeeper:
     def applies(self) -> bool:
         """The gates decide this run's exit status: some gate is set, and the run made a report (it
         recorded decisions, or ``--tooleffect-report`` asked for one); not under ``--collect-only``.
-        A run of other tests only (no case scored) keeps pytest's status.
+        A run of other tests only (no case scored) keeps pytest's status, and so does a run with the
+        gates switched off (``-p no:tooleffect-gates``).
         """
-        return self.configured and self.report is not None and not self.config.option.collectonly
+        return (self.configured and self.report is not None and not self.config.option.collectonly
+                and not self.off)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -482,7 +415,7 @@ class GateKeeper:
             self._judge()
             report.gates = self._section()
         elif self.configured:
-            report.gates = GatesNotApplied(applied=False, note=_NOT_APPLIED)
+            report.gates = GatesNotApplied(applied=False, note=_SWITCHED_OFF if self.off else _NOT_APPLIED)
 
     @pytest.hookimpl(wrapper=True, trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -527,11 +460,15 @@ class GateKeeper:
     def _decision_line(self) -> str:
         """``tooleffect gates: P passed, F failed, U not judged (…); E errors; exit S: why``."""
         assert self.results is not None and self.exit is not None
-        counts = {s: sum(1 for r in self.results if r.status == s) for s in ("passed", "failed", "not_judged")}
+        counts = {s: sum(1 for r in self.results if r.status == s) for s in WORDS}
         failing = sum(1 for r in self.results if r.status == "not_judged" and r.fails_run)
         unjudged = f"{counts['not_judged']} not judged"
         if counts["not_judged"]:
             unjudged += f" ({failing} of them failing the run)" if failing else " (let through)"
+        if counts["not_applicable"]:  # a filtered run: what it did not select is not judged, and not failed
+            run = self._scope().run
+            unjudged += (f", {counts['not_applicable']} not applicable (not selected by this run"
+                         f"{': ' + run.filters if run is not None and run.filters else ''})")
         unscored = ""
         if self.report is not None:  # collected and never decided: no gate judges them, and the report says so
             skipped = sum(s.count for s in self.report.skipped)
@@ -547,14 +484,18 @@ class GateKeeper:
     def _judge(self) -> None:
         if self.results is None:
             assert self.gates is not None and self.report is not None
-            self.results = evaluate(self.report, self.records, self.gates)
+            self.results = evaluate(self.report, self.records, self.gates, self._scope())
         if self.exit is None:
             session = self.session
-            assert session is not None
+            assert session is not None and self.gates is not None
             stopped = bool(session.shouldfail or session.shouldstop)
             nothing = judged_nothing(self.results)
-            fails = any(r.fails_run for r in self.results) or not self.results  # no gate at all judged nothing
+            fails = gates_fail(self.results, self.gates)
             self.exit = decide_exit(session.exitstatus, fails, self.tally, stopped, judged=not nothing)
+
+    def _scope(self) -> GateScope:
+        run = self.selection.scope if self.selection is not None else None
+        return GateScope.of(run, self.settings.pyproject_policies)
 
     def _section(self) -> GatesApplied:
         assert self.results is not None and self.exit is not None and self.gates is not None
@@ -579,8 +520,8 @@ def gates_section(report: Report, gates: GatesConfig, results: Sequence[GateResu
     return GatesApplied.model_validate({
         "applied": True,
         "source": f"{gates.path} [{GATES_TABLE}]",
-        "passed": bool(results) and not any(r.fails_run for r in results),
-        "counts": {s: sum(1 for r in results if r.status == s) for s in ("passed", "failed", "not_judged")},
+        "passed": not gates_fail(results, gates),
+        "counts": {s: sum(1 for r in results if r.status == s) for s in WORDS},
         "errors": asdict(tally) | {"total": tally.errors},
         "exit_status": exit[0],
         "exit_reason": exit[1],
@@ -612,16 +553,11 @@ class LogGates:
 
     def contribute(self, report: Report, records: Sequence[Record]) -> None:
         """Judge the gates on ``report`` and write ``report.gates``."""
-        from pytest_tooleffect.ci.baseline import record_passed
-
-        # a failed decision as pytest reported it: not an expected failure (the case's xfail, or a
-        # failure the baseline already knew); a regression or a known failure of another kind now
-        # (changed) fails whatever xfail the case has
-        failed = sum(1 for r in records if record_passed(r.to_json()) is False and (
-            (r.baseline is not None and r.baseline.status in ("regression", "changed"))
-            or (not r.xfail and (r.baseline is None or r.baseline.status != "known"))))
+        # a failed decision as pytest reported it: not an expected failure (pytest's XFAIL, as the
+        # report's xfail count has it)
+        failed = sum(1 for r in records if decision_passed(r) is False and not expected_failure(r))
         tally = RunTally(decision_failures=failed, error_records=sum(1 for r in records if r.outcome == "error"))
         self.results = evaluate(report, records, self.gates)
-        fails = any(r.fails_run for r in self.results) or not self.results
+        fails = gates_fail(self.results, self.gates)
         self.exit = decide_exit(int(pytest.ExitCode.OK), fails, tally, False, judged=not judged_nothing(self.results))
         report.gates = gates_section(report, self.gates, self.results, tally, self.exit)

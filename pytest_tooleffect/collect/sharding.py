@@ -33,7 +33,9 @@ from typing import Any
 
 import pytest
 
+from pytest_tooleffect import wire
 from pytest_tooleffect.collect.items import CaseItem, InvalidCaseItem
+from pytest_tooleffect.collect.scope import RunScope, count_classes, defined_policies
 
 __all__ = ["RunSelection", "family_fingerprint", "selection_digest", "shard_of"]
 
@@ -125,6 +127,9 @@ class RunSelection:
         self.collected = self.run_count = self.selected = 0
         self.run_digest = self.digest = selection_digest([])
         self.kept = self.items_collected = 0
+        #: what the run collected and selected by family × policy and class (``None`` until known: on
+        #: the xdist controller, until a worker reported it)
+        self.scope: RunScope | None = None
 
     def pytest_report_header(self) -> str | None:
         if not self.sharded:
@@ -142,6 +147,7 @@ class RunSelection:
         self.rules = rules
         self.collected = len(_case_keys(items))
         self.items_collected = len(items)
+        by_class, defined = count_classes(items), defined_policies(items)
         result = yield
         run = _case_keys(items)
         self.run_count, self.run_digest = len(run), selection_digest(run)
@@ -158,7 +164,20 @@ class RunSelection:
         else:
             self.selected, self.digest = self.run_count, self.run_digest
         self.kept = len(items)
+        self.scope = RunScope.of(by_class, items, defined, config)
+        output: Any = getattr(config, "workeroutput", None)
+        if output is not None:  # an xdist worker: the controller collects nothing, and learns it from here
+            output[wire.WORKER_SCOPE] = self.scope.to_json()
         return result
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """On the xdist controller: the run's scope, from the first worker that collected (they all
+        collect and deselect alike).
+        """
+        sent = getattr(node, "workeroutput", {}).get(wire.WORKER_SCOPE)
+        if sent is not None and self.scope is None:
+            self.scope = RunScope.from_json(sent)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if not self.sharded:

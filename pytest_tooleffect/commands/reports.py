@@ -309,7 +309,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sets that differ without ``--shared-only``, no paired decision).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs
-    from pytest_tooleffect.ci.comparison import compare, fingerprint_mismatches, render_comparison
+    from pytest_tooleffect.ci.comparison import compare, fingerprint_mismatches, mismatch_line, render_comparison
 
     try:
         a, b = load_runs(Path(args.a)), load_runs(Path(args.b))
@@ -327,6 +327,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if not comparison["totals"]["compared"] and not comparison["totals"].get("errors_after_pass"):
         print(f"tooleffect compare: {args.a} and {args.b} pair no decision (decisions pair by record id: family, "
               "case, policy and trial)", file=sys.stderr)
+        for m in comparison["policy_mismatches"]:
+            print(f"tooleffect compare: policy names differ: {mismatch_line(m, 'A', 'B')}", file=sys.stderr)
         return 2
     left = comparison["totals"]["left_out"]
     comparison["restricted"] = {

@@ -33,6 +33,7 @@ __all__ = [
     "GatesNotApplied",
     "GatesSection",
     "McNemar",
+    "PolicyMismatch",
 ]
 
 
@@ -176,6 +177,23 @@ class BaselineTotals(Part):
     """Regressions that are errors now where the baseline passed (present when they count)."""
 
 
+class PolicyMismatch(Part):
+    """A family both sides hold under different policy names: the decisions of a policy only one side
+    ran pair with nothing (record ids name the policy).
+    """
+
+    family: str
+    """The family."""
+    baseline_policies: list[str]
+    """The policies the baseline holds for it, sorted."""
+    run_policies: list[str]
+    """The policies this run ran for it, sorted."""
+    compared: Count
+    """Decisions of the family compared all the same (of the policies both sides ran)."""
+    line: str
+    """In words: ``family F: the baseline holds policy A; this run ran B: no decision compared (…)``."""
+
+
 class BaselineComparison(Part):
     """The run against its baseline (``--tooleffect-baseline``)."""
 
@@ -191,6 +209,9 @@ class BaselineComparison(Part):
     """One per family × policy of either side, sorted."""
     totals: BaselineTotals
     """The blocks' counts summed."""
+    policy_mismatches: list[PolicyMismatch] = Field(default_factory=list)
+    """The families whose policy names differ between the baseline and this run (why their decisions
+    are ``new`` and ``not_in_after`` rather than compared); empty when none does."""
 
 
 class BaselineUnreadable(Part):
@@ -215,6 +236,9 @@ class GateCounts(Part):
     """Gates failed."""
     not_judged: Count
     """Gates that could not be judged (too few rows, no baseline, an unknown cost)."""
+    not_applicable: Count = 0
+    """Gates on a class, policy or family this run did not select (``-m``, ``-k``, a subset of the
+    policies): neither passed nor failed."""
 
 
 class GateErrors(Part):
@@ -249,10 +273,10 @@ class GateResultEntry(Part):
     """``%``, ``""`` (a count) or ``USD``."""
     bound: Literal["point", "wilson"] | None
     """``point`` or ``wilson`` for a class rate; ``null`` otherwise."""
-    status: Literal["passed", "failed", "not_judged"]
-    """The verdict."""
+    status: Literal["passed", "failed", "not_judged", "not_applicable"]
+    """The verdict (``not_applicable``: the gate's class, policy or family was not selected by this run)."""
     fails_run: bool
-    """A failed gate, or a NOT JUDGED one under ``unjudged = "fail"``."""
+    """A failed gate, or a NOT JUDGED one under ``unjudged = "fail"`` (never a not applicable one)."""
     value: float | None
     """The judged value (percent, count or USD); ``null`` when not judged."""
     n: int | None
@@ -274,7 +298,8 @@ class GatesApplied(Part):
     source: str
     """Where the gates were read: ``PATH [tool.tooleffect.gates]``."""
     passed: bool
-    """No gate failed the run."""
+    """No gate failed the run, and some gate was judged (or the gates let a run that judged nothing
+    through with ``unjudged = "pass"``)."""
     counts: GateCounts
     """Results by status."""
     errors: GateErrors

@@ -17,7 +17,7 @@ from fractions import Fraction
 from typing import Any
 
 from pytest_tooleffect.report.arithmetic import percent
-from pytest_tooleffect.report.ci_model import GatesNotApplied
+from pytest_tooleffect.report.ci_model import BaselineComparison, GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import CLASSES, Block, Rate, Report
 from pytest_tooleffect.report.replay_hint import replay_hint
@@ -27,7 +27,7 @@ from pytest_tooleffect.util.display import shown
 __all__ = ["render_markdown"]
 
 _MAX_IDS = 10  # record ids listed per block and list; the rest are counted
-_STATUS = {"passed": "PASSED", "failed": "FAILED", "not_judged": "NOT JUDGED"}
+_STATUS = {"passed": "PASSED", "failed": "FAILED", "not_judged": "NOT JUDGED", "not_applicable": "NOT APPLICABLE"}
 
 
 def render_markdown(report: Report, records: Sequence[Record] = (),
@@ -54,17 +54,23 @@ def render_markdown(report: Report, records: Sequence[Record] = (),
         out += [f"## tooleffect: gates {verdict} (exit {gates.exit_status})", "",
                 f"{_cell(gates.exit_reason)}.", ""]
         c = gates.counts
-        out += [f"{c.passed} passed, {c.failed} failed, {c.not_judged} not judged; {n_errors} errors.", ""]
+        na = f", {c.not_applicable} not applicable (not selected by this run)" if c.not_applicable else ""
+        out += [f"{c.passed} passed, {c.failed} failed, {c.not_judged} not judged{na}; {n_errors} errors.", ""]
         if gates.results:
             out += ["| result | gate | value |", "| --- | --- | --- |"]
             for r in gates.results:
                 head, _, _ = r.line.partition(": " + _STATUS[r.status])
-                shown = _STATUS[r.status] + ("" if r.fails_run or r.status == "passed" else " (let through)")
+                let = r.status == "not_judged" and not r.fails_run
+                shown = _STATUS[r.status] + (" (let through)" if let else "")
                 out.append(f"| {shown} | {_cell(head.removeprefix('gate '))} | {_cell(r.detail)} |")
             out.append("")
     else:
         out += ["## tooleffect", "", "No gates configured: pytest's exit status stands (a failing decision fails "
                 "the run).", ""]
+    baseline = report.baseline
+    if isinstance(baseline, BaselineComparison):
+        for m in baseline.policy_mismatches:  # why a block's decisions are all new against the baseline
+            out += [f"Policy names differ from the baseline: {_cell(m.line)}.", ""]
     if not blocks:
         out += ["No decisions were scored.", ""]
     hint = replay_hint(report)

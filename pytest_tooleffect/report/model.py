@@ -332,7 +332,9 @@ class Block(Part):
     n_errors: Count
     """Items not scored (excluded from every rate, listed in ``errors``)."""
     n_xfail: Count
-    """Scored rows of cases marked as known failures."""
+    """Scored rows whose failure was expected, pytest's ``xfailed`` count for them: failed again as the
+    baseline knew (``known``), or failed in a case its file marks ``xfail`` (not a regression nor
+    ``changed``); :func:`pytest_tooleffect.scoring.outcome.expected_failure`."""
     classes: PerClass[ClassRates]
     """Per-class rows, weights and rates."""
     micro: Average

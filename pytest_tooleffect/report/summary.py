@@ -65,6 +65,7 @@ from pytest_tooleffect.report.run_model import (
     SkippedItems,
     UnrecordedItems,
 )
+from pytest_tooleffect.scoring.outcome import expected_failure
 from pytest_tooleffect.scoring.record import EffectRecord, Record, VerdictRecord
 
 __all__ = ["CONVENTIONS", "summarise"]
@@ -325,7 +326,7 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         policy=policy,
         n_scored=len(recs),
         n_errors=len(errors),
-        n_xfail=sum(1 for r in recs if r.xfail),
+        n_xfail=sum(1 for r in recs if expected_failure(r)),
         classes=PerClass[ClassRates](**classes),
         micro=_average(name_t, args_t, "micro"),
         macro=_average(name_t, args_t, "macro"),

@@ -1,0 +1,126 @@
+"""What a run selected, by family × policy and class: the case items collected, those the run kept
+after every deselection (``-m``, ``-k``, ``--lf``, ``--deselect``, another shard's), and the policies
+the collected families define.
+
+Part of the collection stage (``docs/design.md``, "Architecture").  The gates read it
+(:mod:`pytest_tooleffect.ci.gate_scope`) so that a run filtered to one class or policy judges that
+class or policy only, and says which it did not select.  It is counted by
+:class:`~pytest_tooleffect.collect.sharding.RunSelection` on whichever process collects; under
+xdist a worker hands it to the controller in its ``workeroutput``
+(:data:`pytest_tooleffect.wire.WORKER_SCOPE`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.collect.items import CaseItem
+from pytest_tooleffect.options import OPT_SHARD
+
+__all__ = ["RunScope", "count_classes", "defined_policies", "filters_of"]
+
+#: ``(family, policy)`` → label class → case items
+Counts = dict[tuple[str, str], dict[str, int]]
+
+
+def count_classes(items: Iterable[pytest.Item]) -> Counts:
+    """The case items among ``items`` by ``(family, policy)`` and label class (an unlabelled case
+    has no class and is not counted).
+    """
+    out: dict[tuple[str, str], Counter[str]] = {}
+    for item in items:
+        if isinstance(item, CaseItem) and item.ref.label_class is not None:
+            out.setdefault((item.family.name, item.policy.name), Counter())[item.ref.label_class] += 1
+    return {k: dict(v) for k, v in out.items()}
+
+
+def defined_policies(items: Iterable[pytest.Item]) -> frozenset[str]:
+    """The policy names the collected families define in their own ``policies:``."""
+    return frozenset(p.name for item in items if isinstance(item, CaseItem) for p in item.family.family.policies)
+
+
+def filters_of(config: pytest.Config) -> str:
+    """The run's item filters as given: ``-m "no_tool"``, ``-k "nt-"``, ``--lf``, ``--deselect`` and
+    ``--tooleffect-shard 1/4``; ``""`` when none was given (another plugin deselected).
+    """
+    parts = []
+    markexpr = config.getoption("markexpr", None)
+    keyword = config.getoption("keyword", None)
+    if markexpr:
+        parts.append(f'-m "{markexpr}"')
+    if keyword:
+        parts.append(f'-k "{keyword}"')
+    if config.getoption("lf", None):
+        parts.append("--lf")
+    if config.getoption("deselect", None):
+        parts.append("--deselect")
+    shard = config.getoption(OPT_SHARD, None)
+    if shard is not None:
+        parts.append(f"{OPT_SHARD} {shard[0]}/{shard[1]}")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class RunScope:
+    """What the run collected and selected.
+
+    Attributes:
+        collected: case items collected (before any deselection) by ``(family, policy)`` and class.
+        selected: those the run kept (after every deselection, and a shard's part).
+        defined: the policy names the collected families define (their ``policies:``).
+        filters: the item filters as given (:func:`filters_of`), ``""`` when none was.
+    """
+
+    collected: Counts = field(default_factory=dict)
+    selected: Counts = field(default_factory=dict)
+    defined: frozenset[str] = frozenset()
+    filters: str = ""
+
+    @classmethod
+    def of(cls, collected: Counts, kept: Iterable[pytest.Item], defined: frozenset[str],
+           config: pytest.Config) -> RunScope:
+        """The scope of a run that collected ``collected`` and kept ``kept``."""
+        return cls(collected=collected, selected=count_classes(kept), defined=defined, filters=filters_of(config))
+
+    def not_selected(self, family: str, policy: str) -> list[str]:
+        """The classes of a family × policy collected and none of whose items the run selected, in the
+        report's class order.
+        """
+        got = self.collected.get((family, policy), {})
+        kept = self.selected.get((family, policy), {})
+        return [c for c in ("single", "several", "no_tool") if got.get(c) and not kept.get(c)]
+
+    def classes_collected(self, family: str, policy: str) -> int:
+        """How many classes of a family × policy have collected items."""
+        return sum(1 for n in self.collected.get((family, policy), {}).values() if n)
+
+    def deselected_block(self, family: str, policy: str) -> bool:
+        """Items of the family × policy were collected and the run selected none."""
+        return bool(self.collected.get((family, policy))) and not self.selected.get((family, policy))
+
+    @property
+    def why(self) -> str:
+        """``(-m "no_tool")``, or ``""`` when the filters are not known."""
+        return f" ({self.filters})" if self.filters else ""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON form (a worker's ``workeroutput``)."""
+        def rows(counts: Counts) -> list[list[Any]]:
+            return [[fam, pol, dict(classes)] for (fam, pol), classes in sorted(counts.items())]
+
+        return {"collected": rows(self.collected), "selected": rows(self.selected), "defined": sorted(self.defined),
+                "filters": self.filters}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunScope:
+        """Read :meth:`to_json`'s form back."""
+        def counts(rows: Iterable[Any]) -> Counts:
+            return {(str(fam), str(pol)): {str(c): int(n) for c, n in classes.items()} for fam, pol, classes in rows}
+
+        return cls(collected=counts(data["collected"]), selected=counts(data["selected"]),
+                   defined=frozenset(map(str, data["defined"])), filters=str(data["filters"]))
