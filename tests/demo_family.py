@@ -20,6 +20,10 @@ tools:
       required: [title, start]
     annotations: {readOnlyHint: false, destructiveHint: false}
 oracle: ../../oracle/demo.yaml
+"""
+#: the demo family's quota and population per bucket, written with its own cases (a run checks the
+#: quota against the cases, so a test that writes other cases writes neither)
+CENSUS = """\
 quota: {first: 2, middle: 2, last: 3}
 population: {first: 20, middle: 50, last: 20}
 """
@@ -66,7 +70,7 @@ def write_demo(root: Path, cases: list[dict[str, Any]] | None = None, extra_line
     fam = root / "cases" / "demo"
     fam.mkdir(parents=True, exist_ok=True)
     (root / "oracle").mkdir(exist_ok=True)
-    (fam / "family.yaml").write_text(FAMILY)
+    (fam / "family.yaml").write_text(FAMILY + (CENSUS if cases is None and not extra_lines else ""))
     (root / "oracle" / "demo.yaml").write_text(RULES)
     lines = [json.dumps(c) for c in (CASES if cases is None else cases)] + list(extra_lines)
     (fam / "cases.jsonl").write_text("\n".join(lines) + "\n")

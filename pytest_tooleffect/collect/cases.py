@@ -22,7 +22,7 @@ import os
 import stat
 import zlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from pytest_tooleffect.collect.family import (
     is_case_file,
     load_family,
     named_files,
-    yaml_load,
+    yaml_load_with_lines,
 )
 from pytest_tooleffect.collect.validation import validate_case
 from pytest_tooleffect.formats import Case, Label
@@ -57,6 +57,8 @@ class CaseProblem:
     case_id: str | None
     field: str
     message: str
+    line: int | None = None
+    """The case's line in its file (1-based), when known."""
 
     def __str__(self) -> str:
         where = f"case {self.case_id}" if self.case_id else "file"
@@ -113,6 +115,8 @@ class CaseRef:
         span: where its line is, for a JSONL case; ``None`` when the case is kept whole.
         case: the case itself when it cannot be read again on its own (a YAML file's, parsed
             with its whole file); ``None`` for a JSONL case.
+        line: where the case starts in its file (1-based: a JSONL case's line, the line of a YAML
+            case's list item); ``None`` when not known.
     """
 
     id: str
@@ -122,13 +126,18 @@ class CaseRef:
     label_hash: str
     span: CaseSpan | None = None
     case: Case | None = None
+    line: int | None = None
 
     @classmethod
-    def of(cls, case: Case, span: CaseSpan | None = None) -> CaseRef:
-        """The reference to ``case``: its line when ``span`` is given, else the case kept whole."""
+    def of(cls, case: Case, span: CaseSpan | None = None, line: int | None = None) -> CaseRef:
+        """The reference to ``case``: its line when ``span`` is given, else the case kept whole;
+        ``line``, where it starts in its file (default: the span's line).
+        """
+        if line is None and span is not None:
+            line = span.line
         return cls(id=case.id, label_class=case.label.label_class if case.label is not None else None,
                    bucket=case.placement.bucket, xfail=case.xfail, label_hash=label_hash(case.label), span=span,
-                   case=None if span is not None else case)
+                   case=None if span is not None else case, line=line)
 
     def load(self) -> Case:
         """The case, parsed again from its line (validated at collection: not validated again).
@@ -172,9 +181,10 @@ def _first_error(exc: ValidationError) -> str:
 JSON_WHITESPACE = " \t\r\n"
 
 
-def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None]]:
-    """Yield ``(line or index, raw case, problem, span)``; a JSONL case comes as its line's text
-    with its span, one line at a time (the file is never held whole).
+def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None, int | None]]:
+    """Yield ``(line or index, raw case, problem, span, line)``; a JSONL case comes as its line's text
+    with its span, one line at a time (the file is never held whole); a YAML case with the line its
+    list item starts at.
 
     Raises:
         OSError: the file cannot be read.
@@ -185,22 +195,22 @@ def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | No
         return
     text = read_input_text(path, "utf-8-sig")
     try:
-        doc = yaml_load(text)
+        doc, lines = yaml_load_with_lines(text, "cases")
     except Exception as exc:
-        yield 0, None, f"not valid YAML: {exc}", None
+        yield 0, None, f"not valid YAML: {exc}", None, None
         return
     if isinstance(doc, Mapping) and "cases" in doc:
         doc = doc["cases"]
     if doc is None:
         return
     if not isinstance(doc, list):
-        yield 0, None, "a YAML case file holds a list of cases (or a mapping with 'cases:')", None
+        yield 0, None, "a YAML case file holds a list of cases (or a mapping with 'cases:')", None, None
         return
     for n, raw in enumerate(doc):
-        yield n, raw, None, None
+        yield n, raw, None, None, lines[n] if lines is not None and n < len(lines) else None
 
 
-def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None]]:
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None, int | None]]:
     """The non-blank lines of a JSONL file (split at newlines, a leading BOM skipped), each with its
     span; a line that is not UTF-8 is a problem of the file naming the line, and the rest is read.
     """
@@ -214,10 +224,10 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | 
             try:
                 text = body.decode("utf-8")
             except UnicodeDecodeError as exc:
-                yield n, None, f"line {n} is not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", None
+                yield n, None, f"line {n} is not UTF-8 text ({exc.reason} at byte {exc.start} of the line)", None, n
                 continue
             if text.strip(JSON_WHITESPACE):  # str.strip() would also drop 0x1c-0x1f and Unicode spaces
-                yield n, text, None, CaseSpan(path, start, len(body), zlib.crc32(body), n)
+                yield n, text, None, CaseSpan(path, start, len(body), zlib.crc32(body), n), n
 
 
 def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
@@ -276,11 +286,15 @@ def load_case_file(path: Path, family: LoadedFamily, seen: set[str] | None = Non
 
     """
     cases: list[Case] = []
-    problems = _load(path, family, seen, lambda case, span: cases.append(case))
+    problems = _load(path, family, seen, lambda case, span, line: cases.append(case))
     return cases, problems
 
 
-def case_refs(path: Path, family: LoadedFamily, seen: set[str] | None = None
+#: counts one entry of a case file by its bucket (``None``: an entry whose bucket cannot be told)
+BucketCount = Callable[[str | None], object]
+
+
+def case_refs(path: Path, family: LoadedFamily, seen: set[str] | None = None, count: BucketCount | None = None
               ) -> tuple[list[CaseRef], list[CaseProblem]]:
     """Validate every case of one file and keep a :class:`CaseRef` of each usable one.
 
@@ -291,36 +305,46 @@ def case_refs(path: Path, family: LoadedFamily, seen: set[str] | None = None
         path: the case file.
         family: its loaded family.
         seen: case ids already loaded from this family (updated; a repeat is a problem).
+        count: called once per entry of the file with its position bucket, for the invalid cases
+            too (``None`` for an entry, or a file, whose bucket cannot be read); a repeated id is
+            not counted again.
 
     Returns:
         ``(refs, problems)``: one ref per usable case, and one problem per unusable case or file.
     """
     refs: list[CaseRef] = []
-    problems = _load(path, family, seen, lambda case, span: refs.append(CaseRef.of(case, span)))
+    problems = _load(path, family, seen, lambda case, span, line: refs.append(CaseRef.of(case, span, line)), count)
     return refs, problems
 
 
 def _load(path: Path, family: LoadedFamily, seen: set[str] | None,
-          keep: Callable[[Case, CaseSpan | None], object]) -> list[CaseProblem]:
+          keep: Callable[[Case, CaseSpan | None, int | None], object],
+          count: BucketCount | None = None) -> list[CaseProblem]:
     """Validate the file's cases one at a time, hand each usable one to ``keep``; the problems."""
     seen = seen if seen is not None else set()
     problems: list[CaseProblem] = []
     fname = str(path)
+    tally = count or (lambda bucket: None)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # thousands of long-lived objects: generational GC passes would rescan them all
     try:
         read = 0
-        for n, raw, error, span in _raw_cases(path):
+        for n, raw, error, span, line in _raw_cases(path):
             read += 1
             if error:
-                problems.append(CaseProblem(fname, None, "<file>", error))
+                problems.append(CaseProblem(fname, None, "<file>", error, line))
+                tally(None)
                 continue
-            case = _checked(n, raw, fname, family, seen, problems)
+            before = len(problems)
+            case = _checked(n, raw, fname, family, seen, problems, tally)
             if case is not None:
-                keep(case, span)
+                keep(case, span, line)
+            elif line is not None:
+                problems[before:] = [replace(p, line=line) for p in problems[before:]]
         if not read:  # a file of the family that holds nothing would leave no trace in the report
             problems.append(CaseProblem(fname, None, "<file>", "holds no case (an empty case file)"))
     except (OSError, UnicodeDecodeError) as exc:
+        tally(None)
         return [CaseProblem(fname, None, "<file>", f"cannot read: {exc}")]
     finally:
         if gc_was_enabled:
@@ -330,21 +354,37 @@ def _load(path: Path, family: LoadedFamily, seen: set[str] | None,
     return problems
 
 
+def _raw_bucket(raw: Any) -> str | None:
+    """The position bucket a case that did not parse says it is in, when it says one."""
+    try:
+        doc = json.loads(raw) if isinstance(raw, str) else raw
+    except (ValueError, RecursionError):
+        return None
+    placement = doc.get("placement") if isinstance(doc, Mapping) else None
+    bucket = placement.get("bucket") if isinstance(placement, Mapping) else None
+    return bucket if isinstance(bucket, str) and bucket else None
+
+
 def _checked(n: int, raw: Any, fname: str, family: LoadedFamily, seen: set[str],
-             problems: list[CaseProblem]) -> Case | None:
-    """The case parsed and validated against its family, or ``None`` with its problems added."""
+             problems: list[CaseProblem], tally: BucketCount) -> Case | None:
+    """The case parsed and validated against its family, or ``None`` with its problems added;
+    ``tally`` is told its bucket (``None`` when it cannot be read), unless its id is a repeat.
+    """
     try:
         case = _parse_case(n, raw, fname)
     except (RecursionError, ValueError, TypeError) as exc:
         problems.append(CaseProblem(fname, f"line {n}", "<case>", f"cannot read: {type(exc).__name__}: {exc}"))
+        tally(None)
         return None
     if isinstance(case, list):
         problems += case
+        tally(_raw_bucket(raw))
         return None
     if case.id in seen:
         problems.append(CaseProblem(fname, case.id, "id", f"duplicate case id in family {family.name}"))
         return None
     seen.add(case.id)
+    tally(case.placement.bucket)
     try:
         bad = validate_case(case, family)
     except Exception as exc:  # a case shape the checks did not foresee: report it, go on

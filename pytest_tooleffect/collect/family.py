@@ -24,7 +24,8 @@ from pytest_tooleffect.oracle.rules import UniqueKeyLoader, document_digest
 from pytest_tooleffect.util.input_files import read_input_text
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "family_dirs",
-           "family_inputs", "is_case_file", "is_family_dir", "load_family", "named_files", "yaml_load"]
+           "family_inputs", "is_case_file", "is_family_dir", "load_family", "named_files", "yaml_load",
+           "yaml_load_with_lines"]
 
 FAMILY_FILE = "family.yaml"
 CASE_SUFFIXES = (".jsonl", ".yaml", ".yml")
@@ -45,6 +46,33 @@ _JSONLikeLoader.yaml_implicit_resolvers = {
 def yaml_load(text: str) -> Any:
     """Parse YAML as JSON-like data (no implicit timestamps)."""
     return yaml.load(text, Loader=_JSONLikeLoader)
+
+
+def yaml_load_with_lines(text: str, key: str) -> tuple[Any, list[int] | None]:
+    """Parse YAML as :func:`yaml_load` does, with the line each item of its list starts at.
+
+    Args:
+        text: the YAML document.
+        key: when the document is a mapping, the key whose list is meant (``cases``).
+
+    Returns:
+        ``(data, lines)``: the data, and the 1-based line of each item of the document's list (or of
+        its ``key``'s list); ``lines`` is ``None`` when there is no such list.
+
+    Raises:
+        yaml.YAMLError: not valid YAML (or a key given twice).
+    """
+    loader = _JSONLikeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+    if isinstance(node, yaml.MappingNode):
+        node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+    if not isinstance(node, yaml.SequenceNode):
+        return data, None
+    return data, [item.start_mark.line + 1 for item in node.value]
 
 
 class FamilyError(ValueError):

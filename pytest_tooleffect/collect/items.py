@@ -11,6 +11,7 @@ its call phase hands it to the scorer (``scorer_key``), so this module imports n
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,8 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.collect.agents import Agent, AgentError, load_agent
-from pytest_tooleffect.collect.cases import CaseRef, case_refs
+from pytest_tooleffect.collect.cases import CaseProblem, CaseRef, case_refs
+from pytest_tooleffect.collect.census import census_problems
 from pytest_tooleffect.collect.family import (
     CASE_SUFFIXES,
     FAMILY_FILE,
@@ -56,11 +58,17 @@ class Families:
             or its error.
         names: by family name, the directory collected first with that name.
         seen_ids: by directory, the case ids collected so far (duplicates across files are refused).
+        census: by directory, why the family's ``quota`` or ``population`` disagree with its case
+            files (``None``: they agree, or the family gives neither).
+        pending: by case file, what reading it found when its family's cases were counted, kept
+            until the file is collected (each file is read once).
     """
 
     loaded: dict[Path, LoadedFamily | FamilyError] = field(default_factory=dict)
     names: dict[str, Path] = field(default_factory=dict)
     seen_ids: dict[Path, set[str]] = field(default_factory=dict)
+    census: dict[Path, FamilyError | None] = field(default_factory=dict)
+    pending: dict[Path, tuple[list[CaseRef], list[CaseProblem]]] = field(default_factory=dict)
 
     def load(self, directory: Path) -> LoadedFamily | FamilyError:
         """The family in ``directory`` as its files say (or why it cannot be read), read once."""
@@ -82,6 +90,47 @@ class Families:
                 return FamilyError(f"{directory / FAMILY_FILE}: name: family {fam.name!r} is also defined in "
                                    f"{other}; families are separate populations and need distinct names")
         return fam
+
+    def counted(self, fam: LoadedFamily) -> LoadedFamily | FamilyError:
+        """The family, or why its ``quota`` or ``population`` disagree with the cases of all its case
+        files (:mod:`.census`), counted once: each case file of a family that gives either is read
+        here, in collection order, and what it holds is kept for :meth:`case_refs`.
+        """
+        directory = fam.directory
+        if directory in self.census:
+            return self.census[directory] or fam
+        self.census[directory] = None
+        if fam.family.quota is None and fam.family.population is None:
+            return fam
+        counts: Counter[str] = Counter()
+        unreadable = 0
+
+        def count(bucket: str | None) -> None:
+            nonlocal unreadable
+            if bucket is None:
+                unreadable += 1
+            else:
+                counts[bucket] += 1
+
+        seen = self.seen_ids.setdefault(directory, set())
+        try:
+            files = sorted(p for p in directory.iterdir() if p.is_file() and is_case_file(p, fam.referenced_files))
+        except OSError:  # unreadable: collection says so
+            return fam
+        for path in files:
+            self.pending[path] = case_refs(path, fam, seen, count)
+        problems = census_problems(directory / FAMILY_FILE, fam.family.quota, fam.family.population, counts,
+                                   unreadable)
+        self.census[directory] = FamilyError("; ".join(problems)) if problems else None
+        return self.census[directory] or fam
+
+    def case_refs(self, path: Path, fam: LoadedFamily) -> tuple[list[CaseRef], list[CaseProblem]]:
+        """The refs of the usable cases of one case file and its problems (:func:`.cases.case_refs`),
+        read when the family's cases were counted or now.
+        """
+        if path in self.pending:
+            return self.pending.pop(path)
+        return case_refs(path, fam, self.seen_ids.setdefault(path.parent, set()))
 
     def by_name(self) -> dict[str, LoadedFamily]:
         """The families loaded without error, by name."""
@@ -112,6 +161,10 @@ class CaseCollector:
         finally:
             if isinstance(item, CaseItem):
                 item.release()
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """What was read of case files the run did not collect is let go."""
+        self.families.pending.clear()
 
     def pytest_collect_file(self, file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
         directory = file_path.parent
@@ -247,18 +300,23 @@ class CaseFile(pytest.File):
         fam = families.for_cases(self.path.parent)
         if isinstance(fam, LoadedFamily):
             fam = _unregistered_callables(config, fam) or fam
+        if isinstance(fam, LoadedFamily):
+            fam = families.counted(fam)
         if isinstance(fam, FamilyError):
             yield InvalidCaseItem.from_parent(self, name="<family>", problems=[str(fam)],
                                               family=self.path.parent.name)
             return
-        seen = families.seen_ids.setdefault(self.path.parent, set())
-        cases, problems = case_refs(self.path, fam, seen)
+        cases, problems = families.case_refs(self.path, fam)
         by_case: dict[str, list[str]] = {}
+        lines: dict[str, int] = {}
         for p in problems:
-            by_case.setdefault(p.case_id or "<file>", []).append(str(p))
+            key = p.case_id or "<file>"
+            by_case.setdefault(key, []).append(str(p))
+            if p.line is not None and key != "<file>":
+                lines.setdefault(key, p.line)
         for cid in sorted(by_case):
             yield InvalidCaseItem.from_parent(self, name=f"{cid}[invalid]", problems=by_case[cid], family=fam.name,
-                                              case_id=None if cid == "<file>" else cid)
+                                              case_id=None if cid == "<file>" else cid, line=lines.get(cid))
         settings = config.stash[settings_key]
         policies = select_policies(settings, fam)
         if isinstance(policies, str):
@@ -419,9 +477,9 @@ class CaseItem(OneLineFailure, pytest.Function):
         return not self.replay and self.ref.label_class is not None
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        """The case file, the case's line (0-based, as pytest's; 0 for a YAML case) and the record id."""
-        span = self.ref.span
-        return self.path, (span.line - 1) if span is not None and span.line else 0, self.record_id
+        """The case file, the case's line (0-based, as pytest's; 0 when not known) and the record id."""
+        line = self.ref.line
+        return self.path, line - 1 if line else 0, self.record_id
 
     def failure_line(self, message: str) -> str:
         """A failure raised without a traceback (``pytrace=False``: a failing decision, an error
@@ -452,16 +510,18 @@ class InvalidCaseItem(pytest.Item):
         heading: the error's first line.
         family: the family's name (its folder's name when the family file itself is invalid).
         case_id: the invalid case's id; ``None`` for a problem of the file, the family or its policies.
+        line: the case's line in its file (1-based), when known.
     """
 
     def __init__(self, *, problems: list[str], heading: str = "invalid case", family: str = "",
-                 case_id: str | None = None, **kwargs: Any) -> None:
+                 case_id: str | None = None, line: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         read_back_node_id(self)
         self.problems = problems
         self.heading = heading
         self.family = family or self.path.parent.name
         self.case_id = case_id
+        self.line = line
 
     def entry(self) -> dict[str, Any]:
         """What the report lists: :func:`invalid_entry` of this item."""
@@ -474,4 +534,7 @@ class InvalidCaseItem(pytest.Item):
         pytest.fail("invalid case", pytrace=False)
 
     def reportinfo(self) -> tuple[Path, int, str]:
-        return self.path, 0, f"{self.name} (invalid)"
+        """The case file, the invalid case's line (0-based; 0 for the file's or the family's own
+        problem) and the item's name.
+        """
+        return self.path, self.line - 1 if self.line else 0, f"{self.name} (invalid)"
