@@ -338,3 +338,59 @@ def test_serve_keeps_no_request_body_past_its_request(pytester: pytest.Pytester)
     assert states == 1
     assert tenth - first < len(body) // 4, (first, tenth)  # not one body more, let alone nine
     assert kept - before > 9 * len(body), (before, kept)  # the double keeps nine more: the measure sees them
+
+
+def _post(base: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(f"{base}/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_a_case_added_while_serving_is_answered_and_a_404_says_what_was_loaded(pytester: pytest.Pytester) -> None:
+    """The trial: a case added after ``tooleffect serve`` started got a bare 404.  The server reads the
+    cases again when their files change, over HTTP on 127.0.0.1, and its 404 says what it holds.
+    """
+    _family(pytester.path, "mail", [READ_TOOL], {"valid_actions": [{"tool": None}]},
+            {"tool_calls": [], "text": "Nothing new."})
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_tooleffect.cli", "serve", "--cases", "cases",
+                             "--port", str(port)], cwd=pytester.path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "1 recorded states" in line and "read again when they change" in line, line
+        base = f"http://127.0.0.1:{port}/v1"
+        new_words = [{"role": "user", "content": "Please read th-2."}]
+        request = {"model": "recorded-agent", "messages": [{"role": "system", "content": "You help."}, *new_words],
+                   "tools": [{"type": "function", "function": READ_TOOL}]}
+        status, body = _post(base, request)
+        assert status == 404
+        assert "1 recorded states; the case files are read again whenever they change" in body["error"]["message"]
+        added = {"id": "added-later", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+                 "messages": new_words, "label": {"valid_actions": [{"tool": "read_thread", "args": {"thread_id": "th-2"}}]},
+                 "recorded": {"tool_calls": [{"name": "read_thread", "arguments": '{"thread_id": "th-2"}'}]},
+                 "source": "authored"}
+        with (pytester.path / "cases" / "mail" / "cases.jsonl").open("a") as fh:
+            fh.write(json.dumps(added) + "\n")
+        status, body = _post(base, request)
+        assert status == 200, body
+        (call,) = body["choices"][0]["message"]["tool_calls"]
+        assert call["function"] == {"name": "read_thread", "arguments": '{"thread_id": "th-2"}'}
+        (pytester.path / "cases" / "mail" / "more.jsonl").write_text(json.dumps({**added, "id": "in-a-new-file",
+            "messages": [{"role": "user", "content": "And th-3?"}], "recorded": {"text": "Reading it."}}) + "\n")
+        request["messages"][-1] = {"role": "user", "content": "And th-3?"}
+        status, body = _post(base, request)
+        assert status == 200 and body["choices"][0]["message"]["content"] == "Reading it.", body
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert err.count("changed: read again") == 2, err
+    assert "changed: read again, 3 recorded states" in err

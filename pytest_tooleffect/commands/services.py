@@ -156,7 +156,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 2
     with server as srv:
         print(f"tooleffect serve: {states} recorded states at {srv.base_url} (OpenAI chat format, keyed on "
-              f"{keyed_on}); Ctrl-C stops", flush=True)
+              f"{keyed_on}; the case files are read again when they change); Ctrl-C stops", flush=True)
         try:
             while True:
                 time.sleep(3600)

@@ -8,18 +8,20 @@ and scores exactly as replay.
 from __future__ import annotations
 
 import json
+import os
 import sys
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pytest_tooleffect.collect.cases import FamilyError, is_case_file, load_case_file, load_family
-from pytest_tooleffect.collect.family import family_dirs
+from pytest_tooleffect.collect.family import FAMILY_FILE, family_dirs
 from pytest_tooleffect.decide.model_turn import build_request
 from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 
-__all__ = ["recorded_server", "replay_index", "turn_key"]
+__all__ = ["RecordedStates", "recorded_server", "replay_index", "turn_key"]
 
 
 def turn_key(request: Mapping[str, Any], *, system: bool = True, tools: bool = True) -> str:
@@ -67,9 +69,85 @@ def turn_key(request: Mapping[str, Any], *, system: bool = True, tools: bool = T
     return json.dumps(key, sort_keys=True)
 
 
+class RecordedStates:
+    """The recorded states under a folder of families, read again when its files change.
+
+    Before each answer the folders under ``cases_dir`` and the files of each family (its case
+    files, its family file and the files that names) are looked at (``stat``: modification time
+    and size, no file read); when one was added, removed or changed since the states were read,
+    they are read again, so a case added while ``tooleffect serve`` runs is answered without a
+    restart.  A change made within the file system's timestamp resolution of the last reading,
+    with the size unchanged, is not seen.
+
+    Args:
+        cases_dir: a folder of case families.
+        system: key states on their system prompt too (as :func:`turn_key`).
+        say: where a reload is told (one line), default stderr.
+    """
+
+    def __init__(self, cases_dir: Path, *, system: bool = True, say: Callable[[str], None] | None = None) -> None:
+        self.cases_dir = cases_dir
+        self.system = system
+        self.say = say or (lambda line: print(line, file=sys.stderr, flush=True))
+        self._lock = threading.Lock()
+        self._named: frozenset[Path] = frozenset()
+        self._stamp = self._files()
+        self.index = self._read()
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def answer(self, body: Mapping[str, Any]) -> Reply | None:
+        """The recorded turn of the state ``body`` asks about (an OpenAI chat request), or ``None``."""
+        self.refresh()
+        return self.index.get(turn_key(body, system=self.system))
+
+    def refresh(self) -> bool:
+        """Read the states again if the files changed since they were read; whether they were."""
+        if self._files() == self._stamp:
+            return False
+        with self._lock:
+            stamp = self._files()  # before reading: a change made while reading is seen next time
+            if stamp == self._stamp:
+                return False
+            self.index, self._stamp = self._read(), stamp
+        self.say(f"tooleffect serve: the cases under {self.cases_dir} changed: read again, {len(self.index)} "
+                 "recorded states")
+        return True
+
+    def _read(self) -> dict[str, Reply]:
+        named: set[Path] = set()
+        index = replay_index(self.cases_dir, system=self.system, named=named)
+        self._named = frozenset(named)
+        return index
+
+    def _files(self) -> tuple[tuple[str, int, int], ...]:
+        """Every folder under ``cases_dir`` and every file of its families (and the files they name),
+        with its modification time (ns) and size.
+        """
+        out: list[tuple[str, int, int]] = []
+        for top, dirs, files in os.walk(self.cases_dir):
+            dirs.sort()
+            st = _stat(top)
+            out.append((top, *st))
+            if FAMILY_FILE in files:
+                out.extend((os.path.join(top, f), *_stat(os.path.join(top, f))) for f in sorted(files))
+        out.extend((str(p), *_stat(p)) for p in sorted(self._named))
+        return tuple(out)
+
+
+def _stat(path: str | Path) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (st.st_mtime_ns, st.st_size)
+
+
 def recorded_server(cases_dir: Path, *, port: int = 0, system: bool = True) -> tuple[ScriptedServer, int, str]:
     """The server ``tooleffect serve`` runs: the recorded decisions under ``cases_dir`` as an
-    OpenAI-compatible model named ``recorded-agent``, answering a state it does not hold with a 404.
+    OpenAI-compatible model named ``recorded-agent``, answering a state it does not hold with a 404
+    that says so.  The cases are read again when their files change (:class:`RecordedStates`).
 
     It keeps no request body past its request (``keep_requests=False``): it runs for as long as the
     user lets it, and its memory does not grow with the requests it answered.
@@ -87,25 +165,30 @@ def recorded_server(cases_dir: Path, *, port: int = 0, system: bool = True) -> t
         OSError: the port cannot be bound.
         OverflowError: the port is out of range.
     """
-    index: dict[str, Reply] = replay_index(cases_dir, system=system)
+    states = RecordedStates(cases_dir, system=system)
     keyed_on = "messages, tools and system prompt" if system else "messages and tools (system prompt ignored)"
-    missing = Reply(status=404, error_message=f"tooleffect serve: no recorded state under {cases_dir} has this "
-                                              f"request's {keyed_on}")
 
     def script(body: dict[str, Any]) -> Reply:
-        return index.get(turn_key(body, system=system), missing)
+        found = states.answer(body)
+        if found is not None:
+            return found
+        return Reply(status=404, error_message=(
+            f"tooleffect serve: no recorded state under {cases_dir} has this request's {keyed_on} ({len(states)} "
+            "recorded states; the case files are read again whenever they change)"))
 
     server = ScriptedServer(script, port=port, models=("recorded-agent",), keep_requests=False)
-    return server, len(index), keyed_on
+    return server, len(states), keyed_on
 
 
-def replay_index(cases_dir: Path, *, system: bool = True, tools: bool = True) -> dict[str, Any]:
+def replay_index(cases_dir: Path, *, system: bool = True, tools: bool = True,
+                 named: set[Path] | None = None) -> dict[str, Any]:
     """Map the wire form of every recorded state under ``cases_dir`` to its recorded turn.
 
     Args:
         cases_dir: a folder of case families (searched for family files).
         system: key states on their system prompt too (as :func:`turn_key`).
         tools: key states on their tools too (as :func:`turn_key`).
+        named: when given, the files the families' files name (tools, prompt, rules) are added to it.
 
     Returns:
         :func:`turn_key` of each recorded state's request → a :class:`~pytest_tooleffect.servers.scripted.Reply`
@@ -119,7 +202,11 @@ def replay_index(cases_dir: Path, *, system: bool = True, tools: bool = True) ->
             fam = load_family(directory)
         except FamilyError as exc:
             print(f"tooleffect serve: skipping {exc}", file=sys.stderr)
+            if named is not None:
+                named.update(exc.referenced_files)
             continue
+        if named is not None:
+            named.update(fam.referenced_files)
         for path in sorted(directory.iterdir()):
             if not is_case_file(path, fam.referenced_files):
                 continue
