@@ -20,7 +20,7 @@ from pytest_tooleffect.commands.reports import cmd_baseline_save, cmd_compare, c
 from pytest_tooleffect.commands.services import cmd_import, cmd_model, cmd_sandbox, cmd_serve
 from pytest_tooleffect.util.extras import MissingExtra
 
-__all__ = ["MAX_COUNT", "main"]
+__all__ = ["MAX_COUNT", "SIGPIPE_STATUS", "main"]
 
 
 def _quota(text: str) -> dict[str, int]:
@@ -159,7 +159,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
     try:
-        return int(args.func(args))
+        status = int(args.func(args))
+        sys.stdout.flush()  # a reader that went away is found here, not in the interpreter's last flush
+        return status
+    except BrokenPipeError as exc:
+        if not _stdout_gone():
+            print(f"tooleffect {name}: {exc.filename or ''}{': ' if exc.filename else ''}{exc.strerror or exc}",
+                  file=sys.stderr)
+            return 2
+        return _quiet_exit()
     except MissingExtra as exc:  # an optional package the command needs: the line that installs it
         print(f"tooleffect {name}: {exc}", file=sys.stderr)
         return 2
@@ -170,6 +178,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, UnicodeDecodeError) as exc:  # bad input the command names (file, line, field)
         print(f"tooleffect {name}: {exc}", file=sys.stderr)
         return 2
+
+
+#: the status a Unix tool ends with when its reader goes away (``| head``): killed by SIGPIPE, 128 + 13
+SIGPIPE_STATUS = 141
+
+
+def _stdout_gone() -> bool:
+    """Standard output is a pipe whose reader has gone (or that cannot be told apart from one)."""
+    try:
+        import select
+
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poll.poll(0))
+    except (AttributeError, ValueError, OSError):  # no poll (Windows), or no file descriptor: assume so
+        return True
+
+
+def _quiet_exit() -> int:
+    """End quietly once stdout's reader has gone, as Unix tools do: nothing on stderr, no traceback
+    at the interpreter's last flush (stdout is pointed at the null device), status
+    :data:`SIGPIPE_STATUS`.
+    """
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError):  # no file descriptor to replace: nothing is left to flush into it
+        pass
+    return SIGPIPE_STATUS
 
 
 if __name__ == "__main__":

@@ -1,0 +1,50 @@
+"""The ``tooleffect`` command line as a Unix tool: a reader that goes away (``| head -1``) ends it quietly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_tooleffect.cli import SIGPIPE_STATUS
+from tests.demo_family import write_demo
+
+
+@pytest.fixture(scope="module")
+def a_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A record log of the demo family (for the commands that read one)."""
+    root = tmp_path_factory.mktemp("run")
+    write_demo(root)
+    subprocess.run([sys.executable, "-m", "pytest", "cases/", "-p", "no:cacheprovider", "-q",
+                    "--tooleffect-records=records.jsonl"], cwd=root, capture_output=True, check=False)
+    assert (root / "records.jsonl").read_text().count("\n") == 6
+    return root
+
+
+@pytest.mark.parametrize("argv", [
+    ["schema", "case"], ["schema", "family"], ["schema", "record"], ["schema", "report"],
+    ["report", "records.jsonl"], ["report", "records.jsonl", "--json"],
+    ["compare", "records.jsonl", "records.jsonl"], ["compare", "records.jsonl", "records.jsonl", "--json"],
+    ["baseline", "save", "records.jsonl", "--out", "base.json"],
+], ids=lambda argv: " ".join(argv))
+def test_a_reader_that_goes_away_ends_the_command_quietly(a_run: Path, argv: list[str]) -> None:
+    """``tooleffect schema case | head -1`` printed ``tooleffect schema: Broken pipe`` and exited 2 (or a
+    traceback at the interpreter's last flush).  Now nothing is printed and the status is a Unix tool's
+    killed by SIGPIPE (141), for every command that prints to stdout.
+    """
+    with subprocess.Popen([sys.executable, "-m", "pytest_tooleffect.cli", *argv], cwd=a_run,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()  # the reader goes away before the command writes its first line
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=120) == SIGPIPE_STATUS, err
+    assert "Broken pipe" not in err and "BrokenPipeError" not in err and "Traceback" not in err, err
+
+
+def test_a_reader_that_stays_gets_everything(a_run: Path) -> None:
+    out = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "schema", "case"], cwd=a_run,
+                         capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout)["title"] == "Case" and out.stderr == ""
