@@ -645,6 +645,30 @@ def test_a_run_where_every_item_skipped_fails_its_gates(pytester: pytest.Pyteste
     assert 'exit 0: no gate judged anything, let through by unjudged = "pass"' in gate_lines(result)[-1]
 
 
+def test_a_run_with_no_gate_where_every_item_skipped_does_not_exit_0(pytester: pytest.Pytester) -> None:
+    """With no gate, such a run exited 0 while its report said "incomplete".  It scored nothing: it exits
+    5 (pytest's status when nothing was tested), the terminal says why, the JSON report says incomplete.
+    A run that scored some decision beside skipped ones keeps pytest's status.
+    """
+    write_family(pytester.path)
+    pytester.makeconftest(SKIPPING_CONFTEST)
+    result = pytester.runpytest("cases/", "--tooleffect-report=r.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(skipped=13)
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    result.stdout.fnmatch_lines([
+        "tooleffect report status: incomplete (0 invalid cases, 0 errors, 13 skipped)",
+        "tooleffect: no decision was scored (13 case items skipped: MINI_API_KEY is not set 13); report incomplete; "
+        "exit 5, as pytest's when nothing was tested"])
+    assert json.loads((pytester.path / "r.json").read_text())["status"] == "incomplete"
+    pytester.makeconftest(SKIPPING_CONFTEST.replace('if not os.environ.get("MINI_API_KEY")',
+                                                    'if request.node.name.startswith("single")')
+                          .replace("def needs_the_key():", "def needs_the_key(request):"))
+    result = pytester.runpytest("cases/", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=8, failed=2, skipped=3)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.no_fnmatch_line("*no decision was scored*")
+
+
 def test_a_count_gate_on_no_scored_decision_is_not_judged() -> None:
     """A block whose every record is an error: "0 of 0 decisions" is no evidence, never a pass."""
     records = _records((3, 3), (0, 0))[:3]

@@ -3,7 +3,8 @@ regressions and cost, one :class:`~.gate_verdicts.GateResult` per gate, on what 
 (:mod:`.gate_scope`); the session's exit status decided from them (:mod:`.gate_verdicts`); and
 :class:`GateKeeper`, the controller's plugin object that writes the report's ``gates`` section (a
 report section of :mod:`pytest_tooleffect.report.assembly`), prints one line per gate and sets
-``session.exitstatus`` (unless ``-p no:tooleffect-gates`` switched it off).
+``session.exitstatus`` (unless ``-p no:tooleffect-gates`` switched it off; with no gate set, only
+for a run of cases that scored nothing: :func:`~.exit_status.unscored_exit`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Literal
 
 import pytest
 
+from pytest_tooleffect.ci.exit_status import unscored_exit
 from pytest_tooleffect.ci.gate_rules import (
     AVERAGES,
     EFFECT_KINDS,
@@ -383,6 +385,7 @@ class GateKeeper:
         self.records: Sequence[Record] = []
         self.results: list[GateResult] | None = None
         self.exit: tuple[int, str] | None = None
+        self.unscored: tuple[int, str] | None = None
         #: ``-p no:tooleffect-gates``: the gates judge nothing, and the report says they were switched off
         self.off = config.pluginmanager.is_blocked(PLUGIN_NAME)
 
@@ -429,6 +432,10 @@ class GateKeeper:
             self._judge()
             assert self.exit is not None
             session.exitstatus = self.exit[0]
+        elif self.report is not None and not self.configured and not self.config.option.collectonly:
+            self.unscored = unscored_exit(session.exitstatus, self.report)
+            if self.unscored is not None:
+                session.exitstatus = self.unscored[0]
         problems = self.config.stash.get(output_problems_key, None)
         if problems and session.exitstatus == pytest.ExitCode.OK:  # outputs incomplete: never exit 0
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -440,6 +447,8 @@ class GateKeeper:
         wrapper's code after ``yield`` runs once they are done) and before pytest's short summary.
         """
         result = yield
+        if self.unscored is not None:
+            terminalreporter.write_line(self.unscored[1], bold=True, red=True)
         if self.configured and not self.applies and not self.config.option.collectonly:
             terminalreporter.write_line(f"tooleffect gates: not applied: {_NOT_APPLIED}", yellow=True)
         if self.applies and self.results is not None and self.exit is not None:
