@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from pytest_tooleffect.commands.bootstrap import cmd_baseline_init
 from pytest_tooleffect.commands.labels import (
     MAX_COUNT,
     cmd_agree,
@@ -145,6 +146,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("records", help="the accepted run's record log (JSONL)")
     p.add_argument("--out", default="tooleffect-baseline.json", help="default tooleffect-baseline.json")
     p.set_defaults(func=cmd_baseline_save)
+    p = bsub.add_parser("init", help="the first baseline: run the cases once (pytest arguments after --) or take "
+                                     "--from LOG, write it, say what to commit and what CI runs",
+                        description="Run pytest once with the arguments after -- (no baseline read, the record log "
+                                    "written to --records), then write the baseline from its record log.")
+    p.add_argument("--out", default="tooleffect-baseline.json", help="default tooleffect-baseline.json (refused when "
+                                                                     "it exists, unless --force)")
+    p.add_argument("--records", default="reports/tooleffect-records.jsonl",
+                   help="where the run writes its record log (default reports/tooleffect-records.jsonl)")
+    p.add_argument("--from", dest="from_log", metavar="LOG", default=None,
+                   help="take the record log of a run already made instead of running")
+    p.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then the run's pytest arguments "
+                                                                 "(cases/, the policy options)")
+    p.set_defaults(func=cmd_baseline_init)
     p = sub.add_parser("compare", help="two runs decision by decision: flips, rates before and after, exact McNemar; "
                                        "exit 1 when B regressed or a known failure changed kind, 2 for bad input")
     p.add_argument("a", help="the earlier run: a record log (JSONL) or a baseline file")

@@ -466,5 +466,8 @@ def load_runs(path: Path) -> Baseline:
 def _read_text(path: Path) -> str:
     try:
         return read_input_text(path)
+    except FileNotFoundError as exc:  # the first run of a repository: there is none yet
+        raise BaselineError(path, "<file>", f"cannot be read ({exc.strerror or exc}); no baseline yet? "
+                                            "tooleffect baseline init makes the first one") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise BaselineError(path, "<file>", f"cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
