@@ -38,15 +38,17 @@ def _stops(prefix: str, bucket: str, n: int) -> list[dict[str, Any]]:
     return [case(f"{prefix}{i}", bucket, {"valid_actions": [NULL]}, STOP) for i in range(n)]
 
 
+@pytest.mark.parametrize("workers", [0, 2])
 def test_a_quota_that_disagrees_with_the_cases_is_an_error_of_its_family_and_the_run_goes_on(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, workers: int) -> None:
     """The trial's family: "quota 9 · population 9" printed for 10 cases.  Now the family is refused,
-    naming the file, the field and both numbers; another family of the run is scored.
+    naming the file, the field and both numbers; another family of the run is scored, at -n 0 as at -n 2.
     """
     fam = _family(pytester.path, "support", {"first": 1, "last": 9}, {"first": 1, "last": 9},
                   {"cases.jsonl": _stops("f", "first", 1) + _stops("l", "last", 10)})
     write_demo(pytester.path)
-    result = pytester.runpytest("cases/", f"{OPT_REPORT}=r.json", "-p", "no:cacheprovider")
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}=r.json", "-p", "no:cacheprovider",
+                                *(["-n", str(workers)] if workers else []))
     result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1, errors=1)
     family_file = fam / "family.yaml"
     result.stdout.fnmatch_lines([
