@@ -19,6 +19,7 @@ from pytest_tooleffect.commands.labels import (
 from pytest_tooleffect.commands.reports import cmd_baseline_save, cmd_compare, cmd_html, cmd_report, cmd_schema
 from pytest_tooleffect.commands.services import cmd_import, cmd_model, cmd_sandbox, cmd_serve
 from pytest_tooleffect.util.extras import MissingExtra
+from pytest_tooleffect.util.input_files import pipes_read_once
 
 __all__ = ["MAX_COUNT", "main"]
 
@@ -159,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
     try:
-        return int(args.func(args))
+        with pipes_read_once():  # an input given as a pipe (/dev/stdin, <(...)) reads whole however often it is read
+            return int(args.func(args))
     except MissingExtra as exc:  # an optional package the command needs: the line that installs it
         print(f"tooleffect {name}: {exc}", file=sys.stderr)
         return 2

@@ -98,11 +98,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def _not_files(paths: Sequence[str]) -> list[str]:
-    """``"<path>: no such file"``, ``"<path>: a folder, not a file"`` or ``"<path>: not a regular file"``
-    (a device, a pipe) for each path that is not a regular file.
+    """``"<path>: no such file"``, ``"<path>: is a directory, not a file to read"``, ``"<path>: is a
+    character device, not a file to read"`` … for each path that is neither a regular file nor a pipe.
     """
-    return [f"{p}: a folder, not a file" if Path(p).is_dir() else f"{p}: not a regular file" if Path(p).exists()
-            else f"{p}: no such file" for p in paths if not Path(p).is_file()]
+    from pytest_tooleffect.util.input_files import not_an_input
+
+    return [f"{p}: {why}" for p in paths if (why := not_an_input(p)) is not None]
 
 
 def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, Any]]:

@@ -123,9 +123,14 @@ class Merged:
 def record_logs(paths: Sequence[Path]) -> list[Path]:
     """The record logs named: files as given, a folder as its ``*.jsonl`` files (sorted, not recursive).
 
+    A pipe (``/dev/stdin`` fed by a pipe, a shell's ``<(…)``) is a record log as a file is.
+
     Raises:
-        MergeError: a path that does not exist, or a folder with no ``*.jsonl`` file.
+        MergeError: a path that does not exist, a folder with no ``*.jsonl`` file, or something that
+            is neither a file, a pipe nor a folder (a device, a socket).
     """
+    from pytest_tooleffect.util.input_files import not_an_input
+
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
@@ -133,10 +138,13 @@ def record_logs(paths: Sequence[Path]) -> list[Path]:
             if not found:
                 raise MergeError(f"{p}: a folder with no *.jsonl record log")
             out += found
-        elif p.is_file():
-            out.append(p)
-        else:
+            continue
+        why = not_an_input(p)
+        if why == "no such file":
             raise MergeError(f"{p}: no such record log or folder")
+        if why is not None:
+            raise MergeError(f"{p}: {why}: a record log (JSONL), a pipe or a folder of logs")
+        out.append(p)
     return out
 
 
