@@ -69,9 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--baseline-changed-labels", choices=["skip", "compare"], default="skip",
                    help="decisions whose label changed since the baseline: left out (default) or compared")
     p.add_argument("--judge-calibration", help="the judge's calibration file, for the report's judge section")
-    p.add_argument("--gates", metavar="PYPROJECT",
-                   help="a pyproject.toml (or its folder) whose [tool.tooleffect.gates] judge the report, as in a "
-                        "run; the exit status is theirs")
+    p.add_argument("--gates", metavar="TOML",
+                   help="a pyproject.toml (or its folder), or another TOML file, whose [tool.tooleffect.gates] "
+                        "judge the report, as in a run; the exit status is theirs")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("html", help="one self-contained HTML page: the report and a browser of every decision")

@@ -80,7 +80,8 @@ from pytest_tooleffect.util.input_files import read_input_text
 from pytest_tooleffect.util.redaction import looks_like_key, register
 from pytest_tooleffect.util.urls import url_secrets, without_password
 
-__all__ = ["PYPROJECT", "SandboxSettings", "Settings", "is_live", "read_pyproject", "resolve", "settings_key"]
+__all__ = ["PYPROJECT", "SandboxSettings", "Settings", "is_live", "read_config_file", "read_pyproject", "resolve",
+           "settings_key"]
 
 #: the file ``[tool.tooleffect.*]`` tables are read from, in pytest's rootdir
 PYPROJECT = "pyproject.toml"
@@ -417,12 +418,30 @@ def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
     path = Path(rootpath) / PYPROJECT
     if not path.is_file():
         return path, {}
+    return path, read_config_file(path)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a ``pyproject.toml`` (or another TOML file shaped like one) and check its ``[tool.tooleffect]``.
+
+    Args:
+        path: the file (a regular file or a pipe).
+
+    Returns:
+        The TOML document.
+
+    Raises:
+        pytest.UsageError: as :func:`read_pyproject`; also for a path that is missing, a folder or
+            a device (one line naming the file).
+    """
     import tomllib
 
     try:
         doc = tomllib.loads(read_input_text(path))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise pytest.UsageError(f"{path}: {exc}") from exc
+    except OSError as exc:
+        raise pytest.UsageError(f"{path}: {exc.strerror or exc}") from exc
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise pytest.UsageError(f"{path}: not TOML ({exc})") from exc
     section = _table(doc, "tool", "tooleffect")
     if isinstance(section, Mapping):  # a misspelt table ([tool.tooleffect.gate]) would be read as no table at all
         unknown = sorted(set(section) - PYPROJECT_TABLES)
@@ -430,7 +449,7 @@ def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
             raise pytest.UsageError(f"{path}: [tool.tooleffect] has {', '.join(map(repr, unknown))}, which it does "
                                     f"not know (its tables: {', '.join(sorted(PYPROJECT_TABLES))}); a misspelt "
                                     "table would be read as none")
-    return path, doc
+    return doc
 
 
 def _table(doc: Mapping[str, Any], *keys: str) -> Any:

@@ -20,8 +20,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     The report is assembled as a run's is (:func:`~pytest_tooleffect.report.assembly.assemble`), with
     the sections its inputs allow: the judge the records name, the shards merged, the baseline
-    when ``--baseline`` gives one, and the gates when ``--gates`` names the ``pyproject.toml`` that
-    holds them.
+    when ``--baseline`` gives one, and the gates when ``--gates`` names the TOML file that holds them
+    (a ``pyproject.toml``, any file with a ``[tool.tooleffect.gates]`` table, or the folder of a
+    ``pyproject.toml``).
 
     Args:
         args: the parsed command line.
@@ -89,18 +90,24 @@ def cmd_report(args: argparse.Namespace) -> int:
         import pytest
 
         from pytest_tooleffect.ci.gate_keeper import LogGates
-        from pytest_tooleffect.ci.gate_rules import load_gates
+        from pytest_tooleffect.ci.gate_rules import load_gates_file
+        from pytest_tooleffect.settings import PYPROJECT
+        from pytest_tooleffect.util.input_files import not_an_input
 
-        folder = Path(gates_path)
-        folder = folder.parent if folder.name == "pyproject.toml" else folder
+        gates_file = Path(gates_path)
+        gates_file = gates_file / PYPROJECT if gates_file.is_dir() else gates_file  # a folder: its pyproject.toml
+        why = not_an_input(gates_file)
+        if why is not None:
+            print(f"tooleffect report: --gates {gates_file}: {why} (--gates names a pyproject.toml, another TOML "
+                  "file holding [tool.tooleffect.gates], or the folder of a pyproject.toml)", file=sys.stderr)
+            return 2
         try:
-            config = load_gates(folder)
+            config = load_gates_file(gates_file)
         except pytest.UsageError as exc:
             print(f"tooleffect report: --gates {exc}", file=sys.stderr)
             return 2
         if config is None:
-            print(f"tooleffect report: --gates {folder / 'pyproject.toml'}: no [tool.tooleffect.gates] table",
-                  file=sys.stderr)
+            print(f"tooleffect report: --gates {gates_file}: no [tool.tooleffect.gates] table", file=sys.stderr)
             return 2
         gates = LogGates(config)
         sections.append(gates)
