@@ -316,7 +316,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sets that differ without ``--shared-only``, no paired decision).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs
-    from pytest_tooleffect.ci.comparison import compare, fingerprint_mismatches, render_comparison
+    from pytest_tooleffect.ci.comparison import compare, fingerprint_mismatches, mismatch_line, render_comparison
 
     try:
         a, b = load_runs(Path(args.a)), load_runs(Path(args.b))
@@ -325,10 +325,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 2
     mismatches = fingerprint_mismatches(a, b)
     if mismatches and not args.shared_only:
-        for family, policy, fa, fb in mismatches:
-            print(f"tooleffect compare: family {family}, policy {policy}: label-set fingerprints differ (A {fa}, "
-                  f"B {fb}): not one quantity measured twice; --shared-only compares the shared decisions whose "
-                  "labels did not change", file=sys.stderr)
+        for family, policy, _fa, _fb in mismatches:
+            print(f"tooleffect compare: {mismatch_line(a, b, family, policy)}", file=sys.stderr)
         return 2
     comparison = compare(a, b, "skip", getattr(args, "errors", "regression"))
     if not comparison["totals"]["compared"] and not comparison["totals"].get("errors_after_pass"):
