@@ -33,7 +33,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     import yaml
 
     from pytest_tooleffect.collect.traces import TraceError
-    from pytest_tooleffect.commands import check_command_outputs
+    from pytest_tooleffect.commands import check_command_outputs, check_output_folder
     from pytest_tooleffect.data.sampling import sample_cases
     from pytest_tooleffect.util.input_files import read_input_text
 
@@ -44,6 +44,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if bad:
         print(f"tooleffect sample: {', '.join(bad)}: counts are whole numbers from 1 to {MAX_COUNT}", file=sys.stderr)
         return 2
+    check_output_folder("--out", out, "sample writes the family's case file and family.yaml into it")
     check_command_outputs([("--out", out / "family.yaml"), ("--out/--name", out / args.name)],
                           [*(("a trace file", Path(t)) for t in args.traces),
                            ("the tools file (--tools)", Path(args.tools) if args.tools else None)], families=False)
@@ -407,10 +408,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """
     from pydantic import ValidationError
 
-    from pytest_tooleffect.commands import check_command_outputs
+    from pytest_tooleffect.commands import check_command_outputs, check_output_folder
     from pytest_tooleffect.data.authored import generate
 
     out = Path(args.out)
+    check_output_folder("--out", out, "generate writes the family's case file and family.yaml into it")
     check_command_outputs([("--out", out / "family.yaml"), ("--out", out / "cases.jsonl")],
                           [("the spec", Path(args.spec))], families=False)
     try:
