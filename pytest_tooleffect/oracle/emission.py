@@ -243,7 +243,8 @@ def _call_keys(lookup: Mapping[str, str]) -> re.Pattern[str]:
 @functools.lru_cache(maxsize=256)
 def _call_keys_of(names: tuple[str, ...]) -> re.Pattern[str]:
     keys = sorted({*_NAME_KEYS, "tool_calls", "function_call", "tool_call", *names}, key=len, reverse=True)
-    return re.compile('"(?:' + "|".join(map(re.escape, keys)) + ')"|\\\\')
+    # a lookahead: keys sharing a quote ("a""name") are found both
+    return re.compile('(?="(?:' + "|".join(map(re.escape, keys)) + ')")|\\\\')
 
 
 def _raw_bound(text: str) -> int:
