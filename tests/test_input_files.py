@@ -240,3 +240,18 @@ def test_agree_reads_label_files_from_pipes(tmp_path: Path, capsys: pytest.Captu
     labels = b'{"id": "x", "valid_actions": [{"tool": null}]}\n'
     assert main(["agree", _pipe_of(labels), _pipe_of(labels), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n"] == 1
+
+
+def test_an_empty_pipe_is_said_to_be_one_not_an_empty_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, ``html`` blamed the log ("an empty log: did the run decide anything?") for a pipe that
+    gave nothing, as a named pipe whose writer opens late does."""
+    from pytest_tooleffect.cli import main
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    said = "(a pipe through which nothing came: its writer wrote nothing, or had not opened it when it was read"
+    assert main(["html", str(fifo), "--out", str(tmp_path / "p.html")]) == 2
+    assert f"tooleffect html: no record in {fifo}: nothing to draw {said}" in capsys.readouterr().err
+    assert main(["report", _pipe_of(b"")]) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "p.html").exists()

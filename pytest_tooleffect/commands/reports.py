@@ -167,7 +167,7 @@ def cmd_html(args: argparse.Namespace) -> int:
     from pytest_tooleffect.report.model import Report
     from pytest_tooleffect.report.record_log import load_records
     from pytest_tooleffect.report.summary import summarise
-    from pytest_tooleffect.util.input_files import read_input_bytes
+    from pytest_tooleffect.util.input_files import empty_pipe, read_input_bytes
     from pytest_tooleffect.util.redaction import register_environment
 
     register_environment()  # the page embeds the cases' states: the credentials a run would know are cut, as in a run
@@ -204,8 +204,8 @@ def cmd_html(args: argparse.Namespace) -> int:
         print(f"tooleffect html: {source}: {exc}", file=sys.stderr)
         return 2
     if not records:
-        print(f"tooleffect html: no record in {source}: nothing to draw (an empty log: did the run decide "
-              "anything?)", file=sys.stderr)
+        why = empty_pipe(source) or " (an empty log: did the run decide anything?)"
+        print(f"tooleffect html: no record in {source}: nothing to draw{why}", file=sys.stderr)
         return 2
     meta = {}
     for directory in family_dirs([cases]) if cases.is_dir() else []:

@@ -32,8 +32,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV", "InputFileError", "max_input_bytes", "not_an_input",
-           "open_input", "pipes_read_once", "read_input_bytes", "read_input_text"]
+__all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV", "InputFileError", "empty_pipe", "max_input_bytes",
+           "not_an_input", "open_input", "pipes_read_once", "read_input_bytes", "read_input_text"]
 
 #: the most bytes read from one input unless :data:`MAX_INPUT_ENV` says otherwise (1 GiB)
 DEFAULT_MAX_INPUT_BYTES = 1 << 30
@@ -135,6 +135,18 @@ def not_an_input(path: Path | str) -> str | None:
     except OSError as exc:
         return f"cannot be read ({exc.strerror or exc})"
     return _kind(mode)
+
+
+def empty_pipe(path: Path | str) -> str:
+    """What to say of an input that held nothing: ``""`` for a file; for a pipe, that nothing came
+    through it (its writer wrote nothing, or had not opened it yet: a pipe is read without waiting).
+    """
+    try:
+        fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return ""
+    return (" (a pipe through which nothing came: its writer wrote nothing, or had not opened it when it was read; "
+            "a named pipe is read without waiting for a writer)") if fifo else ""
 
 
 #: inside :func:`pipes_read_once`: the bytes of each pipe read, by (device, inode), and its first
