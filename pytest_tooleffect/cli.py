@@ -20,6 +20,7 @@ from pytest_tooleffect.commands.labels import (
 from pytest_tooleffect.commands.reports import cmd_baseline_save, cmd_compare, cmd_html, cmd_report, cmd_schema
 from pytest_tooleffect.commands.services import cmd_import, cmd_model, cmd_sandbox, cmd_serve
 from pytest_tooleffect.util.extras import MissingExtra
+from pytest_tooleffect.util.input_files import pipes_read_once
 
 __all__ = ["MAX_COUNT", "SIGPIPE_STATUS", "main"]
 
@@ -69,9 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--baseline-changed-labels", choices=["skip", "compare"], default="skip",
                    help="decisions whose label changed since the baseline: left out (default) or compared")
     p.add_argument("--judge-calibration", help="the judge's calibration file, for the report's judge section")
-    p.add_argument("--gates", metavar="PYPROJECT",
-                   help="a pyproject.toml (or its folder) whose [tool.tooleffect.gates] judge the report, as in a "
-                        "run; the exit status is theirs")
+    p.add_argument("--gates", metavar="TOML",
+                   help="a pyproject.toml (or its folder), or another TOML file, whose [tool.tooleffect.gates] "
+                        "judge the report, as in a run; the exit status is theirs")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("html", help="one self-contained HTML page: the report and a browser of every decision")
@@ -174,7 +175,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
     try:
-        status = int(args.func(args))
+        with pipes_read_once():  # an input given as a pipe (/dev/stdin, <(...)) reads whole however often it is read
+            status = int(args.func(args))
         sys.stdout.flush()  # a reader that went away is found here, not in the interpreter's last flush
         return status
     except BrokenPipeError as exc:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tooleffect.formats import Policy
+from pytest_tooleffect.formats import Policy, ShowableName
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",
@@ -188,8 +188,32 @@ parse_min_class_n = _int_at_least(1, MAX_MIN_CLASS_N)
 _retries = _int_at_least(0, MAX_RETRIES)
 
 
+def _showable_name(name: str, value: str, what: str) -> str:
+    """``name`` when it may be shown in test ids and on the terminal (as a family's or a policy's
+    name: :data:`~pytest_tooleffect.formats.ShowableName`).
+
+    Raises:
+        argparse.ArgumentTypeError: it holds a control character or a bidirectional override (the
+            message names the character by its code point; the value is shown escaped).
+    """
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        TypeAdapter(ShowableName).validate_python(name)
+    except ValidationError as exc:
+        why = exc.errors()[0].get("ctx", {}).get("error", exc.errors()[0]["msg"])
+        named = what if name == value else f"{what} {name!r}"
+        raise argparse.ArgumentTypeError(f"{value!r}: {named} {why}") from None
+    return name
+
+
 def _agent_policy(value: str) -> Policy:
-    """``[NAME=]package.module:function`` → an agent policy (named after the function by default)."""
+    """``[NAME=]package.module:function`` → an agent policy (named after the function by default).
+
+    Raises:
+        argparse.ArgumentTypeError: not of that shape; the name ``replay``; a name holding a
+            control character or a bidirectional override (names are shown in test ids).
+    """
     name, eq, spec = value.partition("=")
     if not eq:
         name, spec = "", value
@@ -197,10 +221,19 @@ def _agent_policy(value: str) -> Policy:
     if not colon or not module or not attr or not all(p.isidentifier() for p in (*module.split("."),
                                                                                   *attr.split("."))):
         raise argparse.ArgumentTypeError(f"{value!r} is not [NAME=]package.module:function")
-    name = name or attr.rsplit(".", 1)[-1]
+    name = _showable_name(name or attr.rsplit(".", 1)[-1], value, "the policy name")
     if name == REPLAY.name:
         raise argparse.ArgumentTypeError(f"{value!r}: 'replay' is the built-in offline policy; choose another name")
     return Policy(name=name, agent=spec)
+
+
+def _model_name(value: str) -> str:
+    """``--tooleffect-model``: a litellm model name, also the policy's name (shown in test ids).
+
+    Raises:
+        argparse.ArgumentTypeError: it holds a control character or a bidirectional override.
+    """
+    return _showable_name(value, value, "the model name (the policy's name, shown in test ids)")
 
 
 def _shard(value: str) -> tuple[int, int]:
@@ -250,7 +283,7 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
                          "for a CI job summary such as $GITHUB_STEP_SUMMARY")
     group.addoption(OPT_HTML, metavar="PATH", type=_path_or_none, default=None,
                     help="write the report and a browser of every decision as one self-contained HTML file to PATH")
-    group.addoption(OPT_MODEL, metavar="PROVIDER/MODEL", default=None,
+    group.addoption(OPT_MODEL, metavar="PROVIDER/MODEL", type=_model_name, default=None,
                     help="ask this litellm model for the decision at every labelled state (a policy of that name)")
     group.addoption(OPT_API_BASE, metavar="URL", default=None,
                     help="api base for --tooleffect-model (a local vLLM, Ollama or llama.cpp server)")

@@ -16,11 +16,11 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, ValidationError
 
 from pytest_tooleffect import wire
 from pytest_tooleffect.formats import Policy, Price
@@ -82,7 +82,7 @@ from pytest_tooleffect.util.redaction import looks_like_key, register
 from pytest_tooleffect.util.urls import url_secrets, without_password
 
 __all__ = ["DEFAULT_POLICIES", "PYPROJECT", "PYPROJECT_KEYS", "SandboxSettings", "Settings", "is_live",
-           "read_pyproject", "resolve", "settings_key", "shadowed_policies"]
+           "read_config_file", "read_pyproject", "resolve", "settings_key", "shadowed_policies"]
 
 #: the file ``[tool.tooleffect.*]`` tables are read from, in pytest's rootdir
 PYPROJECT = "pyproject.toml"
@@ -415,22 +415,96 @@ def _rate_settings(config: pytest.Config) -> dict[str, Any]:
     return out
 
 
+#: the highest price accepted, in USD per million tokens (far above any model's; a higher one is a
+#: typo, and would carry a run's cost past what a float holds)
+MAX_PRICE_PER_MTOK = 1_000_000
+_PRICES_SHAPE = "{model: {input_per_mtok: USD, output_per_mtok: USD}}"
+
+
+def _number(value: Any) -> Any:
+    """A price as YAML gives it: ``true``/``false`` is no number; ``1e3`` (text to YAML 1.1) is one."""
+    if isinstance(value, bool):
+        raise ValueError(f"a number of USD, got {str(value).lower()}")
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise ValueError(f"a number of USD, got the text {value!r}") from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value}, not a finite number")
+    return value
+
+
+#: one price: a finite number of USD per million tokens from 0 to :data:`MAX_PRICE_PER_MTOK`
+USDPerMTok = Annotated[float, BeforeValidator(_number), Field(ge=0, le=MAX_PRICE_PER_MTOK, allow_inf_nan=False)]
+
+
+class _PriceEntry(BaseModel):
+    """One model's entry of the ``--tooleffect-prices`` file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    input_per_mtok: USDPerMTok
+    output_per_mtok: USDPerMTok
+
+
+def _price_problem(exc: ValidationError, raw: Mapping[Any, Any]) -> str:
+    """The first problem of a prices file, in words: the model, the field, what it holds and what a
+    price is.
+    """
+    err = exc.errors()[0]
+    loc = err["loc"]
+    model = f"model {loc[0]!r}" if loc else "the file"
+    if len(loc) < 2:
+        got = raw.get(loc[0]) if loc else raw
+        return f"{model}: a mapping {{input_per_mtok: USD, output_per_mtok: USD}}, got {_kind(got)}"
+    field = loc[1]
+    if err["type"] == "missing":
+        return f"{model}: {field} is missing (a price per million input and per million output tokens, in USD)"
+    if err["type"] == "extra_forbidden":
+        return f"{model}: {field!r} is not a price field (input_per_mtok, output_per_mtok)"
+    got = err.get("input")
+    shown = got if isinstance(got, str) else repr(got)
+    why = {"less_than_equal": f"{shown}, more than {MAX_PRICE_PER_MTOK:,}", "greater_than_equal": f"{shown}, below 0",
+           "finite_number": f"{shown}, not a finite number", "value_error": str(err.get("ctx", {}).get("error", ""))
+           }.get(err["type"], f"a number of USD, got {shown}")
+    return (f"{model}: {field}: {why}; a price is a finite number of USD per million tokens from 0 to "
+            f"{MAX_PRICE_PER_MTOK:,}")
+
+
+def _kind(value: Any) -> str:
+    return "nothing" if value is None else f"a {'list' if isinstance(value, list) else type(value).__name__}"
+
+
 def _load_prices(path: Path | None) -> dict[str, Price]:
+    """The ``--tooleffect-prices`` file: model → :class:`Price`.
+
+    Raises:
+        pytest.UsageError: the file cannot be read, is not YAML or JSON, is not a mapping of models,
+            or a price is not a number from 0 to :data:`MAX_PRICE_PER_MTOK` (one line naming the file,
+            the model and the field).
+    """
     if path is None:
         return {}
     try:
-        raw = yaml.load(read_input_text(path), Loader=UniqueKeyLoader) or {}
-        prices = {}
-        for m, p in raw.items():
-            values = [p["input_per_mtok"], p["output_per_mtok"]]
-            if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
-                   for v in values):
-                raise ValueError(f"{m}: prices are finite numbers >= 0")
-            prices[str(m)] = Price(float(values[0]), float(values[1]))
-        return prices
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise pytest.UsageError(f"{OPT_PRICES} {path}: {exc}; expected {{model: {{input_per_mtok: USD, "
-                                f"output_per_mtok: USD}}}}") from exc
+        raw = yaml.load(read_input_text(path), Loader=UniqueKeyLoader)
+    except OSError as exc:
+        raise pytest.UsageError(f"{OPT_PRICES} {path}: {exc.strerror or exc}") from exc
+    except (yaml.YAMLError, UnicodeDecodeError, ValueError) as exc:
+        why = " ".join(str(exc).split())  # YAML's message spans lines
+        raise pytest.UsageError(f"{OPT_PRICES} {path}: not YAML or JSON ({why}); expected {_PRICES_SHAPE}") from exc
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        raise pytest.UsageError(f"{OPT_PRICES} {path}: the file is a mapping {_PRICES_SHAPE}, got {_kind(raw)}")
+    raw = {str(k): v for k, v in raw.items()}
+    try:
+        entries = _PRICES.validate_python(raw)
+    except ValidationError as exc:
+        raise pytest.UsageError(f"{OPT_PRICES} {path}: {_price_problem(exc, raw)}") from None
+    return {m: Price(e.input_per_mtok, e.output_per_mtok) for m, e in entries.items()}
+
+
+_PRICES = TypeAdapter(dict[str, _PriceEntry])
 
 
 def _baseline_path(config: pytest.Config) -> Path | None:
@@ -468,12 +542,30 @@ def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
     path = Path(rootpath) / PYPROJECT
     if not path.is_file():
         return path, {}
+    return path, read_config_file(path)
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Read a ``pyproject.toml`` (or another TOML file shaped like one) and check its ``[tool.tooleffect]``.
+
+    Args:
+        path: the file (a regular file or a pipe).
+
+    Returns:
+        The TOML document.
+
+    Raises:
+        pytest.UsageError: as :func:`read_pyproject`; also for a path that is missing, a folder or
+            a device (one line naming the file).
+    """
     import tomllib
 
     try:
         doc = tomllib.loads(read_input_text(path))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise pytest.UsageError(f"{path}: {exc}") from exc
+    except OSError as exc:
+        raise pytest.UsageError(f"{path}: {exc.strerror or exc}") from exc
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise pytest.UsageError(f"{path}: not TOML ({exc})") from exc
     section = _table(doc, "tool", "tooleffect")
     if isinstance(section, Mapping):  # a misspelt table ([tool.tooleffect.gate]) would be read as no table at all
         unknown = sorted(set(section) - PYPROJECT_KEYS)
@@ -481,7 +573,7 @@ def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:
             raise pytest.UsageError(f"{path}: [tool.tooleffect] has {', '.join(map(repr, unknown))}, which it does "
                                     f"not know (its keys: {', '.join(sorted(PYPROJECT_KEYS))}); a misspelt "
                                     "key would be read as none")
-    return path, doc
+    return doc
 
 
 def _table(doc: Mapping[str, Any], *keys: str) -> Any:

@@ -866,3 +866,26 @@ def test_an_agent_that_leaves_a_thread_running_does_not_keep_pytest_alive(pytest
     assert "idle-pool" not in text
     assert ("with the run's exit status 1" in text) if workers == 0 else ("when worker gw" in text)
     assert goodbyes.read_text().split(), "the exit handlers did not run"
+
+
+@pytest.mark.parametrize(("option", "value", "said"), [
+    ("--tooleffect-agent", "x`\n### ✅ forged\x1b[2J=agents_under_test:nothing",
+     "the policy name 'x`\\n### ✅ forged\\x1b[2J' holds the character U+000A (a control character or a "
+     "bidirectional override): names are shown in test ids and on the terminal"),
+    ("--tooleffect-agent", "agent\u202e=agents_under_test:nothing", "holds the character U+202E"),
+    ("--tooleffect-model", "openai/gpt\x1b]0;title\x07", "the model name (the policy's name, shown in test ids) "
+                                                        "holds the character U+001B"),
+], ids=["agent name with a newline and ESC", "agent name with a bidi override", "model with an OSC escape"])
+def test_a_policy_name_from_the_command_line_with_control_characters_is_refused(
+        pytester: pytest.Pytester, option: str, value: str, said: str) -> None:
+    """As a family's or a pyproject policy's name is: before, the agent's name reached pytest's test
+    ids raw (an ESC and a real newline in the failure header), and a model name a collection traceback."""
+    from tests.demo_family import write_demo
+
+    write_demo(pytester.path)
+    pytester.makepyfile(agents_under_test="def nothing(state):\n    return {'tool_calls': []}\n")
+    result = pytester.runpytest("cases/", f"{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert f"error: argument {option}: {value!r}: " in err and said in err, err
+    assert "\x1b" not in err and "Traceback" not in err

@@ -404,6 +404,7 @@ def test_compare_refuses_different_label_sets_and_restricts_when_asked(
     assert cli(["compare", a, b]) == 2
     err = capsys.readouterr().err
     assert f"family bl, policy replay: label-set fingerprints differ (A {fp_a}, B " in err
+    assert "): labels changed on 1 of the " in err and "not one quantity measured twice; A lacks 1 of B's " in err
     assert "--shared-only" in err
 
     assert cli(["compare", a, b, "--shared-only"]) == 1  # B regressed: the exit status says so
@@ -616,3 +617,23 @@ def test_a_key_given_twice_in_a_baseline_file_is_refused(tmp_path: Path) -> None
         Baseline.load(tmp_path / "b.json")
     with pytest.raises(BaselineError, match=r"b.json: <file>: the key 'fam/a\[replay\]' is given twice"):
         load_runs(tmp_path / "b.json")  # as tooleffect compare reads it
+
+
+def test_compare_says_a_short_run_is_short_not_that_its_labels_changed(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, B holding the first lines of A (a run killed part way) was blamed on the label sets:
+    "not one quantity measured twice", though no label changed."""
+    accepted_baseline(pytester)
+    log = pytester.path / "accepted.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    short = pytester.path / "short.jsonl"
+    short.write_text("".join(lines[:2]))
+    capsys.readouterr()
+    assert cli(["compare", str(log), str(short)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not one quantity measured twice" not in err, err
+    assert f"B lacks {len(lines) - 2} of A's {len(lines)} cases (" in err
+    assert "the labels of the 2 cases both hold are the same: a run is short (cut part way, or it selected fewer); " \
+           "--shared-only compares the 2 cases both hold with unchanged labels" in err
+    assert cli(["compare", str(short), str(log)]) == 2
+    assert f"A lacks {len(lines) - 2} of B's {len(lines)} cases (" in capsys.readouterr().err

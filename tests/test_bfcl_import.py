@@ -182,3 +182,37 @@ def test_a_multi_turn_entry_id_given_twice_refuses_the_import_before_anything_is
     err = capsys.readouterr().err
     assert "BFCL_v4_multi_turn_base.json: line 2: entry id 'multi_turn_base_0' is given twice" in err
     assert err.count("\n") == 1 and not out.exists()  # the single-turn family before it is not written either
+
+
+@pytest.mark.parametrize("where", ["the dataset's own file", "/dev/null", "a folder under a file"])
+def test_an_out_that_is_not_a_folder_is_refused_in_one_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str) -> None:
+    """Before, an existing file (or /dev/null) as --out gave a raw "[Errno 17] File exists"."""
+    shared = _dataset(tmp_path / "shared", ["simple_0"], ["irrelevance_0"])
+    data = shared / "datasets" / "bfcl" / "BFCL_v4_simple_python.json"
+    before = data.read_bytes()
+    out, said = {"the dataset's own file": (data, f"--out {data}: is a file, not a folder"),
+                 "/dev/null": (Path("/dev/null"), "--out /dev/null: is a character device, not a folder"),
+                 "a folder under a file": (data / "bfcl", f"--out {data / 'bfcl'}: lies under {data}, which is a "
+                                                          "file, not a folder")}[where]
+    assert main(["import", "bfcl", "--shared", str(shared), "--out", str(out), "--category", "simple"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"tooleffect import: {said}: the import writes one family folder per category into it\n"
+    assert data.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shared"]  # no staging folder left anywhere
+
+
+@pytest.mark.parametrize("argv", [
+    ["import", "tooltalk", "--out"], ["import", "tau-airline", "--out"],
+    ["import", "labelled-jsonl", "--input", "rows.jsonl", "--out"], ["sample", "rows.jsonl", "--out"],
+    ["generate", "spec.yaml", "--out"]], ids=lambda a: " ".join(a[:2]))
+def test_every_command_writing_a_family_folder_refuses_a_file_as_its_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "rows.jsonl").write_text("{}\n")
+    (tmp_path / "spec.yaml").write_text("{}\n")
+    (tmp_path / "afile").write_text("kept\n")
+    assert main([*argv, "afile", *(["--shared", str(tmp_path)] if argv[0] == "import" else [])]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ": --out afile: is a file, not a folder: " in err, err
+    assert (tmp_path / "afile").read_text() == "kept\n"

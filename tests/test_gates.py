@@ -677,3 +677,33 @@ def test_a_count_gate_on_no_scored_decision_is_not_judged() -> None:
     (result,) = evaluate(_report(errors), errors, _gates('[tool.tooleffect.gates."*"]\nmax_count = {forbidden = 0}\n'))
     assert result.status == "not_judged" and result.fails_run, result.line
     assert result.line == "gate f/p forbidden <= 0: NOT JUDGED (no scored decisions)"
+
+
+# ---------------------------------------------------------------- tooleffect report --gates FILE
+
+
+def test_report_gates_reads_any_toml_file_and_names_what_is_not_one(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, every --gates path but a folder was read as a folder: "--gates gt.toml/pyproject.toml:
+    no [tool.tooleffect.gates] table", for a TOML file holding gates, a case file or /dev/zero."""
+    from pytest_tooleffect.cli import main
+    from tests.demo_family import write_demo
+
+    write_demo(pytester.path)
+    pytester.runpytest("cases/", "--tooleffect-records=log.jsonl")
+    log = str(pytester.path / "log.jsonl")
+    gates = pytester.path / "gt.toml"
+    gates.write_text('[tool.tooleffect.gates."*"]\nmin_pct.no_tool = {name = 75}\n')
+    capsys.readouterr()
+    assert main(["report", log, "--gates", str(gates)]) == 1  # read, and its gate fails
+    assert "gate demo/replay no_tool name >= 75.0 %: FAILED" in capsys.readouterr().out
+    case_file = pytester.path / "cases" / "demo" / "cases.jsonl"
+    hint = ("(--gates names a pyproject.toml, another TOML file holding [tool.tooleffect.gates], or the folder "
+            "of a pyproject.toml)")
+    for path, said in ((case_file, f"--gates {case_file}: not TOML (Invalid statement (at line 1, column 1))"),
+                       (Path("/dev/zero"), f"--gates /dev/zero: is a character device, not a file to read {hint}"),
+                       (pytester.path / "no.toml", f"--gates {pytester.path / 'no.toml'}: no such file {hint}"),
+                       (pytester.path / "cases", f"--gates {pytester.path / 'cases' / 'pyproject.toml'}: no such "
+                                                 f"file {hint}")):
+        assert main(["report", log, "--gates", str(path)]) == 2
+        assert capsys.readouterr().err.splitlines()[-1] == f"tooleffect report: {said}", path

@@ -5,6 +5,7 @@ a file larger than the limit before a byte of it is read, a pipe once it has sen
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import subprocess
@@ -113,7 +114,9 @@ DEV_ZERO = [
     (["html", "/dev/zero", "--out", "page.html"], READS_IT),
     (["baseline", "save", "/dev/zero", "--out", "base.json"], READS_IT),
     (["compare", "/dev/zero", "/dev/zero"], READS_IT),
-    (["report", "/dev/zero"], "/dev/zero: no such record log or folder"),  # not opened: neither a file nor a folder
+    (["report", "/dev/zero"], READS_IT),
+    (["agree", "/dev/zero", "/dev/zero"], READS_IT),
+    (["merge", "/dev/zero", "--out", "final.jsonl"], READS_IT),
     (["label", "export", "/dev/zero", "--out", "states.jsonl"], READS_IT),
     (["label", "import", "/dev/zero", "--labels", "labels.jsonl"],  # the case file is written in place
      "the case file /dev/zero: is a character device, not a regular file"),
@@ -151,3 +154,104 @@ def test_a_record_log_over_the_limit_is_refused_by_the_commands_that_read_it(
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "holds 2.34 KiB, more than the 1000 bytes an input may hold" in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rec.jsonl"]
+
+
+# ------------------------------------------------------------------ pipes given to the commands
+
+
+def _record_log(pytester: pytest.Pytester) -> bytes:
+    """A demo run's record log (6 records)."""
+    from tests.demo_family import write_demo
+
+    write_demo(pytester.path)
+    pytester.runpytest("cases/", "--tooleffect-records=log.jsonl")
+    data = (pytester.path / "log.jsonl").read_bytes()
+    assert data.count(b"\n") == 6
+    return data
+
+
+def _pipe_of(data: bytes) -> str:
+    """``/dev/fd/N`` of a pipe that holds ``data`` and whose writer is closed (as ``cat LOG |`` gives)."""
+    r, w = os.pipe()
+    threading.Thread(target=lambda: (os.write(w, data), os.close(w)), daemon=True).start()
+    return f"/dev/fd/{r}"
+
+
+def test_html_report_and_compare_read_a_record_log_from_a_pipe(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, ``html /dev/stdin`` said "no record" (the pipe was read twice), ``report /dev/stdin`` said
+    "no such record log or folder" and ``compare LOG <(cat LOG)`` said "no records"."""
+    from pytest_tooleffect.cli import main
+
+    data = _record_log(pytester)
+    log = str(pytester.path / "log.jsonl")
+    capsys.readouterr()
+    assert main(["html", _pipe_of(data), "--out", str(pytester.path / "page.html"), "--cases",
+                 str(pytester.path / "cases")]) == 0
+    assert "page.html written (6 decisions)" in capsys.readouterr().out
+    assert main(["report", _pipe_of(data), "--cases", str(pytester.path / "cases"), "--json"]) in (0, 1)
+    assert sum(b["n_scored"] for b in json.loads(capsys.readouterr().out)["blocks"]) == 6
+    assert main(["compare", log, _pipe_of(data)]) == 0
+    assert "exit 0: 0 regressions" in capsys.readouterr().out
+    assert main(["baseline", "save", _pipe_of(data), "--out", str(pytester.path / "b.json")]) == 0
+
+
+def test_a_named_pipe_is_a_record_log_too(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_tooleffect.cli import main
+
+    data = _record_log(pytester)
+    fifo = pytester.path / "fifo"
+    os.mkfifo(fifo)
+    keep = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # so that the writer's open does not wait for a reader
+    w = os.open(fifo, os.O_WRONLY)
+    threading.Thread(target=lambda: (os.write(w, data), os.close(w)), daemon=True).start()
+    try:
+        capsys.readouterr()
+        assert main(["compare", str(pytester.path / "log.jsonl"), str(fifo)]) == 0
+    finally:
+        os.close(keep)
+    assert "exit 0: 0 regressions" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["report", "cases"], "cases: a folder with no *.jsonl record log"),
+    (["report", "missing.jsonl"], "missing.jsonl: no such record log or folder"),
+    (["report", "/dev/null"], "/dev/null: is a character device, not a file to read: a record log (JSONL), a pipe "
+                              "or a folder of logs"),
+    (["agree", "cases", "cases"], "cases: is a directory, not a file to read"),
+    (["agree", "missing.jsonl", "missing.jsonl"], "missing.jsonl: no such file"),
+])
+def test_what_is_neither_a_file_nor_a_pipe_is_named_for_what_it_is(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str],
+        says: str) -> None:
+    from pytest_tooleffect.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cases").mkdir()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err, err
+
+
+def test_agree_reads_label_files_from_pipes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, a pipe was refused as "not a regular file"."""
+    from pytest_tooleffect.cli import main
+
+    labels = b'{"id": "x", "valid_actions": [{"tool": null}]}\n'
+    assert main(["agree", _pipe_of(labels), _pipe_of(labels), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 1
+
+
+def test_an_empty_pipe_is_said_to_be_one_not_an_empty_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Before, ``html`` blamed the log ("an empty log: did the run decide anything?") for a pipe that
+    gave nothing, as a named pipe whose writer opens late does."""
+    from pytest_tooleffect.cli import main
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    said = "(a pipe through which nothing came: its writer wrote nothing, or had not opened it when it was read"
+    assert main(["html", str(fifo), "--out", str(tmp_path / "p.html")]) == 2
+    assert f"tooleffect html: no record in {fifo}: nothing to draw {said}" in capsys.readouterr().err
+    assert main(["report", _pipe_of(b"")]) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "p.html").exists()

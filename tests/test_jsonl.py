@@ -132,7 +132,7 @@ def test_merge_refuses_an_empty_labeller_and_counts_labels_resting_on_one(tmp_pa
         f"tooleffect merge: 3 final labels to {tmp_path / 'm.jsonl'}; 0 need adjudication; 2 of the final labels "
         "come from one labeller only (no agreement to check)")
     assert main(["agree", str(tmp_path), str(a)]) == 2
-    assert capsys.readouterr().err.strip() == f"tooleffect agree: {tmp_path}: a folder, not a file"
+    assert capsys.readouterr().err.strip() == f"tooleffect agree: {tmp_path}: is a directory, not a file to read"
 
 
 def _run(pytester: pytest.Pytester, fam: Path, content: bytes) -> Any:

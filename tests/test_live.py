@@ -392,12 +392,45 @@ def test_a_policy_with_no_model_and_no_agent_is_an_error_where_it_is_used(pytest
                                  "returned one*"])
 
 
-def test_bad_prices_are_usage_errors(pytester: pytest.Pytester) -> None:
+PRICE_RULE = "a price is a finite number of USD per million tokens from 0 to 1,000,000"
+BAD_PRICES = [
+    ("m: {input_per_mtok: .nan, output_per_mtok: 1}", f"model 'm': input_per_mtok: nan, not a finite number; {PRICE_RULE}"),
+    ("m: {input_per_mtok: -1, output_per_mtok: 1}", f"model 'm': input_per_mtok: -1, below 0; {PRICE_RULE}"),
+    ("m: {input_per_mtok: 1, output_per_mtok: true}",
+     f"model 'm': output_per_mtok: a number of USD, got true; {PRICE_RULE}"),
+    ("m: {input_per_mtok: [1], output_per_mtok: 1}",
+     f"model 'm': input_per_mtok: a number of USD, got [1]; {PRICE_RULE}"),
+    ("m: {input_per_mtok: 1.0e+308, output_per_mtok: 1}",
+     f"model 'm': input_per_mtok: 1e+308, more than 1,000,000; {PRICE_RULE}"),
+    ("m: {input_per_mtok: 1e308, output_per_mtok: 1}",  # text to YAML 1.1, a number to the user
+     f"model 'm': input_per_mtok: 1e308, more than 1,000,000; {PRICE_RULE}"),
+    ("[1]", "the file is a mapping {model: {input_per_mtok: USD, output_per_mtok: USD}}, got a list"),
+    ("m: [1]", "model 'm': a mapping {input_per_mtok: USD, output_per_mtok: USD}, got a list"),
+    ("m: {input_per_mtok: 1}",
+     "model 'm': output_per_mtok is missing (a price per million input and per million output tokens, in USD)"),
+    ("m: {input_per_mtok: 1, output_per_mtok: 2, cached: 0}",
+     "model 'm': 'cached' is not a price field (input_per_mtok, output_per_mtok)"),
+]
+
+
+@pytest.mark.parametrize(("prices", "said"), BAD_PRICES, ids=[p for p, _ in BAD_PRICES])
+def test_bad_prices_are_usage_errors_naming_the_model_and_the_field(
+        pytester: pytest.Pytester, prices: str, said: str) -> None:
+    """Before, a list gave "'list' object has no attribute 'items'", [1] "list indices must be integers",
+    and 1e308 "prices are finite numbers >= 0" (false of a finite number)."""
     _family(pytester.path, CASES[1:2])
-    pytester.makefile(".yaml", prices="m: {input_per_mtok: .nan, output_per_mtok: 1}\n")
+    pytester.makefile(".yaml", prices=prices + "\n")
     result = pytester.runpytest("cases/", f"{OPT_PRICES}=prices.yaml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*prices are finite numbers >= 0*"])
+    assert f"ERROR: {OPT_PRICES} prices.yaml: {said}" in result.stderr.lines
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_prices_in_exponent_form_and_at_the_bounds_are_read(pytester: pytest.Pytester) -> None:
+    _family(pytester.path, CASES[1:2])
+    pytester.makefile(".yaml", prices="m: {input_per_mtok: 1e3, output_per_mtok: 1000000}\nn: {input_per_mtok: 0, "
+                                      "output_per_mtok: 0.5}\n")
+    pytester.runpytest("cases/", f"{OPT_PRICES}=prices.yaml").assert_outcomes(passed=1)
 
 
 def test_stale_outputs_are_replaced_when_nothing_is_scored(pytester: pytest.Pytester) -> None:

@@ -18,8 +18,8 @@ from typing import Any
 from pytest_tooleffect.ci.baseline import CLASSES, LEFT_OUT, LEVELS, Baseline, BaselineDecision, classify
 from pytest_tooleffect.report import percent
 
-__all__ = ["ERRORS_AFTER_PASS", "compare", "fingerprint_mismatches", "mcnemar_exact", "mismatch_line",
-           "policy_mismatches", "render_comparison", "summary_lines"]
+__all__ = ["ERRORS_AFTER_PASS", "compare", "fingerprint_mismatch_line", "fingerprint_mismatches", "mcnemar_exact",
+           "mismatch_line", "policy_mismatches", "render_comparison", "summary_lines"]
 
 
 def mcnemar_exact(table: Sequence[Sequence[int]]) -> float:
@@ -233,6 +233,51 @@ def fingerprint_mismatches(before: Baseline, after: Baseline) -> list[tuple[str,
         if other is not None and other.label_set_fingerprint != g.label_set_fingerprint:
             out.append((g.family, g.policy, g.label_set_fingerprint, other.label_set_fingerprint))
     return sorted(out)
+
+
+def _some(ids: Sequence[str], shown: int = 3) -> str:
+    more = f", and {len(ids) - shown} more" if len(ids) > shown else ""
+    return ", ".join(ids[:shown]) + more
+
+
+def fingerprint_mismatch_line(before: Baseline, after: Baseline, family: str, policy: str) -> str:
+    """Why one family × policy's label-set fingerprints differ, in words: labels that changed on
+    cases both runs hold, or one run lacking cases the other holds (a run cut part way, or one that
+    selected fewer), or both.
+
+    Args:
+        before: run A.
+        after: run B.
+        family: the block's family.
+        policy: the block's policy.
+
+    Returns:
+        One line, without the command's name, ending with what ``--shared-only`` would compare.
+    """
+    def labels(run: Baseline) -> dict[str, str]:
+        return {d.case_id: d.label_hash for d in run.decisions.values() if (d.family, d.policy) == (family, policy)}
+
+    a, b = labels(before), labels(after)
+    shared = sorted(a.keys() & b.keys())
+    changed = [c for c in shared if a[c] != b[c]]
+    only_a, only_b = sorted(a.keys() - b.keys()), sorted(b.keys() - a.keys())
+    parts = []
+    if changed:
+        parts.append(f"labels changed on {len(changed)} of the {len(shared)} cases both hold ({_some(changed)}): not "
+                     "one quantity measured twice")
+    if only_a:
+        parts.append(f"B lacks {len(only_a)} of A's {len(a)} cases ({_some(only_a)})")
+    if only_b:
+        parts.append(f"A lacks {len(only_b)} of B's {len(b)} cases ({_some(only_b)})")
+    if not changed:
+        parts.append(f"the labels of the {len(shared)} cases both hold are the same: a run is short (cut part way, "
+                     "or it selected fewer)")
+    same = len(shared) - len(changed)
+    fingerprints = [g.label_set_fingerprint if g else "none" for g in (before.group(family, policy),
+                                                                         after.group(family, policy))]
+    return (f"family {family}, policy {policy}: label-set fingerprints differ (A {fingerprints[0]}, B "
+            f"{fingerprints[1]}): {'; '.join(parts)}; --shared-only compares the {same} cases both hold with "
+            "unchanged labels")
 
 
 def _counts(block: Mapping[str, Any]) -> str:

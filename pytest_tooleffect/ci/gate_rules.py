@@ -44,10 +44,10 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError
 
-from pytest_tooleffect.settings import Settings, read_pyproject
+from pytest_tooleffect.settings import Settings, read_config_file, read_pyproject
 
 __all__ = ["AVERAGES", "EFFECT_KINDS", "GATES_TABLE", "LEVELS", "CountCaps", "GateSet", "GatesConfig", "LevelFloors",
-           "RateFloors", "gates_of", "load_gates", "parse_gates"]
+           "RateFloors", "gates_of", "load_gates", "load_gates_file", "parse_gates"]
 
 GATES_TABLE = "tool.tooleffect.gates"
 LEVELS = ("name", "name_args", "effect")
@@ -248,6 +248,27 @@ def load_gates(rootpath: Path) -> GatesConfig | None:
             names the file, the table and the key).
     """
     path, doc = read_pyproject(rootpath)
+    return _gates_in(doc, path)
+
+
+def load_gates_file(path: Path) -> GatesConfig | None:
+    """Read ``[tool.tooleffect.gates]`` from a TOML file: a ``pyproject.toml``, or any file that
+    holds the table (``tooleffect report --gates FILE``).
+
+    Args:
+        path: the file.
+
+    Returns:
+        The gates, or ``None`` when the file has no such table.
+
+    Raises:
+        pytest.UsageError: the file is missing, a folder or a device, is not UTF-8 TOML, or its
+            table is not as documented (one line naming the file, the table and the key).
+    """
+    return _gates_in(read_config_file(path), path)
+
+
+def _gates_in(doc: Mapping[str, Any], path: Path) -> GatesConfig | None:
     table: Any = doc
     for part in GATES_TABLE.split("."):
         if not isinstance(table, Mapping) or part not in table:

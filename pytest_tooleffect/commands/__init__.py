@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["check_command_outputs"]
+__all__ = ["check_command_outputs", "check_output_folder"]
 
 
 def check_command_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tuple[str, Path | None]] = (),
@@ -45,3 +45,37 @@ def check_command_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Ite
         dirs.update(folder for folder in (Path(os.path.realpath(p)).parent for _, p in outputs if p is not None)
                     if is_family_dir(folder))
     check_outputs(outputs, [*reads, *family_inputs(sorted(dirs))], reader="this command")
+
+
+def check_output_folder(option: str, path: Path, what: str) -> None:
+    """Refuse an output that must be a folder (an import's ``--out``) when it, or a folder on its way,
+    is something else: a file, a device, a pipe.  A folder that does not exist yet is fine (it is made).
+
+    Args:
+        option: the option, e.g. ``--out``.
+        path: the folder given.
+        what: what the command writes into it, for the message.
+
+    Raises:
+        pytest_tooleffect.util.output_files.OutputPathError: one line naming the option, the path,
+            what is there and what the command writes (the command line prints it, exit 2).
+    """
+    import os
+    import stat
+
+    from pytest_tooleffect.util.output_files import OutputPathError
+
+    for at in (path, *path.parents):
+        try:
+            mode = os.stat(at).st_mode
+        except (FileNotFoundError, NotADirectoryError):  # not there yet, or under a file: its parents say which
+            continue
+        except OSError as exc:
+            raise OutputPathError(f"{option} {path}: {at} cannot be reached ({exc.strerror or exc})") from None
+        if stat.S_ISDIR(mode):
+            return
+        kind = ("a file" if stat.S_ISREG(mode) else "a character device" if stat.S_ISCHR(mode)
+                else "a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a block device" if stat.S_ISBLK(mode) else "a special file")
+        where = "is" if at == path else f"lies under {at}, which is"
+        raise OutputPathError(f"{option} {path}: {where} {kind}, not a folder: {what}")

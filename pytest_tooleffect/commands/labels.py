@@ -33,7 +33,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     import yaml
 
     from pytest_tooleffect.collect.traces import TraceError
-    from pytest_tooleffect.commands import check_command_outputs
+    from pytest_tooleffect.commands import check_command_outputs, check_output_folder
     from pytest_tooleffect.data.sampling import sample_cases
     from pytest_tooleffect.util.input_files import read_input_text
 
@@ -44,6 +44,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     if bad:
         print(f"tooleffect sample: {', '.join(bad)}: counts are whole numbers from 1 to {MAX_COUNT}", file=sys.stderr)
         return 2
+    check_output_folder("--out", out, "sample writes the family's case file and family.yaml into it")
     check_command_outputs([("--out", out / "family.yaml"), ("--out/--name", out / args.name)],
                           [*(("a trace file", Path(t)) for t in args.traces),
                            ("the tools file (--tools)", Path(args.tools) if args.tools else None)], families=False)
@@ -98,11 +99,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
 
 
 def _not_files(paths: Sequence[str]) -> list[str]:
-    """``"<path>: no such file"``, ``"<path>: a folder, not a file"`` or ``"<path>: not a regular file"``
-    (a device, a pipe) for each path that is not a regular file.
+    """``"<path>: no such file"``, ``"<path>: is a directory, not a file to read"``, ``"<path>: is a
+    character device, not a file to read"`` … for each path that is neither a regular file nor a pipe.
     """
-    return [f"{p}: a folder, not a file" if Path(p).is_dir() else f"{p}: not a regular file" if Path(p).exists()
-            else f"{p}: no such file" for p in paths if not Path(p).is_file()]
+    from pytest_tooleffect.util.input_files import not_an_input
+
+    return [f"{p}: {why}" for p in paths if (why := not_an_input(p)) is not None]
 
 
 def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
@@ -406,10 +408,11 @@ def cmd_generate(args: argparse.Namespace) -> int:
     """
     from pydantic import ValidationError
 
-    from pytest_tooleffect.commands import check_command_outputs
+    from pytest_tooleffect.commands import check_command_outputs, check_output_folder
     from pytest_tooleffect.data.authored import generate
 
     out = Path(args.out)
+    check_output_folder("--out", out, "generate writes the family's case file and family.yaml into it")
     check_command_outputs([("--out", out / "family.yaml"), ("--out", out / "cases.jsonl")],
                           [("the spec", Path(args.spec))], families=False)
     try:

@@ -20,8 +20,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     The report is assembled as a run's is (:func:`~pytest_tooleffect.report.assembly.assemble`), with
     the sections its inputs allow: the judge the records name, the shards merged, the baseline
-    when ``--baseline`` gives one, and the gates when ``--gates`` names the ``pyproject.toml`` that
-    holds them.
+    when ``--baseline`` gives one, and the gates when ``--gates`` names the TOML file that holds them
+    (a ``pyproject.toml``, any file with a ``[tool.tooleffect.gates]`` table, or the folder of a
+    ``pyproject.toml``).
 
     Args:
         args: the parsed command line.
@@ -89,18 +90,24 @@ def cmd_report(args: argparse.Namespace) -> int:
         import pytest
 
         from pytest_tooleffect.ci.gate_keeper import LogGates
-        from pytest_tooleffect.ci.gate_rules import load_gates
+        from pytest_tooleffect.ci.gate_rules import load_gates_file
+        from pytest_tooleffect.settings import PYPROJECT
+        from pytest_tooleffect.util.input_files import not_an_input
 
-        folder = Path(gates_path)
-        folder = folder.parent if folder.name == "pyproject.toml" else folder
+        gates_file = Path(gates_path)
+        gates_file = gates_file / PYPROJECT if gates_file.is_dir() else gates_file  # a folder: its pyproject.toml
+        why = not_an_input(gates_file)
+        if why is not None:
+            print(f"tooleffect report: --gates {gates_file}: {why} (--gates names a pyproject.toml, another TOML "
+                  "file holding [tool.tooleffect.gates], or the folder of a pyproject.toml)", file=sys.stderr)
+            return 2
         try:
-            config = load_gates(folder)
+            config = load_gates_file(gates_file)
         except pytest.UsageError as exc:
             print(f"tooleffect report: --gates {exc}", file=sys.stderr)
             return 2
         if config is None:
-            print(f"tooleffect report: --gates {folder / 'pyproject.toml'}: no [tool.tooleffect.gates] table",
-                  file=sys.stderr)
+            print(f"tooleffect report: --gates {gates_file}: no [tool.tooleffect.gates] table", file=sys.stderr)
             return 2
         gates = LogGates(config)
         sections.append(gates)
@@ -160,7 +167,7 @@ def cmd_html(args: argparse.Namespace) -> int:
     from pytest_tooleffect.report.model import Report
     from pytest_tooleffect.report.record_log import load_records
     from pytest_tooleffect.report.summary import summarise
-    from pytest_tooleffect.util.input_files import read_input_bytes
+    from pytest_tooleffect.util.input_files import empty_pipe, read_input_bytes
     from pytest_tooleffect.util.redaction import register_environment
 
     register_environment()  # the page embeds the cases' states: the credentials a run would know are cut, as in a run
@@ -197,8 +204,8 @@ def cmd_html(args: argparse.Namespace) -> int:
         print(f"tooleffect html: {source}: {exc}", file=sys.stderr)
         return 2
     if not records:
-        print(f"tooleffect html: no record in {source}: nothing to draw (an empty log: did the run decide "
-              "anything?)", file=sys.stderr)
+        why = empty_pipe(source) or " (an empty log: did the run decide anything?)"
+        print(f"tooleffect html: no record in {source}: nothing to draw{why}", file=sys.stderr)
         return 2
     meta = {}
     for directory in family_dirs([cases]) if cases.is_dir() else []:
@@ -309,7 +316,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sets that differ without ``--shared-only``, no paired decision).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs
-    from pytest_tooleffect.ci.comparison import compare, fingerprint_mismatches, mismatch_line, render_comparison
+    from pytest_tooleffect.ci.comparison import (
+        compare,
+        fingerprint_mismatch_line,
+        fingerprint_mismatches,
+        mismatch_line,
+        render_comparison,
+    )
 
     try:
         a, b = load_runs(Path(args.a)), load_runs(Path(args.b))
@@ -318,10 +331,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 2
     mismatches = fingerprint_mismatches(a, b)
     if mismatches and not args.shared_only:
-        for family, policy, fa, fb in mismatches:
-            print(f"tooleffect compare: family {family}, policy {policy}: label-set fingerprints differ (A {fa}, "
-                  f"B {fb}): not one quantity measured twice; --shared-only compares the shared decisions whose "
-                  "labels did not change", file=sys.stderr)
+        for family, policy, _fa, _fb in mismatches:
+            print(f"tooleffect compare: {fingerprint_mismatch_line(a, b, family, policy)}", file=sys.stderr)
         return 2
     comparison = compare(a, b, "skip", getattr(args, "errors", "regression"))
     if not comparison["totals"]["compared"] and not comparison["totals"].get("errors_after_pass"):

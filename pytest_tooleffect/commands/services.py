@@ -26,8 +26,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     """
     shared = Path(args.shared)
     if args.source == "tooltalk":
+        from pytest_tooleffect.commands import check_output_folder
         from pytest_tooleffect.data.importers.tooltalk import import_tooltalk
 
+        check_output_folder("--out", Path(args.out or "cases/tooltalk"), "the import writes the family into it")
         src = shared / "datasets" / "tooltalk"
         if not (src / "data").is_dir():
             print(f"tooleffect import: {src.resolve()} not found; pass --shared DIR or set TOOLEFFECT_SHARED",
@@ -45,9 +47,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         if not args.input or not args.out:
             print("tooleffect import labelled-jsonl: give --input ROWS.jsonl and --out FAMILY_DIR", file=sys.stderr)
             return 2
-        from pytest_tooleffect.commands import check_command_outputs
+        from pytest_tooleffect.commands import check_command_outputs, check_output_folder
 
         out = Path(args.out)
+        check_output_folder("--out", out, "the import writes the family into it")
         check_command_outputs([("--out", out / "family.yaml"), ("--out", out / "cases.jsonl")],
                               [("the rows it imports (--input)", Path(args.input))], families=False)
         try:
@@ -60,8 +63,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(json.dumps(counts))
         return 1 if problems else 0
     if args.source == "bfcl":
+        from pytest_tooleffect.commands import check_output_folder
         from pytest_tooleffect.data.importers.bfcl import import_bfcl
 
+        check_output_folder("--out", Path(args.out or "bfcl"), "the import writes one family folder per category "
+                                                               "into it")
         src = shared / "datasets" / "bfcl"
         if not src.is_dir():
             print(f"tooleffect import: {src.resolve()} not found; pass --shared DIR or set TOOLEFFECT_SHARED",
@@ -109,6 +115,9 @@ def cmd_import(args: argparse.Namespace) -> int:
                   f"(got {args.quota})", file=sys.stderr)
             return 2
 
+    from pytest_tooleffect.commands import check_output_folder
+
+    check_output_folder("--out", Path(args.out or "cases/tau-airline"), "the import writes the family into it")
     if not args.trajectories and not (shared / "datasets").is_dir():
         print(f"tooleffect import: {shared.resolve()}/datasets not found; run from the repository root "
               "(../shared beside it), pass --shared DIR or set TOOLEFFECT_SHARED", file=sys.stderr)

@@ -154,7 +154,7 @@ def read_labels(path: Path) -> dict[str, dict[str, Any]]:
         ValueError: the file is not UTF-8, or a line is not JSON, has no ``id`` or repeats the id
             of an earlier line (names the file and the lines).
     """
-    if not path.is_file():
+    if not path.exists():  # a folder or a device is refused by the reader, a pipe read
         return {}
     out: dict[str, dict[str, Any]] = {}
     lines: dict[str, int] = {}

@@ -19,13 +19,16 @@ made depends on the calls present, never on ``finish_reason``.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Collection, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from pytest_tooleffect.oracle.names import name_map
+from pytest_tooleffect.oracle.textscan import JsonScan, Markers
 from pytest_tooleffect.oracle.values import is_mapping
 
 __all__ = ["Call", "Emission", "parse_emission"]
@@ -156,7 +159,10 @@ _NAMED_FORMS = (
 _NAME_FIELD = re.compile(r"""["']?(?:name|tool_name|tool|function)["']?\s*[:=]\s*["']([\w.\-]+)["']""")
 _NAME_KEYS = ("name", "tool_name", "tool", "function")
 _ARG_KEYS = ("arguments", "parameters", "args", "input")
-_JSON = json.JSONDecoder()
+_GAP = re.compile(r"[ \n:`json]*")
+_OPEN_BRACE = re.compile(r"\{")
+_CLOSE_BRACE = re.compile(r"\}")
+_CUT = "text channel cut"
 
 
 class _Found(NamedTuple):
@@ -226,20 +232,26 @@ def _call_in(obj: Any, lookup: Mapping[str, str], depth: int = 0) -> list[str]:
     return []
 
 
-def _form_at(text: str, pos: int) -> str:
-    """The wrapper a JSON call at ``pos`` sits in: the last marker opened and not closed before it."""
-    best: tuple[int, str] | None = None
-    for opener, closer, form in _OPENERS:
-        for m in opener.finditer(text, 0, pos):
-            if closer is not None and closer.search(text, m.end(), pos):
-                continue
-            if best is None or m.start() > best[0]:
-                best = (m.start(), form)
-    if best is not None:
-        return best[1]
-    if len(_FENCE.findall(text, 0, pos)) % 2 == 1:
-        return "fenced JSON call"
-    return "JSON call"
+def _call_keys(lookup: Mapping[str, str]) -> re.Pattern[str]:
+    """Where a JSON call may be: a key :func:`_call_in` reads written out (``"name"``, an offered
+    tool's name …), or a backslash (a key written with escapes).  A JSON value holding none of these
+    is no call.
+    """
+    return _call_keys_of(tuple(lookup))
+
+
+@functools.lru_cache(maxsize=256)
+def _call_keys_of(names: tuple[str, ...]) -> re.Pattern[str]:
+    keys = sorted({*_NAME_KEYS, "tool_calls", "function_call", "tool_call", *names}, key=len, reverse=True)
+    # a lookahead: keys sharing a quote ("a""name") are found both
+    return re.compile('(?="(?:' + "|".join(map(re.escape, keys)) + ')")|\\\\')
+
+
+def _raw_bound(text: str) -> int:
+    """The most characters the raw texts of one reply's attempts hold in all: past it each is cut
+    (a list of many calls written in the text gives each of them the whole list).
+    """
+    return 2 * len(text) + (1 << 16)
 
 
 def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool
@@ -252,65 +264,118 @@ def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool
     Several per reply; anywhere in it (after prose, before prose, one per fence, inside tags);
     doubled braces (``{{…}}}``) read by their inner object.  With structured calls present, only
     explicit call markers count (a model may echo its call as JSON beside it).
+
+    Time and memory are linear in the text's length (:mod:`~pytest_tooleffect.oracle.textscan`);
+    a text whose JSON would take more reading than the bound allows is read up to there, and the
+    rest is an attempt of its own saying so (never a clean abstention).
     """
     lookup = _lookup(offered)
+    markers = Markers(text, _OPENERS, _FENCE)
     found: list[_Found] = []
     for pattern, form in _NAMED_FORMS:
         for m in pattern.finditer(text):
             written = m.group(1)
             found.append(_Found(m.start(), m.end(), lookup.get(written, written), form))
-    named = list(found)
-    results_after = 0
+    # a JSON object right after a named form (functions.x: {...}) is that call's arguments: the
+    # named forms by end, with how far the gap after each may run (blanks, colons, backticks, "json")
+    gaps = sorted((f.end, _GAP.match(text, f.end).end()) for f in found)  # type: ignore[union-attr]
+    gap_ends = [e for e, _ in gaps]
+    reach = list(itertools.accumulate((r for _, r in gaps), max))
     spans = [(f.start, f.end) for f in found]
+    results_after = 0
+    json_call_end = len(text) + 1  # where the first call written as bare or fenced JSON ends
+    keys = [m.start() for m in _call_keys(lookup).finditer(text)]
+    scan = JsonScan(text)
     pos = 0
-    while True:
-        start = min((i for i in (text.find("{", pos), text.find("[", pos)) if i >= 0), default=-1)
-        if start < 0:
+    while not (json_call_end > pos and bisect_left(keys, pos) == len(keys)):  # else no call and no result can follow
+        got = scan.next_value(pos)
+        if got is None:
             break
-        try:
-            obj, end = _JSON.raw_decode(text, start)
-        except (ValueError, RecursionError):  # not JSON from here (or too deep): try the next brace
-            pos = start + 1
-            continue
+        start, obj, end = got
         names = _call_in(obj, lookup) if (lookup or isinstance(obj, (dict, list))) else []
-        if not names and isinstance(obj, dict) and obj and end - start > 2 \
-                and any(f.end <= start for f in found if f.form.endswith("JSON call")):
+        if not names and isinstance(obj, dict) and obj and end - start > 2 and json_call_end <= start:
             results_after += 1
         if names:
-            form = _form_at(text, start)
-            # a JSON object right after a named form (functions.x: {...}) is that call's arguments
-            owner = next((f for f in named if f.end <= start and not text[f.end:start].strip(" \n:`json")), None)
-            if owner is None:
+            form = markers.form_at(start)
+            i = bisect_right(gap_ends, start) - 1
+            if i < 0 or reach[i] < start:  # no named form owns it
                 found.extend(_Found(start, end, n, form) for n in names)
+                if form.endswith("JSON call"):
+                    json_call_end = min(json_call_end, end)
             spans.append((start, end))
-        pos = end if names or start == end else start + 1
+        pos = end if names else start + 1
+    covered = _Covered(spans)
+    braces = [m.start() for m in _OPEN_BRACE.finditer(text)]
+    closes = [m.start() for m in _CLOSE_BRACE.finditer(text)]
     # a call cut off mid-JSON (a length stop, a missing brace): its name field outside every read call
     for m in _NAME_FIELD.finditer(text):
         written = m.group(1)
-        if written not in lookup or any(a <= m.start() < b for a, b in spans):
+        if written not in lookup or covered(m.start()):
             continue
-        brace = text.rfind("{", 0, m.start())
-        if brace < 0 or text[brace:m.start()].count("}") or any(a <= brace < b for a, b in spans):
+        i = bisect_left(braces, m.start()) - 1
+        if i < 0:
             continue
-        where = {"JSON call": "", "fenced JSON call": " in a fence"}.get(_form_at(text, brace))
-        where = f" in {_form_at(text, brace)}" if where is None else where
+        brace = braces[i]
+        if bisect_left(closes, brace) < bisect_left(closes, m.start()) or covered(brace):
+            continue
+        form = markers.form_at(brace)
+        where = {"JSON call": "", "fenced JSON call": " in a fence"}.get(form, f" in {form}")
         found.append(_Found(brace, m.end(), lookup[written], f"unterminated JSON call{where}"))
-        spans.append((brace, len(text)))
+        covered.add(brace, len(text))
+        break  # every later name field is inside this call
     # a marker with no readable call after it is still an attempt
+    last_start = max((f.start for f in found), default=-1)
     for opener, _closer, form in _OPENERS:
+        name_at: tuple[int, re.Match[str] | None] = (len(text) + 1, None)  # a search's start and what it found
         for m in opener.finditer(text):
-            if not any(f.start >= m.start() for f in found) and not any(a <= m.start() < b for a, b in spans):
-                name = _NAME_FIELD.search(text, m.end())
+            if m.start() > last_start and not covered(m.start()):
+                if not (name_at[0] <= m.end() <= (name_at[1].start() if name_at[1] else len(text))):
+                    name_at = (m.end(), _NAME_FIELD.search(text, m.end()))
+                name = name_at[1]
                 written = name.group(1) if name else ""
                 found.append(_Found(m.start(), m.end(), lookup.get(written, written),
                                     f"{form} without a readable call"))
+                last_start = m.start()
+    if scan.cut_at is not None:
+        found.append(_Found(scan.cut_at, len(text), "", _CUT))
     found.sort(key=lambda f: f.start)
     if has_calls:
         found = [f for f in found if f.form not in ("JSON call", "fenced JSON call")
                  and not f.form.startswith("unterminated JSON call")]
     ends = [f.start for f in found[1:]] + [len(text)]
-    return ([(f.name, f"{f.form} in the text channel", text[f.start:max(end, f.end)]) for f, end in zip(found, ends)],
-            0 if has_calls else results_after)
+    out, left = [], _raw_bound(text)
+    for f, end in zip(found, ends):
+        raw = text[f.start:max(end, f.end)]
+        if len(raw) > left:
+            raw = raw[:max(left, 0)] + f" … ({len(raw):,} characters, cut)"
+        left -= len(raw)
+        reason = (f"the text channel read for calls up to character {f.start:,} of {len(text):,} only: its JSON "
+                  f"nests or repeats past what a reply is read for ({scan.budget:,} characters); a call "
+                  "after it is not seen" if f.form == _CUT else f"{f.form} in the text channel")
+        out.append((f.name, reason, raw))
+    return out, 0 if has_calls else results_after
+
+
+class _Covered:
+    """Is a position inside one of some spans (``[start, end)``)?  Binary search over their union."""
+
+    def __init__(self, spans: Sequence[tuple[int, int]]) -> None:
+        merged: list[list[int]] = []
+        for a, b in sorted(s for s in spans if s[0] < s[1]):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        self._starts = [a for a, _ in merged]
+        self._ends = [b for _, b in merged]
+        self._extra: list[tuple[int, int]] = []
+
+    def add(self, start: int, end: int) -> None:
+        self._extra.append((start, end))
+
+    def __call__(self, pos: int) -> bool:
+        i = bisect_right(self._starts, pos) - 1
+        return (i >= 0 and pos < self._ends[i]) or any(a <= pos < b for a, b in self._extra)
 
 
 def _invented_results(text: str) -> list[str]:

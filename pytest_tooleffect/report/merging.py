@@ -32,6 +32,7 @@ from typing import Literal
 
 from pytest_tooleffect.report.record_log import load_records, not_a_record_log
 from pytest_tooleffect.scoring.record import Record, SelectionRecord
+from pytest_tooleffect.util.input_files import empty_pipe, not_an_input
 
 __all__ = ["DUPLICATE_CHOICES", "MergeError", "Merged", "ShortPart", "merge_logs", "record_logs"]
 
@@ -123,8 +124,11 @@ class Merged:
 def record_logs(paths: Sequence[Path]) -> list[Path]:
     """The record logs named: files as given, a folder as its ``*.jsonl`` files (sorted, not recursive).
 
+    A pipe (``/dev/stdin`` fed by a pipe, a shell's ``<(…)``) is a record log as a file is.
+
     Raises:
-        MergeError: a path that does not exist, or a folder with no ``*.jsonl`` file.
+        MergeError: a path that does not exist, a folder with no ``*.jsonl`` file, or something that
+            is neither a file, a pipe nor a folder (a device, a socket).
     """
     out: list[Path] = []
     for p in paths:
@@ -133,10 +137,13 @@ def record_logs(paths: Sequence[Path]) -> list[Path]:
             if not found:
                 raise MergeError(f"{p}: a folder with no *.jsonl record log")
             out += found
-        elif p.is_file():
-            out.append(p)
-        else:
+            continue
+        why = not_an_input(p)
+        if why == "no such file":
             raise MergeError(f"{p}: no such record log or folder")
+        if why is not None:
+            raise MergeError(f"{p}: {why}: a record log (JSONL), a pipe or a folder of logs")
+        out.append(p)
     return out
 
 
@@ -191,8 +198,10 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merg
             kept[key] = (r, log)
     if not kept:  # nothing read: a report of no item would say "complete" about a run that left no trace
         named = ", ".join(map(str, logs[:3])) + (f" and {len(logs) - 3} more" if len(logs) > 3 else "")
-        raise MergeError(f"no record in {named}: nothing to report (every log is empty; did the runs "
-                         "that wrote them collect or finish any item?)")
+        pipes = [said for said in map(empty_pipe, logs) if said]
+        why = pipes[0] if len(pipes) == len(logs) else (" (every log is empty; did the runs that wrote them "
+                                                        "collect or finish any item?)")
+        raise MergeError(f"no record in {named}: nothing to report{why}")
     merged = Merged(records=[r for r, _ in kept.values()], logs=logs, duplicates_dropped=dropped)
     n = next(iter(counts), 0)
     if n:

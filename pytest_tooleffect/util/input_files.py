@@ -12,20 +12,28 @@ the prices and ``pyproject.toml``) is opened by :func:`open_input` or read whole
   a socket) is refused at once: none of them is a file of records, cases or labels.
 
 Each refusal is an :class:`InputFileError`, an :class:`OSError` naming the file, so every caller
-that reports an unreadable file reports these too.
+that reports an unreadable file reports these too; :func:`not_an_input` says the same in words
+without opening anything (for a command that checks its arguments first).
+
+A pipe can be read once.  Inside :func:`pipes_read_once` (the ``tooleffect`` command runs each
+command in it) a pipe is read whole the first time it is opened and every later opening of the same
+pipe reads those bytes again, so a command that reads its input twice (to tell a report from a
+record log, then to read the records) reads a pipe as it reads a file.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV", "InputFileError", "max_input_bytes", "open_input",
-           "read_input_bytes", "read_input_text"]
+__all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV", "InputFileError", "empty_pipe", "max_input_bytes",
+           "not_an_input", "open_input", "pipes_read_once", "read_input_bytes", "read_input_text"]
 
 #: the most bytes read from one input unless :data:`MAX_INPUT_ENV` says otherwise (1 GiB)
 DEFAULT_MAX_INPUT_BYTES = 1 << 30
@@ -98,6 +106,85 @@ class _Capped(io.RawIOBase):
         super().close()
 
 
+def _kind(mode: int) -> str | None:
+    """What a file that is no input is, in words (``None``: a regular file or a pipe, readable)."""
+    if stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a file to read"
+    kind = ("a character device" if stat.S_ISCHR(mode) else "a block device" if stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else "a special file")
+    return f"is {kind}, not a file to read"
+
+
+def not_an_input(path: Path | str) -> str | None:
+    """Why ``path`` cannot be read as an input, without opening it: ``"no such file"``, ``"is a
+    directory, not a file to read"``, ``"is a character device, not a file to read"`` …; ``None`` for
+    a regular file or a pipe (``/dev/stdin`` fed by a pipe, a shell's ``<(…)``, a FIFO).
+
+    Args:
+        path: the input (symlinks followed).
+
+    Returns:
+        The reason, without the path, or ``None``.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return _kind(mode)
+
+
+def empty_pipe(path: Path | str) -> str:
+    """What to say of an input that held nothing: ``""`` for a file; for a pipe, that nothing came
+    through it (its writer wrote nothing, or had not opened it yet: a pipe is read without waiting).
+    """
+    try:
+        fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+    except OSError:
+        return ""
+    return (" (a pipe through which nothing came: its writer wrote nothing, or had not opened it when it was read; "
+            "a named pipe is read without waiting for a writer)") if fifo else ""
+
+
+#: inside :func:`pipes_read_once`: the bytes of each pipe read, by (device, inode), and its first
+#: descriptor, held open so that no new pipe takes its inode while the block lasts
+_pipes: dict[tuple[int, int], tuple[bytes, int]] | None = None
+
+
+@contextlib.contextmanager
+def pipes_read_once() -> Iterator[None]:
+    """Within it, a pipe opened again by :func:`open_input` reads the bytes its first opening read.
+
+    The pipes' bytes are kept until the block ends (each at most :func:`max_input_bytes`).
+    """
+    global _pipes
+    outer, _pipes = _pipes, {}
+    try:
+        yield
+    finally:
+        held, _pipes = _pipes, outer
+        for _, fd in held.values():
+            os.close(fd)
+
+
+def _remembered(fd: int, st: os.stat_result, path: Path | str, limit: int) -> BinaryIO:
+    """A pipe's bytes: read whole now (``fd`` then held until the block ends), or the first time
+    it was opened (``fd`` closed).
+    """
+    assert _pipes is not None
+    key = (st.st_dev, st.st_ino)
+    if key in _pipes:
+        os.close(fd)
+    else:
+        os.set_blocking(fd, True)
+        with io.BufferedReader(_Capped(io.FileIO(os.dup(fd), "rb", closefd=True), limit, path)) as fh:
+            _pipes[key] = (fh.read(), fd)
+    return io.BytesIO(_pipes[key][0])
+
+
 def open_input(path: Path | str) -> BinaryIO:
     """Open an input for reading in binary, refusing what is not a file to read.
 
@@ -119,15 +206,13 @@ def open_input(path: Path | str) -> BinaryIO:
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
     try:
         st = os.fstat(fd)
-        if stat.S_ISREG(st.st_mode):
-            if st.st_size > limit:
-                raise _too_long(path, limit, st.st_size)
-        elif stat.S_ISDIR(st.st_mode):
-            raise InputFileError(errno.EISDIR, "is a directory, not a file to read", str(path))
-        elif not stat.S_ISFIFO(st.st_mode):
-            kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
-                    else "a socket" if stat.S_ISSOCK(st.st_mode) else "a special file")
-            raise InputFileError(errno.EINVAL, f"is {kind}, not a file to read", str(path))
+        why = _kind(st.st_mode)
+        if why is not None:
+            raise InputFileError(errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL, why, str(path))
+        if stat.S_ISREG(st.st_mode) and st.st_size > limit:
+            raise _too_long(path, limit, st.st_size)
+        if stat.S_ISFIFO(st.st_mode) and _pipes is not None:
+            return _remembered(fd, st, path, limit)
         os.set_blocking(fd, True)
         raw = io.FileIO(fd, "rb", closefd=True)
     except BaseException:
