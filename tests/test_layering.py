@@ -292,7 +292,7 @@ STAGES: tuple[frozenset[str], ...] = (
     frozenset({"formats"}),  # the case and family file formats: every stage reads them
     frozenset({"oracle"}),  # pure scoring
     frozenset({"sandbox"}),  # sandbox providers and worlds
-    frozenset({"options", "settings", "outcomes", "wire"}),  # the run's configuration and outcomes
+    frozenset({"options", "settings", "price_file", "outcomes", "wire"}),  # the run's configuration and outcomes
     frozenset({"collect"}),
     frozenset({"decide"}),
     frozenset({"scoring"}),
