@@ -76,6 +76,7 @@ from pytest_tooleffect.options import (
 )
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
 from pytest_tooleffect.outcomes import PolicyShadowWarning
+from pytest_tooleffect.util.bounds import MAX_PRICE_PER_MTOK
 from pytest_tooleffect.util.extras import MissingExtra, require
 from pytest_tooleffect.util.input_files import read_input_text
 from pytest_tooleffect.util.redaction import looks_like_key, register
@@ -423,9 +424,11 @@ def _load_prices(path: Path | None) -> dict[str, Price]:
         prices = {}
         for m, p in raw.items():
             values = [p["input_per_mtok"], p["output_per_mtok"]]
-            if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0
-                   for v in values):
-                raise ValueError(f"{m}: prices are finite numbers >= 0")
+            for key, v in zip(("input_per_mtok", "output_per_mtok"), values):
+                if (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v)
+                        or not 0 <= v <= MAX_PRICE_PER_MTOK):
+                    raise ValueError(f"{m}: {key} {v!r}: a price is a number of US dollars per million tokens "
+                                     f"from 0 to {MAX_PRICE_PER_MTOK:,.0f}")
             prices[str(m)] = Price(float(values[0]), float(values[1]))
         return prices
     except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as exc:

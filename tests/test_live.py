@@ -397,7 +397,7 @@ def test_bad_prices_are_usage_errors(pytester: pytest.Pytester) -> None:
     pytester.makefile(".yaml", prices="m: {input_per_mtok: .nan, output_per_mtok: 1}\n")
     result = pytester.runpytest("cases/", f"{OPT_PRICES}=prices.yaml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*prices are finite numbers >= 0*"])
+    result.stderr.fnmatch_lines(["*prices.yaml: m: input_per_mtok nan: a price is a number of US dollars per million tokens*"])
 
 
 def test_stale_outputs_are_replaced_when_nothing_is_scored(pytester: pytest.Pytester) -> None:

@@ -21,7 +21,7 @@ from pytest_tooleffect.formats import Family, ToolSpec
 from pytest_tooleffect.oracle import RuleError, RuleSet, load_rules
 from pytest_tooleffect.oracle.rulecheck import rule_problems
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader, document_digest
-from pytest_tooleffect.util.input_files import read_input_text
+from pytest_tooleffect.util.input_files import read_input_text, special_kind
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "family_dirs",
            "family_inputs", "is_case_file", "is_family_dir", "load_family", "named_files", "yaml_load",
@@ -101,8 +101,10 @@ def named_files(directory: Path, names: Iterable[Any]) -> frozenset[Path]:
 
 
 def is_family_dir(directory: Path) -> bool:
-    """``directory`` holds a family (its :data:`FAMILY_FILE`)."""
-    return (directory / FAMILY_FILE).is_file()
+    """``directory`` holds a family: its :data:`FAMILY_FILE` exists, a regular file or not (a family
+    file that is a named pipe or a device is the family's error, never a folder without a family).
+    """
+    return (directory / FAMILY_FILE).exists()
 
 
 def family_dirs(paths: Iterable[Path]) -> list[Path]:
@@ -204,7 +206,7 @@ def _referenced_anyway(directory: Path, path: Path) -> frozenset[Path]:
 def _raw_family(path: Path) -> Mapping[str, Any]:
     """A family file as YAML reads it, unvalidated (``{}`` when it cannot be read or is no mapping)."""
     try:
-        raw = yaml_load(read_input_text(path, "utf-8-sig"))
+        raw = yaml_load(read_input_text(path, "utf-8-sig", pipes=False))
     except Exception:  # unreadable: nothing in it
         return {}
     return raw if isinstance(raw, Mapping) else {}
@@ -246,7 +248,7 @@ def family_inputs(directories: Iterable[Path]) -> list[tuple[str, Path]]:
 
 def _read(path: Path, what: str, family_file: Path) -> str:
     try:
-        return read_input_text(path, "utf-8-sig")
+        return read_input_text(path, "utf-8-sig", pipes=False)
     except (OSError, UnicodeDecodeError) as exc:
         raise FamilyError(f"{family_file}: {what} {path}: cannot read: {exc}") from exc
 
@@ -283,6 +285,11 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
     prompt = fam.system_prompt
     if fam.system_prompt_file:
         prompt = _read(directory / fam.system_prompt_file, "system_prompt_file", path)
+    if fam.oracle:  # the oracle reads its own file: a pipe or a device is refused here, never opened
+        kind = special_kind(directory / fam.oracle)
+        if kind is not None:
+            raise FamilyError(f"{path}: oracle {directory / fam.oracle}: is {kind}, not a file to read: a rules "
+                              "file is a regular file")
     try:
         rules = load_rules(directory / fam.oracle) if fam.oracle else RuleSet()
     except RuleError as exc:

@@ -88,8 +88,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if gates_path:
         import pytest
 
-        from pytest_tooleffect.ci.log_gates import LogGates
         from pytest_tooleffect.ci.gate_rules import load_gates
+        from pytest_tooleffect.ci.log_gates import LogGates
 
         folder = Path(gates_path)
         folder = folder.parent if folder.name == "pyproject.toml" else folder

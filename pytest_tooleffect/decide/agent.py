@@ -32,6 +32,7 @@ from typing import Any
 from pytest_tooleffect.collect.agents import Agent, AgentError
 from pytest_tooleffect.decide.agent_threads import note_new_threads
 from pytest_tooleffect.formats import Case, Policy, ToolSpec
+from pytest_tooleffect.util.bounds import MAX_COST_USD
 
 __all__ = ["MAX_DECISION_DEPTH", "MAX_DECISION_SIZE", "AgentState", "AgentTurn", "agent_cost", "agent_state",
            "call_agent", "call_agent_bounded", "plain_decision", "run_agent"]
@@ -283,7 +284,8 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
     Raises:
         AgentError: the agent returned ``None`` (``AgentReturnedNothing``: return a message with
             no tool calls to call nothing), tokens that are not whole numbers >= 0 or a cost that
-            is not a finite number >= 0 (``AgentBadUsage``), ``extra`` that is not JSON
+            is not a number of US dollars from 0 to :data:`~pytest_tooleffect.util.bounds.MAX_COST_USD`
+            (``AgentBadUsage``), ``extra`` that is not JSON
             (``AgentBadExtra``), or a value that is not JSON data or cannot be read
             (``AgentReturnedUnreadable``, ``AgentReturnedTooLarge``: :func:`plain_decision`).  A
             decision :func:`~pytest_tooleffect.oracle.parse_emission` cannot read is refused where
@@ -316,9 +318,9 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
             raise AgentError("AgentBadUsage", f"{key} {value!r}: a whole number of tokens >= 0, or None when unknown")
     money = cost["cost_usd"]
     if money is not None and (isinstance(money, bool) or not isinstance(money, (int, float))
-                              or not math.isfinite(money) or money < 0):
-        raise AgentError("AgentBadUsage", f"cost_usd {money!r}: a finite number of US dollars >= 0, or None "
-                                          "when unknown")
+                              or not math.isfinite(money) or not 0 <= money <= MAX_COST_USD):
+        raise AgentError("AgentBadUsage", f"cost_usd {money!r}: a number of US dollars from 0 to {MAX_COST_USD:,.0f} "
+                                          "(one decision's cost), or None when unknown")
     if extra:
         try:
             json.dumps(extra["agent"], allow_nan=False)

@@ -9,7 +9,14 @@ This module imports nothing of the plugin: every stage may use it.
 
 from __future__ import annotations
 
-__all__ = ["bounded", "one_line"]
+__all__ = ["MAX_COST_USD", "MAX_PRICE_PER_MTOK", "bounded", "one_line"]
+
+#: the most one decision (or one judge's usage) may cost, in US dollars: far above any real answer's
+#: price, and low enough that no sum of them over a run overflows a float (a JSON report has no
+#: ``Infinity``)
+MAX_COST_USD = 1e9
+#: the highest user price, in US dollars per million tokens (a dollar a token)
+MAX_PRICE_PER_MTOK = 1e6
 
 
 def bounded(text: str, limit: int) -> str:

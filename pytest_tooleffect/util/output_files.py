@@ -25,13 +25,14 @@ from __future__ import annotations
 import errno
 import os
 import socket
-import stat
 import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
+
+from pytest_tooleffect.util.input_files import special_kind
 
 __all__ = ["DISCARD", "SOURCE_SUFFIXES", "OutputLock", "OutputPathError", "OutputProblems", "check_outputs",
            "output_problems_key", "shown_path", "write_text"]
@@ -99,17 +100,10 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
 
 
 def _not_regular(path: Path) -> str | None:
-    """What ``path`` is when it exists and is not a regular file (``None``: a regular file, or nothing yet)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:  # not there yet, or not reachable: trying to write it says why
-        return None
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return None if stat.S_ISREG(mode) else "a special file"
+    """What ``path`` is when it exists and is not a regular file (``None``: a regular file, or
+    nothing yet: trying to write it says why it cannot be reached).
+    """
+    return special_kind(path)
 
 
 def _try_writing(option: str, path: Path) -> None:
