@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_tooleffect.collect.agents import Agent, AgentError
+from pytest_tooleffect.decide.agent_exit import agent_turn
 from pytest_tooleffect.decide.agent_threads import note_new_threads
 from pytest_tooleffect.formats import Case, Policy, ToolSpec
 from pytest_tooleffect.util.bounds import MAX_COST_USD
@@ -413,16 +414,18 @@ def call_agent(agent: Agent, state: AgentState, *, main_thread: bool = True) -> 
 
     Raises:
         AgentError: the agent raised (its traceback kept; a ``SystemExit`` or another
-            ``BaseException`` too, but not Ctrl-C), returned ``None``, bad usage
+            ``BaseException`` too, but not Ctrl-C; ``AgentCalledExit`` for a call of ``os._exit``:
+            :mod:`.agent_exit`), returned ``None``, bad usage
             (``AgentBadUsage``: negative, NaN or infinite tokens or cost), or a value that cannot
             be read as JSON data (``AgentReturnedUnreadable``, ``AgentReturnedTooLarge``).
     """
     t0 = time.perf_counter()
-    result = _called(agent, state, main_thread=main_thread)
-    if inspect.isawaitable(result):
-        import asyncio
+    with agent_turn(_name(agent)):
+        result = _called(agent, state, main_thread=main_thread)
+        if inspect.isawaitable(result):
+            import asyncio
 
-        result = asyncio.run(_awaited(result))
+            result = asyncio.run(_awaited(result))
     return _read(result, time.perf_counter() - t0)
 
 
@@ -441,9 +444,10 @@ async def run_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any
     before = threading.enumerate()
     t0 = time.perf_counter()
     try:
-        result = _called(agent, state, main_thread=False)
-        if inspect.isawaitable(result):
-            result = await _awaited(result)
+        with agent_turn(_name(agent)):
+            result = _called(agent, state, main_thread=False)
+            if inspect.isawaitable(result):
+                result = await _awaited(result)
     finally:
         note_new_threads(before, _name(agent))
     return _read(result, time.perf_counter() - t0)
