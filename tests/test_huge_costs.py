@@ -15,9 +15,10 @@ import pytest
 
 from pytest_tooleffect.cli import main
 from pytest_tooleffect.options import OPT_PRICES, OPT_RECORDS, OPT_REPORT
+from tests.demo_family import CASES, write_demo
+
 MAX_COST_USD = 1e9  # util.bounds: one decision's cost, USD
 MAX_PRICE_PER_MTOK = 1e6  # util.bounds: USD per million tokens
-from tests.demo_family import CASES, write_demo
 
 COSTLY = '''
 from pytest_tooleffect.decide.agent import AgentTurn

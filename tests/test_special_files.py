@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 
 import pytest
 
@@ -77,7 +76,7 @@ def test_an_oracle_rules_file_that_is_a_named_pipe_is_refused_unread(pytester: p
     os.mkfifo(rules)
     result = pytester.runpytest("cases/")
     result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*family.yaml: oracle *oracle/demo.yaml: is a named pipe (FIFO), not a file to "
+    result.stdout.fnmatch_lines(["*family.yaml: oracle *oracle/demo.yaml: cannot read: is a named pipe (FIFO), not a file to "
                                  "read: a rules file is a regular file*"])
 
 
