@@ -107,3 +107,15 @@ def test_the_bounds_are_the_plugins() -> None:
     from pytest_tooleffect.util import bounds
 
     assert (bounds.MAX_COST_USD, bounds.MAX_PRICE_PER_MTOK) == (MAX_COST_USD, MAX_PRICE_PER_MTOK)
+
+
+def test_a_hooks_nan_makes_the_report_an_output_problem_not_an_invalid_file(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, [CASES[3]])
+    pytester.makeconftest("def pytest_tooleffect_modifyreport(report, records, config):\n"
+                          "    report['mine'] = float('nan')\n")
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}=r.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # the decision passed; the report could not be written
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*--tooleffect-report r.json: not written: the report holds a number JSON has no "
+                                 "form for*"])
+    assert not (pytester.path / "r.json").exists()
