@@ -54,6 +54,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="bfcl multi-turn: import only the first N conversations of each category")
     p.add_argument("--quota", type=_quota, default=None, help="BUCKET=N,... (default first=60,middle=90,last=60)")
     p.add_argument("--seed", type=int, default=20241122)
+    p.add_argument("--force", action="store_true",
+                   help="write the family into a folder that holds files this import did not write (a hand-authored "
+                        "family, another source's): they are replaced")
     p.set_defaults(func=cmd_import)
     p = sub.add_parser("agree", help="agreement of two labellers' JSONL label files")
     p.add_argument("a")
@@ -110,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                  "(see pytest_tooleffect.data.authored)")
     p.add_argument("spec")
     p.add_argument("--out", required=True)
+    p.add_argument("--force", action="store_true",
+                   help="write into a folder that holds files generate did not write (they are replaced)")
     p.set_defaults(func=cmd_generate)
     p = sub.add_parser("calibrate-judge", help="Cohen's kappa of an LLM judge against hand-labelled free-text pairs")
     p.add_argument("pairs", help="JSONL: {id, rubric, expected, got, human: pass|fail}")

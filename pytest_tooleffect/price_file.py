@@ -18,13 +18,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 from pytest_tooleffect.formats import Price
 from pytest_tooleffect.options import OPT_PRICES
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
+from pytest_tooleffect.util.bounds import MAX_PRICE_PER_MTOK
 from pytest_tooleffect.util.input_files import read_input_text
 
 __all__ = ["MAX_PRICE_PER_MTOK", "USDPerMTok", "load_prices"]
 
-#: the highest price accepted, in USD per million tokens (far above any model's; a higher one is a
-#: typo, and would carry a run's cost past what a float holds)
-MAX_PRICE_PER_MTOK = 1_000_000
 _PRICES_SHAPE = "{model: {input_per_mtok: USD, output_per_mtok: USD}}"
 
 

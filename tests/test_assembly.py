@@ -138,8 +138,11 @@ def test_a_report_from_record_logs_has_the_judge_section_a_run_has(tmp_path: Pat
                           verdict=score(parse_emission({"content": "hello"}), case.label, {}),
                           extra={"judge": {"model": "openai/judge", "calls": 2, "cached": 0, "input_tokens": 10,
                                            "output_tokens": 3, "cost_usd": None}})
+    from pytest_tooleffect.scoring.record import SelectionRecord
+
+    record.selection = SelectionRecord(collected=1, count=1, digest="0" * 16, run_count=1, run_digest="0" * 16)
     log.write_text(json.dumps(record.to_json()) + "\n")
-    assert cli(["report", str(log), "--cases", str(tmp_path), "--json"]) == 0
+    assert cli(["report", str(log), "--cases", str(tmp_path), "--json"]) == 0  # one run, whole: complete
     judge = json.loads(capsys.readouterr().out)["judge"]
     assert judge == {"model": "openai/judge", "calibration": "not measured",
                      "usage": {"calls": 2, "cached": 0, "input_tokens": 10, "output_tokens": 3, "cost_usd": None}}

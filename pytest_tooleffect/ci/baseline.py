@@ -363,7 +363,8 @@ class Baseline(BaseModel):
 
     def dumps(self) -> str:
         """The file's text (indented JSON, keys in field order)."""
-        return json_safe(json.dumps(self.model_dump(mode="json", by_alias=True), indent=1, ensure_ascii=False)) + "\n"
+        return json_safe(json.dumps(self.model_dump(mode="json", by_alias=True), indent=1, ensure_ascii=False,
+                                    allow_nan=False)) + "\n"
 
 
 _RECORD_LOG = ("this is a record log (one record per line), not a baseline: make the baseline from it with "

@@ -46,12 +46,11 @@ from pytest_tooleffect.report.ci_model import GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import Block, ClassRates, Rate, Report
 from pytest_tooleffect.report.reporter import RunTally
-from pytest_tooleffect.scoring.outcome import decision_passed, expected_failure
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.output_files import output_problems_key, shown_path
 
-__all__ = ["PLUGIN_NAME", "GateKeeper", "GateResult", "LogGates", "RunTally", "decide_exit", "evaluate", "gates_fail",
+__all__ = ["PLUGIN_NAME", "GateKeeper", "GateResult", "RunTally", "decide_exit", "evaluate", "gates_fail",
            "gates_section", "judged_nothing", "nothing_scored", "unmatched_tables"]
 
 _FAIL_KINDS = tuple(k for k in KINDS if k not in ("ok", "ok_no_tool"))
@@ -537,36 +536,3 @@ def gates_section(report: Report, gates: GatesConfig, results: Sequence[GateResu
         "unmatched_tables": unmatched_tables(report, gates),
         "results": [r.to_dict() for r in results],
     })
-
-
-class LogGates:
-    """The gates judged on a report made from record logs (``tooleffect report --gates``): a
-    :class:`~pytest_tooleffect.report.assembly.ReportSection` written after the baseline's, as a
-    run's gate keeper writes it.  The records stand for the run's outcomes: an error record fails
-    the run whatever the gates say, as in a run.
-
-    Args:
-        gates: the gates read from a ``pyproject.toml``.
-
-    Attributes:
-        results: the gates' results once contributed.
-        exit: ``(status, why)`` once contributed: 0 when every gate passed and nothing errored, else 1.
-    """
-
-    section: Literal["gates"] = "gates"
-
-    def __init__(self, gates: GatesConfig) -> None:
-        self.gates = gates
-        self.results: list[GateResult] = []
-        self.exit: tuple[int, str] = (0, "")
-
-    def contribute(self, report: Report, records: Sequence[Record]) -> None:
-        """Judge the gates on ``report`` and write ``report.gates``."""
-        # a failed decision as pytest reported it: not an expected failure (pytest's XFAIL, as the
-        # report's xfail count has it)
-        failed = sum(1 for r in records if decision_passed(r) is False and not expected_failure(r))
-        tally = RunTally(decision_failures=failed, error_records=sum(1 for r in records if r.outcome == "error"))
-        self.results = evaluate(report, records, self.gates)
-        fails = gates_fail(self.results, self.gates)
-        self.exit = decide_exit(int(pytest.ExitCode.OK), fails, tally, False, judged=not judged_nothing(self.results))
-        report.gates = gates_section(report, self.gates, self.results, tally, self.exit)

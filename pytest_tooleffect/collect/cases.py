@@ -193,7 +193,7 @@ def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | No
     if path.suffix == ".jsonl":
         yield from _jsonl_lines(path)
         return
-    text = read_input_text(path, "utf-8-sig")
+    text = read_input_text(path, "utf-8-sig", pipes=False)
     try:
         doc, lines = yaml_load_with_lines(text, "cases")
     except Exception as exc:
@@ -214,7 +214,7 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | 
     """The non-blank lines of a JSONL file (split at newlines, a leading BOM skipped), each with its
     span; a line that is not UTF-8 is a problem of the file naming the line, and the rest is read.
     """
-    with open_input(path) as fh:
+    with open_input(path, pipes=False) as fh:
         end = 0
         for n, line in enumerate(fh, 1):
             start, end = end, end + len(line)

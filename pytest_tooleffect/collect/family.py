@@ -21,11 +21,11 @@ from pytest_tooleffect.formats import Family, ToolSpec
 from pytest_tooleffect.oracle import RuleError, RuleSet, load_rules
 from pytest_tooleffect.oracle.rulecheck import rule_problems
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader, document_digest
-from pytest_tooleffect.util.input_files import read_input_text
+from pytest_tooleffect.util.input_files import read_input_text, special_kind
 
-__all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "error_location", "family_dirs",
-           "family_inputs", "is_case_file", "is_family_dir", "load_family", "named_files", "yaml_load",
-           "yaml_load_with_lines"]
+__all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "collected_as", "error_location",
+           "family_dirs", "family_inputs", "is_case_file", "is_family_dir", "load_family", "named_files",
+           "written_by", "yaml_load", "yaml_load_with_lines"]
 
 FAMILY_FILE = "family.yaml"
 CASE_SUFFIXES = (".jsonl", ".yaml", ".yml")
@@ -101,8 +101,10 @@ def named_files(directory: Path, names: Iterable[Any]) -> frozenset[Path]:
 
 
 def is_family_dir(directory: Path) -> bool:
-    """``directory`` holds a family (its :data:`FAMILY_FILE`)."""
-    return (directory / FAMILY_FILE).is_file()
+    """``directory`` holds a family: its :data:`FAMILY_FILE` exists, a regular file or not (a family
+    file that is a named pipe or a device is the family's error, never a folder without a family).
+    """
+    return (directory / FAMILY_FILE).exists()
 
 
 def family_dirs(paths: Iterable[Path]) -> list[Path]:
@@ -204,7 +206,7 @@ def _referenced_anyway(directory: Path, path: Path) -> frozenset[Path]:
 def _raw_family(path: Path) -> Mapping[str, Any]:
     """A family file as YAML reads it, unvalidated (``{}`` when it cannot be read or is no mapping)."""
     try:
-        raw = yaml_load(read_input_text(path, "utf-8-sig"))
+        raw = yaml_load(read_input_text(path, "utf-8-sig", pipes=False))
     except Exception:  # unreadable: nothing in it
         return {}
     return raw if isinstance(raw, Mapping) else {}
@@ -244,9 +246,39 @@ def family_inputs(directories: Iterable[Path]) -> list[tuple[str, Path]]:
     return out
 
 
+def collected_as(path: Path) -> str | None:
+    """What a file written at ``path`` would be read as by the next run, or ``None``: ``"a case file
+    of the family in DIR"`` when its folder holds a family and its name is a case file's (a case-file
+    suffix; neither the family file nor a file the family file names).
+    """
+    folder = path.parent
+    if not is_family_dir(folder) or not is_case_file(path, _referenced_anyway(folder, folder / FAMILY_FILE)):
+        return None
+    return f"a case file of the family in {folder}"
+
+
+#: the first characters of a family file where the command that wrote it says so
+_WRITER_HEAD = 4096
+
+
+def written_by(directory: Path, command: str) -> bool:
+    """The family file in ``directory`` says ``command`` wrote it (``"`tooleffect import bfcl`"`` in
+    its first lines): an earlier output of that command, which running it again may replace.
+    """
+    path = directory / FAMILY_FILE
+    if not path.is_file():  # a pipe is never opened
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(_WRITER_HEAD).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return f"`{command}`" in head
+
+
 def _read(path: Path, what: str, family_file: Path) -> str:
     try:
-        return read_input_text(path, "utf-8-sig")
+        return read_input_text(path, "utf-8-sig", pipes=False)
     except (OSError, UnicodeDecodeError) as exc:
         raise FamilyError(f"{family_file}: {what} {path}: cannot read: {exc}") from exc
 
@@ -283,6 +315,11 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
     prompt = fam.system_prompt
     if fam.system_prompt_file:
         prompt = _read(directory / fam.system_prompt_file, "system_prompt_file", path)
+    if fam.oracle:  # the oracle reads its own file: a pipe or a device is refused here, never opened
+        kind = special_kind(directory / fam.oracle)
+        if kind is not None:
+            raise FamilyError(f"{path}: oracle {directory / fam.oracle}: cannot read: is {kind}, not a file to "
+                              "read: a rules file is a regular file")
     try:
         rules = load_rules(directory / fam.oracle) if fam.oracle else RuleSet()
     except RuleError as exc:

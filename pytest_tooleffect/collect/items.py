@@ -37,8 +37,10 @@ from pytest_tooleffect.formats import Case, Policy, ToolSpec
 from pytest_tooleffect.options import REPLAY
 from pytest_tooleffect.outcomes import DecisionFailed
 from pytest_tooleffect.settings import Settings, settings_key
+from pytest_tooleffect.util.input_files import special_kind
 
 __all__ = ["CLASS_MARKERS", "Agents", "CaseCollector", "CaseFile", "CaseItem", "Families", "InvalidCaseItem",
+           "NotRegularCaseFiles", "not_regular_case_files",
            "agents_key", "decider_key", "families_key", "invalid_entry", "scorer_key",
            "select_policies"]
 
@@ -176,6 +178,8 @@ class CaseCollector:
         if file_path.name == FAMILY_FILE and isinstance(fam, FamilyError) and (
                 parent.session.isinitpath(file_path) or not _collects_a_case_file(parent, directory, fam)):
             return CaseFile.from_parent(parent, path=file_path)  # the family's error, where no case file carries it
+        if file_path.name == FAMILY_FILE and isinstance(fam, LoadedFamily) and not_regular_case_files(parent, fam):
+            return NotRegularCaseFiles.from_parent(parent, path=file_path)
         return None  # the family file, or its own rules, tools or prompt file: not a case file
 
 
@@ -184,6 +188,45 @@ def _collects_a_case_file(parent: pytest.Collector, directory: Path, fam: Loaded
     return any(p.is_file() and is_case_file(p, fam.referenced_files)
                and not parent.ihook.pytest_ignore_collect(collection_path=p, config=parent.config)
                for p in directory.iterdir())
+
+
+def not_regular_case_files(parent: pytest.Collector, fam: LoadedFamily) -> list[tuple[Path, str]]:
+    """The entries of a family's folder named as case files that are not regular files (a named
+    pipe, a device or a link to one, a link to nothing), each with what it is, unless ``--ignore``d.
+
+    pytest collects regular files only: without this, such a case file would be left out of the
+    run in silence.
+    """
+    out = []
+    try:
+        entries = sorted(fam.directory.iterdir())
+    except OSError:  # unreadable: collection of the folder says so
+        return []
+    for p in entries:
+        if not is_case_file(p, fam.referenced_files):
+            continue
+        kind = special_kind(p) or ("a symbolic link to nothing" if p.is_symlink() and not p.exists() else None)
+        if kind is None or kind == "a directory":
+            continue
+        if not parent.ihook.pytest_ignore_collect(collection_path=p, config=parent.config):
+            out.append((p, kind))
+    return out
+
+
+class NotRegularCaseFiles(pytest.File):
+    """A family file's folder holds case files that are not regular files: one invalid entry each,
+    naming the file and what it is (never opened, so a named pipe never blocks collection).
+    """
+
+    def collect(self) -> Iterator[pytest.Item]:
+        fam = self.config.stash[families_key].load(self.path.parent)
+        if not isinstance(fam, LoadedFamily):
+            return
+        for path, kind in not_regular_case_files(self, fam):
+            yield InvalidCaseItem.from_parent(
+                self, name=f"{path.name}[not a file]", family=fam.name, heading="case file not read", file=path,
+                problems=[f"{path}: is {kind}, not a case file: a case file is a regular file (its cases are not "
+                          "collected)"])
 
 
 def select_policies(settings: Settings, family: LoadedFamily) -> list[Policy] | str:
@@ -511,10 +554,12 @@ class InvalidCaseItem(pytest.Item):
         family: the family's name (its folder's name when the family file itself is invalid).
         case_id: the invalid case's id; ``None`` for a problem of the file, the family or its policies.
         line: the case's line in its file (1-based), when known.
+        file: the file the entry is about (default: the item's own file).
     """
 
     def __init__(self, *, problems: list[str], heading: str = "invalid case", family: str = "",
-                 case_id: str | None = None, line: int | None = None, **kwargs: Any) -> None:
+                 case_id: str | None = None, line: int | None = None, file: Path | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         read_back_node_id(self)
         self.problems = problems
@@ -522,10 +567,11 @@ class InvalidCaseItem(pytest.Item):
         self.family = family or self.path.parent.name
         self.case_id = case_id
         self.line = line
+        self.file = file or self.path
 
     def entry(self) -> dict[str, Any]:
         """What the report lists: :func:`invalid_entry` of this item."""
-        return invalid_entry(self.family, self.path, self.case_id, self.problems)
+        return invalid_entry(self.family, self.file, self.case_id, self.problems)
 
     def setup(self) -> None:
         pytest.fail(f"{self.heading}:\n" + "\n".join(self.problems), pytrace=False)

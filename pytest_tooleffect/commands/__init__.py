@@ -16,19 +16,36 @@ from pathlib import Path
 
 __all__ = ["check_command_outputs", "check_output_folder"]
 
+#: the folder of families a project's runs read when a command is not told another (``--cases``)
+PROJECT_CASES = Path("cases")
+
 
 def check_command_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tuple[str, Path | None]] = (),
-                          cases: Path | None = None, families: bool = True) -> None:
+                          cases: Path | None = None, families: bool = True, force: bool | None = None,
+                          own: Iterable[Path] = (), family: tuple[str, Path, str] | None = None) -> None:
     """Refuse a command's output paths before it writes anything, as a run refuses its own
-    (:func:`~pytest_tooleffect.util.output_files.check_outputs`).
+    (:func:`~pytest_tooleffect.util.output_files.check_outputs`): the one check of every ``--out``.
+
+    The project's families are those under ``cases`` (``--cases``; else ``./cases``) and the family
+    in each output's own folder: their case, family, rules, tools and prompt files are never
+    overwritten unasked.
 
     Args:
         outputs: ``(option, path)`` of each file the command writes.
-        reads: ``(what, path)`` of each file it reads.
-        cases: a folder of families the command reads (``--cases``): their case, family, rules,
-            tools and prompt files are inputs too.
-        families: the family in each output's own folder is an input too (``False`` for a command
-            whose output is a case file of its family: ``label import``, ``sample``).
+        reads: ``(what, path)`` of each file it reads (always refused as an output).
+        cases: a folder of families the command reads (``--cases``): their files are inputs too.
+        families: the command's outputs are not case files (a report, a page, labels): the files of
+            the project's families are refused as outputs, and so is a new file that the next run
+            would collect as a case file (a case-file name in a family's folder).  ``False`` for a
+            command that writes case or family files (``import``, ``generate``, ``sample``, ``label
+            import``): the project's files are refused unless ``force``.
+        force: the user said ``--force``; ``None``: the command has no ``--force``.
+        own: files the command rewrites as its own (``label import``'s case file in place): never
+            refused as the project's.
+        family: ``(option, folder, command)`` when the command writes a family into ``folder``: a
+            folder holding files ``command`` did not write (its family file does not name it: a
+            hand-authored family, another import's) is refused unless ``force``; the files of one
+            it wrote before are its own.
 
     Raises:
         pytest_tooleffect.util.output_files.OutputPathError: a ``ValueError`` naming the option, the
@@ -36,15 +53,55 @@ def check_command_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Ite
     """
     import os
 
-    from pytest_tooleffect.collect.family import family_dirs, family_inputs, is_family_dir
-    from pytest_tooleffect.util.output_files import check_outputs
+    from pytest_tooleffect.collect.family import collected_as, family_dirs, family_inputs, is_family_dir
+    from pytest_tooleffect.util.output_files import OutputPathError, check_outputs
 
     outputs = list(outputs)
-    dirs = set(family_dirs([cases])) if cases is not None and cases.is_dir() else set()
+    read_dirs = set(family_dirs([cases])) if cases is not None and cases.is_dir() else set()
+    here = {Path(os.path.realpath(p)).parent for _, p in outputs if p is not None}
     if families:
-        dirs.update(folder for folder in (Path(os.path.realpath(p)).parent for _, p in outputs if p is not None)
-                    if is_family_dir(folder))
-    check_outputs(outputs, [*reads, *family_inputs(sorted(dirs))], reader="this command")
+        read_dirs.update(folder for folder in here if is_family_dir(folder))
+    project_dirs = set(family_dirs([PROJECT_CASES])) if cases is None and PROJECT_CASES.is_dir() else set()
+    if not families:
+        project_dirs.update(folder for folder in here if is_family_dir(folder))
+    refusal = None
+    own = list(own)
+    if family is not None:
+        files, refusal = _family_folder(*family, bool(force))
+        own += files
+    mine = {Path(os.path.realpath(p)) for p in own}
+    project = [(what, p) for what, p in family_inputs(sorted(project_dirs - read_dirs))
+               if Path(os.path.realpath(p)) not in mine]
+    check_outputs(outputs, [*reads, *family_inputs(sorted(read_dirs))], reader="this command", project=project,
+                  force=force, becomes=collected_as if families else None)
+    if refusal is not None:
+        raise OutputPathError(refusal)
+
+
+def _family_folder(option: str, folder: Path, command: str, force: bool) -> tuple[list[Path], str | None]:
+    """The files of the family in ``folder`` that ``command`` may rewrite, and why it may not write
+    there (``None``: it may).
+
+    An empty or missing folder, and one whose family file says ``command`` wrote it (an earlier
+    import: rebuilt in place), are the command's to write; any other folder holding files (a
+    hand-authored family, another import's) is written only under ``--force``.
+    """
+    from pytest_tooleffect.collect.family import FAMILY_FILE, family_inputs, is_family_dir, written_by
+
+    try:
+        held = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    except OSError:
+        held = []
+    if not held:
+        return [], None
+    files = [p for _, p in family_inputs([folder])] if is_family_dir(folder) else []
+    if written_by(folder, command) or force:
+        return files, None
+    what = (f"a family whose {FAMILY_FILE} was not written by `{command}`" if is_family_dir(folder)
+            else "files that are not a family")
+    shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+    return files, (f"{option} {folder}: holds {what} ({shown}); writing the family there would replace them; pass "
+                   f"--force to replace them, or give {option} another folder")
 
 
 def check_output_folder(option: str, path: Path, what: str) -> None:

@@ -45,9 +45,12 @@ def cmd_sample(args: argparse.Namespace) -> int:
         print(f"tooleffect sample: {', '.join(bad)}: counts are whole numbers from 1 to {MAX_COUNT}", file=sys.stderr)
         return 2
     check_output_folder("--out", out, "sample writes the family's case file and family.yaml into it")
+    # sample adds its case file to the family in --out and updates its family file (keys kept): those
+    # two are its own; a case file that holds labels is replaced under --force only (below)
     check_command_outputs([("--out", out / "family.yaml"), ("--out/--name", out / args.name)],
                           [*(("a trace file", Path(t)) for t in args.traces),
-                           ("the tools file (--tools)", Path(args.tools) if args.tools else None)], families=False)
+                           ("the tools file (--tools)", Path(args.tools) if args.tools else None)], families=False,
+                          force=args.force, own=[out / "family.yaml", out / args.name])
     labelled = _labelled_cases(out / args.name)
     if labelled and not args.force:
         print(f"tooleffect sample: {out / args.name} holds {labelled} labelled cases; sampling again would replace "
@@ -205,7 +208,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     target = Path(args.files[0])
     # the case file is written in place unless --out names another file; never over the labels it reads
     check_command_outputs([("--out" if args.out else "the case file", Path(args.out or target))],
-                          [("the labelling file (--labels)", Path(args.labels))], families=False)
+                          [("the labelling file (--labels)", Path(args.labels))], families=False, own=[target])
     labels = read_labels(Path(args.labels))
     cases = _case_lines(target)
     done, skipped, bad = 0, 0, 0
@@ -404,17 +407,19 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     Returns:
         The exit status: 0 when written; 2 for a spec that does not validate (each error on stderr) or is
-        refused.
+        refused, or an --out folder holding files generate did not write, without ``--force``.
     """
     from pydantic import ValidationError
 
     from pytest_tooleffect.commands import check_command_outputs, check_output_folder
-    from pytest_tooleffect.data.authored import generate
+    from pytest_tooleffect.data.authored import GENERATE, generate
 
     out = Path(args.out)
     check_output_folder("--out", out, "generate writes the family's case file and family.yaml into it")
     check_command_outputs([("--out", out / "family.yaml"), ("--out", out / "cases.jsonl")],
-                          [("the spec", Path(args.spec))], families=False)
+                          [("the spec", Path(args.spec))], families=False, force=args.force,
+                          family=("--out", out, GENERATE))
+
     try:
         counts = generate(Path(args.spec), out)
     except ValidationError as exc:

@@ -89,8 +89,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if gates_path:
         import pytest
 
-        from pytest_tooleffect.ci.gate_keeper import LogGates
         from pytest_tooleffect.ci.gate_rules import load_gates_file
+        from pytest_tooleffect.ci.log_gates import LogGates
         from pytest_tooleffect.settings import PYPROJECT
         from pytest_tooleffect.util.input_files import not_an_input
 
@@ -117,9 +117,6 @@ def cmd_report(args: argparse.Namespace) -> int:
               f"{args.duplicates})", file=sys.stderr)
     for problem in merged.problems():  # the report says it too (shards.missing, selection.short)
         print(f"tooleffect report: incomplete: {problem}", file=sys.stderr)
-    if sel is None:
-        print("tooleffect report: the records do not say what their run selected (written by an earlier "
-              "tooleffect): whether every selected item has a record is not checked", file=sys.stderr)
     status = gates.exit[0] if gates is not None else 0
     if merged.status == "incomplete":  # a report of part of a run never passes for the whole
         status = max(status, 1)

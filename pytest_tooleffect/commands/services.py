@@ -22,8 +22,18 @@ def cmd_import(args: argparse.Namespace) -> int:
 
     Returns:
         The exit status: 0 when built; 1 when some rows or conversations were refused (each named on stderr);
-        2 for missing inputs or bad options.
+        2 for missing inputs or bad options, or an output folder holding files this import did not write
+        (a hand-authored family, another source's) without ``--force``.
     """
+    from pytest_tooleffect.commands import check_command_outputs
+
+    force = bool(getattr(args, "force", False))
+
+    def check_family(out: Path, command: str, names: tuple[str, ...], reads: list[tuple[str, Path | None]]) -> None:
+        """The one check of an import's family folder and files, before anything is written."""
+        check_command_outputs([("--out", out / name) for name in names], reads, families=False, force=force,
+                              family=("--out", out, command))
+
     shared = Path(args.shared)
     if args.source == "tooltalk":
         from pytest_tooleffect.commands import check_output_folder
@@ -35,24 +45,26 @@ def cmd_import(args: argparse.Namespace) -> int:
             print(f"tooleffect import: {src.resolve()} not found; pass --shared DIR or set TOOLEFFECT_SHARED",
                   file=sys.stderr)
             return 2
+        out = Path(args.out or "cases/tooltalk")
+        check_family(out, "tooleffect import tooltalk", ("family.yaml", "cases.jsonl", "NOTICE.md"), [])
         try:
-            print(json.dumps(import_tooltalk(src, Path(args.out or "cases/tooltalk"))))
+            print(json.dumps(import_tooltalk(src, out)))
         except (ValueError, OSError) as exc:
             print(f"tooleffect import: {exc}", file=sys.stderr)
             return 2
         return 0
     if args.source == "labelled-jsonl":
-        from pytest_tooleffect.data.importers.labelled_jsonl import import_labelled_jsonl
+        from pytest_tooleffect.data.importers.labelled_jsonl import IMPORT_LABELLED, import_labelled_jsonl
 
         if not args.input or not args.out:
             print("tooleffect import labelled-jsonl: give --input ROWS.jsonl and --out FAMILY_DIR", file=sys.stderr)
             return 2
-        from pytest_tooleffect.commands import check_command_outputs, check_output_folder
+        from pytest_tooleffect.commands import check_output_folder
 
         out = Path(args.out)
         check_output_folder("--out", out, "the import writes the family into it")
-        check_command_outputs([("--out", out / "family.yaml"), ("--out", out / "cases.jsonl")],
-                              [("the rows it imports (--input)", Path(args.input))], families=False)
+        check_family(out, IMPORT_LABELLED, ("family.yaml", "cases.jsonl"),
+                     [("the rows it imports (--input)", Path(args.input))])
         try:
             counts, problems = import_labelled_jsonl(Path(args.input), Path(args.out))
         except (ValueError, OSError) as exc:
@@ -97,6 +109,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
             for category in asked:  # every category's ids before any family is written: a refusal writes nothing
                 check_entry_ids(src / (CATEGORIES[category] if category in CATEGORIES else MULTI_TURN[category])[0])
+                check_family(Path(args.out or "bfcl") / category, "tooleffect import bfcl",
+                             ("family.yaml", "rules.yaml", "cases.jsonl", "rejected.json"), [])
             single = [c for c in asked if c in CATEGORIES]
             counts = import_bfcl(src, Path(args.out or "bfcl"), single) if single else {}
             for category in (c for c in asked if c in MULTI_TURN):
@@ -122,15 +136,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(f"tooleffect import: {shared.resolve()}/datasets not found; run from the repository root "
               "(../shared beside it), pass --shared DIR or set TOOLEFFECT_SHARED", file=sys.stderr)
         return 2
-    from pytest_tooleffect.commands import check_command_outputs
-
     trajectories = Path(args.trajectories or shared / "datasets/tau-bench/historical_trajectories/gpt-4o-airline.json")
     tools = Path(args.tools or shared / "datasets/tau-bench/airline_tools.json")
     out = Path(args.out or "cases/tau-airline")
-    check_command_outputs([("--out", out / name) for name in ("family.yaml", "cases.jsonl", "tools.json",
-                                                               "system_prompt.md", "labels/rules.jsonl")],
-                          [("the trajectories (--trajectories)", trajectories), ("the tools (--tools)", tools)],
-                          families=False)
+    check_family(out, "tooleffect import tau-airline", ("family.yaml", "cases.jsonl", "tools.json", "system_prompt.md",
+                                                        "labels/rules.jsonl"),
+                 [("the trajectories (--trajectories)", trajectories), ("the tools (--tools)", tools)])
     try:
         counts = build_family(trajectories, tools, out, args.quota, args.seed)
     except Exception as exc:  # unreadable inputs: one line, not a traceback

@@ -35,7 +35,10 @@ from pytest_tooleffect.formats import Label
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
 from pytest_tooleffect.util.input_files import read_input_text
 
-__all__ = ["AuthoredSpec", "generate"]
+__all__ = ["GENERATE", "AuthoredSpec", "generate"]
+
+#: the command as the family files it writes name it: running it again may replace them
+GENERATE = "tooleffect generate"
 
 
 class _Spec(BaseModel):
@@ -141,7 +144,8 @@ def generate(spec_path: Path, out: Path) -> dict[str, Any]:
         buckets[c["placement"]["bucket"]] = buckets.get(c["placement"]["bucket"], 0) + 1
     family.setdefault("quota", buckets)
     family.setdefault("population", buckets)
-    (out / "family.yaml").write_text(yaml.safe_dump(family, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    (out / "family.yaml").write_text(f"# Written by `{GENERATE}` from a spec.\n"
+                                     + yaml.safe_dump(family, sort_keys=False, allow_unicode=True), encoding="utf-8")
     with open(out / "cases.jsonl", "w", encoding="utf-8") as fh:
         for c in sorted(cases, key=lambda c: c["id"]):
             fh.write(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n")

@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_tooleffect.collect.agents import Agent, AgentError
+from pytest_tooleffect.decide.agent_exit import agent_turn
 from pytest_tooleffect.decide.agent_threads import note_new_threads
 from pytest_tooleffect.formats import Case, Policy, ToolSpec
+from pytest_tooleffect.util.bounds import MAX_COST_USD
 
 __all__ = ["MAX_DECISION_DEPTH", "MAX_DECISION_SIZE", "AgentState", "AgentTurn", "agent_cost", "agent_state",
            "call_agent", "call_agent_bounded", "plain_decision", "run_agent"]
@@ -283,7 +285,8 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
     Raises:
         AgentError: the agent returned ``None`` (``AgentReturnedNothing``: return a message with
             no tool calls to call nothing), tokens that are not whole numbers >= 0 or a cost that
-            is not a finite number >= 0 (``AgentBadUsage``), ``extra`` that is not JSON
+            is not a number of US dollars from 0 to :data:`~pytest_tooleffect.util.bounds.MAX_COST_USD`
+            (``AgentBadUsage``), ``extra`` that is not JSON
             (``AgentBadExtra``), or a value that is not JSON data or cannot be read
             (``AgentReturnedUnreadable``, ``AgentReturnedTooLarge``: :func:`plain_decision`).  A
             decision :func:`~pytest_tooleffect.oracle.parse_emission` cannot read is refused where
@@ -316,9 +319,9 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
             raise AgentError("AgentBadUsage", f"{key} {value!r}: a whole number of tokens >= 0, or None when unknown")
     money = cost["cost_usd"]
     if money is not None and (isinstance(money, bool) or not isinstance(money, (int, float))
-                              or not math.isfinite(money) or money < 0):
-        raise AgentError("AgentBadUsage", f"cost_usd {money!r}: a finite number of US dollars >= 0, or None "
-                                          "when unknown")
+                              or not math.isfinite(money) or not 0 <= money <= MAX_COST_USD):
+        raise AgentError("AgentBadUsage", f"cost_usd {money!r}: a number of US dollars from 0 to {MAX_COST_USD:,.0f} "
+                                          "(one decision's cost), or None when unknown")
     if extra:
         try:
             json.dumps(extra["agent"], allow_nan=False)
@@ -411,16 +414,18 @@ def call_agent(agent: Agent, state: AgentState, *, main_thread: bool = True) -> 
 
     Raises:
         AgentError: the agent raised (its traceback kept; a ``SystemExit`` or another
-            ``BaseException`` too, but not Ctrl-C), returned ``None``, bad usage
+            ``BaseException`` too, but not Ctrl-C; ``AgentCalledExit`` for a call of ``os._exit``:
+            :mod:`.agent_exit`), returned ``None``, bad usage
             (``AgentBadUsage``: negative, NaN or infinite tokens or cost), or a value that cannot
             be read as JSON data (``AgentReturnedUnreadable``, ``AgentReturnedTooLarge``).
     """
     t0 = time.perf_counter()
-    result = _called(agent, state, main_thread=main_thread)
-    if inspect.isawaitable(result):
-        import asyncio
+    with agent_turn(_name(agent)):
+        result = _called(agent, state, main_thread=main_thread)
+        if inspect.isawaitable(result):
+            import asyncio
 
-        result = asyncio.run(_awaited(result))
+            result = asyncio.run(_awaited(result))
     return _read(result, time.perf_counter() - t0)
 
 
@@ -439,9 +444,10 @@ async def run_agent(agent: Agent, state: AgentState) -> tuple[Any, dict[str, Any
     before = threading.enumerate()
     t0 = time.perf_counter()
     try:
-        result = _called(agent, state, main_thread=False)
-        if inspect.isawaitable(result):
-            result = await _awaited(result)
+        with agent_turn(_name(agent)):
+            result = _called(agent, state, main_thread=False)
+            if inspect.isawaitable(result):
+                result = await _awaited(result)
     finally:
         note_new_threads(before, _name(agent))
     return _read(result, time.perf_counter() - t0)

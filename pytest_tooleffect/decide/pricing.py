@@ -7,11 +7,13 @@ litellm: the caller passes the imported module.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 from pytest_tooleffect.compat import litellm_response_cost
 from pytest_tooleffect.formats import Price
+from pytest_tooleffect.util.bounds import MAX_COST_USD
 
 __all__ = ["price_answer"]
 
@@ -46,8 +48,21 @@ def price_answer(litellm: Any, model: str, response: Any, prices: Mapping[str, P
 
     Returns:
         ``(cost_usd, priced_by)``: ``priced_by`` is ``litellm`` or ``user``; ``(None, None)``
-        when the provider reported no usage or nobody prices the model.
+        when the provider reported no usage, nobody prices the model, or the price comes to more
+        than :data:`~pytest_tooleffect.util.bounds.MAX_COST_USD` (a usage no answer has: unknown, so no
+        sum of costs overflows).
     """
+    try:
+        cost, by = _priced(litellm, model, response, prices, usage)
+    except OverflowError:  # a token count too large for a float
+        return None, None
+    if cost is None or not math.isfinite(cost) or not 0 <= cost <= MAX_COST_USD:
+        return None, None
+    return cost, by
+
+
+def _priced(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
+            usage: Mapping[str, int | None]) -> tuple[float | None, str | None]:
     if usage.get("input_tokens") is None:
         return None, None
     if _priced_by_litellm(litellm, model):

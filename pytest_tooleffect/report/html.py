@@ -161,7 +161,7 @@ def _disagreements(records: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[
 
 def _json(value: Any) -> str:
     """Compact JSON text, non-ASCII kept: the page's data as it is packed."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str, allow_nan=False)
 
 
 def _page_text(value: Any, depth: int = 0) -> tuple[Any, str]:

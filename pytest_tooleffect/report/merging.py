@@ -19,6 +19,9 @@ and nothing is pooled across label sets:
   refused: they are not parts of one run.  A shard (or an unsharded run) with fewer records than
   it selected (a run killed part way, items skipped) makes the report ``incomplete``, and
   :meth:`Merged.problems` says which part lacks how many;
+* records that do not say what their run selected (a log of an earlier tooleffect, or one written
+  by hand) make the report ``incomplete`` too: that every item has a record cannot be known, and
+  :meth:`Merged.problems` says so;
 * logs with no record at all (every shard's run wrote nothing) are refused: a report of nothing
   is not a complete one.
 """
@@ -34,9 +37,13 @@ from pytest_tooleffect.report.record_log import load_records, not_a_record_log
 from pytest_tooleffect.scoring.record import Record, SelectionRecord
 from pytest_tooleffect.util.input_files import empty_pipe, not_an_input
 
-__all__ = ["DUPLICATE_CHOICES", "MergeError", "Merged", "ShortPart", "merge_logs", "record_logs"]
+__all__ = ["DUPLICATE_CHOICES", "UNSTAMPED", "MergeError", "Merged", "ShortPart", "merge_logs", "record_logs"]
 
 DUPLICATE_CHOICES = ("refuse", "first", "last")
+#: the problem line of logs whose records do not say what their run selected
+UNSTAMPED = ("the records do not say what their run selected (no selection stamp: a log of an earlier tooleffect, "
+             "or written by hand): whether every selected item has a record cannot be checked, so the report is "
+             "not called complete")
 Duplicates = Literal["refuse", "first", "last"]
 
 
@@ -99,10 +106,11 @@ class Merged:
 
     @property
     def status(self) -> Literal["complete", "incomplete"]:
-        """``incomplete`` when a shard is missing or a part of the run has fewer records than it
-        selected, else ``complete``.
+        """``incomplete`` when a shard is missing, a part of the run has fewer records than it
+        selected, or the records do not say what their run selected (logs of an earlier tooleffect,
+        or written by hand: whether every item has a record cannot be known); else ``complete``.
         """
-        return "incomplete" if self.shards_missing or self.short else "complete"
+        return "incomplete" if self.shards_missing or self.short or self.selection is None else "complete"
 
     def problems(self) -> list[str]:
         """One line per thing the logs lack (empty when the merge is complete): the missing shards,
@@ -118,6 +126,8 @@ class Merged:
             out.append(f"shard{'s' if len(missing) > 1 else ''} {shard_ranges(missing)} of {self.shard_count} "
                        f"missing{items}")
         out += [p.line for p in self.short]
+        if self.selection is None:
+            out.append(UNSTAMPED)
         return out
 
 

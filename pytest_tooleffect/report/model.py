@@ -497,9 +497,13 @@ def dumps(report: Report | Mapping[str, Any]) -> str:
 
     Returns:
         The JSON text, without a final newline.
+
+    Raises:
+        ValueError: the report holds a number JSON has no form for (``NaN``, an infinity: a
+            ``pytest_tooleffect_modifyreport`` hook's addition); no report is ever written with one.
     """
     data = report.to_json() if isinstance(report, Report) else report
-    return json_safe(json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False))
+    return json_safe(json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False, allow_nan=False))
 
 
 def report_schema() -> dict[str, Any]:

@@ -5,11 +5,12 @@ written: no output may be an input.
 Markdown summary, the HTML page, pytest's JUnit XML and pytest-json-report's file) and every file
 it reads (the case files, family files and the files they name in every family the run's
 arguments address and in every output's own folder; ``pyproject.toml`` and pytest's
-configuration file; the baseline, the prices, the judge's calibration, the rate limiter's state)
-and hands both to :func:`~pytest_tooleffect.util.output_files.check_outputs`, the one check every
-writer uses.  Then it locks the record log for the run
-(:class:`~pytest_tooleffect.util.output_files.OutputLock`): a second run on the same log is
-refused and says which process holds it.
+configuration file; the baseline, the prices, the judge's calibration, the rate limiter's state),
+with what a new output would be collected as (a case-file name in a family's folder: the next run
+would read the record log or the report as cases), and hands them to
+:func:`~pytest_tooleffect.util.output_files.check_outputs`, the one check every writer uses.  Then it
+locks the record log for the run (:class:`~pytest_tooleffect.util.output_files.OutputLock`): a second
+run on the same log is refused and says which process holds it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tooleffect.collect.family import family_dirs, family_inputs, is_family_dir
+from pytest_tooleffect.collect.family import collected_as, family_dirs, family_inputs, is_family_dir
 from pytest_tooleffect.options import (
     DEFAULT_RECORDS,
     INI_RATE_FILE,
@@ -89,13 +90,14 @@ def check_run_outputs(config: pytest.Config) -> None:
 
     Raises:
         pytest.UsageError: an output is a folder or not a regular file (``/dev/null`` excepted), a
-            file the run reads, the file of another output, or cannot be written; or the record log
-            is held by another run (its pid said).
+            file the run reads, a new file the next run would collect as a case file (a case-file
+            name in a family's folder), the file of another output, or cannot be written; or the
+            record log is held by another run (its pid said).
     """
     settings = config.stash[settings_key]
     outputs = run_outputs(config, settings)
     try:
-        check_outputs(outputs, run_inputs(config, settings, outputs))
+        check_outputs(outputs, run_inputs(config, settings, outputs), becomes=collected_as)
         if (settings.records is not None and Path(os.path.realpath(settings.records)) != DISCARD
                 and _may_write_records(config)):
             config.stash[records_lock_key] = OutputLock.acquire(OPT_RECORDS, settings.records)

@@ -7,7 +7,10 @@ against :class:`~.records.Record`.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import stat
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,7 +32,9 @@ class RecordLog:
     flushed, and :attr:`error` says why (the reporter turns it into a failed exit status).
 
     Args:
-        path: the log file (created, with its folder; an existing file is replaced).
+        path: the log file (created, with its folder; an existing file is replaced).  An existing
+            file with other names (a hard link: another run may be writing it under one of them) is
+            unlinked first, so the log is a new file and the other names keep what they hold.
 
     Attributes:
         written: records flushed to the file.
@@ -40,6 +45,7 @@ class RecordLog:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
+        _unshare(path)
         self._fh: IO[str] | None = open(path, "w", encoding="utf-8")  # noqa: SIM115 - closed in close()
         self._lock = threading.Lock()
         self.written = 0
@@ -51,7 +57,14 @@ class RecordLog:
         surrogates as ``\uXXXX``: :func:`~pytest_tooleffect.util.display.json_safe`) and flush it to the
         operating system.
         """
-        line = json_safe(json.dumps(record, ensure_ascii=False, sort_keys=True, default=str))
+        try:
+            line = json_safe(json.dumps(record, ensure_ascii=False, sort_keys=True, default=str, allow_nan=False))
+        except ValueError as exc:  # NaN or an infinity: no line of the log is anything but JSON
+            with self._lock:
+                self.lost += 1
+                self.error = self.error or OSError(errno.EINVAL, f"record {record.get('id')!r} holds a number JSON "
+                                                                 f"has no form for ({exc}): not written")
+            return
         with self._lock:
             if self._fh is None:
                 self.lost += 1
@@ -83,6 +96,19 @@ class RecordLog:
                 fh.close()
             except OSError as exc:
                 self.error = self.error or exc
+
+
+def _unshare(path: Path) -> None:
+    """Unlink ``path`` when it is a regular file with other names (``st_nlink > 1``): truncating it
+    would empty the file under every name, another run's log among them (two runs hold the lock
+    of their own name each).  Symbolic links are followed: the file they reach is the one unlinked.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:  # not there yet: created by open()
+        return
+    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+        os.unlink(os.path.realpath(path))
 
 
 def _lines(path: Path) -> list[tuple[int, Any]]:

@@ -172,6 +172,9 @@ class Reporter:
             except OSError as exc:
                 self.problems.add(f"tooleffect: {OPT_REPORT} {path}: cannot be written ({exc.strerror or exc}); "
                                   "the previous file, if any, is left as it was")
+            except ValueError as exc:  # NaN or an infinity (a hook's): a report is JSON or is not written
+                self.problems.add(f"tooleffect: {OPT_REPORT} {path}: not written: the report holds a number JSON "
+                                  f"has no form for ({exc}); the previous file, if any, is left as it was")
         if self.settings.html is not None:
             self._write_html(session, self.settings.html, report)
         if self.settings.summary_md is not None:
@@ -222,6 +225,9 @@ class Reporter:
             self.html_written = True
         except OSError as exc:
             self.problems.add(f"tooleffect: {OPT_HTML} {path}: cannot be written ({exc.strerror or exc})")
+        except ValueError as exc:  # NaN or an infinity (a hook's): the page's data is JSON or is not written
+            self.problems.add(f"tooleffect: {OPT_HTML} {path}: not written: the report holds a number JSON has no "
+                              f"form for ({exc})")
 
     def _finish_log(self, session: pytest.Session, exitstatus: int) -> None:
         """Close the log; with no record made, replace the previous run's log by an empty one only

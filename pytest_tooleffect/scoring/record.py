@@ -14,16 +14,16 @@ until it is written (the record log, the xdist wire, pytest-json-report's metada
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
 
 from pytest_tooleffect.collect.cases import label_hash
 from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.formats import Action, Case, ToolSpec
 from pytest_tooleffect.options import MAX_SHARDS
 from pytest_tooleffect.oracle import Verdict
-from pytest_tooleffect.util.bounds import bounded
+from pytest_tooleffect.util.bounds import bounded, bounded_cost
 from pytest_tooleffect.util.redaction import redact
 
 __all__ = [
@@ -75,8 +75,9 @@ class Cost(_Part):
     """Completion tokens, as the provider counted them."""
     latency_ms: Number | None = None
     """Wall time of the model call (or the agent's turn) in milliseconds, rate-limit waits excluded."""
-    cost_usd: Number | None = None
-    """Money in US dollars."""
+    cost_usd: Annotated[Number | None, AfterValidator(bounded_cost)] = None
+    """Money in US dollars, from 0 to :data:`~pytest_tooleffect.util.bounds.MAX_COST_USD` (a log holding
+    more is not read: no sum of costs may overflow)."""
     priced_by: str | None = None
     """Where the price came from (a live model turn only)."""
 

@@ -9,7 +9,16 @@ This module imports nothing of the plugin: every stage may use it.
 
 from __future__ import annotations
 
-__all__ = ["bounded", "one_line"]
+import math
+
+__all__ = ["MAX_COST_USD", "MAX_PRICE_PER_MTOK", "bounded", "bounded_cost", "one_line"]
+
+#: the most one decision (or one judge's usage) may cost, in US dollars: far above any real answer's
+#: price, and low enough that no sum of them over a run overflows a float (a JSON report has no
+#: ``Infinity``)
+MAX_COST_USD = 1e9
+#: the highest user price, in US dollars per million tokens (a dollar a token)
+MAX_PRICE_PER_MTOK = 1e6
 
 
 def bounded(text: str, limit: int) -> str:
@@ -35,6 +44,17 @@ def bounded(text: str, limit: int) -> str:
         return text
     head = text[:limit]
     return f"{head} … ({len(text):,} characters, cut)" if head else f"… ({len(text):,} characters, cut)"
+
+
+def bounded_cost(value: float | None) -> float | None:
+    """``value`` (US dollars, ``None``: unknown) when it is a finite number from 0 to :data:`MAX_COST_USD`.
+
+    Raises:
+        ValueError: it is not (the message says the bound).
+    """
+    if value is not None and not (math.isfinite(value) and 0 <= value <= MAX_COST_USD):
+        raise ValueError(f"{value!r} US dollars: one decision's cost is from 0 to {MAX_COST_USD:,.0f}")
+    return value
 
 
 def one_line(text: str) -> str:

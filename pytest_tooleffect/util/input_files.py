@@ -9,7 +9,10 @@ the prices and ``pyproject.toml``) is opened by :func:`open_input` or read whole
 * a pipe (``/dev/stdin`` fed by a pipe, a shell's ``<(…)``) is read as it comes, up to the same
   limit, and opened without waiting for a writer (a pipe nobody writes to reads as empty);
 * anything else (a folder, a character device such as ``/dev/zero`` or a terminal, a block device,
-  a socket) is refused at once: none of them is a file of records, cases or labels.
+  a socket) is refused at once: none of them is a file of records, cases or labels;
+* a case or family file (and the files a family file names) is read only when it is a regular
+  file (``pipes=False``): a named pipe among them is refused too, so collection never waits on one
+  and never reads it as empty.
 
 Each refusal is an :class:`InputFileError`, an :class:`OSError` naming the file, so every caller
 that reports an unreadable file reports these too; :func:`not_an_input` says the same in words
@@ -33,7 +36,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 __all__ = ["DEFAULT_MAX_INPUT_BYTES", "MAX_INPUT_ENV", "InputFileError", "empty_pipe", "max_input_bytes",
-           "not_an_input", "open_input", "pipes_read_once", "read_input_bytes", "read_input_text"]
+           "not_an_input", "open_input", "pipes_read_once", "read_input_bytes", "read_input_text", "special_kind"]
 
 #: the most bytes read from one input unless :data:`MAX_INPUT_ENV` says otherwise (1 GiB)
 DEFAULT_MAX_INPUT_BYTES = 1 << 30
@@ -63,6 +66,29 @@ def max_input_bytes() -> int:
     if not (raw.isascii() and raw.isdigit() and int(raw) > 0):
         raise ValueError(f"{MAX_INPUT_ENV}={raw!r}: the most bytes one input file may hold, a whole number above 0")
     return int(raw)
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a file of ``mode`` is in words when it is not a regular file (``None``: a regular file)."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "a special file"
+
+
+def special_kind(path: Path | str) -> str | None:
+    """What ``path`` reaches (symbolic links followed) when it exists and is not a regular file:
+    ``"a directory"``, ``"a character device"``, ``"a block device"``, ``"a named pipe (FIFO)"``,
+    ``"a socket"`` or ``"a special file"``; ``None`` for a regular file or a path that cannot be
+    reached (missing, a dangling link: opening it says why).  Never opens the file.
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return _file_kind(mode)
 
 
 def _size(n: int) -> str:
@@ -185,19 +211,20 @@ def _remembered(fd: int, st: os.stat_result, path: Path | str, limit: int) -> Bi
     return io.BytesIO(_pipes[key][0])
 
 
-def open_input(path: Path | str) -> BinaryIO:
+def open_input(path: Path | str, pipes: bool = True) -> BinaryIO:
     """Open an input for reading in binary, refusing what is not a file to read.
 
     Args:
         path: the input.
+        pipes: a named pipe is read (``False``: refused, as a case or family file is).
 
     Returns:
         A buffered binary reader that raises :class:`InputFileError` once it has read more than
         :func:`max_input_bytes` (a pipe that goes on and on).
 
     Raises:
-        InputFileError: ``path`` is a folder, a device or a socket, or a regular file larger
-            than the limit.
+        InputFileError: ``path`` is a folder, a device or a socket (a named pipe under
+            ``pipes=False``), or a regular file larger than the limit.
         OSError: it cannot be opened (missing, no permission).
         ValueError: ``TOOLEFFECT_MAX_INPUT_BYTES`` is not a number of bytes.
     """
@@ -209,6 +236,9 @@ def open_input(path: Path | str) -> BinaryIO:
         why = _kind(st.st_mode)
         if why is not None:
             raise InputFileError(errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL, why, str(path))
+        if stat.S_ISFIFO(st.st_mode) and not pipes:
+            raise InputFileError(errno.EINVAL, f"is {_file_kind(st.st_mode)}, not a file to read: a case or family "
+                                 "file is a regular file", str(path))
         if stat.S_ISREG(st.st_mode) and st.st_size > limit:
             raise _too_long(path, limit, st.st_size)
         if stat.S_ISFIFO(st.st_mode) and _pipes is not None:
@@ -221,29 +251,30 @@ def open_input(path: Path | str) -> BinaryIO:
     return io.BufferedReader(_Capped(raw, limit, path), buffer_size=1 << 16)
 
 
-def read_input_bytes(path: Path | str) -> bytes:
-    """An input's bytes, read by :func:`open_input` (the same refusals and limit).
+def read_input_bytes(path: Path | str, pipes: bool = True) -> bytes:
+    """An input's bytes, read by :func:`open_input` (the same refusals and limit; ``pipes`` as there).
 
     Raises:
         InputFileError: not a regular file or a pipe, or longer than the limit.
         OSError: it cannot be opened or read.
     """
-    with open_input(path) as fh:
+    with open_input(path, pipes) as fh:
         return fh.read()
 
 
-def read_input_text(path: Path | str, encoding: str = "utf-8") -> str:
+def read_input_text(path: Path | str, encoding: str = "utf-8", pipes: bool = True) -> str:
     """An input's text, read by :func:`open_input` (the same refusals and limit), its line ends
     (CRLF, CR) turned into LF as :meth:`pathlib.Path.read_text` turns them.
 
     Args:
         path: the input.
         encoding: its encoding (``utf-8-sig`` drops a byte-order mark).
+        pipes: a named pipe is read (``False``: refused, as a case or family file is).
 
     Raises:
         InputFileError: not a regular file or a pipe, or longer than the limit.
         OSError: it cannot be opened or read.
         UnicodeDecodeError: its bytes are not text in ``encoding``.
     """
-    text = read_input_bytes(path).decode(encoding)
+    text = read_input_bytes(path, pipes).decode(encoding)
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text

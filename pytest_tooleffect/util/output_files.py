@@ -25,13 +25,14 @@ from __future__ import annotations
 import errno
 import os
 import socket
-import stat
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pytest
+
+from pytest_tooleffect.util.input_files import special_kind
 
 __all__ = ["DISCARD", "SOURCE_SUFFIXES", "OutputLock", "OutputPathError", "OutputProblems", "check_outputs",
            "output_problems_key", "shown_path", "write_text"]
@@ -53,7 +54,8 @@ SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".toml", ".cfg", ".ini", ".pth", ".s
 
 
 def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tuple[str, Path | None]] = (),
-                  reader: str = "this run") -> None:
+                  reader: str = "this run", *, project: Iterable[tuple[str, Path | None]] = (),
+                  force: bool | None = None, becomes: Callable[[Path], str | None] | None = None) -> None:
     """Refuse every output path that is no place to write, before anything is written.
 
     Args:
@@ -63,16 +65,29 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
             paths are skipped.  Paths are compared once resolved, so a symbolic link or another
             spelling of an input is that input.
         reader: who reads ``reads``, for the message (``"this run"``, ``"this command"``).
+        project: ``(what, path)`` of the files the project's runs read that the caller does not
+            (the case, family and rules files of the project's families): an output on one is
+            refused unless ``force`` is true.
+        force: the user said ``--force`` (replace ``project`` files); ``None``: the caller has no
+            ``--force`` (they are always refused, and the message does not offer it).
+        becomes: what an output would become an input of, in words, or ``None`` (a new file in a
+            family's folder named as a case file: ``"a case file of the family in cases/demo"``):
+            such an output is refused.
 
     Raises:
         OutputPathError: an output resolves to a folder or to something else that is not a regular
-            file (``/dev/null`` excepted), to a file in ``reads``, to the file of an earlier output,
-            or cannot be created or written (a path under a file, a read-only file system).
+            file (``/dev/null`` excepted), to a file in ``reads``, to a file in ``project`` (unless
+            ``force``), to a file ``becomes`` names, to the file of an earlier output, or cannot be
+            created or written (a path under a file, a read-only file system).
     """
     read_by: dict[Path, str] = {}
     for what, path in reads:
         if path is not None:
             read_by.setdefault(_same(path), what)
+    projects: dict[Path, str] = {}
+    for what, path in project:
+        if path is not None:
+            projects.setdefault(_same(path), what)
     written: dict[Path, str] = {}
     for option, path in outputs:
         if path is None:
@@ -87,9 +102,18 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
         if real in read_by:
             raise OutputPathError(f"{shown}: is {read_by[real]}, which {reader} reads: writing {option} there "
                                   f"would overwrite it; give {option} a path of its own")
+        if real in projects and not force:
+            offer = (f"pass --force to replace it, or give {option} a path of its own" if force is not None
+                     else f"give {option} a path of its own")
+            raise OutputPathError(f"{shown}: is {projects[real]}, which the project's runs read: writing {option} "
+                                  f"there would replace it; {offer}")
         if real in written:
             raise OutputPathError(f"{shown}: the same file as {written[real]}; each output needs its own "
                                   "path (one would overwrite the other)")
+        would_be = becomes(real) if becomes is not None else None
+        if would_be is not None:
+            raise OutputPathError(f"{shown}: would be collected as {would_be}: the next run would read the output "
+                                  f"as cases; give {option} a path outside the family's folder, or another name")
         if real.suffix.lower() in SOURCE_SUFFIXES and real.exists():
             raise OutputPathError(f"{shown}: is an existing {real.suffix} file (source or configuration: a "
                                   f"conftest, an agent, pyproject.toml); no output is one, so writing {option} "
@@ -99,17 +123,10 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
 
 
 def _not_regular(path: Path) -> str | None:
-    """What ``path`` is when it exists and is not a regular file (``None``: a regular file, or nothing yet)."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:  # not there yet, or not reachable: trying to write it says why
-        return None
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return None if stat.S_ISREG(mode) else "a special file"
+    """What ``path`` is when it exists and is not a regular file (``None``: a regular file, or
+    nothing yet: trying to write it says why it cannot be reached).
+    """
+    return special_kind(path)
 
 
 def _try_writing(option: str, path: Path) -> None:

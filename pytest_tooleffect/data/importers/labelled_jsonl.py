@@ -28,7 +28,10 @@ from typing import Any
 
 from pytest_tooleffect.util.jsonl import json_lines
 
-__all__ = ["import_labelled_jsonl"]
+__all__ = ["IMPORT_LABELLED", "import_labelled_jsonl"]
+
+#: the command as the family files it writes name it: running it again may replace them
+IMPORT_LABELLED = "tooleffect import labelled-jsonl"
 
 UNPLACED = "unplaced"
 
@@ -109,7 +112,8 @@ def import_labelled_jsonl(path: Path, out: Path) -> tuple[dict[str, Any], list[s
         family["system_prompt"] = prompt
     family["tools"] = shared_tools or []
     out.mkdir(parents=True, exist_ok=True)
-    (out / "family.yaml").write_text(yaml.safe_dump(family, sort_keys=False, allow_unicode=True, width=110),
+    (out / "family.yaml").write_text(f"# Written by `{IMPORT_LABELLED}` from labelled rows.\n"
+                                     + yaml.safe_dump(family, sort_keys=False, allow_unicode=True, width=110),
                                      encoding="utf-8")
     with open(out / "cases.jsonl", "w", encoding="utf-8") as fh:
         for c, tools in cases:
