@@ -58,8 +58,9 @@ def test_a_price_above_the_bound_is_a_usage_error_naming_the_file_model_and_key(
     pytester.makefile(".yaml", prices="m: {input_per_mtok: 1, output_per_mtok: 1.0e+308}\n")
     result = pytester.runpytest("cases/", f"{OPT_PRICES}=prices.yaml")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*{OPT_PRICES} prices.yaml: m: output_per_mtok 1e+308: a price is a number of US "
-                                 f"dollars per million tokens from 0 to {MAX_PRICE_PER_MTOK:,.0f}*"])
+    result.stderr.fnmatch_lines([f"*{OPT_PRICES} prices.yaml: model 'm': output_per_mtok: 1e+308, more than "
+                                 f"{MAX_PRICE_PER_MTOK:,.0f}; a price is a finite number of USD per million tokens "
+                                 f"from 0 to {MAX_PRICE_PER_MTOK:,.0f}*"])
 
 
 def test_a_live_answers_price_past_the_bound_is_unknown_not_infinite() -> None:

@@ -234,11 +234,12 @@ def open_input(path: Path | str, pipes: bool = True) -> BinaryIO:
     try:
         st = os.fstat(fd)
         why = _kind(st.st_mode)
+        if why is None and stat.S_ISFIFO(st.st_mode) and not pipes:
+            why = f"is {_file_kind(st.st_mode)}, not a file to read"
         if why is not None:
+            if not pipes and not stat.S_ISDIR(st.st_mode):
+                why += ": a case or family file is a regular file"
             raise InputFileError(errno.EISDIR if stat.S_ISDIR(st.st_mode) else errno.EINVAL, why, str(path))
-        if stat.S_ISFIFO(st.st_mode) and not pipes:
-            raise InputFileError(errno.EINVAL, f"is {_file_kind(st.st_mode)}, not a file to read: a case or family "
-                                 "file is a regular file", str(path))
         if stat.S_ISREG(st.st_mode) and st.st_size > limit:
             raise _too_long(path, limit, st.st_size)
         if stat.S_ISFIFO(st.st_mode) and _pipes is not None:
