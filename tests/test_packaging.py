@@ -530,4 +530,4 @@ def test_the_readme_quickstart_runs_word_for_word(dist: Path, tmp_path: Path) ->
     gated = next(done for line, done in runs if "--tooleffect-html" in line)
     assert "tooleffect gates: 4 passed, 0 failed" in gated.stdout, gated.stdout[-3000:]
     assert "<html" in (folder / "reports" / "tooleffect.html").read_text(encoding="utf-8")[:500].lower()
-    assert "regression support/refund-asked[decide]: ok_no_tool → forbidden" in worse[0][1].stdout
+    assert "regression support/refund-asked[my-agent]: ok_no_tool → forbidden" in worse[0][1].stdout
