@@ -338,8 +338,9 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
                          "on its own outputs, until it calls no tool; the end state is judged (default 1: the "
                          "single decision)")
     group.addoption(OPT_BASELINE, metavar="PATH", type=_path_or_none, default=None,
-                    help=f"classify outcomes against a baseline (tooleffect baseline save): a decision that failed "
-                         f"in it is xfail, one that passed and fails now is a regression (ini {INI_BASELINE})")
+                    help=f"classify outcomes against a baseline (the first made by tooleffect baseline init, a later "
+                         f"accepted run's by tooleffect baseline save): a decision that failed in it is xfail, one "
+                         f"that passed and fails now is a regression (ini {INI_BASELINE})")
     group.addoption(OPT_SHARD, metavar="I/N", type=_shard, default=None,
                     help="run shard I of N: the items whose record id hashes to it (stable as cases are added); "
                          "merge the shards' record logs with tooleffect report")
