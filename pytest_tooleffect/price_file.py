@@ -71,8 +71,8 @@ def _price_problem(exc: ValidationError, raw: Mapping[Any, Any]) -> str:
     got = err.get("input")
     shown = got if isinstance(got, str) else repr(got)
     why = {"less_than_equal": f"{shown}, more than {MAX_PRICE_PER_MTOK:,.0f}",
-           "greater_than_equal": f"{shown}, below 0", "finite_number": f"{shown}, not a finite number", "value_error": str(err.get("ctx", {}).get("error", ""))
-           }.get(err["type"], f"a number of USD, got {shown}")
+           "greater_than_equal": f"{shown}, below 0", "finite_number": f"{shown}, not a finite number",
+           "value_error": str(err.get("ctx", {}).get("error", ""))}.get(err["type"], f"a number of USD, got {shown}")
     return (f"{model}: {field}: {why}; a price is a finite number of USD per million tokens from 0 to "
             f"{MAX_PRICE_PER_MTOK:,.0f}")
 
