@@ -111,8 +111,11 @@ def write_cases(path: Path, n: int, passing: list[dict], failing: list[dict], va
 def scaffold(root: Path) -> None:
     fam = root / "cases" / "tau-airline"
     fam.mkdir(parents=True)
-    for name in ("family.yaml", "system_prompt.md", "tools.json"):
+    for name in ("system_prompt.md", "tools.json"):
         shutil.copy(FAMILY / name, fam / name)
+    # the scaled family is not the sampled one: its quota and population (checked against the cases) go
+    (fam / "family.yaml").write_text("".join(line for line in (FAMILY / "family.yaml").read_text().splitlines(True)
+                                             if not line.startswith(("quota:", "population:"))))
     (root / "oracle").mkdir()
     shutil.copy(REPO / "oracle" / "tau-airline.yaml", root / "oracle" / "tau-airline.yaml")
     (root / "pytest.ini").write_text("[pytest]\n")

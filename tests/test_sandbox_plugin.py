@@ -44,6 +44,16 @@ def _scheduling(pytester: pytest.Pytester) -> None:
     shutil.copy(REPO / "conftest.py", pytester.path / "conftest.py")
 
 
+def _own_cases(folder: Path) -> None:
+    """The shipped scheduling family in ``folder`` without its cases: a test writes its own, so the
+    family's quota and population (the sampled set's, checked against the cases) go too.
+    """
+    (folder / "cases.yaml").unlink()
+    family = folder / "family.yaml"
+    family.write_text("".join(line for line in family.read_text().splitlines(keepends=True)
+                              if not line.startswith(("quota:", "population:"))))
+
+
 def _records(path: Path) -> dict[str, dict[str, Any]]:
     return {r["case_id"]: r for r in map(json.loads, path.read_text().splitlines())}
 
@@ -171,7 +181,7 @@ BAD_CASES = [
 
 def test_bad_world_input_names_file_case_and_field_and_the_rest_runs(pytester: pytest.Pytester) -> None:
     _scheduling(pytester)
-    (pytester.path / "cases" / "scheduling" / "cases.yaml").unlink()
+    _own_cases(pytester.path / "cases" / "scheduling")
     (pytester.path / "cases" / "scheduling" / "bad.yaml").write_text(yaml.safe_dump(BAD_CASES))
     result = pytester.runpytest("cases/", "-rA")
     result.assert_outcomes(passed=1, errors=2)
@@ -258,7 +268,7 @@ def test_rollouts_with_faults_report_recovery_and_single_step_beside_self_steere
         pytester: pytest.Pytester, workers: int) -> None:
     _scheduling(pytester)
     folder = pytester.path / "cases" / "scheduling"
-    (folder / "cases.yaml").unlink()
+    _own_cases(folder)
     (folder / "rollouts.yaml").write_text(yaml.safe_dump([_rollout_case(n, f) for n, f in ROLLOUT_CASES]))
     with ScriptedServer(_script) as srv:
         result = pytester.runpytest("cases/", "-n", str(workers), OPT_MODEL, "openai/scripted", OPT_API_BASE,
@@ -296,7 +306,7 @@ def test_rollouts_with_faults_report_recovery_and_single_step_beside_self_steere
 def test_replay_fault_is_not_observed_without_a_rollout(pytester: pytest.Pytester) -> None:
     _scheduling(pytester)
     folder = pytester.path / "cases" / "scheduling"
-    (folder / "cases.yaml").unlink()
+    _own_cases(folder)
     case = _rollout_case("retry", {"calendar.create_event": 503})
     case["recorded"] = {"tool_calls": [{"name": "calendar.create_event", "arguments": json.dumps(CREATE_ARGS)}]}
     (folder / "one.yaml").write_text(yaml.safe_dump([case]))
@@ -412,7 +422,7 @@ def decide(state):
 def test_a_rollout_names_the_families_it_did_not_reach(pytester: pytest.Pytester) -> None:
     _scheduling(pytester)
     folder = pytester.path / "cases" / "scheduling"
-    (folder / "cases.yaml").unlink()
+    _own_cases(folder)
     (folder / "rollouts.yaml").write_text(yaml.safe_dump([_rollout_case("retry", {})]))
     plain = pytester.path / "cases" / "plain"
     plain.mkdir()
