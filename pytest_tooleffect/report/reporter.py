@@ -131,13 +131,13 @@ class Reporter:
         sent = getattr(report, wire.REPORT_RECORD, None)
         if sent is None:
             return
-        self.records.append(sent)  # the record's JSON object (typed when read: :class:`RecordStore`)
+        self.records.append(sent)  # the record's JSON text (typed when read: :class:`RecordStore`)
         # the log is replaced when the run makes its first record, not at start: a run that stops
         # before any item (an unknown policy, a collection error) leaves the previous run's log
         if self.log is None and self.settings.records is not None:
             self.log = self._open_log()
         if self.log is not None:
-            self.log.write(sent)
+            self.log.write(json.loads(sent))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -314,7 +314,7 @@ class RunTally:
         if not report.failed:
             return
         record = getattr(report, wire.REPORT_RECORD, None)
-        outcome = record.get("outcome") if isinstance(record, Mapping) else None
+        outcome = json.loads(record).get("outcome") if isinstance(record, str) else None
         if outcome == "scored" and report.when == "call":
             self.decision_failures += 1
         elif outcome == "error":

@@ -189,7 +189,7 @@ class Scorer:
         if isinstance(item, (CaseItem, InvalidCaseItem)):  # what a model, a provider or a case file wrote
             _shown_report(report, lines=isinstance(item, InvalidCaseItem))
         if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, wire.REPORT_RECORD):
-            setattr(report, wire.REPORT_RECORD, item.stash[record_key].to_json())
+            setattr(report, wire.REPORT_RECORD, item.stash[record_key].to_json_text())
             assert isinstance(item, CaseItem)
             if item.family.name not in self._families_sent:  # the controller reports without reading family files
                 self._families_sent.add(item.family.name)
