@@ -52,7 +52,8 @@ WORKER_OUTPUT_KEYS = (WORKER_LEFT_THREADS, WORKER_SCOPE)
 
 # ------------------------------------------------------------ TestReport attributes (worker → controller)
 
-#: the item's record (a JSON object), on its setup or call report
+#: the item's record as JSON text (one object: :meth:`~pytest_tooleffect.scoring.record.Record.to_json_text`),
+#: on its setup or call report
 REPORT_RECORD = "tooleffect_record"
 #: ``{name, meta, directory}`` of the item's family, on the first report of that family from a process
 REPORT_FAMILY = "tooleffect_family"

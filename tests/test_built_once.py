@@ -96,7 +96,7 @@ def _package_modules() -> list[str]:
 
 def _decisions(reprec: pytest.HookRecorder) -> list[dict[str, Any]]:
     """The scored records of the run (one per decision made)."""
-    records = [getattr(r, wire.REPORT_RECORD) for r in reprec.getreports("pytest_runtest_logreport")
+    records = [json.loads(getattr(r, wire.REPORT_RECORD)) for r in reprec.getreports("pytest_runtest_logreport")
                if hasattr(r, wire.REPORT_RECORD)]
     return [r for r in records if r["outcome"] == "scored"]
 

@@ -27,6 +27,7 @@ from pytest_tooleffect.collect.family import CASE_SUFFIXES, family_dirs, is_fami
 from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_ROLLOUT, OPT_SUMMARY_MD
 from pytest_tooleffect.report.record_log import RecordLog
 from pytest_tooleffect.report.runinfo import git_state, now_utc, versions
+from pytest_tooleffect.report.store import RecordStore
 from pytest_tooleffect.settings import Settings, settings_key
 from pytest_tooleffect.util.input_files import read_input_text
 from pytest_tooleffect.util.output_files import OutputProblems, output_problems_key, shown_path, write_text
@@ -62,7 +63,8 @@ class Reporter:
         self.settings = config.stash[settings_key]
         self.sections = list(sections)
         self.tally = tally if tally is not None else RunTally()
-        self.records: list[Record] = []
+        #: the run's records: their JSON objects as they came, a :class:`Record` made of one when read
+        self.records = RecordStore()
         self.invalid: list[dict[str, Any]] = []
         self.skipped: list[dict[str, Any]] = []
         args = (Path(config.invocation_params.dir) / a.split("::")[0] for a in config.args)
@@ -129,16 +131,13 @@ class Reporter:
         sent = getattr(report, wire.REPORT_RECORD, None)
         if sent is None:
             return
-        from pytest_tooleffect.scoring.record import Record
-
-        record = Record.model_validate(sent)  # the record's JSON object on the wire (xdist), typed again here
-        self.records.append(record)
+        self.records.append(sent)  # the record's JSON text (typed when read: :class:`RecordStore`)
         # the log is replaced when the run makes its first record, not at start: a run that stops
         # before any item (an unknown policy, a collection error) leaves the previous run's log
         if self.log is None and self.settings.records is not None:
             self.log = self._open_log()
         if self.log is not None:
-            self.log.write(sent)
+            self.log.write(json.loads(sent))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -159,7 +158,7 @@ class Reporter:
         report.run = self._run_info()
         if self.config.hook.pytest_tooleffect_modifyreport.get_hookimpls():  # the users' hooks, last, on JSON
             data = report.to_json()
-            self.config.hook.pytest_tooleffect_modifyreport(report=data, records=[r.to_json() for r in self.records],
+            self.config.hook.pytest_tooleffect_modifyreport(report=data, records=self.records.to_json(),
                                                             config=self.config)
             report = Report.model_validate(data)  # the report's sections in model order, then the hooks' keys
         # invalid cases' messages, provider messages and hooks' additions redacted too
@@ -315,7 +314,7 @@ class RunTally:
         if not report.failed:
             return
         record = getattr(report, wire.REPORT_RECORD, None)
-        outcome = record.get("outcome") if isinstance(record, Mapping) else None
+        outcome = json.loads(record).get("outcome") if isinstance(record, str) else None
         if outcome == "scored" and report.when == "call":
             self.decision_failures += 1
         elif outcome == "error":

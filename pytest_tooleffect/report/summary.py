@@ -58,6 +58,7 @@ from pytest_tooleffect.report.model import (
     Spend,
 )
 from pytest_tooleffect.report.parts import PerClass
+from pytest_tooleffect.report.rows import Row, VerdictRow
 from pytest_tooleffect.report.run_model import (
     InvalidCase,
     InvalidFamily,
@@ -65,13 +66,11 @@ from pytest_tooleffect.report.run_model import (
     SkippedItems,
     UnrecordedItems,
 )
-from pytest_tooleffect.scoring.outcome import expected_failure
-from pytest_tooleffect.scoring.record import EffectRecord, Record, VerdictRecord
+from pytest_tooleffect.scoring.record import EffectRecord, Record
 
 __all__ = ["CONVENTIONS", "summarise"]
 
 Level = Literal["name", "name_args"]
-Row = Record
 Entry = Mapping[str, Any]  # an invalid case's, a skipped item's or an unrecorded item's entry (as the wire carries it)
 
 CONVENTIONS = {
@@ -104,7 +103,9 @@ def summarise(records: Iterable[Record | Mapping[str, Any]], families: Mapping[s
 
     Args:
         records: the records (a record's JSON object, as a log holds it, is read as a :class:`Record`);
-            ``outcome`` ``"scored"`` or ``"error"``.
+            ``outcome`` ``"scored"`` or ``"error"``.  Read once, one at a time: what the counting
+            keeps of each is its :class:`~.rows.Row`, so a lazy sequence
+            (:class:`~.store.RecordStore`) never has every record made at once.
         families: per-family metadata (``quota``, ``population``, ``production``) by family name.
         status: ``complete`` (the run ended), ``interrupted``, or ``incomplete`` (merged shards lack one).
         invalid: the cases that failed validation, ``{family, file, case_id, problems}`` each
@@ -133,8 +134,8 @@ def summarise(records: Iterable[Record | Mapping[str, Any]], families: Mapping[s
     families = families or {}
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     errs: dict[tuple[str, str], list[Row]] = defaultdict(list)
-    for rec in records:
-        r = rec if isinstance(rec, Record) else Record.model_validate(rec)
+    for rec in records:  # each record read once, and only its row kept (:mod:`.rows`)
+        r = Row.of(rec if isinstance(rec, Record) else Record.model_validate(rec))
         key = (r.family, r.policy)
         (groups if r.outcome == "scored" else errs)[key].append(r)
         groups.setdefault(key, groups.get(key, []))
@@ -215,7 +216,7 @@ def _rate_limiter(errors: Sequence[Row]) -> RateLimiterFailures | None:
     return RateLimiterFailures(decisions=len(rows), blocks=dict(blocks.most_common()), first=rows[0].error.message)
 
 
-def _verdict(r: Row) -> VerdictRecord:
+def _verdict(r: Row) -> VerdictRow:
     """A scored row's verdict."""
     assert r.verdict is not None, r.id
     return r.verdict
@@ -314,9 +315,8 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         for path in v.unruled:
             unruled[path] += 1
         if v.kind == "right_tool_wrong_args":
-            for f in v.fields:
-                if not f.ok:
-                    arg_fail[re.sub(r"\[\d+\]", "", f.path)] += 1
+            for path in v.failed_fields:
+                arg_fail[re.sub(r"\[\d+\]", "", path)] += 1
     nt_fail: Counter[str] = Counter(r.no_tool_failure or "other" for r in recs
                                     if r.label_class == "no_tool" and _failed(r))
     made_up = [r for r in recs if _verdict(r).hallucinated]
@@ -326,7 +326,7 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         policy=policy,
         n_scored=len(recs),
         n_errors=len(errors),
-        n_xfail=sum(1 for r in recs if expected_failure(r)),
+        n_xfail=sum(1 for r in recs if r.expected_failure),
         classes=PerClass[ClassRates](**classes),
         micro=_average(name_t, args_t, "micro"),
         macro=_average(name_t, args_t, "macro"),
@@ -481,15 +481,15 @@ def _conversations(recs: Sequence[Row]) -> ConversationSummary | None:
     played = [(r, r.conversation) for r in recs if r.conversation is not None]
     if not played:
         return None
-    traces = {r.source.trace_id for r, _ in played}
-    forced = [r for r in recs if r.verdict is not None and r.source.trace_id in traces]
+    traces = {r.trace_id for r, _ in played}
+    forced = [r for r in recs if r.verdict is not None and r.trace_id in traces]
 
     def right(r: Row) -> bool:
         return _correct(r, "name_args") and (r.effect is None or r.effect.passed)
 
     by_turn: dict[tuple[Any, Any], bool] = {}
     for r in forced:
-        key = (r.source.trace_id, r.source.position)
+        key = (r.trace_id, r.position)
         by_turn[key] = by_turn.get(key, True) and right(r)
     passed = sum(1 for _, c in played if c.passed)
     ok = sum(1 for r in forced if right(r))

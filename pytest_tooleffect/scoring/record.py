@@ -460,6 +460,15 @@ class Record(_Part):
         """
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
+    def to_json_text(self) -> str:
+        """:meth:`to_json`'s object as compact JSON text (what a test report carries to the controller:
+        about half the memory of the object, and no object for the garbage collector to walk).
+
+        Returns:
+            One JSON object, on one line.
+        """
+        return self.model_dump_json(by_alias=True, exclude_unset=True)
+
 
 def record_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a record, generated from :class:`Record`.

@@ -82,7 +82,8 @@ class Scorer:
                error: Failure | None = None, extra: Mapping[str, Any] | None = None) -> Record:
         """Make the item's one record, pass it through the plugin's record sections
         (:mod:`~pytest_tooleffect.scoring.sections`), then the users' ``pytest_tooleffect_modify_record``,
-        and keep it.
+        and keep it on the item (``item.stash[record_key]``) until its teardown report: its setup or call
+        report carries the record's JSON object on, and a run of 50,000 items holds none of them.
 
         Args:
             item: the case item.
@@ -188,7 +189,7 @@ class Scorer:
         if isinstance(item, (CaseItem, InvalidCaseItem)):  # what a model, a provider or a case file wrote
             _shown_report(report, lines=isinstance(item, InvalidCaseItem))
         if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, wire.REPORT_RECORD):
-            setattr(report, wire.REPORT_RECORD, item.stash[record_key].to_json())
+            setattr(report, wire.REPORT_RECORD, item.stash[record_key].to_json_text())
             assert isinstance(item, CaseItem)
             if item.family.name not in self._families_sent:  # the controller reports without reading family files
                 self._families_sent.add(item.family.name)
@@ -197,6 +198,8 @@ class Scorer:
             if item.policy.name not in self._policies_sent:  # its parameters, for the report's run section
                 self._policies_sent.add(item.policy.name)
                 setattr(report, wire.REPORT_POLICY, {"name": item.policy.name, "params": policy_params(item.policy)})
+        if call.when == "teardown" and record_key in item.stash:  # its reports carry it: the item lets it go
+            del item.stash[record_key]
         return report
 
     @pytest.hookimpl(optionalhook=True)
