@@ -128,7 +128,7 @@ def test_a_report_from_record_logs_has_the_judge_section_a_run_has(tmp_path: Pat
     assert lines == []
     from pytest_tooleffect.formats import Case
     from pytest_tooleffect.oracle import parse_emission, score
-    from pytest_tooleffect.scoring.record import build_record
+    from pytest_tooleffect.scoring.build import build_record
 
     case = Case.model_validate({"id": "c1", "placement": {"step": 0, "run_length": 1, "bucket": "first"},
                                 "messages": [{"role": "user", "content": "hi"}], "source": "authored",

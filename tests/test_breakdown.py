@@ -14,7 +14,8 @@ from pytest_tooleffect.formats import Case, Label
 from pytest_tooleffect.oracle import CompareContext, score
 from pytest_tooleffect.report import summarise
 from pytest_tooleffect.report.model import NoToolFailures
-from pytest_tooleffect.scoring.record import NO_TOOL_BUCKETS, build_record
+from pytest_tooleffect.scoring.build import build_record
+from pytest_tooleffect.scoring.no_tool import NO_TOOL_BUCKETS
 from tests.conftest import REPO
 
 FAMILIES = sorted(p.parent for p in (REPO / "cases").glob("*/family.yaml"))

@@ -22,7 +22,9 @@ from pytest_tooleffect.formats import Case, Label, ToolSpec
 from pytest_tooleffect.oracle import CompareContext, Verdict, parse_emission, score
 from pytest_tooleffect.report import Report, dumps, render_terminal, report_schema, summarise
 from pytest_tooleffect.report.record_log import load_records
-from pytest_tooleffect.scoring.record import Record, build_record, record_schema, reply_due
+from pytest_tooleffect.scoring.build import build_record
+from pytest_tooleffect.scoring.no_tool import reply_due
+from pytest_tooleffect.scoring.record import Record, record_schema
 from tests.conftest import REPO
 
 # the first shipped airline state's label asks its reply for a kind: reply_due follows no_tool_failure

@@ -184,7 +184,7 @@ class ReplyDue(Part):
 
 class NoToolFailures(Closed):
     """Failed rows of the no-tool class (at any level), each in exactly one bucket; they sum to the
-    class's failures (``pytest_tooleffect.scoring.record.no_tool_failure`` sorts them, first match wins).
+    class's failures (``pytest_tooleffect.scoring.no_tool.no_tool_failure`` sorts them, first match wins).
     """
 
     redundant_read: Count

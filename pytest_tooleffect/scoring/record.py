@@ -1,14 +1,14 @@
-"""Per-sample records: the typed :class:`Record` and the one function that makes one.
+"""Per-sample records: the typed :class:`Record` (made in one place, :mod:`.build`).
 
 A record is one JSON object per item (one case × policy × trial): a scored decision, or an error
 that is not the agent's decision (provider, agent, sandbox, oracle).  Its keys, in order, are the
 fields of :class:`Record`; the optional ones (the live turn's, the judge's, the sandbox's) are
 present only when the run produced them, and keys a ``pytest_tooleffect_modify_record`` hook adds
-are kept.  :func:`build_record` is the one place a record is made; a record stays a :class:`Record`
-until it is written (the record log, the xdist wire, pytest-json-report's metadata), where
-:meth:`Record.to_json` makes its JSON object.  :func:`record_schema` is its JSON Schema
-(``tooleffect schema record``).  The log they are written to and read back from is
-:mod:`.record_log`'s.
+are kept.  :func:`~pytest_tooleffect.scoring.build.build_record` is the one place a record is
+made; a record stays a :class:`Record` until it is written (the record log, the xdist wire,
+pytest-json-report's metadata), where :meth:`Record.to_json` makes its JSON object.
+:func:`record_schema` is its JSON Schema (``tooleffect schema record``).  The log they are
+written to and read back from is :mod:`.record_log`'s.
 """
 
 from __future__ import annotations
@@ -16,15 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from pytest_tooleffect.collect.cases import label_hash
-from pytest_tooleffect.collect.ids import record_id
-from pytest_tooleffect.formats import Action, Case, ToolSpec
 from pytest_tooleffect.options import MAX_SHARDS
-from pytest_tooleffect.oracle import Verdict
-from pytest_tooleffect.util.bounds import bounded, bounded_cost
-from pytest_tooleffect.util.redaction import redact
+from pytest_tooleffect.util.bounds import bounded_cost
 
 __all__ = [
     "MALFORMED_RAW_LIMIT",
@@ -35,12 +30,8 @@ __all__ = [
     "Record",
     "SelectionRecord",
     "ShardRecord",
-    "build_record",
     "first_problem",
-    "NO_TOOL_BUCKETS",
-    "no_tool_failure",
     "record_schema",
-    "verdict_fields",
 ]
 
 RECORD_VERSION = 1
@@ -478,192 +469,6 @@ def record_schema() -> dict[str, Any]:
     """
     schema = Record.model_json_schema(mode="serialization", by_alias=True)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
-
-
-NO_TOOL_BUCKETS = ("redundant_read", "unwanted_write", "forbidden", "should_have_asked", "tool_not_offered",
-                   "wrong_reply", "other")
-
-
-def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec],
-                    effect_failed: bool = False) -> str | None:
-    """Sort a failed decision of the no-tool class into exactly one bucket (DESIGN.md scoring rule 7).
-
-    A decision of the no-tool class fails when its kind is not ``ok``/``ok_no_tool`` (the name or
-    the name + args level) or, for a world case, its effect failed.  The buckets, first match wins:
-
-    1. ``forbidden``: the kind is ``forbidden``;
-    2. ``tool_not_offered``: some call names a tool not offered at the state (a hallucinated tool);
-    3. ``should_have_asked``: the kind is ``wrong_reply`` and the null action asked for
-       ``reply: ask`` or ``refuse``, which the reply did not do;
-    4. ``wrong_reply``: any other ``wrong_reply`` (a wrong reply kind for ``answer``, or a
-       ``must``/``must_not`` criterion failed);
-    5. ``redundant_read``: a tool was called (whatever the kind) and every called tool declares
-       ``readOnlyHint``;
-    6. ``unwanted_write``: a tool was called and some called tool does not;
-    7. ``other``: the rest (a call without a name; an effect failure after an acceptable decision).
-
-    Args:
-        case: the case (its label gives the class).
-        verdict: the oracle's verdict on the decision.
-        tools: the tools offered, by name (their ``readOnlyHint``).
-        effect_failed: the decision's effect verdict failed.
-
-    Returns:
-        One of :data:`NO_TOOL_BUCKETS`; ``None`` when the case is not in the no-tool class or the
-        decision passed.
-    """
-    if case.label is None or case.label.label_class != "no_tool" or (verdict.passed and not effect_failed):
-        return None
-    if verdict.kind == "forbidden":
-        return "forbidden"
-    if verdict.hallucinated:
-        return "tool_not_offered"
-    if verdict.kind == "wrong_reply":
-        reply = verdict.reply
-        if reply is not None and reply.reply in ("ask", "refuse") and reply.kind_ok is False:
-            return "should_have_asked"
-        return "wrong_reply"
-    called = [e["tool"] for e in verdict.emitted if e.get("tool")]
-    if called and not verdict.passed:
-        if all(n in tools and tools[n].read_only for n in called):
-            return "redundant_read"
-        return "unwanted_write"
-    return "other"
-
-
-#: turns any value into JSON values (used to check a record before it is validated)
-_JSON_VALUES: TypeAdapter[Any] = TypeAdapter(Any)
-
-
-def build_record(
-    *,
-    family: str,
-    case: Case,
-    policy: str,
-    tools: Mapping[str, ToolSpec],
-    repeats: int = 1,
-    verdict: Verdict | None = None,
-    error: Mapping[str, Any] | None = None,
-    cost: Mapping[str, Any] | None = None,
-    extra: Mapping[str, Any] | None = None,
-    label_digest: str | None = None,
-) -> Record:
-    """Make one item's record: scored (give ``verdict``) or an error (give ``error``).
-
-    Args:
-        family: the family's name.
-        case: the case (labelled).
-        policy: the policy's name.
-        tools: the tools offered, by name.
-        repeats: trials per case in the run (the id carries the trial when it is above 1).
-        verdict: the oracle's verdict, for a scored record.
-        error: ``{type, message}`` (and ``traceback`` for an agent's exception), for an error record.
-        cost: ``input_tokens``, ``output_tokens``, ``latency_ms`` (ms), ``cost_usd`` (USD); a key
-            left out is unknown (``null``).
-        extra: the record's further fields (:class:`Record` from ``model`` on): ``model`` and
-            ``trial`` (the id's trial, default 1), the turn's, the judge's, the sandbox's.  Keys
-            not left out are written, in field order.
-        label_digest: :func:`~pytest_tooleffect.collect.cases.label_hash` of the case's label when the
-            caller has it already (computed once per case at collection); else computed here.
-
-    Returns:
-        The record; :meth:`Record.to_json` is its JSON object (keys not given left out).
-
-    Raises:
-        ValueError: the case has no label; both or neither of ``verdict`` and ``error`` given;
-            a field of the wrong type.
-    """
-    if case.label is None:
-        raise ValueError(f"case {case.id} has no label: an unlabelled case has no record")
-    if (verdict is None) == (error is None):
-        raise ValueError("a record is either scored (verdict) or an error (error): give exactly one")
-    extra = extra or {}
-    raw: dict[str, Any] = {
-        "version": RECORD_VERSION,
-        "id": record_id(family, case.id, policy, extra.get("trial", 1), repeats),
-        "family": family,
-        "case_id": case.id,
-        "policy": policy,
-        "outcome": "scored" if verdict is not None else "error",
-        "class": case.label.label_class,
-        "bucket": case.placement.bucket,
-        "step": case.placement.step,
-        "run_length": case.placement.run_length,
-        "xfail": bool(case.xfail),
-        "label_hash": label_digest or label_hash(case.label),
-        "verdict": verdict_fields(verdict) if verdict is not None else None,
-        "no_tool_failure": no_tool_failure(case, verdict, tools, _effect_failed(extra)) if verdict is not None
-        else None,
-        "cost": {**UNKNOWN_COST, **(cost or {})},
-        "error": dict(error) if error else None,
-        "source": case.source.model_dump(exclude_none=True),
-        **extra,
-    }
-    due = reply_due(case)
-    if due is not None:
-        raw["reply_due"] = due
-    if isinstance(raw.get("steps"), list):  # the sandboxed steps' texts, bounded as the decision's is
-        raw["steps"] = [{**s, "text": _reply_text(s["text"])}
-                        if isinstance(s, Mapping) and isinstance(s.get("text"), str) else s for s in raw["steps"]]
-    # records cross process boundaries (xdist) and land in JSON files: JSON values only (a value
-    # JSON has no form for is written as its str(), as json.dumps(default=str) would)
-    try:
-        record = Record.model_validate(_JSON_VALUES.dump_python(raw, mode="json", fallback=str))
-    except ValidationError as exc:
-        raise ValueError(f"record {raw['id']}: {first_problem(exc)}") from exc
-    return record
-
-
-def verdict_fields(verdict: Verdict) -> dict[str, Any]:
-    """The record's ``verdict``: the oracle's (:meth:`Verdict.to_dict`) with the turn's text and the
-    malformed calls' raw text, each redacted and bounded (:data:`REPLY_TEXT_LIMIT`,
-    :data:`MALFORMED_RAW_LIMIT`).
-
-    Args:
-        verdict: the oracle's verdict (its emission holds the text).
-
-    Returns:
-        The verdict as a record's JSON object holds it.
-    """
-    out = verdict.to_dict()
-    emission = verdict.emission
-    out["reply_text"] = None if emission.text is None else _reply_text(emission.text)
-    raws = list(emission.malformed_raw[:len(emission.malformed)])
-    raws += [""] * (len(emission.malformed) - len(raws))  # an emission made without them
-    kept, left = [], REPLY_TEXT_LIMIT
-    for raw in raws:
-        clean = redact(raw)
-        limit = min(MALFORMED_RAW_LIMIT, left)
-        kept.append(bounded(clean, limit))
-        left -= min(len(clean), limit)
-    out["malformed_raw"] = kept
-    return out
-
-
-def _reply_text(text: str) -> str:
-    """A turn's text as a record keeps it: known secrets redacted, then cut at :data:`REPLY_TEXT_LIMIT`."""
-    return bounded(redact(text), REPLY_TEXT_LIMIT)
-
-
-def reply_due(case: Case) -> str | None:
-    """The reply kind the label's first ``tool: null`` action that asks one asks for (``None``: none asked).
-
-    With several null actions asking different kinds (``ask`` or ``refuse``, say) this is the
-    first in label order whatever the reply did, so that a case stays in one ``reply_due`` group
-    of the report across policies and trials; the verdict's ``matched`` names the null action
-    the reply met (or came closest to).
-    """
-    assert case.label is not None
-    for alt in case.label.valid_actions:
-        if isinstance(alt, Action) and alt.tool is None and alt.reply is not None:
-            return alt.reply
-    return None
-
-
-def _effect_failed(extra: Mapping[str, Any]) -> bool:
-    """The record's effect verdict (a world case) failed."""
-    effect = extra.get("effect")
-    return isinstance(effect, Mapping) and effect.get("passed") is False
 
 
 def first_problem(exc: ValidationError) -> str:

@@ -21,7 +21,8 @@ from pytest_tooleffect.decide.sandbox_run import judge_effect
 from pytest_tooleffect.formats import Label, policy_params
 from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, score
 from pytest_tooleffect.outcomes import DecisionFailed, Failure, NotScored
-from pytest_tooleffect.scoring.record import Record, build_record
+from pytest_tooleffect.scoring.build import build_record
+from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.scoring.sections import record_sections_key
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.bounds import bounded, one_line

@@ -25,7 +25,7 @@ class RecordSection(Protocol):
         """Write its part of ``record`` (in place).
 
         Args:
-            record: the item's record, as made by :func:`~pytest_tooleffect.scoring.record.build_record`.
+            record: the item's record, as made by :func:`~pytest_tooleffect.scoring.build.build_record`.
             item: the case item it was made for.
         """
 
