@@ -304,3 +304,35 @@ def test_the_action_and_a_workflow_using_it_pass_actionlint(tmp_path: Path) -> N
     misspelt.write_text(EXAMPLE.read_text().replace("          baseline: ", "          baselines: "))
     done = subprocess.run([*lint, str(misspelt)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and 'input "baselines" is not defined in action "pytest-tooleffect gate"' in done.stdout
+
+
+def test_the_example_workflow_installs_what_a_user_s_repository_needs_without_it_being_a_package(
+        tmp_path: Path) -> None:
+    """The quickstart's repository has no ``[project]`` table: the install step pip-installs a
+    ``requirements.txt`` if there is one and nothing else; ``-n`` in the args comes with the xdist extra.
+    A stand-in ``python`` on PATH records the calls."""
+    workflow = yaml.safe_load(EXAMPLE.read_text())
+    steps = workflow["jobs"]["gate"]["steps"]
+    install = next(s for s in steps if s.get("name") == "Install your agent's own dependencies")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    calls = tmp_path / "calls"
+    (bindir / "python").write_text(f'#!/usr/bin/env bash\nprintf "%s\\n" "$*" >> {calls}\n')
+    (bindir / "python").chmod(0o755)
+    script = tmp_path / "install.sh"
+    script.write_text(install["run"])
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "pyproject.toml").write_text('[tool.pytest.ini_options]\npythonpath = ["."]\n')
+    for requirements, expected in ((None, []), ("openai>=1.0\n", ["-m pip install -r requirements.txt"])):
+        calls.write_text("")
+        if requirements:
+            (repo / "requirements.txt").write_text(requirements)
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-o", "pipefail", str(script)], cwd=repo,
+                              env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert calls.read_text().splitlines() == expected
+    gate = next(s for s in steps if "tooleffect" in str(s.get("uses", "")))
+    if "-n" in gate["with"]["args"].split():
+        assert "xdist" in [e.strip() for e in gate["with"]["extras"].split(",")]
