@@ -188,3 +188,18 @@ def test_every_section_of_the_old_readme_has_a_page() -> None:
     for heading, page in OLD_README_SECTIONS.items():
         text = (DOCS / page).read_text(encoding="utf-8")
         assert re.search(rf"^#+ {re.escape(heading)}$", text, re.M), f"{heading!r} is not a heading of docs/{page}"
+
+
+def test_every_workflow_shown_pins_one_major_version_of_each_github_action() -> None:
+    """The docs, the README, the examples and the repository's own workflows use ``actions/X`` at
+    one version each, so a user copying two of them gets no mix of old and current majors."""
+    files = [REPO / "README.md", REPO / "action.yml", *DOCS.rglob("*.md"), *(REPO / "examples").rglob("*.y*ml"),
+             *(REPO / ".github").rglob("*.y*ml")]
+    refs: dict[str, set[str]] = {}
+    for path in files:
+        if "pending" in path.parts:
+            continue
+        for action, ref in re.findall(r"\b(actions/[\w-]+)@([\w.]+)", path.read_text(encoding="utf-8")):
+            refs.setdefault(action, set()).add(ref)
+    assert {"actions/checkout", "actions/setup-python"} <= set(refs)
+    assert {action: sorted(r) for action, r in refs.items() if len(r) > 1} == {}
