@@ -486,7 +486,12 @@ def test_the_quickstart_is_files_commands_and_their_output() -> None:
             "pyproject.toml"} == set(files)
     commands = [line for kind, _, line in steps if kind == "sh"]
     assert commands[:3] == ["python3 -m venv .venv", ". .venv/bin/activate", "pip install pytest-tooleffect"]
-    assert any("--tooleffect-baseline" in c and "--tooleffect-html" in c for c in commands)
+    assert any("--tooleffect-html" in c for c in commands)
+    # the baseline is the ini key of the pyproject that adds the gates: plain `pytest cases/` is gated by it
+    gated = [text for kind, path, text in steps if kind == "file" and path == "pyproject.toml"][-1]
+    ini = tomllib.loads(gated)["tool"]["pytest"]["ini_options"]
+    assert ini["tooleffect_baseline"] == "tooleffect-baseline.json" and "gates" in tomllib.loads(gated)["tool"]["tooleffect"]
+    assert not [c for c in commands if "--tooleffect-baseline" in c]
     assert [kind for kind, _, _ in steps][-1] == "text"  # what the worse agent's run says
 
 
@@ -529,6 +534,6 @@ def test_the_readme_quickstart_runs_word_for_word(dist: Path, tmp_path: Path) ->
             assert done.returncode == 0, f"{line!r} exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
     assert (folder / ".venv" / "bin" / "tooleffect").is_file()  # the command came from the wheel, in the venv
     gated = next(done for line, done in runs if "--tooleffect-html" in line)
-    assert "tooleffect gates: 4 passed, 0 failed" in gated.stdout, gated.stdout[-3000:]
+    assert "tooleffect gates: 4 passed, 0 failed, 0 not judged" in gated.stdout, gated.stdout[-3000:]
     assert "<html" in (folder / "reports" / "tooleffect.html").read_text(encoding="utf-8")[:500].lower()
     assert "regression support/refund-asked[my-agent]: ok_no_tool → forbidden" in worse[0][1].stdout
