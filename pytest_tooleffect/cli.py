@@ -95,7 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--tools", help="a JSON list of tool specs for the family (else the traces' own)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--force", action="store_true",
-                   help="replace a case file that holds labels (a timestamped .bak copy of it is kept)")
+                   help="replace a case file that holds labels (a timestamped .bak copy of it is kept), or rewrite "
+                        "a family.yaml sample did not write (hand-authored, another command's)")
     p.set_defaults(func=cmd_sample)
     p = sub.add_parser("label", help="export states for labelling, or import labels into a case file")
     p.add_argument("action", choices=["export", "import"])

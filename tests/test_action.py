@@ -240,7 +240,7 @@ def test_the_action_gates_on_the_baseline_and_writes_the_summary_whatever_the_ga
 def test_the_action_runs_the_policy_it_is_given_and_says_when_the_run_wrote_no_summary(tmp_path: Path) -> None:
     repo = _repository(tmp_path / "repo")
     (repo / "reports").mkdir()
-    (repo / "reports" / "tooleffect-summary.md").write_text("## an old run's summary\n")
+    (repo / "reports" / "tooleffect-summary.md").write_text("## tooleffect: gates passed (exit 0)\n\nan old run\n")
     replay = run_action(repo, HERE | {"policy": "replay\nmine"})  # a block scalar: a name a line
     assert replay.status == 1  # no baseline: the regression gate cannot judge
     assert "--tooleffect-policy replay --tooleffect-policy mine" in replay.step("gate").stdout
@@ -261,6 +261,55 @@ def test_the_action_runs_the_policy_it_is_given_and_says_when_the_run_wrote_no_s
     assert bad.status == 4 and "args: No closing quotation: cases/ 'unclosed" in bad.step("gate").stderr
     own = run_action(repo, HERE | {"args": "cases/ --tooleffect-summary-md=x.md"})
     assert own.status == 4 and "--tooleffect-summary-md is the action's own" in own.step("gate").stdout
+
+
+def _commands(stdout: str) -> list[str]:
+    """The workflow commands the runner acts on in a step's output: lines starting ``::``, those
+    between ``::stop-commands::TOKEN`` and ``::TOKEN::`` left out as the runner leaves them."""
+    out: list[str] = []
+    stopped = None
+    for line in stdout.splitlines():
+        if stopped is not None:
+            stopped = None if line == f"::{stopped}::" else stopped
+        elif line.startswith("::stop-commands::"):
+            stopped = line.removeprefix("::stop-commands::")
+        elif line.startswith("::"):
+            out.append(line)
+    return out
+
+
+@pytest.mark.subprocess
+def test_the_action_never_deletes_a_summary_path_that_is_not_its_own_summary(tmp_path: Path) -> None:
+    """``summary: pyproject.toml`` (or the baseline) was deleted before pytest ran: now refused, kept."""
+    repo = _repository(tmp_path / "repo")
+    pyproject = (repo / "pyproject.toml").read_text()
+    run = run_action(repo, HERE | {"summary": "pyproject.toml"})
+    assert run.status == 4 and run.outputs == {"exit-code": "", "summary": ""}
+    assert ("::error title=pytest-tooleffect::summary: pyproject.toml exists and is not a tooleffect summary (its "
+            "first line is not '## tooleffect'): left as it is; give the summary input a path of its own") in \
+        run.step("gate").stdout
+    assert (repo / "pyproject.toml").read_text() == pyproject
+    # its own summary of an earlier run is replaced by this run's, in the folder the input names
+    (repo / "out").mkdir()
+    (repo / "out" / "s.md").write_text("## tooleffect: gates passed (exit 0)\n\nan earlier run\n")
+    again = run_action(repo, HERE | {"summary": "out/s.md"})
+    assert again.outputs["summary"] == "out/s.md" and "an earlier run" not in again.summary
+    assert (repo / "out" / "s.md").read_text() == again.summary and "### mini · mine" in again.summary
+
+
+@pytest.mark.subprocess
+def test_an_argument_s_newline_forges_no_workflow_command(tmp_path: Path) -> None:
+    """``args`` with a quoted newline before ``::warning …`` printed it at the start of a log line."""
+    repo = _repository(tmp_path / "repo")
+    forged = "cases/ 'x\n::warning title=forged::owned'"
+    run = run_action(repo, HERE | {"args": forged})
+    gate = run.step("gate")
+    assert "running: " in gate.stdout and "$'x\\n::warning title=forged::owned'" in gate.stdout
+    assert not [c for c in _commands(gate.stdout) if "forged" in c], gate.stdout
+    unclosed = run_action(repo, HERE | {"args": "cases/ 'x\n::warning title=forged::owned"})
+    assert unclosed.status == 4
+    assert "::error title=pytest-tooleffect::args: No closing quotation: cases/ 'x%0A::warning title=forged::owned" \
+        in unclosed.step("gate").stderr.splitlines()
 
 
 def test_the_install_step_installs_the_action_s_checkout_or_the_version_asked_for(tmp_path: Path) -> None:

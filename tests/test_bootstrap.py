@@ -88,3 +88,30 @@ def test_baseline_init_writes_nothing_when_the_run_scored_nothing(pytester: pyte
     init.stderr.fnmatch_lines(["tooleffect baseline init: the run ended with pytest's status 5 (nothing was scored "
                                "or collected): no baseline written"])
     assert not Path(pytester.path / "tooleffect-baseline.json").exists()
+
+
+@pytest.mark.parametrize("flag", ["--help", "--version"])
+def test_baseline_init_never_takes_an_earlier_runs_log(pytester: pytest.Pytester, flag: str) -> None:
+    """``-- --help`` exits 0 without a session: the log there is an earlier run's, not this one's."""
+    write_demo(pytester.path)
+    earlier = pytester.runpytest("cases/", "-p", "no:cacheprovider")
+    log = pytester.path / "reports" / "tooleffect-records.jsonl"
+    assert earlier.ret in (0, 1) and log.is_file()
+    before = log.read_bytes()
+    init = _tooleffect(pytester, "baseline", "init", "--force", "--out", "b.json", "--", flag)
+    assert init.ret == 1
+    init.stderr.fnmatch_lines(["tooleffect baseline init: the run made no test session (pytest printed its help or "
+                               "version?) and recorded nothing: no baseline written (the earlier "
+                               "reports/tooleffect-records.jsonl is left as it was)"])
+    assert not (pytester.path / "b.json").exists()
+    assert log.read_bytes() == before and [p.name for p in log.parent.iterdir()] == [log.name]
+
+
+def test_baseline_init_refuses_a_run_cut_short(pytester: pytest.Pytester) -> None:
+    """``-x`` stops at the first failure: the items after it would be missing from the baseline."""
+    write_demo(pytester.path)
+    init = _tooleffect(pytester, "baseline", "init", "--", "cases/", "-p", "no:cacheprovider", "-x")
+    assert init.ret == 1
+    init.stderr.fnmatch_lines(["tooleffect baseline init: the run was cut short (stopping after 1 failures): the "
+                               "items after the stop have no record*"])
+    assert not (pytester.path / "tooleffect-baseline.json").exists()

@@ -178,6 +178,28 @@ def test_sample_refuses_to_overwrite_labels_unless_forced_then_keeps_a_backup(
     assert "label" not in (fam / "cases.jsonl").read_text()
 
 
+def test_sample_refuses_a_family_it_did_not_write_unless_forced(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """A hand-written family.yaml (its comments, no quota) is not sample's to rewrite; its own is."""
+    from tests.conftest import REPO
+
+    trace = str(REPO / "examples" / "traces" / "openai-chat.jsonl")
+    fam = tmp_path / "support"
+    fam.mkdir()
+    hand = "# the support desk, by hand\nname: support\ntools: []\n"
+    (fam / "family.yaml").write_text(hand)
+    assert main(["sample", trace, "--out", str(fam), "--seed", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"--out {fam}: holds a family whose family.yaml was not written by `tooleffect sample`" in err
+    assert "--force" in err and "Traceback" not in err
+    assert (fam / "family.yaml").read_text() == hand and not (fam / "cases.jsonl").exists()
+    own = tmp_path / "own"
+    assert main(["sample", trace, "--out", str(own), "--seed", "1"]) == 0
+    assert main(["sample", trace, "--out", str(own), "--seed", "2"]) == 0  # its own family: rewritten in place
+    assert main(["sample", trace, "--out", str(fam), "--seed", "1", "--force"]) == 0
+    assert "quota" in (fam / "family.yaml").read_text()
+
+
 def test_baseline_save_refuses_to_overwrite_its_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "records.jsonl"
     log.write_text('{"id": "x"}\n')

@@ -9,7 +9,10 @@ prints what to commit and the command line CI then runs.  ``--from LOG`` takes t
 a run already made instead.
 
 It refuses to replace a baseline (``--force`` says to), a run that did not complete (interrupted,
-a usage or internal error, nothing collected, nothing scored) and a log of no record; a run that
+a usage or internal error, nothing collected, nothing scored, no test session made as with
+``--help``, a session cut short by ``-x``/``--maxfail``) and a log of no record.  The log read is
+always the one the run wrote: an earlier log is moved aside for the run and put back when the run
+wrote none; a run that
 scored decisions but left some out (skipped, invalid, errors) gives a baseline all the same and
 names what it lacks, since those decisions count as ``new`` (or ``not_compared``) against it.
 """
@@ -17,9 +20,12 @@ names what it lacks, since those decisions count as ``new`` (or ``not_compared``
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shlex
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 __all__ = ["cmd_baseline_init"]
@@ -70,16 +76,60 @@ def cmd_baseline_init(args: argparse.Namespace) -> int:
     else:
         log = Path(args.records)
         check_command_outputs([("--out", out), ("--records", log)])
-        command = [sys.executable, "-m", "pytest", *pytest_args, f"{OPT_RECORDS}={log}", "-o", f"{INI_BASELINE}="]
+        command = [sys.executable, "-m", "pytest", *pytest_args, f"{OPT_RECORDS}={log}", "-o", f"{INI_BASELINE}=",
+                   "-p", "pytest_tooleffect.commands.run_watch"]
         print(f"tooleffect baseline init: running {shlex.join(['pytest', *pytest_args])} (no baseline; record log "
               f"{log})", flush=True)
-        status = subprocess.run(command, check=False).returncode
-        if status not in _RUN_DONE:
-            what = ("nothing was scored or collected" if status == 5 else "interrupted" if status == 2
-                    else "a usage error" if status == 4 else "an internal error" if status == 3 else "it failed")
-            _say(f"the run ended with pytest's status {status} ({what}): no baseline written")
+        refused = _run(command, log)
+        if refused is not None:
+            _say(refused)
             return 1
     return _write(log, out, pytest_args, given=bool(args.from_log))
+
+
+def _run(command: list[str], log: Path) -> str | None:
+    """Run ``command`` with ``log`` moved aside, so that the log read afterwards is the one this run
+    wrote; put the earlier log back when the run wrote none.
+
+    Returns:
+        ``None`` when the run completed and wrote ``log``; else the one line saying why no baseline
+        is written (pytest's status, no session made, the session cut short, no record written).
+    """
+    from pytest_tooleffect.commands.run_watch import WATCH_ENV
+
+    aside = log.with_name(f".{log.name}.before-init-{os.getpid()}")
+    earlier = log.is_file()
+    if earlier:
+        os.replace(log, aside)
+    wrote = False
+    try:
+        with tempfile.TemporaryDirectory(prefix="tooleffect-init-") as tmp:
+            watch = Path(tmp) / "session.json"
+            status = subprocess.run(command, check=False, env={**os.environ, WATCH_ENV: str(watch)}).returncode
+            wrote = log.is_file() and log.stat().st_size > 0
+            finished = json.loads(watch.read_text(encoding="utf-8")) if watch.is_file() else None
+    finally:
+        if earlier and not wrote:
+            os.replace(aside, log)
+        elif earlier:
+            aside.unlink(missing_ok=True)
+    if status not in _RUN_DONE:
+        what = ("nothing was scored or collected" if status == 5 else "interrupted" if status == 2
+                else "a usage error" if status == 4 else "an internal error" if status == 3 else "it failed")
+        return f"the run ended with pytest's status {status} ({what}): no baseline written"
+    if finished is None:
+        return ("the run made no test session (pytest printed its help or version?) and recorded nothing: no "
+                "baseline written" + (f" (the earlier {log} is left as it was)" if earlier else ""))
+    if finished.get("stopped"):
+        # a run cut short leaves the items after the stop out of the baseline; they would count as
+        # new in CI and never gate as regressions, so a first baseline from it is refused
+        return (f"the run was cut short ({finished['stopped']}): the items after the stop have no record, so the "
+                "baseline would not hold them; run the cases without -x/--maxfail/--stepwise, or save a partial "
+                "baseline on purpose with tooleffect baseline save LOG")
+    if not wrote:
+        return (f"the run wrote no record to {log}: no baseline written"
+                + (" (the earlier log is left as it was)" if earlier else ""))
+    return None
 
 
 def _write(log: Path, out: Path, pytest_args: list[str], given: bool) -> int:

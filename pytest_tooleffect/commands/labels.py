@@ -27,14 +27,16 @@ def cmd_sample(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when written; 2 for a count out of range, a labelled case file without ``--force``,
-        or traces that cannot be read (the reason on stderr).
+        The exit status: 0 when written; 2 for a count out of range, a labelled case file or a family
+        ``sample`` did not write (hand-authored, another command's) without ``--force``, or traces
+        that cannot be read (the reason on stderr).
     """
     import yaml
 
+    from pytest_tooleffect.collect.family import is_family_dir
     from pytest_tooleffect.collect.traces import TraceError
     from pytest_tooleffect.commands import check_command_outputs, check_output_folder
-    from pytest_tooleffect.data.sampling import sample_cases
+    from pytest_tooleffect.data.sampling import SAMPLE, sample_cases
     from pytest_tooleffect.util.input_files import read_input_text
 
     out = Path(args.out)
@@ -46,11 +48,14 @@ def cmd_sample(args: argparse.Namespace) -> int:
         return 2
     check_output_folder("--out", out, "sample writes the family's case file and family.yaml into it")
     # sample adds its case file to the family in --out and updates its family file (keys kept): those
-    # two are its own; a case file that holds labels is replaced under --force only (below)
+    # two are its own when sample wrote the family (a family it did not write, hand-authored or
+    # another command's, is rewritten under --force only); a case file that holds labels is replaced
+    # under --force only (below)
     check_command_outputs([("--out", out / "family.yaml"), ("--out/--name", out / args.name)],
                           [*(("a trace file", Path(t)) for t in args.traces),
                            ("the tools file (--tools)", Path(args.tools) if args.tools else None)], families=False,
-                          force=args.force, own=[out / "family.yaml", out / args.name])
+                          force=args.force, own=[out / "family.yaml", out / args.name],
+                          family=("--out", out, SAMPLE) if is_family_dir(out) else None)
     labelled = _labelled_cases(out / args.name)
     if labelled and not args.force:
         print(f"tooleffect sample: {out / args.name} holds {labelled} labelled cases; sampling again would replace "
@@ -91,7 +96,8 @@ def cmd_sample(args: argparse.Namespace) -> int:
         backup = out / f"{args.name}.{stamp}.bak"
         shutil.copy2(out / args.name, backup)
         print(f"tooleffect sample: {labelled} labelled cases of {out / args.name} kept in {backup}", file=sys.stderr)
-    fam_path.write_text(yaml.safe_dump(family, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    fam_path.write_text(f"# Written by `{SAMPLE}` from traces; running it again rewrites this file.\n"
+                        + yaml.safe_dump(family, sort_keys=False, allow_unicode=True), encoding="utf-8")
     with open(out / args.name, "w", encoding="utf-8") as fh:
         for c in cases:
             fh.write(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n")

@@ -17,9 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-__all__ = ["StratifiedSample", "sample_cases", "stratified_sample", "trace_tool"]
+__all__ = ["SAMPLE", "StratifiedSample", "sample_cases", "stratified_sample", "trace_tool"]
 
 T = TypeVar("T")
+
+#: the command that samples a family, as its family file names it (``written_by``)
+SAMPLE = "tooleffect sample"
 
 
 @dataclass(frozen=True)
