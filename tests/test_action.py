@@ -312,6 +312,32 @@ def test_an_argument_s_newline_forges_no_workflow_command(tmp_path: Path) -> Non
         in unclosed.step("gate").stderr.splitlines()
 
 
+QUITTER = """
+import os
+import threading
+import time
+
+
+def decide(state):
+    threading.Thread(target=os._exit, args=(0,)).start()  # from a thread of its own: no turn catches it
+    time.sleep(30)
+"""
+
+
+@pytest.mark.subprocess
+def test_the_action_fails_a_run_that_pytest_ended_with_status_0_but_no_summary(tmp_path: Path) -> None:
+    """Break-it: an agent that ends pytest's process with status 0 from a thread of its own (no
+    turn catches that) ended a gated job with exit 0, nothing judged."""
+    repo = _repository(tmp_path / "repo")
+    (repo / "mypkg" / "quit.py").write_text(QUITTER)
+    run = run_action(repo, HERE | {"agent": "quitter=mypkg.quit:decide"})
+    gate = run.step("gate")
+    assert run.status == 1 and run.outputs == {"exit-code": "1", "summary": ""}, gate.stdout + gate.stderr
+    assert ("::error title=pytest-tooleffect::pytest exited 0 but wrote no summary: the run ended before pytest "
+            "finished (an agent or plugin ended or replaced its process), so nothing was gated") in gate.stdout
+    assert run.summary.startswith("## tooleffect: no summary (pytest exit 0)\n")
+
+
 def test_the_install_step_installs_the_action_s_checkout_or_the_version_asked_for(tmp_path: Path) -> None:
     """``install: true`` (the default) runs pip with the interpreter given: the action's own
     checkout, or ``pytest-tooleffect[EXTRAS]==VERSION`` from the index.  A stand-in interpreter

@@ -96,7 +96,19 @@ def test_invalid_cases_count_in_their_bucket_and_no_family_error_is_added(pytest
     (None, {"first": 3}, {"first": 3, "q9": 1},
      ["F: population.q9: 0 (the bucket is not listed) states, but the family's case files hold 1 cases in bucket "
       "q9 (a bucket holds at least the cases drawn from it)"]),
-    ({"first": 2, "middle": 0}, {"first": 200, "middle": 2054}, {"first": 2}, []),
+    ({"first": 2, "middle": 0}, {"first": 200, "middle": 2054}, {"first": 2},
+     ["F: population.middle: 2054 states, but the family's case files hold no case in bucket middle: the "
+      "post-stratified estimate of the production rate would leave out 2054 of the 2254 states (draw cases from "
+      "the bucket, or leave it out of population to estimate over the other buckets only)"]),
+    ({"first": 2, "middle": 0}, {"first": 200, "middle": 0}, {"first": 2}, []),  # a bucket that held no state
+    # break-it: a bucket no case uses dropped half the population from the estimate, silently
+    ({"first": 3, "last": 2}, {"first": 3, "last": 2, "nowhere": 5}, {"first": 3, "last": 2},
+     ["F: population.nowhere: 5 states, but the family's case files hold no case in bucket nowhere: the "
+      "post-stratified estimate of the production rate would leave out 5 of the 10 states (draw cases from "
+      "the bucket, or leave it out of population to estimate over the other buckets only)"]),
+    ({"first": 3, "nowhere": 4}, None, {"first": 3},
+     ["F: quota.nowhere: 4, but the family's case files hold 0 cases in bucket nowhere"]),
+    ({"first": 3, "nowhere": 4}, {"first": 3}, {"first": 3}, []),  # the sampler found no state in it
     (None, None, {"first": 7}, []),
 ])
 def test_census_problems_per_bucket(quota: dict[str, int] | None, population: dict[str, int] | None,

@@ -107,6 +107,27 @@ def test_stratified_sample_keeps_quota_and_counts_population() -> None:
     assert s.items["a"] == sorted(s.items["a"])
 
 
+def test_a_bucket_the_quota_leaves_undrawn_is_left_out_of_population_and_the_family_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A population bucket with no case would leave its states out of the post-stratified estimate
+    (collection refuses that family): the sampler leaves it out of population and says so."""
+    trace = EXAMPLES / "traces" / "openai-chat.jsonl"
+    _, everything = _sample(tmp_path, "all", str(trace), "--quota", "first=99,middle=99,last=99")
+    capsys.readouterr()
+    cases, family = _sample(tmp_path, "fam", str(trace), "--quota", "first=1,last=1")
+    assert family["quota"] == {"first": 1, "last": 1}
+    assert family["population"] == {b: everything["population"][b] for b in ("first", "last")}
+    assert {c["placement"]["bucket"] for c in cases} == {"first", "last"}
+    middle = everything["population"]["middle"]
+    assert (f"tooleffect sample: no case drawn from middle ({middle} states) (not in the quota): left out of "
+            "population") in capsys.readouterr().err
+    from collections import Counter
+
+    from pytest_tooleffect.collect.census import census_problems
+    counts = Counter(c["placement"]["bucket"] for c in cases)
+    assert census_problems(Path("F"), family["quota"], family["population"], counts) == []
+
+
 @pytest.mark.parametrize(("trace", "quota"), [(EXAMPLES / "traces" / "openai-chat.jsonl", "first=2,middle=2,last=4"),
                                               (EXAMPLES / "traces" / "otel-genai.json", "first=2,middle=1,last=3"),
                                               pytest.param(TAU, "first=3,middle=3,last=3", marks=pytest.mark.shared)],

@@ -12,7 +12,14 @@ What must hold, per bucket ``b`` (a bucket missing from ``quota`` has quota 0, o
 * ``quota``: the family's case files hold exactly ``quota[b]`` cases in ``b``, or
   ``population[b]`` when the population is smaller (a sampler takes every state of a bucket that
   held fewer than its quota);
-* ``population``: the case files hold at most ``population[b]`` cases in ``b``.
+* ``population``: the case files hold at most ``population[b]`` cases in ``b``, and at least one
+  when ``population[b] > 0``: the report's post-stratified estimate of the production rate weighs
+  each bucket's rate by its population, and a bucket with states but no case has no rate, so the
+  estimate would leave its states out while its label says it covers them all (an estimate
+  over some buckets only lists only those buckets in ``population``).
+
+A ``quota`` bucket with no case is an error by the first rule, unless the population says the
+bucket held no state (a sampler found none to draw): then no state is left out of the estimate.
 
 Every case of the family's files is counted, those that fail validation too (their bucket as
 written); a duplicate id is not counted twice.  While some entry cannot be read at all (no bucket
@@ -64,8 +71,14 @@ def census_problems(family_file: Path, quota: Mapping[str, int] | None, populati
             problems.append(f"{family_file}: quota.{shown(bucket)}: {given}, but the family's case files hold {n} "
                             f"case{'s' if n != 1 else ''} in bucket {shown(bucket)}")
     if population is not None:
+        total = sum(population.values())
         for bucket in sorted(set(population) | set(counts)):
             n, pop = counts.get(bucket, 0), population.get(bucket, 0)
+            if n == 0 and pop > 0:
+                problems.append(f"{family_file}: population.{shown(bucket)}: {pop} states, but the family's case "
+                                f"files hold no case in bucket {shown(bucket)}: the post-stratified estimate of "
+                                f"the production rate would leave out {pop} of the {total} states (draw cases from "
+                                "the bucket, or leave it out of population to estimate over the other buckets only)")
             if n > pop:
                 given = f"{pop}" if bucket in population else "0 (the bucket is not listed)"
                 problems.append(f"{family_file}: population.{shown(bucket)}: {given} states, but the family's case "

@@ -86,7 +86,15 @@ def cmd_sample(args: argparse.Namespace) -> int:
               file=sys.stderr)
     family["seed"] = args.seed
     family["quota"] = dict(sample.quota)
-    family["population"] = dict(sample.population)
+    # a bucket with states but no case drawn has no rate: its states cannot be in the population the
+    # report's post-stratified estimate covers (collection refuses such a family), so it is left out
+    drawn = {b: n for b, n in sample.population.items() if sample.items.get(b)}
+    undrawn = {b: n for b, n in sample.population.items() if b not in drawn}
+    if undrawn:
+        print(f"tooleffect sample: no case drawn from {', '.join(f'{b} ({n} states)' for b, n in undrawn.items())} "
+              f"(not in the quota): left out of population, so the report's production estimate covers the "
+              f"{sum(drawn.values())} states of the other buckets only", file=sys.stderr)
+    family["population"] = drawn
     backup = None
     if labelled:
         import datetime

@@ -414,8 +414,8 @@ def call_agent(agent: Agent, state: AgentState, *, main_thread: bool = True) -> 
 
     Raises:
         AgentError: the agent raised (its traceback kept; a ``SystemExit`` or another
-            ``BaseException`` too, but not Ctrl-C; ``AgentCalledExit`` for a call of ``os._exit``:
-            :mod:`.agent_exit`), returned ``None``, bad usage
+            ``BaseException`` too, but not Ctrl-C; ``AgentCalledExit`` for a call of ``os._exit``,
+            ``os.abort`` or ``os.exec*``: :mod:`.agent_exit`), returned ``None``, bad usage
             (``AgentBadUsage``: negative, NaN or infinite tokens or cost), or a value that cannot
             be read as JSON data (``AgentReturnedUnreadable``, ``AgentReturnedTooLarge``).
     """
