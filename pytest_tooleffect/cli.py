@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from pytest_tooleffect.commands.bootstrap import cmd_baseline_init
 from pytest_tooleffect.commands.labels import (
@@ -177,6 +178,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "left out as an error (skip)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compare)
+    closed = _closed_streams()  # fd 1 or 2 closed (``>&-``): nothing to print to, the status stands
+    try:
+        return _run(parser, argv)
+    finally:
+        for stream_name, null in closed:
+            setattr(sys, stream_name, None)
+            null.close()
+
+
+def _closed_streams() -> list[tuple[str, TextIO]]:
+    """Point a ``None`` ``sys.stdout`` or ``sys.stderr`` (the command started with that descriptor
+    closed) at the null device, so what would be printed is dropped and the command's own status
+    stands.  Returns the ``(name, null file)`` pairs replaced, for :func:`main` to put back.
+    """
+    closed: list[tuple[str, TextIO]] = []
+    for stream_name in ("stdout", "stderr"):
+        if getattr(sys, stream_name) is None:
+            null = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed by main
+            setattr(sys, stream_name, null)
+            closed.append((stream_name, null))
+    return closed
+
+
+def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
     try:
