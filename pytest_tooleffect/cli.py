@@ -26,6 +26,11 @@ from pytest_tooleffect.util.input_files import pipes_read_once
 __all__ = ["MAX_COUNT", "SIGPIPE_STATUS", "main"]
 
 
+#: ``--force`` of the commands whose output is a report, a page, a baseline or labels
+OWN_FORCE_HELP = ("replace --out even when it is an existing file tooleffect did not write (without it, such a "
+                  "file is refused: a Makefile, a README, a workflow)")
+
+
 def _quota(text: str) -> dict[str, int]:
     try:
         pairs = [p.split("=", 1) for p in text.split(",") if p]
@@ -83,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("source", metavar="RECORDS|REPORT", help="a record log (JSONL) or a JSON report (tables only)")
     p.add_argument("--out", required=True, help="the HTML file to write")
     p.add_argument("--cases", default="cases", help="folder of the families (states, quota and population)")
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_html)
     p = sub.add_parser("sample", help="sample decision points from traces, stratified by position bucket")
     p.add_argument("traces", nargs="+",
@@ -104,11 +110,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", help="export: the labelling file to write; import: case file to write (default: in place)")
     p.add_argument("--labels", help="import: the filled labelling file")
     p.add_argument("--labeller", default=None, help="export: the labeller's name written into labelled_by")
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_label)
     p = sub.add_parser("merge", help="final labels from several labellers; lists what needs adjudication")
     p.add_argument("labels", nargs="+")
     p.add_argument("--out", required=True)
     p.add_argument("--adjudicated", help="a JSONL of adjudicated labels (they win)")
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_merge)
     p = sub.add_parser("generate", help="an authored family from notes x placements "
                                                  "(see pytest_tooleffect.data.authored)")
@@ -123,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--api-base", default=None)
     p.add_argument("--cache", default=None, help="folder for cached verdicts (default: none)")
     p.add_argument("--out", default="reports/judge-calibration.json")
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser("sandbox", help="build the sandbox image (locally, never pulled), list or clean containers")
     p.add_argument("action", choices=["build", "tag", "list", "clean"],
@@ -152,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = bsub.add_parser("save", help="a baseline file from a run's record log")
     p.add_argument("records", help="the accepted run's record log (JSONL)")
     p.add_argument("--out", default="tooleffect-baseline.json", help="default tooleffect-baseline.json")
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_baseline_save)
     p = bsub.add_parser("init", help="the first baseline: run the cases once (pytest arguments after --) or take "
                                      "--from LOG, write it, say what to commit and what CI runs",
