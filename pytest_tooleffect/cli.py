@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from pytest_tooleffect.commands.bootstrap import cmd_baseline_init
 from pytest_tooleffect.commands.labels import (
@@ -23,6 +24,11 @@ from pytest_tooleffect.util.extras import MissingExtra
 from pytest_tooleffect.util.input_files import pipes_read_once
 
 __all__ = ["MAX_COUNT", "SIGPIPE_STATUS", "main"]
+
+
+#: ``--force`` of the commands whose output is a report, a page, a baseline or labels
+OWN_FORCE_HELP = ("replace --out even when it is an existing file tooleffect did not write (without it, such a "
+                  "file is refused: a Makefile, a README, a workflow)")
 
 
 def _quota(text: str) -> dict[str, int]:
@@ -82,6 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("source", metavar="RECORDS|REPORT", help="a record log (JSONL) or a JSON report (tables only)")
     p.add_argument("--out", required=True, help="the HTML file to write")
     p.add_argument("--cases", default="cases", help="folder of the families (states, quota and population)")
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_html)
     p = sub.add_parser("sample", help="sample decision points from traces, stratified by position bucket")
     p.add_argument("traces", nargs="+",
@@ -104,11 +111,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", help="export: the labelling file to write; import: case file to write (default: in place)")
     p.add_argument("--labels", help="import: the filled labelling file")
     p.add_argument("--labeller", default=None, help="export: the labeller's name written into labelled_by")
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_label)
     p = sub.add_parser("merge", help="final labels from several labellers; lists what needs adjudication")
     p.add_argument("labels", nargs="+")
     p.add_argument("--out", required=True)
     p.add_argument("--adjudicated", help="a JSONL of adjudicated labels (they win)")
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_merge)
     p = sub.add_parser("generate", help="an authored family from notes x placements "
                                                  "(see pytest_tooleffect.data.authored)")
@@ -123,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--api-base", default=None)
     p.add_argument("--cache", default=None, help="folder for cached verdicts (default: none)")
     p.add_argument("--out", default="reports/judge-calibration.json")
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser("sandbox", help="build the sandbox image (locally, never pulled), list or clean containers")
     p.add_argument("action", choices=["build", "tag", "list", "clean"],
@@ -152,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = bsub.add_parser("save", help="a baseline file from a run's record log")
     p.add_argument("records", help="the accepted run's record log (JSONL)")
     p.add_argument("--out", default="tooleffect-baseline.json", help="default tooleffect-baseline.json")
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_baseline_save)
     p = bsub.add_parser("init", help="the first baseline: run the cases once (pytest arguments after --) or take "
                                      "--from LOG, write it, say what to commit and what CI runs",
@@ -178,6 +189,30 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "left out as an error (skip)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compare)
+    closed = _closed_streams()  # fd 1 or 2 closed (``>&-``): nothing to print to, the status stands
+    try:
+        return _run(parser, argv)
+    finally:
+        for stream_name, null in closed:
+            setattr(sys, stream_name, None)
+            null.close()
+
+
+def _closed_streams() -> list[tuple[str, TextIO]]:
+    """Point a ``None`` ``sys.stdout`` or ``sys.stderr`` (the command started with that descriptor
+    closed) at the null device, so what would be printed is dropped and the command's own status
+    stands.  Returns the ``(name, null file)`` pairs replaced, for :func:`main` to put back.
+    """
+    closed: list[tuple[str, TextIO]] = []
+    for stream_name in ("stdout", "stderr"):
+        if getattr(sys, stream_name) is None:
+            null = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed by main
+            setattr(sys, stream_name, null)
+            closed.append((stream_name, null))
+    return closed
+
+
+def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
     try:

@@ -74,6 +74,7 @@ from pytest_tooleffect.options import (
 )
 from pytest_tooleffect.outcomes import PolicyShadowWarning
 from pytest_tooleffect.price_file import load_prices
+from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.extras import MissingExtra, require
 from pytest_tooleffect.util.input_files import read_input_text
 from pytest_tooleffect.util.redaction import looks_like_key, register
@@ -348,11 +349,11 @@ def shadowed_policies(settings: Settings) -> list[str]:
         if policy is None or policy == agent:
             continue
         unused = sorted(policy.model_dump(exclude_defaults=True, exclude={"name"}))
-        name = agent.name
-        out.append(f"{OPT_AGENT} {name}={agent.agent} runs as policy {name!r} in place of "
+        name, agent_ref = shown(agent.name), shown(agent.agent)
+        out.append(f"{OPT_AGENT} {name}={agent_ref} runs as policy {name!r} in place of "
                    f"[tool.tooleffect.policies.{name}] in {settings.pyproject} (not used: {', '.join(unused)}); "
                    f"its records and baseline decisions under {name!r} are this agent's. To run both, give the "
-                   f"command line's agent another name ({OPT_AGENT} {name}-variant={agent.agent})")
+                   f"command line's agent another name ({OPT_AGENT} {name}-variant={agent_ref})")
     return out
 
 
@@ -476,7 +477,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
     if isinstance(section, Mapping):  # a misspelt table ([tool.tooleffect.gate]) would be read as no table at all
         unknown = sorted(set(section) - PYPROJECT_KEYS)
         if unknown:
-            raise pytest.UsageError(f"{path}: [tool.tooleffect] has {', '.join(map(repr, unknown))}, which it does "
+            named = ", ".join(shown(repr(k)) for k in unknown)
+            raise pytest.UsageError(f"{path}: [tool.tooleffect] has {named}, which it does "
                                     f"not know (its keys: {', '.join(sorted(PYPROJECT_KEYS))}); a misspelt "
                                     "key would be read as none")
     return doc
@@ -503,17 +505,30 @@ def _pyproject_policies(pyproject: tuple[Path, dict[str, Any]]) -> dict[str, Pol
         raise pytest.UsageError(f"{path}: [tool.tooleffect.policies] must be a table of policy tables")
     out = {}
     for name, spec in table.items():
+        where = f"{path}: [tool.tooleffect.policies.{shown(name)}]"
         if not isinstance(spec, dict):
-            raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.{name}] must be a table (model = ... or "
+            raise pytest.UsageError(f"{where} must be a table (model = ... or "
                                     "agent = ...)")
         try:
             out[name] = Policy.model_validate({**spec, "name": name})
         except ValidationError as exc:
-            raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.{name}]: {exc}") from exc
+            raise pytest.UsageError(f"{where}: {validation_errors(exc)}") from None
         if name == REPLAY.name:
             raise pytest.UsageError(f"{path}: [tool.tooleffect.policies.replay]: 'replay' is the built-in offline "
                                     "policy; choose another name")
     return out
+
+
+def validation_errors(exc: ValidationError) -> str:
+    """A pydantic error in one line for a usage error: each error's field path and message, joined
+    by ``; ``, without pydantic's "For further information visit" tails, every part shown through
+    :func:`~pytest_tooleffect.util.display.shown` (a field path may be a key the file holds).
+    """
+    parts = []
+    for error in exc.errors(include_url=False):
+        loc = ".".join(str(x) for x in error["loc"]) or "(table)"
+        parts.append(f"{shown(loc)}: {shown(str(error['msg']).removeprefix('Value error, '))}")
+    return "; ".join(parts) or "invalid"
 
 
 def _default_policies(pyproject: tuple[Path, dict[str, Any]], policies: Mapping[str, Policy]) -> tuple[str, ...]:
@@ -529,13 +544,15 @@ def _default_policies(pyproject: tuple[Path, dict[str, Any]], policies: Mapping[
         return ()
     where = f"{path}: [tool.tooleffect] {DEFAULT_POLICIES}"
     if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise pytest.UsageError(f'{where}: expected a list of policy names such as ["my-agent"], got {value!r}')
+        raise pytest.UsageError(f'{where}: expected a list of policy names such as ["my-agent"], '
+                                f'got {shown(repr(value))}')
     known = sorted({REPLAY.name, *policies})
     for name in value:
         if name != REPLAY.name and name not in policies:
-            raise pytest.UsageError(f"{where}: {name!r} is not a policy of [tool.tooleffect.policies] (known: "
-                                    f"{', '.join(known)}); a family's own policies are named with {OPT_POLICY}")
+            raise pytest.UsageError(f"{where}: {shown(repr(name))} is not a policy of [tool.tooleffect.policies] "
+                                    f"(known: {', '.join(map(shown, known))}); a family's own policies are named "
+                                    f"with {OPT_POLICY}")
     twice = sorted({n for n in value if value.count(n) > 1})
     if twice:
-        raise pytest.UsageError(f"{where}: {', '.join(map(repr, twice))} named twice")
+        raise pytest.UsageError(f"{where}: {', '.join(shown(repr(n)) for n in twice)} named twice")
     return tuple(value)

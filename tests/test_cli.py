@@ -48,3 +48,28 @@ def test_a_reader_that_stays_gets_everything(a_run: Path) -> None:
     out = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "schema", "case"], cwd=a_run,
                          capture_output=True, text=True, check=True)
     assert json.loads(out.stdout)["title"] == "Case" and out.stderr == ""
+
+
+
+@pytest.mark.parametrize(("argv", "closes", "written"), [
+    (["report", "records.jsonl"], ">&-", None),
+    (["html", "records.jsonl", "--out", "closed.html"], ">&-", "closed.html"),
+    (["baseline", "save", "records.jsonl", "--out", "closed.json"], ">&- 2>&-", "closed.json"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
+def test_a_closed_stdout_leaves_the_status_the_command_earned(a_run: Path, argv: list[str], closes: str,
+                                                              written: str | None) -> None:
+    """``tooleffect html LOG --out h.html >&-`` wrote the page, then died on ``sys.stdout.flush()`` (stdout
+    is ``None`` when fd 1 is closed) with an ``AttributeError`` and exit 1.  Now a closed stdout or stderr
+    is nothing to print to: the status is the one the command earns with them open, its file written.
+    """
+    command = [sys.executable, "-m", "pytest_tooleffect.cli", *argv]
+    earned = subprocess.run(command, cwd=a_run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            timeout=120, check=False).returncode
+    if written:
+        (a_run / written).unlink()
+    proc = subprocess.run(["bash", "-c", f'"$0" "$@" {closes}; echo "status=$?"', *command], cwd=a_run,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert f"status={earned}" in proc.stdout, (proc.stdout, proc.stderr)
+    assert "Traceback" not in proc.stderr and "AttributeError" not in proc.stderr, proc.stderr
+    if written:
+        assert (a_run / written).stat().st_size > 0

@@ -150,3 +150,34 @@ def test_no_line_when_replay_is_not_the_only_policy_or_every_case_has_its_decisi
     result = pytester.runpytest(str(recorded / "cases"), f"--rootdir={recorded}")
     result.assert_outcomes(passed=11, failed=2)
     assert not [line for line in result.outlines if "nothing recorded to replay for" in line]
+
+
+HOSTILE = r"my\u001b]0;PWNED\u0007agent"
+
+
+@pytest.mark.parametrize("toml", [
+    f'[tool.tooleffect]\ndefault_policies = ["{HOSTILE}"]\n[tool.tooleffect.policies."{HOSTILE}"]\nkind = "x"\n',
+    f'[tool.tooleffect]\ndefault_policies = ["{HOSTILE}"]\n[tool.tooleffect.policies."{HOSTILE}"]\nmodel = "x"\n',
+    f'[tool.tooleffect]\ndefault_policies = ["{HOSTILE}"]\n' + POLICIES,
+    f'[tool.tooleffect]\ndefault_policies = ["{HOSTILE}", "{HOSTILE}"]\n' + POLICIES,
+    f'[tool.tooleffect]\ndefault_policies = "{HOSTILE}"\n' + POLICIES,
+    f'[tool.tooleffect]\n"{HOSTILE}" = 1\n',
+    f'[tool.tooleffect.policies."{HOSTILE}"]\nagent = 1\n',
+    f'[tool.tooleffect.policies."{HOSTILE}"]\nmodel = "x"\n"{HOSTILE}" = 1\n',
+    f'[tool.tooleffect.gates."{HOSTILE}"]\nmin_pct.no_tool = 1\n',
+    f'[tool.tooleffect.gates."*"]\n"{HOSTILE}" = 1\n',
+], ids=["bad-policy", "named-control", "unknown-default", "twice", "not-a-list", "unknown-key", "agent-type",
+        "policy-extra-key", "gates-key", "gates-extra-key"])
+def test_a_usage_error_shows_a_pyproject_name_escaped_and_without_pydantic_links(pytester: pytest.Pytester,
+                                                                                  toml: str) -> None:
+    """A policy table named ``"my\\u001b]0;PWNED\\u0007agent"`` in ``default_policies`` printed its name raw
+    (the escape retitled the terminal) with pydantic's "For further information visit" tail.  Every usage
+    error naming a key or table of the pyproject now shows it escaped (``\\x1b``), in one line.
+    """
+    _project(pytester.path, toml)
+    result = pytester.runpytest("cases/")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = "\n".join(result.outlines + result.errlines)
+    assert "\x1b" not in text and "\x07" not in text, text
+    assert "\\x1b]0;PWNED\\x07agent" in text, text
+    assert "errors.pydantic.dev" not in text and "For further information" not in text, text

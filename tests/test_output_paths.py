@@ -23,6 +23,8 @@ from tests.demo_family import CASES, write_demo
 
 PASSING = [CASES[0], CASES[1], CASES[3]]
 DEFAULT_LOG = Path("reports") / "tooleffect-records.jsonl"
+#: the start of another run's record log (recognised as one: a run may write over it)
+KEPT = '{"bucket": "first", "case_id": "kept", "class": "single"}\n'
 
 
 def _project(root: Path) -> dict[str, Path]:
@@ -152,7 +154,7 @@ def test_a_run_on_a_record_log_another_run_holds_is_refused_naming_it(pytester: 
 
     write_demo(pytester.path, PASSING)
     log = pytester.path / "rec.jsonl"
-    log.write_text('{"kept": true}\n')
+    log.write_text(KEPT)
     lock = OutputLock.acquire(OPT_RECORDS, log)  # as the run that writes it holds it
     try:
         result = pytester.runpytest("cases/", f"{OPT_RECORDS}=rec.jsonl")
@@ -162,7 +164,7 @@ def test_a_run_on_a_record_log_another_run_holds_is_refused_naming_it(pytester: 
     result.stderr.fnmatch_lines([f"ERROR: {OPT_RECORDS} *rec.jsonl: another run (pid {os.getpid()} on *, since *) "
                                  "is writing it now; two runs on one file would mix their records. Wait for that run "
                                  f"to end, or give this run its own {OPT_RECORDS} PATH"])
-    assert log.read_text() == '{"kept": true}\n'
+    assert log.read_text() == KEPT
     pytester.runpytest("cases/", f"{OPT_RECORDS}=rec.jsonl").assert_outcomes(passed=3)  # released: the next one runs
     assert len(log.read_text().splitlines()) == 3
     assert not (pytester.path / ".rec.jsonl.lock").exists()

@@ -85,10 +85,10 @@ def test_a_record_log_that_is_a_hard_link_is_written_as_a_new_file(pytester: pyt
     wrote one inode, the first run's records gone and a torn line at the end."""
     write_demo(pytester.path, [CASES[3]])
     first = pytester.path / "first.jsonl"
-    first.write_text('{"a record of another run": 1}\n')
+    first.write_text('{"case_id": "a record of another run", "class": "single"}\n')
     os.link(first, pytester.path / "hl.jsonl")
     pytester.runpytest("cases/", f"{OPT_RECORDS}=hl.jsonl").assert_outcomes(passed=1)
-    assert first.read_text() == '{"a record of another run": 1}\n'
+    assert first.read_text() == '{"case_id": "a record of another run", "class": "single"}\n'
     assert [json.loads(line)["case_id"] for line in (pytester.path / "hl.jsonl").read_text().splitlines()] == [
         CASES[3]["id"]]
     assert os.stat(first).st_nlink == 1 and os.stat(pytester.path / "hl.jsonl").st_nlink == 1

@@ -45,6 +45,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, PlainValidator, ValidationError
 
 from pytest_tooleffect.settings import Settings, read_config_file, read_pyproject
+from pytest_tooleffect.util.display import shown
 
 __all__ = ["AVERAGES", "EFFECT_KINDS", "GATES_TABLE", "LEVELS", "CountCaps", "GateSet", "GatesConfig", "LevelFloors",
            "RateFloors", "gates_of", "load_gates", "load_gates_file", "parse_gates"]
@@ -295,14 +296,14 @@ def parse_gates(table: Any, path: Path) -> GatesConfig:
         raise pytest.UsageError(f'{path}: [{GATES_TABLE}] must be a table of tables keyed "FAMILY/POLICY" or "*"')
     tables: dict[tuple[str, str], GateSet] = {}
     for key, spec in table.items():
-        where = f'{path}: [{GATES_TABLE}."{key}"]'
+        where = f'{path}: [{GATES_TABLE}."{shown(key)}"]'
         family, slash, policy = str(key).partition("/")
         if not slash and family == "*":
             policy = "*"
         if not family or not policy or (not slash and family != "*"):
             raise pytest.UsageError(f'{where}: the key must be "FAMILY/POLICY" (either part may be *) or "*"')
         if not isinstance(spec, Mapping):
-            raise pytest.UsageError(f"{where}: must be a table of gates, got {spec!r}")
+            raise pytest.UsageError(f"{where}: must be a table of gates, got {shown(repr(spec))}")
         if (family, policy) in tables:
             raise pytest.UsageError(f"{where}: the same family × policy as another key of [{GATES_TABLE}]")
         try:
@@ -314,7 +315,7 @@ def parse_gates(table: Any, path: Path) -> GatesConfig:
 
 def _explain(error: Mapping[str, Any]) -> str:
     loc = [str(p) for p in error["loc"]]
-    key = ".".join(loc) or "(table)"
+    key = shown(".".join(loc) or "(table)")
     if error["type"] == "extra_forbidden":
         model: type[BaseModel] = GateSet
         for part in loc[:-1]:
@@ -323,6 +324,6 @@ def _explain(error: Mapping[str, Any]) -> str:
                          if isinstance(a, type) and issubclass(a, BaseModel))
         return f"{key}: unknown key (known here: {', '.join(model.model_fields)})"
     if error["type"] == "model_type":
-        return f"{key}: must be a table, got {error['input']!r}"
+        return f"{key}: must be a table, got {shown(repr(error['input']))}"
     msg = str(error["msg"]).removeprefix("Value error, ")
-    return f"{key}: {msg}"
+    return f"{key}: {shown(msg)}"

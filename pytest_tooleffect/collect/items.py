@@ -37,6 +37,7 @@ from pytest_tooleffect.formats import Case, Policy, ToolSpec
 from pytest_tooleffect.options import REPLAY
 from pytest_tooleffect.outcomes import DecisionFailed
 from pytest_tooleffect.settings import Settings, settings_key
+from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.input_files import special_kind
 
 __all__ = ["CLASS_MARKERS", "Agents", "CaseCollector", "CaseFile", "CaseItem", "Families", "InvalidCaseItem",
@@ -257,8 +258,8 @@ def select_policies(settings: Settings, family: LoadedFamily) -> list[Policy] | 
         elif name in own:
             other = settings.pyproject_policies.get(name)
             if other is not None and other != own[name]:  # neither may silently win over the other
-                return (f"policy {name!r} is defined both in {family.directory / FAMILY_FILE} (policies:) and in "
-                        f"[tool.tooleffect.policies.{name}], differently: give one of them another name")
+                return (f"policy {shown(repr(name))} is defined both in {family.directory / FAMILY_FILE} (policies:) "
+                        f"and in [tool.tooleffect.policies.{shown(name)}], differently: give one of them another name")
             chosen.append(own[name])
         elif name in settings.pyproject_policies:
             chosen.append(settings.pyproject_policies[name])

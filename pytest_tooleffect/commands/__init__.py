@@ -38,8 +38,11 @@ def check_command_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Ite
             the project's families are refused as outputs, and so is a new file that the next run
             would collect as a case file (a case-file name in a family's folder).  ``False`` for a
             command that writes case or family files (``import``, ``generate``, ``sample``, ``label
-            import``): the project's files are refused unless ``force``.
-        force: the user said ``--force``; ``None``: the command has no ``--force``.
+            import``): the project's files are refused unless ``force``.  With ``True``, an existing
+            file the plugin did not write (``Makefile``, ``requirements.txt``) is refused unless ``force``.
+        force: the user said ``--force``; ``None``: the command has no ``--force``.  For a command
+            whose outputs are not case files it replaces existing files the plugin did not write,
+            never the project's family files.
         own: files the command rewrites as its own (``label import``'s case file in place): never
             refused as the project's.
         family: ``(option, folder, command)`` when the command writes a family into ``folder``: a
@@ -73,7 +76,8 @@ def check_command_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Ite
     project = [(what, p) for what, p in family_inputs(sorted(project_dirs - read_dirs))
                if Path(os.path.realpath(p)) not in mine]
     check_outputs(outputs, [*reads, *family_inputs(sorted(read_dirs))], reader="this command", project=project,
-                  force=force, becomes=collected_as if families else None)
+                  force=None if families else force, becomes=collected_as if families else None,
+                  others_kept=families, replace=force if families else None)
     if refusal is not None:
         raise OutputPathError(refusal)
 

@@ -72,10 +72,10 @@ def cmd_baseline_init(args: argparse.Namespace) -> int:
         if pytest_args:
             _say(f"--from {log} takes a run already made: no pytest arguments with it")
             return 2
-        check_command_outputs([("--out", out)], [("the record log", log)])
+        check_command_outputs([("--out", out)], [("the record log", log)], force=args.force)
     else:
         log = Path(args.records)
-        check_command_outputs([("--out", out), ("--records", log)])
+        check_command_outputs([("--out", out), ("--records", log)], force=args.force)
         command = [sys.executable, "-m", "pytest", *pytest_args, f"{OPT_RECORDS}={log}", "-o", f"{INI_BASELINE}=",
                    "-p", "pytest_tooleffect.commands.run_watch"]
         print(f"tooleffect baseline init: running {shlex.join(['pytest', *pytest_args])} (no baseline; record log "

@@ -192,7 +192,8 @@ def cmd_label(args: argparse.Namespace) -> int:
         if not args.out:
             print("tooleffect label export: --out is required (the labelling file to write)", file=sys.stderr)
             return 2
-        check_command_outputs([("--out", Path(args.out))], [("a case file", Path(p)) for p in args.files])
+        check_command_outputs([("--out", Path(args.out))], [("a case file", Path(p)) for p in args.files],
+                              force=args.force)
         rows = []
         for path in args.files:
             for c in _case_lines(Path(path), ("id", "placement", "messages")):
@@ -283,7 +284,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     check_command_outputs([("--out", out), ("the adjudication list", out.with_suffix(".adjudicate.jsonl") if pending
                                             else None)],
                           [*(("a label file", Path(p)) for p in args.labels),
-                           ("the adjudicated labels (--adjudicated)", adjudicated_path)])
+                           ("the adjudicated labels (--adjudicated)", adjudicated_path)], force=args.force)
     with open(args.out, "w", encoding="utf-8") as fh:
         for i, lab in sorted(final.items()):
             fh.write(json.dumps({"id": i, **lab}, ensure_ascii=False, sort_keys=True) + "\n")
@@ -384,7 +385,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from pytest_tooleffect.data.labelling import read_labels
     from pytest_tooleffect.scoring.judge import Judge, JudgeError, calibrate
 
-    check_command_outputs([("--out", Path(args.out))], [("the pairs file", Path(args.pairs))])
+    check_command_outputs([("--out", Path(args.out))], [("the pairs file", Path(args.pairs))], force=args.force)
     try:
         pairs = list(read_labels(Path(args.pairs)).values())
     except ValueError as exc:

@@ -170,7 +170,7 @@ def cmd_html(args: argparse.Namespace) -> int:
     register_environment()  # the page embeds the cases' states: the credentials a run would know are cut, as in a run
     source, out = Path(args.source), Path(args.out)
     cases = Path(args.cases)
-    check_command_outputs([("--out", out)], [("the record log or report", source)], cases=cases)
+    check_command_outputs([("--out", out)], [("the record log or report", source)], cases=cases, force=args.force)
     try:
         raw = read_input_bytes(source)
     except OSError as exc:
@@ -265,7 +265,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     from pytest_tooleffect.util.output_files import write_text
 
     path, out = Path(args.records), Path(args.out)
-    check_command_outputs([("--out", out)], [("the record log", path)])
+    check_command_outputs([("--out", out)], [("the record log", path)], force=args.force)
     try:
         records = read_records(path)
     except OSError as exc:

@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tooleffect.util.input_files import special_kind
+from pytest_tooleffect.util.own_outputs import is_own_output
 
 __all__ = ["DISCARD", "SOURCE_SUFFIXES", "OutputLock", "OutputPathError", "OutputProblems", "check_outputs",
            "output_problems_key", "shown_path", "write_text"]
@@ -55,7 +56,8 @@ SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".toml", ".cfg", ".ini", ".pth", ".s
 
 def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tuple[str, Path | None]] = (),
                   reader: str = "this run", *, project: Iterable[tuple[str, Path | None]] = (),
-                  force: bool | None = None, becomes: Callable[[Path], str | None] | None = None) -> None:
+                  force: bool | None = None, becomes: Callable[[Path], str | None] | None = None,
+                  others_kept: bool = True, replace: bool | None = None) -> None:
     """Refuse every output path that is no place to write, before anything is written.
 
     Args:
@@ -73,11 +75,17 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
         becomes: what an output would become an input of, in words, or ``None`` (a new file in a
             family's folder named as a case file: ``"a case file of the family in cases/demo"``):
             such an output is refused.
+        others_kept: an existing file that is not one the plugin writes (recognised by its content:
+            :func:`~pytest_tooleffect.util.own_outputs.is_own_output`) is refused unless ``force``.
+            ``False`` for a command that writes case or family files (its folder is checked instead).
+        replace: the user said ``--force`` to replace such a file (``None``: the caller has no such
+            option; the message does not offer it).
 
     Raises:
         OutputPathError: an output resolves to a folder or to something else that is not a regular
             file (``/dev/null`` excepted), to a file in ``reads``, to a file in ``project`` (unless
-            ``force``), to a file ``becomes`` names, to the file of an earlier output, or cannot be
+            ``force``), to an existing file the plugin did not write (unless ``replace``, or
+            ``others_kept`` is false), to a file ``becomes`` names, to the file of an earlier output, or cannot be
             created or written (a path under a file, a read-only file system).
     """
     read_by: dict[Path, str] = {}
@@ -118,6 +126,12 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
             raise OutputPathError(f"{shown}: is an existing {real.suffix} file (source or configuration: a "
                                   f"conftest, an agent, pyproject.toml); no output is one, so writing {option} "
                                   f"there would destroy it; give {option} a path of its own")
+        if others_kept and not replace and real.is_file() and not is_own_output(real):
+            offer = (f"pass --force to replace it, or give {option} a path of its own" if replace is not None
+                     else f"remove it first, or give {option} a path of its own")
+            raise OutputPathError(f"{shown}: exists and is not a file tooleffect writes (a record log, report, "
+                                  f"baseline, page, job summary or labels); writing {option} there would replace "
+                                  f"it; {offer}")
         written[real] = option
         _try_writing(option, path)
 

@@ -1,0 +1,85 @@
+"""Which existing files are the plugin's own outputs: the only files a run or a command replaces
+without ``--force``.
+
+An output path that names an existing file written by something else (``Makefile``,
+``requirements.txt``, ``.github/workflows/ci.yml``, ``README.md``) is refused by
+:func:`~pytest_tooleffect.util.output_files.check_outputs`; one that names a file the plugin wrote
+(the record log every run rewrites, a report, a baseline, a page) is written over as before.  The
+file is recognised by its first bytes (at most :data:`SNIFF_BYTES`), never by its name:
+
+* a record log: JSON lines whose first object (sorted keys) holds ``"case_id"`` and ``"class"``
+  in what was read;
+* the run's JSON report: ``{"version": N, "status": …``; a baseline: ``"kind": "tooleffect-baseline"``;
+  the judge's calibration (``calibrate-judge``): ``"kappa"`` and ``"kappa_ci95"``;
+* the HTML page: its ``<meta name="generator" content="pytest-tooleffect">`` (or, for a page
+  written before it carried one, the ``<title>tooleffect`` of the default title);
+* the Markdown job summary: its ``## tooleffect`` heading;
+* labelling files: JSON lines of ``{"id", "state", "valid_actions", …}`` (``label export``),
+  ``{"id", "valid_actions" or "forbidden_actions", …}`` (``merge``'s final labels) or
+  ``{"id", "labels"}`` (``merge``'s adjudication list).
+
+An empty file holds nothing to lose and is replaced too.
+
+This module imports nothing of the plugin.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+__all__ = ["HTML_MARKER", "SNIFF_BYTES", "is_own_output"]
+
+#: how much of a file is read to recognise it
+SNIFF_BYTES = 64 * 1024
+#: the line of the HTML page's head that says the plugin wrote it
+HTML_MARKER = '<meta name="generator" content="pytest-tooleffect">'
+
+#: a record's keys are sorted: ``case_id`` and ``class`` come early in its line, long text late
+_RECORD_KEYS = ('"case_id": ', '"class": ')
+_REPORT_START = re.compile(r'\{\s*"version": \d+,\s*"status": ')
+_BASELINE = re.compile(r'^\{\s*"kind": "tooleffect-baseline"')
+_CALIBRATION = re.compile(r'^\{\s*"model": ')
+#: the key sets of one line of the labelling files (any one suffices, with ``id``)
+_LABEL_KEYS = ({"state", "valid_actions"}, {"valid_actions"}, {"forbidden_actions"}, {"labels"})
+
+
+def is_own_output(path: Path) -> bool:
+    """Whether the existing file ``path`` is one the plugin writes (so an output may replace it).
+
+    Args:
+        path: a regular file.
+
+    Returns:
+        ``True`` for an empty file and for a record log, report, baseline, calibration, HTML page,
+        job summary or labelling file as described in the module; ``False`` for anything else,
+        and for a file that cannot be read.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError:
+        return False
+    if not head:
+        return True
+    text = head.decode("utf-8", "replace")
+    if text.startswith("<!DOCTYPE html>"):
+        return HTML_MARKER in text[:4096] or "<title>tooleffect" in text[:4096]
+    if text.startswith("## tooleffect"):
+        return True
+    if _BASELINE.match(text) or _REPORT_START.match(text):
+        return True
+    if _CALIBRATION.match(text):
+        return '"kappa": ' in text and '"kappa_ci95": ' in text
+    line, newline, _ = text.partition("\n")
+    if line.startswith('{"') and all(key in line for key in _RECORD_KEYS):
+        return True
+    if not newline:  # a first line longer than what was read: not a labelling file (they are short)
+        return False
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return False
+    return (isinstance(row, dict) and isinstance(row.get("id"), str)
+            and any(keys <= row.keys() for keys in _LABEL_KEYS))
