@@ -11,8 +11,8 @@ with the oldest and the newest supported pytest.  Figures "at 10,000 decisions" 
 testcontainers 4.15.0, docker 7.2.0, litellm 1.110.2, CPython 3.11).
 
 What the grep also finds outside this module, and is no private name of anyone else's
-(:data:`PUBLIC_LOOKALIKES`): ``os._exit`` (the standard library's public way to end a child
-without clean-up, despite its underscore); ``label._oracle`` and ``Label._oracle`` (the
+(:data:`PUBLIC_LOOKALIKES`): ``os._exit`` and ``posix._exit`` (the standard library's public way
+to end a child without clean-up, despite its underscore); ``label._oracle`` and ``Label._oracle`` (the
 package's own pydantic private attribute, ``oracle/verdict.py``: pydantic requires the
 underscore).  Every other hit is ``self._name`` or ``cls._name`` for an attribute the package's own
 class defines in the same module.
@@ -98,7 +98,7 @@ __all__ = ["PUBLIC_LOOKALIKES", "OneLineFailure", "PhaseReports", "at_thread_shu
 
 #: What ``grep -rn "_pytest\.\|\._[a-z]"`` finds outside this module that is no private name of
 #: pytest's or a library's (the module's docstring says why each is not).
-PUBLIC_LOOKALIKES = ("os._exit", "label._oracle", "Label._oracle")
+PUBLIC_LOOKALIKES = ("os._exit", "posix._exit", "label._oracle", "Label._oracle")
 
 class PhaseReports:
     """Controller-only plugin object: drops passing setup and teardown reports with no teardown output

@@ -526,8 +526,9 @@ def validation_errors(exc: ValidationError) -> str:
     """
     parts = []
     for error in exc.errors(include_url=False):
-        loc = ".".join(str(x) for x in error["loc"]) or "(table)"
-        parts.append(f"{shown(loc)}: {shown(str(error['msg']).removeprefix('Value error, '))}")
+        loc = ".".join(str(x) for x in error["loc"])  # empty: the table as a whole (a model validator)
+        msg = shown(str(error["msg"]).removeprefix("Value error, "))
+        parts.append(f"{shown(loc)}: {msg}" if loc else msg)
     return "; ".join(parts) or "invalid"
 
 

@@ -271,8 +271,8 @@ def test_a_key_in_pyproject_policies_is_a_usage_error_unshown(pytester: pytest.P
     pytester.makepyprojecttoml(f'[tool.tooleffect.policies.gw]\nmodel = "openai/m"\napi_key = "{key}"\n')
     result = pytester.runpytest("cases/", f"{OPT_POLICY}=gw")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*pyproject.toml: [[]tool.tooleffect.policies.gw[]]*",
-                                 "*policy 'gw': api_key: a key is never written into a file*api_key_env: NAME*"])
+    result.stderr.fnmatch_lines(["*pyproject.toml: [[]tool.tooleffect.policies.gw[]]: policy 'gw': api_key: a key is "
+                                 "never written into a file*api_key_env: NAME*"])
     assert key not in result.stdout.str() + result.stderr.str()
 
 

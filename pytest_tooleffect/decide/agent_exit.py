@@ -70,7 +70,7 @@ class AgentCalledExit(BaseException):  # noqa: N818 - the name says what the age
         self.args_called = (status,) if args is None else args
         self.status = status
         shown = ", ".join(_short(a) for a in self.args_called)
-        if call.endswith("._exit"):
+        if call.rpartition(".")[2] == "_exit":
             effect = "end pytest at once with nothing reported (its status the exit status)"
         elif call.endswith(".abort"):
             effect = "kill pytest at once with SIGABRT and nothing reported"

@@ -14,6 +14,9 @@ file is recognised by its first bytes (at most :data:`SNIFF_BYTES`), never by it
 * the HTML page: its ``<meta name="generator" content="pytest-tooleffect">`` (or, for a page
   written before it carried one, the ``<title>tooleffect`` of the default title);
 * the Markdown job summary: its ``## tooleffect`` heading;
+* what pytest and pytest-json-report write beside them in the same run: a JUnit XML file
+  (``<testsuites`` or ``<testsuite`` in its first element after the XML declaration) and a JSON
+  report (``{"created": …`` with ``"exitcode"``);
 * labelling files: JSON lines of ``{"id", "state", "valid_actions", …}`` (``label export``),
   ``{"id", "valid_actions" or "forbidden_actions", …}`` (``merge``'s final labels) or
   ``{"id", "labels"}`` (``merge``'s adjudication list).
@@ -45,6 +48,11 @@ _CALIBRATION = re.compile(r'^\{\s*"model": ')
 _LABEL_KEYS = ({"state", "valid_actions"}, {"valid_actions"}, {"forbidden_actions"}, {"labels"})
 
 
+#: a JUnit XML file as pytest's ``--junitxml`` writes it: an optional XML declaration, then the
+#: ``testsuites`` (or ``testsuite``) element
+_JUNIT = re.compile(r'\s*(?:<\?xml[^>]*\?>\s*)?<testsuites?[\s>]')
+
+
 def is_own_output(path: Path) -> bool:
     """Whether the existing file ``path`` is one the plugin writes (so an output may replace it).
 
@@ -67,6 +75,10 @@ def is_own_output(path: Path) -> bool:
     if text.startswith("<!DOCTYPE html>"):
         return HTML_MARKER in text[:4096] or "<title>tooleffect" in text[:4096]
     if text.startswith("## tooleffect"):
+        return True
+    if _JUNIT.match(text):
+        return True
+    if text.startswith('{"created": ') and '"exitcode": ' in text:
         return True
     if _BASELINE.match(text) or _REPORT_START.match(text):
         return True
