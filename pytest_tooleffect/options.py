@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_tooleffect.formats import Policy, ShowableName
+from pytest_tooleffect.formats import Policy
+from pytest_tooleffect.policy_format import ShowableName
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",
@@ -190,7 +191,7 @@ _retries = _int_at_least(0, MAX_RETRIES)
 
 def _showable_name(name: str, value: str, what: str) -> str:
     """``name`` when it may be shown in test ids and on the terminal (as a family's or a policy's
-    name: :data:`~pytest_tooleffect.formats.ShowableName`).
+    name: :data:`~pytest_tooleffect.policy_format.ShowableName`).
 
     Raises:
         argparse.ArgumentTypeError: it holds a control character or a bidirectional override (the
