@@ -32,7 +32,7 @@ from pytest_tooleffect.collect.family import (
     load_family,
 )
 from pytest_tooleffect.collect.ids import item_name, record_id
-from pytest_tooleffect.compat import OneLineFailure, fixture_request, read_back_node_id
+from pytest_tooleffect.compat import OneLineFailure, fixture_info, fixture_request, read_back_node_id
 from pytest_tooleffect.formats import Case, Policy, ToolSpec
 from pytest_tooleffect.options import REPLAY
 from pytest_tooleffect.outcomes import DecisionFailed
@@ -376,14 +376,16 @@ class CaseFile(pytest.File):
                 return
             agents.append(agent)
         repeats = settings.repeats
+        fixtureinfo = None  # the closure of the file's first item, the same for every item of the file
         for case in sorted(cases, key=lambda c: c.id):
             for policy, agent in zip(policies, agents):
                 for trial in range(1, repeats + 1):
                     name = item_name(case.id, policy.name, trial, repeats)
-                    item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case,
+                    item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case, fixtureinfo=fixtureinfo,
                                                 case=case, family=fam, policy=policy, trial=trial,
                                                 decisions=len(policies) * repeats, agent=agent,
                                                 agent_source=config.stash[agents_key].source(policy))
+                    fixtureinfo = fixtureinfo or fixture_info(item)
                     self._mark(item, fam, case)
                     yield item
 
