@@ -459,6 +459,7 @@ class CaseItem(OneLineFailure, pytest.Function):
         self.agent = agent
         self.agent_source = agent_source if agent is not None else None
         self._decision: Any = None
+        self._record_id: str | None = None
 
     def setup(self) -> None:
         """The item's fixtures, then its decision (a provider, agent or sandbox failure is a setup
@@ -503,9 +504,13 @@ class CaseItem(OneLineFailure, pytest.Function):
 
     @property
     def record_id(self) -> str:
-        """``family/case-id[policy]`` (``[policy:trial]`` with repeats), by :func:`.records.record_id`."""
-        repeats = self.config.stash[settings_key].repeats
-        return record_id(self.family.name, self.ref.id, self.policy.name, self.trial, repeats)
+        """``family/case-id[policy]`` (``[policy:trial]`` with repeats), by :func:`.records.record_id`
+        (made on first use: the sharding, the report line and the record each ask for it).
+        """
+        if self._record_id is None:
+            repeats = self.config.stash[settings_key].repeats
+            self._record_id = record_id(self.family.name, self.ref.id, self.policy.name, self.trial, repeats)
+        return self._record_id
 
     @property
     def tools(self) -> list[ToolSpec]:
