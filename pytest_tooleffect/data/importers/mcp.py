@@ -165,9 +165,9 @@ def catalog_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     names = [t.get("name") for t in tools]
     if not all(isinstance(n, str) and n for n in names):
         raise McpImportError("tools/list gave a tool without a name")
-    dup = sorted({n for n in names if names.count(n) > 1})
+    dup = sorted({str(n) for n in names if names.count(n) > 1})
     if dup:
-        raise McpImportError(f"tools/list gave the same tool name twice: {', '.join(map(str, dup))}")
+        raise McpImportError(f"tools/list gave the same tool name twice: {', '.join(dup)}")
     safe = name_map(str(n) for n in names)
     out: list[dict[str, Any]] = []
     for tool in tools:
