@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections import Counter
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +26,9 @@ from typing import Any
 import yaml
 
 from pytest_tooleffect.collect.family import FAMILY_FILE, written_by, yaml_load
-from pytest_tooleffect.formats import McpServerInfo, McpSource
+from pytest_tooleffect.formats import McpServerInfo, McpSource, ToolSpec
+from pytest_tooleffect.mcp_format import HINT_CLASSES
+from pytest_tooleffect.oracle.hints import hint_class
 from pytest_tooleffect.oracle.names import name_map
 from pytest_tooleffect.util.extras import require
 
@@ -201,7 +204,9 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
         source: the ``mcp:`` block (its ``server`` is the catalog's).
 
     Returns:
-        A summary: the server, the number of tools, of pages, and of tools per hint as declared.
+        A summary: the server, the number of tools, of pages and of renamed tools; per hint, the
+        tools that declare it; the tools that declare none; the tools per hint class (``read``,
+        ``write``, ``destructive``) as their hints read, an absent hint at MCP's default.
 
     Raises:
         OSError: the folder or a file cannot be written.
@@ -220,10 +225,15 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
     family["mcp"] = source.model_dump(mode="json", exclude_none=True)
     (out / "tools.json").write_text(json.dumps(tools, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     how = shlex.join(source.command) if source.command is not None else source.url
+    classes = Counter(hint_class(ToolSpec.model_validate(t)) for t in tools)
+    unannotated = sum(1 for t in tools if not any(k in t.get("annotations", {}) for k in HINT_KEYS[1:]))
+    read_as = ", ".join(f"{c} {classes.get(c, 0)}" for c in HINT_CLASSES)
     path.write_text(f"# Written by `{IMPORT_MCP}` from {catalog.server.name} {catalog.server.version} ({how}).\n"
                     "# Running it again rewrites tools.json and the mcp: block and keeps the other keys.\n"
+                    f"# The tools by their hints, an absent hint at MCP's default (not read-only, destructive, not "
+                    f"idempotent, open world): {read_as}; {unannotated} of {len(tools)} declare no hint.\n"
                     + yaml.safe_dump(family, sort_keys=False, allow_unicode=True, width=110), encoding="utf-8")
     declared = {k: sum(1 for t in tools if k in t.get("annotations", {})) for k in HINT_KEYS[1:]}
     return {"server": catalog.server.model_dump(), "tools": len(tools), "pages": catalog.pages,
             "renamed": sum(1 for t in tools if "mcp_name" in t), "declared": declared,
-            "unannotated": sum(1 for t in tools if not t.get("annotations"))}
+            "unannotated": unannotated, "classes": {c: classes.get(c, 0) for c in HINT_CLASSES}}
