@@ -220,7 +220,7 @@ def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     server_command: list[str] = []
     cut = argv.index("--") if "--" in argv else len(argv)
-    if argv[:1] == ["import"] and "mcp" in argv[:cut] and cut < len(argv):  # the stdio server's own command line, options and all
+    if argv[:1] == ["import"] and "mcp" in argv[:cut] and cut < len(argv):  # the stdio server's own command line
         argv, server_command = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
     args.server_command = server_command

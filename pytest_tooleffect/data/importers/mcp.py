@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections import Counter
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
