@@ -14,6 +14,7 @@ command or URL, and ``trust_annotations: false``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shlex
 import tempfile
@@ -76,10 +77,9 @@ async def _list(client: Any) -> tuple[list[dict[str, Any]], int]:
 
 
 async def _catalog(server: Any, timeout: float) -> Catalog:
-    import anyio
     from mcp import Client
 
-    with anyio.fail_after(timeout):
+    async with asyncio.timeout(timeout):
         async with Client(server, read_timeout_seconds=timeout) as client:
             info = client.server_info
             tools, pages = await _list(client)
@@ -109,7 +109,6 @@ def list_catalog(command: Sequence[str] | None = None, url: str | None = None, t
     if (command is None) == (url is None) or (command is not None and not command):
         raise McpImportError("give a stdio server's command line or a streamable-HTTP url, not both")
     require("mcp", IMPORT_MCP)
-    import anyio
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
@@ -119,7 +118,7 @@ def list_catalog(command: Sequence[str] | None = None, url: str | None = None, t
         if command is not None:  # the SDK's stdio transport, with the server's stderr kept for the error
             server = stdio_client(StdioServerParameters(command=command[0], args=list(command[1:])), errlog=errlog)
         try:
-            return anyio.run(_catalog, server, timeout)
+            return asyncio.run(_catalog(server, timeout))
         except McpImportError as exc:
             raise McpImportError(f"{where}: {exc}{_tail(errlog)}") from None
         except TimeoutError:
