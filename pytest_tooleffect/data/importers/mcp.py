@@ -77,6 +77,7 @@ async def _list(client: Any) -> tuple[list[dict[str, Any]], int]:
 
 
 async def _catalog(server: Any, timeout: float) -> Catalog:
+    require("mcp", IMPORT_MCP)
     from mcp import Client
 
     async with asyncio.timeout(timeout):
