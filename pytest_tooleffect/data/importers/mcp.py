@@ -225,7 +225,7 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
     family["mcp"] = source.model_dump(mode="json", exclude_none=True)
     (out / "tools.json").write_text(json.dumps(tools, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     how = shlex.join(source.command) if source.command is not None else source.url
-    classes = Counter(hint_class(ToolSpec.model_validate(t)) for t in tools)
+    classes: Counter[str] = Counter(hint_class(ToolSpec.model_validate(t)) for t in tools)
     unannotated = sum(1 for t in tools if not any(k in t.get("annotations", {}) for k in HINT_KEYS[1:]))
     read_as = ", ".join(f"{c} {classes.get(c, 0)}" for c in HINT_CLASSES)
     path.write_text(f"# Written by `{IMPORT_MCP}` from {catalog.server.name} {catalog.server.version} ({how}).\n"
