@@ -189,6 +189,9 @@ def test_import_again_keeps_the_policy_and_refuses_a_hand_written_folder(
     (out / "family.yaml").write_text("# Written by `tooleffect import mcp`.\n" + yaml.safe_dump(family))
     assert _import(capsys, *argv)[0] == 0
     assert _family(out)["annotations"] == {"confirm_destructive": True} and "mcp" in _family(out)
+    (out / "family.yaml").write_text("# Written by `tooleffect import mcp`.\nname: [unclosed\n")
+    status, _, err = _import(capsys, *argv)
+    assert status == 2 and "is no longer valid YAML, so its other keys cannot be kept" in err
     hand = tmp_path / "hand"
     hand.mkdir()
     (hand / "family.yaml").write_text("name: hand\n")

@@ -210,7 +210,8 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
 
     Raises:
         OSError: the folder or a file cannot be written.
-        McpImportError: the catalog is not usable (:func:`catalog_tools`).
+        McpImportError: the catalog is not usable (:func:`catalog_tools`), or the family file this
+            import wrote before is no longer valid YAML.
     """
     tools = catalog_tools(catalog.tools)
     out.mkdir(parents=True, exist_ok=True)
@@ -218,7 +219,11 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
                               f"{catalog.server.name} {catalog.server.version}".rstrip() + "."}
     path = out / FAMILY_FILE
     if written_by(out, IMPORT_MCP):
-        earlier = yaml_load(path.read_text(encoding="utf-8"))
+        try:
+            earlier = yaml_load(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise McpImportError(f"{path}: the family file this import wrote before is no longer valid YAML, so "
+                                 f"its other keys cannot be kept: {' '.join(str(exc).split())}") from None
         if isinstance(earlier, dict):
             family = earlier
     family["tools_file"] = "tools.json"
