@@ -450,7 +450,7 @@ class CaseItem(OneLineFailure, pytest.Function):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         read_back_node_id(self)
-        self.ref = case if isinstance(case, CaseRef) else CaseRef.of(case)
+        self.ref = case if isinstance(case, CaseRef) else CaseRef.of(case, family=family)
         self._case: Case | None = self.ref.case
         self.family = family
         self.policy = policy

@@ -19,6 +19,7 @@ EXTRAS = {
     "ijson": "traces",  # τ-bench trajectory files streamed (import tau-airline, sample --format tau-bench)
     "filelock": "local-model",  # the local llama.cpp model's build cache (tooleffect model fetch)
     "mpmath": "bfcl",  # BFCL's MathAPI, which the bfcl world imports when the local provider runs it in-process
+    "mcp": "mcp",  # the MCP Python SDK's client: tooleffect import mcp lists a live server's tools
 }
 
 
