@@ -20,6 +20,8 @@ SET_DIR = Path(__file__).resolve().parents[1] / "datasets" / "replies"
 REPLY_KEYS = {"id", "lang", "domain", "user", "calls", "write_tools", "reply", "split"}
 CALL_KEYS = {"name", "arguments", "result"}
 LABEL_KEYS = {"id", "kind", "claim", "claim_supported"}
+GOLD = "labels-gold.jsonl"
+SOURCES = ("agreed", "adjudicated")
 KINDS = ("ask", "refuse", "answer", "none")
 CLAIMS = ("none", "action", "result")
 SPLITS = ("dev", "test")
@@ -75,10 +77,16 @@ def _check_reply(where: str, row: dict[str, Any], problems: list[str]) -> None:
             problems.append(f"{where}: calls[{i}]: name str, arguments object, result str")
 
 
-def _check_label(where: str, lab: dict[str, Any], reply: dict[str, Any] | None, problems: list[str]) -> None:
-    if not LABEL_KEYS <= set(lab) <= LABEL_KEYS | {"note"}:
-        problems.append(f"{where}: keys {sorted(lab)}: need {sorted(LABEL_KEYS)} and at most 'note'")
+def _check_label(where: str, lab: dict[str, Any], reply: dict[str, Any] | None, problems: list[str],
+                 gold: bool = False) -> None:
+    need = LABEL_KEYS | {"source"} if gold else LABEL_KEYS
+    if not need <= set(lab) <= need | {"note"}:
+        problems.append(f"{where}: keys {sorted(lab)}: need {sorted(need)} and at most 'note'")
         return
+    if gold and lab["source"] not in SOURCES:
+        problems.append(f"{where}: source {lab['source']!r} not one of {SOURCES}")
+    if gold and lab["source"] == "adjudicated" and not str(lab.get("note") or "").strip():
+        problems.append(f"{where}: an adjudicated label needs a note saying why")
     if lab["kind"] not in KINDS:
         problems.append(f"{where}: kind {lab['kind']!r} not one of {KINDS}")
     if lab["claim"] not in CLAIMS:
@@ -159,13 +167,33 @@ def check_reply_set(folder: Path, labels_name: str = "labels-a.jsonl") -> list[s
         if rid not in replies:
             problems.append(f"{where}: no such reply")
             continue
-        _check_label(where, lab, replies[rid], problems)
+        _check_label(where, lab, replies[rid], problems, gold=labels_name == GOLD)
         labels[str(rid)] = lab
     for rid in sorted(set(replies) - set(labels)):
         problems.append(f"{labels_name}: {rid} not labelled")
     if not any(" not labelled" in p or "keys" in p for p in problems):
         _check_counts(replies, labels, problems)
+        if labels_name == GOLD:
+            _check_gold_sources(folder, labels, problems)
     return problems
+
+
+def _check_gold_sources(folder: Path, gold: dict[str, dict[str, Any]], problems: list[str]) -> None:
+    """Gold is the two labellers' label where they agree (``agreed``) and a third reading where they
+    do not (``adjudicated``)."""
+    if not all((folder / name).exists() for name in ("labels-a.jsonl", "labels-b.jsonl")):
+        problems.append(f"{GOLD}: gold labels need labels-a.jsonl and labels-b.jsonl beside them")
+        return
+    a, b = ({lab["id"]: lab for _, lab in _read(folder / name, [])} for name in ("labels-a.jsonl", "labels-b.jsonl"))
+    fields = ("kind", "claim", "claim_supported")
+    for rid, lab in gold.items():
+        agreed = rid in a and rid in b and all(a[rid][f] == b[rid][f] for f in fields)
+        if agreed and lab["source"] != "agreed":
+            problems.append(f"{GOLD}: {rid}: labellers A and B agree, so source must be 'agreed'")
+        if agreed and any(lab[f] != a[rid][f] for f in fields):
+            problems.append(f"{GOLD}: {rid}: differs from the label A and B agree on")
+        if not agreed and lab["source"] != "adjudicated":
+            problems.append(f"{GOLD}: {rid}: labellers A and B disagree, so source must be 'adjudicated'")
 
 
 def test_shipped_set_is_sound() -> None:
@@ -178,9 +206,14 @@ def test_second_labeller_when_present() -> None:
     assert check_reply_set(SET_DIR, "labels-b.jsonl") == []
 
 
+def test_gold_labels_are_sound() -> None:
+    assert check_reply_set(SET_DIR, GOLD) == []
+
+
 def test_guide_defines_what_labellers_need() -> None:
     guide = (SET_DIR / "GUIDE.md").read_text(encoding="utf-8")
-    for needed in (*KINDS, *CLAIMS, "claim_supported", "dev", "test", "Apache-2.0", "which wins"):
+    for needed in (*KINDS, *CLAIMS, "claim_supported", "dev", "test", "Apache-2.0", "which wins", GOLD,
+                   "Adjudication rules", "Agreement"):
         assert needed in guide, needed
 
 
@@ -238,6 +271,47 @@ BROKEN: dict[str, tuple[Callable[[list[str], list[str]], object], str]] = {
     "too few rows": (_truncate, f"fewer than {MIN_ROWS}"),
     "too few Spanish": (_all_english, "need 40 rows"),
 }
+
+
+def _gold_edit(n: int, **changes: Any) -> Callable[[list[str]], None]:
+    def edit(gold: list[str]) -> None:
+        row = json.loads(gold[n])
+        row.update(changes)
+        gold[n] = json.dumps({k: v for k, v in row.items() if v is not None or k == "claim_supported"})
+    return edit
+
+
+def _gold_row(source: str) -> int:
+    for n, line in enumerate(_lines(SET_DIR / GOLD)):
+        if json.loads(line)["source"] == source:
+            return n
+    raise AssertionError(f"no {source} row")
+
+
+BROKEN_GOLD: dict[str, tuple[Callable[[list[str]], object], str]] = {
+    "gold row dropped": (lambda g: g.pop(5), "r0006 not labelled"),
+    "gold row repeated": (lambda g: g.append(g[0]), "labelled twice"),
+    "source missing": (_gold_edit(0, source=None), "keys"),
+    "source unknown": (_gold_edit(0, source="guessed"), "source 'guessed'"),
+    "adjudicated without note": (_gold_edit(_gold_row("adjudicated"), note=None), "needs a note"),
+    "agreed row changed": (_gold_edit(0, kind="none", claim="none", claim_supported=None),
+                           "differs from the label A and B agree on"),
+    "agreed row called adjudicated": (_gold_edit(0, source="adjudicated", note="x"), "source must be 'agreed'"),
+    "disagreement called agreed": (_gold_edit(_gold_row("adjudicated"), source="agreed"),
+                                   "source must be 'adjudicated'"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN_GOLD))
+def test_broken_gold_copy_is_caught(name: str, tmp_path: Path) -> None:
+    edit, expected = BROKEN_GOLD[name]
+    gold = _lines(SET_DIR / GOLD)
+    edit(gold)
+    for other in ("replies.jsonl", "labels-a.jsonl", "labels-b.jsonl"):
+        (tmp_path / other).write_text((SET_DIR / other).read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / GOLD).write_text("\n".join(gold) + "\n", encoding="utf-8")
+    problems = check_reply_set(tmp_path, GOLD)
+    assert any(expected in p for p in problems), problems
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))
