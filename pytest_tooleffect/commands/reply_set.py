@@ -1,5 +1,6 @@
 """``tooleffect label agreement FOLDER``: the agreement of a reply set's two labellers
-(:mod:`pytest_tooleffect.data.reply_set`)."""
+(:mod:`pytest_tooleffect.data.reply_set`).
+"""
 
 from __future__ import annotations
 
