@@ -159,9 +159,10 @@ class FieldAgreement(BaseModel):
 
     ``table[i][j]`` counts the rows labeller A put in ``categories[i]`` and labeller B in
     ``categories[j]``.  ``kappa`` is ``None`` when chance alone predicts the table in full (one
-    category only); its interval is clipped to [-1, 1], and ``None`` with ``kappa`` or when the
-    asymptotic variance is not a number (perfect agreement: it is zero up to rounding, so there is
-    no interval to give); ``alpha`` is ``None`` when the rows hold one value only.
+    category only); its interval is clipped to [-1, 1], and ``None`` with ``kappa`` and under
+    perfect agreement (the asymptotic variance is then zero, computed as a rounding error of
+    either sign: there is no interval to give); ``alpha`` is ``None`` when the rows hold one value
+    only.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -241,9 +242,9 @@ def field_agreement(field: str, pairs: Sequence[tuple[str, str]], categories: Se
         table[index[a]][index[b]] += 1
     kappa, low, high = cohens_kappa(table)
     known = not math.isnan(kappa)
-    interval = known and not (math.isnan(low) or math.isnan(high))
-    return FieldAgreement(field=field, categories=list(categories), n=len(pairs),
-                          agreement=sum(table[i][i] for i in range(len(categories))) / len(pairs),
+    agreed = sum(table[i][i] for i in range(len(categories))) / len(pairs)
+    interval = known and agreed < 1 and not (math.isnan(low) or math.isnan(high))
+    return FieldAgreement(field=field, categories=list(categories), n=len(pairs), agreement=agreed,
                           kappa=kappa if known else None,
                           kappa_ci95=(max(low, -1.0), min(high, 1.0)) if interval else None,
                           alpha=krippendorff_alpha(pairs, categories), table=table)
