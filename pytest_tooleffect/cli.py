@@ -109,12 +109,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="replace a case file that holds labels (a timestamped .bak copy of it is kept), or rewrite "
                         "a family.yaml sample did not write (hand-authored, another command's)")
     p.set_defaults(func=cmd_sample)
-    p = sub.add_parser("label", help="export states for labelling, or import labels into a case file")
-    p.add_argument("action", choices=["export", "import"])
-    p.add_argument("files", nargs="+", help="export: case files; import: the case file to label")
+    p = sub.add_parser("label", help="export states for labelling, import labels into a case file, or the agreement "
+                                     "of a reply set's labellers")
+    p.add_argument("action", choices=["export", "import", "agreement"])
+    p.add_argument("files", nargs="+", help="export: case files; import: the case file to label; agreement: the "
+                                            "reply set's folder (datasets/replies)")
     p.add_argument("--out", help="export: the labelling file to write; import: case file to write (default: in place)")
     p.add_argument("--labels", help="import: the filled labelling file")
     p.add_argument("--labeller", default=None, help="export: the labeller's name written into labelled_by")
+    p.add_argument("--a", default=None, help="agreement: the first label file in the folder (default labels-a.jsonl)")
+    p.add_argument("--b", default=None, help="agreement: the second label file in the folder (default labels-b.jsonl)")
+    p.add_argument("--json", action="store_true", help="agreement: print the figures as JSON")
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_label)
     p = sub.add_parser("merge", help="final labels from several labellers; lists what needs adjudication")
