@@ -26,7 +26,7 @@ The bets are the growth-optimal (Kelly) ones for the design.  With ``D`` the sha
 *unchanged* agent flips (either way, half each: what a baseline's repeats or two A/A runs show), a
 regression of ``effect`` is modelled as ``effect`` more regressions on top of that noise
 (``p₁₀ = D/2 + effect``, ``p₀₁ = D/2``), whose Kelly bet is ``λ = effect / (D + effect)``; ``μ``
-maximises ``E log(1 + μ(m - X))`` for the unchanged agent.  The mixture covers ``D/2, D, 2D``
+maximises ``E log(1 + μ(m - X))`` for the unchanged agent.  The mixture covers ``D/2, D, max(2D, effect/2)``
 (weights 0.1, 0.8, 0.1) when the design names the discordance
 (:attr:`SequentialDesign.discordance`, from ``tooleffect plan``), else ``D`` from ``effect/4``
 to ``0.8`` by factors of 2 (equal weights).  The bets only change how fast a verdict comes, never
@@ -128,7 +128,7 @@ def bets(design: SequentialDesign) -> tuple[tuple[float, ...], tuple[float, ...]
     e, m = design.effect, design.no_regression_margin
     if design.discordance is not None:
         d = design.discordance
-        grid, weights = [d / 2, d, min(1.0, 2 * d)], [0.1, 0.8, 0.1]
+        grid, weights = [d / 2, d, min(1.0, max(2 * d, e / 2))], [0.1, 0.8, 0.1]
     else:
         grid = []
         d = e / 4
