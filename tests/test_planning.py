@@ -109,7 +109,7 @@ def test_tooleffect_plan_prints_the_needed_n_and_its_cost(tmp_path: Path, capsys
     assert cli(["plan", str(base), "--costs", str(log), "--sim-runs", "200"]) == 0
     out = capsys.readouterr().out
     n = fixed_n(0.05, 0.2, 0.05, 0.1).n
-    assert "fam · pol  (per decision 1,000 tokens, $0.0020, over 1 records)" in out
+    assert "fam · pol  (per decision 1,000 tokens, $0.002000, over 1 records)" in out
     all_line = next(line for line in out.splitlines() if line.strip().startswith("all "))
     assert f" {n} " in all_line and f"${0.002 * n:.4f}" in all_line
     assert cli(["plan", str(base), "--json", "--sim-runs", "200"]) == 0

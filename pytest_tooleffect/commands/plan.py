@@ -50,7 +50,7 @@ def add_plan_parser(sub: Any) -> None:
 def _money(usd: float | None) -> str:
     if usd is None:
         return "–"
-    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.4f}"
+    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.4f}" if usd >= 0.01 else f"${usd:.6f}"
 
 
 def render_plan(rows: list[Any], effect: float, alpha: float, power: float) -> str:
