@@ -8,7 +8,7 @@ design is the exact McNemar test's ``n`` for the same ``α``, power and effect a
 to the first ``n`` pairs of the same runs.  Prints a Markdown table and one ``BENCH-RESULT`` line
 per scenario: the average sample number over the fixed ``n`` (goal ≤ 0.5).
 
-Run on demand: ``.venv/bin/python bench/sequential.py [--runs 10000] [--unplanned]``
+Run on demand: ``.venv/bin/python bench/sequential.py [--runs 10000] [--unplanned] [--margin 0.02]``
 """
 
 from __future__ import annotations
@@ -35,19 +35,22 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=45)
     parser.add_argument("--unplanned", action="store_true", help="bets spread over every discordance")
+    parser.add_argument("--margin", type=float, default=0.0, help="the no-regression margin (default 0: the effect)")
     parser.add_argument("--discordances", type=float, nargs="+", default=DISCORDANCES)
     parser.add_argument("--regressions", type=float, nargs="+", default=REGRESSIONS)
     args = parser.parse_args()
     alpha, beta, effect = 0.05, 0.2, 0.05
     print(f"{args.runs} runs per scenario, seed {args.seed}; design alpha {alpha}, beta {beta}, effect {effect}, "
-          f"bets {'spread over every D' if args.unplanned else 'tuned to D'}; horizon 4 x fixed n")
+          f"margin {args.margin or effect}, bets {'spread over every D' if args.unplanned else 'tuned to D'}; "
+          "horizon 4 x fixed n")
     print("| D | Δ | fixed n | fixed-n rejects | gate: regression | gate: no regression | not settled | "
           "max over stopping times P(regression) (SE) | average decisions | / fixed n |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     start = time.monotonic()
     for d in args.discordances:
         fixed = fixed_n(alpha, beta, effect, d)
-        design = SequentialDesign(alpha=alpha, beta=beta, effect=effect, discordance=None if args.unplanned else d)
+        design = SequentialDesign(alpha=alpha, beta=beta, effect=effect, margin=args.margin,
+                                  discordance=None if args.unplanned else d)
         for delta in args.regressions:
             p10, p01 = alternative(d, delta)
             sim = simulate(design, p10, p01, args.runs, 4 * fixed.n, args.seed, fixed_n=fixed.n)
