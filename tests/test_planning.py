@@ -45,7 +45,7 @@ def test_the_fixed_n_is_the_first_n_with_the_power(d: float) -> None:
     assert fixed_n_power(design.n, 0.05, d / 2, d / 2) <= 0.05  # the exact test holds its level
 
 
-def _run(verdicts: dict[str, list[bool | None]], cls: str = "single") -> Baseline:
+def _run(verdicts: dict[str, list[bool | None]], cls: str = "single", label: str = "h") -> Baseline:
     decisions = {}
     repeats = max(len(v) for v in verdicts.values())
     for case_id, trials in verdicts.items():
@@ -53,10 +53,10 @@ def _run(verdicts: dict[str, list[bool | None]], cls: str = "single") -> Baselin
             rid = record_id("fam", case_id, "pol", trial, repeats)
             if passed is None:
                 d = BaselineDecision(family="fam", policy="pol", case_id=case_id, trial=trial, outcome="error",
-                                     passed=None, error="ProviderError", label_hash="h", **{"class": cls})
+                                     passed=None, error="ProviderError", label_hash=label, **{"class": cls})
             else:
                 d = BaselineDecision(family="fam", policy="pol", case_id=case_id, trial=trial, outcome="scored",
-                                     passed=passed, kind="ok" if passed else "wrong_tool", label_hash="h",
+                                     passed=passed, kind="ok" if passed else "wrong_tool", label_hash=label,
                                      name_ok=passed, name_args_ok=passed, **{"class": cls})
             decisions[rid] = d
     group = BaselineGroup(family="fam", policy="pol", label_set_fingerprint="0" * 16, decisions=len(decisions),
@@ -75,6 +75,9 @@ def test_the_discordance_of_trials_and_of_two_runs() -> None:
     assert two[("fam", "pol", ALL)].rate == pytest.approx(0.5)
     three = discordance([_run({"a": [True, False]}), _run({"a": [False]})])
     assert three[("fam", "pol", ALL)].rate == pytest.approx(2 / 3)
+    # a run under another label measures another question: left out
+    relabelled = discordance([_run({"a": [True]}), _run({"a": [False]}, label="h2")])
+    assert relabelled[("fam", "pol", ALL)].rate is None
 
 
 def test_a_plan_uses_the_measured_discordance_or_says_it_has_none() -> None:

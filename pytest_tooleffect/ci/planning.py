@@ -9,9 +9,9 @@ that costs at the tokens and price per decision the record logs measured.
 decision different verdicts, estimated per decision (record id without its trial) from its ``K ≥ 2``
 verdicts with ``s`` passes as ``2 s (K - s) / (K (K - 1))`` (unbiased for ``2π(1-π)``, ``π`` the
 decision's pass probability), averaged over the decisions that have two or more verdicts.  Every
-run given (the baseline, each repeat run) and every trial in it is one verdict; error outcomes are
-left out.  Decisions with one verdict only leave ``D`` unmeasured: the plan says so instead of
-assuming one.
+run given (the baseline, each repeat run) and every trial in it is one verdict; error outcomes,
+and verdicts under another label than the decision's first, are left out.  Decisions with one
+verdict only leave ``D`` unmeasured: the plan says so instead of assuming one.
 """
 
 from __future__ import annotations
@@ -92,13 +92,18 @@ class PlanRow:
 
 
 def _verdicts(runs: Sequence[Baseline]) -> dict[tuple[str, str, str], tuple[str, list[bool]]]:
-    """Per (family, policy, case id): its class and every verdict of every run and trial."""
+    """Per (family, policy, case id): its class and every verdict of every run and trial under the
+    label it has where first seen (a verdict under another label is another question: left out).
+    """
     out: dict[tuple[str, str, str], tuple[str, list[bool]]] = {}
+    labels: dict[tuple[str, str, str], str] = {}
     for run in runs:
         for d in run.decisions.values():
             if d.outcome != "scored" or d.passed is None:
                 continue
             key = (d.family, d.policy, d.case_id)
+            if labels.setdefault(key, d.label_hash) != d.label_hash:
+                continue
             out.setdefault(key, (d.label_class, []))[1].append(d.passed)
     return out
 
