@@ -218,7 +218,8 @@ class Label(_Model):
     @field_validator("labelled_by", mode="before")
     @classmethod
     def _one_labeller(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
+        # one name, or null (what ``label export`` writes when no --labeller is given: nobody named)
+        return [v] if isinstance(v, str) else [] if v is None else v
 
     @property
     def label_class(self) -> Literal["no_tool", "several", "single"]:
