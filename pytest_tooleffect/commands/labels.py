@@ -264,14 +264,14 @@ def cmd_label(args: argparse.Namespace) -> int:
         return 2
     target = Path(args.files[0])
     dest = Path(args.out or target)
+    # the case file is written in place unless --out names another file; never over the labels it reads
+    check_command_outputs([("--out" if args.out else "the case file", dest)],
+                          [("the labelling file (--labels)", Path(args.labels))], families=False, own=[target])
     if dest.suffix.lower() in _YAML_SUFFIXES:
         print(f"tooleffect label import: {'--out' if args.out else 'the case file'} {dest}: label import writes a "
               "JSON Lines case file (one case a line), which a .yaml name would make unreadable; give --out a "
               "path ending in .jsonl", file=sys.stderr)
         return 2
-    # the case file is written in place unless --out names another file; never over the labels it reads
-    check_command_outputs([("--out" if args.out else "the case file", dest)],
-                          [("the labelling file (--labels)", Path(args.labels))], families=False, own=[target])
     labels = read_labels(Path(args.labels))
     cases = _case_lines(target)
     if args.out and not args.force:
