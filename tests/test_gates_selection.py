@@ -122,3 +122,60 @@ def test_the_gates_switched_off_keep_pytest_s_exit_status_and_say_so(pytester: p
     note = "switched off by -p no:tooleffect-gates; pytest's exit status stands"
     assert json.loads((pytester.path / "r.json").read_text())["gates"] == {"applied": False, "note": note}
     assert f"Gates not applied: {note}." in (pytester.path / "s.md").read_text()
+
+
+PART_GATES = """\
+[tool.tooleffect.gates."*"]
+min_pct.no_tool = {name = 90}
+min_pct.micro = {name = 50}
+max_count.tool_when_none_needed = 0
+"""
+
+
+@pytest.mark.parametrize(("filters", "said"), [
+    (["-k", "not nt-read"], '-k "not nt-read"'),
+    (["--deselect", "cases/mini/cases.jsonl::nt-read-0", "--deselect", "cases/mini/cases.jsonl::nt-read-1"],
+     "--deselect cases/mini/cases.jsonl::nt-read-0 (and 1 more)"),
+    (["-m", "not overcalls"], '-m "not overcalls"'),
+], ids=["-k", "--deselect", "-m"])
+def test_a_filter_that_leaves_out_part_of_a_class_is_named_on_every_gate_line_and_in_the_report(
+        pytester: pytest.Pytester, filters: list[str], said: str) -> None:
+    """``-k``/``--deselect`` leaving out the two failing no-tool items: "every gate passed", exit 0, and
+    no word of the filter.  Each gate judged on what is left says how many items which filter left
+    out; the decision line, the JSON report and the Markdown summary name the filter.
+    """
+    write_family(pytester.path)  # no_tool 8/10 (the two nt-read items over-call), single 3/3
+    write_gates(pytester.path, PART_GATES)
+    if filters[0] == "-m":  # a marker some cases carry: the two that over-call do not
+        pytester.makeconftest(
+            "import pytest\n\n"
+            "def pytest_configure(config):\n"
+            "    config.addinivalue_line('markers', 'overcalls: the recorded agent over-calls')\n\n"
+            "@pytest.hookimpl(tryfirst=True)\n"
+            "def pytest_collection_modifyitems(items):\n"
+            "    for item in items:\n"
+            "        if 'nt-read' in item.nodeid:\n"
+            "            item.add_marker(pytest.mark.overcalls)\n")
+    result = pytester.runpytest("cases/", *filters, "--tooleffect-report=r.json", "--tooleffect-summary-md=s.md",
+                                "-p", "no:cacheprovider")
+    assert result.ret == 0
+    lines = gate_lines(result)
+    no_tool = [x for x in lines if "no_tool name" in x]
+    assert no_tool == [f"gate mini/replay no_tool name >= 90.0 %: PASSED (100.0 %, Wilson 67.6-100.0, n=8, 2 of 10 "
+                       f"no_tool items not selected by this run ({said}))"], lines
+    assert all(f"2 of 13 items not selected by this run ({said})" in x for x in lines if "micro" in x or "<=" in x)
+    left = f"{said}: 2 of 13 case items not selected"
+    assert lines[-1].startswith(f"tooleffect gates: 3 passed, 0 failed, 0 not judged, judged on a filtered run "
+                                f"({left}); 0 errors; exit 0: every gate passed"), lines[-1]
+    gates = json.loads((pytester.path / "r.json").read_text())["gates"]
+    assert gates["filtered"] == left
+    assert f"Judged on a filtered run: {left}." in (pytester.path / "s.md").read_text().replace("\\", "")
+
+
+def test_an_unfiltered_run_says_nothing_of_filters(pytester: pytest.Pytester) -> None:
+    write_family(pytester.path, no_tool_read=0)
+    write_gates(pytester.path, PART_GATES)
+    result = pytester.runpytest("cases/", "--tooleffect-report=r.json", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    assert not any("not selected" in x or "filtered" in x for x in gate_lines(result))
+    assert json.loads((pytester.path / "r.json").read_text())["gates"]["filtered"] is None
