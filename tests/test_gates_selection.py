@@ -179,3 +179,37 @@ def test_an_unfiltered_run_says_nothing_of_filters(pytester: pytest.Pytester) ->
     assert result.ret == 0
     assert not any("not selected" in x or "filtered" in x for x in gate_lines(result))
     assert json.loads((pytester.path / "r.json").read_text())["gates"]["filtered"] is None
+
+
+def test_report_gates_on_the_log_of_a_run_that_left_a_defined_policy_out_says_what_the_run_said(
+        pytester: pytest.Pytester) -> None:
+    """A gate table for a policy defined in pyproject and not run: the run said NOT APPLICABLE (exit 0),
+    ``tooleffect report --gates`` on its log said NOT JUDGED (exit 1).  Both say NOT APPLICABLE, with
+    the same reason, and the same exit; a table on a policy nobody defined is NOT JUDGED in both.
+    """
+    import subprocess
+    import sys
+
+    write_family(pytester.path)
+    tables = ('[tool.tooleffect.policies.scripted]\nagent = "mini_agent:decide"\n'
+              '[tool.tooleffect.gates."mini/replay"]\nmin_pct.no_tool = {name = 75}\n'
+              '[tool.tooleffect.gates."mini/scripted"]\nmin_pct.no_tool = {name = 99}\n')
+    write_gates(pytester.path, tables)
+    run = pytester.runpytest("cases/", "--tooleffect-records=log.jsonl", "-p", "no:cacheprovider")
+    assert run.ret == 0
+    said = ("gate mini/scripted no_tool name >= 99.0 %: NOT APPLICABLE (policy scripted not selected by this run "
+            "(it ran replay))")
+    assert said in gate_lines(run)
+
+    def report() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", "log.jsonl", "--gates", "."],
+                              cwd=pytester.path, capture_output=True, text=True, check=False)
+
+    logged = report()
+    assert logged.returncode == 0, logged.stdout + logged.stderr
+    assert said in logged.stdout.splitlines(), logged.stdout
+    write_gates(pytester.path, tables + '[tool.tooleffect.gates."mini/scripted-typo"]\nmax_count.forbidden = 0\n')
+    logged = report()
+    assert logged.returncode == 1
+    assert ("gate mini/scripted-typo forbidden <= 0: NOT JUDGED (no decisions of family mini and policy "
+            "scripted-typo in the run)") in logged.stdout.splitlines(), logged.stdout
