@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from pytest_tooleffect.collect.family import FamilyError, load_family
+from pytest_tooleffect.data.authored import Placement as AuthoredPlacement
 from pytest_tooleffect.formats import Family, Fault, Placement, Policy, Source
 
 FAMILY: dict[str, Any] = {"name": "demo"}
@@ -32,6 +33,7 @@ PLACEMENT: dict[str, Any] = {"step": 0, "run_length": 2, "bucket": "first"}
     (Fault, {"kind": "status", "times": True}, "times"),
     (Fault, {"kind": "status", "status": True}, "status"),
     (Fault, {"kind": "slow", "ms": True}, "ms"),
+    (AuthoredPlacement, {"id": "p", "step": True, "run_length": 2, "rules": {}}, "step"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_a_boolean_is_no_count(model: type[Any], data: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as caught:
