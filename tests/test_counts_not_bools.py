@@ -24,6 +24,7 @@ PLACEMENT: dict[str, Any] = {"step": 0, "run_length": 2, "bucket": "first"}
     (Family, {**FAMILY, "population": {"first": False}}, "population.first"),
     (Family, {**FAMILY, "production": {"first": True}}, "production.first"),
     (Family, {**FAMILY, "seed": True}, "seed"),
+    (Family, {**FAMILY, "annotations": {"weights": {"write": True}}}, "annotations.weights.write"),
     (Family, {**FAMILY, "policies": [{"name": "p", "model": "m", "max_tokens": True}]}, "policies.0.max_tokens"),
     (Policy, {"name": "p", "model": "m", "temperature": False}, "temperature"),
     (Policy, {"name": "p", "model": "m", "timeout_s": True}, "timeout_s"),
