@@ -206,8 +206,9 @@ def _judge_block(block: Block, records: Sequence[Record],
     partly = scope.partly(block.family, block.policy)
     for gate, op, threshold, unit, bound in _listed(gates):
         result = _maker(block.family, block.policy, gates, gate, op, threshold, unit, bound)
-        if gate in NEEDLESS_GATES:
-            results.append(judge_needless(block, gate, threshold, min_n, result))
+        if gate in NEEDLESS_GATES:  # over the no-tool class
+            got = judge_needless(block, gate, threshold, min_n, result)
+            note = scope.partly(block.family, block.policy, "no_tool")
         elif unit == "%":
             subject, level = gate.split(" ")
             left_out = scope.class_not_selected(block.family, block.policy, subject)
