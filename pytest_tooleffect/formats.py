@@ -29,15 +29,17 @@ from pytest_tooleffect.mcp_format import AnnotationPolicy, HintWeights, McpServe
 
 # a policy (a family's ``policies:`` entry, a pyproject table), a price and the names shown in test
 # ids: defined in a module of their own, exported here as part of this one's vocabulary
-from pytest_tooleffect.policy_format import Policy, Price, ShowableName, policy_params
+from pytest_tooleffect.policy_format import Amount, Count, Policy, Price, ShowableName, policy_params
 
 __all__ = [
     "CASE_ID_SHAPE",
     "Action",
+    "Amount",
     "AnnotationPolicy",
     "Case",
     "Conversation",
     "ConversationTurn",
+    "Count",
     "Effect",
     "Family",
     "Fault",
@@ -232,7 +234,8 @@ class Label(_Model):
     @field_validator("labelled_by", mode="before")
     @classmethod
     def _one_labeller(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
+        # one name, or null (what ``label export`` writes when no --labeller is given: nobody named)
+        return [v] if isinstance(v, str) else [] if v is None else v
 
     @property
     def label_class(self) -> Literal["no_tool", "several", "single"]:
@@ -245,8 +248,8 @@ class Label(_Model):
 class Placement(_Model):
     """Where the state sits in its run: 0-based ``step`` of ``run_length`` decisions."""
 
-    step: int = Field(ge=0)
-    run_length: int = Field(ge=1)
+    step: Count = Field(ge=0)
+    run_length: Count = Field(ge=1)
     bucket: str = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -262,7 +265,7 @@ class Source(_Model):
     kind: Literal["trace", "authored", "generated", "import"]
     dataset: str | None = None
     trace_id: str | None = None
-    position: int | None = None
+    position: Count | None = None
     note: str | None = None
 
     @model_validator(mode="before")
@@ -401,10 +404,10 @@ class Fault(_Model):
     """
 
     kind: Literal["status", "timeout", "malformed", "slow"]
-    status: int = Field(default=503, ge=400, le=599)
-    after_ms: float = Field(default=200.0, ge=0, le=20_000)
-    ms: float = Field(default=200.0, ge=0, le=20_000)
-    times: int = Field(default=1, ge=1)
+    status: Count = Field(default=503, ge=400, le=599)
+    after_ms: Amount = Field(default=200.0, ge=0, le=20_000)
+    ms: Amount = Field(default=200.0, ge=0, le=20_000)
+    times: Count = Field(default=1, ge=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -520,12 +523,12 @@ class Family(_Model):
     tools: list[ToolSpec] = Field(default_factory=list)
     tools_file: str | None = None
     oracle: str | None = None
-    quota: dict[str, int] | None = None
-    population: dict[str, int] | None = None
-    production: dict[str, float] | None = None
+    quota: dict[str, Count] | None = None
+    population: dict[str, Count] | None = None
+    production: dict[str, Amount] | None = None
     policies: list[Policy] = Field(default_factory=list)
     licence: str | None = None
-    seed: int | None = None
+    seed: Count | None = None
     sandbox: SandboxSpec | None = None
     mcp: McpSource | None = None
     annotations: AnnotationPolicy | None = None

@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from pytest_tooleffect.policy_format import Amount
+
 __all__ = ["HINT_CLASSES", "AnnotationPolicy", "HintWeights", "McpServerInfo", "McpSource"]
 
 #: the classes a tool's hints put it in, least severe first: ``read`` (``readOnlyHint: true``),
@@ -74,9 +76,9 @@ class HintWeights(_Model):
     only their ratios matter).  Defaults: a needless destructive call weighs four redundant reads.
     """
 
-    read: float = 1.0
-    write: float = 2.0
-    destructive: float = 4.0
+    read: Amount = 1.0
+    write: Amount = 2.0
+    destructive: Amount = 4.0
 
     @field_validator("read", "write", "destructive")
     @classmethod

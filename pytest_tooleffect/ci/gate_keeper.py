@@ -10,7 +10,7 @@ for a run of cases that scored nothing: :func:`~.exit_status.unscored_exit`).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Literal
@@ -201,22 +201,28 @@ def _judge_block(block: Block, records: Sequence[Record],
                  gates: GateSet, scope: GateScope) -> list[GateResult]:
     min_n = gates.min_n or 1
     results = []
+    # a filter that left out part of a class (-k, --deselect, -m on a marker of some cases): every gate
+    # judged on what is left says how much the filter left out, and which filter
+    partly = scope.partly(block.family, block.policy)
     for gate, op, threshold, unit, bound in _listed(gates):
         result = _maker(block.family, block.policy, gates, gate, op, threshold, unit, bound)
-        if gate in NEEDLESS_GATES:
-            results.append(judge_needless(block, gate, threshold, min_n, result))
+        if gate in NEEDLESS_GATES:  # over the no-tool class
+            got = judge_needless(block, gate, threshold, min_n, result)
+            note = scope.partly(block.family, block.policy, "no_tool")
         elif unit == "%":
             subject, level = gate.split(" ")
             left_out = scope.class_not_selected(block.family, block.policy, subject)
             if left_out is not None:
                 results.append(result("not_applicable", left_out))
                 continue
-            results.append(_judge_rate(block, subject, level, threshold, bound, min_n, result,
-                                       scope.coverage(block.family, block.policy, _classes_with_rows(block, level))))
+            got = _judge_rate(block, subject, level, threshold, bound, min_n, result,
+                              scope.coverage(block.family, block.policy, _classes_with_rows(block, level)))
+            note = scope.partly(block.family, block.policy, subject) if subject in CLASSES else partly
         elif unit == "":
-            results.append(_judge_count(block, records, gate, threshold, result))
+            got, note = _judge_count(block, records, gate, threshold, result), partly
         else:
-            results.append(_judge_cost(block, gate, threshold, result))
+            got, note = _judge_cost(block, gate, threshold, result), partly
+        results.append(replace(got, detail=f"{got.detail}, {note}") if note else got)
     return results
 
 
@@ -477,10 +483,13 @@ class GateKeeper:
         unjudged = f"{counts['not_judged']} not judged"
         if counts["not_judged"]:
             unjudged += f" ({failing} of them failing the run)" if failing else " (let through)"
+        run = self._scope().run
         if counts["not_applicable"]:  # a filtered run: what it did not select is not judged, and not failed
-            run = self._scope().run
             unjudged += (f", {counts['not_applicable']} not applicable (not selected by this run"
                          f"{': ' + run.filters if run is not None and run.filters else ''})")
+        filtered = run.filtered if run is not None else ""
+        if filtered and not counts["not_applicable"]:  # judged on part of what was collected: which filter
+            unjudged += f", judged on a filtered run ({filtered})"
         unscored = ""
         if self.report is not None:  # collected and never decided: no gate judges them, and the report says so
             skipped = sum(s.count for s in self.report.skipped)
@@ -512,11 +521,13 @@ class GateKeeper:
     def _section(self) -> GatesApplied:
         assert self.results is not None and self.exit is not None and self.gates is not None
         assert self.report is not None
-        return gates_section(self.report, self.gates, self.results, self.tally, self.exit)
+        run = self._scope().run
+        return gates_section(self.report, self.gates, self.results, self.tally, self.exit,
+                             run.filtered if run is not None else "")
 
 
 def gates_section(report: Report, gates: GatesConfig, results: Sequence[GateResult], tally: RunTally,
-                  exit: tuple[int, str]) -> GatesApplied:
+                  exit: tuple[int, str], filtered: str = "") -> GatesApplied:
     """The report's ``gates`` section of gates that applied.
 
     Args:
@@ -525,6 +536,8 @@ def gates_section(report: Report, gates: GatesConfig, results: Sequence[GateResu
         results: :func:`evaluate`'s results.
         tally: the run's failures by what they are.
         exit: :func:`decide_exit`'s ``(status, why)``.
+        filtered: what left case items out of the run, in words
+            (:attr:`~pytest_tooleffect.collect.scope.RunScope.filtered`); ``""``: nothing did.
 
     Returns:
         The typed section.
@@ -538,5 +551,6 @@ def gates_section(report: Report, gates: GatesConfig, results: Sequence[GateResu
         "exit_status": exit[0],
         "exit_reason": exit[1],
         "unmatched_tables": unmatched_tables(report, gates),
+        "filtered": filtered or None,
         "results": [r.to_dict() for r in results],
     })

@@ -329,7 +329,8 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
     try:
         fam = Family.model_validate(raw)
     except ValidationError as exc:
-        raise FamilyError("; ".join(f"{path}: {error_location(e['loc'])}: {e['msg']}" for e in exc.errors())) from exc
+        raise FamilyError("; ".join(f"{path}: {error_location(e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+                                     for e in exc.errors())) from exc
     for t in fam.tools:
         props = t.parameters.get("properties", {})
         if not isinstance(props, Mapping) or t.parameters.get("type", "object") != "object":

@@ -56,6 +56,8 @@ def render_markdown(report: Report, records: Sequence[Record] = (),
         c = gates.counts
         na = f", {c.not_applicable} not applicable (not selected by this run)" if c.not_applicable else ""
         out += [f"{c.passed} passed, {c.failed} failed, {c.not_judged} not judged{na}; {n_errors} errors.", ""]
+        if gates.filtered:  # the filter that left items out, as given: the gates judged the rest
+            out += [f"Judged on a filtered run: {_cell(gates.filtered)}.", ""]
         if gates.results:
             out += ["| result | gate | value |", "| --- | --- | --- |"]
             for r in gates.results:
