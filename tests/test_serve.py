@@ -138,7 +138,9 @@ def test_turn_key_separates_tools_and_prompt_and_ignores_their_order() -> None:
     assert key([read], tools=False) == key([weather], tools=False)
 
 
-def _serve(root: Path, *flags: str) -> tuple[subprocess.Popen[str], str]:
+def _start(root: Path, *flags: str) -> tuple[subprocess.Popen[str], str, str]:
+    """``tooleffect serve`` over ``root/cases`` on a free loopback port: the process, its ``/v1`` base
+    URL and the first line it printed (it holds one recorded state)."""
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "pytest_tooleffect.cli", "serve", "--cases", "cases",
                              "--port", str(port), *flags], cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -146,7 +148,12 @@ def _serve(root: Path, *flags: str) -> tuple[subprocess.Popen[str], str]:
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert "1 recorded states" in line, (line, proc.stderr.read() if proc.poll() is not None else "")
-    return proc, f"http://127.0.0.1:{port}/v1/chat/completions"
+    return proc, f"http://127.0.0.1:{port}/v1", line
+
+
+def _serve(root: Path, *flags: str) -> tuple[subprocess.Popen[str], str]:
+    proc, base, _ = _start(root, *flags)
+    return proc, f"{base}/chat/completions"
 
 
 @pytest.mark.parametrize("ignore", [False, True])
@@ -359,15 +366,9 @@ def test_a_case_added_while_serving_is_answered_and_a_404_says_what_was_loaded(p
     """
     _family(pytester.path, "mail", [READ_TOOL], {"valid_actions": [{"tool": None}]},
             {"tool_calls": [], "text": "Nothing new."})
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_tooleffect.cli", "serve", "--cases", "cases",
-                             "--port", str(port)], cwd=pytester.path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc, base, line = _start(pytester.path)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "1 recorded states" in line and "read again when they change" in line, line
-        base = f"http://127.0.0.1:{port}/v1"
+        assert "read again when they change" in line, line
         new_words = [{"role": "user", "content": "Please read th-2."}]
         request = {"model": "recorded-agent", "messages": [{"role": "system", "content": "You help."}, *new_words],
                    "tools": [{"type": "function", "function": READ_TOOL}]}
@@ -408,21 +409,15 @@ def test_serve_names_each_invalid_case_at_start_and_on_reload_and_serves_the_res
               "label": {"valid_actions": [{"tool": None}]}, "recorded": {"text": "No."}, "source": "authored"}
     with (fam / "cases.jsonl").open("a") as fh:
         fh.write(json.dumps(broken) + "\n")
-    port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "pytest_tooleffect.cli", "serve", "--cases", "cases",
-                             "--port", str(port)], cwd=pytester.path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc, base, line = _start(pytester.path)
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert "1 recorded states" in line, line
         request = {"model": "recorded-agent", "messages": [{"role": "system", "content": "You help."}, *MESSAGES],
                    "tools": [{"type": "function", "function": READ_TOOL}]}
-        status, body = _post(f"http://127.0.0.1:{port}/v1", request)
+        status, body = _post(base, request)
         assert status == 200 and body["choices"][0]["message"]["content"] == "Nothing new.", body
         (fam / "later.jsonl").write_text(json.dumps({**broken, "id": "bad-later", "placement": {"step": 3,
                                                                                              "run_length": 1}}) + "\n")
-        status, body = _post(f"http://127.0.0.1:{port}/v1", request)  # read again: the valid case still answers
+        status, body = _post(base, request)  # read again: the valid case still answers
         assert status == 200 and body["choices"][0]["message"]["content"] == "Nothing new.", body
     finally:
         proc.terminate()

@@ -13,9 +13,9 @@ confusion table.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -91,6 +91,25 @@ def _invalid(where: str, exc: ValidationError) -> ReplySetError:
     return ReplySetError(f"{where}: {field}: {first['msg']}")
 
 
+_Row = TypeVar("_Row", bound=BaseModel)
+
+
+def _rows(path: Path, model: type[_Row]) -> Iterator[tuple[str, _Row]]:
+    """Each line of ``path`` validated as ``model``, with where it is (file, line, id).
+
+    Raises:
+        ReplySetError: a line that is not JSON or not a ``model`` (names the file, the line, the id and the field).
+    """
+    for n, row, why in json_lines(path):
+        where = _where(path, n, row)
+        if why is not None:
+            raise ReplySetError(f"{where}: {why}")
+        try:
+            yield where, model.model_validate(row)
+        except ValidationError as exc:
+            raise _invalid(where, exc) from None
+
+
 def read_replies(path: Path) -> dict[str, Reply]:
     """The replies of ``replies.jsonl`` by id, in file order.
 
@@ -100,14 +119,7 @@ def read_replies(path: Path) -> dict[str, Reply]:
         OSError: the file cannot be read.
     """
     replies: dict[str, Reply] = {}
-    for n, row, why in json_lines(path):
-        where = _where(path, n, row)
-        if why is not None:
-            raise ReplySetError(f"{where}: {why}")
-        try:
-            reply = Reply.model_validate(row)
-        except ValidationError as exc:
-            raise _invalid(where, exc) from None
+    for where, reply in _rows(path, Reply):
         if reply.id in replies:
             raise ReplySetError(f"{where}: id: given twice")
         replies[reply.id] = reply
@@ -128,14 +140,7 @@ def read_labels(path: Path, replies: Mapping[str, Reply], gold: bool = False) ->
         OSError: the file cannot be read.
     """
     labels: dict[str, Label] = {}
-    for n, row, why in json_lines(path):
-        where = _where(path, n, row)
-        if why is not None:
-            raise ReplySetError(f"{where}: {why}")
-        try:
-            label = Label.model_validate(row)
-        except ValidationError as exc:
-            raise _invalid(where, exc) from None
+    for where, label in _rows(path, Label):
         if label.id in labels:
             raise ReplySetError(f"{where}: id: labelled twice")
         if label.id not in replies:
