@@ -13,6 +13,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import asdict
 from decimal import Decimal
 from fractions import Fraction
+from functools import partial
 from typing import Any, Literal
 
 import pytest
@@ -39,8 +40,10 @@ from pytest_tooleffect.ci.gate_verdicts import (
     gates_fail,
     judged_nothing,
 )
+from pytest_tooleffect.ci.sequential_gate import design_of, judge_sequential
 from pytest_tooleffect.collect.sharding import RunSelection
 from pytest_tooleffect.oracle import KINDS
+from pytest_tooleffect.outcomes import SETTLED
 from pytest_tooleffect.report import CLASSES, percent
 from pytest_tooleffect.report.ci_model import GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
@@ -112,9 +115,12 @@ def evaluate(report: Report, records: Sequence[Record],
     by_block: dict[tuple[str, str], list[Record]] = {}
     for r in records:
         by_block.setdefault((r.family, r.policy), []).append(r)
+    paired = any(r.baseline is not None for r in records)
     for block in blocks:
         fam, pol = block.family, block.policy
-        out.extend(_judge_block(block, by_block.get((fam, pol), []), config.for_block(fam, pol), scope))
+        gates = config.for_block(fam, pol)
+        out.extend(_judge_block(block, by_block.get((fam, pol), []), gates, scope,
+                                partial(judge_sequential, report.sequential, fam, pol, has_baseline=paired)))
     shown = ", ".join(f"{b.family}/{b.policy}" for b in blocks)
     for fam, pol in config.tables:
         if any(fam in ("*", b.family) and pol in ("*", b.policy) for b in blocks):
@@ -189,14 +195,16 @@ def _listed(gates: GateSet) -> Iterable[tuple[str, str, float, str, str | None]]
         yield ("cost per decision", "<=", float(gates.max_cost_usd_per_decision), "USD", None)
     if gates.max_cost_usd is not None and gates.max_cost_usd != "off":
         yield ("cost", "<=", float(gates.max_cost_usd), "USD", None)
+    if gates.sequential is not None and gates.sequential_on:
+        yield ("sequential", "at alpha", design_of(gates.sequential).alpha, "alpha", None)
 
 
 def _unjudged(reason: str, gates: GateSet) -> str:
     return reason + ('; let through by unjudged = "pass"' if gates.unjudged == "pass" else "")
 
 
-def _judge_block(block: Block, records: Sequence[Record],
-                 gates: GateSet, scope: GateScope) -> list[GateResult]:
+def _judge_block(block: Block, records: Sequence[Record], gates: GateSet, scope: GateScope,
+                 sequential: Callable[[_Make], GateResult] | None = None) -> list[GateResult]:
     min_n = gates.min_n or 1
     results = []
     for gate, op, threshold, unit, bound in _listed(gates):
@@ -211,6 +219,8 @@ def _judge_block(block: Block, records: Sequence[Record],
                                        scope.coverage(block.family, block.policy, _classes_with_rows(block, level))))
         elif unit == "":
             results.append(_judge_count(block, records, gate, threshold, result))
+        elif unit == "alpha":
+            results.append(sequential(result) if sequential is not None else result("not_judged", "no tally"))
         else:
             results.append(_judge_cost(block, gate, threshold, result))
     return results
@@ -479,7 +489,7 @@ class GateKeeper:
                          f"{': ' + run.filters if run is not None and run.filters else ''})")
         unscored = ""
         if self.report is not None:  # collected and never decided: no gate judges them, and the report says so
-            skipped = sum(s.count for s in self.report.skipped)
+            skipped = sum(n for s in self.report.skipped for why, n in s.reasons.items() if why != SETTLED)
             invalid = sum(f.count for f in self.report.invalid)
             unrecorded = sum(u.count for u in self.report.unrecorded)
             parts = [f"{n} {what}" for n, what in ((skipped, "skipped"), (invalid, "invalid cases"),

@@ -17,6 +17,8 @@ key by key::
     max_changed = 0           # known failures of another kind now (baseline status "changed")
     max_cost_usd = 5.0        # the family × policy's cost in all (USD)
     max_cost_usd_per_decision = 0.01                   # its mean per scored decision (USD)
+    sequential = {alpha = 0.05, margin = 0.02, effect = 0.05, budget_decisions = 400, budget_usd = 2.0}
+                              # decided as paired decisions complete (ci/sequential_gate.py)
 
     [tool.tooleffect.gates."tau-airline/replay"]
     min_pct.no_tool.name = 90
@@ -48,7 +50,7 @@ from pytest_tooleffect.settings import Settings, read_config_file, read_pyprojec
 from pytest_tooleffect.util.display import shown
 
 __all__ = ["AVERAGES", "EFFECT_KINDS", "GATES_TABLE", "LEVELS", "CountCaps", "GateSet", "GatesConfig", "LevelFloors",
-           "RateFloors", "gates_of", "load_gates", "load_gates_file", "parse_gates"]
+           "RateFloors", "SequentialSpec", "gates_of", "load_gates", "load_gates_file", "parse_gates"]
 
 GATES_TABLE = "tool.tooleffect.gates"
 LEVELS = ("name", "name_args", "effect")
@@ -103,6 +105,32 @@ Usd = Annotated[float | str, PlainValidator(_usd)]
 MinN = Annotated[int, PlainValidator(_min_n)]
 
 
+def _fraction(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value < 1:
+        raise ValueError(f"expected a fraction between 0 and 1 (0.05 is 5 points), got {value!r}")
+    return float(value)
+
+
+def _margin(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value < 1:
+        raise ValueError(f"expected a fraction from 0 to below 1 (0.02 is 2 points), got {value!r}")
+    return float(value)
+
+
+def _budget(value: Any) -> int | str:
+    if value == "off":
+        return "off"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f'expected a whole number of decisions >= 1 or "off", got {value!r}')
+    return value
+
+
+#: a probability or a rate difference as a fraction in (0, 1)
+Fraction01 = Annotated[float, PlainValidator(_fraction)]
+Margin = Annotated[float, PlainValidator(_margin)]
+Budget = Annotated[int | str, PlainValidator(_budget)]
+
+
 class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -140,6 +168,30 @@ class CountCaps(_Table):
     effect_missing: Count | None = None
 
 
+class SequentialSpec(_Table):
+    """``sequential``: a gate decided as paired decisions complete (``None``: inherited or default).
+
+    Attributes:
+        alpha: the false-regression rate it holds at every stopping time (default 0.05).
+        margin: the regression (a fraction of paired decisions, 0.02 = 2 points) still called "no
+            regression beyond the margin" (default 0).
+        beta: one minus the power against ``effect`` (default 0.2).
+        effect: the regression it is designed to find (a fraction, 0.05 = 5 points; default 0.05).
+        budget_decisions: the most decisions of the block it may spend; reached before a verdict, the
+            gate is NOT SETTLED (``"off"``: none; default none).
+        budget_usd: the most USD the block's decisions may cost; likewise.
+        off: ``true`` removes a sequential gate a less specific table set.
+    """
+
+    alpha: Fraction01 | None = None
+    margin: Margin | None = None
+    beta: Fraction01 | None = None
+    effect: Fraction01 | None = None
+    budget_decisions: Budget | None = None
+    budget_usd: Usd | None = None
+    off: bool | None = None
+
+
 class GateSet(_Table):
     """One ``[tool.tooleffect.gates."FAMILY/POLICY"]`` table (``None``: inherited or default).
 
@@ -155,6 +207,7 @@ class GateSet(_Table):
             baseline, fail now with another kind).
         max_cost_usd: ceiling on the family × policy's cost in all, USD.
         max_cost_usd_per_decision: ceiling on its mean cost per scored decision, USD.
+        sequential: a sequential paired gate (:class:`SequentialSpec`).
     """
 
     bound: Literal["point", "wilson"] | None = None
@@ -166,6 +219,7 @@ class GateSet(_Table):
     max_changed: Count | None = None
     max_cost_usd: Usd | None = None
     max_cost_usd_per_decision: Usd | None = None
+    sequential: SequentialSpec | None = None
 
     def merged(self, over: GateSet) -> GateSet:
         """This set with ``over``'s keys on top (key by key, into ``min_pct`` and ``max_count``)."""
@@ -177,7 +231,12 @@ class GateSet(_Table):
         """Some gate is set (not only settings, not only ``"off"``)."""
         data = self.model_dump(exclude_none=True, include={"min_pct", "max_count", "max_regressions", "max_changed",
                                                             "max_cost_usd", "max_cost_usd_per_decision"})
-        return any(v != "off" for v in _leaves(data))
+        return any(v != "off" for v in _leaves(data)) or self.sequential_on
+
+    @property
+    def sequential_on(self) -> bool:
+        """A sequential gate is set (and not removed with ``off = true``)."""
+        return self.sequential is not None and not self.sequential.off
 
 
 def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from pytest_tooleffect.decide.model_turn import ModelCache, TurnPool, api_key, w
 from pytest_tooleffect.decide.provider_errors import ProviderError
 from pytest_tooleffect.decide.ratelimit import RateLimiterError, redis_url_problem, state_file_problem
 from pytest_tooleffect.decide.sandbox_run import SandboxRun, execute
+from pytest_tooleffect.decide.stopping import stopped
 from pytest_tooleffect.decide.turn_process import finish_preload
 from pytest_tooleffect.formats import Case, ToolSpec
 from pytest_tooleffect.options import INI_RATE_BACKEND, INI_RATE_FILE
@@ -340,7 +341,7 @@ class ModelTurns:
             assert isinstance(it, CaseItem)
             if it.nodeid not in self.submitted:
                 self.submitted.add(it.nodeid)
-                if not _will_run(it):  # a skipped item's turn would be paid for and thrown away
+                if not _will_run(it) or stopped(self.config, it):  # a turn paid for and thrown away
                     continue
                 try:
                     _ = it.case  # read again (kept until teardown); a line that changed is its own setup's error
@@ -349,6 +350,23 @@ class ModelTurns:
                 future = self.submit(it)
                 if future is not None:
                     self.prefetched[it.nodeid] = future
+
+    def withdraw(self, item: CaseItem) -> bool:
+        """Take back the item's prefetched turn, if it has not come back (a sequential gate settled).
+
+        Returns:
+            ``True`` when no answer was paid for: none was queued, or the queued one was cancelled
+            (waiting for a slot it never starts; in flight its request is closed); ``False`` when its
+            answer is back (the item then runs: its decision is scored).
+        """
+        future = self.prefetched.get(item.nodeid)
+        if future is None:
+            return True
+        if future.done():
+            return False
+        future.cancel()
+        del self.prefetched[item.nodeid]
+        return True
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> str | None:
         """Say up front how long a request limit makes the run at the least (when over ten minutes)."""
