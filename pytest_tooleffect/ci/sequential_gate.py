@@ -27,14 +27,13 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
 from pytest_tooleffect import wire
 from pytest_tooleffect.ci.baseline import Baseline, BaselineDecision
 from pytest_tooleffect.ci.gate_rules import GatesConfig, SequentialSpec, gates_of
-from pytest_tooleffect.ci.sequential import SequentialDesign, settle
 from pytest_tooleffect.ci.sequential_state import (
     RedisSettleStore,
     SettleStore,
@@ -59,6 +58,9 @@ from pytest_tooleffect.report.sequential_model import (
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.settings import Settings, settings_key
 
+if TYPE_CHECKING:
+    from pytest_tooleffect.ci.sequential import SequentialDesign
+
 __all__ = ["PAIRED", "TEST_NAME", "SequentialGate", "design_of", "judge_sequential", "pair_of", "sequential_lines",
            "sequential_on"]
 
@@ -66,7 +68,6 @@ __all__ = ["PAIRED", "TEST_NAME", "SequentialGate", "design_of", "judge_sequenti
 TEST_NAME = "anytime-valid paired test on the discordant pairs (pytest_tooleffect.ci.sequential.settle)"
 #: a record's ``baseline.status`` → what the pair counts as
 PAIRED = {"regression": "regression", "fixed": "improvement", "known": "same", "changed": "same", "passing": "same"}
-_DEFAULTS = SequentialDesign()
 
 
 def sequential_on(gates: GatesConfig | None) -> bool:
@@ -78,11 +79,14 @@ def design_of(spec: SequentialSpec) -> SequentialDesign:
     """The test's design from a gate's ``sequential`` table (unset keys: :class:`SequentialDesign`'s defaults;
     ``budget_decisions`` is the design's ``max_pairs``).
     """
+    from pytest_tooleffect.ci.sequential import SequentialDesign  # numpy: only in runs with a sequential gate
+
+    defaults = SequentialDesign()
     budget = spec.budget_decisions if isinstance(spec.budget_decisions, int) else None
-    return SequentialDesign(alpha=_DEFAULTS.alpha if spec.alpha is None else spec.alpha,
-                            margin=_DEFAULTS.margin if spec.margin is None else spec.margin,
-                            beta=_DEFAULTS.beta if spec.beta is None else spec.beta,
-                            effect=_DEFAULTS.effect if spec.effect is None else spec.effect,
+    return SequentialDesign(alpha=defaults.alpha if spec.alpha is None else spec.alpha,
+                            margin=defaults.margin if spec.margin is None else spec.margin,
+                            beta=defaults.beta if spec.beta is None else spec.beta,
+                            effect=defaults.effect if spec.effect is None else spec.effect,
                             max_pairs=budget)
 
 
@@ -295,6 +299,8 @@ def _verdict(spec: SequentialSpec, tally: Tally) -> str | None:
         return "not_settled"
     if isinstance(spec.budget_decisions, int) and tally.decisions >= spec.budget_decisions:
         return "not_settled"
+    from pytest_tooleffect.ci.sequential import settle
+
     said = settle(design_of(spec), tally.regressions, tally.improvements, tally.pairs)
     return None if said == "not_yet" else said
 
