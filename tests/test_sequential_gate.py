@@ -16,7 +16,7 @@ import pytest
 
 from pytest_tooleffect.ci.gate_rules import parse_gates
 from pytest_tooleffect.ci.sequential_state import SqliteSettleStore, Tally
-from pytest_tooleffect.collect.order import TIERS, informative_first
+from pytest_tooleffect.collect.order import informative_first
 from pytest_tooleffect.options import (
     INI_RATE_BACKEND,
     OPT_BASELINE,
@@ -66,25 +66,29 @@ def test_a_sequential_table_merges_key_by_key_and_off_removes_it() -> None:
 # ------------------------------------------------------------------------------ the order
 
 
-def test_informative_first_puts_discordant_then_failing_first_and_reaches_every_class_at_once() -> None:
-    items = [(f"i{n}", "no_tool" if n % 4 == 0 else "single", "rest") for n in range(20)]
-    items[7] = ("i7", "single", "discordant")
-    items[13] = ("i13", "single", "failing")
-    items[18] = ("i18", "single", "failing")
-    done = informative_first(items, lambda it: it[2], lambda it: it[1])
+def test_the_order_puts_discordant_cases_first_and_keeps_every_prefix_representative() -> None:
+    # 200 items: a fifth failed in the baseline; cases 0-9 were discordant among the baseline's trials
+    items = [(n, "no_tool" if n % 4 == 0 else "single", "fail" if n % 5 == 0 else "pass") for n in range(200)]
+    done = informative_first(items, lambda it: "discordant" if it[0] < 10 else "rest",
+                             lambda it: f"{it[1]}/{it[2]}", seed="baseline-1")
     ordered = [items[i] for i in done.order]
-    assert sorted(done.order) == list(range(20))  # every item once
-    assert {ordered[0][1], ordered[1][1]} == {"single", "no_tool"}  # each class's first item leads
-    assert ordered[0][0] == "i7"  # the most informative first
-    tiers = [it[2] for it in ordered[2:]]
-    assert tiers == sorted(tiers, key=TIERS.index)  # then tier by tier
-    assert done.tiers == {"discordant": 1, "failing": 2, "rest": 17}
+    assert sorted(done.order) == list(range(200))  # every item once
+    assert {it[0] for it in ordered[:10]} == set(range(10))  # the discordant cases first
+    assert done.tiers == {"discordant": 10, "rest": 190}
+    rest = ordered[10:]
+    for end in (20, 50, 100, 190):  # every prefix of the rest holds the baseline's mix of failures and classes
+        prefix = rest[:end]
+        fails = sum(1 for it in prefix if it[2] == "fail")
+        expected = end * sum(1 for it in rest if it[2] == "fail") / len(rest)
+        assert abs(fails - expected) <= 2, (end, fails, expected)
+        assert {it[1] for it in prefix} == {"single", "no_tool"}
+    # deterministic for a seed; another seed, another order of the same strata
+    assert informative_first(items, lambda it: "discordant" if it[0] < 10 else "rest",
+                             lambda it: f"{it[1]}/{it[2]}", seed="baseline-1") == done
+    other = informative_first(items, lambda it: "discordant" if it[0] < 10 else "rest",
+                              lambda it: f"{it[1]}/{it[2]}", seed="baseline-2")
+    assert other.order != done.order and other.tiers == done.tiers
     assert done.moved == sum(1 for pos, i in enumerate(done.order) if pos != i) > 0
-    again = informative_first(items, lambda it: it[2], lambda it: it[1])
-    assert again == done  # deterministic
-    # within the rest, the classes are interleaved in proportion (no_tool: 4 of 16, every fourth place)
-    rest = [it[1] for it in ordered if it[2] == "rest"]
-    assert "no_tool" in rest[:5]
 
 
 def test_an_unknown_tier_is_refused() -> None:
@@ -157,7 +161,7 @@ def test_a_planted_regression_stops_early_and_fails_with_the_saving(pytester: py
     assert outcomes["skipped"] == saved["decisions"]
     assert report["sequential"]["shared"] == ("file" if workers else "process")
     assert report["sequential"]["order"]["order"] == "informative-first"
-    assert report["sequential"]["order"]["tiers"]["failing"] == len(a["baseline"])
+    assert report["sequential"]["order"]["tiers"] == {"discordant": 0, "rest": COUNT}  # no repeats: no discordance
     (gate,) = report["gates"]["results"]
     assert gate["gate"] == "sequential" and gate["status"] == "failed"
     result.stdout.fnmatch_lines([

@@ -19,7 +19,8 @@ same decisions where it has one, else from this run's mean per decision of the b
 keeper (:mod:`.gate_keeper`) turns each verdict into a gate result (:func:`judge_sequential`):
 regression fails, no regression passes, not settled fails (never a pass).
 
-Items run most informative first (:mod:`pytest_tooleffect.collect.order`) when a baseline is given.
+Items run in the order that settles sooner without biasing the test (:mod:`pytest_tooleffect.collect.order`)
+when a baseline is given.
 """
 
 from __future__ import annotations
@@ -218,16 +219,20 @@ class SequentialGate:
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """Run the case items most informative first (:func:`~pytest_tooleffect.collect.order.informative_first`),
-        in the places case items held (other tests keep theirs); node ids unchanged.
+        """Run the case items in the order that settles sooner without biasing the test
+        (:func:`~pytest_tooleffect.collect.order.informative_first`: cases discordant among the baseline's
+        trials first, every prefix stratified by class and baseline pass or fail), in the places case
+        items held (other tests keep theirs); node ids unchanged.
         """
         if self.baseline is None:
             return
         where = [i for i, it in enumerate(items) if isinstance(it, CaseItem)]
         cases = [items[i] for i in where]
-        tiers = _tiers(self.baseline)
-        done = informative_first(cases, lambda it: tiers.get(_case_key(it), "rest"),
-                                 lambda it: str(it.ref.label_class))  # type: ignore[attr-defined]
+        baseline = self.baseline
+        discordant = _discordant(baseline)
+        seed = baseline.created + "|" + ",".join(g.label_set_fingerprint for g in baseline.groups)
+        done = informative_first(cases, lambda it: "discordant" if _case_key(it) in discordant else "rest",
+                                 lambda it: _stratum(it, baseline), seed)
         for pos, i in zip(where, done.order, strict=True):
             items[pos] = cases[i]
         self.order = RunOrder(order="informative-first", tiers=done.tiers, moved=done.moved)
@@ -309,15 +314,20 @@ def _case_key(item: Any) -> tuple[str, str, str]:
     return (item.family.name, item.policy.name, item.ref.id)
 
 
-def _tiers(baseline: Baseline) -> dict[tuple[str, str, str], str]:
-    """Each case's tier in the baseline: ``discordant`` (passed in one trial and failed in another),
-    ``failing`` (failed), ``rest``; error outcomes say nothing.
-    """
+def _discordant(baseline: Baseline) -> set[tuple[str, str, str]]:
+    """The cases whose trials in the baseline disagree (one passed, another failed); errors say nothing."""
     seen: dict[tuple[str, str, str], set[bool]] = {}
     for d in baseline.decisions.values():
         if d.passed is not None:
             seen.setdefault((d.family, d.policy, d.case_id), set()).add(d.passed)
-    return {k: "discordant" if len(v) == 2 else "failing" if False in v else "rest" for k, v in seen.items()}
+    return {k for k, v in seen.items() if len(v) == 2}
+
+
+def _stratum(item: Any, baseline: Baseline) -> str:
+    """``CLASS/pass``, ``CLASS/fail`` or ``CLASS/unpaired``: the class and the paired baseline decision."""
+    before = baseline.decisions.get(item.record_id)
+    paired = "unpaired" if before is None or before.passed is None else "pass" if before.passed else "fail"
+    return f"{item.ref.label_class}/{paired}"
 
 
 def _block(family: str, policy: str, spec: SequentialSpec, tally: Tally, records: Sequence[Record],

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,6 +164,7 @@ class ModelTurns:
         self.settings = config.stash[settings_key]
         self.prefetched: dict[str, concurrent.futures.Future[Any]] = {}
         self.submitted: set[str] = set()
+        self.started: dict[str, threading.Event] = {}  # item's node id -> set once its turn holds a slot
         # live item's node id -> the live items of its work unit (one list per unit; pytest_collection_finish)
         self.unit_of: dict[str, list[CaseItem]] = {}
         self.live: list[CaseItem] = []  # the live items that will run, in order
@@ -236,8 +238,12 @@ class ModelTurns:
             failed: concurrent.futures.Future[Any] = concurrent.futures.Future()
             failed.set_exception(exc)
             return failed
+        started = threading.Event() if state is None else None
+        if started is not None:  # asked by withdraw() until the item's setup takes its turn
+            self.started[item.nodeid] = started
         return self.pool.submit(case, tools, item.family.system_prompt, item.policy, _timeout(item, settings),
-                                settings.prices, api_key=key, trial=item.trial, retries=settings.retries)
+                                settings.prices, api_key=key, trial=item.trial, retries=settings.retries,
+                                started=started)
 
     def turn(self, item: CaseItem, state: Case | None = None, step: int = 1) -> tuple[Any, Emission, dict[str, Any],
                                                                                       dict[str, Any]]:
@@ -257,6 +263,7 @@ class ModelTurns:
         try:
             if future is None:
                 future = self.submit(item, state, step)
+            self.started.pop(item.nodeid, None)  # the item's own setup waits for it: never withdrawn
             if item.agent is not None:
                 if future is None:  # a sync agent, called here
                     emitted, cost, extra = call_agent_bounded(item.agent, _agent_state(item, state, step),
@@ -356,13 +363,15 @@ class ModelTurns:
 
         Returns:
             ``True`` when no answer was paid for: none was queued, or the queued one was cancelled
-            (waiting for a slot it never starts; in flight its request is closed); ``False`` when its
-            answer is back (the item then runs: its decision is scored).
+            while it waited for a concurrency slot (its request never sent); ``False`` when its
+            answer is back or its request may have been sent (the item then runs: its decision,
+            paid for, is scored).
         """
         future = self.prefetched.get(item.nodeid)
         if future is None:
             return True
-        if future.done():
+        started = self.started.get(item.nodeid)
+        if future.done() or (started is not None and started.is_set()):
             return False
         future.cancel()
         del self.prefetched[item.nodeid]

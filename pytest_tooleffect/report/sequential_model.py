@@ -83,10 +83,11 @@ class RunOrder(Part):
     """The order the run took its case items in."""
 
     order: Literal["informative-first", "collection"]
-    """``informative-first``: discordant in the baseline's trials, then failing in it, then the rest, each tier
-    stratified by class (``collect/order.py``); ``collection``: as collected."""
+    """``informative-first``: cases discordant among the baseline's trials, then the rest, each tier stratified by
+    class and by the baseline's pass or fail, interleaved in proportion, seeded by the baseline
+    (``collect/order.py``); ``collection``: as collected."""
     tiers: dict[str, int]
-    """Items per tier (``discordant``, ``failing``, ``rest``)."""
+    """Items per tier (``discordant``, ``rest``)."""
     moved: Count
     """Items whose position changed (node ids never change)."""
 
