@@ -20,10 +20,12 @@ from pytest_tooleffect.collect.order import informative_first
 from pytest_tooleffect.options import (
     INI_RATE_BACKEND,
     OPT_BASELINE,
+    OPT_HTML,
     OPT_RECORDS,
     OPT_REPORT,
     OPT_SETTLE_KEY,
     OPT_SHARD,
+    OPT_SUMMARY_MD,
 )
 from pytest_tooleffect.outcomes import SETTLE_BUDGET, SETTLED
 from tests.sequential_family import agents, write_family
@@ -147,7 +149,7 @@ def test_a_planted_regression_stops_early_and_fails_with_the_saving(pytester: py
     write_family(pytester.path, COUNT, a["regressed"])
     pytester.makepyprojecttoml(GATE.format(extra=""))
     result = pytester.runpytest("cases/", f"{OPT_BASELINE}=baseline.json", f"{OPT_REPORT}=r.json",
-                                *(["-n", str(workers)] if workers else []))
+                                f"{OPT_SUMMARY_MD}=s.md", f"{OPT_HTML}=r.html", *(["-n", str(workers)] if workers else []))
     assert result.ret == 1
     report = _report(pytester)
     (block,) = report["sequential"]["blocks"]
@@ -164,6 +166,10 @@ def test_a_planted_regression_stops_early_and_fails_with_the_saving(pytester: py
     assert report["sequential"]["order"]["tiers"] == {"discordant": 0, "rest": COUNT}  # no repeats: no discordance
     (gate,) = report["gates"]["results"]
     assert gate["gate"] == "sequential" and gate["status"] == "failed"
+    saving = f"stopped early: {saved['decisions']} of {COUNT} decisions skipped as settled"
+    assert "### Sequential gates" in (pytester.path / "s.md").read_text() and saving in (pytester.path / "s.md").read_text()
+    page = (pytester.path / "r.html").read_text()
+    assert '<section id="sequential"' in page and saving in page
     result.stdout.fnmatch_lines([
         "*tooleffect sequential gates*",
         f"demo/replay: REGRESSION * stopped early: {saved['decisions']} of {COUNT} decisions skipped as settled*",

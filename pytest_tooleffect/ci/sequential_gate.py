@@ -62,7 +62,7 @@ from pytest_tooleffect.settings import Settings, settings_key
 if TYPE_CHECKING:
     from pytest_tooleffect.ci.sequential import SequentialDesign
 
-__all__ = ["PAIRED", "TEST_NAME", "SequentialGate", "design_of", "judge_sequential", "pair_of", "sequential_lines",
+__all__ = ["PAIRED", "TEST_NAME", "SequentialGate", "design_of", "judge_sequential", "pair_of",
            "sequential_on"]
 
 #: the test, as the report names it (the method and its source: the documentation's sequential page)
@@ -286,7 +286,7 @@ class SequentialGate:
         if self.section_data is None or not self.section_data.blocks:
             return
         terminalreporter.write_sep("-", "tooleffect sequential gates")
-        for line in sequential_lines(self.section_data):
+        for line in self.section_data.lines():
             terminalreporter.write_line(line)
 
     def close(self) -> None:
@@ -400,27 +400,6 @@ def _baseline_spend(decision: BaselineDecision | None) -> tuple[float | None, in
     parts = [data.get("input_tokens"), data.get("output_tokens")]
     tokens = None if all(p is None for p in parts) else sum(int(p) for p in parts if p is not None)
     return (None if usd is None else float(usd)), tokens
-
-
-def sequential_lines(section: SequentialSection) -> list[str]:
-    """The section in lines: the order, then one line per gate with its saving (terminal and Markdown)."""
-    o = section.order
-    out = [f"order: {o.order}" + (f" ({', '.join(f'{n} {t}' for t, n in o.tiers.items())}; {o.moved} items moved)"
-                                  if o.order != "collection" else "")]
-    for b in section.blocks:
-        line = (f"{b.family}/{b.policy}: {b.verdict.upper().replace('_', ' ')} — {b.why}: {b.regressions} regressions, "
-                f"{b.improvements} improvements in {b.pairs} pairs (alpha {b.alpha:g}, margin {_pts(b.margin)}, "
-                f"effect {_pts(b.effect)})")
-        if b.saved is not None:
-            s = b.saved
-            tokens = "tokens unknown" if s.tokens is None else f"~{s.tokens:,} tokens"
-            usd = "cost unknown" if s.cost_usd is None else f"~${s.cost_usd:.4f}"
-            line += (f"; stopped early: {s.decisions} of {s.full_decisions} decisions skipped as settled, saving "
-                     f"{tokens} and {usd} ({s.basis})")
-        if b.budget_skipped:
-            line += f"; {b.budget_skipped} items left unsent by the budget"
-        out.append(line)
-    return out
 
 
 _Make = Callable[..., Any]

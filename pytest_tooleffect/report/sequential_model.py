@@ -103,3 +103,29 @@ class SequentialSection(Part):
     """The order the run took its items in."""
     blocks: list[SequentialBlock]
     """One per family × policy with a sequential gate and decisions in the run, sorted."""
+
+    def lines(self) -> list[str]:
+        """The section in lines: the order, then one line per gate with what its stop saved (the
+        terminal's, the Markdown summary's and the HTML page's text).
+        """
+        o = self.order
+        out = [f"order: {o.order}" + (f" ({', '.join(f'{n} {t}' for t, n in o.tiers.items())}; {o.moved} items "
+                                      "moved)" if o.order != "collection" else "")]
+        for b in self.blocks:
+            line = (f"{b.family}/{b.policy}: {b.verdict.upper().replace('_', ' ')} — {b.why}: {b.regressions} "
+                    f"regressions, {b.improvements} improvements in {b.pairs} pairs (alpha {b.alpha:g}, margin "
+                    f"{_pts(b.margin)}, effect {_pts(b.effect)})")
+            if b.saved is not None:
+                s = b.saved
+                tokens = "tokens unknown" if s.tokens is None else f"~{s.tokens:,} tokens"
+                usd = "cost unknown" if s.cost_usd is None else f"~${s.cost_usd:.4f}"
+                line += (f"; stopped early: {s.decisions} of {s.full_decisions} decisions skipped as settled, saving "
+                         f"{tokens} and {usd} ({s.basis})")
+            if b.budget_skipped:
+                line += f"; {b.budget_skipped} items left unsent by the budget"
+            out.append(line)
+        return out
+
+
+def _pts(fraction: float) -> str:
+    return f"{fraction * 100:g} points"
