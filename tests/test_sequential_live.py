@@ -66,7 +66,10 @@ def test_live_regression_stops_early_unchanged_passes_early_and_fixed_n_agrees(
         assert block["verdict"] == "regression" and block["stopped_early"]
         saved = block["saved"]
         assert saved["decisions"] > COUNT // 3
-        assert saved["tokens"] > 0 and saved["cost_usd"] > 0  # priced from the run's own measured decisions
+        # each skipped decision priced at what the same decision measured in the baseline's record log
+        assert saved["basis"] == f"the baseline's measured spend of {saved['decisions']} of them"
+        assert 910 * saved["decisions"] <= saved["tokens"] <= 930 * saved["decisions"]
+        assert saved["cost_usd"] == pytest.approx(saved["decisions"] * 900 * 2.5e-6, rel=0.05)
         assert report["skipped"][0]["reasons"] == {SETTLED: saved["decisions"]}
         assert sent == block["decisions_run"] < COUNT  # the settled items' turns were never sent
         result.stdout.fnmatch_lines(["gate demo/openai/local-test sequential at alpha 0.05: FAILED (regression settled *"])

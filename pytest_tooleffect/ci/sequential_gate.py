@@ -26,14 +26,14 @@ when a baseline is given.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import pytest
 
 from pytest_tooleffect import wire
-from pytest_tooleffect.ci.baseline import Baseline, BaselineDecision
+from pytest_tooleffect.ci.baseline import Baseline
 from pytest_tooleffect.ci.gate_rules import GatesConfig, SequentialSpec, gates_of
 from pytest_tooleffect.ci.sequential_state import (
     RedisSettleStore,
@@ -67,6 +67,8 @@ __all__ = ["PAIRED", "TEST_NAME", "SequentialGate", "design_of", "judge_sequenti
 
 #: the test, as the report names it (the method and its source: the documentation's sequential page)
 TEST_NAME = "anytime-valid paired test on the discordant pairs (pytest_tooleffect.ci.sequential.settle)"
+#: measured spend by record id: (USD, input + output tokens), each ``None`` when not measured
+Spend = dict[str, tuple[float | None, int | None]]
 #: a record's ``baseline.status`` → what the pair counts as
 PAIRED = {"regression": "regression", "fixed": "improvement", "known": "same", "changed": "same", "passing": "same"}
 
@@ -136,6 +138,8 @@ class SequentialGate:
         self.skipped: dict[tuple[str, str], dict[str, list[str]]] = {}
         #: the blocks' verdicts this process has read (set once in the store, never changed)
         self.verdicts: dict[str, str] = {}
+        #: the baseline's measured spend per decision (read once, on the controller, when something was saved)
+        self.spend: Spend | None = None
         settings = self.settings
         workerinput = getattr(config, "workerinput", None)
         if settings.rate_backend is not None and settings.settle_key is not None:
@@ -270,7 +274,9 @@ class SequentialGate:
             skips = self.skipped.get((family, policy), {})
             settled_ids = sorted(skips.get(SETTLED, []))
             budget_n = len(skips.get(SETTLE_BUDGET, []))
-            blocks.append(_block(family, policy, spec, tally, mine, settled_ids, budget_n, self.baseline))
+            if self.spend is None and settled_ids:
+                self.spend = baseline_spend(self.baseline, self.settings.baseline or Path("."))
+            blocks.append(_block(family, policy, spec, tally, mine, settled_ids, budget_n, self.spend or {}))
         self.section_data = SequentialSection(test=TEST_NAME, shared=self.shared, order=self.order, blocks=blocks)
         report.sequential = self.section_data
 
@@ -331,7 +337,7 @@ def _stratum(item: Any, baseline: Baseline) -> str:
 
 
 def _block(family: str, policy: str, spec: SequentialSpec, tally: Tally, records: Sequence[Record],
-           settled_ids: Sequence[str], budget_n: int, baseline: Baseline) -> SequentialBlock:
+           settled_ids: Sequence[str], budget_n: int, spend: Spend) -> SequentialBlock:
     design = design_of(spec)
     at = tally.at or tally.counts()
     verdict: Verdict = "not_settled"
@@ -347,7 +353,7 @@ def _block(family: str, policy: str, spec: SequentialSpec, tally: Tally, records
               "before a verdict; never a pass"
     else:
         why = f"NOT SETTLED: the block's items ran out after {pairs} paired decisions before a verdict; never a pass"
-    saved = _saved(settled_ids, records, baseline, len(records) + len(settled_ids) + budget_n)
+    saved = _saved(settled_ids, records, spend, len(records) + len(settled_ids) + budget_n)
     return SequentialBlock(
         family=family, policy=policy, alpha=design.alpha, margin=design.margin, beta=design.beta, effect=design.effect,
         budget_decisions=spec.budget_decisions if isinstance(spec.budget_decisions, int) else None,
@@ -361,9 +367,9 @@ def _pts(fraction: float) -> str:
     return f"{fraction * 100:g} points"
 
 
-def _saved(ids: Sequence[str], records: Sequence[Record], baseline: Baseline, full: int) -> SavedSpend | None:
-    """The spend the skipped decisions would have cost: each one's in the baseline when it measured one,
-    else this run's mean per decision of the block.
+def _saved(ids: Sequence[str], records: Sequence[Record], spend: Spend, full: int) -> SavedSpend | None:
+    """The spend the skipped decisions would have cost: each one's in the baseline's record log when it
+    measured one, else this run's mean per decision of the block.
     """
     if not ids:
         return None
@@ -376,8 +382,7 @@ def _saved(ids: Sequence[str], records: Sequence[Record], baseline: Baseline, fu
     usd: float | None = 0.0
     from_baseline = 0
     for rid in ids:
-        before = baseline.decisions.get(rid)
-        b_usd, b_tokens = _baseline_spend(before)
+        b_usd, b_tokens = spend.get(rid, (None, None))
         if b_usd is not None or b_tokens is not None:
             from_baseline += 1
         t = b_tokens if b_tokens is not None else mean_tokens
@@ -391,15 +396,35 @@ def _saved(ids: Sequence[str], records: Sequence[Record], baseline: Baseline, fu
                       cost_usd=None if usd is None else round(usd, 9), basis=basis)
 
 
-def _baseline_spend(decision: BaselineDecision | None) -> tuple[float | None, int | None]:
-    """A baseline decision's measured cost (USD) and tokens, when the baseline keeps them."""
-    if decision is None:
-        return None, None
-    data: Mapping[str, Any] = decision.model_dump()
-    usd = data.get("cost_usd")
-    parts = [data.get("input_tokens"), data.get("output_tokens")]
-    tokens = None if all(p is None for p in parts) else sum(int(p) for p in parts if p is not None)
-    return (None if usd is None else float(usd)), tokens
+def baseline_spend(baseline: Baseline, path: Path) -> Spend:
+    """Each decision's measured cost (USD) and tokens (input + output) in the record log the baseline
+    was saved from (its ``source``, read as given, else beside the baseline file ``path``), by record id.
+
+    Returns:
+        The spend by record id; empty when the baseline names no log, or it cannot be read (the
+        saving is then estimated from the run's own decisions, and its ``basis`` says so).
+    """
+    if baseline.source is None:
+        return {}
+    from pytest_tooleffect.util.jsonl import json_lines
+
+    source = Path(baseline.source)
+    out: Spend = {}
+    for where in (source, path.parent / source):
+        try:
+            for _, rec, why in json_lines(where):
+                if why is not None or not isinstance(rec, dict) or not isinstance(rec.get("cost"), dict):
+                    continue
+                cost = rec["cost"]
+                usd = cost.get("cost_usd")
+                parts = [cost.get(k) for k in ("input_tokens", "output_tokens")]
+                tokens = None if all(p is None for p in parts) else sum(int(p) for p in parts if p is not None)
+                out[str(rec.get("id"))] = (None if usd is None else float(usd), tokens)
+        except (OSError, ValueError, TypeError):
+            out = {}
+            continue
+        return out
+    return {}
 
 
 _Make = Callable[..., Any]
