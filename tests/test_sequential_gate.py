@@ -258,3 +258,12 @@ def test_a_sharded_run_with_redis_and_no_settle_key_is_a_usage_error(pytester: p
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{OPT_SETTLE_KEY}: a sharded run with sequential gates and ini "
                                  f"{INI_RATE_BACKEND} needs a key every shard of the run gives*"])
+
+
+def test_with_the_gates_switched_off_nothing_is_skipped(pytester: pytest.Pytester) -> None:
+    a = agents(60)
+    _baseline(pytester, a["baseline"], 60)
+    write_family(pytester.path, 60, a["regressed"])
+    pytester.makepyprojecttoml(GATE.format(extra=", budget_decisions = 5"))
+    result = pytester.runpytest("cases/", f"{OPT_BASELINE}=baseline.json", "-p", "no:tooleffect-gates")
+    assert "skipped" not in result.parseoutcomes()

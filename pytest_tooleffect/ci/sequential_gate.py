@@ -138,6 +138,8 @@ class SequentialGate:
         self.skipped: dict[tuple[str, str], dict[str, list[str]]] = {}
         #: the blocks' verdicts this process has read (set once in the store, never changed)
         self.verdicts: dict[str, str] = {}
+        #: ``-p no:tooleffect-gates``: the gates judge nothing, so no verdict stops the run
+        self.gates_off = config.pluginmanager.is_blocked("tooleffect-gates")
         #: the baseline's measured spend per decision (read once, on the controller, when something was saved)
         self.spend: Spend | None = None
         settings = self.settings
@@ -170,7 +172,7 @@ class SequentialGate:
 
     def stop(self, item: CaseItem) -> str | None:
         """Why the item's decision need not be made: :data:`SETTLED`, :data:`SETTLE_BUDGET`, or ``None``."""
-        if self.baseline is None or self.spec(item.family.name, item.policy.name) is None:
+        if self.baseline is None or self.gates_off or self.spec(item.family.name, item.policy.name) is None:
             return None
         block = f"{item.family.name}/{item.policy.name}"
         verdict = self.verdicts.get(block)
