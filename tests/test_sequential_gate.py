@@ -158,6 +158,9 @@ def test_a_planted_regression_stops_early_and_fails_with_the_saving(pytester: py
     assert saved["decisions"] > 0 and saved["full_decisions"] == COUNT
     assert block["decisions_run"] + saved["decisions"] == COUNT  # nothing lost: made, or skipped as settled
     assert report["status"] == "complete"  # a settled skip is no gap
+    check = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "scripts" / "report-errors"),
+                            str(pytester.path / "r.json")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr  # make report's check lets settled skips through
     assert report["skipped"][0]["reasons"] == {SETTLED: saved["decisions"]}
     outcomes = result.parseoutcomes()
     assert outcomes["skipped"] == saved["decisions"]

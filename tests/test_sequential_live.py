@@ -69,7 +69,8 @@ def test_live_regression_stops_early_unchanged_passes_early_and_fixed_n_agrees(
         # each skipped decision priced at what the same decision measured in the baseline's record log
         assert saved["basis"] == f"the baseline's measured spend of {saved['decisions']} of them"
         assert 910 * saved["decisions"] <= saved["tokens"] <= 930 * saved["decisions"]
-        assert saved["cost_usd"] == pytest.approx(saved["decisions"] * 900 * 2.5e-6, rel=0.05)
+        per = (900 * 2.5e-6 + 10 * 1e-5, 900 * 2.5e-6 + 30 * 1e-5)  # 900 in, 10 or 30 out, at $2.50 / $10 per Mtok
+        assert per[0] * saved["decisions"] <= saved["cost_usd"] <= per[1] * saved["decisions"]
         assert report["skipped"][0]["reasons"] == {SETTLED: saved["decisions"]}
         assert sent == block["decisions_run"] < COUNT  # the settled items' turns were never sent
         result.stdout.fnmatch_lines(["gate demo/openai/local-test sequential at alpha 0.05: FAILED (regression settled *"])
