@@ -449,8 +449,10 @@ def judge_sequential(section: SequentialSection | None, family: str, policy: str
     """
     if not has_baseline:
         return result("not_judged", "no baseline: run with --tooleffect-baseline PATH (the test pairs decisions)")
-    block = None if section is None else next((b for b in section.blocks if (b.family, b.policy) == (family, policy)),
-                                              None)
+    if section is None:  # a report made from record logs: the stopping point was the run's, not the records'
+        return result("not_judged", "a sequential gate is judged by the run itself, as its decisions complete "
+                                    "(its verdict is that run's report's sequential section), not from record logs")
+    block = next((b for b in section.blocks if (b.family, b.policy) == (family, policy)), None)
     if block is None:
         return result("not_judged", "no decision of the block was counted")
     detail = f"{block.why}: {block.regressions} regressions, {block.improvements} improvements"

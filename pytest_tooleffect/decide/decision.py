@@ -31,7 +31,7 @@ from pytest_tooleffect.decide.model_turn import ModelCache, TurnPool, api_key, w
 from pytest_tooleffect.decide.provider_errors import ProviderError
 from pytest_tooleffect.decide.ratelimit import RateLimiterError, redis_url_problem, state_file_problem
 from pytest_tooleffect.decide.sandbox_run import SandboxRun, execute
-from pytest_tooleffect.decide.stopping import stopped
+from pytest_tooleffect.decide.stopping import stop_key, stopped
 from pytest_tooleffect.decide.turn_process import finish_preload
 from pytest_tooleffect.formats import Case, ToolSpec
 from pytest_tooleffect.options import INI_RATE_BACKEND, INI_RATE_FILE
@@ -328,7 +328,7 @@ class ModelTurns:
         ``--dist loadgroup`` a worker is handed whole chunks of items (:func:`_chunked`), so it queues the chunk of the
         item it starts, from that item on (the rest of a chunk a crashed worker left is handed again without
         its finished items). Under other ``--dist`` modes a worker does not know its items: it looks one item
-        ahead.
+        ahead. A run a sequential gate may stop keeps only the concurrency queued (:meth:`_ahead`).
         """
         if not (isinstance(item, CaseItem) and item.live) or self.settings.concurrency <= 1 \
                 or self.config.option.setuponly:  # --setup-only / --setup-plan: no decision is made
@@ -336,12 +336,13 @@ class ModelTurns:
         batch: list[pytest.Item]
         if not hasattr(self.config, "workerinput"):  # a window from this item on, each item queued once
             at = self.position.get(item.nodeid, self.queued_to)
-            end = at + PREFETCH_WINDOW * self.settings.concurrency
+            end = at + self._ahead()
             batch = list(self.live[max(at, self.queued_to):end])
             self.queued_to = max(self.queued_to, end)
         elif self.config.workerinput.get(wire.WORKER_CHUNKED):
             unit = self.unit_of.get(item.nodeid, [])
-            batch = list(unit[unit.index(item):])  # a unit handed again after a crash: its unfinished rest
+            at = unit.index(item)
+            batch = list(unit[at:at + self._ahead()])  # a unit handed again after a crash: its unfinished rest
         else:
             batch = [nextitem] if isinstance(nextitem, CaseItem) and nextitem.live else []
         for it in [item, *batch]:
@@ -357,6 +358,14 @@ class ModelTurns:
                 future = self.submit(it)
                 if future is not None:
                     self.prefetched[it.nodeid] = future
+
+    def _ahead(self) -> int:
+        """How many live items to keep queued from the running one: :data:`PREFETCH_WINDOW` × the concurrency,
+        or, when a later stage may stop the run (a sequential gate: :mod:`.stopping`), the concurrency alone,
+        so that few turns are answered, and paid for, ahead of the verdict.
+        """
+        window = 1 if stop_key in self.config.stash else PREFETCH_WINDOW
+        return window * self.settings.concurrency
 
     def withdraw(self, item: CaseItem) -> bool:
         """Take back the item's prefetched turn, if it has not come back (a sequential gate settled).
