@@ -18,6 +18,7 @@ from pytest_tooleffect.commands.labels import (
     cmd_merge,
     cmd_sample,
 )
+from pytest_tooleffect.commands.plan import add_plan_parser
 from pytest_tooleffect.commands.reports import cmd_baseline_save, cmd_compare, cmd_html, cmd_report, cmd_schema
 from pytest_tooleffect.commands.services import cmd_import, cmd_model, cmd_sandbox, cmd_serve
 from pytest_tooleffect.util.extras import MissingExtra
@@ -189,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "left out as an error (skip)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compare)
+    add_plan_parser(sub)
     closed = _closed_streams()  # fd 1 or 2 closed (``>&-``): nothing to print to, the status stands
     try:
         return _run(parser, argv)

@@ -56,7 +56,7 @@ def test_verdicts_are_monotone_in_the_regressions() -> None:
 
 @pytest.mark.parametrize("kwargs, field", [
     ({"alpha": 0.0}, "alpha"), ({"beta": 1.0}, "beta"), ({"effect": -0.1}, "effect"),
-    ({"margin": 1.0}, "margin"), ({"max_pairs": 0}, "max_pairs"), ({"discordance": 0.0}, "discordance"),
+    ({"margin": 1.0}, "margin"), ({"max_pairs": 0}, "max_pairs"), ({"discordance": 1.5}, "discordance"),
 ])
 def test_a_design_out_of_range_is_refused_naming_the_field(kwargs: dict[str, float], field: str) -> None:
     with pytest.raises(ValueError, match=f"SequentialDesign.{field} "):
@@ -71,7 +71,7 @@ def test_impossible_counts_are_refused(counts: tuple[int, int, int]) -> None:
 
 def test_the_bets_are_tuned_to_the_design() -> None:
     lambdas, logw, mus, _ = bets(SequentialDesign(discordance=0.1, effect=0.05))
-    assert lambdas[1] == pytest.approx(0.5)  # Kelly: effect / discordance
+    assert lambdas[1] == pytest.approx(1 / 3)  # Kelly: effect / (discordance + effect)
     assert sum(math.exp(w) for w in logw) == pytest.approx(1.0)
     assert all(0 < mu < 0.9 / 0.95 for mu in mus)
     wide = bets(SequentialDesign())

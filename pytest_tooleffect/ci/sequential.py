@@ -22,11 +22,13 @@ variables by betting", JRSS B 86(1), 2024), stopped by Ville's inequality.  Each
   ``E[m - X] ≤ 0`` under ``H_N``, so ``P(∃t: M_N(t) ≥ 1/β) ≤ β``: the rate of a "no regression"
   verdict on an agent that regressed by ``m`` or more is at most ``β`` at every stopping time.
 
-The bets are the growth-optimal (Kelly) ones for the design: ``λ = effect / D`` against a
-regression of ``effect`` at discordance ``D`` (the share of pairs that flip), and ``μ`` maximising
-``E log(1 + μ(m - X))`` for an unchanged agent at discordance ``D``.  The mixture covers ``D/2,
-D, 2D`` (weights 0.1, 0.8, 0.1) when the design names the discordance a baseline shows
-(:attr:`SequentialDesign.discordance`, from ``tooleffect plan``), else ``D`` from ``1.25·effect``
+The bets are the growth-optimal (Kelly) ones for the design.  With ``D`` the share of pairs an
+*unchanged* agent flips (either way, half each: what a baseline's repeats or two A/A runs show), a
+regression of ``effect`` is modelled as ``effect`` more regressions on top of that noise
+(``p₁₀ = D/2 + effect``, ``p₀₁ = D/2``), whose Kelly bet is ``λ = effect / (D + effect)``; ``μ``
+maximises ``E log(1 + μ(m - X))`` for the unchanged agent.  The mixture covers ``D/2, D, max(2D, effect/2)``
+(weights 0.1, 0.8, 0.1) when the design names the discordance
+(:attr:`SequentialDesign.discordance`, from ``tooleffect plan``), else ``D`` from ``effect/4``
 to ``0.8`` by factors of 2 (equal weights).  The bets only change how fast a verdict comes, never
 the error bounds.  Both statistics depend on the counts alone (every bet is constant), so
 :func:`settle` needs no history and gives the same answer on every xdist worker.
@@ -48,7 +50,7 @@ Verdict = Literal["regression", "no_regression", "not_yet", "not_settled"]
 VERDICTS: Final = ("regression", "no_regression", "not_yet", "not_settled")
 #: the largest bet, as a share of the wealth that one pair can lose (a bet of 1 could lose it all)
 _MAX_BET: Final = 0.9
-#: the discordance grid when the design does not name one: from 1.25·effect up to this, by factors of 2
+#: the discordance grid when the design does not name one: from effect/4 up to this, by factors of 2
 _MAX_DISCORDANCE: Final = 0.8
 
 
@@ -65,9 +67,10 @@ class SequentialDesign:
             whose pass rate dropped by the margin or more, at every stopping time (0 < beta < 1).
         effect: the regression the design is powered for, as a fraction (0 < effect < 1).
         max_pairs: a budget of paired decisions; reaching it without a verdict is "not_settled".
-        discordance: the share of paired decisions that flip (either way) that the bets are tuned
-            for (``tooleffect plan`` measures it); ``None`` spreads the bets over 1.25·effect..0.8.
-            It changes how fast a verdict comes, never the error bounds.
+        discordance: the share of paired decisions an unchanged agent flips (either way) that the
+            bets are tuned for (``tooleffect plan`` measures it; 0 for a deterministic agent);
+            ``None`` spreads the bets over effect/4..0.8.  It changes how fast a verdict comes,
+            never the error bounds.
 
     Raises:
         ValueError: a field out of its range (named in the message).
@@ -89,8 +92,8 @@ class SequentialDesign:
             raise ValueError(f"SequentialDesign.margin must be in [0, 1), got {self.margin!r}")
         if self.max_pairs is not None and self.max_pairs < 1:
             raise ValueError(f"SequentialDesign.max_pairs must be at least 1, got {self.max_pairs!r}")
-        if self.discordance is not None and not 0.0 < self.discordance <= 1.0:
-            raise ValueError(f"SequentialDesign.discordance must be in (0, 1], got {self.discordance!r}")
+        if self.discordance is not None and not 0.0 <= self.discordance <= 1.0:
+            raise ValueError(f"SequentialDesign.discordance must be in [0, 1], got {self.discordance!r}")
 
     @property
     def no_regression_margin(self) -> float:
@@ -125,16 +128,16 @@ def bets(design: SequentialDesign) -> tuple[tuple[float, ...], tuple[float, ...]
     e, m = design.effect, design.no_regression_margin
     if design.discordance is not None:
         d = design.discordance
-        grid, weights = [d / 2, d, min(1.0, 2 * d)], [0.1, 0.8, 0.1]
+        grid, weights = [d / 2, d, min(1.0, max(2 * d, e / 2))], [0.1, 0.8, 0.1]
     else:
         grid = []
-        d = 1.25 * e
+        d = e / 4
         while d < _MAX_DISCORDANCE:
             grid.append(d)
             d *= 2
         grid.append(_MAX_DISCORDANCE)
         weights = [1.0 / len(grid)] * len(grid)
-    lambdas = tuple(min(_MAX_BET, e / max(g, e)) for g in grid)
+    lambdas = tuple(min(_MAX_BET, e / (g + e)) for g in grid)
     mus = tuple(_kelly_no_regression(m, g) for g in grid)
     logw = tuple(math.log(w) for w in weights)
     return lambdas, logw, mus, logw
