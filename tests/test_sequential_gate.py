@@ -42,7 +42,8 @@ GATE = '[tool.tooleffect.gates."*"]\nsequential = {{alpha = 0.05, margin = 0.02,
     ("{margin = -0.1}", "sequential.margin: expected a fraction from 0 to below 1"),
     ("{budget_decisions = 0}", 'sequential.budget_decisions: expected a whole number of decisions >= 1 or "off"'),
     ("{budget_usd = -1}", "sequential.budget_usd: expected an amount in USD >= 0"),
-    ("{alfa = 0.05}", "sequential.alfa: unknown key (known here: alpha, margin, beta, effect, budget_decisions"),
+    ("{discordance = 1.5}", "sequential.discordance: expected a share from 0 to 1"),
+    ("{alfa = 0.05}", "sequential.alfa: unknown key (known here: alpha, margin, beta, effect, discordance"),
     ("0.05", "sequential: must be a table, got 0.05"),
 ])
 def test_a_bad_sequential_table_is_a_usage_error_naming_the_file_table_and_key(spec: str, message: str) -> None:

@@ -117,6 +117,13 @@ def _margin(value: Any) -> float:
     return float(value)
 
 
+def _share(value: Any) -> float:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not number or not 0 <= value <= 1:
+        raise ValueError(f"expected a share from 0 to 1 (0.04: 4 % of pairs flip), got {value!r}")
+    return float(value)
+
+
 def _budget(value: Any) -> int | str:
     if value == "off":
         return "off"
@@ -128,6 +135,7 @@ def _budget(value: Any) -> int | str:
 #: a probability or a rate difference as a fraction in (0, 1)
 Fraction01 = Annotated[float, PlainValidator(_fraction)]
 Margin = Annotated[float, PlainValidator(_margin)]
+Share = Annotated[float, PlainValidator(_share)]
 Budget = Annotated[int | str, PlainValidator(_budget)]
 
 
@@ -177,6 +185,8 @@ class SequentialSpec(_Table):
             regression beyond the margin" (default 0).
         beta: one minus the power against ``effect`` (default 0.2).
         effect: the regression it is designed to find (a fraction, 0.05 = 5 points; default 0.05).
+        discordance: the share of pairs an unchanged agent flips (``tooleffect plan`` measures it): the
+            test's bets are tuned for it (faster verdicts, the same error bounds); default unset.
         budget_decisions: the most decisions of the block it may spend; reached before a verdict, the
             gate is NOT SETTLED (``"off"``: none; default none).
         budget_usd: the most USD the block's decisions may cost; likewise.
@@ -187,6 +197,7 @@ class SequentialSpec(_Table):
     margin: Margin | None = None
     beta: Fraction01 | None = None
     effect: Fraction01 | None = None
+    discordance: Share | None = None
     budget_decisions: Budget | None = None
     budget_usd: Usd | None = None
     off: bool | None = None

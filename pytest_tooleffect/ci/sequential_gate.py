@@ -90,7 +90,7 @@ def design_of(spec: SequentialSpec) -> SequentialDesign:
                             margin=defaults.margin if spec.margin is None else spec.margin,
                             beta=defaults.beta if spec.beta is None else spec.beta,
                             effect=defaults.effect if spec.effect is None else spec.effect,
-                            max_pairs=budget)
+                            max_pairs=budget, discordance=spec.discordance)
 
 
 def pair_of(record: Record) -> str | None:
@@ -358,6 +358,7 @@ def _block(family: str, policy: str, spec: SequentialSpec, tally: Tally, records
     saved = _saved(settled_ids, records, spend, len(records) + len(settled_ids) + budget_n)
     return SequentialBlock(
         family=family, policy=policy, alpha=design.alpha, margin=design.margin, beta=design.beta, effect=design.effect,
+        discordance=design.discordance,
         budget_decisions=spec.budget_decisions if isinstance(spec.budget_decisions, int) else None,
         budget_usd=spec.budget_usd if isinstance(spec.budget_usd, float) else None,
         verdict=verdict, why=why, stopped_early=bool(settled_ids or budget_n), decisions=int(at["decisions"]),

@@ -51,6 +51,8 @@ class SequentialBlock(Part):
     """One minus the power against ``effect``."""
     effect: Number
     """The regression the test is designed to find (a fraction)."""
+    discordance: Number | None = None
+    """The share of pairs an unchanged agent flips that the test's bets were tuned for (``null``: not given)."""
     budget_decisions: int | None
     """The most decisions it may spend (``null``: no such budget)."""
     budget_usd: Number | None
