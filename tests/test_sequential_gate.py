@@ -22,6 +22,7 @@ from pytest_tooleffect.options import (
     OPT_BASELINE,
     OPT_HTML,
     OPT_RECORDS,
+    OPT_REPEATS,
     OPT_REPORT,
     OPT_SETTLE_KEY,
     OPT_SHARD,
@@ -287,3 +288,25 @@ def test_a_report_merged_from_record_logs_does_not_judge_a_sequential_gate(
                  "--baseline", str(pytester.path / "baseline.json")]) == 1
     assert ("gate demo/replay sequential at alpha 0.05: NOT JUDGED (a sequential gate is judged by the run itself"
             in capsys.readouterr().out)
+
+
+def test_cases_discordant_among_the_baseline_trials_run_first_with_all_their_trials(
+        pytester: pytest.Pytester) -> None:
+    write_family(pytester.path, 40, set())
+    pytester.runpytest("cases/", "-q", f"{OPT_REPEATS}=2", f"{OPT_RECORDS}=base.jsonl")
+    from pytest_tooleffect.cli import main
+
+    assert main(["baseline", "save", str(pytester.path / "base.jsonl"), "--out",
+                 str(pytester.path / "baseline.json")]) == 0
+    data = json.loads((pytester.path / "baseline.json").read_text())
+    flaky = ("case-0007", "case-0031")  # their second trial failed in the baseline: discordant cases
+    for d in data["decisions"].values():
+        if d["case_id"] in flaky and d["trial"] == 2:
+            d.update(passed=False, kind="wrong_tool", name_ok=False, name_args_ok=False)
+    (pytester.path / "baseline.json").write_text(json.dumps(data))
+    pytester.makepyprojecttoml(GATE.format(extra=""))
+    pytester.runpytest("cases/", f"{OPT_REPEATS}=2", f"{OPT_BASELINE}=baseline.json", f"{OPT_REPORT}=r.json",
+                       f"{OPT_RECORDS}=run.jsonl")
+    ran = [json.loads(x)["case_id"] for x in (pytester.path / "run.jsonl").read_text().splitlines()]
+    assert sorted(ran[:4]) == sorted([*flaky, *flaky])  # both trials of both discordant cases, first
+    assert _report(pytester)["sequential"]["order"]["tiers"] == {"discordant": 4, "rest": 76}
