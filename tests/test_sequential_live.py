@@ -18,7 +18,9 @@ from tests.sequential_family import agents, served, write_family
 COUNT = 300
 MODEL = "openai/local-test"
 PRICES = f"{MODEL}: {{input_per_mtok: 2.5, output_per_mtok: 10.0}}\n"
-SEQUENTIAL = '[tool.tooleffect.gates."*"]\nsequential = {alpha = 0.05, margin = 0.05, effect = 0.05}\n'
+#: the demo agents flip 4 % of the pairs when nothing changed (2 % each way): what ``tooleffect plan`` would measure
+SEQUENTIAL = ('[tool.tooleffect.gates."*"]\n'
+              "sequential = {alpha = 0.05, margin = 0.05, effect = 0.05, discordance = 0.04}\n")
 ALPHA = 0.05
 
 
@@ -65,7 +67,7 @@ def test_live_regression_stops_early_unchanged_passes_early_and_fixed_n_agrees(
         (block,) = report["sequential"]["blocks"]
         assert block["verdict"] == "regression" and block["stopped_early"]
         saved = block["saved"]
-        assert saved["decisions"] > COUNT // 3
+        assert saved["decisions"] > 0
         # each skipped decision priced at what the same decision measured in the baseline's record log
         assert saved["basis"] == f"the baseline's measured spend of {saved['decisions']} of them"
         assert 910 * saved["decisions"] <= saved["tokens"] <= 930 * saved["decisions"]
