@@ -310,3 +310,18 @@ def test_cases_discordant_among_the_baseline_trials_run_first_with_all_their_tri
     ran = [json.loads(x)["case_id"] for x in (pytester.path / "run.jsonl").read_text().splitlines()]
     assert sorted(ran[:4]) == sorted([*flaky, *flaky])  # both trials of both discordant cases, first
     assert _report(pytester)["sequential"]["order"]["tiers"] == {"discordant": 4, "rest": 76}
+
+
+def test_a_shared_tally_that_fails_keeps_every_record_and_the_gate_is_not_settled(pytester: pytest.Pytester) -> None:
+    a = agents(40)
+    _baseline(pytester, a["baseline"], 40)
+    write_family(pytester.path, 40, a["regressed"])
+    pytester.makepyprojecttoml(GATE.format(extra=""))
+    result = pytester.runpytest("cases/", "-o", f"{INI_RATE_BACKEND}=redis://127.0.0.1:1/0", f"{OPT_SETTLE_KEY}=run-2",
+                                f"{OPT_BASELINE}=baseline.json", f"{OPT_RECORDS}=r.jsonl", f"{OPT_REPORT}=r.json")
+    assert result.ret == 1
+    assert len((pytester.path / "r.jsonl").read_text().splitlines()) == 40  # nothing lost, nothing skipped
+    (block,) = _report(pytester)["sequential"]["blocks"]
+    assert block["verdict"] == "not_settled" and "the shared tally failed" in block["why"]
+    result.stdout.fnmatch_lines(["gate demo/replay sequential at alpha 0.05: FAILED (NOT SETTLED: the shared tally "
+                                 "failed (*redis://127.0.0.1:1/0*"])

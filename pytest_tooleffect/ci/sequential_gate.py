@@ -136,6 +136,8 @@ class SequentialGate:
         self.shared: Literal["process", "file", "redis"] = "process"
         #: by family × policy, the ids of items skipped per reason (settled, budget)
         self.skipped: dict[tuple[str, str], dict[str, list[str]]] = {}
+        #: by block, the first failure of the shared store this process met
+        self.tally_errors: dict[str, str] = {}
         #: the blocks' verdicts this process has read (set once in the store, never changed)
         self.verdicts: dict[str, str] = {}
         #: ``-p no:tooleffect-gates``: the gates judge nothing, so no verdict stops the run
@@ -204,8 +206,8 @@ class SequentialGate:
         """Count the record in its block's tally and settle the block when the test says so (a record
         section, after the baseline's: it reads ``record.baseline``).
 
-        Raises:
-            pytest.fail.Exception: the shared store failed (the item's error; the run goes on).
+        A store that fails keeps the record as it is; the block's gate is then NOT SETTLED on this
+        process's report (the controller's), never a pass.
         """
         spec = self.spec(record.family, record.policy)
         if spec is None or self.baseline is None:
@@ -218,8 +220,8 @@ class SequentialGate:
                 verdict = _verdict(spec, tally)
                 if verdict is not None:
                     self.store.settle(block, verdict, tally)
-        except SettleStoreError as exc:
-            pytest.fail(f"{record.id}: sequential gate: {exc}", pytrace=False)
+        except SettleStoreError as exc:  # the record stands; the gate cannot settle on a tally that lost it
+            self.tally_errors.setdefault(block, f"{record.id}: {exc}")
 
     # ------------------------------------------------------------------ order
 
@@ -268,17 +270,22 @@ class SequentialGate:
             spec = self.spec(family, policy)
             if spec is None or self.baseline is None:
                 continue
+            failed = self.tally_errors.get(f"{family}/{policy}")
             try:
                 tally = self.store.read(f"{family}/{policy}")
-            except SettleStoreError:
-                continue
+            except SettleStoreError as exc:
+                tally, failed = Tally(), failed or str(exc)
             mine = [r for r in records if (r.family, r.policy) == (family, policy)]
             skips = self.skipped.get((family, policy), {})
             settled_ids = sorted(skips.get(SETTLED, []))
             budget_n = len(skips.get(SETTLE_BUDGET, []))
             if self.spend is None and settled_ids:
                 self.spend = baseline_spend(self.baseline, self.settings.baseline or Path("."))
-            blocks.append(_block(family, policy, spec, tally, mine, settled_ids, budget_n, self.spend or {}))
+            block = _block(family, policy, spec, tally, mine, settled_ids, budget_n, self.spend or {})
+            if failed is not None:  # a tally that lost decisions settles nothing
+                block.verdict = "not_settled"
+                block.why = f"NOT SETTLED: the shared tally failed ({failed}); never a pass"
+            blocks.append(block)
         self.section_data = SequentialSection(test=TEST_NAME, shared=self.shared, order=self.order, blocks=blocks)
         report.sequential = self.section_data
 
