@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -61,6 +62,7 @@ __all__ = [
     "OPT_ROLLOUT",
     "OPT_RPM",
     "OPT_SANDBOX",
+    "OPT_SETTLE_KEY",
     "OPT_SHARD",
     "OPT_SUMMARY_MD",
     "OPT_TIMEOUT",
@@ -100,6 +102,7 @@ OPT_BASELINE = "--tooleffect-baseline"
 OPT_BASELINE_CHANGED = "--tooleffect-baseline-changed-labels"
 OPT_MIN_CLASS_N = "--tooleffect-min-class-n"
 OPT_SHARD = "--tooleffect-shard"
+OPT_SETTLE_KEY = "--tooleffect-settle-key"
 
 INI_RECORDS = "tooleffect_records"
 INI_JUDGE_CACHE = "tooleffect_judge_cache"
@@ -251,6 +254,13 @@ def _shard(value: str) -> tuple[int, int]:
     return i, n
 
 
+def _settle_key(value: str) -> str:
+    """``--tooleffect-settle-key``: 1-200 characters of letters, digits and ``._:-``."""
+    if not re.fullmatch(r"[A-Za-z0-9._:-]{1,200}", value):
+        raise argparse.ArgumentTypeError(f"{value!r}: 1 to 200 letters, digits, '.', '_', ':' or '-'")
+    return value
+
+
 def _rollout_steps(value: str) -> int:
     try:
         n = int(value)
@@ -345,6 +355,10 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
     group.addoption(OPT_SHARD, metavar="I/N", type=_shard, default=None,
                     help="run shard I of N: the items whose record id hashes to it (stable as cases are added); "
                          "merge the shards' record logs with tooleffect report")
+    group.addoption(OPT_SETTLE_KEY, metavar="KEY", type=_settle_key, default=None,
+                    help="the name every shard of one run gives, so that its sequential gates share one tally in "
+                         f"the Redis of ini {INI_RATE_BACKEND} (one per CI run: e.g. the CI's run id and attempt); "
+                         "needed by a sharded run with sequential gates and that backend")
     group.addoption(OPT_BASELINE_CHANGED, choices=BASELINE_CHANGED_LABELS, default="skip",
                     help="decisions whose label changed since the baseline: skip (default: left out and counted) "
                          "or compare")

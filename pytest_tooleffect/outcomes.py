@@ -14,7 +14,8 @@ import pytest
 
 from pytest_tooleffect.util.redaction import redact
 
-__all__ = ["NOTHING_TO_REPLAY", "RATE_LIMITER_ERROR", "DecisionFailed", "Failure", "NotScored", "PolicyShadowWarning"]
+__all__ = ["NOTHING_TO_REPLAY", "RATE_LIMITER_ERROR", "SETTLED", "SETTLE_BUDGET", "DecisionFailed", "Failure",
+           "NotScored", "PolicyShadowWarning"]
 
 #: The error type of a decision the run's rate limiter kept from being made (its Redis or its state
 #: file failed): the limiter's fault, never the provider's (a provider's 429 is ``RateLimitError``).
@@ -22,6 +23,13 @@ RATE_LIMITER_ERROR = "RateLimiterError"
 #: The skip reason of a replayed item whose case has no ``recorded`` decision (the report counts
 #: skipped items by reason, and says how to choose a policy when replay was the run's only one).
 NOTHING_TO_REPLAY = "no recorded action to replay"
+#: The skip reason of an item whose block's sequential gates were all settled before its model turn
+#: was sent (``ci/sequential_gate.py``): not failed, not passed, and not a gap in the run (the report
+#: stays ``complete`` for it).
+SETTLED = "settled"
+#: The skip reason of an item left unsent because its block's sequential budget (decisions or USD) was
+#: spent before the gate settled: the gate is then NOT SETTLED, and the run is incomplete.
+SETTLE_BUDGET = "sequential budget spent, not settled"
 
 
 class PolicyShadowWarning(UserWarning):

@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_tooleffect.ci.gate_keeper import GateKeeper
+from pytest_tooleffect.ci.gate_rules import gates_of
 from pytest_tooleffect.ci.regressions import BaselinePlugin
+from pytest_tooleffect.ci.sequential_gate import SequentialGate, sequential_on
 from pytest_tooleffect.collect.items import CLASS_MARKERS, CaseCollector, decider_key
 from pytest_tooleffect.collect.sharding import RunSelection
 from pytest_tooleffect.compat import PhaseReports
@@ -43,7 +45,7 @@ __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
 _PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes",
             "tooleffect-scorer", "tooleffect-reporter", "tooleffect-gates", "tooleffect-replay-hint",
-            "tooleffect-baseline", "tooleffect-selection", "tooleffect-phase-reports",
+            "tooleffect-baseline", "tooleffect-sequential", "tooleffect-selection", "tooleffect-phase-reports",
             "tooleffect-agent-threads")  # closed last: after the turn pool's threads were joined
 #: the secrets known before this run configured (another run's, when pytester runs one inside it)
 _secrets_before_key = pytest.StashKey[frozenset[str]]()
@@ -72,6 +74,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # read before any plugin object starts anything: a bad baseline file is a usage error
     baseline = BaselinePlugin(config) if settings.baseline is not None else None
     config.stash[decider_key] = obtain_decision  # the case item's setup asks it (collect imports no later stage)
+    # a sequential gate: on workers too (they skip settled items and count what they score)
+    sequential = (SequentialGate(config, baseline.baseline if baseline is not None else None)
+                  if sequential_on(gates_of(settings)) else None)
     plugins: dict[str, Any] = {
         "tooleffect-signals": TermAsInterrupt(),  # SIGTERM ends the run as Ctrl-C does
         "tooleffect-collector": CaseCollector(config),
@@ -94,6 +99,8 @@ def pytest_configure(config: pytest.Config) -> None:
             sections.append(ShardSection(shard=ShardOf(index=settings.shard[0], count=settings.shard[1])))
         if baseline is not None:
             sections.append(baseline)
+        if sequential is not None:
+            sections.append(sequential)
         # before the gate keeper: of two trylast wrappers, pluggy runs the one registered first outermost,
         # so the hint's line prints after the gates' decision
         plugins["tooleffect-replay-hint"] = ReplayHint(config)
@@ -104,6 +111,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if baseline is not None:  # on workers too: they collect (xfail marks) and make records
         plugins["tooleffect-baseline"] = baseline
         record_sections.append(baseline)
+    if sequential is not None:  # after the baseline's: it reads the record's baseline status
+        plugins["tooleffect-sequential"] = sequential
+        record_sections.append(sequential)
     # on workers too: they collect, deselect (a shard's part) and make records
     plugins["tooleffect-selection"] = selection
     record_sections.append(SelectionMark(selection))

@@ -62,6 +62,7 @@ from pytest_tooleffect.options import (
     OPT_ROLLOUT,
     OPT_RPM,
     OPT_SANDBOX,
+    OPT_SETTLE_KEY,
     OPT_SHARD,
     OPT_SUMMARY_MD,
     OPT_TIMEOUT,
@@ -158,6 +159,7 @@ class Settings:
         html: the HTML page's path (``--tooleffect-html``), or ``None``.
         min_class_n: a class with fewer scored rows is flagged as small in the report.
         shard: ``(index, count)`` of ``--tooleffect-shard I/N`` (1-based), or ``None``.
+        settle_key: ``--tooleffect-settle-key``: the sequential gates' shared tally's name in Redis, or ``None``.
         rate_backend: ``redis://…`` URL of the shared rate limit (``tooleffect_rate_backend``), or
             ``None`` for the SQLite file.
     """
@@ -196,6 +198,7 @@ class Settings:
     html: Path | None = None
     min_class_n: int = DEFAULT_MIN_CLASS_N
     shard: tuple[int, int] | None = None
+    settle_key: str | None = None
     rate_backend: str | None = None
 
     @property
@@ -315,6 +318,7 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         html=config.getoption(OPT_HTML),
         min_class_n=_min_class_n(config),
         shard=config.getoption(OPT_SHARD),
+        settle_key=config.getoption(OPT_SETTLE_KEY),
         rate_backend=_rate_backend(config),
         **_rate_settings(config),
     )

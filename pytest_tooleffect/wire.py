@@ -16,7 +16,8 @@ from __future__ import annotations
 __all__ = [
     "REPORT_ATTRIBUTES", "REPORT_FAMILY", "REPORT_INVALID", "REPORT_KEPT", "REPORT_POLICY", "REPORT_RECORD",
     "REPORT_SKIPPED", "WORKER_CHUNKED", "WORKER_COUNT", "WORKER_ID", "WORKER_INPUT_KEYS", "WORKER_LEFT_THREADS",
-    "WORKER_OUTPUT_KEYS", "WORKER_OWNER_PID", "WORKER_RATE_STATE", "WORKER_RUN_ID", "WORKER_SCOPE",
+    "WORKER_ORDER", "WORKER_OUTPUT_KEYS", "WORKER_OWNER_PID", "WORKER_RATE_STATE", "WORKER_RUN_ID", "WORKER_SCOPE",
+    "WORKER_SETTLE_STATE",
 ]
 
 # --------------------------------------------------------------- workerinput (controller → worker)
@@ -29,13 +30,15 @@ WORKER_OWNER_PID = "tooleffect_owner_pid"
 WORKER_RATE_STATE = "tooleffect_rate_state"
 #: whether the controller hands this worker whole chunks of items (a bool; :mod:`.collect.chunks`)
 WORKER_CHUNKED = "tooleffect_chunked"
+#: the path (a string) of the sequential gates' tally file the controller created (:mod:`.ci.sequential_state`)
+WORKER_SETTLE_STATE = "tooleffect_settle_state"
 #: pytest-xdist's own key: the worker's id (``gw0``, ``gw1``, …)
 WORKER_ID = "workerid"
 #: pytest-xdist's own key: how many workers the run has
 WORKER_COUNT = "workercount"
 
 #: the plugin's own ``workerinput`` keys
-WORKER_INPUT_KEYS = (WORKER_RUN_ID, WORKER_OWNER_PID, WORKER_RATE_STATE, WORKER_CHUNKED)
+WORKER_INPUT_KEYS = (WORKER_RUN_ID, WORKER_OWNER_PID, WORKER_RATE_STATE, WORKER_CHUNKED, WORKER_SETTLE_STATE)
 
 # ------------------------------------------------------------------ workeroutput (worker → controller)
 
@@ -47,8 +50,12 @@ WORKER_LEFT_THREADS = "tooleffect_left_threads"
 #: :mod:`pytest_tooleffect.collect.scope`), for the gates
 WORKER_SCOPE = "tooleffect_scope"
 
+#: the order the worker's collection took its case items in (``RunOrder`` of
+#: :mod:`pytest_tooleffect.report.sequential_model`, as JSON), when a sequential gate is set
+WORKER_ORDER = "tooleffect_order"
+
 #: the plugin's own ``workeroutput`` keys
-WORKER_OUTPUT_KEYS = (WORKER_LEFT_THREADS, WORKER_SCOPE)
+WORKER_OUTPUT_KEYS = (WORKER_LEFT_THREADS, WORKER_SCOPE, WORKER_ORDER)
 
 # ------------------------------------------------------------ TestReport attributes (worker → controller)
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import asdict, replace
 from decimal import Decimal
 from fractions import Fraction
+from functools import partial
 from typing import Any, Literal
 
 import pytest
@@ -40,8 +41,10 @@ from pytest_tooleffect.ci.gate_verdicts import (
     judged_nothing,
 )
 from pytest_tooleffect.ci.needless_gates import NEEDLESS_GATES, judge_needless, needless_gates
+from pytest_tooleffect.ci.sequential_gate import design_of, judge_sequential
 from pytest_tooleffect.collect.sharding import RunSelection
 from pytest_tooleffect.oracle import KINDS
+from pytest_tooleffect.outcomes import SETTLED
 from pytest_tooleffect.report import CLASSES, percent
 from pytest_tooleffect.report.ci_model import GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
@@ -113,9 +116,12 @@ def evaluate(report: Report, records: Sequence[Record],
     by_block: dict[tuple[str, str], list[Record]] = {}
     for r in records:
         by_block.setdefault((r.family, r.policy), []).append(r)
+    paired = any(r.baseline is not None for r in records)
     for block in blocks:
         fam, pol = block.family, block.policy
-        out.extend(_judge_block(block, by_block.get((fam, pol), []), config.for_block(fam, pol), scope))
+        gates = config.for_block(fam, pol)
+        out.extend(_judge_block(block, by_block.get((fam, pol), []), gates, scope,
+                                partial(judge_sequential, report.sequential, fam, pol, has_baseline=paired)))
     shown = ", ".join(f"{b.family}/{b.policy}" for b in blocks)
     for fam, pol in config.tables:
         if any(fam in ("*", b.family) and pol in ("*", b.policy) for b in blocks):
@@ -191,14 +197,16 @@ def _listed(gates: GateSet) -> Iterable[tuple[str, str, float, str, str | None]]
     if gates.max_cost_usd is not None and gates.max_cost_usd != "off":
         yield ("cost", "<=", float(gates.max_cost_usd), "USD", None)
     yield from needless_gates(gates)
+    if gates.sequential is not None and gates.sequential_on:
+        yield ("sequential", "at alpha", design_of(gates.sequential).alpha, "alpha", None)
 
 
 def _unjudged(reason: str, gates: GateSet) -> str:
     return reason + ('; let through by unjudged = "pass"' if gates.unjudged == "pass" else "")
 
 
-def _judge_block(block: Block, records: Sequence[Record],
-                 gates: GateSet, scope: GateScope) -> list[GateResult]:
+def _judge_block(block: Block, records: Sequence[Record], gates: GateSet, scope: GateScope,
+                 sequential: Callable[[_Make], GateResult] | None = None) -> list[GateResult]:
     min_n = gates.min_n or 1
     results = []
     # a filter that left out part of a class (-k, --deselect, -m on a marker of some cases): every gate
@@ -220,6 +228,9 @@ def _judge_block(block: Block, records: Sequence[Record],
             note = scope.partly(block.family, block.policy, subject) if subject in CLASSES else partly
         elif unit == "":
             got, note = _judge_count(block, records, gate, threshold, result), partly
+        elif unit == "alpha":
+            got = sequential(result) if sequential is not None else result("not_judged", "no tally")
+            note = partly
         else:
             got, note = _judge_cost(block, gate, threshold, result), partly
         results.append(replace(got, detail=f"{got.detail}, {note}") if note else got)
@@ -492,7 +503,7 @@ class GateKeeper:
             unjudged += f", judged on a filtered run ({filtered})"
         unscored = ""
         if self.report is not None:  # collected and never decided: no gate judges them, and the report says so
-            skipped = sum(s.count for s in self.report.skipped)
+            skipped = sum(n for s in self.report.skipped for why, n in s.reasons.items() if why != SETTLED)
             invalid = sum(f.count for f in self.report.invalid)
             unrecorded = sum(u.count for u in self.report.unrecorded)
             parts = [f"{n} {what}" for n, what in ((skipped, "skipped"), (invalid, "invalid cases"),

@@ -19,6 +19,8 @@ key by key::
     max_cost_usd_per_decision = 0.01                   # its mean per scored decision (USD)
     max_destructive_unneeded = 0                       # MCP hints: needless calls of a destructive tool
     min_pct_weighted_no_tool = 90                      # MCP hints: the severity-weighted no-tool rate
+    sequential = {alpha = 0.05, margin = 0.02, effect = 0.05, budget_decisions = 400, budget_usd = 2.0}
+                              # decided as paired decisions complete (ci/sequential_gate.py)
 
     [tool.tooleffect.gates."tau-airline/replay"]
     min_pct.no_tool.name = 90
@@ -50,7 +52,7 @@ from pytest_tooleffect.settings import Settings, read_config_file, read_pyprojec
 from pytest_tooleffect.util.display import shown
 
 __all__ = ["AVERAGES", "EFFECT_KINDS", "GATES_TABLE", "LEVELS", "CountCaps", "GateSet", "GatesConfig", "LevelFloors",
-           "RateFloors", "gates_of", "load_gates", "load_gates_file", "parse_gates"]
+           "RateFloors", "SequentialSpec", "gates_of", "load_gates", "load_gates_file", "parse_gates"]
 
 GATES_TABLE = "tool.tooleffect.gates"
 LEVELS = ("name", "name_args", "effect")
@@ -105,6 +107,40 @@ Usd = Annotated[float | str, PlainValidator(_usd)]
 MinN = Annotated[int, PlainValidator(_min_n)]
 
 
+def _fraction(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 < value < 1:
+        raise ValueError(f"expected a fraction between 0 and 1 (0.05 is 5 points), got {value!r}")
+    return float(value)
+
+
+def _margin(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not 0 <= value < 1:
+        raise ValueError(f"expected a fraction from 0 to below 1 (0.02 is 2 points), got {value!r}")
+    return float(value)
+
+
+def _share(value: Any) -> float:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not number or not 0 <= value <= 1:
+        raise ValueError(f"expected a share from 0 to 1 (0.04: 4 % of pairs flip), got {value!r}")
+    return float(value)
+
+
+def _budget(value: Any) -> int | str:
+    if value == "off":
+        return "off"
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f'expected a whole number of decisions >= 1 or "off", got {value!r}')
+    return value
+
+
+#: a probability or a rate difference as a fraction in (0, 1)
+Fraction01 = Annotated[float, PlainValidator(_fraction)]
+Margin = Annotated[float, PlainValidator(_margin)]
+Share = Annotated[float, PlainValidator(_share)]
+Budget = Annotated[int | str, PlainValidator(_budget)]
+
+
 class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -142,6 +178,33 @@ class CountCaps(_Table):
     effect_missing: Count | None = None
 
 
+class SequentialSpec(_Table):
+    """``sequential``: a gate decided as paired decisions complete (``None``: inherited or default).
+
+    Attributes:
+        alpha: the false-regression rate it holds at every stopping time (default 0.05).
+        margin: the regression (a fraction of paired decisions, 0.02 = 2 points) still called "no
+            regression beyond the margin" (default 0).
+        beta: one minus the power against ``effect`` (default 0.2).
+        effect: the regression it is designed to find (a fraction, 0.05 = 5 points; default 0.05).
+        discordance: the share of pairs an unchanged agent flips (``tooleffect plan`` measures it): the
+            test's bets are tuned for it (faster verdicts, the same error bounds); default unset.
+        budget_decisions: the most decisions of the block it may spend; reached before a verdict, the
+            gate is NOT SETTLED (``"off"``: none; default none).
+        budget_usd: the most USD the block's decisions may cost; likewise.
+        off: ``true`` removes a sequential gate a less specific table set.
+    """
+
+    alpha: Fraction01 | None = None
+    margin: Margin | None = None
+    beta: Fraction01 | None = None
+    effect: Fraction01 | None = None
+    discordance: Share | None = None
+    budget_decisions: Budget | None = None
+    budget_usd: Usd | None = None
+    off: bool | None = None
+
+
 class GateSet(_Table):
     """One ``[tool.tooleffect.gates."FAMILY/POLICY"]`` table (``None``: inherited or default).
 
@@ -161,6 +224,7 @@ class GateSet(_Table):
             (the report's ``needless_calls.destructive``; a family whose tools carry MCP hints).
         min_pct_weighted_no_tool: floor on the severity-weighted no-tool rate, percent (the
             report's ``needless_calls.weighted_pct``), judged as a point.
+        sequential: a sequential paired gate (:class:`SequentialSpec`).
     """
 
     bound: Literal["point", "wilson"] | None = None
@@ -174,6 +238,7 @@ class GateSet(_Table):
     max_cost_usd_per_decision: Usd | None = None
     max_destructive_unneeded: Count | None = None
     min_pct_weighted_no_tool: Pct | None = None
+    sequential: SequentialSpec | None = None
 
     def merged(self, over: GateSet) -> GateSet:
         """This set with ``over``'s keys on top (key by key, into ``min_pct`` and ``max_count``)."""
@@ -186,7 +251,12 @@ class GateSet(_Table):
         data = self.model_dump(exclude_none=True, include={"min_pct", "max_count", "max_regressions", "max_changed",
                                                             "max_cost_usd", "max_cost_usd_per_decision",
                                                             "max_destructive_unneeded", "min_pct_weighted_no_tool"})
-        return any(v != "off" for v in _leaves(data))
+        return any(v != "off" for v in _leaves(data)) or self.sequential_on
+
+    @property
+    def sequential_on(self) -> bool:
+        """A sequential gate is set (and not removed with ``off = true``)."""
+        return self.sequential is not None and not self.sequential.off
 
 
 def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,9 +30,9 @@ class GateResult:
         family: the family (``*`` in a key that matched no block).
         policy: the policy (likewise).
         gate: what is judged, e.g. ``no_tool name`` or ``forbidden``.
-        op: ``>=`` (a floor) or ``<=`` (a ceiling).
+        op: ``>=`` (a floor), ``<=`` (a ceiling) or ``at alpha`` (a sequential gate).
         threshold: the floor (percent) or ceiling (decisions, or USD).
-        unit: ``%``, ``""`` (a count) or ``USD``.
+        unit: ``%``, ``""`` (a count), ``USD`` or ``alpha`` (a sequential gate, judged at that level).
         bound: ``point`` or ``wilson`` for a class rate; ``None`` otherwise.
         status: ``passed``, ``failed``, ``not_judged`` or ``not_applicable`` (its class, policy or family
             was not selected by this run: :mod:`.gate_scope`).
@@ -80,6 +80,8 @@ def _show_threshold(value: float, unit: str) -> str:
         return f"{value:.1f} %" if value * 10 == int(value * 10) else f"{_plain(value)} %"
     if unit == "USD":
         return f"${_plain(value)}"
+    if unit == "alpha":  # a sequential gate's level
+        return _plain(value)
     return str(int(value))
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +31,7 @@ from pytest_tooleffect.decide.model_turn import ModelCache, TurnPool, api_key, w
 from pytest_tooleffect.decide.provider_errors import ProviderError
 from pytest_tooleffect.decide.ratelimit import RateLimiterError, redis_url_problem, state_file_problem
 from pytest_tooleffect.decide.sandbox_run import SandboxRun, execute
+from pytest_tooleffect.decide.stopping import stop_key, stopped
 from pytest_tooleffect.decide.turn_process import finish_preload
 from pytest_tooleffect.formats import Case, ToolSpec
 from pytest_tooleffect.options import INI_RATE_BACKEND, INI_RATE_FILE
@@ -162,6 +164,7 @@ class ModelTurns:
         self.settings = config.stash[settings_key]
         self.prefetched: dict[str, concurrent.futures.Future[Any]] = {}
         self.submitted: set[str] = set()
+        self.started: dict[str, threading.Event] = {}  # item's node id -> set once its turn holds a slot
         # live item's node id -> the live items of its work unit (one list per unit; pytest_collection_finish)
         self.unit_of: dict[str, list[CaseItem]] = {}
         self.live: list[CaseItem] = []  # the live items that will run, in order
@@ -235,8 +238,12 @@ class ModelTurns:
             failed: concurrent.futures.Future[Any] = concurrent.futures.Future()
             failed.set_exception(exc)
             return failed
+        started = threading.Event() if state is None else None
+        if started is not None:  # asked by withdraw() until the item's setup takes its turn
+            self.started[item.nodeid] = started
         return self.pool.submit(case, tools, item.family.system_prompt, item.policy, _timeout(item, settings),
-                                settings.prices, api_key=key, trial=item.trial, retries=settings.retries)
+                                settings.prices, api_key=key, trial=item.trial, retries=settings.retries,
+                                started=started)
 
     def turn(self, item: CaseItem, state: Case | None = None, step: int = 1) -> tuple[Any, Emission, dict[str, Any],
                                                                                       dict[str, Any]]:
@@ -256,6 +263,7 @@ class ModelTurns:
         try:
             if future is None:
                 future = self.submit(item, state, step)
+            self.started.pop(item.nodeid, None)  # the item's own setup waits for it: never withdrawn
             if item.agent is not None:
                 if future is None:  # a sync agent, called here
                     emitted, cost, extra = call_agent_bounded(item.agent, _agent_state(item, state, step),
@@ -320,7 +328,7 @@ class ModelTurns:
         ``--dist loadgroup`` a worker is handed whole chunks of items (:func:`_chunked`), so it queues the chunk of the
         item it starts, from that item on (the rest of a chunk a crashed worker left is handed again without
         its finished items). Under other ``--dist`` modes a worker does not know its items: it looks one item
-        ahead.
+        ahead. A run a sequential gate may stop keeps only the concurrency queued (:meth:`_ahead`).
         """
         if not (isinstance(item, CaseItem) and item.live) or self.settings.concurrency <= 1 \
                 or self.config.option.setuponly:  # --setup-only / --setup-plan: no decision is made
@@ -328,19 +336,20 @@ class ModelTurns:
         batch: list[pytest.Item]
         if not hasattr(self.config, "workerinput"):  # a window from this item on, each item queued once
             at = self.position.get(item.nodeid, self.queued_to)
-            end = at + PREFETCH_WINDOW * self.settings.concurrency
+            end = at + self._ahead()
             batch = list(self.live[max(at, self.queued_to):end])
             self.queued_to = max(self.queued_to, end)
         elif self.config.workerinput.get(wire.WORKER_CHUNKED):
             unit = self.unit_of.get(item.nodeid, [])
-            batch = list(unit[unit.index(item):])  # a unit handed again after a crash: its unfinished rest
+            at = unit.index(item)
+            batch = list(unit[at:at + self._ahead()])  # a unit handed again after a crash: its unfinished rest
         else:
             batch = [nextitem] if isinstance(nextitem, CaseItem) and nextitem.live else []
         for it in [item, *batch]:
             assert isinstance(it, CaseItem)
             if it.nodeid not in self.submitted:
                 self.submitted.add(it.nodeid)
-                if not _will_run(it):  # a skipped item's turn would be paid for and thrown away
+                if not _will_run(it) or stopped(self.config, it):  # a turn paid for and thrown away
                     continue
                 try:
                     _ = it.case  # read again (kept until teardown); a line that changed is its own setup's error
@@ -349,6 +358,33 @@ class ModelTurns:
                 future = self.submit(it)
                 if future is not None:
                     self.prefetched[it.nodeid] = future
+
+    def _ahead(self) -> int:
+        """How many live items to keep queued from the running one: :data:`PREFETCH_WINDOW` × the concurrency,
+        or, when a later stage may stop the run (a sequential gate: :mod:`.stopping`), the concurrency alone,
+        so that few turns are answered, and paid for, ahead of the verdict.
+        """
+        window = 1 if stop_key in self.config.stash else PREFETCH_WINDOW
+        return window * self.settings.concurrency
+
+    def withdraw(self, item: CaseItem) -> bool:
+        """Take back the item's prefetched turn, if it has not come back (a sequential gate settled).
+
+        Returns:
+            ``True`` when no answer was paid for: none was queued, or the queued one was cancelled
+            while it waited for a concurrency slot (its request never sent); ``False`` when its
+            answer is back or its request may have been sent (the item then runs: its decision,
+            paid for, is scored).
+        """
+        future = self.prefetched.get(item.nodeid)
+        if future is None:
+            return True
+        started = self.started.get(item.nodeid)
+        if future.done() or (started is not None and started.is_set()):
+            return False
+        future.cancel()
+        del self.prefetched[item.nodeid]
+        return True
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> str | None:
         """Say up front how long a request limit makes the run at the least (when over ten minutes)."""

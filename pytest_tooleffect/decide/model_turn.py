@@ -313,8 +313,10 @@ class TurnPool:
 
     def submit(self, case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, policy: Policy,
                timeout_s: float = 60.0, prices: Mapping[str, Price] | None = None, api_key: str | None = None,
-               trial: int = 1, retries: int = 0) -> concurrent.futures.Future[Turn]:
-        """Start one model turn and return its future (arguments as :func:`run_turn`'s).
+               trial: int = 1, retries: int = 0, started: threading.Event | None = None
+               ) -> concurrent.futures.Future[Turn]:
+        """Start one model turn and return its future (arguments as :func:`run_turn`'s; ``started`` is
+        set once the turn holds a concurrency slot: from then on its request may be sent).
 
         A cached answer comes back as an already completed future.  Otherwise the turn is a
         coroutine around ``litellm.acompletion`` on this pool's event loop.
@@ -337,7 +339,7 @@ class TurnPool:
             kwargs["api_key"] = api_key
         if self.process is None:
             import_litellm()  # here, in the caller's thread, once: its import takes seconds
-        coro = _turn(self, kwargs, names, policy.model, timeout_s, prices or {}, key, retries)
+        coro = _turn(self, kwargs, names, policy.model, timeout_s, prices or {}, key, retries, started)
         return asyncio.run_coroutine_threadsafe(coro, self._event_loop())
 
     def submit_coroutine(self, make: Callable[[], Awaitable[T]]) -> concurrent.futures.Future[T]:
@@ -491,8 +493,10 @@ async def _complete(pool: TurnPool, kwargs: dict[str, Any], model: str, timeout_
 
 
 async def _turn(pool: TurnPool, kwargs: dict[str, Any], names: NameMap, model: str, timeout_s: float,
-                prices: Mapping[str, Price], key: str, retries: int) -> Turn:
+                prices: Mapping[str, Price], key: str, retries: int, started: threading.Event | None = None) -> Turn:
     async with pool.slot():
+        if started is not None:
+            started.set()
         answer, spent_s, waited_s = await _complete(pool, kwargs, model, timeout_s, retries, prices)
     data = answer["data"]
     try:

@@ -8,7 +8,8 @@ the baseline's, the gates') are written by the plugin's own parts through the in
 sections a single run has, where its inputs allow.
 
 The order is :data:`SECTION_ORDER`: ``judge`` (what judged free-text fields), ``shard`` (which
-part of a sharded run this is), ``baseline`` (the run against an accepted one), ``gates`` (the
+part of a sharded run this is), ``baseline`` (the run against an accepted one), ``sequential`` (the
+sequential gates' verdicts and savings), ``gates`` (the
 thresholds judged on everything before them, the baseline's regressions included).
 """
 
@@ -24,10 +25,10 @@ from pytest_tooleffect.scoring.record import Record
 
 __all__ = ["SECTION_ORDER", "ReportSection", "SectionName", "ShardSection", "assemble", "ordered"]
 
-SectionName = Literal["judge", "shard", "baseline", "gates"]
+SectionName = Literal["judge", "shard", "baseline", "sequential", "gates"]
 
 #: the order sections are written in: a later section may read what an earlier one wrote
-SECTION_ORDER: tuple[SectionName, ...] = ("judge", "shard", "baseline", "gates")
+SECTION_ORDER: tuple[SectionName, ...] = ("judge", "shard", "baseline", "sequential", "gates")
 
 
 @runtime_checkable

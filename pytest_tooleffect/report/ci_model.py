@@ -265,12 +265,12 @@ class GateResultEntry(Part):
     """The policy."""
     gate: str
     """What is judged, e.g. ``no_tool name`` or ``forbidden``."""
-    op: Literal[">=", "<="]
-    """``>=`` (a floor) or ``<=`` (a ceiling)."""
+    op: Literal[">=", "<=", "at alpha"]
+    """``>=`` (a floor), ``<=`` (a ceiling) or ``at alpha`` (a sequential gate, at its level)."""
     threshold: float
-    """The floor (percent) or the ceiling (decisions, or USD)."""
-    unit: Literal["%", "", "USD"]
-    """``%``, ``""`` (a count) or ``USD``."""
+    """The floor (percent), the ceiling (decisions, or USD), or a sequential gate's alpha."""
+    unit: Literal["%", "", "USD", "alpha"]
+    """``%``, ``""`` (a count), ``USD`` or ``alpha`` (a sequential gate)."""
     bound: Literal["point", "wilson"] | None
     """``point`` or ``wilson`` for a class rate; ``null`` otherwise."""
     status: Literal["passed", "failed", "not_judged", "not_applicable"]

@@ -256,7 +256,8 @@ def render_html(report: Report, records: Sequence[Mapping[str, Any] | Record] = 
 
     # the template reads the report's JSON form, as the page's script does; what a model, a provider or
     # a case file wrote is shown as text over lines (autoescaped, and no control or bidirectional character)
-    data = report.shown(limit=PAGE_LIMIT, lines=True).to_json()
+    clean = report.shown(limit=PAGE_LIMIT, lines=True)
+    data = clean.to_json()
     title = shown(title)
     page, page_json = _page([r.to_json() if isinstance(r, Record) else r for r in records], states)
     rows = page["records"]
@@ -271,6 +272,7 @@ def render_html(report: Report, records: Sequence[Mapping[str, Any] | Record] = 
         block_more=[{k: v for k, v in b.items() if k not in Block.model_fields} for b in data.get("blocks", [])],
         title=title, report=data, blocks=data.get("blocks", []), n_records=len(rows),
         disagreements=disagreements, baseline=data.get("baseline"), gates=data.get("gates"),
+        sequential=clean.sequential.lines() if clean.sequential is not None else [],
         style=_asset("report.css"), script=_asset("report.js"),
         packed=_pack(page_json) if rows else "",
     )

@@ -69,6 +69,8 @@ def render_markdown(report: Report, records: Sequence[Record] = (),
     else:
         out += ["## tooleffect", "", "No gates configured: pytest's exit status stands (a failing decision fails "
                 "the run).", ""]
+    if report.sequential is not None and report.sequential.blocks:  # each verdict and what its stop saved
+        out += ["### Sequential gates", "", *(f"- {_cell(line)}" for line in report.sequential.lines()), ""]
     baseline = report.baseline
     if isinstance(baseline, BaselineComparison):
         for m in baseline.policy_mismatches:  # why a block's decisions are all new against the baseline

@@ -34,6 +34,7 @@ from pytest_tooleffect.report.run_model import (
     SkippedItems,
     UnrecordedItems,
 )
+from pytest_tooleffect.report.sequential_model import SequentialSection
 from pytest_tooleffect.scoring.record import RecordError
 from pytest_tooleffect.util.display import LIMIT, json_safe, shown_obj
 
@@ -457,7 +458,8 @@ class Report(Part):
     """The report format's version."""
     status: Literal["complete", "incomplete", "interrupted"]
     """``complete`` when every item collected was scored; ``incomplete`` when some case was invalid, some
-    item ended in an error, was skipped or ended with no record (all listed: ``invalid``, ``skipped``,
+    item ended in an error, was skipped (not as ``settled``: a sequential gate's verdict came first) or ended
+    with no record (all listed: ``invalid``, ``skipped``,
     ``unrecorded``, each block's ``errors``), or when the logs merged by ``tooleffect report`` lack a
     shard (``shards.missing``) or records of items their run selected (``selection.not_recorded``);
     ``interrupted`` when the run was cut short (Ctrl-C)."""
@@ -493,6 +495,9 @@ class Report(Part):
     baseline: BaselineComparison | BaselineUnreadable | None = Field(default=None, exclude_if=is_none,
                                                                      union_mode="left_to_right")
     """The run against its baseline (``--tooleffect-baseline``); absent without one."""
+    sequential: SequentialSection | None = Field(default=None, exclude_if=is_none)
+    """The sequential gates: each one's verdict, when it was reached and what stopping saved; the run's
+    order (``sequential`` in ``[tool.tooleffect.gates]``); absent without one."""
     gates: GatesApplied | GatesNotApplied | None = Field(default=None, exclude_if=is_none, union_mode="left_to_right")
     """The gates judged and the exit status they decided (``[tool.tooleffect.gates]``); absent when no gate
     judged the run."""

@@ -15,7 +15,7 @@ from fractions import Fraction
 from math import comb
 from typing import Any, Literal
 
-from pytest_tooleffect.outcomes import RATE_LIMITER_ERROR
+from pytest_tooleffect.outcomes import RATE_LIMITER_ERROR, SETTLED
 from pytest_tooleffect.report.arithmetic import (
     exact_pct,
     fingerprint,
@@ -122,7 +122,8 @@ def summarise(records: Iterable[Record | Mapping[str, Any]], families: Mapping[s
         several policies, the invalid cases per family, the skipped items per family × policy and
         the unrecorded items per family.  Its status is ``incomplete`` when a run that ended has an
         invalid case, an error record, a skipped item or an unrecorded one (docs/design.md scoring
-        rule 7: ``complete`` only when every item collected was scored).
+        rule 7: ``complete`` only when every item collected was scored); an item skipped as
+        ``settled`` (its block's sequential gates had their verdict before it ran) is no gap.
         The order the records come in does not change it (rows are taken in record id and trial
         order), so shards merged give the unsharded run's report.
 
@@ -150,7 +151,8 @@ def summarise(records: Iterable[Record | Mapping[str, Any]], families: Mapping[s
         policies = sorted(p for f, p in groups if f == fam)
         if len(policies) > 1:
             comparisons.append(_comparison(fam, {p: groups[(fam, p)] for p in policies}))
-    unscored = bool(invalid or skipped or unrecorded or any(errs.values())) or status == "incomplete"
+    gaps = [e for e in skipped if e["reason"] != SETTLED]  # a settled skip was not needed: no gap in the run
+    unscored = bool(invalid or gaps or unrecorded or any(errs.values())) or status == "incomplete"
     final: Literal["complete", "incomplete", "interrupted"] = (
         "interrupted" if status == "interrupted" else "incomplete" if unscored else "complete")
     return Report(status=final, conventions=CONVENTIONS, blocks=blocks, comparisons=comparisons,
