@@ -29,6 +29,8 @@ from pydantic import (
 from pytest_tooleffect.policy_format import Policy, Price, ShowableName, policy_params
 
 __all__ = [
+    "McpWorld",
+    "ProbeCall",
     "CASE_ID_SHAPE",
     "Action",
     "Case",
@@ -81,6 +83,10 @@ class ToolSpec(_Model):
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     annotations: ToolAnnotations = Field(default_factory=ToolAnnotations)
+    title: str | None = None
+    outputSchema: dict[str, Any] | None = None  # noqa: N815 - MCP spelling
+    mcp_name: str | None = None
+    """The tool's name on its MCP server, when the family's name differs (a provider-safe name)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -480,6 +486,28 @@ class Case(_Model):
         return v
 
 
+class ProbeCall(_Model):
+    """One call of a family's probe pass: each tool called on the probe state before any agent runs."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class McpWorld(_Model):
+    """An MCP world's server (``sandbox: {world: mcp, mcp: {...}}``, docs/sandboxes.md): the command
+    line inside the sandbox (``{root}`` is the world's directory), the state probe (``git`` or
+    ``files``), the path the agent is told instead of the directory (``root_alias``), the longest
+    wait for an answer (seconds) and extra environment variables.
+    """
+
+    command: list[str] = Field(min_length=1)
+    probe: Literal["git", "files"] = "files"
+    root_alias: str | None = None
+    timeout_s: float = Field(default=10.0, gt=0, le=25)
+    env: dict[str, str] = Field(default_factory=dict)
+    probe_pass: list[ProbeCall] = Field(default_factory=list)
+
+
 class SandboxSpec(_Model):
     """A family's sandbox: the world module its cases' ``world`` rows seed (``sandbox/worlds/<world>.py``),
     and what ``--tooleffect-rollout N`` rolls out: ``steps`` (every case: the policy goes on from its
@@ -489,6 +517,7 @@ class SandboxSpec(_Model):
 
     world: str
     rollout: Literal["steps", "conversation"] = "steps"
+    mcp: McpWorld | None = None
 
 
 class Family(_Model):
