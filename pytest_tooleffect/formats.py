@@ -26,11 +26,10 @@ from pydantic import (
 
 # a policy (a family's ``policies:`` entry, a pyproject table), a price and the names shown in test
 # ids: defined in a module of their own, exported here as part of this one's vocabulary
+from pytest_tooleffect.mcp_format import McpSource, McpWorld, ProbeCall
 from pytest_tooleffect.policy_format import Policy, Price, ShowableName, policy_params
 
 __all__ = [
-    "McpWorld",
-    "ProbeCall",
     "CASE_ID_SHAPE",
     "Action",
     "Case",
@@ -41,10 +40,13 @@ __all__ = [
     "Fault",
     "ForbiddenAction",
     "Label",
+    "McpSource",
+    "McpWorld",
     "ParallelGroup",
     "Placement",
     "Policy",
     "Price",
+    "ProbeCall",
     "Recorded",
     "RecordedCall",
     "SandboxSpec",
@@ -486,28 +488,6 @@ class Case(_Model):
         return v
 
 
-class ProbeCall(_Model):
-    """One call of a family's probe pass: each tool called on the probe state before any agent runs."""
-
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-
-
-class McpWorld(_Model):
-    """An MCP world's server (``sandbox: {world: mcp, mcp: {...}}``, docs/sandboxes.md): the command
-    line inside the sandbox (``{root}`` is the world's directory), the state probe (``git`` or
-    ``files``), the path the agent is told instead of the directory (``root_alias``), the longest
-    wait for an answer (seconds) and extra environment variables.
-    """
-
-    command: list[str] = Field(min_length=1)
-    probe: Literal["git", "files"] = "files"
-    root_alias: str | None = None
-    timeout_s: float = Field(default=10.0, gt=0, le=25)
-    env: dict[str, str] = Field(default_factory=dict)
-    probe_pass: list[ProbeCall] = Field(default_factory=list)
-
-
 class SandboxSpec(_Model):
     """A family's sandbox: the world module its cases' ``world`` rows seed (``sandbox/worlds/<world>.py``),
     and what ``--tooleffect-rollout N`` rolls out: ``steps`` (every case: the policy goes on from its
@@ -539,3 +519,4 @@ class Family(_Model):
     licence: str | None = None
     seed: int | None = None
     sandbox: SandboxSpec | None = None
+    mcp: McpSource | None = None

@@ -237,7 +237,7 @@ def test_shipped_cases_run_report_and_records_match_the_generated_schemas(tmp_pa
     data = json.loads(report_file.read_text())
     assert data["status"] == "complete"  # tooltalk (nothing to replay) deselected, as make report does
     jsonschema.validate(data, report_schema())
-    assert {b["family"] for b in data["blocks"]} == {"scheduling", "tau-airline"}
+    assert {b["family"] for b in data["blocks"]} == {"mcp-git", "scheduling", "tau-airline"}
     assert any(b["effects"] for b in data["blocks"])  # the sandboxed family's effect level is in the schema too
     assert dumps(Report.model_validate(data)) == dumps(data)
     records = [json.loads(line) for line in log.read_text().splitlines()]

@@ -36,11 +36,13 @@ def world_rows(spec: McpWorld, rows: Mapping[str, Any]) -> dict[str, Any]:
         rows: the case's ``world`` (its ``setup`` rows).
 
     Returns:
-        ``{"setup": [...], "server": [{name, command, probe, timeout_s, root_alias, env}]}``.
+        ``{"setup": [the family's steps, then the case's], "server": [{name, command, probe,
+        timeout_s, root_alias, env}]}``.
     """
     server = {"name": "server", "command": list(spec.command), "probe": spec.probe, "timeout_s": spec.timeout_s,
               "root_alias": spec.root_alias, "env": dict(spec.env)}
-    return {**dict(rows), "server": [server]}
+    setup = [s.model_dump(exclude_none=True) for s in spec.setup] + list(rows.get("setup") or [])
+    return {**dict(rows), "setup": setup, "server": [server]}
 
 
 def server_failure(message: str) -> Failure | None:
