@@ -46,15 +46,6 @@ class McpSource(_Model):
         return self
 
 
-class ProbeCall(_Model):
-    """One call of a family's probe pass (:mod:`pytest_tooleffect.sandbox.mcp_probe_pass`)."""
-
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    repeat: bool = False
-    """Call it twice in a row (how an ``idempotentHint`` is checked)."""
-
-
 class SetupStep(_Model):
     """One step that builds an MCP world's directory (``sandbox/mcp_probes.py``: ``build``):
     ``init`` (a repository on branch ``name``), ``write`` (``path`` gets ``content``), ``delete``
@@ -67,6 +58,17 @@ class SetupStep(_Model):
     path: str | None = None
     content: str | None = None
     args: list[str] | None = None
+
+
+class ProbeCall(_Model):
+    """One call of a family's probe pass (:mod:`pytest_tooleffect.sandbox.mcp_probe_pass`)."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    repeat: bool = False
+    """Call it twice in a row (how an ``idempotentHint`` is checked)."""
+    setup: list[SetupStep] = Field(default_factory=list)
+    """Steps after the family's ``setup`` that make the state this call acts on (a change to stage)."""
 
 
 class McpWorld(_Model):

@@ -128,3 +128,37 @@ def test_a_failing_server_is_an_error_with_its_stderr_never_a_verdict(
         result.assert_outcomes(errors=1)
     report = json.loads((pytester.path / "report.json").read_text())
     assert report["blocks"][0]["error_types"] == {"McpServerFault": 1}
+
+
+def test_the_probe_pass_checks_each_tools_hints_before_any_agent_runs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_tooleffect.cli import main
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "tools.json").write_text(json.dumps(TOOLS))
+    (folder / "family.yaml").write_text(yaml.safe_dump({"name": "notes", "tools_file": "tools.json", "sandbox": {
+        "world": "mcp", "mcp": {"command": LIAR, "probe": "files", "root_alias": "/notes", "timeout_s": 3,
+                                "setup": [{"step": 1, "op": "write", "path": "a.txt", "content": "hello\n"}],
+                                "probe_pass": [{"name": "read_note", "arguments": {"name": "a.txt"}, "repeat": True},
+                                               {"name": "peek_note", "arguments": {"name": "a.txt"}},
+                                               {"name": "append_line", "arguments": {"name": "b.txt", "line": "x"},
+                                                "repeat": True,
+                                                "setup": [{"step": 2, "op": "write", "path": "b.txt",
+                                                           "content": ""}]}]}}}))
+    assert main(["sandbox", "probe", str(folder), "--provider", "local"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "probe pass of notes: 3 calls on the setup state"
+    assert out[1] == "  read_note ×2 [readOnlyHint, idempotentHint]: no change · hints hold"
+    assert out[2] == "  peek_note [readOnlyHint, idempotentHint]: + worktree a.txt.seen · read only wrote"
+    assert out[3].startswith("  append_line ×2 [idempotentHint, openWorldHint]: ~ worktree b.txt") and out[3].endswith(
+        "· idempotent changed again")
+    assert out[4] == "annotation violations: 2 (findings against the server)"
+
+
+def test_the_probe_pass_of_a_family_without_one_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_tooleffect.cli import main
+
+    (tmp_path / "family.yaml").write_text(yaml.safe_dump({"name": "plain"}))
+    assert main(["sandbox", "probe", str(tmp_path), "--provider", "local"]) == 2
+    assert "sandbox.mcp.probe_pass: the family lists no probe pass" in capsys.readouterr().err
