@@ -66,12 +66,12 @@ def probe_pass(provider: SandboxProvider, spec: McpWorld) -> list[ProbedCall]:
         for probe in spec.probe_pass:
             sandbox.reset(World(MCP_WORLD, world_rows(spec, {"setup": [s.model_dump(exclude_none=True)
                                                                        for s in probe.setup]})))
-            calls = []
+            calls: list[dict[str, Any]] = []
             for _ in range(2 if probe.repeat else 1):
                 result = sandbox.call(probe.name, dict(probe.arguments))
                 calls.append({"name": probe.name, "arguments": dict(probe.arguments), "content": result.content,
                               "error": result.error, "executed": True, "mcp": dict(result.extras)})
-            hints = effective_hints(calls[0]["mcp"].get("annotations"))
+            hints = effective_hints(dict(calls[0]["mcp"]).get("annotations"))
             out.append(ProbedCall(probe.name, dict(probe.arguments), hints, calls, violations(calls, step=0)))
     finally:
         provider.item_cleanup(sandbox, interrupted=False, keep=False)
