@@ -27,9 +27,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
         2 when the family has no probe pass or the sandbox (or the server) failed.
     """
     from pytest_tooleffect.collect.family import FamilyError, load_family
+    from pytest_tooleffect.decide.mcp_faults import server_failure
     from pytest_tooleffect.sandbox import SandboxError, provider_class
     from pytest_tooleffect.sandbox.mcp_probe_pass import probe_pass
-    from pytest_tooleffect.sandbox.mcp_world import server_failure
 
     if not args.family:
         print("tooleffect sandbox probe: name the family's folder (cases/NAME)", file=sys.stderr)

@@ -20,6 +20,7 @@ import pytest
 
 from pytest_tooleffect import wire
 from pytest_tooleffect.collect.items import CaseItem
+from pytest_tooleffect.decide.mcp_faults import server_failure
 from pytest_tooleffect.formats import Case, ToolSpec
 from pytest_tooleffect.oracle import Emission
 from pytest_tooleffect.oracle.conversation import ConversationVerdict, TurnCheck, judge_conversation
@@ -27,7 +28,7 @@ from pytest_tooleffect.oracle.effects import EffectVerdict, diff_worlds, judge_e
 from pytest_tooleffect.outcomes import Failure, NotScored
 from pytest_tooleffect.sandbox import Sandbox, SandboxError, SandboxProvider, World, provider_class
 from pytest_tooleffect.sandbox.mcp_hints import violations
-from pytest_tooleffect.sandbox.mcp_world import MCP_WORLD, server_failure, world_rows
+from pytest_tooleffect.sandbox.mcp_world import MCP_WORLD, world_rows
 from pytest_tooleffect.settings import settings_key
 
 __all__ = ["FAILING_FAULTS", "SandboxRun", "Sandboxes", "StepRun", "conversation_verdict", "execute", "judge_effect",

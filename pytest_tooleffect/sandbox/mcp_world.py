@@ -5,20 +5,17 @@ A family whose ``sandbox`` names ``world: mcp`` gives its server in ``sandbox.mc
 rows as the seed table ``server`` the world in ``sandbox/worlds/mcp.py`` reads.  When the server
 fails (crash, hang, malformed JSON-RPC, a result breaking its ``outputSchema``, a changed tool
 list) the world refuses the request with ``McpServerFault: {kind, message, stderr}``;
-:func:`server_failure` turns that into the item's error (:class:`~pytest_tooleffect.outcomes.Failure`
-with the server's standard error kept, bounded), never a verdict.
+:func:`pytest_tooleffect.decide.mcp_faults.server_failure` turns that into the item's error.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_tooleffect.formats import McpWorld
-from pytest_tooleffect.outcomes import Failure
+from pytest_tooleffect.mcp_format import McpWorld
 
-__all__ = ["FAULT_MARK", "MCP_WORLD", "STDERR_LIMIT", "server_failure", "world_rows"]
+__all__ = ["FAULT_MARK", "MCP_WORLD", "STDERR_LIMIT", "world_rows"]
 
 #: the world module's name (``sandbox/worlds/mcp.py``)
 MCP_WORLD = "mcp"
@@ -43,26 +40,3 @@ def world_rows(spec: McpWorld, rows: Mapping[str, Any]) -> dict[str, Any]:
               "root_alias": spec.root_alias, "env": dict(spec.env)}
     setup = [s.model_dump(exclude_none=True) for s in spec.setup] + list(rows.get("setup") or [])
     return {**dict(rows), "setup": setup, "server": [server]}
-
-
-def server_failure(message: str) -> Failure | None:
-    """The item's error for a sandbox message that carries an MCP server's fault, else ``None``.
-
-    Args:
-        message: the :class:`~pytest_tooleffect.sandbox.SandboxError`'s text.
-
-    Returns:
-        ``Failure("McpServerFault", "<kind>: <what happened>", stderr=<tail>)``, or ``None``.
-    """
-    at = message.find(FAULT_MARK)
-    if at < 0:
-        return None
-    try:
-        payload = json.loads(message[at + len(FAULT_MARK):])
-    except ValueError:
-        return Failure("McpServerFault", message[at + len(FAULT_MARK):][:500])
-    if not isinstance(payload, dict):
-        return None
-    stderr = str(payload.get("stderr") or "")[-STDERR_LIMIT:] or None
-    text = " ".join(f"{payload.get('kind')}: {payload.get('message')}".split())[:500]
-    return Failure("McpServerFault", text, stderr=stderr)
