@@ -251,7 +251,7 @@ def test_shipped_cases_run_report_and_records_match_the_generated_schemas(tmp_pa
     assert rebuilt.returncode == 0, rebuilt.stderr
     # one assembler: the report from the log has every section the run's has (its judge's too), the
     # run's metadata aside (when and how the run was made is the run's own), and adds what it found
-    # of the run's selection: all 259 items selected (-m) of the 755 collected have a record
+    # of the run's selection: all 313 items selected (-m) of the 809 collected have a record
     plugin_report = {k: data[k] for k in Report.model_fields if k != "run" and k in data}
     assert "judge" in plugin_report
     rebuilt_report = json.loads(rebuilt.stdout)
@@ -264,7 +264,7 @@ def test_shipped_cases_run_report_and_records_match_the_generated_schemas(tmp_pa
                           cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "80"})
     for shown in (text.stdout, run.stdout):
         headers = [line for line in shown.splitlines() if line.startswith("class ")]
-        assert len(headers) == 2 and all("name+args ok" in h and "95% CI" in h for h in headers), headers
+        assert len(headers) == 3 and all("name+args ok" in h and "95% CI" in h for h in headers), headers
         assert not [line for line in shown.splitlines() if line.startswith("              │")], shown[:3000]
 
 
