@@ -101,7 +101,8 @@ def _listed(page: Any) -> list[str]:
 def test_class_tables_show_the_json_reports_figures(shipped_run: dict[str, Any], browser_context: Any) -> None:
     page = _open(browser_context, shipped_run["page"])
     blocks = shipped_run["report"]["blocks"]
-    assert [(b["family"], b["policy"]) for b in blocks] == [("scheduling", "replay"), ("tau-airline", "replay")]
+    assert [(b["family"], b["policy"]) for b in blocks] == [("mcp-git", "replay"), ("scheduling", "replay"),
+                                                        ("tau-airline", "replay")]
     for b in blocks:
         section = page.locator(f'section.block[data-family="{b["family"]}"][data-policy="{b["policy"]}"]')
         assert b["label_set_fingerprint"] in section.locator("code.fp").inner_text()

@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 import yaml
 
-from pytest_tooleffect.options import OPT_RECORDS, OPT_REPORT, OPT_SANDBOX
+from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT, OPT_SANDBOX, OPT_SUMMARY_MD
 from tests.conftest import generated_report_schema
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -74,7 +74,7 @@ def test_a_read_only_tool_that_writes_is_the_servers_violation_not_the_agents_fa
         _case("tidy-01", [("tidy", {"name": "a.txt"})]),
     ])
     result = pytester.runpytest("cases/", "-p", "no:cacheprovider", OPT_SANDBOX, "local", OPT_RECORDS, "rec.jsonl",
-                                OPT_REPORT, "report.json")
+                                OPT_REPORT, "report.json", OPT_SUMMARY_MD, "summary.md", OPT_HTML, "report.html")
     result.assert_outcomes(passed=4)  # every decision is the right one: the lies are the server's
     recs = _records(pytester.path / "rec.jsonl")
     assert "annotation_violations" not in recs["read-01"]
@@ -98,6 +98,12 @@ def test_a_read_only_tool_that_writes_is_the_servers_violation_not_the_agents_fa
     result.stdout.fnmatch_lines(["*annotation violations (findings against the MCP server, not the agent's "
                                  "verdict): 3*", "*peek_note ?readOnlyHint, idempotentHint?: read only wrote 1 · first in peek-01: "
                                  "+ worktree a.txt.seen*"])
+    markdown = (pytester.path / "summary.md").read_text()
+    assert ("Annotation violations (findings against the MCP server, not the agent's verdict): 3." in markdown)
+    assert "| `peek_note` | readOnlyHint, idempotentHint | 1 | 0 | 0 | `peek-01` | + worktree a.txt.seen |" in markdown
+    html = (pytester.path / "report.html").read_text()
+    assert '<table data-table="annotation_violations">' in html
+    assert "<td><code>peek_note</code></td><td>readOnlyHint, idempotentHint</td>" in html
 
 
 @pytest.mark.parametrize(("tool", "command", "kind", "stderr"), [
