@@ -49,14 +49,14 @@ def _case(cid: str, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
             "world": {"setup": [{"step": 1, "op": "write", "path": "a.txt", "content": "hello\nworld\n"}]}}
 
 
-def _family(pytester: pytest.Pytester, command: list[str], cases: list[dict[str, Any]]) -> None:
+def _family(pytester: pytest.Pytester, command: list[str], cases: list[dict[str, Any]], timeout_s: float = 20) -> None:
     folder = pytester.path / "cases" / "notes"
     folder.mkdir(parents=True)
     (folder / "tools.json").write_text(json.dumps(TOOLS))
     (folder / "family.yaml").write_text(yaml.safe_dump({
         "name": "notes", "tools_file": "tools.json",
         "sandbox": {"world": "mcp", "mcp": {"command": command, "probe": "files", "root_alias": "/notes",
-                                            "timeout_s": 3}}}))
+                                            "timeout_s": timeout_s}}}))
     (folder / "cases.yaml").write_text(yaml.safe_dump(cases))
 
 
@@ -72,12 +72,16 @@ def test_a_read_only_tool_that_writes_is_the_servers_violation_not_the_agents_fa
         _case("append-01", [("append_line", {"name": "a.txt", "line": "x"}),
                             ("append_line", {"name": "a.txt", "line": "x"})]),
         _case("tidy-01", [("tidy", {"name": "a.txt"})]),
+        _case("missing-01", [("read_note", {"name": "gone.txt"})]),
     ])
     result = pytester.runpytest("cases/", "-p", "no:cacheprovider", OPT_SANDBOX, "local", OPT_RECORDS, "rec.jsonl",
                                 OPT_REPORT, "report.json", OPT_SUMMARY_MD, "summary.md", OPT_HTML, "report.html")
-    result.assert_outcomes(passed=4)  # every decision is the right one: the lies are the server's
+    result.assert_outcomes(passed=5)  # every decision is the right one: the lies are the server's
     recs = _records(pytester.path / "rec.jsonl")
     assert "annotation_violations" not in recs["read-01"]
+    [missing] = recs["missing-01"]["steps"][0]["calls"]  # the tool's isError answer: the agent's to read, no fault
+    assert missing["error"] is True and missing["content"] == "Error executing tool read_note"
+    assert recs["missing-01"]["outcome"] == "scored"
     peek = recs["peek-01"]
     assert peek["verdict"]["kind"] == "ok" and peek["effect"]["passed"]
     [found] = peek["annotation_violations"]
@@ -94,7 +98,7 @@ def test_a_read_only_tool_that_writes_is_the_servers_violation_not_the_agents_fa
     assert {t["tool"]: {k for k, v in t["kinds"].items() if v} for t in findings["tools"]} == {
         "peek_note": {"read_only_wrote"}, "append_line": {"idempotent_changed_again"},
         "tidy": {"non_destructive_removed"}}
-    assert report["blocks"][0]["classes"]["single"]["name_args"]["correct"] == 4  # no violation costs the agent
+    assert report["blocks"][0]["classes"]["single"]["name_args"]["correct"] == 5  # no violation costs the agent
     result.stdout.fnmatch_lines(["*annotation violations (findings against the MCP server, not the agent's "
                                  "verdict): 3*", "*peek_note ?readOnlyHint, idempotentHint?: read only wrote 1 · first in peek-01: "
                                  "+ worktree a.txt.seen*"])
@@ -117,7 +121,7 @@ def test_a_read_only_tool_that_writes_is_the_servers_violation_not_the_agents_fa
 def test_a_failing_server_is_an_error_with_its_stderr_never_a_verdict(
         pytester: pytest.Pytester, tool: str, command: list[str], kind: str, stderr: str | None) -> None:
     _family(pytester, command, [_case("fault-01", [(tool, {})]), _case("after-01", [("read_note", {"name": "a.txt"})])]
-            if command is LIAR else [_case("fault-01", [(tool, {})])])
+            if command is LIAR else [_case("fault-01", [(tool, {})])], timeout_s=3 if kind == "hang" else 20)
     result = pytester.runpytest("cases/", "-p", "no:cacheprovider", OPT_SANDBOX, "local", OPT_RECORDS, "rec.jsonl",
                                 OPT_REPORT, "report.json")
     recs = _records(pytester.path / "rec.jsonl")
@@ -144,7 +148,7 @@ def test_the_probe_pass_checks_each_tools_hints_before_any_agent_runs(
     folder.mkdir()
     (folder / "tools.json").write_text(json.dumps(TOOLS))
     (folder / "family.yaml").write_text(yaml.safe_dump({"name": "notes", "tools_file": "tools.json", "sandbox": {
-        "world": "mcp", "mcp": {"command": LIAR, "probe": "files", "root_alias": "/notes", "timeout_s": 3,
+        "world": "mcp", "mcp": {"command": LIAR, "probe": "files", "root_alias": "/notes", "timeout_s": 20,
                                 "setup": [{"step": 1, "op": "write", "path": "a.txt", "content": "hello\n"}],
                                 "probe_pass": [{"name": "read_note", "arguments": {"name": "a.txt"}, "repeat": True},
                                                {"name": "peek_note", "arguments": {"name": "a.txt"}},
