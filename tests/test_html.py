@@ -149,7 +149,7 @@ def test_filtering_to_forbidden_lists_exactly_those_decisions(shipped_run: dict[
     assert page.locator("#decisions tbody tr").count() == 100  # paged: not one DOM row per decision
     assert page.inner_text("#page") == f"page 1 of {-(-len(records) // 100)}"
     forbidden = sorted(r["id"] for r in records if r["verdict"] and r["verdict"]["kind"] == "forbidden")
-    assert len(forbidden) == 27  # 23 of GPT-4o's airline decisions and 4 authored scheduling faults
+    assert len(forbidden) == 36  # 23 of GPT-4o's airline decisions, 4 authored scheduling faults and 9 mcp-git ones
     page.select_option('#filters [data-key="kind"]', "forbidden")
     assert page.inner_text("#count") == f"{len(forbidden)} of {len(records)} decisions"
     assert sorted(_listed(page)) == forbidden
