@@ -13,8 +13,9 @@ server's standard error (at most :data:`STDERR_LIMIT` characters):
 * ``hang``: no answer within the timeout (the process is then killed);
 * ``malformed``: a line that is not JSON-RPC 2.0 (not JSON, no ``jsonrpc: "2.0"``, an answer
   with neither ``result`` nor ``error``, a result that is not an object);
-* ``protocol``: a JSON-RPC error answer to a request (MCP's protocol errors: unknown tool,
-  invalid parameters).
+* ``protocol``: a JSON-RPC error answer to a request (:class:`RpcError`; to ``tools/call`` it is
+  MCP's refusal of the call, an unknown tool or invalid arguments, which the world hands the
+  agent as the call's error answer, not a fault).
 
 MCP stdio transport: https://modelcontextprotocol.io/specification/2025-06-18/basic/transports
 """
@@ -49,6 +50,15 @@ class ServerFault(Exception):
         super().__init__(message)
         self.kind = kind
         self.stderr = stderr
+
+
+class RpcError(ServerFault):
+    """A JSON-RPC error answer (``code``, ``message``): kind ``protocol``."""
+
+    def __init__(self, message: str, stderr: str, code: Any, text: str) -> None:
+        super().__init__("protocol", message, stderr)
+        self.code = code
+        self.text = text
 
 
 class StdioServer:
@@ -156,7 +166,8 @@ class StdioServer:
             if "error" in answer:
                 error = answer["error"]
                 text = error.get("message") if isinstance(error, dict) else error
-                raise self.fault("protocol", f"{method}: the server answered an error: {text}")
+                code = error.get("code") if isinstance(error, dict) else None
+                raise RpcError(f"{method}: the server answered an error: {text}", self.stderr_tail(), code, str(text))
             result = answer.get("result")
             if not isinstance(result, dict):
                 raise self.fault("malformed", f"{method}: the answer has no result object: {line[:120]!r}")

@@ -140,6 +140,19 @@ def test_a_failing_server_is_an_error_with_its_stderr_never_a_verdict(
     assert report["blocks"][0]["error_types"] == {"McpServerFault": 1}
 
 
+def test_a_call_the_server_refuses_is_the_agents_answer_to_read_not_a_fault(pytester: pytest.Pytester) -> None:
+    case = _case("bad-args-01", [("count", {})])
+    case["recorded"] = {"tool_calls": [{"name": "count", "arguments": '{"verbose": true}'}]}  # an invented argument
+    _family(pytester, [sys.executable, str(FIXTURES / "mcp_raw_server.py"), "bad_output"], [case])
+    result = pytester.runpytest("cases/", "-p", "no:cacheprovider", OPT_SANDBOX, "local", OPT_RECORDS, "rec.jsonl")
+    result.assert_outcomes(failed=1)  # the agent's wrong call, scored: the server's refusal is its answer
+    rec = _records(pytester.path / "rec.jsonl")["bad-args-01"]
+    assert rec["outcome"] == "scored" and rec["verdict"]["kind"] == "right_tool_wrong_args"
+    [call] = rec["steps"][0]["calls"]
+    assert call["error"] is True
+    assert json.loads(call["content"]) == {"error": {"code": -32602, "message": "Invalid params: count takes none"}}
+
+
 def test_the_probe_pass_checks_each_tools_hints_before_any_agent_runs(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_tooleffect.cli import main

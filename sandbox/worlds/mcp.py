@@ -60,6 +60,8 @@ TOOLS: dict[str, Any] = {}  # the server's own, listed at run time
 USES_STATE_DIR = True
 #: the longest wait for a server to start and list its tools, seconds
 START_S = 20.0
+#: the most repository snapshots a sandbox keeps (one per seed state)
+MAX_SNAPSHOTS = 64
 #: the longest diff a call's answer carries, lines
 DIFF_LINES = 20
 
@@ -105,6 +107,9 @@ class Pool:
                 shutil.rmtree(building, ignore_errors=True)
                 raise RequestError(f"building the MCP world: {exc}") from None
             building.rename(snapshot)
+            kept = sorted(self.base.glob("snap-*"), key=lambda p: p.stat().st_mtime)
+            for old in kept[:-MAX_SNAPSHOTS]:  # the states least recently built go first
+                shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(self.root, ignore_errors=True)
         shutil.copytree(snapshot, self.root, symlinks=True)
 
@@ -247,7 +252,11 @@ class ObjectWorld:
         contents: dict[str, bytes] = {}
         before = self._probe(contents)
         try:
-            result = server.call(name, self._to_server(arguments))
+            try:
+                result = server.call(name, self._to_server(arguments))
+            except stdio.RpcError as refused:  # an unknown tool, invalid arguments: the agent's to read
+                error_text = json.dumps({"error": {"code": refused.code, "message": self._from_server(refused.text)}})
+                result = {"content": [{"type": "text", "text": error_text}], "isError": True}
             listed = server.list_tools()
         except stdio.ServerFault as exc:
             self.pool.stop()
