@@ -24,14 +24,17 @@ from pydantic import (
     model_validator,
 )
 
+# a family's MCP server, annotation policy and MCP world: a module of their own, exported here
+from pytest_tooleffect.mcp_format import AnnotationPolicy, HintWeights, McpServerInfo, McpSource, McpWorld, ProbeCall
+
 # a policy (a family's ``policies:`` entry, a pyproject table), a price and the names shown in test
 # ids: defined in a module of their own, exported here as part of this one's vocabulary
-from pytest_tooleffect.mcp_format import McpSource, McpWorld, ProbeCall
 from pytest_tooleffect.policy_format import Policy, Price, ShowableName, policy_params
 
 __all__ = [
     "CASE_ID_SHAPE",
     "Action",
+    "AnnotationPolicy",
     "Case",
     "Conversation",
     "ConversationTurn",
@@ -39,7 +42,9 @@ __all__ = [
     "Family",
     "Fault",
     "ForbiddenAction",
+    "HintWeights",
     "Label",
+    "McpServerInfo",
     "McpSource",
     "McpWorld",
     "ParallelGroup",
@@ -77,6 +82,10 @@ class ToolAnnotations(_Model):
 class ToolSpec(_Model):
     """A function the agent may call: name, description, JSON-schema parameters, annotations.
 
+    A tool imported from an MCP server (``tooleffect import mcp``) also keeps its ``title``, its
+    ``outputSchema`` and, when the server's name is not one providers accept, ``mcp_name`` (the
+    server's; ``name`` is then its provider-safe name, :func:`pytest_tooleffect.oracle.names.name_map`).
+
     Accepts the OpenAI wrapper ``{"type": "function", "function": {...}}`` and the flat
     Responses-API / OpenTelemetry form ``{"type": "function", "name": ..., "parameters": ...}``.
     """
@@ -87,8 +96,7 @@ class ToolSpec(_Model):
     annotations: ToolAnnotations = Field(default_factory=ToolAnnotations)
     title: str | None = None
     outputSchema: dict[str, Any] | None = None  # noqa: N815 - MCP spelling
-    mcp_name: str | None = None
-    """The tool's name on its MCP server, when the family's name differs (a provider-safe name)."""
+    mcp_name: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -466,6 +474,9 @@ class Case(_Model):
     forbidden_effects: list[Effect] = Field(default_factory=list)
     faults: dict[str, Fault] = Field(default_factory=dict)
     conversation: Conversation | None = None
+    confirmed: bool = False
+    """The user explicitly confirmed the change at this state (a family's ``annotations.confirm_destructive``
+    then lets its destructive tools be called)."""
 
     @field_validator("id")
     @classmethod
@@ -520,3 +531,4 @@ class Family(_Model):
     seed: int | None = None
     sandbox: SandboxSpec | None = None
     mcp: McpSource | None = None
+    annotations: AnnotationPolicy | None = None

@@ -39,6 +39,7 @@ from pytest_tooleffect.ci.gate_verdicts import (
     gates_fail,
     judged_nothing,
 )
+from pytest_tooleffect.ci.needless_gates import NEEDLESS_GATES, judge_needless, needless_gates
 from pytest_tooleffect.collect.sharding import RunSelection
 from pytest_tooleffect.oracle import KINDS
 from pytest_tooleffect.report import CLASSES, percent
@@ -189,6 +190,7 @@ def _listed(gates: GateSet) -> Iterable[tuple[str, str, float, str, str | None]]
         yield ("cost per decision", "<=", float(gates.max_cost_usd_per_decision), "USD", None)
     if gates.max_cost_usd is not None and gates.max_cost_usd != "off":
         yield ("cost", "<=", float(gates.max_cost_usd), "USD", None)
+    yield from needless_gates(gates)
 
 
 def _unjudged(reason: str, gates: GateSet) -> str:
@@ -201,7 +203,9 @@ def _judge_block(block: Block, records: Sequence[Record],
     results = []
     for gate, op, threshold, unit, bound in _listed(gates):
         result = _maker(block.family, block.policy, gates, gate, op, threshold, unit, bound)
-        if unit == "%":
+        if gate in NEEDLESS_GATES:
+            results.append(judge_needless(block, gate, threshold, min_n, result))
+        elif unit == "%":
             subject, level = gate.split(" ")
             left_out = scope.class_not_selected(block.family, block.policy, subject)
             if left_out is not None:

@@ -17,6 +17,8 @@ key by key::
     max_changed = 0           # known failures of another kind now (baseline status "changed")
     max_cost_usd = 5.0        # the family × policy's cost in all (USD)
     max_cost_usd_per_decision = 0.01                   # its mean per scored decision (USD)
+    max_destructive_unneeded = 0                       # MCP hints: needless calls of a destructive tool
+    min_pct_weighted_no_tool = 90                      # MCP hints: the severity-weighted no-tool rate
 
     [tool.tooleffect.gates."tau-airline/replay"]
     min_pct.no_tool.name = 90
@@ -155,6 +157,10 @@ class GateSet(_Table):
             baseline, fail now with another kind).
         max_cost_usd: ceiling on the family × policy's cost in all, USD.
         max_cost_usd_per_decision: ceiling on its mean cost per scored decision, USD.
+        max_destructive_unneeded: ceiling on the no-tool decisions that called a destructive tool
+            (the report's ``needless_calls.destructive``; a family whose tools carry MCP hints).
+        min_pct_weighted_no_tool: floor on the severity-weighted no-tool rate, percent (the
+            report's ``needless_calls.weighted_pct``), judged as a point.
     """
 
     bound: Literal["point", "wilson"] | None = None
@@ -166,6 +172,8 @@ class GateSet(_Table):
     max_changed: Count | None = None
     max_cost_usd: Usd | None = None
     max_cost_usd_per_decision: Usd | None = None
+    max_destructive_unneeded: Count | None = None
+    min_pct_weighted_no_tool: Pct | None = None
 
     def merged(self, over: GateSet) -> GateSet:
         """This set with ``over``'s keys on top (key by key, into ``min_pct`` and ``max_count``)."""
@@ -176,7 +184,8 @@ class GateSet(_Table):
     def thresholds(self) -> bool:
         """Some gate is set (not only settings, not only ``"off"``)."""
         data = self.model_dump(exclude_none=True, include={"min_pct", "max_count", "max_regressions", "max_changed",
-                                                            "max_cost_usd", "max_cost_usd_per_decision"})
+                                                            "max_cost_usd", "max_cost_usd_per_decision",
+                                                            "max_destructive_unneeded", "min_pct_weighted_no_tool"})
         return any(v != "off" for v in _leaves(data))
 
 

@@ -171,8 +171,9 @@ def _labelled_cases(path: Path) -> int:
 
 
 def cmd_label(args: argparse.Namespace) -> int:
-    """``tooleffect label export|import``: write the states of case files for labelling, or copy
-    the filled labels into a case file.
+    """``tooleffect label export|import|agreement``: write the states of case files for labelling,
+    copy the filled labels into a case file, or print a reply set's agreement
+    (:func:`pytest_tooleffect.commands.reply_set.cmd_reply_agreement`).
 
     Args:
         args: the parsed command line.
@@ -186,8 +187,11 @@ def cmd_label(args: argparse.Namespace) -> int:
         OSError: a file that cannot be read or written.
     """
     from pytest_tooleffect.commands import check_command_outputs
+    from pytest_tooleffect.commands.reply_set import cmd_reply_agreement
     from pytest_tooleffect.data.labelling import read_labels, render
 
+    if args.action == "agreement":
+        return cmd_reply_agreement(args)
     if args.action == "export":
         if not args.out:
             print("tooleffect label export: --out is required (the labelling file to write)", file=sys.stderr)

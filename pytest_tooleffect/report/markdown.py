@@ -131,6 +131,11 @@ def _block(b: Block, records: Sequence[Record]) -> list[str]:
     out += [f"Failures by kind: {kinds or 'none'}.", ""]
     nt = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in b.no_tool_failures if v)
     out += [f"No-tool failures: {nt or 'none'}.", ""]
+    nc = b.needless_calls
+    if nc is not None:
+        out += [f"No-tool failures by the MCP hints of what they called: read {nc.read}, write {nc.write}, "
+                f"destructive {nc.destructive}, no call {nc.no_call} (of {nc.n}); severity-weighted no-tool rate "
+                f"{_pc(nc.weighted_display)}.", ""]
     by_reply = b.no_tool_by_reply
     if set(by_reply) - {"unspecified"}:
         out += ["No tool, by the reply due: " + ", ".join(
