@@ -10,7 +10,12 @@ container is timed too, as the floor of any reset done from outside the service.
 
 Target (issue #4): pooled p50 at least 10x faster than fresh, and under 20 ms.
 
-    python bench/sandbox.py [--items 60] [--fresh-items 20] [--no-tcp]
+The MCP world (issue #44) is measured the same way on the shipped mcp-git family's states:
+pooled, a reset restores the state's snapshot of the generated repository in the warm container
+(mcp-server-git keeps running); fresh, each item starts a container, the server, and builds the
+repository.  Target: pooled p50 under 20 ms.
+
+    python bench/sandbox.py [--items 60] [--fresh-items 20] [--no-tcp] [--no-mcp]
 """
 
 from __future__ import annotations
@@ -46,6 +51,24 @@ def worlds() -> list[World]:
     return [World("scheduling", c["world"], {}, c.get("timezone")) for c in cases]
 
 
+def mcp_worlds() -> list[World]:
+    """The shipped mcp-git cases' worlds (the family's generated repository and each case's steps)."""
+    from pytest_tooleffect.formats import Family
+    from pytest_tooleffect.sandbox.mcp_world import world_rows
+
+    family = Family.model_validate(yaml.safe_load((REPO / "cases" / "mcp-git" / "family.yaml").read_text()))
+    assert family.sandbox is not None and family.sandbox.mcp is not None
+    cases = yaml.safe_load((REPO / "cases" / "mcp-git" / "cases.yaml").read_text())
+    return [World("mcp", world_rows(family.sandbox.mcp, c["world"])) for c in cases]
+
+
+def first_call(world: World) -> tuple[str, dict[str, object]]:
+    """A read-only call that fits the world (a scheduling thread read, or git_status)."""
+    if world.name == "mcp":
+        return "git_status", {"repo_path": "/repo"}
+    return "read_thread", {"thread_id": world.rows["threads"][0]["thread_id"]}
+
+
 def run(provider: DockerProvider, items: list[World]) -> tuple[list[float], list[float]]:
     """Provision, use and release one sandbox per item; returns init and cleanup times (ms)."""
     init, cleanup = [], []
@@ -53,7 +76,7 @@ def run(provider: DockerProvider, items: list[World]) -> tuple[list[float], list
         t0 = time.perf_counter()
         box = provider.item_init(world, f"item-{n}")
         t1 = time.perf_counter()
-        box.call("read_thread", {"thread_id": world.rows["threads"][0]["thread_id"]})
+        box.call(*first_call(world))
         t2 = time.perf_counter()
         provider.item_cleanup(box, interrupted=False, keep=False)
         t3 = time.perf_counter()
@@ -67,6 +90,8 @@ def main() -> int:
     parser.add_argument("--items", type=int, default=60, help="items through the pooled provider")
     parser.add_argument("--fresh-items", type=int, default=20, help="items through fresh containers")
     parser.add_argument("--no-tcp", action="store_true", help="skip the pooled run over the TCP endpoint")
+    parser.add_argument("--no-mcp", action="store_true", help="skip the MCP world (mcp-git) runs")
+    parser.add_argument("--mcp-fresh-items", type=int, default=5, help="MCP items through fresh containers")
     args = parser.parse_args()
     available = worlds()
     pooled_items = [available[i % len(available)] for i in range(args.items)]
@@ -130,7 +155,48 @@ def main() -> int:
          f"fresh / pooled; pooled p50 {statistics.median(p_init):.1f} ms")
     emit("sandbox provisioning per item, pooled p50 (ms)", "limit 20 ms", statistics.median(p_init) / 20, "< 1",
          f"{statistics.median(p_init):.1f} ms")
+    if not args.no_mcp:
+        mcp_rows(args.items, args.mcp_fresh_items)
     return 0
+
+
+def mcp_rows(items: int, fresh_items: int) -> None:
+    """The MCP world's pooled reset (a snapshot restored) against a fresh container per item."""
+    available = mcp_worlds()
+    pooled = DockerProvider(uuid.uuid4().hex, os.getpid(), "bench", pool=True)
+    pooled.session_init()
+    try:
+        warm = pooled.item_init(available[0], "warm-up")  # the container and the server start once
+        pooled.item_cleanup(warm, interrupted=False, keep=False)
+        seeds = {repr(w.rows["setup"]): w for w in available}
+        t0 = time.perf_counter()
+        for n, world in enumerate(seeds.values()):  # each state's snapshot is built once per container
+            box = pooled.item_init(world, f"snapshot-{n}")
+            pooled.item_cleanup(box, interrupted=False, keep=False)
+        built = (time.perf_counter() - t0) * 1000 / len(seeds)
+        p_init, p_clean = run(pooled, [available[i % len(available)] for i in range(items)])
+    finally:
+        pooled.session_cleanup()
+    fresh = DockerProvider(uuid.uuid4().hex, os.getpid(), "bench", pool=False)
+    fresh.session_init()
+    try:
+        f_init, f_clean = run(fresh, [available[i % len(available)] for i in range(fresh_items)])
+    finally:
+        fresh.session_cleanup()
+    print(f"MCP world (mcp-server-git over the mcp-git family's {len(seeds)} repository states), {len(p_init)} "
+          f"pooled items and {len(f_init)} fresh-container items:")
+    print(f"{'':42}{'p50 ms':>10}{'p95 ms':>10}")
+    for label, values in (("mcp pooled: take + reset (snapshot)", p_init), ("mcp pooled: give back", p_clean),
+                          ("mcp fresh: start + server + build", f_init), ("mcp fresh: remove", f_clean)):
+        print(f"{label:42}{quantile(values, 0.5):>10.1f}{quantile(values, 0.95):>10.1f}")
+    print(f"a state's snapshot built once per container: {built:.0f} ms on average")
+    ratio = statistics.median(f_init) / statistics.median(p_init)
+    print(f"ratio fresh / pooled p50 (MCP world): {ratio:.0f}x; pooled p50 {statistics.median(p_init):.1f} ms "
+          "(target <= 20 ms)")
+    emit("MCP world reset per item (p50)", "a fresh container + server per item (p50)", ratio, ">= 10",
+         f"fresh / pooled; pooled p50 {statistics.median(p_init):.1f} ms")
+    emit("MCP world reset per item, pooled p50 (ms)", "limit 20 ms", statistics.median(p_init) / 20, "<= 1",
+         f"{statistics.median(p_init):.1f} ms")
 
 
 if __name__ == "__main__":

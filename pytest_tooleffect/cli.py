@@ -144,10 +144,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default="reports/judge-calibration.json")
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_calibrate)
-    p = sub.add_parser("sandbox", help="build the sandbox image (locally, never pulled), list or clean containers")
-    p.add_argument("action", choices=["build", "tag", "list", "clean"],
+    p = sub.add_parser("sandbox", help="build the sandbox image (locally, never pulled), list or clean containers, "
+                       "probe an MCP family's hints")
+    p.add_argument("action", choices=["build", "tag", "list", "clean", "probe"],
                    help="build: the image unless its tag exists; tag: print the tag of sandbox/; list: sandbox "
-                        "containers; clean: remove those of runs that are gone")
+                        "containers; clean: remove those of runs that are gone; probe: an MCP family's probe pass "
+                        "(its tools' hints against their effects)")
+    p.add_argument("family", nargs="?", help="probe: the family's folder (cases/NAME)")
+    p.add_argument("--provider", choices=["docker", "local"], default="docker",
+                   help="probe: where the server runs (docker: the image's servers; local: this machine's)")
     p.add_argument("--force", action="store_true", help="build: rebuild the service layer")
     p.add_argument("--kept", action="store_true", help="clean: also remove containers kept for inspection")
     p.set_defaults(func=cmd_sandbox)

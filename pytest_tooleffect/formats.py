@@ -24,8 +24,8 @@ from pydantic import (
     model_validator,
 )
 
-# a family's MCP server and annotation policy: a module of their own, exported here
-from pytest_tooleffect.mcp_format import AnnotationPolicy, HintWeights, McpServerInfo, McpSource
+# a family's MCP server, annotation policy and MCP world: a module of their own, exported here
+from pytest_tooleffect.mcp_format import AnnotationPolicy, HintWeights, McpServerInfo, McpSource, McpWorld, ProbeCall
 
 # a policy (a family's ``policies:`` entry, a pyproject table), a price and the names shown in test
 # ids: defined in a module of their own, exported here as part of this one's vocabulary
@@ -48,10 +48,12 @@ __all__ = [
     "Label",
     "McpServerInfo",
     "McpSource",
+    "McpWorld",
     "ParallelGroup",
     "Placement",
     "Policy",
     "Price",
+    "ProbeCall",
     "Recorded",
     "RecordedCall",
     "SandboxSpec",
@@ -509,6 +511,7 @@ class SandboxSpec(_Model):
 
     world: str
     rollout: Literal["steps", "conversation"] = "steps"
+    mcp: McpWorld | None = None
 
 
 class Family(_Model):

@@ -1,6 +1,6 @@
-"""Typed data at the edges: a family's MCP server (``mcp:``) and its annotation policy
-(``annotations:``).  Part of :mod:`pytest_tooleffect.formats`, which exports them; kept apart for
-its size.
+"""Typed data at the edges: a family's MCP server (``mcp:``), its annotation policy
+(``annotations:``) and the MCP world its sandbox runs (``sandbox: {world: mcp, mcp: {...}}``).
+Part of :mod:`pytest_tooleffect.formats`, which exports them; kept apart for its size.
 
 ``tooleffect import mcp`` writes the ``mcp:`` block (the server's name and version as it
 introduced itself, how it was reached); a user writes ``annotations:`` to say how the tools' MCP
@@ -11,13 +11,14 @@ family's labels and report.  The pure logic on hints is :mod:`pytest_tooleffect.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pytest_tooleffect.policy_format import Amount
 
-__all__ = ["HINT_CLASSES", "AnnotationPolicy", "HintWeights", "McpServerInfo", "McpSource"]
+__all__ = ["HINT_CLASSES", "AnnotationPolicy", "HintWeights", "McpServerInfo", "McpSource", "McpWorld", "ProbeCall",
+           "SetupStep"]
 
 #: the classes a tool's hints put it in, least severe first: ``read`` (``readOnlyHint: true``),
 #: ``write`` (not read-only, ``destructiveHint: false``), ``destructive`` (the rest: MCP's default)
@@ -112,3 +113,48 @@ class AnnotationPolicy(_Model):
 
     confirm_destructive: bool = False
     weights: HintWeights = Field(default_factory=HintWeights)
+
+
+class SetupStep(_Model):
+    """One step that builds an MCP world's directory (``sandbox/mcp_probes.py``: ``build``):
+    ``init`` (a repository on branch ``name``), ``write`` (``path`` gets ``content``), ``delete``
+    (``path``), ``git`` (``args``), ``commit`` (everything, message ``content``).
+    """
+
+    step: int = Field(ge=0)
+    op: Literal["init", "write", "delete", "git", "commit"]
+    name: str | None = None
+    path: str | None = None
+    content: str | None = None
+    args: list[str] | None = None
+
+
+class ProbeCall(_Model):
+    """One call of a family's probe pass (:mod:`pytest_tooleffect.sandbox.mcp_probe_pass`)."""
+
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    repeat: bool = False
+    """Call it twice in a row (how an ``idempotentHint`` is checked)."""
+    setup: list[SetupStep] = Field(default_factory=list)
+    """Steps after the family's ``setup`` that make the state this call acts on (a change to stage)."""
+
+
+class McpWorld(_Model):
+    """An MCP world's server (``sandbox: {world: mcp, mcp: {...}}``, docs/sandboxes.md).
+
+    ``command``: the server's command line inside the sandbox (``{root}`` is the world's
+    directory); ``probe``: how its state is read (``git`` or ``files``); ``root_alias``: the path
+    the agent is told instead of the directory; ``timeout_s``: the longest wait for an answer
+    (seconds); ``env``: extra environment variables; ``setup``: the steps every case's world
+    starts with (a case's own ``world.setup`` steps follow); ``probe_pass``: the calls that check
+    the server's hints on the ``setup`` state before any agent runs.
+    """
+
+    command: list[str] = Field(min_length=1)
+    probe: Literal["git", "files"] = "files"
+    root_alias: str | None = None
+    timeout_s: float = Field(default=10.0, gt=0, le=25)
+    env: dict[str, str] = Field(default_factory=dict)
+    setup: list[SetupStep] = Field(default_factory=list)
+    probe_pass: list[ProbeCall] = Field(default_factory=list)

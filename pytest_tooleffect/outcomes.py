@@ -48,16 +48,20 @@ class Failure:
         kind: the error's type (``Timeout``, ``RateLimit``, ``SandboxError``, ``OracleError``, …).
         message: one line, at most a few hundred characters (known secrets redacted).
         traceback: the formatted traceback, for an agent's exception; else ``None``.
+        stderr: the tail of a failed MCP server's standard error (bounded); else ``None``.
     """
 
     kind: str
     message: str
     traceback: str | None = None
+    stderr: str | None = None
 
     def __post_init__(self) -> None:  # whoever made it, a known secret never reaches a record or a report
         object.__setattr__(self, "message", redact(self.message))
         if self.traceback is not None:
             object.__setattr__(self, "traceback", redact(self.traceback))
+        if self.stderr is not None:
+            object.__setattr__(self, "stderr", redact(self.stderr))
 
 
 class DecisionFailed(pytest.fail.Exception):  # type: ignore[name-defined,misc]

@@ -124,7 +124,10 @@ class World:
             ZoneInfo(zone)
         except Exception:
             raise RequestError(f"unknown time zone {zone!r}") from None
-        objects = module.ObjectWorld(rows or {}) if hasattr(module, "ObjectWorld") else None
+        objects = None
+        if hasattr(module, "ObjectWorld"):  # a world that keeps files asks for the state directory
+            extra = {"state_dir": self.state_dir} if getattr(module, "USES_STATE_DIR", False) else {}
+            objects = module.ObjectWorld(rows or {}, **extra)
         tools = objects.tools if objects is not None else module.TOOLS
         for tool, fault in (faults or {}).items():
             if tool not in tools:
@@ -232,10 +235,13 @@ class World:
             refusal = {"error": {"status": 400, "message": "arguments must be an object"}}
             return {"ok": True, "content": json.dumps(refusal), "error": True, "fault": kind}
         if self.objects is not None:
-            content, error = self.objects.call(name, arguments)
+            content, error, *more = self.objects.call(name, arguments)
             if kind == "malformed":
                 content = content[: max(1, len(content) // 2)]
-            return {"ok": True, "content": content, "error": error, "fault": kind}
+            answer = {"ok": True, "content": content, "error": error, "fault": kind}
+            if more:  # an object world's own facts about the call (an MCP world's structured content, diff)
+                answer["extras"] = more[0]
+            return answer
         db.execute("BEGIN")
         try:
             result = tool(db, arguments, self.timezone)

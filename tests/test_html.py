@@ -101,7 +101,8 @@ def _listed(page: Any) -> list[str]:
 def test_class_tables_show_the_json_reports_figures(shipped_run: dict[str, Any], browser_context: Any) -> None:
     page = _open(browser_context, shipped_run["page"])
     blocks = shipped_run["report"]["blocks"]
-    assert [(b["family"], b["policy"]) for b in blocks] == [("scheduling", "replay"), ("tau-airline", "replay")]
+    assert [(b["family"], b["policy"]) for b in blocks] == [("mcp-git", "replay"), ("scheduling", "replay"),
+                                                        ("tau-airline", "replay")]
     for b in blocks:
         section = page.locator(f'section.block[data-family="{b["family"]}"][data-policy="{b["policy"]}"]')
         assert b["label_set_fingerprint"] in section.locator("code.fp").inner_text()
@@ -148,7 +149,7 @@ def test_filtering_to_forbidden_lists_exactly_those_decisions(shipped_run: dict[
     assert page.locator("#decisions tbody tr").count() == 100  # paged: not one DOM row per decision
     assert page.inner_text("#page") == f"page 1 of {-(-len(records) // 100)}"
     forbidden = sorted(r["id"] for r in records if r["verdict"] and r["verdict"]["kind"] == "forbidden")
-    assert len(forbidden) == 27  # 23 of GPT-4o's airline decisions and 4 authored scheduling faults
+    assert len(forbidden) == 36  # 23 of GPT-4o's airline decisions, 4 authored scheduling faults and 9 mcp-git ones
     page.select_option('#filters [data-key="kind"]', "forbidden")
     assert page.inner_text("#count") == f"{len(forbidden)} of {len(records)} decisions"
     assert sorted(_listed(page)) == forbidden

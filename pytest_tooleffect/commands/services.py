@@ -239,7 +239,8 @@ def cmd_model(args: argparse.Namespace) -> int:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    """``tooleffect sandbox build|tag|list|clean``: the sandbox image and its containers.
+    """``tooleffect sandbox build|tag|list|clean|probe``: the sandbox image and its containers, and an
+    MCP family's probe pass (:mod:`pytest_tooleffect.commands.mcp_probe`).
 
     Args:
         args: the parsed command line.
@@ -250,6 +251,10 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     from pytest_tooleffect.sandbox.environment import SandboxError
     from pytest_tooleffect.sandbox.image import build_image, context_dir, docker_client, image_tag
 
+    if args.action == "probe":
+        from pytest_tooleffect.commands.mcp_probe import cmd_probe
+
+        return cmd_probe(args)
     try:
         if args.action == "build":
             tag = build_image(force=args.force, log=lambda m: print(m, file=sys.stderr))

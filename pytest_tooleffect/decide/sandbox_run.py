@@ -20,12 +20,15 @@ import pytest
 
 from pytest_tooleffect import wire
 from pytest_tooleffect.collect.items import CaseItem
+from pytest_tooleffect.decide.mcp_faults import server_failure
 from pytest_tooleffect.formats import Case, ToolSpec
 from pytest_tooleffect.oracle import Emission
 from pytest_tooleffect.oracle.conversation import ConversationVerdict, TurnCheck, judge_conversation
 from pytest_tooleffect.oracle.effects import EffectVerdict, diff_worlds, judge_effects, reference_key
 from pytest_tooleffect.outcomes import Failure, NotScored
 from pytest_tooleffect.sandbox import Sandbox, SandboxError, SandboxProvider, World, provider_class
+from pytest_tooleffect.sandbox.mcp_hints import violations
+from pytest_tooleffect.sandbox.mcp_world import MCP_WORLD, world_rows
 from pytest_tooleffect.settings import settings_key
 
 __all__ = ["FAILING_FAULTS", "SandboxRun", "Sandboxes", "StepRun", "conversation_verdict", "execute", "judge_effect",
@@ -41,7 +44,7 @@ world_key = pytest.StashKey[World]()
 
 
 def _failed(item: CaseItem, message: str) -> NotScored:
-    return NotScored("sandbox", Failure("SandboxError", message), item.record_id)
+    return NotScored("sandbox", server_failure(message) or Failure("SandboxError", message), item.record_id)
 
 
 def provider(config: pytest.Config) -> SandboxProvider:
@@ -136,7 +139,10 @@ def world_of(item: CaseItem) -> World:
     if world is None:
         spec = item.family.family.sandbox
         assert spec is not None and item.case.world is not None
-        world = item.stash[world_key] = World(spec.world, item.case.world, {
+        rows: Any = item.case.world
+        if spec.world == MCP_WORLD and spec.mcp is not None:
+            rows = world_rows(spec.mcp, rows)
+        world = item.stash[world_key] = World(spec.world, rows, {
             tool: fault.model_dump() for tool, fault in item.case.faults.items()}, item.case.timezone)
     return world
 
@@ -226,7 +232,7 @@ def _execute(sandbox: Sandbox, emitted: Any, emission: Emission, step: int, cost
         result = sandbox.call(call.name, dict(call.args))
         run.calls.append({"name": call.name, "arguments": dict(call.args), "content": result.content,
                           "error": result.error, "fault": result.fault, "latency_ms": round(result.latency_ms, 3),
-                          "executed": True})
+                          "executed": True, **({"mcp": dict(result.extras)} if result.extras else {})})
     for why in emission.malformed:
         run.calls.append({"name": None, "arguments": None, "content": None, "error": True, "fault": None,
                           "executed": False, "malformed": why})
@@ -445,6 +451,9 @@ def judge_effect(item: CaseItem, run: SandboxRun) -> tuple[EffectVerdict, dict[s
         "faults": sorted(case.faults),
         "recovery": rec,
     }
+    found = [v.model_dump(mode="json") for s in run.steps for v in violations(s.calls, s.step)]
+    if found:
+        fields["annotation_violations"] = found
     if run.conversation is not None:
         assert case.conversation is not None
         judged = conversation_verdict(run.conversation, case.conversation.no_tool_turns)

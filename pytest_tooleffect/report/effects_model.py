@@ -7,6 +7,7 @@ isolation in force.
 
 from __future__ import annotations
 
+from pytest_tooleffect.report.annotations_model import AnnotationFindings
 from pytest_tooleffect.report.parts import Count, Part, Pct, PerClass
 
 __all__ = [
@@ -167,3 +168,6 @@ class Effects(Part):
     """Conversations played through; ``null`` when none was."""
     sandbox: SandboxSummary
     """The isolation in force."""
+    annotation_violations: AnnotationFindings | None = None
+    """MCP tools whose effect contradicted their hints (findings against the server, not counted in
+    any rate); ``null`` when none did."""

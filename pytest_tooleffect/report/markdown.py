@@ -150,6 +150,18 @@ def _block(b: Block, records: Sequence[Record]) -> list[str]:
     out += ["Calls to tools not offered (hallucinated): " + ", ".join(
         f"{c} {n}" for c, n in made_up.classes) + (f" ({names})" if names else "") + ".", ""]
     out += _baseline(records)
+    found = eff.annotation_violations if eff else None
+    if found:
+        out += [f"Annotation violations (findings against the MCP server, not the agent's verdict): {found.n}.", "",
+                "| tool | hints | read-only wrote | idempotent changed again | non-destructive removed | first in "
+                "| diff |", "| --- | --- | ---: | ---: | ---: | --- | --- |"]
+        for t in found.tools:
+            hints = ", ".join(k for k, v in t.hints.items() if v) or "none true"
+            diff = "<br>".join(_cell(x) for x in (t.diff + t.lost)[:4])
+            out.append(f"| {_code(t.tool)} | {_cell(hints)} | {t.kinds.read_only_wrote} | "
+                       f"{t.kinds.idempotent_changed_again} | {t.kinds.non_destructive_removed} | "
+                       f"{_code(t.first_case)} | {diff} |")
+        out.append("")
     errors = b.errors
     if errors:
         listed = ", ".join(_code(e.id) for e in errors[:_MAX_IDS])

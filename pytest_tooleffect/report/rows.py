@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from pytest_tooleffect.sandbox.mcp_hints import AnnotationViolation
 from pytest_tooleffect.scoring.outcome import expected_failure
 from pytest_tooleffect.scoring.record import (
     ConversationRecord,
@@ -96,6 +97,7 @@ class Row:
     conversation: ConversationRecord | None
     sandbox: SandboxInfo | None
     expected_failure: bool
+    annotation_violations: tuple[AnnotationViolation, ...] = ()
 
     @classmethod
     def of(cls, r: Record) -> Row:
@@ -111,4 +113,5 @@ class Row:
                    reply_due=r.reply_due, cached=r.cached, recovery=r.recovery,
                    cost=CostRow.of(r.cost), verdict=verdict, trace_id=r.source.trace_id, position=r.source.position,
                    error=r.error, effect=r.effect, rollout=r.rollout, conversation=r.conversation, sandbox=r.sandbox,
-                   expected_failure=expected_failure(r))
+                   expected_failure=expected_failure(r),
+                   annotation_violations=tuple(r.annotation_violations or ()))

@@ -16,6 +16,7 @@ from math import comb
 from typing import Any, Literal
 
 from pytest_tooleffect.outcomes import RATE_LIMITER_ERROR, SETTLED
+from pytest_tooleffect.report.annotations_model import find_violations
 from pytest_tooleffect.report.arithmetic import (
     exact_pct,
     fingerprint,
@@ -474,6 +475,7 @@ def _effects(recs: Sequence[Row]) -> Effects | None:
                                restrictions=sorted({x for s in sandboxes if s for x in s.restrictions}),
                                restrictions_missing=sorted({x for s in sandboxes if s
                                                             for x in s.restrictions_missing})),
+        annotation_violations=find_violations((r.case_id, r.annotation_violations) for r in rows),
     )
 
 

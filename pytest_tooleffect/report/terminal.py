@@ -303,6 +303,16 @@ def _render_effects(console: Any, eff: Effects) -> None:
     missing = f"; not in force: {', '.join(sb.restrictions_missing)}" if sb.restrictions_missing else ""
     console.print(f"sandbox {'/'.join(sb.providers)}: {', '.join(sb.restrictions) or 'no isolation'}"
                   f"{missing}")
+    found = eff.annotation_violations
+    if found:
+        console.print(f"annotation violations (findings against the MCP server, not the agent's verdict): {found.n}",
+                      markup=False, highlight=False)
+        for t in found.tools:
+            kinds = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in t.kinds if v)
+            hints = ", ".join(k for k, v in t.hints.items() if v) or "no hint true"
+            console.print(f"  {t.tool} [{hints}]: {kinds} · first in {t.first_case}: "
+                          f"{'; '.join((t.diff + t.lost)[:3]) or 'no diff'}", markup=False, highlight=False,
+                          soft_wrap=True)
 
 
 def _render_comparison(console: Any, comp: Comparison) -> None:

@@ -83,12 +83,15 @@ class ToolResult:
         error: whether the tool answered with an error.
         fault: the injected fault kind that fired, or ``None``.
         latency_ms: round trip over the socket, milliseconds.
+        extras: what an object world adds about the call (an MCP world: ``structured``,
+            ``annotations``, ``changed``, ``diff``, ``diff_lines``, ``lost``, ``repeat``); empty otherwise.
     """
 
     content: str
     error: bool
     fault: str | None
     latency_ms: float
+    extras: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Channel(Protocol):
@@ -244,7 +247,7 @@ class Sandbox:
         start = time.perf_counter()
         answer = self.request({"op": "call", "name": name, "arguments": arguments})
         return ToolResult(answer["content"], bool(answer["error"]), answer.get("fault"),
-                          (time.perf_counter() - start) * 1000)
+                          (time.perf_counter() - start) * 1000, answer.get("extras") or {})
 
     def snapshot(self) -> dict[str, list[dict[str, Any]]]:
         """Every row of every table, ``{table: [row]}``."""

@@ -9,7 +9,8 @@ Steps (:func:`build_image`):
 2. ``tooleffect-sandbox:<hash of sandbox/>``: ``sandbox/Dockerfile`` layers the service on that
    base through the engine's build API with ``pull=False``.  The build context is a copy of
    ``sandbox/`` plus ``vendor/``: BFCL's multi-turn back-ends from the pinned ``bfcl-eval``
-   wheel (:mod:`.bfcl_source`), for the ``bfcl`` world.
+   wheel (:mod:`.bfcl_source`), for the ``bfcl`` world, and ``mcp-site/``: the MCP servers
+   ``sandbox/mcp-requirements.txt`` pins, for the ``mcp`` world (:mod:`.mcp_site`).
 
 Both steps are skipped when their tag exists, so the image is rebuilt only when ``sandbox/``
 (or, for the base, the sources or the recipe) changes.
@@ -245,6 +246,10 @@ def build_image(context: Path | None = None, *, force: bool = False,
             from pytest_tooleffect.sandbox.bfcl_source import ensure_source
 
             shutil.copytree(ensure_source(log), build_context / "vendor")
+        # the pinned MCP servers, as wheels for the image's Python (never committed)
+        from pytest_tooleffect.sandbox.mcp_site import SITE, image_python, install_site
+
+        install_site(context, build_context / SITE, *image_python(client, base), log=log)
         try:
             client.images.build(path=str(build_context), tag=tag, buildargs={"BASE": base}, pull=False, rm=True,
                                 forcerm=True, labels={"tooleffect.context-hash": tag.split(":", 1)[1]})

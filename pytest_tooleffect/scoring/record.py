@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pytest_tooleffect.options import MAX_SHARDS
+from pytest_tooleffect.sandbox.mcp_hints import AnnotationViolation
 from pytest_tooleffect.util.bounds import bounded_cost
 
 __all__ = [
@@ -83,6 +84,8 @@ class RecordError(_Part):
     """One line, at most a few hundred characters."""
     traceback: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """The formatted traceback of an agent's exception (absent otherwise)."""
+    stderr: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The tail of a failed MCP server's standard error, at most 2,000 characters (absent otherwise)."""
 
 
 class FieldRecord(_Part):
@@ -446,6 +449,9 @@ class Record(_Part):
     """The faults injected into the sandbox's tools, sorted."""
     recovery: Literal["retried", "other_path", "told_user", "none", "not_observed"] | None = None
     """How the agent answered the first injected failure; ``null`` when none fired."""
+    annotation_violations: list[AnnotationViolation] | None = None
+    """Calls whose effect in an MCP world contradicts the tool's hints: findings against the server,
+    never part of the decision's verdict (:mod:`pytest_tooleffect.sandbox.mcp_hints`)."""
     baseline: BaselineMark | None = None
     """What the baseline says of the decision (a run under ``--tooleffect-baseline``)."""
     shard: ShardRecord | None = None

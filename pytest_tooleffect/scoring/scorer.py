@@ -309,6 +309,8 @@ def _error(failure: Failure | None) -> dict[str, Any] | None:
     out = {"type": failure.kind, "message": failure.message}
     if failure.traceback:
         out["traceback"] = failure.traceback
+    if failure.stderr:
+        out["stderr"] = failure.stderr
     return out
 
 
