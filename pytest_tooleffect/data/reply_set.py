@@ -1,0 +1,201 @@
+"""The labelled reply set (``datasets/replies``) and what the reply checks score on it.
+
+Files of the set's folder:
+
+* ``replies.jsonl``: ``{"id", "lang", "domain", "user", "calls": [{"name", "arguments", "result"}],
+  "write_tools": [...], "reply", "split": "dev" | "test"}``;
+* ``labels-gold.jsonl`` (the adjudicated labels; else ``labels-a.jsonl``, one labeller's):
+  ``{"id", "kind": "ask" | "refuse" | "answer" | "none", "claim": "none" | "action" | "result",
+  "claim_supported": true | false | null}``.
+
+:func:`measure` scores a reply classifier per kind and the phantom-action detector on one split:
+precision ``tp / (tp + fp)``, recall ``tp / (tp + fn)``, F1 ``2pr / (p + r)``, each proportion
+with its Wilson 95 % interval (:func:`~pytest_tooleffect.report.arithmetic.wilson_interval`;
+Wilson, JASA 22(158), 1927).  A reply labelled ``claim_supported: false`` is a phantom.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_tooleffect.oracle.claims import ToolCall, find_phantom
+from pytest_tooleffect.oracle.reply import classify_reply
+from pytest_tooleffect.report.arithmetic import wilson_interval
+
+__all__ = ["LABEL_KINDS", "Figure", "LabelledReply", "format_figures", "load_reply_set", "measure", "phantom_of"]
+
+#: the kinds a labelled reply may have (``none``: no reply to judge)
+LABEL_KINDS = ("ask", "refuse", "answer", "none")
+
+
+@dataclass(frozen=True)
+class LabelledReply:
+    """One reply of the set with its label."""
+
+    id: str
+    split: str
+    lang: str
+    user: str
+    calls: tuple[ToolCall, ...]
+    write_tools: tuple[str, ...]
+    reply: str
+    kind: str
+    claim: str
+    claim_supported: bool | None
+
+    @property
+    def phantom(self) -> bool:
+        """The label says the reply claims what the conversation does not hold."""
+        return self.claim_supported is False
+
+
+@dataclass(frozen=True)
+class Figure:
+    """Precision, recall and F1 of one detector on one split, with the counts behind them."""
+
+    name: str
+    tp: int
+    fp: int
+    fn: int
+
+    @property
+    def precision(self) -> float | None:
+        """``tp / (tp + fp)``; ``None`` with nothing predicted."""
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else None
+
+    @property
+    def recall(self) -> float | None:
+        """``tp / (tp + fn)``; ``None`` with nothing labelled."""
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else None
+
+    @property
+    def f1(self) -> float | None:
+        """``2pr / (p + r)``; ``None`` when either is undefined or both are 0."""
+        p, r = self.precision, self.recall
+        return None if p is None or r is None or p + r == 0 else 2 * p * r / (p + r)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{name, tp, fp, fn, precision, precision_ci95, recall, recall_ci95, f1}``."""
+        return {"name": self.name, "tp": self.tp, "fp": self.fp, "fn": self.fn,
+                "precision": self.precision, "precision_ci95": wilson_interval(self.tp, self.tp + self.fp),
+                "recall": self.recall, "recall_ci95": wilson_interval(self.tp, self.tp + self.fn), "f1": self.f1}
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{path}: line {n}: not JSON ({exc})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+            raise ValueError(f"{path}: line {n}: an object with a string id")
+        out.append(row)
+    return out
+
+
+def load_reply_set(folder: Path, labels: str | None = None) -> list[LabelledReply]:
+    """Read the set's replies and labels.
+
+    Args:
+        folder: the set's folder.
+        labels: the labels file's name in it (default: ``labels-gold.jsonl`` when present, else
+            ``labels-a.jsonl``).
+
+    Returns:
+        The labelled replies, in the replies file's order (a reply without a label is left out).
+
+    Raises:
+        ValueError: a file is missing or malformed (naming the file, the line or the id and the field).
+    """
+    name = labels or ("labels-gold.jsonl" if (folder / "labels-gold.jsonl").is_file() else "labels-a.jsonl")
+    for f in ("replies.jsonl", name):
+        if not (folder / f).is_file():
+            raise ValueError(f"{folder / f}: no such file")
+    by_id = {r["id"]: r for r in _rows(folder / name)}
+    out = []
+    for r in _rows(folder / "replies.jsonl"):
+        lab = by_id.get(r["id"])
+        if lab is None:
+            continue
+        where = f"{folder / name}: {r['id']}"
+        if lab.get("kind") not in LABEL_KINDS:
+            raise ValueError(f"{where}: kind: one of {', '.join(LABEL_KINDS)}, got {lab.get('kind')!r}")
+        if lab.get("claim") not in ("none", "action", "result"):
+            raise ValueError(f"{where}: claim: none, action or result, got {lab.get('claim')!r}")
+        if r.get("split") not in ("dev", "test"):
+            raise ValueError(f"{folder / 'replies.jsonl'}: {r['id']}: split: dev or test, got {r.get('split')!r}")
+        calls = tuple(ToolCall(str(c.get("name", "")), c.get("arguments") or {},
+                               None if c.get("result") is None else str(c["result"])) for c in r.get("calls") or ())
+        out.append(LabelledReply(r["id"], r["split"], str(r.get("lang", "")), str(r.get("user", "")), calls,
+                                 tuple(r.get("write_tools") or ()), str(r.get("reply") or ""), lab["kind"],
+                                 lab["claim"], lab.get("claim_supported")))
+    return out
+
+
+def phantom_of(row: LabelledReply) -> bool:
+    """The deterministic detector's reading of one labelled reply: a phantom or not."""
+    return find_phantom(row.reply, row.calls, row.write_tools, known_text=row.user) is not None
+
+
+def measure(rows: Sequence[LabelledReply], split: str | None = "test",
+            classify: Callable[[str], str] = classify_reply,
+            phantom: Callable[[LabelledReply], bool] | None = phantom_of) -> dict[str, Figure]:
+    """Precision, recall and F1 per reply kind (``ask``, ``refuse``, ``answer``) and of the phantom detector.
+
+    Args:
+        rows: the labelled replies.
+        split: ``dev``, ``test`` or ``None`` (every row).
+        classify: reply text → kind (default :func:`~pytest_tooleffect.oracle.reply.classify_reply`).
+        phantom: labelled reply → the detector says phantom (``None``: not measured).
+
+    Returns:
+        ``{kind: Figure}`` and, with ``phantom``, ``{"phantom_action": Figure}``.
+    """
+    chosen = [r for r in rows if split is None or r.split == split]
+    predicted = [classify(r.reply) for r in chosen]
+    out = {}
+    for kind in ("ask", "refuse", "answer"):
+        tp = sum(p == kind and r.kind == kind for p, r in zip(predicted, chosen, strict=True))
+        fp = sum(p == kind and r.kind != kind for p, r in zip(predicted, chosen, strict=True))
+        fn = sum(p != kind and r.kind == kind for p, r in zip(predicted, chosen, strict=True))
+        out[kind] = Figure(kind, tp, fp, fn)
+    if phantom is not None:
+        said = [phantom(r) for r in chosen]
+        out["phantom_action"] = Figure(
+            "phantom_action", sum(s and r.phantom for s, r in zip(said, chosen, strict=True)),
+            sum(s and not r.phantom for s, r in zip(said, chosen, strict=True)),
+            sum(r.phantom and not s for s, r in zip(said, chosen, strict=True)))
+    return out
+
+
+def format_figures(figures: Mapping[str, Figure], title: str) -> str:
+    """The figures as a Markdown table (precision and recall with their Wilson 95 % intervals)."""
+    def pct(x: float | None, ci: tuple[float, float] | None = None) -> str:
+        if x is None:
+            return "n/a"
+        return f"{x:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+
+    lines = [title, "", "| kind | tp | fp | fn | precision [95 % CI] | recall [95 % CI] | F1 |",
+             "|---|---:|---:|---:|---|---|---:|"]
+    for f in figures.values():
+        d = f.to_dict()
+        lines.append(f"| {f.name} | {f.tp} | {f.fp} | {f.fn} | {pct(f.precision, d['precision_ci95'])} | "
+                     f"{pct(f.recall, d['recall_ci95'])} | {pct(f.f1)} |")
+    return "\n".join(lines)
+
+
+def to_json(figures: Mapping[str, Figure]) -> dict[str, Any]:
+    """The figures as a JSON object keyed by name."""
+    return {k: f.to_dict() for k, f in figures.items()}
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file's value (for the command's ``--out`` comparison)."""
+    return json.loads(path.read_text(encoding="utf-8"))
