@@ -43,7 +43,7 @@ from typing import Any, Literal
 from pytest_tooleffect.oracle.reply import ASKING
 from pytest_tooleffect.oracle.sentences import is_question, sentences
 
-__all__ = ["Claim", "Phantom", "ToolCall", "conversation_calls", "find_claims", "find_phantom"]
+__all__ = ["Claim", "Phantom", "ToolCall", "conversation_calls", "find_claims", "find_phantom", "turn_phantom"]
 
 ClaimKind = Literal["action", "result"]
 
@@ -117,7 +117,8 @@ _READ = re.compile(
     r"\b(?:ich habe|wir haben)(?: \w+){0,3}? (?:überprüft|nachgesehen|geprüft)\b", re.I)
 _ID = re.compile(r"(?<![\w$€£.,:/@-])(?=[\w-]*\d)[A-Za-z0-9][\w-]{4,}(?![\w@]|[.,:/-]\w)")
 _MONEY = re.compile(r"[$€£]\s?(?P<n>\d[\d,]*(?:\.\d+)?)")
-_CLOCK = re.compile(r"(?<![\d:.])(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d)(?::\d\d)?)?\s?(?P<ap>[ap]\.?m\.?)?(?![\w:])", re.I)
+_CLOCK = re.compile(r"(?<![\d:.])(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d)(?::\d\d)?)?\s?(?P<ap>[ap]\.?m\.?)?"
+                    r"(?![\w:])", re.I)
 _VERSION = re.compile(r"\bv\d+(?:\.\d+)+\b", re.I)
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 #: a sentence giving an example or a format, not a fact (``it looks like SUP-1234``)
@@ -220,7 +221,8 @@ def _stem(participle: str) -> str:
 def _tied(stem: str, write_tools: Iterable[str]) -> tuple[str, ...]:
     """The write tools a claimed action's stem names: the tool's first word (its verb) begins like the
     stem or one of its synonyms (five letters compared, fewer for a shorter stem); when none does,
-    any word of the tool's name."""
+    any word of the tool's name.
+    """
     def begins(word: str, start: str) -> bool:
         n = min(5, len(start))
         return n >= 3 and word[:n] == start[:n]
@@ -251,7 +253,8 @@ def _actions(sentence: str, write_tools: Sequence[str]) -> list[tuple[str, tuple
 
 def _ids(sentence: str) -> tuple[str, ...]:
     """Identifiers a sentence quotes: capitals and digits (``ZFA04Y``, ``SUP-1234``), a snake-case name
-    with digits (``mia_li_3668``), or six digits or more."""
+    with digits (``mia_li_3668``), or six digits or more.
+    """
     out = []
     for token in _ID.findall(sentence):
         if (token.isdigit() and len(token) >= 6) or ("_" in token and any(c.isalpha() for c in token)) or \
@@ -450,3 +453,27 @@ def conversation_calls(messages: Sequence[Mapping[str, Any]],
                 target["result"] = result
     calls = [ToolCall(e["name"], e["arguments"], e["result"]) for e in out]
     return calls + [ToolCall(name, args, None, current=True) for name, args in current]
+
+
+def turn_phantom(text: str | None, emitted: Iterable[tuple[str, Any]], tools: Mapping[str, Any],
+                 messages: Sequence[Mapping[str, Any]], sandbox_changed: bool | None = None) -> Phantom | None:
+    """:func:`find_phantom` for one turn of a conversation.
+
+    Args:
+        text: the turn's text.
+        emitted: the turn's calls as ``(name, arguments)``.
+        tools: the tools offered, by name (specs with ``read_only``: a tool without
+            ``readOnlyHint: true`` is a write).
+        messages: the conversation before the turn (OpenAI-style).
+        sandbox_changed: as :func:`find_phantom`'s.
+
+    Returns:
+        The first unsupported claim, or ``None``.
+    """
+    if not text or not text.strip():
+        return None
+    writes = [name for name, spec in tools.items() if not getattr(spec, "read_only", False)]
+    calls = conversation_calls(messages, [(n, a if isinstance(a, Mapping) else {}) for n, a in emitted])
+    known = " ".join(m["content"] for m in messages if isinstance(m, Mapping) and isinstance(m.get("content"), str)
+                     and m.get("role") != "tool")
+    return find_phantom(text, calls, writes, known_text=known, sandbox_changed=sandbox_changed)

@@ -88,13 +88,15 @@ _PLEASANTRY = re.compile(
     r"[\W_]*$", re.I)
 _REFUSING = re.compile(
     r"(\bcan['’]?t\b|\bcannot\b|\bcan not\b|\bunable\b|\bnot able\b|\bwon['’]?t be able\b|\bnot possible\b|"
-    r"\bisn['’]?t possible\b|\boutside (of )?(what|my|the|our)\b|\bfalls? outside\b|\bbeyond (this|what|my|our|the scope)\b|"
+    r"\bisn['’]?t possible\b|\boutside (of )?(what|my|the|our)\b|\bfalls? outside\b|"
+    r"\bbeyond (this|what|my|our|the scope)\b|"
     r"\bagainst (the |our |airline |company )?polic|\bnot (allowed|permitted|eligible|authori[sz]ed|in a position)\b|"
     r"\b(isn['’]?t|aren['’]?t) (allowed|permitted|eligible)\b|"
     r"\b(i|we) only (handle|organi[sz]e|arrange|help|assist|deal|support)|\b(i['’]m|i am) only able\b|"
     r"\bnot something (i|we) (can|do|are able)\b|\b(isn['’]?t|is not) something (i|we)\b|"
     r"\b(don['’]?t|do not) (handle|do|offer|provide|support|make exceptions|have (the ability|access))\b|"
-    r"\b(must|have to|need to|will have to|['’]ll have to) decline\b|\bdecline (to|your|this|that)\b|\b(i|we) won['’]t\b|\b(something|one) only\b|"
+    r"\b(must|have to|need to|will have to|['’]ll have to) decline\b|\bdecline (to|your|this|that)\b|"
+    r"\b(i|we) won['’]t\b|\b(something|one) only\b|"
     r"\bonly (a|an|the|your|our) [\w -]{1,40}? can\b|\bleave (it |that |this )?to\b|\bstick to\b|"
     r"\bnot the one to\b|\bnot in my hands\b|\b(a|the) (decision|call) for\b|\bisn['’]?t a \w+ (i|we)['’]d\b|"
     r"\bkeep [\w' ]{1,30} confidential\b|\bfuera de lo que\b|\bno est[aá] en mis manos\b|"
@@ -104,7 +106,8 @@ _REFUSING = re.compile(
     r"\b(does|do|is|are) not (cover|allow|permit|covered|allowed|permitted|refundable|available to)\b|"
     r"\b(doesn['’]?t|don['’]?t) (allow|permit|cover)\b|\bi['’]m afraid (i|we|that|this|it)\b|\bregrettably\b|"
     r"\bno (puedo|podemos|es posible|me es posible)\b|\bno est[aá] permitido\b|\bfuera de (mi|nuestro)|"
-    r"\bje ne (peux|suis pas en mesure)|\bnous ne (pouvons|sommes pas)|\bpas possible\b|\bn['’]est pas (autoris|permis|possible)|"
+    r"\bje ne (peux|suis pas en mesure)|\bnous ne (pouvons|sommes pas)|\bpas possible\b|"
+    r"\bn['’]est pas (autoris|permis|possible)|"
     r"\b(kann|können|darf|dürfen) (ich|wir) (leider )?(nicht|keine)|\bleider nicht\b|\bnicht m[öo]glich\b|"
     r"\bn[ãa]o (posso|podemos|[ée] poss[ií]vel)\b|\bnon (posso|possiamo|[èe] possibile)\b)", re.I)
 #: a refusal phrase that only says a detail is missing (``I can't look it up without your id``)

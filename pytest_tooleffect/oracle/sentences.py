@@ -84,5 +84,6 @@ def _ends_here(text: str, dot: int, after: int) -> bool:
 
 def is_question(sentence: str) -> bool:
     """The sentence ends in a question mark (``?`` or ``？``, before closing quotes, brackets or
-    Markdown emphasis) or opens with ``¿``."""
+    Markdown emphasis) or opens with ``¿``.
+    """
     return bool(_QUESTION_END.search(sentence))
