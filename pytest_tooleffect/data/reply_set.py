@@ -145,21 +145,21 @@ def phantom_of(row: LabelledReply) -> bool:
 
 
 def measure(rows: Sequence[LabelledReply], split: str | None = "test",
-            classify: Callable[[str], str] = classify_reply,
+            classify: Callable[[str, str], str] = classify_reply,
             phantom: Callable[[LabelledReply], bool] | None = phantom_of) -> dict[str, Figure]:
     """Precision, recall and F1 per reply kind (``ask``, ``refuse``, ``answer``) and of the phantom detector.
 
     Args:
         rows: the labelled replies.
         split: ``dev``, ``test`` or ``None`` (every row).
-        classify: reply text → kind (default :func:`~pytest_tooleffect.oracle.reply.classify_reply`).
+        classify: ``(reply text, user's message)`` → kind (default :func:`~pytest_tooleffect.oracle.reply.classify_reply`).
         phantom: labelled reply → the detector says phantom (``None``: not measured).
 
     Returns:
         ``{kind: Figure}`` and, with ``phantom``, ``{"phantom_action": Figure}``.
     """
     chosen = [r for r in rows if split is None or r.split == split]
-    predicted = [classify(r.reply) for r in chosen]
+    predicted = [classify(r.reply, r.user) for r in chosen]
     out = {}
     for kind in ("ask", "refuse", "answer"):
         tp = sum(p == kind and r.kind == kind for p, r in zip(predicted, chosen, strict=True))

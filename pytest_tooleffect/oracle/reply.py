@@ -54,6 +54,7 @@ ASKING = re.compile(
     r"some|to (know|have|confirm|get|see))|(once|as soon as|when) (you|i) (provide|have|share|confirm|send|give|"
     r"receive)|\bif you (paste|send|share|give|provide|tell|forward|upload|let me know|confirm)\b|"
     r"\bwill let me (start|check|look|proceed|find|process)|"
+    r",\s*please\b|"
     r"in order to (proceed|continue|help|look|check|find)|to (proceed|continue|look (it|this) up|locate|find)\b[^.?!]*"
     r"\b(i need|please|i['’]ll need|i will need)|"
     # Spanish, French, German, Portuguese, Italian
@@ -70,7 +71,7 @@ ASKING = re.compile(
     r"ho bisogno (del|della|di))", re.I)
 #: a question or request that closes a reply politely without asking for anything
 _COURTESY = re.compile(
-    r"(anything|something) (else|more|further)|any (other|more|further) (questions?|help|assistance|requests?|"
+    r"(?<!before )(?<!first, )(anything|something) (else|more|further)|any (other|more|further) (questions?|help|assistance|requests?|"
     r"concerns?)|(is|was) (this|that) (helpful|clear)|does (this|that) (help|answer)|how else|"
     r"(is there|can i|may i|could i) (help|assist)( you)? with (anything|something)|"
     r"let me know if (you|there)|feel free to|don['’]t hesitate|if you (need|have) (any|anything|more|further)|"
@@ -80,7 +81,8 @@ _COURTESY = re.compile(
 #: a sentence with nothing to judge: a greeting, a thanks, an acknowledgement, a farewell
 _PLEASANTRY = re.compile(
     r"^[\W_]*(hello|hi|hey|good (morning|afternoon|evening)|hola|buen[oa]s (d[ií]as|tardes|noches)|no problem|sure|"
-    r"ok(ay)?|noted|got it|understood|perfect|great|of course|certainly|thanks?( you)?( so much| for [\w ]+)?|"
+    r"ok(ay)?|noted|got it|understood|perfect|great|of course|certainly|safe travels|(i['’]m|we['’]re|so) sorry"
+    r"( to hear( that| it)?| (it|that|for|about)[\w' ]+)?|thanks?( you)?( so much| for [\w ]+)?|"
     r"you['’]re welcome|take (care|your time)|bye|goodbye|have a (nice|good|great|lovely) \w+|enjoy [\w ]+|"
     r"one moment[\w ,]*|just a moment[\w ,]*|(how|what) can i (help|do)( you)?( with [\w ]+)?( for you)?( today)?|"
     r"de acuerdo|entendido|perfecto|vale|claro|gracias|de nada|cu[ií]date|adi[oó]s|hasta (luego|pronto)|"
@@ -96,7 +98,12 @@ _REFUSING = re.compile(
     r"\bnot something (i|we) (can|do|are able)\b|\b(isn['’]?t|is not) something (i|we)\b|"
     r"\b(don['’]?t|do not) (handle|do|offer|provide|support|make exceptions|have (the ability|access))\b|"
     r"\b(must|have to|need to|will have to|['’]ll have to) decline\b|\bdecline (to|your|this|that)\b|"
-    r"\b(i|we) won['’]t\b|\b(something|one) only\b|"
+    r"\b(i['’]ll|i will|i['’]d|we['’]ll) (have to )?pass\b|\bi['’]d rather not\b|\bnot an option\b|"
+    r"\b(that['’]s|is|it['’]s) up to (your|the|a)\b|\bnot supported\b|\bno longer (possible|eligible|allowed)\b|"
+    r"\bcan only be \w+ by\b|\bout of (my|our) (hands|scope|control)\b|\bnot (my|our) (place|area|call)\b|"
+    r"\byou['’]ll (need|have) to (contact|ask|speak|call|reach|go through|check with)\b|\bno se puede\b|"
+    r"\bnot something (i|we) (offer|provide|support|handle)\b|"
+    r"\b(i|we) won['’]t\b|\bi['’]m afraid\s*([.!—–,;]|$)|\b(something|one) only\b|"
     r"\bonly (a|an|the|your|our) [\w -]{1,40}? can\b|\bleave (it |that |this )?to\b|\bstick to\b|"
     r"\bnot the one to\b|\bnot in my hands\b|\b(a|the) (decision|call) for\b|\bisn['’]?t a \w+ (i|we)['’]d\b|"
     r"\bkeep [\w' ]{1,30} confidential\b|\bfuera de lo que\b|\bno est[aá] en mis manos\b|"
@@ -110,6 +117,9 @@ _REFUSING = re.compile(
     r"\bn['’]est pas (autoris|permis|possible)|"
     r"\b(kann|können|darf|dürfen) (ich|wir) (leider )?(nicht|keine)|\bleider nicht\b|\bnicht m[öo]glich\b|"
     r"\bn[ãa]o (posso|podemos|[ée] poss[ií]vel)\b|\bnon (posso|possiamo|[èe] possibile)\b)", re.I)
+_FIRST_PERSON = re.compile(r"\b(i|we|i['’]m|we['’]re|i['’]ll|me|my|our|puedo|podemos|mi|mis|je|nous|ich|wir)\b", re.I)
+_INTERROGATIVE = re.compile(r"\s*¿|\s*(can|could|may|is|are|do|does|will|would|what|which|when|where|how|why|who|"
+                            r"puedo|puede|se puede|es posible|cu[aá]ndo|c[oó]mo|qu[eé])\b", re.I)
 #: a refusal phrase that only says a detail is missing (``I can't look it up without your id``)
 _CONDITIONAL = re.compile(r"\b(without|until|unless|before|first need|till|sin (su|tu|el|la)|sans (votre|vos|le|la)|"
                           r"ohne (ihre|die|den|das)|senza)\b", re.I)
@@ -146,13 +156,20 @@ def _asks_in(sentence: str) -> bool:
     return is_question(sentence) or bool(ASKING.search(sentence))
 
 
-def _refuses_in(sentence: str) -> bool:
-    """One sentence declines: a refusal phrase, not one that only names a missing detail."""
+def _refuses_in(sentence: str, asked: bool) -> bool:
+    """One sentence declines: a refusal phrase, not one that only names a missing detail, nor (when
+    the user asked a question: ``asked``) a rule stated without a first person (an answer)."""
     m = _REFUSING.search(sentence)
-    return m is not None and not _CONDITIONAL.search(sentence[m.start():])
+    if m is None or _CONDITIONAL.search(sentence[m.start():]):
+        return False
+    return not asked or bool(_FIRST_PERSON.search(sentence))
 
 
-def classify_reply(text: str | None) -> str:
+def _is_question_from(user: str) -> bool:
+    return any(is_question(s) for s in sentences(user)) or bool(_INTERROGATIVE.match(user))
+
+
+def classify_reply(text: str | None, user: str | None = None) -> str:
     """The one kind a reply reads as, by the deterministic fallback.
 
     ``none`` for no text, or only pleasantries (a greeting, thanks, ``noted``, ``one moment``, a
@@ -162,8 +179,12 @@ def classify_reply(text: str | None) -> str:
     not a courtesy closing (``Anything else?``, ``let me know if you need more``); else ``answer``.
     Sentences are cut by :func:`~pytest_tooleffect.oracle.sentences.sentences`.
 
+    A refusal phrase in a reply to a question (``user`` given and a question), stated without a
+    first person (``Non-refundable rates aren't returned for illness``), states a rule: an answer.
+
     Args:
         text: the reply's text.
+        user: the user's last message, when known.
 
     Returns:
         ``ask``, ``refuse``, ``answer`` or ``none``.
@@ -171,7 +192,8 @@ def classify_reply(text: str | None) -> str:
     parts = sentences(text or "")
     if all(_PLEASANTRY.match(c) or not re.search(r"\w", c) for s in parts for c in re.split(r"[,;—–]", s)):
         return "none"
-    if any(_refuses_in(s) for s in parts):
+    asked = bool(user) and _is_question_from(user or "")
+    if any(_refuses_in(s, asked) for s in parts):
         return "refuse"
     if any(_asks_in(s) for s in parts):
         return "ask"
@@ -183,8 +205,13 @@ def _content(text: str) -> set[str]:
     return {t[:5] for t in tokens(text) if len(t) > 2}
 
 
-def _fallback_kind(kind: str, text: str) -> bool:
-    return classify_reply(text) == kind
+def _last_user(messages: Sequence[Any]) -> str | None:
+    """The text of the conversation's last user message, if any."""
+    for m in reversed(messages):
+        if isinstance(m, dict) and m.get("role") == "user":
+            content = m.get("content")
+            return content if isinstance(content, str) else None
+    return None
 
 
 def _fallback_must(criterion: str, text: str) -> bool:
@@ -232,7 +259,7 @@ def judge_reply(text: str | None, reply: str | None, must: Sequence[str], must_n
             if not kind_ok:
                 failures.append(f"reply {reply}: {why}")
         else:
-            kind_ok = _fallback_kind(reply, got)
+            kind_ok = classify_reply(got, _last_user(ctx.messages)) == reply
         if not kind_ok and not failures:
             failures.append(f"reply {reply}: " + ("no text" if not got else f"the reply does not {reply} (fallback)"))
     for criterion in must:
