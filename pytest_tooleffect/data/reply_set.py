@@ -26,7 +26,8 @@ from pytest_tooleffect.oracle.claims import ToolCall, find_phantom
 from pytest_tooleffect.oracle.reply import classify_reply
 from pytest_tooleffect.report.arithmetic import wilson_interval
 
-__all__ = ["LABEL_KINDS", "Figure", "LabelledReply", "format_figures", "load_reply_set", "measure", "phantom_of"]
+__all__ = ["LABEL_KINDS", "Figure", "LabelledReply", "format_figures", "judge_agreement", "load_reply_set", "measure",
+           "phantom_of", "to_json"]
 
 #: the kinds a labelled reply may have (``none``: no reply to judge)
 LABEL_KINDS = ("ask", "refuse", "answer", "none")
@@ -152,7 +153,8 @@ def measure(rows: Sequence[LabelledReply], split: str | None = "test",
     Args:
         rows: the labelled replies.
         split: ``dev``, ``test`` or ``None`` (every row).
-        classify: ``(reply text, user's message)`` → kind (default :func:`~pytest_tooleffect.oracle.reply.classify_reply`).
+        classify: ``(reply text, user's message)`` → kind (default
+            :func:`~pytest_tooleffect.oracle.reply.classify_reply`).
         phantom: labelled reply → the detector says phantom (``None``: not measured).
 
     Returns:
@@ -196,6 +198,66 @@ def to_json(figures: Mapping[str, Figure]) -> dict[str, Any]:
     return {k: f.to_dict() for k, f in figures.items()}
 
 
-def read_json(path: Path) -> Any:
-    """A JSON file's value (for the command's ``--out`` comparison)."""
-    return json.loads(path.read_text(encoding="utf-8"))
+def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None = "test",
+                    limit: int | None = None) -> dict[str, Any]:
+    """The LLM judge's agreement with the labels, per reply kind, as a verdict asks it.
+
+    For every reply and every kind ``K`` of ``ask``, ``refuse``, ``answer``, the judge is asked
+    what :func:`~pytest_tooleffect.oracle.reply.judge_reply` asks it (the kind's rubric,
+    ``"a reply that does this: K"``, the reply); a person's "pass" is the label's kind being ``K``.
+    Empty replies are left out (a verdict fails them without asking the judge).
+    Agreement is Cohen's kappa with its asymptotic 95 % interval
+    (:func:`~pytest_tooleffect.scoring.judge.cohens_kappa`; Cohen 1960, Fleiss, Cohen and Everitt 1969),
+    per kind and over all three; precision and recall per kind as :func:`measure` counts them.
+    An answer the judge gives that cannot be read (``JudgeError``) is left out of the tables and
+    listed in ``errors``.
+
+    Args:
+        rows: the labelled replies.
+        judge: a :class:`~pytest_tooleffect.scoring.judge.Judge` (or any ``(rubric, expected, got) -> (ok, why)``
+            with a ``model`` attribute).
+        split: ``dev``, ``test`` or ``None``.
+        limit: ask about every ``k``-th reply only (in the file's order), ``k = ceil(n / limit)``, so
+            that at most ``limit`` are asked; ``None``: every reply.
+
+    Returns:
+        ``{"model", "n_replies", "kinds": {K: agreement + figure + disagreements}, "all": agreement,
+        "errors"}``.
+    """
+    from pytest_tooleffect.oracle.reply import RUBRICS
+    from pytest_tooleffect.scoring.judge import JudgeError
+
+    chosen = [r for r in rows if (split is None or r.split == split) and r.reply.strip()]
+    if limit is not None and limit > 0 and len(chosen) > limit:
+        chosen = chosen[::-(-len(chosen) // limit)]
+    total = [[0, 0], [0, 0]]
+    kinds: dict[str, Any] = {}
+    errors: list[dict[str, str]] = []
+    for kind in ("ask", "refuse", "answer"):
+        table = [[0, 0], [0, 0]]  # [person fails, person passes] x [judge fails, judge passes]
+        disagreements = []
+        for r in chosen:
+            try:
+                ok, why = judge(RUBRICS[kind], f"a reply that does this: {kind}", r.reply)
+            except JudgeError as exc:  # an unreadable answer: counted apart, not a verdict
+                errors.append({"id": r.id, "kind": kind, "error": str(exc)[:200]})
+                continue
+            human = r.kind == kind
+            table[int(human)][int(ok)] += 1
+            total[int(human)][int(ok)] += 1
+            if ok != human:
+                disagreements.append({"id": r.id, "human": r.kind, "judge": "pass" if ok else "fail", "reason": why})
+        fig = Figure(kind, table[1][1], table[0][1], table[1][0])
+        kinds[kind] = {**_agreement(table), "figure": fig.to_dict(), "disagreements": disagreements}
+    return {"model": getattr(judge, "model", "judge"), "n_replies": len(chosen), "kinds": kinds,
+            "all": _agreement(total), "errors": errors}
+
+
+def _agreement(table: list[list[int]]) -> dict[str, Any]:
+    """``{n, agreement, kappa, kappa_ci95, table}`` of a 2 x 2 table (rows: the person; columns: the judge)."""
+    from pytest_tooleffect.scoring.judge import cohens_kappa
+
+    n = sum(map(sum, table))
+    kappa, low, high = cohens_kappa(table) if n else (float("nan"),) * 3
+    return {"n": n, "agreement": (table[0][0] + table[1][1]) / n if n else None, "kappa": kappa,
+            "kappa_ci95": [max(-1.0, low), min(1.0, high)], "table": {"human_fail": table[0], "human_pass": table[1]}}

@@ -239,7 +239,7 @@ def _tied(stem: str, write_tools: Iterable[str]) -> tuple[str, ...]:
 
 def _actions(sentence: str, write_tools: Sequence[str]) -> list[tuple[str, tuple[str, ...], str]]:
     """The claimed actions of a sentence tied to some write tool: ``(stem, tools, participle)`` each."""
-    out = []
+    out: list[tuple[str, tuple[str, ...], str]] = []
     for m in _ACTION.finditer(sentence):
         part = m.group("part")
         if part.lower() in _WORDS_NOT_ACTIONS:
@@ -433,7 +433,8 @@ def conversation_calls(messages: Sequence[Mapping[str, Any]],
         for tc in m.get("tool_calls") or ():
             if not isinstance(tc, Mapping):
                 continue
-            fn = tc.get("function") if isinstance(tc.get("function"), Mapping) else tc
+            inner = tc.get("function")
+            fn: Mapping[str, Any] = inner if isinstance(inner, Mapping) else tc
             args: Any = fn.get("arguments", {})
             if isinstance(args, str):
                 try:

@@ -32,10 +32,16 @@ from pytest_tooleffect.oracle.context import CompareContext
 from pytest_tooleffect.oracle.sentences import is_question, sentences
 from pytest_tooleffect.oracle.values import tokens
 
-__all__ = ["ASKING", "REPLY_KINDS", "ReplyCheck", "classify_reply", "judge_reply"]
+__all__ = ["ASKING", "FALLBACK_PRECISION", "REPLY_KINDS", "USEFUL_PRECISION", "ReplyCheck", "classify_reply",
+           "judge_reply"]
 
 #: What a no-tool reply may be required to do.
 REPLY_KINDS = ("ask", "refuse", "answer")
+#: The fallback's precision per kind on the labelled reply set's ``test`` split (``tooleffect
+#: calibrate-replies datasets/replies``; ``docs/replies.md``), held by ``tests/test_reply_figures.py``.
+FALLBACK_PRECISION = {"ask": 0.99, "refuse": 0.88, "answer": 0.60}
+#: Under this precision a kind's fallback verdict is ``low_precision``: the report counts it apart.
+USEFUL_PRECISION = 0.8
 
 RUBRICS = {
     "ask": "The reply asks the user for a missing or ambiguous detail (a clarifying question) instead of "
@@ -71,7 +77,8 @@ ASKING = re.compile(
     r"ho bisogno (del|della|di))", re.I)
 #: a question or request that closes a reply politely without asking for anything
 _COURTESY = re.compile(
-    r"(?<!before )(?<!first, )(anything|something) (else|more|further)|any (other|more|further) (questions?|help|assistance|requests?|"
+    r"(?<!before )(?<!first, )(anything|something) (else|more|further)|"
+    r"any (other|more|further) (questions?|help|assistance|requests?|"
     r"concerns?)|(is|was) (this|that) (helpful|clear)|does (this|that) (help|answer)|how else|"
     r"(is there|can i|may i|could i) (help|assist)( you)? with (anything|something)|"
     r"let me know if (you|there)|feel free to|don['’]t hesitate|if you (need|have) (any|anything|more|further)|"
@@ -134,6 +141,8 @@ class ReplyCheck(NamedTuple):
         kind_ok: the reply did what ``reply`` asked (``None`` when it asked nothing).
         failures: one line per failed check (``reply ask: …``, ``must: …``, ``must_not: …``).
         approximate: some check was judged by the deterministic fallback.
+        low_precision: the reply kind was judged by the fallback, whose measured precision for
+            that kind is under :data:`USEFUL_PRECISION` (a gate can refuse to rest on it).
 
     """
 
@@ -142,11 +151,12 @@ class ReplyCheck(NamedTuple):
     kind_ok: bool | None
     failures: tuple[str, ...]
     approximate: bool
+    low_precision: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form for records."""
         return {"ok": self.ok, "reply": self.reply, "kind_ok": self.kind_ok, "failures": list(self.failures),
-                "approximate": self.approximate}
+                "approximate": self.approximate, "low_precision": self.low_precision}
 
 
 def _asks_in(sentence: str) -> bool:
@@ -158,7 +168,8 @@ def _asks_in(sentence: str) -> bool:
 
 def _refuses_in(sentence: str, asked: bool) -> bool:
     """One sentence declines: a refusal phrase, not one that only names a missing detail, nor (when
-    the user asked a question: ``asked``) a rule stated without a first person (an answer)."""
+    the user asked a question: ``asked``) a rule stated without a first person (an answer).
+    """
     m = _REFUSING.search(sentence)
     if m is None or _CONDITIONAL.search(sentence[m.start():]):
         return False
@@ -277,4 +288,5 @@ def judge_reply(text: str | None, reply: str | None, must: Sequence[str], must_n
         if not ok:
             failures.append(f"must_not: {criterion}: {why}")
     checked = reply is not None or bool(must) or bool(must_not)
-    return ReplyCheck(not failures, reply, kind_ok, tuple(failures), checked and judge is None)
+    low = judge is None and reply is not None and bool(got) and FALLBACK_PRECISION[reply] < USEFUL_PRECISION
+    return ReplyCheck(not failures, reply, kind_ok, tuple(failures), checked and judge is None, low)
