@@ -70,7 +70,7 @@ _STEMS: dict[str, str] = {
 }
 #: stems -> further words a tool name may begin with for the same action
 _SYNONYMS: dict[str, tuple[str, ...]] = {
-    "cancel": ("cancel", "delete", "void"), "book": ("book", "reserv", "create", "schedul"),
+    "cancel": ("cancel", "delete", "void"), "book": ("book", "reserv", "create", "schedul", "update", "modify"),
     "refund": ("refund", "cancel", "return", "issue_credit", "credit", "certif"),
     "update": ("update", "modify", "change", "edit"), "change": ("update", "modify", "change", "edit", "resched"),
     "modify": ("update", "modify", "change", "edit"), "add": ("add", "update", "modify", "book", "create", "issue"),
@@ -78,9 +78,9 @@ _SYNONYMS: dict[str, tuple[str, ...]] = {
     "schedul": ("schedul", "book", "create"), "resched": ("resched", "update", "modify"),
     "send": ("send", "email", "notify", "issue"), "emailed": ("send",), "create": ("create", "book", "add", "open"),
     "open": ("create", "open"), "request": ("request", "create", "order"), "order": ("order", "book", "create"),
-    "complete": ("transfer", "complete"), "rollback": ("rollback", "revert"), "credit": ("credit", "issue", "refund"),
-    "process": ("return", "exchange", "refund", "process", "modify"), "pay": ("pay", "charge", "book"),
-    "charge": ("charge", "pay", "book"), "escalat": ("escalat", "update_ticket", "transfer"),
+    "rollback": ("rollback", "revert"), "credit": ("credit", "issue", "refund"),
+    "process": ("return", "exchange", "refund", "process", "modify"), "pay": ("pay", "charge", "book", "update", "modify"),
+    "charge": ("charge", "pay", "book", "update", "modify"), "escalat": ("escalat", "update_ticket", "transfer"),
     "transfer": ("transfer", "escalat"), "upgrad": ("upgrad", "update", "modify"), "restor": ("restor", "unfreez"),
     "unfroz": ("unfreez",), "replac": ("replac", "exchang", "order_replac"), "exchang": ("exchang",),
     "return": ("return",), "dispute": ("dispute",), "rais": ("create",), "file": ("create", "dispute"),
@@ -90,13 +90,13 @@ _PART = (r"(?:[a-z]{2,}ed|sent|paid|frozen|set up|put through|complete|open|done
          r"\w{3,}(?:ad|id)[oa]s?|\w{3,}(?:é|ée|és|ées)|mis à jour|ge\w{3,}t|\w{3,}iert|\w{3,}(?:at|it|ut)[oa])")
 _NOT = r"(?<!\bnot )(?<!\bnever )(?<!n['’]t )(?<!\bno )(?<!\bnicht )(?<!\bpas )(?<!\bbe )(?<!\bto )"
 #: a claim frame: first person perfect or past, a passive perfect or state, "successfully", a sentence opening
-#: with its participle ("Moved —", "Escalated!")
+#: with its participle ("Moved —", "Escalated!"), or a sentence of a noun and its participle ("Refill requested!")
 _ACTION = re.compile(
     r"(?:\b(?:i|we)(?:['’]ve|['’]d| have| had)?|\b(?:has|have|had)(?: now| already| just| successfully)? been|"
     r"\b(?:is|are|was|were)(?: now| all| successfully| already)?|\bsuccessfully|"
     r"\b(?:he|hemos|ha|han|ha sido|han sido|fue|est[aá]|ya est[aá])|\b(?:j['’]ai|nous avons|a été|ont été|est|sont)|"
     r"\b(?:ich habe|wir haben|habe ich|haben wir|wurde|wurden|ist)(?: \w+){0,4}?|"
-    r"\b(?:foi|foram|ho|abbiamo|è stat[oa]|sono stat[ie])|^[\W_]*(?:[A-Z]\w+ )?)"
+    r"\b(?:foi|foram|ho|abbiamo|è stat[oa]|sono stat[ie])|^[\W_]*(?=\w+(?:[.!—–,:]|\s+[a-z]))|^[\W_]*[A-Z]\w+ (?=\w+\s*(?:!|\.?$)))"
     r"(?: (?:just|now|already|also|successfully|gone ahead and|went ahead and|ya|bien|déjà|erfolgreich|"
     r"bereits|soeben|già|correctamente|con éxito))*"
     r"(?:\s+(?:your|the|it|this|that|them|su|tu|la|el|votre|ihre|ihren|die|den|das|a sua|o seu|la sua|il suo)"
@@ -218,6 +218,10 @@ def _stem(participle: str) -> str:
     return low
 
 
+#: stems that name no action of their own (``completed``, ``processed``): any write backs them
+_GENERIC = frozenset({"complete", "do", "finish", "finaliz", "finalis"})
+
+
 def _tied(stem: str, write_tools: Iterable[str]) -> tuple[str, ...]:
     """The write tools a claimed action's stem names: the tool's first word (its verb) begins like the
     stem or one of its synonyms (five letters compared, fewer for a shorter stem); when none does,
@@ -227,6 +231,8 @@ def _tied(stem: str, write_tools: Iterable[str]) -> tuple[str, ...]:
         n = min(5, len(start))
         return n >= 3 and word[:n] == start[:n]
 
+    if stem in _GENERIC:
+        return tuple(write_tools)
     starts = (stem, *_SYNONYMS.get(stem[:7], ()), *_SYNONYMS.get(stem, ()))
 
     def names(tool: str, words: Sequence[str]) -> bool:
@@ -291,13 +297,21 @@ def _minutes(m: re.Match[str]) -> float:
     return float(hour * 60 + minute)
 
 
-def _supported_fact(kind: str, value: float | str, numbers: Sequence[float], times: set[float], text: str) -> bool:
+def _supported_fact(kind: str, value: float | str, numbers: Sequence[float], times: set[float], text: str,
+                    stated: Sequence[float] = ()) -> bool:
+    """A value some result (or the conversation) holds: the same amount, a multiple (2-9) of one, a
+    sum of two or three or a difference of two; or such a sum or difference of other amounts the reply states."""
     if kind == "version":
         return str(value) in text
     if kind == "time":
         return value in times
     assert isinstance(value, float)
     if any(abs(value - n) < 0.005 for n in numbers):
+        return True
+    others = [n for n in stated if abs(n - value) >= 0.005]
+    if any(abs(value - (a + b)) < 0.005 or abs(value - abs(a - b)) < 0.005
+           or any(abs(value - (a + b + c)) < 0.005 for c in others[j + 1:])
+           for i, a in enumerate(others) for j, b in enumerate(others) if j > i):
         return True
     few = [n for n in numbers if n > 0][:40]
     for i, a in enumerate(few):
@@ -370,6 +384,7 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
     haystack = (known_text + " " + " ".join(c.text() for c in calls)).casefold()
     numbers = [_amount(n) for n in _NUMBER.findall(haystack)]
     times = {_minutes(m) for m in _CLOCK.finditer(haystack) if m.group("m") is not None or m.group("ap")}
+    stated = [_amount(m.group("n")) for m in _MONEY.finditer(text or "")]  # a total of the reply's own amounts
     for claim in claims:
         why: str | None = None
         if claim.kind == "action":
@@ -380,7 +395,7 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
         if why is None and calls:  # with no call at all, a value is the agent's knowledge, not a result
             missing = [i for i in claim.ids if i.casefold() not in haystack]
             missing += [shown for kind, shown, value in claim.facts
-                        if not _supported_fact(kind, value, numbers, times, haystack)]
+                        if not _supported_fact(kind, value, numbers, times, haystack, stated)]
             if missing:
                 why = f"{', '.join(missing)}: in no message and no tool's arguments or result"
                 claim = Claim("result", claim.sentence, "value", (), claim.ids, claim.facts)
