@@ -144,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--judge-limit", type=int, default=None,
                    help="ask the judge about every k-th reply of the split only, k chosen so that about this many "
                         "are asked (a slow local model)")
+    p.add_argument("--judge-max-tokens", type=int, default=None,
+                   help="cap on the tokens of one judge answer (a small model may not stop); a cut answer is "
+                        "counted apart as unreadable")
+    p.add_argument("--judge-timeout", type=float, default=60.0, help="seconds per judge request (default 60)")
     p.add_argument("--api-base", default=None)
     p.add_argument("--cache", default=None, help="folder for cached verdicts (default: none)")
     p.add_argument("--out", default="reports/reply-calibration.json")

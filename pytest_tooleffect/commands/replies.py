@@ -44,7 +44,8 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
     if args.judge_model:
         from pytest_tooleffect.scoring.judge import Judge
 
-        judge = Judge(args.judge_model, args.api_base, Path(args.cache) if args.cache else None)
+        judge = Judge(args.judge_model, args.api_base, Path(args.cache) if args.cache else None,
+                      timeout_s=args.judge_timeout, max_tokens=args.judge_max_tokens)
         agreement = judge_agreement(rows, judge, split, args.judge_limit)
         agreement["usage"] = judge.usage.to_dict()
         result["judge"] = agreement

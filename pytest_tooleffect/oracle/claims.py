@@ -51,7 +51,7 @@ ClaimKind = Literal["action", "result"]
 _STEMS: dict[str, str] = {
     "sent": "send", "paid": "pay", "frozen": "freeze", "made": "make", "set": "set", "put": "put", "done": "do",
     "rolled": "rollback", "reverted": "rollback", "refilled": "refill", "voided": "cancel", "annulled": "cancel",
-    "extended": "modify", "added": "add", "moved": "move", "complete": "complete", "completed": "complete",
+    "extended": "modify", "rebooked": "book", "added": "add", "moved": "move", "complete": "complete", "completed": "complete",
     "open": "open", "opened": "open", "credited": "credit", "placed": "order", "submitted": "request",
     "requested": "request", "emailed": "send", "forwarded": "transfer", "raised": "create",
     # Spanish, French, German, Portuguese, Italian stems (participle minus its ending)
@@ -243,6 +243,24 @@ def _tied(stem: str, write_tools: Iterable[str]) -> tuple[str, ...]:
     return by_verb or tuple(t for t in write_tools if names(t, _tool_words(t)))
 
 
+def _objects(tools: tuple[str, ...], sentence: str, stem: str) -> tuple[str, ...]:
+    """The tied tools narrowed to those whose object the sentence names (a word of a tool's name after
+    its first, not shared by every tied tool: ``baggages`` of ``update_reservation_baggages``, that a
+    word of the sentence begins like: ``bag``) and those whose verb is the claimed one itself
+    (``book_reservation`` for ``booked``); the tools unchanged when the sentence names no object."""
+    objects = {t: set(_tool_words(t)[1:]) for t in tools}
+    shared = set.intersection(*objects.values()) if objects else set()
+    said = [w.lower() for w in re.findall(r"[^\W\d_]{3,}", sentence)]
+
+    def named(word: str) -> bool:
+        return any(w[:min(4, len(w), len(word))] == word[:min(4, len(w), len(word))] for w in said)
+
+    if not any(named(o) for t in tools for o in objects[t] - shared):
+        return tools
+    return tuple(t for t in tools if any(named(o) for o in objects[t] - shared)
+                 or _tool_words(t)[0][:5] == stem[:5])
+
+
 def _actions(sentence: str, write_tools: Sequence[str]) -> list[tuple[str, tuple[str, ...], str]]:
     """The claimed actions of a sentence tied to some write tool: ``(stem, tools, participle)`` each."""
     out: list[tuple[str, tuple[str, ...], str]] = []
@@ -251,7 +269,7 @@ def _actions(sentence: str, write_tools: Sequence[str]) -> list[tuple[str, tuple
         if part.lower() in _WORDS_NOT_ACTIONS:
             continue
         stem = _stem(part)
-        tools = _tied(stem, write_tools)
+        tools = _objects(_tied(stem, write_tools), sentence, stem)
         if tools and all(t != tools for _, t, _ in out):
             out.append((stem, tools, part))
     return out
