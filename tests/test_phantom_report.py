@@ -94,3 +94,17 @@ def test_the_html_page_shows_phantom_actions_and_fallback_reply_verdicts() -> No
     assert recs[0].id in line.group(1)
     replies = re.search(r'<p class="meta" data-field="approximate_replies">(.*?)</p>', html, re.S)
     assert replies is not None and "ask 1, answer 2; 2 of a kind" in replies.group(1)
+
+
+def test_the_terminal_and_markdown_reports_count_phantom_actions() -> None:
+    from pytest_tooleffect.report.markdown import render_markdown
+    from pytest_tooleffect.report.terminal import render_terminal
+
+    recs = records()
+    report = summarise(recs)
+    line = "phantom actions (a claim the conversation does not hold): single 1, several 0, no_tool 1 (2 action, 0 result)"
+    assert line in render_terminal(report, width=200)
+    assert "reply kinds judged by the fallback: ask 1, answer 2; 2 of a kind under 0.8 precision" in \
+        render_terminal(report, width=200)
+    assert "Phantom actions (a claim the conversation does not hold): single 1, several 0, no_tool 1" in \
+        render_markdown(report)

@@ -51,7 +51,8 @@ ClaimKind = Literal["action", "result"]
 _STEMS: dict[str, str] = {
     "sent": "send", "paid": "pay", "frozen": "freeze", "made": "make", "set": "set", "put": "put", "done": "do",
     "rolled": "rollback", "reverted": "rollback", "refilled": "refill", "voided": "cancel", "annulled": "cancel",
-    "extended": "modify", "rebooked": "book", "added": "add", "moved": "move", "complete": "complete", "completed": "complete",
+    "extended": "modify", "rebooked": "book", "added": "add", "moved": "move", "complete": "complete",
+    "completed": "complete",
     "open": "open", "opened": "open", "credited": "credit", "placed": "order", "submitted": "request",
     "requested": "request", "emailed": "send", "forwarded": "transfer", "raised": "create",
     # Spanish, French, German, Portuguese, Italian stems (participle minus its ending)
@@ -79,7 +80,8 @@ _SYNONYMS: dict[str, tuple[str, ...]] = {
     "send": ("send", "email", "notify", "issue"), "emailed": ("send",), "create": ("create", "book", "add", "open"),
     "open": ("create", "open"), "request": ("request", "create", "order"), "order": ("order", "book", "create"),
     "rollback": ("rollback", "revert"), "credit": ("credit", "issue", "refund"),
-    "process": ("return", "exchange", "refund", "process", "modify"), "pay": ("pay", "charge", "book", "update", "modify"),
+    "process": ("return", "exchange", "refund", "process", "modify"),
+    "pay": ("pay", "charge", "book", "update", "modify"),
     "charge": ("charge", "pay", "book", "update", "modify"), "escalat": ("escalat", "update_ticket", "transfer"),
     "transfer": ("transfer", "escalat"), "upgrad": ("upgrad", "update", "modify"), "restor": ("restor", "unfreez"),
     "unfroz": ("unfreez",), "replac": ("replac", "exchang", "order_replac"), "exchang": ("exchang",),
@@ -96,7 +98,8 @@ _ACTION = re.compile(
     r"\b(?:is|are|was|were)(?: now| all| successfully| already)?|\bsuccessfully|"
     r"\b(?:he|hemos|ha|han|ha sido|han sido|fue|est[aá]|ya est[aá])|\b(?:j['’]ai|nous avons|a été|ont été|est|sont)|"
     r"\b(?:ich habe|wir haben|habe ich|haben wir|wurde|wurden|ist)(?: \w+){0,4}?|"
-    r"\b(?:foi|foram|ho|abbiamo|è stat[oa]|sono stat[ie])|^[\W_]*(?=\w+(?:[.!—–,:]|\s+[a-z]))|^[\W_]*[A-Z]\w+ (?=\w+\s*(?:!|\.?$)))"
+    r"\b(?:foi|foram|ho|abbiamo|è stat[oa]|sono stat[ie])|^[\W_]*(?=\w+(?:[.!—–,:]|\s+[a-z]))|"
+    r"^[\W_]*[A-Z]\w+ (?=\w+\s*(?:!|\.?$)))"
     r"(?: (?:just|now|already|also|successfully|gone ahead and|went ahead and|ya|bien|déjà|erfolgreich|"
     r"bereits|soeben|già|correctamente|con éxito))*"
     r"(?:\s+(?:your|the|it|this|that|them|su|tu|la|el|votre|ihre|ihren|die|den|das|a sua|o seu|la sua|il suo)"
@@ -247,7 +250,8 @@ def _objects(tools: tuple[str, ...], sentence: str, stem: str) -> tuple[str, ...
     """The tied tools narrowed to those whose object the sentence names (a word of a tool's name after
     its first, not shared by every tied tool: ``baggages`` of ``update_reservation_baggages``, that a
     word of the sentence begins like: ``bag``) and those whose verb is the claimed one itself
-    (``book_reservation`` for ``booked``); the tools unchanged when the sentence names no object."""
+    (``book_reservation`` for ``booked``); the tools unchanged when the sentence names no object.
+    """
     objects = {t: set(_tool_words(t)[1:]) for t in tools}
     shared = set.intersection(*objects.values()) if objects else set()
     said = [w.lower() for w in re.findall(r"[^\W\d_]{3,}", sentence)]
@@ -318,7 +322,8 @@ def _minutes(m: re.Match[str]) -> float:
 def _supported_fact(kind: str, value: float | str, numbers: Sequence[float], times: set[float], text: str,
                     stated: Sequence[float] = ()) -> bool:
     """A value some result (or the conversation) holds: the same amount, a multiple (2-9) of one, a
-    sum of two or three or a difference of two; or such a sum or difference of other amounts the reply states."""
+    sum of two or three or a difference of two; or such a sum or difference of other amounts the reply states.
+    """
     if kind == "version":
         return str(value) in text
     if kind == "time":
