@@ -1,7 +1,7 @@
 """The reply fallback's and the phantom check's figures on the labelled reply set's test split cannot fall.
 
 The floors sit a little under what ``tooleffect calibrate-replies datasets/replies`` measured
-(docs/replies.md); ``FALLBACK_PRECISION`` is the measured precision, so that a kind's verdicts are
+(docs/report.md (Reply verdicts and phantom actions)); ``FALLBACK_PRECISION`` is the measured precision, so that a kind's verdicts are
 marked low-precision exactly when the measurement says so.
 """
 

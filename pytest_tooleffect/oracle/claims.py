@@ -29,7 +29,8 @@ A claim is **supported** when:
   calls' arguments and results).
 
 :func:`find_phantom` returns the first unsupported claim, quoted, with what was (not) called or
-changed.  Its precision and recall on the labelled reply set are in ``docs/replies.md``.
+changed.  Its precision and recall on the labelled reply set are in docs/report.md, "Reply verdicts
+and phantom actions".
 """
 
 from __future__ import annotations

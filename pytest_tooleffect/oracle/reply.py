@@ -13,10 +13,10 @@ approximate:
   name a missing detail: ``I can't look it up without your id``), else ``ask`` when some sentence
   is a question or a request (``please provide``, ``I'll need your…``, ``¿Podría indicarme…``,
   ``veuillez confirmer``, ``bitte nennen Sie``…) that is not a courtesy closing (``Anything
-  else?``, ``let me know if you need more``), else ``answer``; ``none`` for no text or only pleasantries.  Sentences
-  are cut by :mod:`.sentences` (prices, times, ids, abbreviations and URLs stay whole).  The
-  fallback's measured precision and recall per kind are in ``docs/replies.md``
-  (:data:`FALLBACK_PRECISION`; a kind under :data:`USEFUL_PRECISION` is ``low_precision``);
+  else?``, ``let me know if you need more``), else ``answer``; ``none`` for no text or only
+  pleasantries.  Sentences are cut by :mod:`.sentences` (prices, times, ids, abbreviations and
+  URLs stay whole).  The fallback's measured precision and recall per kind are in
+  docs/report.md, "Reply verdicts and phantom actions" (:data:`FALLBACK_PRECISION`; a kind under :data:`USEFUL_PRECISION` is ``low_precision``);
 * ``must``: at least half of the criterion's content words occur in the reply;
 * ``must_not``: fails only when every content word of the criterion occurs in the reply
   (content words: three letters or more, compared by their first five letters).
@@ -38,7 +38,8 @@ __all__ = ["ASKING", "FALLBACK_PRECISION", "REPLY_KINDS", "USEFUL_PRECISION", "R
 #: What a no-tool reply may be required to do.
 REPLY_KINDS = ("ask", "refuse", "answer")
 #: The fallback's precision per kind on the labelled reply set's ``test`` split (``tooleffect
-#: calibrate-replies datasets/replies``; ``docs/replies.md``), held by ``tests/test_reply_figures.py``.
+#: calibrate-replies datasets/replies``; docs/report.md, "Reply verdicts and phantom actions"), held by
+#: ``tests/test_reply_figures.py``.
 FALLBACK_PRECISION = {"ask": 0.99, "refuse": 0.88, "answer": 0.60}
 #: Under this precision a kind's fallback verdict is ``low_precision``: the report counts it apart.
 USEFUL_PRECISION = 0.8

@@ -30,7 +30,7 @@ FALLBACK: list[tuple[str, str, bool]] = [
     ("ask", "Could you send me the project lead's email address, please.", True),
     ("ask", "Please confirm the reservation number.", True),
     ("ask", "Thursday at 11:00 suits the pricing review best.", False),        # a guess, not a question
-    ("ask", "Done! Anything else?", False),                                    # a question, but no detail asked
+    ("ask", "Sure thing! Anything else?", False),                              # a question, but no detail asked
     ("refuse", "I can only organise meetings, so I can't book trains.", True),
     ("refuse", "Per our policy, basic economy tickets are not eligible for cancellation.", True),
     ("refuse", "Sure, I've cancelled it for you.", False),
