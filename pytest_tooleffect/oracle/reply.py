@@ -16,7 +16,8 @@ approximate:
   else?``, ``let me know if you need more``), else ``answer``; ``none`` for no text or only
   pleasantries.  Sentences are cut by :mod:`.sentences` (prices, times, ids, abbreviations and
   URLs stay whole).  The fallback's measured precision and recall per kind are in
-  docs/report.md, "Reply verdicts and phantom actions" (:data:`FALLBACK_PRECISION`; a kind under :data:`USEFUL_PRECISION` is ``low_precision``);
+  docs/report.md, "Reply verdicts and phantom actions" (:data:`FALLBACK_PRECISION`; a kind under
+  :data:`USEFUL_PRECISION` is ``low_precision``);
 * ``must``: at least half of the criterion's content words occur in the reply;
 * ``must_not``: fails only when every content word of the criterion occurs in the reply
   (content words: three letters or more, compared by their first five letters).
