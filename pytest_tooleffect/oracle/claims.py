@@ -4,29 +4,35 @@ Pure and deterministic (imports no pytest, litellm or docker).  A reply is cut i
 (:mod:`.sentences`); a sentence makes a claim when it holds:
 
 * an **action claim**: a first-person perfect or past of an action verb (``I've cancelled``,
-  ``I have booked``, ``we issued``, ``he cancelado``, ``j'ai annulé``, ``ich habe … storniert``),
-  a passive perfect (``has been cancelled``, ``ha sido reembolsado``, ``a été annulée``,
-  ``wurde storniert``), ``successfully`` beside such a verb, or a consequence said as done
-  (``the refund is on its way``, ``está en camino``, ``you're all set``);
+  ``we issued``, ``he cancelado``, ``j'ai annulé``, ``ich habe … storniert``), a passive perfect
+  or state (``has been cancelled``, ``is now frozen``, ``ha sido reembolsado``, ``wurde
+  storniert``), ``successfully`` beside such a verb, a sentence opening with its participle
+  (``Moved —``, ``Escalated!``) or made of a noun and its participle (``Refill requested!``), or
+  a consequence said as done (``the refund is on its way``, ``está en camino``, ``you're all set``);
 * a **result claim**: a first-person past of a reading verb (``I checked``, ``I've looked up``,
-  ``he comprobado``, ``j'ai vérifié``), or an identifier (five characters or more, holding a
-  digit and a letter, or six digits or more) that appears nowhere in the conversation.
+  ``he comprobado``, ``j'ai vérifié``), or a value a sentence states: an amount of money, a clock
+  time, a version, an identifier (capitals and digits, ``ZFA04Y``; a snake-case name with digits;
+  six digits or more).  A question or a request states only its values (``Shall I refund
+  $49.99?``); an example (``it looks like SUP-1234``) states nothing.
 
-An action claim's verb is tied to the write tools (tools without ``readOnlyHint: true``) whose
-name words begin like one of the verb's tool words (``cancel`` → ``cancel_reservation``;
-``refund`` → ``cancel_…``, ``refund_…``, ``…_certificate``).  A claim tied to no write tool is not
-checked (the detector claims nothing about actions the family cannot take), except a generic
-one (``you're all set``), which any write supports.
+An action claim's verb (its stem, or its synonyms: ``refund`` → ``cancel``, ``credit``,
+``certif…``; ``booked`` → ``book``, ``create``, ``update``) is tied to the write tools (tools
+without ``readOnlyHint: true``) whose first name word begins like it (else any name word), then
+narrowed to those whose object the sentence names (``bag`` → ``update_reservation_baggages``)
+and those whose verb is the claimed one.  A claim tied to no write tool is not checked; a
+generic one (``completed``, ``you're all set``) is tied to every write.
 
-A claim is **supported** when:
+A claim is **unsupported** when:
 
-* action: some call in the conversation (or in the turn) to a tied tool returned no error
-  (a result that starts with ``Error`` or is an object with an ``error`` key is an error), and,
-  when the sentence quotes identifiers, that call's arguments or result hold one of them; when
-  the sandbox ran the turn's calls and its world did not change, the turn's calls support nothing;
-* result (reading verb): some call in the conversation returned no error;
-* result (identifier): the identifier occurs in the conversation's text (its messages, the
-  calls' arguments and results).
+* action: no call in the conversation (or the turn) to a tied tool; or every such call returned
+  an error (a result that starts with ``Error`` or is an object with an ``error`` key), unless a
+  result names the state claimed (``"status": "cancelled"``); or the sentence quotes identifiers
+  no such call's arguments or result holds; or the sandbox ran the turn's calls, its world did
+  not change, and no earlier call backs the claim;
+* result (reading verb): no call in the conversation returned anything;
+* result (value): the conversation made calls and no message, argument or result holds the value
+  (an amount may also be a multiple 2-9 of one, a sum of two or three or a difference of two, or
+  such a total of other amounts the reply states).
 
 :func:`find_phantom` returns the first unsupported claim, quoted, with what was (not) called or
 changed.  Its precision and recall on the labelled reply set are in docs/report.md, "Reply verdicts
