@@ -20,7 +20,8 @@ An action claim's verb (its stem, or its synonyms: ``refund`` → ``cancel``, ``
 without ``readOnlyHint: true``) whose first name word begins like it (else any name word), then
 narrowed to those whose object the sentence names (``bag`` → ``update_reservation_baggages``)
 and those whose verb is the claimed one.  A claim tied to no write tool is not checked; a
-generic one (``completed``, ``you're all set``) is tied to every write.
+generic one (``completed``, ``you're all set``) is tied to every write; a bare ``Done.`` names no
+action and is no claim.
 
 A claim is **unsupported** when:
 
@@ -95,7 +96,7 @@ _SYNONYMS: dict[str, tuple[str, ...]] = {
     "return": ("return",), "dispute": ("dispute",), "rais": ("create",), "file": ("create", "dispute"),
 }
 #: English participles (regular -ed and the irregular ones above), and foreign perfect forms
-_PART = (r"(?:[a-z]{2,}ed|sent|paid|frozen|set up|put through|complete|open|done|"
+_PART = (r"(?:[a-z]{2,}ed|sent|paid|frozen|set up|put through|complete|open|"
          r"\w{3,}(?:ad|id)[oa]s?|\w{3,}(?:é|ée|és|ées)|mis à jour|ge\w{3,}t|\w{3,}iert|\w{3,}(?:at|it|ut)[oa])")
 _NOT = r"(?<!\bnot )(?<!\bnever )(?<!n['’]t )(?<!\bno )(?<!\bnicht )(?<!\bpas )(?<!\bbe )(?<!\bto )"
 #: a claim frame: first person perfect or past, a passive perfect or state, "successfully", a sentence opening
@@ -228,8 +229,8 @@ def _stem(participle: str) -> str:
     return low
 
 
-#: stems that name no action of their own (``completed``, ``processed``): any write backs them
-_GENERIC = frozenset({"complete", "do", "finish", "finaliz", "finalis"})
+#: stems that name no action of their own (``completed``): any write backs them (a bare ``Done.`` claims nothing)
+_GENERIC = frozenset({"complete", "finaliz", "finalis"})
 
 
 def _tied(stem: str, write_tools: Iterable[str]) -> tuple[str, ...]:
