@@ -35,7 +35,7 @@ _MAYBE_END = frozenset("a.m p.m etc inc ltd co corp u.s u.k".split())
 _NUMBER_NEXT = frozenset("no nr nº núm num".split())
 _END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)|[。！？]+[\"'”’)\]」]*|\n+")
 _WORD_BEFORE = re.compile(r"(?:^|[\s(\"'“‘])([\w.'’]+)$")
-_LIST_NUMBER = re.compile(r"(?:^|\n)[ \t]*\d{1,3}$")
+_LIST_NUMBER = re.compile(r"^[ \t]*\d{1,3}$")
 _QUESTION_END = re.compile(r"[?？][\"'”’)\]」*_\s]*$|^\s*¿")
 
 
@@ -67,8 +67,10 @@ def sentences(text: str) -> list[str]:
 
 def _ends_here(text: str, dot: int, after: int) -> bool:
     """Whether the single ``.`` at ``dot`` ends its sentence (the rules in the module's docstring)."""
-    before = text[:dot]
-    if _LIST_NUMBER.search(before):
+    start = max(0, dot - 60)  # the word before, on its line, within 60 characters: linear in the text
+    newline = text.rfind("\n", start, dot)
+    before = text[newline + 1 if newline >= 0 else start:dot]
+    if (newline >= 0 or start == 0) and _LIST_NUMBER.search(before):
         return False
     m = _WORD_BEFORE.search(before)
     if m is None:

@@ -146,3 +146,12 @@ def test_another_failure_keeps_its_kind_and_carries_the_claim() -> None:
     assert v.kind == "wrong_tool" and v.phantom is None  # the turn's own call backs the claim
     checked = phantom_check(v, {t.name: t for t in TOOLS}, ASKED, sandbox_changed=False)
     assert checked.kind == "wrong_tool" and checked.phantom is not None
+
+
+def test_a_long_reply_of_many_sentences_is_cut_into_all_of_them() -> None:
+    """The word before each full stop is looked for within its line's last 60 characters, so a reply
+    of many sentences on one line is read once, not once per sentence."""
+    text = "Ok. " * 20000 + "Shall I cancel ZFA04Y?"
+    assert len(sentences(text)) == 20001
+    assert classify_reply(text) == "ask"
+    assert find_phantom(text, [READ], WRITES) is None
