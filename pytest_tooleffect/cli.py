@@ -19,6 +19,7 @@ from pytest_tooleffect.commands.labels import (
     cmd_sample,
 )
 from pytest_tooleffect.commands.plan import add_plan_parser
+from pytest_tooleffect.commands.replies import cmd_calibrate_replies
 from pytest_tooleffect.commands.reports import cmd_baseline_save, cmd_compare, cmd_html, cmd_report, cmd_schema
 from pytest_tooleffect.commands.services import cmd_import, cmd_model, cmd_sandbox, cmd_serve
 from pytest_tooleffect.util.extras import MissingExtra
@@ -144,6 +145,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", default="reports/judge-calibration.json")
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_calibrate)
+    p = sub.add_parser("calibrate-replies", help="precision and recall of the reply checks (reply kinds, phantom "
+                       "actions) on a labelled reply set; with --judge-model, the judge's Cohen's kappa")
+    p.add_argument("folder", help="the set's folder: replies.jsonl and labels-gold.jsonl (else labels-a.jsonl)")
+    p.add_argument("--split", choices=("test", "dev", "all"), default="test")
+    p.add_argument("--labels", default=None, help="the labels file's name in the folder")
+    p.add_argument("--judge-model", default=None, help="also measure this LLM judge (a litellm model name)")
+    p.add_argument("--judge-limit", type=int, default=None,
+                   help="ask the judge about every k-th reply of the split only, k chosen so that about this many "
+                        "are asked (a slow local model)")
+    p.add_argument("--judge-max-tokens", type=int, default=None,
+                   help="cap on the tokens of one judge answer (a small model may not stop); a cut answer is "
+                        "counted apart as unreadable")
+    p.add_argument("--judge-timeout", type=float, default=60.0, help="seconds per judge request (default 60)")
+    p.add_argument("--api-base", default=None)
+    p.add_argument("--cache", default=None, help="folder for cached verdicts (default: none)")
+    p.add_argument("--out", default="reports/reply-calibration.json")
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
+    p.set_defaults(func=cmd_calibrate_replies)
     p = sub.add_parser("sandbox", help="build the sandbox image (locally, never pulled), list or clean containers, "
                        "probe an MCP family's hints")
     p.add_argument("action", choices=["build", "tag", "list", "clean", "probe"],

@@ -252,7 +252,7 @@ def write_ch(root: Path, worse: list[dict[str, Any]] | None) -> None:
     same = case("k-same", ASK, [READ])
     w = case("w-worse", ASK, worse or [])
     if not worse:
-        w["recorded"]["text"] = "I have refunded the order."  # a guess where the state needed a question
+        w["recorded"]["text"] = "Your order qualifies for a full refund."  # a guess where the state needed a question
     (fam / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in (same, w)))
 
 

@@ -8,7 +8,10 @@ The model never used the structured ``tool_calls`` channel: it wrote its calls i
 tools it was never offered).  Each reply is scored again here against its case's label with the
 family's rules, as the plugin scores it: the kind must stay the one the live run recorded (or,
 where the labels were revised after the capture to say what a reply must do, the kind under the
-revised label, ``kind_relabelled``), and a reply whose text holds a call must never be scored as
+revised label, ``kind_relabelled``; where the reply fallback was revised after the capture to read
+the one act a reply asks of the user, the kind it gives now, ``kind_rescored``: two replies that
+report and then ask the user to choose, where the label says ``answer``), and a reply whose text
+holds a call must never be scored as
 no call.
 """
 
@@ -50,8 +53,8 @@ def test_captured_reply_scores_as_in_the_live_run(row: dict[str, Any]) -> None:
     em = parse_emission(row["emitted"], offered=[t.name for t in tools])
     ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages)
     verdict = score(em, case.label, tools, family.rules, ctx)
-    assert verdict.kind == row.get("kind_relabelled", row["kind_at_capture"])
-    if "kind_relabelled" in row:  # a revision moves only an abstention whose reply fails its criteria
+    assert verdict.kind == row.get("kind_rescored", row.get("kind_relabelled", row["kind_at_capture"]))
+    if "kind_relabelled" in row or "kind_rescored" in row:  # a revision moves only an abstention whose reply fails its criteria
         assert row["kind_at_capture"] == "ok_no_tool" and verdict.reply is not None and not verdict.reply.ok
     text = row["emitted"].get("content") or ""
     if re.search(r'"name"\s*:\s*"', text):  # the reply writes a call: never "no call"

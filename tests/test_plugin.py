@@ -69,7 +69,7 @@ def test_outcomes_records_and_report(pytester: pytest.Pytester, workers: int) ->
     assert block["classes"]["no_tool"]["name"]["correct"] == 1
     assert block["kinds"]["forbidden"] == 1 and block["kinds"]["tool_when_none_needed"] == 1
     assert block["no_tool_failures"] == {"redundant_read": 1, "unwanted_write": 0, "forbidden": 1, "should_have_asked": 0,
-                                        "tool_not_offered": 0, "wrong_reply": 0, "other": 0}
+                                        "tool_not_offered": 0, "wrong_reply": 0, "phantom_action": 0, "other": 0}
     assert block["argument_failures"] == {"calendar.create_event.start": 1}
     assert block["quota"] == {"first": 2, "middle": 2, "last": 3}
     assert list(block["buckets"]) == ["first", "middle", "last"]

@@ -101,7 +101,7 @@ def test_families_are_never_pooled_and_errors_are_excluded() -> None:
     assert a["micro"]["name_display"] == "50.0" and a["micro"]["name_args_display"] == "25.0"
     assert a["macro"]["name_display"] == "50.0"  # (2/2 + 0/2) / 2: classes with no rows are left out
     assert a["no_tool_failures"] == {"redundant_read": 1, "unwanted_write": 0, "forbidden": 1, "should_have_asked": 0,
-                                    "tool_not_offered": 0, "wrong_reply": 0, "other": 0}
+                                    "tool_not_offered": 0, "wrong_reply": 0, "phantom_action": 0, "other": 0}
     assert a["argument_failures"] == {"f.start": 1, "f.items.id": 1}
     assert a["errors"] == [{"id": "a/single[replay]", "error": {"type": "Timeout", "message": "t"}}]
     assert a["quota"] == {"last": 4} and a["buckets"]["last"]["n"] == 4

@@ -442,3 +442,34 @@ def test_a_rollout_names_the_families_it_did_not_reach(pytester: pytest.Pytester
     # without the option, no note
     result = pytester.runpytest("cases/", f"{OPT_SANDBOX}=local", "--tooleffect-agent", "rollout_agent:decide")
     assert not [line for line in result.outlines if "did not apply" in line]
+
+
+CLAIMED = {"thread_id": "th-1", "title": "Budget sync", "start": "2025-03-20T10:00:00",
+           "attendees": ["dana@example.com"]}
+PHANTOM_CASES = [
+    {"id": f"claim-{fault}", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+     "messages": [{"role": "user", "content": "Book the budget sync from th-1 on Thursday 20 March at 10:00."}],
+     "source": "authored", "timezone": "Europe/Madrid", "state": {"thread_id": "th-1"},
+     "label": {"valid_actions": [{"tool": "calendar.create_event", "args": CLAIMED}]},
+     "recorded": {"text": "I've booked the budget sync for Thursday 20 March at 10:00.",
+                  "tool_calls": [{"name": "calendar.create_event", "arguments": json.dumps(CLAIMED)}]},
+     "world": {"threads": [{"thread_id": "th-1", "subject": "Budget sync", "messages": []}]},
+     **({"faults": {"calendar.create_event": fault}} if fault else {})}
+    for fault in (0, 503)
+]
+
+
+def test_a_write_claimed_while_the_sandbox_shows_no_change_is_a_phantom_action(pytester: pytest.Pytester) -> None:
+    _scheduling(pytester)
+    _own_cases(pytester.path / "cases" / "scheduling")
+    (pytester.path / "cases" / "scheduling" / "claims.yaml").write_text(yaml.safe_dump(PHANTOM_CASES))
+    result = pytester.runpytest("cases/", OPT_RECORDS, "rec.jsonl", "-rA")
+    recs = _records(pytester.path / "rec.jsonl")
+    done, failed = recs["claim-0"], recs["claim-503"]
+    assert done["verdict"]["kind"] == "ok" and done["verdict"].get("phantom") is None
+    assert done["effect"]["diff"]["events"]["inserted"]
+    assert failed["effect"]["diff"] == {}
+    assert failed["verdict"]["kind"] == "phantom_action"
+    assert failed["verdict"]["phantom"]["why"] == \
+        "calendar.create_event was called, but the sandbox's world did not change"
+    result.stdout.fnmatch_lines(["*phantom_action*claims*I've booked the budget sync*world did not change"])

@@ -58,6 +58,8 @@ __all__ = ["PLUGIN_NAME", "GateKeeper", "GateResult", "RunTally", "decide_exit",
            "gates_section", "judged_nothing", "nothing_scored", "unmatched_tables"]
 
 _FAIL_KINDS = tuple(k for k in KINDS if k not in ("ok", "ok_no_tool"))
+#: the gate ``max_approximate_reply_verdicts`` as its line names it
+_APPROX_REPLIES = "approximate reply verdicts"
 _BASELINE_HINT = "no baseline: run with --tooleffect-baseline PATH"
 _NOT_APPLIED = "no decision was recorded in this run; pytest's exit status stands"
 #: the name the gate keeper is registered under: ``-p no:tooleffect-gates`` switches the gates off
@@ -192,6 +194,8 @@ def _listed(gates: GateSet) -> Iterable[tuple[str, str, float, str, str | None]]
         yield ("regressions", "<=", float(gates.max_regressions), "", None)
     if gates.max_changed is not None and gates.max_changed != "off":
         yield ("changed", "<=", float(gates.max_changed), "", None)
+    if gates.max_approximate_reply_verdicts is not None and gates.max_approximate_reply_verdicts != "off":
+        yield (_APPROX_REPLIES, "<=", float(gates.max_approximate_reply_verdicts), "", None)
     if gates.max_cost_usd_per_decision is not None and gates.max_cost_usd_per_decision != "off":
         yield ("cost per decision", "<=", float(gates.max_cost_usd_per_decision), "USD", None)
     if gates.max_cost_usd is not None and gates.max_cost_usd != "off":
@@ -326,6 +330,13 @@ def _judge_count(block: Block, records: Sequence[Record], gate: str, threshold: 
         ids = tuple(sorted(r.id for r in marked if r.baseline is not None and r.baseline.status == status))
         shown = f"{len(ids)} of {len(marked)} decisions compared with the baseline" + _named(ids, len(ids))
         return result("passed" if len(ids) <= threshold else "failed", shown, float(len(ids)), len(marked), ids)
+    if gate == _APPROX_REPLIES:
+        ids = tuple(sorted(r.id for r in records if r.outcome == "scored" and r.verdict is not None
+                           and r.verdict.reply is not None and r.verdict.reply.low_precision))
+        count = block.approximate_replies.low_precision if block.approximate_replies is not None else len(ids)
+        return result("passed" if count <= threshold else "failed",
+                      f"{count} of {block.n_scored} decisions rest on a fallback reply kind of precision under 0.8"
+                      + _named(ids, count), float(count), block.n_scored, ids)
     if gate in EFFECT_KINDS:
         effects = block.effects
         if not effects:

@@ -12,7 +12,8 @@ key by key::
     unjudged = "fail"         # a NOT JUDGED gate fails the run ("pass": it does not)
     min_pct.no_tool = {name = 85, name_args = 80}      # percent, per class and level
     min_pct.micro = {name = 90}                        # and per average and level
-    max_count = {forbidden = 0, malformed_call = 0}    # per kind
+    max_count = {forbidden = 0, malformed_call = 0, phantom_action = 0}    # per kind
+    max_approximate_reply_verdicts = 0                 # fallback reply verdicts of a low-precision kind
     max_regressions = 0       # records whose baseline status is "regression"
     max_changed = 0           # known failures of another kind now (baseline status "changed")
     max_cost_usd = 5.0        # the family × policy's cost in all (USD)
@@ -173,6 +174,7 @@ class CountCaps(_Table):
     right_tool_wrong_args: Count | None = None
     malformed_call: Count | None = None
     wrong_reply: Count | None = None
+    phantom_action: Count | None = None
     forbidden_effect: Count | None = None
     unexpected_change: Count | None = None
     effect_missing: Count | None = None
@@ -218,6 +220,9 @@ class GateSet(_Table):
         max_regressions: ceiling on records whose ``baseline.status`` is ``regression``.
         max_changed: ceiling on records whose ``baseline.status`` is ``changed`` (failed in the
             baseline, fail now with another kind).
+        max_approximate_reply_verdicts: ceiling on reply kinds judged by the deterministic fallback
+            where its measured precision for the kind is under 0.8 (the report's
+            ``approximate_replies.low_precision``): ``0`` refuses to rest on them (configure a judge).
         max_cost_usd: ceiling on the family × policy's cost in all, USD.
         max_cost_usd_per_decision: ceiling on its mean cost per scored decision, USD.
         max_destructive_unneeded: ceiling on the no-tool decisions that called a destructive tool
@@ -234,6 +239,7 @@ class GateSet(_Table):
     max_count: CountCaps | None = None
     max_regressions: Count | None = None
     max_changed: Count | None = None
+    max_approximate_reply_verdicts: Count | None = None
     max_cost_usd: Usd | None = None
     max_cost_usd_per_decision: Usd | None = None
     max_destructive_unneeded: Count | None = None
@@ -249,8 +255,9 @@ class GateSet(_Table):
     def thresholds(self) -> bool:
         """Some gate is set (not only settings, not only ``"off"``)."""
         data = self.model_dump(exclude_none=True, include={"min_pct", "max_count", "max_regressions", "max_changed",
-                                                            "max_cost_usd", "max_cost_usd_per_decision",
-                                                            "max_destructive_unneeded", "min_pct_weighted_no_tool"})
+                                                            "max_approximate_reply_verdicts", "max_cost_usd",
+                                                            "max_cost_usd_per_decision", "max_destructive_unneeded",
+                                                            "min_pct_weighted_no_tool"})
         return any(v != "off" for v in _leaves(data)) or self.sequential_on
 
     @property

@@ -8,6 +8,10 @@ action says it must do: the name level is right, the reply wrong; scoring rule 6
 null actions the reply passes when it meets any one of them).  A call to a
 tool not offered at the state is flagged on the verdict (``hallucinated``) whatever its kind.
 
+Phantom actions (:mod:`.claims`): a turn whose text claims an action or a result the conversation
+does not hold carries the claim (``phantom``) whatever its kind; a passing kind or ``wrong_reply``
+becomes ``phantom_action`` (a failure in every class), ``name_ok`` kept, ``name_args_ok`` ``False``.
+
 Parallel groups: the emitted calls are matched to one valid alternative as a multiset by an
 optimal assignment whose cost is the number of failing fields (a name mismatch costs more than
 any field count); every emitted call must be assigned and every call of the alternative
@@ -24,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, NamedTuple
 
 from pytest_tooleffect.formats import Action, ForbiddenAction, Label, ParallelGroup, ToolSpec
+from pytest_tooleffect.oracle.claims import Phantom, turn_phantom
 from pytest_tooleffect.oracle.compare import FieldResult, compare_args
 from pytest_tooleffect.oracle.compiled import ArgsPlan, compile_call
 from pytest_tooleffect.oracle.context import NO_CONTEXT, CompareContext
@@ -32,15 +37,15 @@ from pytest_tooleffect.oracle.reply import ReplyCheck, judge_reply
 from pytest_tooleffect.oracle.rules import RuleSet
 from pytest_tooleffect.oracle.values import fresh
 
-__all__ = ["KINDS", "PARALLEL_CONVENTION", "Verdict", "compile_label", "score"]
+__all__ = ["KINDS", "PARALLEL_CONVENTION", "Verdict", "compile_label", "phantom_check", "score"]
 
 Kind = Literal[
     "ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed",
-    "forbidden", "right_tool_wrong_args", "malformed_call", "wrong_reply",
+    "forbidden", "right_tool_wrong_args", "malformed_call", "wrong_reply", "phantom_action",
 ]
 KINDS: tuple[str, ...] = (
     "ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed",
-    "forbidden", "right_tool_wrong_args", "malformed_call", "wrong_reply",
+    "forbidden", "right_tool_wrong_args", "malformed_call", "wrong_reply", "phantom_action",
 )
 PARALLEL_CONVENTION = (
     "a parallel turn is one decision: its calls are matched to one valid alternative as a multiset "
@@ -70,6 +75,7 @@ class Verdict(NamedTuple):
             when the turn called nothing and the matched null action has such criteria (with
             several null actions: the first the reply meets, else the one with the fewest
             failing checks, the first among equals).
+        phantom: the turn's claim that the conversation does not hold (:mod:`.claims`), or ``None``.
 
     """
 
@@ -84,6 +90,7 @@ class Verdict(NamedTuple):
     forbidden: dict[str, Any] | None = None
     hallucinated: tuple[str, ...] = ()
     reply: ReplyCheck | None = None
+    phantom: Phantom | None = None
 
     @property
     def emitted(self) -> tuple[dict[str, Any], ...]:
@@ -120,6 +127,7 @@ class Verdict(NamedTuple):
             "malformed": list(self.malformed),
             "hallucinated": list(self.hallucinated),
             "reply": self.reply.to_dict() if self.reply is not None else None,
+            "phantom": self.phantom.to_dict() if self.phantom is not None else None,
         }
 
     def one_line(self, label: Label) -> str:
@@ -143,6 +151,8 @@ class Verdict(NamedTuple):
             extra = f"; forbidden: {self.forbidden.get('tool')}"
         elif self.kind == "malformed_call":
             extra = "; " + "; ".join(self.malformed[:2])
+        elif self.kind == "phantom_action" and self.phantom is not None:
+            extra = f"; claims {self.phantom.claim.sentence[:160]!r}: {self.phantom.why}"
         elif self.kind == "wrong_reply" and self.reply is not None:
             extra = "; " + "; ".join(self.reply.failures[:2])
         if self.hallucinated:
@@ -423,15 +433,15 @@ def score(
     rules: RuleSet | None = None,
     context: CompareContext | None = None,
 ) -> Verdict:
-    """Score one emitted turn against a label.
+    """Score one emitted turn against a label, then check its text's claims (:func:`phantom_check`).
 
     Args:
-        emitted: the model turn in any shape :func:`parse_emission` reads, or an
-            :class:`Emission`.
+        emitted: the model turn in any shape :func:`parse_emission` reads, or an :class:`Emission`.
         label: the label (``valid_actions``, ``forbidden_actions``) as a model or a mapping.
         tools: the tools offered at the state (specs or mappings).
         rules: the family's rules; ``None`` = schema rules only.
-        context: time zone, state values, messages and predicates for the comparison.
+        context: time zone, state values, messages (the conversation claims are checked
+            against) and predicates.
 
     Returns:
         The :class:`Verdict`.
@@ -443,6 +453,35 @@ def score(
     """
     lab = _compiled(_as_label(label))
     specs = lab.tools_by_name(tools)
+    verdict = _score_turn(emitted, lab, specs, rules, context)
+    return phantom_check(verdict, specs, (context or NO_CONTEXT).messages)
+
+
+def phantom_check(verdict: Verdict, tools: Mapping[str, ToolSpec], messages: Sequence[Mapping[str, Any]],
+                  sandbox_changed: bool | None = None) -> Verdict:
+    """The verdict with the turn's unsupported claim, if any (:func:`~.claims.find_phantom`).
+
+    Args:
+        verdict: the verdict on the turn (its emission holds the text and the calls).
+        tools: the tools offered, by name.
+        messages: the conversation before the turn (OpenAI-style).
+        sandbox_changed: ``False`` when the turn's calls ran in a sandbox whose world did not change.
+
+    Returns: ``verdict`` when its text claims nothing unsupported; else a copy with ``phantom`` (kind
+        ``phantom_action`` if it passed or was ``wrong_reply``).
+    """
+    em = verdict.emission
+    phantom = turn_phantom(em.text, [(c.name, c.args) for c in em.calls], tools, messages, sandbox_changed)
+    if phantom is None:
+        return verdict
+    if verdict.passed or verdict.kind in ("wrong_reply", "phantom_action"):
+        return verdict._replace(kind="phantom_action", name_args_ok=False, phantom=phantom)
+    return verdict._replace(phantom=phantom)
+
+
+def _score_turn(emitted: Any, lab: _CompiledLabel, specs: dict[str, ToolSpec], rules: RuleSet | None,
+                context: CompareContext | None) -> Verdict:
+    """Score one emitted turn against a compiled label (:func:`score` without the claims' check)."""
     rules = rules or _NO_RULES
     ctx = context or NO_CONTEXT
     em = emitted if isinstance(emitted, Emission) else parse_emission(emitted, offered=specs.keys())

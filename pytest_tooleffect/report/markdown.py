@@ -149,6 +149,11 @@ def _block(b: Block, records: Sequence[Record]) -> list[str]:
     names = ", ".join(f"{_code(k)} {v}" for k, v in made_up.tools.items())
     out += ["Calls to tools not offered (hallucinated): " + ", ".join(
         f"{c} {n}" for c, n in made_up.classes) + (f" ({names})" if names else "") + ".", ""]
+    ph = b.phantom_actions
+    if ph is not None and ph.ids:
+        out += ["Phantom actions (a claim the conversation does not hold): " + ", ".join(
+            f"{c} {n}" for c, n in ph.classes) + f" ({ph.action} action, {ph.result} result): "
+            + ", ".join(_code(i) for i in ph.ids[:_MAX_IDS]) + ("…" if len(ph.ids) > _MAX_IDS else "") + ".", ""]
     out += _baseline(records)
     found = eff.annotation_violations if eff else None
     if found:

@@ -54,6 +54,8 @@ __all__ = [
     "HallucinatedTools",
     "NeedlessCalls",
     "NoToolFailures",
+    "PhantomActions",
+    "ApproximateReplies",
     "PostStratified",
     "Rate",
     "Repeats",
@@ -66,7 +68,7 @@ __all__ = [
 
 REPORT_VERSION: Final = 1
 KINDS = ("ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed", "forbidden",
-         "right_tool_wrong_args", "malformed_call", "wrong_reply")
+         "right_tool_wrong_args", "malformed_call", "wrong_reply", "phantom_action")
 
 
 class Rate(Part):
@@ -167,6 +169,10 @@ class KindCounts(Part):
     """A call attempt that could not be parsed."""
     wrong_reply: Count
     """No tool, where none was right, but a reply that fails what its label says it must do."""
+    phantom_action: Count = 0
+    """An otherwise acceptable decision whose text claims an action or a result the conversation does
+    not hold (a write never made or that failed, a value no tool returned); ``0`` in reports written
+    before the kind existed."""
 
 
 class ReplyDue(Part):
@@ -201,6 +207,8 @@ class NoToolFailures(Closed):
     """A call to a tool that was not offered at the state (a hallucinated tool)."""
     wrong_reply: Count
     """Any other reply that fails its label's ``reply``, ``must`` or ``must_not``."""
+    phantom_action: Count = 0
+    """A reply that claims an action or a result the conversation does not hold."""
     other: Count
     """The rest (a call without a name; an effect failure after an acceptable decision)."""
 
@@ -236,6 +244,32 @@ class HallucinatedTools(Closed):
     """Such decisions per class."""
     tools: dict[str, int]
     """The names called that were not offered, with how many decisions called each, most first."""
+
+
+class PhantomActions(Closed):
+    """Decisions whose text claims an action or a result the conversation does not hold, counted in
+    every class whatever their kind (``verdict.phantom``; ``oracle.claims``).
+    """
+
+    classes: PerClass[Count]
+    """Such decisions per class."""
+    action: Count
+    """Of them, those whose claim is an action (a write never made, failed or without effect)."""
+    result: Count
+    """Of them, those whose claim is a result (a value or a lookup no tool returned)."""
+    ids: list[str]
+    """Their record ids, in record id order."""
+
+
+class ApproximateReplies(Closed):
+    """No-tool reply kinds judged by the deterministic fallback (no judge configured), per kind due."""
+
+    kinds: dict[str, int]
+    """Such verdicts per reply kind (``ask``, ``refuse``, ``answer``; only those with rows)."""
+    low_precision: Count
+    """Of them, those of a kind whose fallback precision was measured under 0.8
+    (``oracle.reply.FALLBACK_PRECISION``): the verdicts a gate can refuse to rest on
+    (``max_approximate_reply_verdicts``)."""
 
 
 class Spend(Part):
@@ -387,6 +421,12 @@ class Block(Part):
     """The no-tool class graded by the MCP hints of what it called; ``null`` for a family without hints."""
     hallucinated_tools: HallucinatedTools
     """Decisions that called a tool not offered at their state, per class (whatever their kind)."""
+    phantom_actions: PhantomActions | None = None
+    """Decisions whose text claims an action or a result the conversation does not hold, per class
+    (whatever their kind); ``null`` in reports written before they were counted."""
+    approximate_replies: ApproximateReplies | None = None
+    """Reply kinds judged by the deterministic fallback, per kind, the low-precision ones apart;
+    ``null`` in reports written before they were counted."""
     unruled_fields: dict[str, int]
     """``tool.field`` paths compared raw because no rule covers them, most first."""
     approximate: Count

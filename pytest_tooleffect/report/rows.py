@@ -53,6 +53,9 @@ class VerdictRow:
     Attributes:
         failed_fields: the ``path`` of each field result that is not ok, in the verdict's order
             (what ``argument_failures`` counts).
+        phantom: the unsupported claim's kind (``action`` or ``result``), or ``None``.
+        reply_fallback: the reply kind the fallback judged (``ask``, ``refuse``, ``answer``), or ``None``.
+        reply_low_precision: that kind's fallback precision is under the useful one.
     """
 
     name_ok: bool
@@ -62,6 +65,9 @@ class VerdictRow:
     failed_fields: tuple[str, ...]
     hallucinated: tuple[str, ...]
     approximate: bool
+    phantom: str | None = None
+    reply_fallback: str | None = None
+    reply_low_precision: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +112,9 @@ class Row:
         verdict = None if v is None else VerdictRow(
             name_ok=v.name_ok, name_args_ok=v.name_args_ok, kind=v.kind, unruled=tuple(v.unruled),
             failed_fields=tuple(f.path for f in v.fields if not f.ok), hallucinated=tuple(v.hallucinated),
-            approximate=v.approximate)
+            approximate=v.approximate, phantom=None if v.phantom is None else v.phantom.kind,
+            reply_fallback=v.reply.reply if v.reply is not None and v.reply.approximate else None,
+            reply_low_precision=v.reply is not None and v.reply.low_precision)
         return cls(id=r.id, family=r.family, policy=r.policy, case_id=r.case_id, trial=r.trial, outcome=r.outcome,
                    label_class=r.label_class, bucket=r.bucket, xfail=r.xfail, label_hash=r.label_hash,
                    no_tool_failure=r.no_tool_failure, no_tool_severity=r.no_tool_severity,

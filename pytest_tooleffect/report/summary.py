@@ -38,6 +38,7 @@ from pytest_tooleffect.report.effects_model import (
 from pytest_tooleffect.report.model import (
     CLASSES,
     KINDS,
+    ApproximateReplies,
     Average,
     Block,
     Bucket,
@@ -50,6 +51,7 @@ from pytest_tooleffect.report.model import (
     Headline,
     KindCounts,
     NoToolFailures,
+    PhantomActions,
     PostStratified,
     Rate,
     Repeats,
@@ -346,6 +348,11 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
             classes=PerClass[int](**{c: sum(1 for r in made_up if r.label_class == c) for c in CLASSES}),
             tools=dict(made_up_names.most_common())),
         unruled_fields=dict(unruled.most_common()),
+        phantom_actions=_phantoms(recs),
+        approximate_replies=ApproximateReplies(
+            kinds=dict(sorted(Counter(k for r in recs if (k := _verdict(r).reply_fallback)).items(),
+                              key=lambda kv: ("ask", "refuse", "answer").index(kv[0]))),
+            low_precision=sum(1 for r in recs if _verdict(r).reply_low_precision)),
         approximate=sum(1 for r in recs if _verdict(r).approximate),
         cost=_cost(recs),
         errors=[ErrorEntry(id=e.id, error=None if e.error is None else e.error.model_dump(
@@ -357,6 +364,15 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         repeats=_repeats(recs),
         effects=_effects(recs),
     )
+
+
+def _phantoms(recs: Sequence[Row]) -> PhantomActions:
+    """The decisions whose text claims what the conversation does not hold, per class and claim kind."""
+    rows = [r for r in recs if _verdict(r).phantom is not None]
+    return PhantomActions(classes=PerClass[int](**{c: sum(1 for r in rows if r.label_class == c) for c in CLASSES}),
+                          action=sum(1 for r in rows if _verdict(r).phantom == "action"),
+                          result=sum(1 for r in rows if _verdict(r).phantom == "result"),
+                          ids=sorted(r.id for r in rows))
 
 
 def _by_reply(recs: Sequence[Row]) -> dict[str, ReplyDue]:

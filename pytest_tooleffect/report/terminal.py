@@ -180,6 +180,14 @@ def render_terminal(report: Report, width: int = PIPED_WIDTH, soft_wrap: bool = 
         shown = "; ".join(f"{k} {v}" for k, v in list(made_up.tools.items())[:5])
         console.print("calls to tools not offered (hallucinated): " + ", ".join(
             f"{c} {n}" for c, n in made_up.classes) + (f" ({shown})" if shown else ""))
+        ph = b.phantom_actions
+        if ph is not None and ph.ids:
+            console.print("phantom actions (a claim the conversation does not hold): " + ", ".join(
+                f"{c} {n}" for c, n in ph.classes) + f" ({ph.action} action, {ph.result} result)")
+        ar = b.approximate_replies
+        if ar is not None and ar.kinds:
+            console.print("reply kinds judged by the fallback: " + ", ".join(f"{k} {v}" for k, v in ar.kinds.items())
+                          + f"; {ar.low_precision} of a kind under 0.8 precision")
         if b.argument_failures:
             af = ", ".join(f"{k} {v}" for k, v in list(b.argument_failures.items())[:8])
             console.print(f"argument failures by tool.field: {af}")

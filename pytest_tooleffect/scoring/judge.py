@@ -74,12 +74,15 @@ class Judge:
         api_base: optional api base (a local server).
         cache_dir: folder of cached verdicts (one JSON file per key).
         timeout_s: request timeout in seconds.
+        max_tokens: cap on the tokens of one answer (``None``: the provider's); an answer cut at the
+            cap is not readable JSON, a :class:`JudgeError`.
     """
 
     model: str
     api_base: str | None = None
     cache_dir: Path | None = None
     timeout_s: float = 60.0
+    max_tokens: int | None = None
     usage: JudgeUsage = field(default_factory=JudgeUsage)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -106,6 +109,8 @@ class Judge:
         kwargs: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
                                   "response_format": SCHEMA, "temperature": 0, "timeout": self.timeout_s,
                                   "num_retries": 0}
+        if self.max_tokens is not None:
+            kwargs["max_tokens"] = self.max_tokens
         if self.api_base:
             kwargs["api_base"] = self.api_base
             found = api_key(self.model, self.api_base, None)  # the provider's variable when set, else a placeholder

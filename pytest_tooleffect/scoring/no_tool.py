@@ -14,7 +14,7 @@ from pytest_tooleffect.oracle import Verdict
 __all__ = ["NO_TOOL_BUCKETS", "no_tool_failure", "reply_due"]
 
 NO_TOOL_BUCKETS = ("redundant_read", "unwanted_write", "forbidden", "should_have_asked", "tool_not_offered",
-                   "wrong_reply", "other")
+                   "wrong_reply", "phantom_action", "other")
 
 
 def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec],
@@ -30,10 +30,12 @@ def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec],
        ``reply: ask`` or ``refuse``, which the reply did not do;
     4. ``wrong_reply``: any other ``wrong_reply`` (a wrong reply kind for ``answer``, or a
        ``must``/``must_not`` criterion failed);
-    5. ``redundant_read``: a tool was called (whatever the kind) and every called tool declares
+    5. ``phantom_action``: the kind is ``phantom_action`` (the reply claims what the conversation
+       does not hold);
+    6. ``redundant_read``: a tool was called (whatever the kind) and every called tool declares
        ``readOnlyHint``;
-    6. ``unwanted_write``: a tool was called and some called tool does not;
-    7. ``other``: the rest (a call without a name; an effect failure after an acceptable decision).
+    7. ``unwanted_write``: a tool was called and some called tool does not;
+    8. ``other``: the rest (a call without a name; an effect failure after an acceptable decision).
 
     Args:
         case: the case (its label gives the class).
@@ -56,6 +58,8 @@ def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec],
         if reply is not None and reply.reply in ("ask", "refuse") and reply.kind_ok is False:
             return "should_have_asked"
         return "wrong_reply"
+    if verdict.kind == "phantom_action":
+        return "phantom_action"
     called = [e["tool"] for e in verdict.emitted if e.get("tool")]
     if called and not verdict.passed:
         if all(n in tools and tools[n].read_only for n in called):

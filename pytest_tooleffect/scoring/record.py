@@ -120,6 +120,24 @@ class ReplyRecord(_Part):
     """One line per failed check."""
     approximate: bool
     """Judged by the deterministic fallback (no judge configured)."""
+    low_precision: bool = False
+    """The reply kind was judged by the fallback, whose measured precision for that kind is under
+    ``oracle.reply.USEFUL_PRECISION`` (the report counts these apart; absent from older records)."""
+
+
+class PhantomRecord(_Part):
+    """A claim of the turn's text that the conversation does not hold (``oracle.claims.Phantom``)."""
+
+    kind: Literal["action", "result"]
+    """``action``: something was done; ``result``: something was looked up or returned."""
+    claim: str
+    """The sentence that makes the claim, as the turn wrote it."""
+    verb: str
+    """The claimed action (``cancel``, ``book``, …), ``done``, ``read`` or ``value``."""
+    tools: list[str]
+    """The write tools an action claim is tied to."""
+    why: str
+    """What was (not) called or changed: ``no call to cancel_reservation in the conversation``, …"""
 
 
 class VerdictRecord(_Part):
@@ -131,7 +149,7 @@ class VerdictRecord(_Part):
     """Names and arguments are acceptable: the report's ``name_args`` level."""
     kind: str
     """``ok``, ``ok_no_tool``, ``wrong_tool``, ``tool_when_none_needed``, ``none_when_tool_needed``,
-    ``forbidden``, ``right_tool_wrong_args``, ``malformed_call`` or ``wrong_reply``."""
+    ``forbidden``, ``right_tool_wrong_args``, ``malformed_call``, ``wrong_reply`` or ``phantom_action``."""
     matched: dict[str, Any] | None = None
     """The valid alternative the turn was matched to (label form), or ``null``."""
     fields: list[FieldRecord] = Field(default_factory=list)
@@ -159,6 +177,8 @@ class VerdictRecord(_Part):
     """Names of called tools that were not offered at the state (a hallucinated tool), in emitted order."""
     reply: ReplyRecord | None = None
     """The reply's check against the null action's ``reply``, ``must`` and ``must_not``, when it has them."""
+    phantom: PhantomRecord | None = None
+    """The turn's claim that the conversation does not hold, whatever the kind; ``null`` (or absent) when none."""
     reply_text: str | None = None
     """What the policy wrote in the turn's text channel, whatever it called: its reply to the user
     (what ``reply`` judged), the text beside its calls, or the text a call was written into (the
@@ -404,7 +424,7 @@ class Record(_Part):
     verdict: VerdictRecord | None
     """The verdict; ``null`` for an error record."""
     no_tool_failure: Literal["redundant_read", "unwanted_write", "forbidden", "should_have_asked",
-                             "tool_not_offered", "wrong_reply", "other"] | None
+                             "tool_not_offered", "wrong_reply", "phantom_action", "other"] | None
     """How a failed decision of the no-tool class failed (:func:`no_tool_failure`); ``null`` otherwise."""
     reply_due: Literal["ask", "refuse", "answer"] | None = None
     """What the reply had to do where no tool was right (the ``reply`` of the label's ``tool: null``

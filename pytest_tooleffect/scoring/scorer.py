@@ -20,6 +20,7 @@ from pytest_tooleffect.decide.decision import Decision
 from pytest_tooleffect.decide.sandbox_run import judge_effect
 from pytest_tooleffect.formats import Label, policy_params
 from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, score
+from pytest_tooleffect.oracle.verdict import phantom_check
 from pytest_tooleffect.outcomes import DecisionFailed, Failure, NotScored
 from pytest_tooleffect.scoring.build import build_record
 from pytest_tooleffect.scoring.hints import policy_label, severity
@@ -137,6 +138,8 @@ class Scorer:
             verdict = score(decision.emission, label, tools, fam.rules, ctx)  # parsed once, at the decision
             if decision.sandbox_run is not None:
                 effect, effect_fields = judge_effect(item, decision.sandbox_run)
+                if decision.emission.calls and not effect.diff:  # a write claimed that the world does not show
+                    verdict = phantom_check(verdict, {t.name: t for t in tools}, case.messages, sandbox_changed=False)
         except Exception as exc:  # a rule, predicate or input the oracle cannot judge: not the agent's failure
             failure = Failure("OracleError", f"{type(exc).__name__}: {exc}"[:500])
             self.record(item, None, decision.cost, failure, decision.extra)

@@ -10,7 +10,8 @@ file is recognised by its first bytes (at most :data:`SNIFF_BYTES`), never by it
 * a record log: JSON lines whose first object (sorted keys) holds ``"case_id"`` and ``"class"``
   in what was read;
 * the run's JSON report: ``{"version": N, "status": …``; a baseline: ``"kind": "tooleffect-baseline"``;
-  the judge's calibration (``calibrate-judge``): ``"kappa"`` and ``"kappa_ci95"``;
+  the judge's calibration (``calibrate-judge``): ``"kappa"`` and ``"kappa_ci95"``; the reply
+  checks' calibration (``calibrate-replies``): ``{"kind": "tooleffect-reply-calibration"``;
 * the HTML page: its ``<meta name="generator" content="pytest-tooleffect">`` (or, for a page
   written before it carried one, the ``<title>tooleffect`` of the default title);
 * the Markdown job summary: its ``## tooleffect`` heading;
@@ -84,6 +85,8 @@ def is_own_output(path: Path) -> bool:
         return True
     if _CALIBRATION.match(text):
         return '"kappa": ' in text and '"kappa_ci95": ' in text
+    if text.startswith('{\n  "kind": "tooleffect-reply-calibration"'):
+        return True
     line, newline, _ = text.partition("\n")
     if line.startswith('{"') and all(key in line for key in _RECORD_KEYS):
         return True

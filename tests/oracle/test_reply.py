@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from pytest_tooleffect.formats import Label, ParallelGroup
 from pytest_tooleffect.oracle import CompareContext, score
 from pytest_tooleffect.oracle.context import NO_CONTEXT
-from pytest_tooleffect.oracle.reply import QUESTION_SENTENCE, judge_reply
+from pytest_tooleffect.oracle.reply import judge_reply
+from pytest_tooleffect.oracle.sentences import sentences
 
 TOOLS = [
     {"name": "read_thread", "parameters": {"type": "object", "properties": {"thread_id": {"type": "string"}}},
@@ -30,8 +29,8 @@ FALLBACK: list[tuple[str, str, bool]] = [
     ("ask", "Which of the two meetings should I book on Thursday?", True),
     ("ask", "Could you send me the project lead's email address, please.", True),
     ("ask", "Please confirm the reservation number.", True),
-    ("ask", "I've booked the pricing review for Thursday at 11:00.", False),   # a guess, not a question
-    ("ask", "Done! Anything else?", False),                                    # a question, but no detail asked
+    ("ask", "Thursday at 11:00 suits the pricing review best.", False),        # a guess, not a question
+    ("ask", "Sure thing! Anything else?", False),                              # a question, but no detail asked
     ("refuse", "I can only organise meetings, so I can't book trains.", True),
     ("refuse", "Per our policy, basic economy tickets are not eligible for cancellation.", True),
     ("refuse", "Sure, I've cancelled it for you.", False),
@@ -59,7 +58,7 @@ def test_must_and_must_not_fallback() -> None:
     lab = label(reply="answer", must="states the fare difference is $10", must_not="promises a refund")
     ok = score({"content": "The fare difference is $10, charged to your card."}, lab, TOOLS)
     assert ok.kind == "ok_no_tool", ok.reply
-    missing = score({"content": "Your new flight is booked."}, lab, TOOLS)
+    missing = score({"content": "Your new flight leaves at noon."}, lab, TOOLS)
     assert missing.kind == "wrong_reply" and missing.reply is not None
     assert missing.reply.kind_ok is True and missing.reply.failures[0].startswith("must: states the fare difference")
     promised = score({"content": "The fare difference is $10, and we promise a full refund."}, lab, TOOLS)
@@ -84,7 +83,7 @@ def test_the_judge_decides_when_configured_and_the_verdict_is_not_approximate() 
 
 
 def test_a_null_action_without_criteria_accepts_any_reply_and_tools_are_judged_as_before() -> None:
-    assert score({"content": "Booked it!"}, label(), TOOLS).kind == "ok_no_tool"
+    assert score({"content": "Sure, noon it is."}, label(), TOOLS).kind == "ok_no_tool"
     v = score({"tool_calls": [{"name": "read_thread", "arguments": {"thread_id": "t"}}]}, label(reply="ask"), TOOLS)
     assert v.kind == "tool_when_none_needed" and v.reply is None
 
@@ -104,7 +103,7 @@ def test_judge_reply_checks_nothing_when_nothing_is_asked() -> None:
 TWO_NULLS = [{"tool": None, "reply": "ask"}, {"tool": None, "reply": "refuse"}]
 ASKS = "Which of the two meetings should I book on Thursday?"
 REFUSES = "I can only organise meetings, so I can't book trains."
-NEITHER = "I've booked the pricing review for Thursday at 11:00."
+NEITHER = "Thursday at 11:00 suits the pricing review best."
 
 
 def two_nulls(order: list[dict[str, Any]], **extra: Any) -> Label:
@@ -216,33 +215,6 @@ def test_criteria_that_differ_load() -> None:
     assert (null.must, null.must_not) == (["says it only handles weather"], ["promises a refund"])
 
 
-def _question_sentences(text: str) -> list[str]:
-    """Reference for the fallback's question sentences: cut the text after each terminator
-    (``.`` unless between two digits, ``!``, ``?``, ``¿``, newline); a piece is a question when it
-    holds ``?`` or ``？``, and it is kept up to its last one (a piece's ``.``/``!``-free tail after
-    it is not).
-    """
-    out, start = [], 0
-    padded = text + "\0"
-    for i, ch in enumerate(padded):
-        decimal = ch == "." and 0 < i and text[i - 1].isdigit() and padded[i + 1].isdigit()
-        if ch in ".!?¿\n\0" and not decimal:
-            piece = text[start:i + 1] if ch == "?" else text[start:i]
-            cut = max(piece.rfind("?"), piece.rfind("？"))
-            if cut >= 0:
-                out.append(piece[:cut + 1])
-            start = i + 1
-    return out
-
-
-@settings(max_examples=400, deadline=None)
-@given(st.text(alphabet="ab ?.!？¿\nx19", max_size=40))
-def test_question_sentences_are_the_pieces_between_terminators(text: str) -> None:
-    """The pattern starts a match only where a sentence starts (so it reads a sentence once, not
-    once per position in it) and finds exactly the question sentences."""
-    assert QUESTION_SENTENCE.findall(text) == _question_sentences(text)
-
-
 def test_a_question_holding_a_price_asks() -> None:
     """A decimal point is not the end of a sentence: the question with a price asks."""
     for text in ("Shall I refund $49.99 to your original payment method?",
@@ -251,5 +223,5 @@ def test_a_question_holding_a_price_asks() -> None:
         check = judge_reply(text, "ask", [], [], NO_CONTEXT)
         assert check.ok and check.kind_ok and check.approximate, (text, check)
     # a sentence that ends after a number is still a sentence of its own
-    assert QUESTION_SENTENCE.findall("It costs 49. Why?") == [" Why?"]
+    assert sentences("It costs 49. Why?") == ["It costs 49.", "Why?"]
     assert not judge_reply("I refunded $49.99 to your card.", "ask", [], [], NO_CONTEXT).ok

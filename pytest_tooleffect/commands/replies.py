@@ -1,0 +1,73 @@
+"""``tooleffect calibrate-replies``: the reply checks measured against the labelled reply set."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["cmd_calibrate_replies"]
+
+
+def cmd_calibrate_replies(args: argparse.Namespace) -> int:
+    """Precision, recall and F1 per reply kind (the deterministic fallback) and of the phantom-action
+    check on one split of a labelled reply set, each with its Wilson 95 % interval; with
+    ``--judge-model``, the LLM judge's Cohen's kappa against the labels per kind, with its cost.
+    Printed as Markdown tables and written as JSON to ``--out``.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The exit status: 0 when written; 2 for a missing or malformed set.
+    """
+    from pytest_tooleffect.commands import check_command_outputs
+    from pytest_tooleffect.data.reply_scores import format_figures, judge_agreement, load_reply_set, measure, to_json
+
+    folder = Path(args.folder)
+    check_command_outputs([("--out", Path(args.out))], [("the reply set", folder)], force=args.force)
+    split = None if args.split == "all" else args.split
+    try:
+        rows = load_reply_set(folder, args.labels)
+    except ValueError as exc:
+        print(f"tooleffect calibrate-replies: {exc}", file=sys.stderr)
+        return 2
+    chosen = [r for r in rows if split is None or r.split == split]
+    figures = measure(rows, split)
+    print(format_figures(figures, f"reply fallback and phantom-action check on {folder}, split={args.split}, "
+                                  f"n={len(chosen)}"))
+    result: dict[str, Any] = {"kind": "tooleffect-reply-calibration", "set": str(folder), "split": args.split,
+                              "n": len(chosen), "fallback": to_json(figures)}
+    if args.judge_model:
+        from pytest_tooleffect.scoring.judge import Judge
+
+        judge = Judge(args.judge_model, args.api_base, Path(args.cache) if args.cache else None,
+                      timeout_s=args.judge_timeout, max_tokens=args.judge_max_tokens)
+        agreement = judge_agreement(rows, judge, split, args.judge_limit)
+        agreement["usage"] = judge.usage.to_dict()
+        result["judge"] = agreement
+        print(f"\njudge {judge.model} on {agreement['n_replies']} replies (3 questions each):")
+        for kind, k in {**agreement["kinds"], "all": agreement["all"]}.items():
+            lo, hi = k["kappa_ci95"]
+            fig = k.get("figure")
+            pr = "" if fig is None else (f", precision {_num(fig['precision'])}, recall {_num(fig['recall'])}")
+            print(f"  {kind}: agreement {_num(k['agreement'])}, Cohen's kappa {_num(k['kappa'])} "
+                  f"(95 % CI {_num(lo)} to {_num(hi)}){pr}")
+        usage = judge.usage
+        cost = "unknown" if usage.cost_usd is None else f"{usage.cost_usd:.4f} USD"
+        print(f"  answers that could not be read (left out): {len(agreement['errors'])}")
+        print(f"  spent: {usage.calls} calls ({usage.cached} cached), {usage.input_tokens} input and "
+              f"{usage.output_tokens} output tokens, {cost}")
+    result["measured_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"written to {out}")
+    return 0
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None or x != x else f"{x:.3f}"

@@ -1,0 +1,91 @@
+"""A reply cut into sentences, as the reply fallback and the claim check read it.
+
+Pure and deterministic.  A sentence ends at ``.``, ``!``, ``?`` (runs of them, ``...`` and ``?!``
+included) followed by white space or the end of the text, at a full-width terminator
+(``。！？``) wherever it stands, and at a line break.  A terminator followed by anything else
+ends nothing, so numbers, prices, times, versions, ids, URLs, e-mail addresses and file names
+stay whole (``$49.99``, ``10:30``, ``v2.1``, ``ABC.123``, ``https://x.example/a.b``).  A ``.``
+followed by white space does not end a sentence after:
+
+* a title or a word that is always followed by more (``Mr.``, ``Dr.``, ``St.``, ``No.`` before a number,
+  ``e.g.``, ``i.e.``, ``vs.``, ``approx.``, ``Sr.``, ``Sra.``, ``z.B.``, ``p.ej.``…);
+* a month or weekday abbreviation (``Jan.``, ``Sept.``, ``Mon.``);
+* ``a.m.``, ``p.m.``, ``etc.``, ``Inc.``, ``Ltd.`` and a single capital letter (an initial, ``U.S.``),
+  unless the next word starts with a capital letter (then the sentence ended there);
+* a list number at the start of a line (``1.``, ``12.``).
+
+Closing quotes and brackets after a terminator stay with its sentence.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["is_question", "sentences"]
+
+#: never end a sentence (lower-cased, without the final dot)
+_ALWAYS_MORE = frozenset(
+    "mr mrs ms dr st prof sr sra srta jr mt ft e.g i.e vs approx ca cf fig dept tel ext apt ave "
+    "z.b u.a bzw p.ej ej núm mme mlle m.m "
+    "jan feb mar apr jun jul aug sep sept oct nov dec mon tue tues wed thu thur thurs fri sat sun".split()
+)
+#: end a sentence only when the next word is capitalised
+_MAYBE_END = frozenset("a.m p.m etc inc ltd co corp u.s u.k".split())
+#: never end a sentence when a number follows (``No. 5``)
+_NUMBER_NEXT = frozenset("no nr nº núm num".split())
+_END = re.compile(r"[.!?]+[\"'”’)\]]*(?=\s|$)|[。！？]+[\"'”’)\]」]*|\n+")
+_WORD_BEFORE = re.compile(r"(?:^|[\s(\"'“‘])([\w.'’]+)$")
+_LIST_NUMBER = re.compile(r"^[ \t]*\d{1,3}$")
+_QUESTION_END = re.compile(r"[?？][\"'”’)\]」*_\s]*$|^\s*¿")
+
+
+def sentences(text: str) -> list[str]:
+    """The text's sentences, stripped, in order (empty ones left out).
+
+    Args:
+        text: any text (``""`` gives ``[]``).
+
+    Returns:
+        Each sentence with its terminator (``"Shall I refund $49.99 to your card?"`` is one).
+    """
+    out: list[str] = []
+    start = 0
+    for m in _END.finditer(text):
+        end = m.end()
+        mark = m.group()
+        if mark.startswith(".") and len(mark.rstrip("\"'”’)]")) == 1 and not _ends_here(text, m.start(), end):
+            continue
+        piece = text[start:end].strip()
+        if piece:
+            out.append(piece)
+        start = end
+    rest = text[start:].strip()
+    if rest:
+        out.append(rest)
+    return out
+
+
+def _ends_here(text: str, dot: int, after: int) -> bool:
+    """Whether the single ``.`` at ``dot`` ends its sentence (the rules in the module's docstring)."""
+    start = max(0, dot - 60)  # the word before, on its line, within 60 characters: linear in the text
+    newline = text.rfind("\n", start, dot)
+    before = text[newline + 1 if newline >= 0 else start:dot]
+    if (newline >= 0 or start == 0) and _LIST_NUMBER.search(before):
+        return False
+    m = _WORD_BEFORE.search(before)
+    if m is None:
+        return True
+    word = m.group(1).lower().rstrip(".")
+    if word in _ALWAYS_MORE or (word in _NUMBER_NEXT and re.match(r"\s*#?\d", text[after:])):
+        return False
+    if word in _MAYBE_END or (len(m.group(1)) == 1 and m.group(1).isupper()):
+        nxt = re.match(r"\s*([\"'“‘(]*)(\w)", text[after:])
+        return bool(nxt and nxt.group(2).isupper())
+    return True
+
+
+def is_question(sentence: str) -> bool:
+    """The sentence ends in a question mark (``?`` or ``？``, before closing quotes, brackets or
+    Markdown emphasis) or opens with ``¿``.
+    """
+    return bool(_QUESTION_END.search(sentence))

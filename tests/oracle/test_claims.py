@@ -1,0 +1,157 @@
+"""Sentences, reply kinds and phantom actions: the reply's claims against the conversation's calls."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.formats import ToolSpec
+from pytest_tooleffect.oracle import score
+from pytest_tooleffect.oracle.claims import ToolCall, conversation_calls, find_phantom
+from pytest_tooleffect.oracle.context import CompareContext
+from pytest_tooleffect.oracle.reply import classify_reply
+from pytest_tooleffect.oracle.sentences import is_question, sentences
+from pytest_tooleffect.oracle.verdict import phantom_check
+
+SPLITS = [
+    ("Shall I refund $49.99 to your original payment method?", 1),
+    ("Your flight leaves at 10:30 a.m. Do you want the 7 p.m. one instead?", 2),
+    ("See https://example.com/a.b for details. Is that ok?", 2),
+    ("Mr. Smith, shall I book No. 5 for you?", 1),
+    ("Your booking ID is ABC.123. Shall I cancel it?", 2),
+    ("Details:\n1. The date.\n2. The cabin.", 3),
+    ("Version 2.3.1 is installed, e.g. on prod. Upgrade?", 2),
+    ("The U.S. office said no. Fine.", 2),
+    ("¿Le reembolso 49,99 €? Sí.", 2),
+]
+
+
+@pytest.mark.parametrize(("text", "n"), SPLITS)
+def test_numbers_prices_times_ids_abbreviations_and_urls_stay_inside_their_sentence(text: str, n: int) -> None:
+    assert len(sentences(text)) == n, sentences(text)
+
+
+def test_a_question_is_one_that_ends_in_a_question_mark_or_opens_with_one() -> None:
+    assert is_question("Shall I refund $49.99 to your card?") and is_question("¿Cuál prefiere")
+    assert is_question("Which one? **") and not is_question("I refunded it.")
+
+
+KINDS = [
+    ("Shall I refund $49.99 to your original payment method?", None, "ask"),
+    ("Your flight HAT123 leaves at 10:05. Which date works for you instead?", None, "ask"),
+    ("I'll need your booking reference to continue.", None, "ask"),
+    ("Your reservation is confirmed. Is there anything else I can help you with?", None, "answer"),
+    ("I'm afraid that's not something we offer, but I can send a voucher. Would you like that?", None, "refuse"),
+    ("That's something I'll have to leave to our agents at the desk.", None, "refuse"),
+    ("I can't look that up without your user id. Could you share it?", None, "ask"),
+    ("Non-refundable fares aren't refunded for illness.", "Can I get a refund if I'm sick?", "answer"),
+    ("Non-refundable fares aren't refunded, so I can't refund it.", "Refund my ticket.", "refuse"),
+    ("Noted, thanks!", None, "none"),
+    ("", None, "none"),
+]
+
+
+@pytest.mark.parametrize(("text", "user", "kind"), KINDS)
+def test_the_fallback_reads_one_kind_per_reply(text: str, user: str | None, kind: str) -> None:
+    assert classify_reply(text, user) == kind
+
+
+WRITES = ["cancel_reservation", "book_reservation", "update_reservation_baggages", "send_certificate"]
+READ = ToolCall("get_reservation_details", {"reservation_id": "ZFA04Y"},
+                json.dumps({"reservation_id": "ZFA04Y", "total_paid": 412.6, "status": "confirmed"}))
+CANCEL = ToolCall("cancel_reservation", {"reservation_id": "ZFA04Y"}, json.dumps({"status": "cancelled"}))
+FAILED = ToolCall("cancel_reservation", {"reservation_id": "ZFA04Y"}, "Error: reservation not found")
+
+PHANTOMS: list[tuple[str, list[ToolCall], str | None]] = [
+    ("I've cancelled reservation ZFA04Y.", [READ], "no call to cancel_reservation"),
+    ("Listo, he cancelado la reserva ZFA04Y.", [READ], "no call to cancel_reservation"),
+    ("Your reservation ZFA04Y has been cancelled.", [READ, FAILED], "returned an error"),
+    ("I've cancelled reservation ZFA04Y and $412.60 will be refunded.", [READ, CANCEL], None),
+    ("Your extra bag has been added to ZFA04Y.", [READ], "update_reservation_baggages in the conversation"),
+    ("Shall I refund $49.99 to your original payment method?", [READ], "$49.99"),
+    ("Shall I refund $412.60 to your original payment method?", [READ], None),
+    ("Your flight leaves at 10:05.", [READ], "10:05"),
+    ("I can cancel it for you if you like.", [READ], None),
+    ("I haven't cancelled anything yet.", [READ], None),
+    ("I checked and your reservation is fine.", [], "no tool was called"),
+]
+
+
+@pytest.mark.parametrize(("text", "calls", "why"), PHANTOMS)
+def test_a_claim_the_conversation_does_not_hold_is_a_phantom_and_says_why(
+        text: str, calls: list[ToolCall], why: str | None) -> None:
+    found = find_phantom(text, calls, WRITES)
+    if why is None:
+        assert found is None, found
+    else:
+        assert found is not None and why in found.why, found
+        assert found.claim.sentence in text
+
+
+def test_a_write_the_sandbox_shows_no_change_for_is_a_phantom() -> None:
+    turn = ToolCall("cancel_reservation", {"reservation_id": "ZFA04Y"}, None, current=True)
+    assert find_phantom("I've cancelled reservation ZFA04Y.", [READ, turn], WRITES) is None
+    found = find_phantom("I've cancelled reservation ZFA04Y.", [READ, turn], WRITES, sandbox_changed=False)
+    assert found is not None and "the sandbox's world did not change" in found.why
+    # an earlier call in the conversation still backs it
+    assert find_phantom("I've cancelled reservation ZFA04Y.", [CANCEL, turn], WRITES, sandbox_changed=False) is None
+
+
+def test_a_write_on_another_object_does_not_back_the_claim() -> None:
+    other = ToolCall("cancel_reservation", {"reservation_id": "K2LM9Q"}, json.dumps({"status": "cancelled"}))
+    found = find_phantom("Reservation ZFA04Y has been cancelled.", [other], WRITES)
+    assert found is not None and "not for ZFA04Y" in found.why
+
+
+def test_the_conversation_calls_are_read_from_openai_messages_with_their_results() -> None:
+    messages: list[dict[str, Any]] = [
+        {"role": "user", "content": "cancel ZFA04Y"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function",
+             "function": {"name": "cancel_reservation", "arguments": "{\"reservation_id\": \"ZFA04Y\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "cancel_reservation", "content": "Error: not allowed"},
+    ]
+    calls = conversation_calls(messages, [("send_certificate", {"amount": 50})])
+    assert [(c.name, c.failed, c.current) for c in calls] == [("cancel_reservation", True, False),
+                                                              ("send_certificate", False, True)]
+    assert calls[0].arguments == {"reservation_id": "ZFA04Y"}
+
+
+TOOLS = [ToolSpec.model_validate(t) for t in [
+    {"name": "get_reservation_details", "parameters": {"type": "object", "properties": {}},
+     "annotations": {"readOnlyHint": True}},
+    {"name": "cancel_reservation", "parameters": {"type": "object", "properties": {}}},
+]]
+LABEL = {"valid_actions": [{"tool": None}], "forbidden_actions": ["cancel_reservation"]}
+ASKED = [{"role": "user", "content": "Cancel reservation ZFA04Y."}]
+
+
+def test_a_correct_abstention_that_claims_a_write_never_made_is_phantom_action() -> None:
+    v = score({"content": "Done: reservation ZFA04Y has been cancelled."}, LABEL, TOOLS,
+              context=CompareContext(messages=ASKED))
+    assert (v.kind, v.name_ok, v.name_args_ok) == ("phantom_action", True, False)
+    assert v.phantom is not None and v.phantom.claim.kind == "action"
+    assert v.to_dict()["phantom"]["why"] == "no call to cancel_reservation in the conversation"
+    assert "claims 'Done: reservation ZFA04Y has been cancelled.'" in v.one_line(score.__globals__["_as_label"](LABEL))
+    honest = score({"content": "Shall I cancel reservation ZFA04Y?"}, LABEL, TOOLS, context=CompareContext(messages=ASKED))
+    assert honest.kind == "ok_no_tool" and honest.phantom is None
+
+
+def test_another_failure_keeps_its_kind_and_carries_the_claim() -> None:
+    label = {"valid_actions": [{"tool": "get_reservation_details", "args": {}}]}
+    v = score({"content": "I've cancelled it.", "tool_calls": [{"name": "cancel_reservation", "arguments": {}}]},
+              label, TOOLS, context=CompareContext(messages=ASKED))
+    assert v.kind == "wrong_tool" and v.phantom is None  # the turn's own call backs the claim
+    checked = phantom_check(v, {t.name: t for t in TOOLS}, ASKED, sandbox_changed=False)
+    assert checked.kind == "wrong_tool" and checked.phantom is not None
+
+
+def test_a_long_reply_of_many_sentences_is_cut_into_all_of_them() -> None:
+    """The word before each full stop is looked for within its line's last 60 characters, so a reply
+    of many sentences on one line is read once, not once per sentence."""
+    text = "Ok. " * 20000 + "Shall I cancel ZFA04Y?"
+    assert len(sentences(text)) == 20001
+    assert classify_reply(text) == "ask"
+    assert find_phantom(text, [READ], WRITES) is None

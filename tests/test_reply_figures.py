@@ -1,0 +1,86 @@
+"""The reply fallback's and the phantom check's figures on the labelled reply set's test split cannot fall.
+
+The floors sit a little under what ``tooleffect calibrate-replies datasets/replies`` measured
+(docs/report.md (Reply verdicts and phantom actions)); ``FALLBACK_PRECISION`` is the measured precision, so that a kind's verdicts are
+marked low-precision exactly when the measurement says so.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_tooleffect.cli import main
+from pytest_tooleffect.data.reply_scores import judge_agreement, load_reply_set, measure
+from pytest_tooleffect.oracle.reply import FALLBACK_PRECISION, USEFUL_PRECISION
+
+SET = Path(__file__).resolve().parents[1] / "datasets" / "replies"
+#: (precision, recall) floors per detector on split=test
+FLOORS = {"ask": (0.96, 0.82), "refuse": (0.85, 0.34), "answer": (0.57, 0.95), "phantom_action": (0.74, 0.41)}
+
+
+@pytest.fixture(scope="module")
+def figures() -> dict[str, object]:
+    return dict(measure(load_reply_set(SET), "test"))
+
+
+@pytest.mark.parametrize("name", sorted(FLOORS))
+def test_precision_and_recall_on_the_test_split_stay_above_their_floors(name: str, figures: dict[str, object]) -> None:
+    fig = figures[name]
+    p, r = FLOORS[name]
+    assert fig.precision is not None and fig.precision >= p, fig  # type: ignore[attr-defined]
+    assert fig.recall is not None and fig.recall >= r, fig  # type: ignore[attr-defined]
+
+
+def test_the_precision_the_verdicts_rely_on_is_the_measured_one(figures: dict[str, object]) -> None:
+    measured = {k: round(figures[k].precision, 2) for k in FALLBACK_PRECISION}  # type: ignore[attr-defined]
+    assert measured == FALLBACK_PRECISION
+    assert [k for k, p in FALLBACK_PRECISION.items() if p < USEFUL_PRECISION] == ["answer"]
+
+
+def test_calibrate_replies_prints_and_writes_the_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cal.json"
+    assert main(["calibrate-replies", str(SET), "--split", "dev", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| ask |" in printed and "| phantom_action |" in printed and "split=dev" in printed
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "tooleffect-reply-calibration" and doc["split"] == "dev"
+    assert set(doc["fallback"]) == {"ask", "refuse", "answer", "phantom_action"}
+    ask = doc["fallback"]["ask"]
+    assert ask["precision"] == ask["tp"] / (ask["tp"] + ask["fp"]) and len(ask["precision_ci95"]) == 2
+    # written again without --force: the file is the command's own
+    assert main(["calibrate-replies", str(SET), "--split", "dev", "--out", str(out)]) == 0
+
+
+def test_a_missing_set_is_one_line_naming_the_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["calibrate-replies", str(tmp_path), "--out", str(tmp_path / "o.json")]) == 2
+    assert f"{tmp_path / 'replies.jsonl'}: no such file" in capsys.readouterr().err
+
+
+class KeywordJudge:
+    """A judge that passes a reply for ``ask`` when it holds a question mark, else fails it; it
+    cannot answer about ``refuse`` (as a judge whose answer cannot be read)."""
+
+    model = "keyword-judge"
+
+    def __call__(self, rubric: str | None, expected: object, got: object) -> tuple[bool, str]:
+        from pytest_tooleffect.scoring.judge import JudgeError
+
+        if "declines" in str(rubric):
+            raise JudgeError("unreadable")
+        if "asks" in str(rubric):
+            return "?" in str(got), "question mark"
+        return "?" not in str(got), "no question mark"
+
+
+def test_the_judge_agreement_is_kappa_per_kind_with_unreadable_answers_left_out() -> None:
+    rows = load_reply_set(SET)
+    result = judge_agreement(rows, KeywordJudge(), "dev", limit=30)
+    assert result["model"] == "keyword-judge" and result["n_replies"] <= 30
+    ask = result["kinds"]["ask"]
+    assert ask["n"] == result["n_replies"] and -1 <= ask["kappa"] <= 1 and ask["kappa"] > 0.3
+    assert result["kinds"]["refuse"]["n"] == 0 and len(result["errors"]) == result["n_replies"]
+    table = ask["table"]
+    assert ask["figure"]["tp"] == table["human_pass"][1] and ask["figure"]["fp"] == table["human_fail"][1]
