@@ -18,7 +18,7 @@ from pytest_tooleffect.oracle.reply import FALLBACK_PRECISION, USEFUL_PRECISION
 
 SET = Path(__file__).resolve().parents[1] / "datasets" / "replies"
 #: (precision, recall) floors per detector on split=test
-FLOORS = {"ask": (0.96, 0.82), "refuse": (0.85, 0.34), "answer": (0.57, 0.95), "phantom_action": (0.74, 0.41)}
+FLOORS = {"ask": (0.93, 0.83), "refuse": (0.85, 0.33), "answer": (0.57, 0.94), "phantom_action": (0.74, 0.40)}
 
 
 @pytest.fixture(scope="module")

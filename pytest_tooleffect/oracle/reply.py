@@ -41,7 +41,7 @@ REPLY_KINDS = ("ask", "refuse", "answer")
 #: The fallback's precision per kind on the labelled reply set's ``test`` split (``tooleffect
 #: calibrate-replies datasets/replies``; docs/report.md, "Reply verdicts and phantom actions"), held by
 #: ``tests/test_reply_figures.py``.
-FALLBACK_PRECISION = {"ask": 0.99, "refuse": 0.88, "answer": 0.60}
+FALLBACK_PRECISION = {"ask": 0.96, "refuse": 0.88, "answer": 0.60}
 #: Under this precision a kind's fallback verdict is ``low_precision``: the report counts it apart.
 USEFUL_PRECISION = 0.8
 
