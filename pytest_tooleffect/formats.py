@@ -26,6 +26,7 @@ from pydantic import (
 
 # a policy (a family's ``policies:`` entry, a pyproject table), a price and the names shown in test
 # ids: defined in a module of their own, exported here as part of this one's vocabulary
+from pytest_tooleffect.perturb_format import PerturbationSpec
 from pytest_tooleffect.policy_format import Policy, Price, ShowableName, policy_params
 
 __all__ = [
@@ -510,3 +511,4 @@ class Family(_Model):
     licence: str | None = None
     seed: int | None = None
     sandbox: SandboxSpec | None = None
+    perturbations: list[PerturbationSpec] = Field(default_factory=list)  # docs/robustness.md

@@ -1,0 +1,245 @@
+"""Perturbed-catalog variants as items: each case × perturbation is its own item beside the original
+(``docs/robustness.md``).
+
+A case file's items are collected as usual (:mod:`.items`); then, for every labelled case with no
+sandbox world, each variant of the family's ``perturbations:`` and of ``--tooleffect-perturb``
+adds a :class:`PerturbedItem` right after the original's.  Its policy is the original's under the
+name ``POLICY+VARIANT`` (``replay+shuffle``, ``gpt-4o+scale-32``): node ids, record ids, report
+blocks, baselines, gates and shards treat it as any other item.  Its record carries a
+``perturbation`` section naming the original, which the report's robustness section pairs it with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.collect.cases import label_hash
+from pytest_tooleffect.collect.family import FAMILY_FILE, LoadedFamily
+from pytest_tooleffect.collect.ids import item_name, variant_policy
+from pytest_tooleffect.collect.items import CaseFile, CaseItem, InvalidCaseItem, families_key
+from pytest_tooleffect.collect.perturb import Perturbed, PerturbError, perturb
+from pytest_tooleffect.formats import Case, ToolSpec
+from pytest_tooleffect.options import OPT_PERTURB
+from pytest_tooleffect.oracle.emission import Emission
+from pytest_tooleffect.perturb_format import PerturbationSpec
+from pytest_tooleffect.settings import settings_key
+
+__all__ = ["PerturbedItem", "Perturber", "load_pool", "scored_emission", "scored_tools"]
+
+
+class PerturbedItem(CaseItem):
+    """One case × policy × trial under one perturbed catalog.
+
+    The agent is offered :attr:`perturbed`'s tools (renamed ones under their new names); its calls
+    are mapped back to the original names and scored against the perturbed label with the
+    catalog under its original names (:func:`scored_tools`, :func:`scored_emission`).
+
+    Attributes:
+        spec: the perturbation.
+        variant: the variant's name (``shuffle``, ``scale-32``).
+        size: a ``scale`` variant's nominal catalog size.
+        perturbed: the catalog and label of this case under the variant.
+        base_policy: the original policy's name.
+        base_class: the original label's class.
+    """
+
+    def __init__(self, *, spec: PerturbationSpec, variant: str, size: int | None, perturbed: Perturbed,
+                 base_policy: str, base_class: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec, self.variant, self.size, self.perturbed = spec, variant, size, perturbed
+        self.base_policy, self.base_class = base_policy, base_class
+        self._scored_case: Case | None = None
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        """The catalog offered to the agent (under the names offered)."""
+        return list(self.perturbed.tools)
+
+    @property
+    def original_named_tools(self) -> list[ToolSpec]:
+        """The catalog offered, each tool under its original name (what calls are scored against)."""
+        back = self.perturbed.back
+        return [t.model_copy(update={"name": back[t.name]}) if t.name in back else t for t in self.perturbed.tools]
+
+    @property
+    def case(self) -> Case:
+        """The case with the perturbed label and the offered catalog under its original names."""
+        if self._scored_case is None:
+            base = super().case
+            self._scored_case = base.model_copy(update={"label": self.perturbed.label,
+                                                        "tools": self.original_named_tools})
+        return self._scored_case
+
+    def release(self) -> None:
+        super().release()
+        self._scored_case = None
+
+
+def scored_tools(item: CaseItem) -> list[ToolSpec]:
+    """The tools an item's decision is scored against: the offered ones, under their original names."""
+    return item.original_named_tools if isinstance(item, PerturbedItem) else item.tools
+
+
+def scored_emission(item: CaseItem, emission: Emission) -> Emission:
+    """The decision's calls under the original tool names (a renamed catalog's calls mapped back)."""
+    if not isinstance(item, PerturbedItem) or not item.perturbed.back:
+        return emission
+    back = item.perturbed.back
+    return emission._replace(calls=tuple(c._replace(name=back.get(c.name, c.name)) for c in emission.calls),
+                             malformed_names=tuple(back.get(n, n) for n in emission.malformed_names))
+
+
+def load_pool(directory: Path, files: Iterable[str]) -> list[ToolSpec]:
+    """Tools from ``files`` (relative to the family folder): a JSON list of tool specs, or BFCL's
+    JSON Lines (each line's ``function`` list; BFCL's ``"type": "dict"`` read as ``object``).
+
+    Raises:
+        PerturbError: a file cannot be read or holds no tool specs (the message names it).
+    """
+    out: list[ToolSpec] = []
+    for name in files:
+        path = directory / name
+        try:
+            text = path.read_text(encoding="utf-8")
+            try:
+                specs: list[Any] = json.loads(text)
+            except json.JSONDecodeError:
+                specs = [f for line in text.splitlines() if line.strip() for f in json.loads(line).get("function", [])]
+            out.extend(ToolSpec.model_validate(_object_types(s)) for s in specs)
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            raise PerturbError(f"pool file {path}: {type(exc).__name__}: {exc}") from exc
+    return out
+
+
+def _object_types(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: ("object" if k == "type" and v == "dict" else _object_types(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_object_types(v) for v in value]
+    return value
+
+
+class Perturber:
+    """The plugin object that adds the variants of each case file's items.
+
+    Args:
+        config: pytest's config (``--tooleffect-perturb``).
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.cli: list[PerturbationSpec] = list(config.getoption(OPT_PERTURB, None) or [])
+        self._pools: dict[tuple[str, tuple[str, ...]], list[ToolSpec] | PerturbError] = {}
+        self.variant_items = 0
+        self.live_variant_items = 0
+
+    def specs(self, fam: LoadedFamily) -> list[PerturbationSpec] | str:
+        """The family's perturbations then the command line's, or why two of them share a variant name."""
+        out: list[PerturbationSpec] = []
+        for spec in [*fam.family.perturbations, *self.cli]:
+            if spec not in out:
+                out.append(spec)
+        names = [v for s in out for v, _ in s.variants()]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            return (f"{fam.directory / FAMILY_FILE}: perturbations: variant names given twice ({', '.join(twice)}): "
+                    "give one of them a name")
+        return out
+
+    def pool(self, fam: LoadedFamily) -> list[ToolSpec] | PerturbError:
+        """The unrelated pool: the other families' tools this run loaded, then the family's ``pool_files``."""
+        files = tuple(f for s in fam.family.perturbations for f in s.pool_files)
+        key = (fam.name, files)
+        if key not in self._pools:
+            others = [t for f in sorted(self.config.stash[families_key].by_name().values(), key=lambda f: f.name)
+                      if f.name != fam.name for t in f.tools]
+            try:
+                self._pools[key] = others + load_pool(fam.directory, files)
+            except PerturbError as exc:
+                self._pools[key] = exc
+        return self._pools[key]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
+        """After a case file is collected, its variants follow each original item."""
+        report = yield
+        if isinstance(collector, CaseFile) and report.passed and report.result:
+            report.result = list(self._expand(collector, report.result))
+        return report
+
+    def _expand(self, collector: CaseFile, items: Sequence[Any]) -> Iterable[Any]:
+        problems: list[str] = []
+        for item in items:
+            yield item
+            if not isinstance(item, CaseItem) or isinstance(item, PerturbedItem):
+                continue
+            specs = self.specs(item.family)
+            if isinstance(specs, str):
+                if specs not in problems:
+                    problems.append(specs)
+                continue
+            yield from self._variants(collector, item, specs, problems)
+        if problems:  # the run goes on: one entry names every case and variant that could not be made
+            family = next((i.family.name for i in items if isinstance(i, CaseItem)), "")
+            yield InvalidCaseItem.from_parent(collector, name="<perturbation>", problems=problems,
+                                              heading="perturbation not applied", family=family)
+
+    def _variants(self, collector: CaseFile, item: CaseItem, specs: list[PerturbationSpec],
+                  problems: list[str]) -> Iterable[PerturbedItem]:
+        if not specs or item.ref.label_class is None:
+            return
+        case = item.case
+        if case.label is None or case.world is not None:  # a sandbox runs calls by name: no variant
+            item.release()
+            return
+        fam = item.family
+        settings = self.config.stash[settings_key]
+        for spec in specs:
+            pool = self.pool(fam)
+            same = [ToolSpec.model_validate(t) for t in spec.tools] or list(fam.tools)
+            for variant, size in spec.variants():
+                try:
+                    if isinstance(pool, PerturbError):
+                        raise pool
+                    perturbed = perturb(spec, variant, size, case.id, item.tools, case.label, pool, same)
+                except (PerturbError, ValueError) as exc:
+                    problems.append(f"{item.path}: case {case.id}: perturbation {variant}: {exc}")
+                    continue
+                if perturbed is None:
+                    continue
+                policy = item.policy.model_copy(update={"name": variant_policy(item.policy.name, variant)})
+                digest = hashlib.sha256(json.dumps([label_hash(perturbed.label), [t.name for t in perturbed.tools]]
+                                                   ).encode()).hexdigest()[:16]
+                ref = replace(item.ref, label_class=perturbed.label.label_class, label_hash=digest)
+                new = PerturbedItem.from_parent(
+                    collector, name=item_name(case.id, policy.name, item.trial, settings.repeats), callobj=item.obj,
+                    case=ref, family=fam, policy=policy, trial=item.trial, decisions=item.decisions, agent=item.agent,
+                    agent_source=item.agent_source, spec=spec, variant=variant, size=size, perturbed=perturbed,
+                    base_policy=item.policy.name, base_class=item.ref.label_class)
+                for mark in item.own_markers:  # class, family, bucket, xfail: as the original's
+                    new.own_markers.append(mark)
+                    new.keywords[mark.name] = mark
+                self.variant_items += 1
+                self.live_variant_items += not new.replay
+                yield new
+        item.release()
+
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
+        """Before a live run starts: the model turns the variants add, and what they do to prefix caching."""
+        variants = [i for i in items if isinstance(i, PerturbedItem)]
+        live = [i for i in variants if not i.replay]
+        if not live:
+            return []
+        originals = sum(1 for i in items if isinstance(i, CaseItem) and not isinstance(i, PerturbedItem)
+                        and not i.replay)
+        names = sorted({i.variant for i in live})
+        return [f"tooleffect: perturbations add {len(live)} model turns to {originals} "
+                f"({len(names)} variants: {', '.join(names)}); each variant changes the tool catalog at the head "
+                "of the prompt (a shuffled one reorders it), so a provider's prefix cache serves none of its turns"]
