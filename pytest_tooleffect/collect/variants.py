@@ -48,11 +48,13 @@ class PerturbedItem(CaseItem):
         perturbed: the catalog and label of this case under the variant.
         base_policy: the original policy's name.
         base_class: the original label's class.
+        original_size: the tools the original catalog offers at the state.
     """
 
     def __init__(self, *, spec: PerturbationSpec, variant: str, size: int | None, perturbed: Perturbed,
-                 base_policy: str, base_class: str, **kwargs: Any) -> None:
+                 base_policy: str, base_class: str, original_size: int, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.original_size = original_size
         self.spec, self.variant, self.size, self.perturbed = spec, variant, size, perturbed
         self.base_policy, self.base_class = base_policy, base_class
         self._scored_case: Case | None = None
@@ -222,7 +224,8 @@ class Perturber:
                     collector, name=item_name(case.id, policy.name, item.trial, settings.repeats), callobj=item.obj,
                     case=ref, family=fam, policy=policy, trial=item.trial, decisions=item.decisions, agent=item.agent,
                     agent_source=item.agent_source, spec=spec, variant=variant, size=size, perturbed=perturbed,
-                    base_policy=item.policy.name, base_class=item.ref.label_class)
+                    base_policy=item.policy.name, base_class=item.ref.label_class,
+                    original_size=len(item.tools))
                 for mark in item.own_markers:  # class, family, bucket, xfail: as the original's
                     new.own_markers.append(mark)
                     new.keywords[mark.name] = mark

@@ -371,6 +371,8 @@ class PerturbationRecord(_Part):
     """The original label's class (the variant's own ``class`` may differ: ``remove-valid``)."""
     catalog_size: int
     """Tools offered."""
+    original_size: int | None = None
+    """Tools the original catalog offered at the state."""
     nominal_size: int | None = None
     """A ``scale`` variant's asked-for size (``catalog_size`` is larger when the label needs more tools)."""
     added: int = 0

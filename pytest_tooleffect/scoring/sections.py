@@ -87,5 +87,6 @@ class PerturbationMark:
         base_id = item.record_id.replace(f"[{item.policy.name}", f"[{item.base_policy}", 1)
         record.perturbation = PerturbationRecord.model_validate({
             "name": item.variant, "kind": item.spec.kind, "base_policy": item.base_policy, "base_id": base_id,
-            "base_class": item.base_class, "catalog_size": len(p.tools), "nominal_size": item.size,
+            "base_class": item.base_class, "catalog_size": len(p.tools),
+            "original_size": item.original_size, "nominal_size": item.size,
             "added": len(p.added), "removed": list(p.removed), "renamed": len(p.back)})
