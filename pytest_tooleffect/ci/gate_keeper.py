@@ -18,6 +18,7 @@ from typing import Any, Literal
 import pytest
 
 from pytest_tooleffect.ci.exit_status import unscored_exit
+from pytest_tooleffect.ci.gate_drops import DROP_UNIT, drop_gate, judge_drop
 from pytest_tooleffect.ci.gate_rules import (
     AVERAGES,
     EFFECT_KINDS,
@@ -46,6 +47,7 @@ from pytest_tooleffect.report.ci_model import GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import Block, ClassRates, Rate, Report
 from pytest_tooleffect.report.reporter import RunTally
+from pytest_tooleffect.report.robustness import Robustness
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.output_files import output_problems_key, shown_path
@@ -114,7 +116,8 @@ def evaluate(report: Report, records: Sequence[Record],
         by_block.setdefault((r.family, r.policy), []).append(r)
     for block in blocks:
         fam, pol = block.family, block.policy
-        out.extend(_judge_block(block, by_block.get((fam, pol), []), config.for_block(fam, pol), scope))
+        out.extend(_judge_block(block, by_block.get((fam, pol), []), config.for_block(fam, pol), scope,
+                                report.robustness))
     shown = ", ".join(f"{b.family}/{b.policy}" for b in blocks)
     for fam, pol in config.tables:
         if any(fam in ("*", b.family) and pol in ("*", b.policy) for b in blocks):
@@ -189,6 +192,9 @@ def _listed(gates: GateSet) -> Iterable[tuple[str, str, float, str, str | None]]
         yield ("cost per decision", "<=", float(gates.max_cost_usd_per_decision), "USD", None)
     if gates.max_cost_usd is not None and gates.max_cost_usd != "off":
         yield ("cost", "<=", float(gates.max_cost_usd), "USD", None)
+    for key, most in sorted((gates.max_drop or {}).items()):
+        if most != "off":
+            yield (drop_gate(key), "<=", float(most), DROP_UNIT, None)
 
 
 def _unjudged(reason: str, gates: GateSet) -> str:
@@ -196,7 +202,7 @@ def _unjudged(reason: str, gates: GateSet) -> str:
 
 
 def _judge_block(block: Block, records: Sequence[Record],
-                 gates: GateSet, scope: GateScope) -> list[GateResult]:
+                 gates: GateSet, scope: GateScope, robustness: Robustness | None = None) -> list[GateResult]:
     min_n = gates.min_n or 1
     results = []
     for gate, op, threshold, unit, bound in _listed(gates):
@@ -211,6 +217,8 @@ def _judge_block(block: Block, records: Sequence[Record],
                                        scope.coverage(block.family, block.policy, _classes_with_rows(block, level))))
         elif unit == "":
             results.append(_judge_count(block, records, gate, threshold, result))
+        elif unit == DROP_UNIT:
+            results.append(judge_drop(block.family, block.policy, gate, threshold, robustness, records, result))
         else:
             results.append(_judge_cost(block, gate, threshold, result))
     return results

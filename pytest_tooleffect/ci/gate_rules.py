@@ -16,6 +16,7 @@ key by key::
     max_regressions = 0       # records whose baseline status is "regression"
     max_changed = 0           # known failures of another kind now (baseline status "changed")
     max_cost_usd = 5.0        # the family × policy's cost in all (USD)
+    max_drop = {shuffle = 2}  # points a perturbed-catalog variant may cost, paired (docs/robustness.md)
     max_cost_usd_per_decision = 0.01                   # its mean per scored decision (USD)
 
     [tool.tooleffect.gates."tau-airline/replay"]
@@ -155,6 +156,8 @@ class GateSet(_Table):
             baseline, fail now with another kind).
         max_cost_usd: ceiling on the family × policy's cost in all, USD.
         max_cost_usd_per_decision: ceiling on its mean cost per scored decision, USD.
+        max_drop: per perturbation variant or kind, the most percentage points it may cost the
+            family × policy on the same cases (:mod:`.gate_drops`).
     """
 
     bound: Literal["point", "wilson"] | None = None
@@ -166,6 +169,7 @@ class GateSet(_Table):
     max_changed: Count | None = None
     max_cost_usd: Usd | None = None
     max_cost_usd_per_decision: Usd | None = None
+    max_drop: dict[str, Pct] | None = None
 
     def merged(self, over: GateSet) -> GateSet:
         """This set with ``over``'s keys on top (key by key, into ``min_pct`` and ``max_count``)."""
@@ -176,7 +180,7 @@ class GateSet(_Table):
     def thresholds(self) -> bool:
         """Some gate is set (not only settings, not only ``"off"``)."""
         data = self.model_dump(exclude_none=True, include={"min_pct", "max_count", "max_regressions", "max_changed",
-                                                            "max_cost_usd", "max_cost_usd_per_decision"})
+                                                            "max_cost_usd", "max_cost_usd_per_decision", "max_drop"})
         return any(v != "off" for v in _leaves(data))
 
 

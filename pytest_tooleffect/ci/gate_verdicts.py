@@ -32,7 +32,7 @@ class GateResult:
         gate: what is judged, e.g. ``no_tool name`` or ``forbidden``.
         op: ``>=`` (a floor) or ``<=`` (a ceiling).
         threshold: the floor (percent) or ceiling (decisions, or USD).
-        unit: ``%``, ``""`` (a count) or ``USD``.
+        unit: ``%``, ``""`` (a count), ``USD`` or ``pts`` (percentage points: a drop).
         bound: ``point`` or ``wilson`` for a class rate; ``None`` otherwise.
         status: ``passed``, ``failed``, ``not_judged`` or ``not_applicable`` (its class, policy or family
             was not selected by this run: :mod:`.gate_scope`).
@@ -80,6 +80,8 @@ def _show_threshold(value: float, unit: str) -> str:
         return f"{value:.1f} %" if value * 10 == int(value * 10) else f"{_plain(value)} %"
     if unit == "USD":
         return f"${_plain(value)}"
+    if unit == "pts":
+        return f"{_plain(value)} pts"
     return str(int(value))
 
 

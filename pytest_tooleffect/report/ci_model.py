@@ -269,8 +269,8 @@ class GateResultEntry(Part):
     """``>=`` (a floor) or ``<=`` (a ceiling)."""
     threshold: float
     """The floor (percent) or the ceiling (decisions, or USD)."""
-    unit: Literal["%", "", "USD"]
-    """``%``, ``""`` (a count) or ``USD``."""
+    unit: Literal["%", "", "USD", "pts"]
+    """``%``, ``""`` (a count), ``USD`` or ``pts`` (percentage points: a perturbation's drop)."""
     bound: Literal["point", "wilson"] | None
     """``point`` or ``wilson`` for a class rate; ``null`` otherwise."""
     status: Literal["passed", "failed", "not_judged", "not_applicable"]
