@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.collect.cases import label_hash
-from pytest_tooleffect.collect.family import FAMILY_FILE, LoadedFamily
+from pytest_tooleffect.collect.family import FAMILY_FILE, LoadedFamily, family_dirs
 from pytest_tooleffect.collect.ids import item_name, variant_policy
 from pytest_tooleffect.collect.items import CaseFile, CaseItem, InvalidCaseItem, families_key
 from pytest_tooleffect.collect.perturb import Perturbed, PerturbError, perturb
@@ -156,12 +156,19 @@ class Perturber:
         return out
 
     def pool(self, fam: LoadedFamily) -> list[ToolSpec] | PerturbError:
-        """The unrelated pool: the other families' tools this run loaded, then the family's ``pool_files``."""
+        """The unrelated pool: the tools of the other families in the folders beside the family's
+        (``cases/*``: the other shipped families, whether this run collects them or not), in folder
+        order, then the tools of the family's ``pool_files``.
+        """
         files = tuple(f for s in fam.family.perturbations for f in s.pool_files)
         key = (fam.name, files)
         if key not in self._pools:
-            others = [t for f in sorted(self.config.stash[families_key].by_name().values(), key=lambda f: f.name)
-                      if f.name != fam.name for t in f.tools]
+            families = self.config.stash[families_key]
+            others: list[ToolSpec] = []
+            for directory in family_dirs([fam.directory.parent]):
+                other = families.load(directory)
+                if isinstance(other, LoadedFamily) and other.name != fam.name:
+                    others.extend(other.tools)
             try:
                 self._pools[key] = others + load_pool(fam.directory, files)
             except PerturbError as exc:

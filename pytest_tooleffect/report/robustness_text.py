@@ -18,7 +18,7 @@ def _p(p: float) -> str:
 
 
 def _drop(row: RobustnessRow) -> str:
-    return "–" if row.drop_pct is None else f"{-row.drop_pct:+.1f} pts"
+    return "–" if row.drop_pct is None else f"{0.0 - row.drop_pct:+.1f} pts".replace("-0.0", "+0.0")
 
 
 def _flips(row: RobustnessRow) -> str:

@@ -1,0 +1,156 @@
+"""Perturbed tool catalogs: variants beside each case, paired in the report's robustness section.
+
+The scripted agents of ``tests/fixtures/weak_agents.py`` each have one weakness built in; a run of
+a family with ``perturbations: [shuffle, rename, distractors, remove-valid, scale]`` must flag
+exactly that weakness for each of them (and nothing for the careful one).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+#: the family's tools: (name, description, two requests it serves)
+TOOLS = [
+    ("weather_forecast", "Get the weather forecast for a city.",
+     ["What's the weather forecast for Lisbon?", "Could you check the weather forecast in Oslo?"]),
+    ("currency_convert", "Convert an amount of money between currencies.",
+     ["Can you convert this currency amount: 200 EUR into JPY?", "Convert 50 dollars, the currency of Canada."]),
+    ("translate_text", "Translate a piece of text into another language.",
+     ["Translate this text into French: good morning.", "Please translate the text 'hello' to German."]),
+    ("flight_search", "Search for flights between two airports.",
+     ["Search for a flight from Madrid to Rome on Friday.", "Search a flight to Berlin next week."]),
+    ("recipe_lookup", "Look up a recipe for a dish.",
+     ["Look up a recipe for paella.", "I want a recipe for lentil soup."]),
+    ("stock_quote", "Get the latest stock quote for a ticker.",
+     ["Give me a stock quote for ACME.", "What is the stock quote of Initech?"]),
+]
+#: the unrelated pool: a second family whose 140 tools share no word with the requests
+POOL = [(f"bin_audit_{i:03d}", f"Audit storage bin {i:03d} in the warehouse inventory.") for i in range(140)]
+AGENTS = ("careful", "first_tool", "name_matcher", "eager", "small_context")
+#: the variants each agent's weakness must show in (and only those)
+WEAKNESS = {"careful": set(), "first_tool": {"shuffle"}, "name_matcher": {"rename"}, "eager": {"remove-valid"},
+            "small_context": {"scale-32", "scale-128"}}
+
+
+def _tool(name: str, description: str) -> dict[str, Any]:
+    return {"name": name, "description": description, "parameters": {"type": "object", "properties": {}}}
+
+
+def _write(root: Path, perturbations: list[Any]) -> None:
+    fam = root / "cases" / "robust"
+    fam.mkdir(parents=True)
+    (fam / "family.yaml").write_text(yaml.safe_dump({
+        "name": "robust", "tools": [_tool(n, d) for n, d, _ in TOOLS], "perturbations": perturbations}))
+    catalog = [_tool(n, d) for n, d, _ in TOOLS]
+    cases = []
+    for k, (name, _, requests) in enumerate(TOOLS):
+        tools = catalog[k:] + catalog[:k]  # each case offers its right tool first
+        for j, text in enumerate(requests):
+            cases.append({"id": f"{name}-{j}", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+                          "messages": [{"role": "user", "content": text}], "tools": tools,
+                          "label": {"valid_actions": [{"tool": name}]}, "source": "authored"})
+    (fam / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    pool = root / "cases" / "warehouse"
+    pool.mkdir()
+    (pool / "family.yaml").write_text(yaml.safe_dump({"name": "warehouse", "tools": [_tool(n, d) for n, d in POOL]}))
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, Any]]:
+    pytester.syspathinsert(FIXTURES)
+    agents = [f"--tooleffect-agent={a}=weak_agents:{a}" for a in AGENTS]
+    result = pytester.runpytest("cases/", "-p", "no:cacheprovider", *agents, "--tooleffect-report=r.json",
+                                "--tooleffect-summary-md=s.md", *args)
+    return result, json.loads((pytester.path / "r.json").read_text())
+
+
+def test_each_weak_agent_is_flagged_for_exactly_its_weakness(pytester: pytest.Pytester) -> None:
+    _write(pytester.path, ["shuffle", "rename", {"kind": "distractors", "n": 5}, "remove-valid",
+                           {"kind": "scale", "sizes": [1, 8, 32, 128]}])
+    result, report = _run(pytester)
+    rob = report["robustness"]
+    whole = [r for r in rob["rows"] if r["label_class"] == "all"]
+    variants = {"shuffle", "rename", "distractors", "remove-valid", "scale-1", "scale-8", "scale-32", "scale-128"}
+    for agent in AGENTS:
+        rows = {r["variant"]: r for r in whole if r["policy"] == agent}
+        assert set(rows) == variants, agent
+        flagged = {v for v, r in rows.items() if r["flagged"]}
+        assert flagged == WEAKNESS[agent], (agent, {v: (r["original"], r["perturbed"]) for v, r in rows.items()})
+        for variant in WEAKNESS[agent]:
+            row = rows[variant]  # every case broke, none fixed: the exact McNemar p of 12 discordant pairs
+            assert (row["broke"], row["fixed"], row["original"]["n"]) == (12, 0, 12)
+            assert row["p_value"] == pytest.approx(2 * 0.5 ** 12)
+            assert row["drop_pct"] == 100.0 and len(row["flips"]) == 12
+            assert {f["direction"] for f in row["flips"]} == {"broke"}
+        for variant in variants - WEAKNESS[agent]:
+            assert rows[variant]["broke"] == 0 and rows[variant]["p_value"] == 1.0, (agent, variant)
+    # the curve: the small-context agent's knee between 8 and 32 tools
+    curve = next(c for c in rob["curves"] if c["policy"] == "small_context")
+    points = {p["size"]: p["rate_pct"] for p in curve["points"] if p["label_class"] == "all"}
+    assert points == {0: 100.0, 1: 100.0, 8: 100.0, 32: 0.0, 128: 0.0}
+    assert curve["original_size"] == 6
+    # each variant is an item of its own, and the terminal and the Markdown summary say what was flagged
+    result.stdout.fnmatch_lines(["*robust · first_tool · shuffle: 100.0 % → 0.0 % (-100.0 pts, n=12, 12 broke, "
+                                 "0 fixed, McNemar p=0.000488)*FLAGGED*"])
+    assert "| robust | eager | remove-valid | all | 100.0 % | 0.0 % |" in (pytester.path / "s.md").read_text()
+
+
+def test_variants_are_items_with_their_own_ids_and_the_label_transformed(pytester: pytest.Pytester) -> None:
+    _write(pytester.path, ["shuffle", "rename", "remove-valid"])
+    pytester.syspathinsert(FIXTURES)
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-agent=careful=weak_agents:careful",
+                                "--tooleffect-perturb=distractors:3", "--tooleffect-records=rec.jsonl", "-k",
+                                "weather_forecast-0", "-v")
+    # the cost, said before the run starts
+    result.stdout.fnmatch_lines(["collecting *", "tooleffect: perturbations add 4 model turns to 1 (4 variants: distractors, "
+                                 "remove-valid, rename, shuffle); each variant changes the tool catalog at the head "
+                                 "of the prompt (a shuffled one reorders it), so a provider's prefix cache serves "
+                                 "none of its turns"])
+    result.stdout.fnmatch_lines(["*weather_forecast-0?careful?*PASSED*",
+                                 "*weather_forecast-0?careful+shuffle?*PASSED*",
+                                 "*weather_forecast-0?careful+rename?*PASSED*",
+                                 "*weather_forecast-0?careful+remove-valid?*PASSED*",
+                                 "*weather_forecast-0?careful+distractors?*PASSED*"])
+    records = {r["id"]: r for r in map(json.loads, (pytester.path / "rec.jsonl").read_text().splitlines())}
+    renamed = records["robust/weather_forecast-0[careful+rename]"]
+    # the agent called a neutral name; the call was mapped back and scored against the original label
+    assert renamed["verdict"]["emitted"] == [{"tool": "weather_forecast", "args": {}}]
+    assert renamed["perturbation"]["renamed"] == 6
+    assert renamed["perturbation"]["base_id"] == "robust/weather_forecast-0[careful]"
+    removed = records["robust/weather_forecast-0[careful+remove-valid]"]
+    assert removed["class"] == "no_tool" and removed["perturbation"]["base_class"] == "single"
+    assert removed["perturbation"]["removed"] == ["weather_forecast"] and removed["verdict"]["kind"] == "ok_no_tool"
+    assert records["robust/weather_forecast-0[careful+distractors]"]["perturbation"]["catalog_size"] == 9
+
+
+def test_a_gate_bounds_the_drop_under_a_perturbation(pytester: pytest.Pytester) -> None:
+    _write(pytester.path, ["shuffle"])
+    pytester.makepyprojecttoml("""
+[tool.tooleffect.gates."robust/first_tool"]
+max_drop = {shuffle = 2}
+[tool.tooleffect.gates."robust/careful"]
+max_drop = {shuffle = 2}
+""")
+    result, report = _run(pytester)
+    gates = {(g["policy"], g["gate"]): g for g in report["gates"]["results"]}
+    assert gates[("first_tool", "drop shuffle")]["status"] == "failed"
+    assert gates[("first_tool", "drop shuffle")]["value"] == 100.0
+    assert gates[("careful", "drop shuffle")]["status"] == "passed"
+    assert report["gates"]["passed"] is False and result.ret == 1
+
+
+def test_a_bad_perturbation_is_a_clear_error_naming_the_file(pytester: pytest.Pytester) -> None:
+    _write(pytester.path, [{"kind": "scale", "sizes": [0, 8]}])
+    pytester.syspathinsert(FIXTURES)
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-agent=careful=weak_agents:careful")
+    result.stdout.fnmatch_lines(["*family.yaml: perturbations[[]0[]]*sizes [[]0, 8[]]: one or more distinct catalog "
+                                 "sizes, each at least 1*"])
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-perturb=juggle")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--tooleffect-perturb*unknown perturbation 'juggle'*"])
