@@ -21,11 +21,12 @@ from pytest_tooleffect.perturb_format import PerturbationSpec
 __all__ = ["PerturbError", "Perturbed", "describe", "label_tools", "perturb", "remove_valid_label"]
 
 #: words that praise a tool rather than say what it does (``describe`` with ``no-superlatives``)
-_SUPERLATIVES = re.compile(
-    r"\b(?:the\s+)?(?:best|most\s+\w+|always|fastest|ultimate|perfect|powerful|recommended|preferred|optimal|"
-    r"greatest|superior|leading|premier|unmatched|unparalleled|world-class|state-of-the-art|cutting-edge|"
-    r"extremely|highly|ideal|excellent|amazing|incredible|definitive|essential|must-use)\b[ ,]*",
-    re.IGNORECASE)
+_PRAISE = (r"(?:best|most\s+\w+|always|fastest|ultimate|perfect|powerful|recommended|preferred|optimal|greatest|"
+           r"superior|leading|premier|unmatched|unparalleled|world-class|state-of-the-art|cutting-edge|extremely|"
+           r"highly|ideal|excellent|amazing|incredible|definitive|essential|must-use)")
+#: a run of words that praise a tool rather than say what it does (``describe`` with ``no-superlatives``),
+#: joined by commas, "and" or "or", with the article before it
+_SUPERLATIVES = re.compile(rf"\b(?:the\s+)?{_PRAISE}(?:\s*(?:,|and|or)?\s*{_PRAISE})*\b[ ,]*", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
