@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.test_html import _open, browser_context  # noqa: F401 - the page opened in Chromium, as the HTML tests do
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
 #: the family's tools: (name, description, two requests it serves)
@@ -154,3 +156,30 @@ def test_a_bad_perturbation_is_a_clear_error_naming_the_file(pytester: pytest.Py
     result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-perturb=juggle")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--tooleffect-perturb*unknown perturbation 'juggle'*"])
+
+
+def test_the_catalog_size_curve_is_drawn_on_the_page(pytester: pytest.Pytester,
+                                                     browser_context: Any) -> None:  # noqa: F811
+    _write(pytester.path, [{"kind": "scale", "sizes": [1, 8, 32, 128]}, "shuffle"])
+    pytester.syspathinsert(FIXTURES)
+    pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-agent=small_context=weak_agents:small_context",
+                       "--tooleffect-html=page.html", "--tooleffect-records=rec.jsonl")
+    page = _open(browser_context, pytester.path / "page.html")
+    flagged = page.eval_on_selector_all('table[data-table="robustness"] tr[data-class="all"]',
+                                        "rows => rows.map(r => [r.dataset.variant, r.querySelector('[data-field=flagged]')"
+                                        ".textContent, r.querySelector('[data-field=p]').textContent])")
+    assert sorted(flagged) == [["scale-1", "no", "1"], ["scale-128", "yes", "0.000488"], ["scale-32", "yes", "0.000488"],
+                               ["scale-8", "no", "1"], ["shuffle", "no", "1"]]
+    svg = page.locator('svg[data-curve][data-policy="small_context"]')
+    assert svg.count() == 1 and svg.is_visible()
+    # the "all" line: full height up to 8 tools, on the axis from 32 on (SVG y grows downwards)
+    dots = svg.locator('g[data-class="all"] circle')
+    ys = [float(dots.nth(i).get_attribute("cy") or "nan") for i in range(dots.count())]
+    titles = [dots.nth(i).locator("title").text_content() for i in range(dots.count())]
+    assert titles == ["all: 100.0 % at 1 tools (n=12)", "all: 100.0 % at 8 tools (n=12)",
+                      "all: 0.0 % at 32 tools (n=12)", "all: 0.0 % at 128 tools (n=12)"]
+    assert ys[0] == ys[1] < ys[2] == ys[3]
+    xs = [float(dots.nth(i).get_attribute("cx") or "nan") for i in range(dots.count())]
+    assert xs == sorted(xs) and xs[2] - xs[1] == pytest.approx(xs[3] - xs[2], abs=0.2)  # log-2 axis: 8→32 as 32→128
+    assert [t.text_content() for t in svg.locator("text[data-size]").all()] == ["1", "8", "32", "128"]
+    assert browser_context.outside == [] and page.errors == []

@@ -19,6 +19,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from pytest_tooleffect.perturb_format import KINDS
 from pytest_tooleffect.report.arithmetic import CLASSES, mcnemar_exact, percent
 from pytest_tooleffect.report.parts import Count, Part, Pct
 from pytest_tooleffect.scoring.record import Record
@@ -165,7 +166,7 @@ def robustness(records: Sequence[Record]) -> Robustness | None:
         return None
     rows: list[RobustnessRow] = []
     curves: dict[tuple[str, str], list[tuple[int, str, Record, Record]]] = defaultdict(list)
-    for (family, policy, variant, kind), variants in sorted(groups.items()):
+    for (family, policy, variant, kind), variants in sorted(groups.items(), key=_order):
         pairs: list[tuple[Record, Record]] = []
         unpaired = 0
         for v in variants:
@@ -183,6 +184,13 @@ def robustness(records: Sequence[Record]) -> Robustness | None:
                 continue
             rows.append(_row(family, policy, variant, kind, cls, chosen, unpaired if cls == "all" else 0))
     return Robustness(rows=rows, curves=[_curve(f, p, pts) for (f, p), pts in sorted(curves.items())])
+
+
+def _order(item: tuple[tuple[str, str, str, str], list[Record]]) -> tuple[str, str, int, int, str]:
+    """Rows by family, policy, kind (in the docs' order), then a scale's size, then the name."""
+    (family, policy, variant, kind), variants = item
+    size = next((v.perturbation.nominal_size or 0 for v in variants if v.perturbation is not None), 0)
+    return (family, policy, KINDS.index(kind) if kind in KINDS else len(KINDS), size, variant)
 
 
 def _row(family: str, policy: str, variant: str, kind: str, cls: str, pairs: list[tuple[Record, Record]],
