@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
 from pytest_tooleffect.collect.perturb import PerturbError, perturb, remove_valid_label
+from pytest_tooleffect.collect.variants import load_pool
 from pytest_tooleffect.formats import Action, Label, ToolSpec
 from pytest_tooleffect.perturb_format import PerturbationSpec
 
@@ -120,3 +124,16 @@ def test_a_bad_perturbation_says_what_is_wrong(given: object, message: str) -> N
 def test_variant_names() -> None:
     assert spec("scale:1/8").variants() == [("scale-1", 1), ("scale-8", 8)]
     assert spec({"kind": "shuffle", "name": "shuffle-7", "seed": 7}).variants() == [("shuffle-7", None)]
+
+
+def test_a_pool_file_is_a_tool_list_or_bfcl_lines(tmp_path: Path) -> None:
+    (tmp_path / "tools.json").write_text(json.dumps([{"name": "t1", "description": "one"}]))
+    bfcl = {"id": "live_simple_0", "function": [{"name": "f.g", "description": "d", "parameters": {
+        "type": "dict", "properties": {"x": {"type": "float"}, "xs": {"type": "tuple", "items": {"type": "float"}}}}}]}
+    (tmp_path / "bfcl.json").write_text(json.dumps(bfcl) + "\n" + json.dumps(bfcl | {"id": "b"}) + "\n")
+    tools = load_pool(tmp_path, ["tools.json", "bfcl.json"])
+    assert [t.name for t in tools] == ["t1", "f.g", "f.g"]  # one name twice: the pool takes it once
+    assert tools[1].parameters == {"type": "object", "properties": {
+        "x": {"type": "number"}, "xs": {"type": "array", "items": {"type": "number"}}}}
+    with pytest.raises(PerturbError, match=r"pool file .*missing.json: FileNotFoundError"):
+        load_pool(tmp_path, ["missing.json"])

@@ -100,7 +100,8 @@ def scored_emission(item: CaseItem, emission: Emission) -> Emission:
 
 def load_pool(directory: Path, files: Iterable[str]) -> list[ToolSpec]:
     """Tools from ``files`` (relative to the family folder): a JSON list of tool specs, or BFCL's
-    JSON Lines (each line's ``function`` list; BFCL's ``"type": "dict"`` read as ``object``).
+    JSON Lines (each line's ``function`` list; BFCL's ``dict``, ``float`` and ``tuple``
+    types read as JSON Schema's ``object``, ``number`` and ``array``).
 
     Raises:
         PerturbError: a file cannot be read or holds no tool specs (the message names it).
@@ -120,9 +121,14 @@ def load_pool(directory: Path, files: Iterable[str]) -> list[ToolSpec]:
     return out
 
 
+#: BFCL's Python type names as JSON Schema's (as ``tooleffect import bfcl`` reads them): a provider refuses the rest
+_BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array"}
+
+
 def _object_types(value: Any) -> Any:
     if isinstance(value, dict):
-        return {k: ("object" if k == "type" and v == "dict" else _object_types(v)) for k, v in value.items()}
+        return {k: (_BFCL_TYPES.get(v, v) if k == "type" and isinstance(v, str) else _object_types(v))
+                for k, v in value.items()}
     if isinstance(value, list):
         return [_object_types(v) for v in value]
     return value
