@@ -11,8 +11,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
+
+from pytest_tooleffect.report.model import report_schema
+from pytest_tooleffect.scoring.record import record_schema
 
 from tests.test_html import _open, browser_context  # noqa: F401 - the page opened in Chromium, as the HTML tests do
 
@@ -76,6 +80,7 @@ def test_each_weak_agent_is_flagged_for_exactly_its_weakness(pytester: pytest.Py
     _write(pytester.path, ["shuffle", "rename", {"kind": "distractors", "n": 5}, "remove-valid",
                            {"kind": "scale", "sizes": [1, 8, 32, 128]}])
     result, report = _run(pytester)
+    jsonschema.validate(report, report_schema())  # the robustness section is in the generated schema
     rob = report["robustness"]
     whole = [r for r in rob["rows"] if r["label_class"] == "all"]
     variants = {"shuffle", "rename", "distractors", "remove-valid", "scale-1", "scale-8", "scale-32", "scale-128"}
@@ -120,6 +125,9 @@ def test_variants_are_items_with_their_own_ids_and_the_label_transformed(pyteste
                                  "*weather_forecast-0?careful+remove-valid?*PASSED*",
                                  "*weather_forecast-0?careful+distractors?*PASSED*"])
     records = {r["id"]: r for r in map(json.loads, (pytester.path / "rec.jsonl").read_text().splitlines())}
+    schema = record_schema()
+    for rec in records.values():
+        jsonschema.validate(rec, schema)
     renamed = records["robust/weather_forecast-0[careful+rename]"]
     # the agent called a neutral name; the call was mapped back and scored against the original label
     assert renamed["verdict"]["emitted"] == [{"tool": "weather_forecast", "args": {}}]
