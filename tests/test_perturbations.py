@@ -17,7 +17,6 @@ import yaml
 
 from pytest_tooleffect.report.model import report_schema
 from pytest_tooleffect.scoring.record import record_schema
-
 from tests.test_html import _open, browser_context  # noqa: F401 - the page opened in Chromium, as the HTML tests do
 
 FIXTURES = Path(__file__).parent / "fixtures"
