@@ -190,3 +190,33 @@ def test_the_catalog_size_curve_is_drawn_on_the_page(pytester: pytest.Pytester,
     assert xs == sorted(xs) and xs[2] - xs[1] == pytest.approx(xs[3] - xs[2], abs=0.2)  # log-2 axis: 8→32 as 32→128
     assert [t.text_content() for t in svg.locator("text[data-size]").all()] == ["1", "8", "32", "128"]
     assert browser_context.outside == [] and page.errors == []
+
+
+def test_shards_xdist_and_a_baseline_treat_a_variant_as_any_other_item(pytester: pytest.Pytester) -> None:
+    from pytest_tooleffect.cli import main
+
+    pytester.makeconftest(f"import sys\nsys.path.insert(0, {str(FIXTURES)!r})\n")  # the xdist workers' too
+    _write(pytester.path, ["shuffle", "rename"])
+    pytester.syspathinsert(FIXTURES)
+    base = ["cases/robust", "-p", "no:cacheprovider", "--tooleffect-agent=first_tool=weak_agents:first_tool"]
+
+    def ids(log: str) -> dict[str, str]:
+        rows = map(json.loads, (pytester.path / log).read_text().splitlines())
+        return {r["id"]: r["verdict"]["kind"] for r in rows}
+
+    pytester.runpytest(*base, "--tooleffect-records=all.jsonl")
+    whole = ids("all.jsonl")
+    assert len(whole) == 36 and sum(i.endswith("+shuffle]") for i in whole) == 12
+    for k in (1, 2):
+        pytester.runpytest(*base, f"--tooleffect-shard={k}/2", f"--tooleffect-records=s{k}.jsonl")
+    one, two = ids("s1.jsonl"), ids("s2.jsonl")
+    assert not set(one) & set(two) and one | two == whole
+    assert any(i.endswith("+shuffle]") for i in one) and any(i.endswith("+shuffle]") for i in two)
+    pytester.runpytest(*base, "-n", "2", "--tooleffect-records=x.jsonl")
+    assert ids("x.jsonl") == whole  # the workers collect the same variants and the same catalogs
+    assert main(["baseline", "save", str(pytester.path / "all.jsonl"), "--out", str(pytester.path / "b.json")]) == 0
+    pytester.runpytest(*base, f"--tooleffect-baseline={pytester.path / 'b.json'}", "--tooleffect-records=again.jsonl")
+    again = {r["id"]: r["baseline"]["status"] for r in map(json.loads,
+                                                           (pytester.path / "again.jsonl").read_text().splitlines())}
+    assert again["robust/weather_forecast-0[first_tool+shuffle]"] == "known"  # failed before, the same way
+    assert again["robust/weather_forecast-0[first_tool+rename]"] == "passing"
