@@ -212,7 +212,8 @@ def test_shards_xdist_and_a_baseline_treat_a_variant_as_any_other_item(pytester:
     one, two = ids("s1.jsonl"), ids("s2.jsonl")
     assert not set(one) & set(two) and one | two == whole
     assert any(i.endswith("+shuffle]") for i in one) and any(i.endswith("+shuffle]") for i in two)
-    pytester.runpytest(*base, "-n", "2", "--tooleffect-records=x.jsonl")
+    result = pytester.runpytest(*base, "-n", "2", "--tooleffect-records=x.jsonl")
+    result.stdout.fnmatch_lines(["tooleffect: perturbations add 24 model turns to 12 (2 variants: rename, shuffle); *"])
     assert ids("x.jsonl") == whole  # the workers collect the same variants and the same catalogs
     assert main(["baseline", "save", str(pytester.path / "all.jsonl"), "--out", str(pytester.path / "b.json")]) == 0
     pytester.runpytest(*base, f"--tooleffect-baseline={pytester.path / 'b.json'}", "--tooleffect-records=again.jsonl")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Generator, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +23,7 @@ import pytest
 
 from pytest_tooleffect.collect.cases import label_hash
 from pytest_tooleffect.collect.family import FAMILY_FILE, LoadedFamily, family_dirs
-from pytest_tooleffect.collect.ids import item_name, variant_policy
+from pytest_tooleffect.collect.ids import VARIANT_SEPARATOR, item_name, variant_policy
 from pytest_tooleffect.collect.items import CaseFile, CaseItem, InvalidCaseItem, families_key
 from pytest_tooleffect.collect.perturb import Perturbed, PerturbError, perturb
 from pytest_tooleffect.formats import Case, ToolSpec
@@ -31,7 +32,7 @@ from pytest_tooleffect.oracle.emission import Emission
 from pytest_tooleffect.perturb_format import PerturbationSpec
 from pytest_tooleffect.settings import settings_key
 
-__all__ = ["PerturbedItem", "Perturber", "load_pool", "scored_emission", "scored_tools"]
+__all__ = ["PerturbedItem", "Perturber", "cost_line", "load_pool", "scored_emission", "scored_tools"]
 
 
 class PerturbedItem(CaseItem):
@@ -145,8 +146,7 @@ class Perturber:
         self.config = config
         self.cli: list[PerturbationSpec] = list(config.getoption(OPT_PERTURB, None) or [])
         self._pools: dict[tuple[str, tuple[str, ...]], list[ToolSpec] | PerturbError] = {}
-        self.variant_items = 0
-        self.live_variant_items = 0
+        self._said = False
 
     def specs(self, fam: LoadedFamily) -> list[PerturbationSpec] | str:
         """The family's perturbations then the command line's, or why two of them share a variant name."""
@@ -242,20 +242,39 @@ class Perturber:
                 for mark in item.own_markers:  # class, family, bucket, xfail: as the original's
                     new.own_markers.append(mark)
                     new.keywords[mark.name] = mark
-                self.variant_items += 1
-                self.live_variant_items += not new.replay
                 yield new
         item.release()
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
         """Before a live run starts: the model turns the variants add, and what they do to prefix caching."""
-        variants = [i for i in items if isinstance(i, PerturbedItem)]
-        live = [i for i in variants if not i.replay]
-        if not live:
-            return []
+        variants = sorted({i.variant for i in items if isinstance(i, PerturbedItem) and not i.replay})
+        added = sum(1 for i in items if isinstance(i, PerturbedItem) and not i.replay)
         originals = sum(1 for i in items if isinstance(i, CaseItem) and not isinstance(i, PerturbedItem)
                         and not i.replay)
-        names = sorted({i.variant for i in live})
-        return [f"tooleffect: perturbations add {len(live)} model turns to {originals} "
-                f"({len(names)} variants: {', '.join(names)}); each variant changes the tool catalog at the head "
-                "of the prompt (a shuffled one reorders it), so a provider's prefix cache serves none of its turns"]
+        return [cost_line(added, originals, variants)] if added else []
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        """Under ``-n``, the controller collects nothing: the line is said from the first worker's node ids."""
+        if self._said or not self.config.stash[settings_key].live:
+            return
+        self._said = True
+        found = [m for m in map(_VARIANT_ID.search, ids) if m is not None]
+        if not found:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(cost_line(len(found), len(ids) - len(found), sorted({m[1] for m in found})))
+
+
+#: a variant's node id ends ``[policy+VARIANT]`` (or ``[policy+VARIANT:trial]``)
+_VARIANT_ID = re.compile(rf"\[[^\]]*{re.escape(VARIANT_SEPARATOR)}([^\]:]+)(?::\d+)?\]$")
+
+
+def cost_line(added: int, originals: int, variants: Sequence[str]) -> str:
+    """The line a live run prints before it starts: the model turns the variants add and what they do to a
+    provider's prefix cache (a catalog at the head of the prompt that changes, or is reordered, misses it).
+    """
+    return (f"tooleffect: perturbations add {added} model turns to {originals} ({len(variants)} variants: "
+            f"{', '.join(variants)}); each variant changes the tool catalog at the head of the prompt (a shuffled "
+            "one reorders it), so a provider's prefix cache serves none of its turns")
