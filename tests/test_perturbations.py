@@ -221,3 +221,21 @@ def test_shards_xdist_and_a_baseline_treat_a_variant_as_any_other_item(pytester:
                                                            (pytester.path / "again.jsonl").read_text().splitlines())}
     assert again["robust/weather_forecast-0[first_tool+shuffle]"] == "known"  # failed before, the same way
     assert again["robust/weather_forecast-0[first_tool+rename]"] == "passing"
+
+
+def test_a_perturbation_that_cannot_be_made_is_listed_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
+    _write(pytester.path, ["shuffle", {"kind": "shuffle", "seed": 3}])
+    pytester.syspathinsert(FIXTURES)
+    args = ["cases/robust", "-p", "no:cacheprovider", "--tooleffect-agent=careful=weak_agents:careful", "-k",
+            "weather_forecast-0 or perturbation"]
+    result = pytester.runpytest(*args)
+    result.stdout.fnmatch_lines(["*family.yaml: perturbations: variant names given twice (shuffle): give one of them "
+                                 "a name*"])
+    result.assert_outcomes(passed=1, errors=1)  # the original ran; the variants were not made
+    _write(pytester.path / "again", [{"kind": "distractors", "n": 2, "pool": "same-domain",
+                                      "tools": [{"description": "no name"}]}, {"kind": "scale", "sizes": [500]}])
+    result = pytester.runpytest(*[a.replace("cases/robust", "again/cases/robust") for a in args])
+    result.stdout.fnmatch_lines(["*cases.jsonl: case weather_forecast-0: perturbation distractors: name: Field required",
+                                 "*cases.jsonl: case weather_forecast-0: perturbation scale-500: scale 500: the "
+                                 "unrelated pool holds 140 tools not offered at the state; 494 more are needed*"])
+    result.assert_outcomes(passed=1, errors=1)

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from pytest_tooleffect.collect.cases import label_hash
-from pytest_tooleffect.collect.family import FAMILY_FILE, LoadedFamily, family_dirs
+from pytest_tooleffect.collect.family import FAMILY_FILE, LoadedFamily, error_location, family_dirs
 from pytest_tooleffect.collect.ids import VARIANT_SEPARATOR, item_name, variant_policy
 from pytest_tooleffect.collect.items import CaseFile, CaseItem, InvalidCaseItem, families_key
 from pytest_tooleffect.collect.perturb import Perturbed, PerturbError, perturb
@@ -147,9 +148,17 @@ class Perturber:
         self.cli: list[PerturbationSpec] = list(config.getoption(OPT_PERTURB, None) or [])
         self._pools: dict[tuple[str, tuple[str, ...]], list[ToolSpec] | PerturbError] = {}
         self._said = False
+        self._specs: dict[str, list[PerturbationSpec] | str] = {}
 
     def specs(self, fam: LoadedFamily) -> list[PerturbationSpec] | str:
-        """The family's perturbations then the command line's, or why two of them share a variant name."""
+        """The family's perturbations then the command line's, or why two of them share a variant name
+        (worked out once per family).
+        """
+        if fam.name not in self._specs:
+            self._specs[fam.name] = self._specs_of(fam)
+        return self._specs[fam.name]
+
+    def _specs_of(self, fam: LoadedFamily) -> list[PerturbationSpec] | str:
         out: list[PerturbationSpec] = []
         for spec in [*fam.family.perturbations, *self.cli]:
             if spec not in out:
@@ -180,6 +189,22 @@ class Perturber:
             except PerturbError as exc:
                 self._pools[key] = exc
         return self._pools[key]
+
+    def _pools_of(self, spec: PerturbationSpec, fam: LoadedFamily) -> tuple[list[ToolSpec], list[ToolSpec]]:
+        """The unrelated and the same-domain pool a perturbation draws from (empty when it draws from none).
+
+        Raises:
+            PerturbError: a pool file cannot be read.
+            ValueError: a near-miss tool of ``tools:`` is not a tool spec.
+        """
+        if spec.kind not in ("distractors", "scale"):
+            return [], []
+        if spec.pool == "same-domain":
+            return [], [ToolSpec.model_validate(t) for t in spec.tools] or list(fam.tools)
+        found = self.pool(fam)
+        if isinstance(found, PerturbError):
+            raise found
+        return found, []
 
     @pytest.hookimpl(wrapper=True)
     def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
@@ -217,15 +242,14 @@ class Perturber:
         fam = item.family
         settings = self.config.stash[settings_key]
         for spec in specs:
-            pool = self.pool(fam)
-            same = [ToolSpec.model_validate(t) for t in spec.tools] or list(fam.tools)
             for variant, size in spec.variants():
                 try:
-                    if isinstance(pool, PerturbError):
-                        raise pool
+                    pool, same = self._pools_of(spec, fam)
                     perturbed = perturb(spec, variant, size, case.id, item.tools, case.label, pool, same)
                 except (PerturbError, ValueError) as exc:
-                    problems.append(f"{item.path}: case {case.id}: perturbation {variant}: {exc}")
+                    why = ("; ".join(f"{error_location(e['loc'])}: {e['msg']}" for e in exc.errors())
+                           if isinstance(exc, ValidationError) else str(exc))
+                    problems.append(f"{item.path}: case {case.id}: perturbation {variant}: {why}")
                     continue
                 if perturbed is None:
                     continue
