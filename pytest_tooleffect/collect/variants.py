@@ -249,7 +249,9 @@ class Perturber:
                 except (PerturbError, ValueError) as exc:
                     why = ("; ".join(f"{error_location(e['loc'])}: {e['msg']}" for e in exc.errors())
                            if isinstance(exc, ValidationError) else str(exc))
-                    problems.append(f"{item.path}: case {case.id}: perturbation {variant}: {why}")
+                    problem = f"{item.path}: case {case.id}: perturbation {variant}: {why}"
+                    if problem not in problems:  # once, whatever the policies and trials
+                        problems.append(problem)
                     continue
                 if perturbed is None:
                     continue
