@@ -17,7 +17,7 @@ import yaml
 
 from pytest_tooleffect.report.model import report_schema
 from pytest_tooleffect.scoring.record import record_schema
-from tests.test_html import _open, browser_context  # noqa: F401 - the page opened in Chromium, as the HTML tests do
+from tests.test_html import browser_context  # noqa: F401 - Chromium, outside requests refused and kept
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -42,6 +42,18 @@ AGENTS = ("careful", "first_tool", "name_matcher", "eager", "small_context")
 #: the variants each agent's weakness must show in (and only those)
 WEAKNESS = {"careful": set(), "first_tool": {"shuffle"}, "name_matcher": {"rename"}, "eager": {"remove-valid"},
             "small_context": {"scale-32", "scale-128"}}
+
+
+def _open(context: Any, path: Path) -> Any:
+    """The page in Chromium once its script has run, with the errors it logged (``page.errors``)."""
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(path.as_uri())
+    page.wait_for_selector("body[data-ready]")
+    page.errors = errors
+    return page
 
 
 def _tool(name: str, description: str) -> dict[str, Any]:
