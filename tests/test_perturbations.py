@@ -204,7 +204,8 @@ def test_the_catalog_size_curve_is_drawn_on_the_page(pytester: pytest.Pytester,
     assert browser_context.outside == [] and page.errors == []
 
 
-def test_shards_xdist_and_a_baseline_treat_a_variant_as_any_other_item(pytester: pytest.Pytester) -> None:
+def test_shards_xdist_and_a_baseline_treat_a_variant_as_any_other_item(pytester: pytest.Pytester,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_tooleffect.cli import main
 
     pytester.makeconftest(f"import sys\nsys.path.insert(0, {str(FIXTURES)!r})\n")  # the xdist workers' too
@@ -224,6 +225,11 @@ def test_shards_xdist_and_a_baseline_treat_a_variant_as_any_other_item(pytester:
     one, two = ids("s1.jsonl"), ids("s2.jsonl")
     assert not set(one) & set(two) and one | two == whole
     assert any(i.endswith("+shuffle]") for i in one) and any(i.endswith("+shuffle]") for i in two)
+    capsys.readouterr()
+    assert main(["report", str(pytester.path / "s1.jsonl"), str(pytester.path / "s2.jsonl"), "--json"]) == 0
+    merged = json.loads(capsys.readouterr().out)  # the shards' variants pair with their originals once merged
+    assert {(r["variant"], r["flagged"]) for r in merged["robustness"]["rows"] if r["label_class"] == "all"} == {
+        ("shuffle", True), ("rename", False)}
     result = pytester.runpytest(*base, "-n", "2", "--tooleffect-records=x.jsonl")
     result.stdout.fnmatch_lines(["tooleffect: perturbations add 24 model turns to 12 (2 variants: rename, shuffle); *"])
     assert ids("x.jsonl") == whole  # the workers collect the same variants and the same catalogs
