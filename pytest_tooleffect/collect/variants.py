@@ -29,7 +29,7 @@ from pytest_tooleffect.collect.items import CaseFile, CaseItem, InvalidCaseItem,
 from pytest_tooleffect.collect.perturb import Perturbed, PerturbError, perturb
 from pytest_tooleffect.formats import Case, ToolSpec
 from pytest_tooleffect.options import OPT_PERTURB
-from pytest_tooleffect.oracle.emission import Emission
+from pytest_tooleffect.oracle.emission import Call, Emission
 from pytest_tooleffect.perturb_format import PerturbationSpec
 from pytest_tooleffect.settings import settings_key
 
@@ -96,8 +96,10 @@ def scored_emission(item: CaseItem, emission: Emission) -> Emission:
     if not isinstance(item, PerturbedItem) or not item.perturbed.back:
         return emission
     back = item.perturbed.back
-    return emission._replace(calls=tuple(c._replace(name=back.get(c.name, c.name)) for c in emission.calls),
-                             malformed_names=tuple(back.get(n, n) for n in emission.malformed_names))
+    return Emission(calls=tuple(Call(back.get(c.name, c.name), c.args) for c in emission.calls),
+                    malformed=emission.malformed, malformed_names=tuple(back.get(n, n) for n in emission.malformed_names),
+                    text=emission.text, invented_results=emission.invented_results,
+                    malformed_raw=emission.malformed_raw)
 
 
 def load_pool(directory: Path, files: Iterable[str]) -> list[ToolSpec]:
