@@ -97,7 +97,8 @@ def scored_emission(item: CaseItem, emission: Emission) -> Emission:
         return emission
     back = item.perturbed.back
     return Emission(calls=tuple(Call(back.get(c.name, c.name), c.args) for c in emission.calls),
-                    malformed=emission.malformed, malformed_names=tuple(back.get(n, n) for n in emission.malformed_names),
+                    malformed=emission.malformed,
+                    malformed_names=tuple(back.get(n, n) for n in emission.malformed_names),
                     text=emission.text, invented_results=emission.invented_results,
                     malformed_raw=emission.malformed_raw)
 
