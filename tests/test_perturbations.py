@@ -201,6 +201,12 @@ def test_the_catalog_size_curve_is_drawn_on_the_page(pytester: pytest.Pytester,
     xs = [float(dots.nth(i).get_attribute("cx") or "nan") for i in range(dots.count())]
     assert xs == sorted(xs) and xs[2] - xs[1] == pytest.approx(xs[3] - xs[2], abs=0.2)  # log-2 axis: 8→32 as 32→128
     assert [t.text_content() for t in svg.locator("text[data-size]").all()] == ["1", "8", "32", "128"]
+    # a flipped decision opens in the browser, which says its catalog was not the original's
+    page.click('table[data-table="robustness"] a.dlink >> nth=0')
+    page.wait_for_selector("#detail-perturbation")
+    assert page.inner_text("#detail-title") == "robust/currency_convert-0[small_context+scale-32]"
+    assert page.inner_text("#detail-perturbation").startswith("perturbed catalog scale-32 (scale): 32 tools offered "
+                                                              "(26 added, 0 removed, 0 renamed)")
     assert browser_context.outside == [] and page.errors == []
 
 
