@@ -18,6 +18,7 @@ from pytest_tooleffect.commands.labels import (
     cmd_merge,
     cmd_sample,
 )
+from pytest_tooleffect.commands.plan import add_plan_parser
 from pytest_tooleffect.commands.reports import cmd_baseline_save, cmd_compare, cmd_html, cmd_report, cmd_schema
 from pytest_tooleffect.commands.services import cmd_import, cmd_model, cmd_sandbox, cmd_serve
 from pytest_tooleffect.util.extras import MissingExtra
@@ -46,15 +47,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("schema", help="print the JSON Schema of a case or family file, a record or a report")
     p.add_argument("what", nargs="?", choices=["case", "family", "record", "report"], default="case")
     p.set_defaults(func=cmd_schema)
-    p = sub.add_parser("import", help="build a case family from a public dataset")
-    p.add_argument("source", choices=["tau-airline", "bfcl", "tooltalk", "labelled-jsonl"])
+    p = sub.add_parser("import", help="build a case family from a public dataset, or from a live MCP server's tools")
+    p.add_argument("source", choices=["tau-airline", "bfcl", "tooltalk", "labelled-jsonl", "mcp"])
+    p.add_argument("--url", help="mcp: a streamable-HTTP server's endpoint (else the stdio command after --)")
+    p.add_argument("--timeout", type=float, default=None, help="mcp: seconds the server may take to list its tools "
+                                                                 "(default 60)")
     p.add_argument("--input", help="labelled-jsonl: the rows (OpenAI messages, tools and a label per line)")
     p.add_argument("--shared", default=os.environ.get("TOOLEFFECT_SHARED") or "../shared",
                    help="folder holding datasets/ (default $TOOLEFFECT_SHARED, else ../shared)")
     p.add_argument("--trajectories", help="tau-bench trajectories JSON (default: from --shared)")
     p.add_argument("--tools", help="airline tool schemas JSON (default: from --shared)")
     p.add_argument("--out", default=None, help="default cases/tau-airline, cases/tooltalk, or bfcl/ for BFCL (one "
-                                                "family per category); labelled-jsonl: the family folder")
+                                                "family per category); labelled-jsonl: the family folder; mcp: "
+                                                "default cases/<the server's name>")
     p.add_argument("--category", action="append", help="bfcl: a category to import (repeatable; default all)")
     p.add_argument("--limit", type=int, default=None,
                    help="bfcl multi-turn: import only the first N conversations of each category")
@@ -105,12 +110,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="replace a case file that holds labels (a timestamped .bak copy of it is kept), or rewrite "
                         "a family.yaml sample did not write (hand-authored, another command's)")
     p.set_defaults(func=cmd_sample)
-    p = sub.add_parser("label", help="export states for labelling, or import labels into a case file")
-    p.add_argument("action", choices=["export", "import"])
-    p.add_argument("files", nargs="+", help="export: case files; import: the case file to label")
+    p = sub.add_parser("label", help="export states for labelling, import labels into a case file, or the agreement "
+                                     "of a reply set's labellers")
+    p.add_argument("action", choices=["export", "import", "agreement"])
+    p.add_argument("files", nargs="+", help="export: case files; import: the case file to label; agreement: the "
+                                            "reply set's folder (datasets/replies)")
     p.add_argument("--out", help="export: the labelling file to write; import: case file to write (default: in place)")
     p.add_argument("--labels", help="import: the filled labelling file")
     p.add_argument("--labeller", default=None, help="export: the labeller's name written into labelled_by")
+    p.add_argument("--a", default=None, help="agreement: the first label file in the folder (default labels-a.jsonl)")
+    p.add_argument("--b", default=None, help="agreement: the second label file in the folder (default labels-b.jsonl)")
+    p.add_argument("--json", action="store_true", help="agreement: print the figures as JSON")
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_label)
     p = sub.add_parser("merge", help="final labels from several labellers; lists what needs adjudication")
@@ -189,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "left out as an error (skip)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_compare)
+    add_plan_parser(sub)
     closed = _closed_streams()  # fd 1 or 2 closed (``>&-``): nothing to print to, the status stands
     try:
         return _run(parser, argv)
@@ -213,7 +224,13 @@ def _closed_streams() -> list[tuple[str, TextIO]]:
 
 
 def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    server_command: list[str] = []
+    cut = argv.index("--") if "--" in argv else len(argv)
+    if argv[:1] == ["import"] and "mcp" in argv[:cut] and cut < len(argv):  # the stdio server's own command line
+        argv, server_command = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    args.server_command = server_command
     name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
     try:
         with pipes_read_once():  # an input given as a pipe (/dev/stdin, <(...)) reads whole however often it is read

@@ -41,6 +41,15 @@ own string.  Without it those options lose every case item (pytest issue #15045)
 public way to give a ``Function`` its id (``nodeid=`` is not among ``Function``'s arguments).  A
 correctness fix, not a speed-up: no figure.
 
+fixture_info — ``Function._fixtureinfo`` (pytest 8.0–9.2): the fixture closure pytest computes when
+a ``Function`` is built, read from a case file's first item and handed to its siblings through
+``Function``'s public ``fixtureinfo`` argument.  Every item of a case file has the same parent and the
+same function (its marks are added after construction, where pytest no longer reads them for
+fixtures), so the closure is the same; without it pytest computes it once per item.  At 10,000
+decisions, under cProfile with the machine loaded (load about 6): building the items took 0.74 s
+without it and 0.41 s with it; unloaded, the per-item closure was 0.45 s of the run's 9.7 s of CPU
+(about 5 %).
+
 fixture_request — ``Function._request`` (pytest 8.0–9.2): the item's own fixture request, through
 which the sandbox fixture is requested in setup, for the cases that have a world only.  pytest
 hands a ``FixtureRequest`` to fixtures alone; asking for ``request`` in the item's function would
@@ -92,8 +101,8 @@ from typing import Any
 import pytest
 
 __all__ = ["PUBLIC_LOOKALIKES", "OneLineFailure", "PhaseReports", "at_thread_shutdown", "exec_socket",
-           "fixture_request", "joined_at_exit", "litellm_response_cost", "read_back_node_id", "release_pool_workers",
-           "run_exit_handlers",
+           "fixture_info", "fixture_request", "joined_at_exit", "litellm_response_cost", "read_back_node_id",
+           "release_pool_workers", "run_exit_handlers",
            "snapshot_logger_registry", "unit_scheduler"]
 
 #: What ``grep -rn "_pytest\.\|\._[a-z]"`` finds outside this module that is no private name of
@@ -176,6 +185,19 @@ def read_back_node_id(item: pytest.Item) -> None:
     parse = getattr(type(structured), "parse", None)
     if parse is not None:
         item._id = parse(str(structured))
+
+
+def fixture_info(item: pytest.Function) -> Any:
+    """The fixture closure pytest computed for ``item`` at construction, to pass as ``fixtureinfo`` to
+    items of the same parent and function.
+
+    Args:
+        item: a ``pytest.Function`` item, constructed.
+
+    Returns:
+        pytest's ``FuncFixtureInfo`` of the item.
+    """
+    return item._fixtureinfo
 
 
 def fixture_request(item: pytest.Function) -> pytest.FixtureRequest:

@@ -24,22 +24,31 @@ from pydantic import (
     model_validator,
 )
 
+# a family's MCP server and annotation policy: a module of their own, exported here
+from pytest_tooleffect.mcp_format import AnnotationPolicy, HintWeights, McpServerInfo, McpSource
+
 # a policy (a family's ``policies:`` entry, a pyproject table), a price and the names shown in test
 # ids: defined in a module of their own, exported here as part of this one's vocabulary
 from pytest_tooleffect.perturb_format import PerturbationSpec
-from pytest_tooleffect.policy_format import Policy, Price, ShowableName, policy_params
+from pytest_tooleffect.policy_format import Amount, Count, Policy, Price, ShowableName, policy_params
 
 __all__ = [
     "CASE_ID_SHAPE",
     "Action",
+    "Amount",
+    "AnnotationPolicy",
     "Case",
     "Conversation",
     "ConversationTurn",
+    "Count",
     "Effect",
     "Family",
     "Fault",
     "ForbiddenAction",
+    "HintWeights",
     "Label",
+    "McpServerInfo",
+    "McpSource",
     "ParallelGroup",
     "Placement",
     "Policy",
@@ -74,6 +83,10 @@ class ToolAnnotations(_Model):
 class ToolSpec(_Model):
     """A function the agent may call: name, description, JSON-schema parameters, annotations.
 
+    A tool imported from an MCP server (``tooleffect import mcp``) also keeps its ``title``, its
+    ``outputSchema`` and, when the server's name is not one providers accept, ``mcp_name`` (the
+    server's; ``name`` is then its provider-safe name, :func:`pytest_tooleffect.oracle.names.name_map`).
+
     Accepts the OpenAI wrapper ``{"type": "function", "function": {...}}`` and the flat
     Responses-API / OpenTelemetry form ``{"type": "function", "name": ..., "parameters": ...}``.
     """
@@ -82,6 +95,9 @@ class ToolSpec(_Model):
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
     annotations: ToolAnnotations = Field(default_factory=ToolAnnotations)
+    title: str | None = None
+    outputSchema: dict[str, Any] | None = None  # noqa: N815 - MCP spelling
+    mcp_name: str | None = Field(default=None, min_length=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -219,7 +235,8 @@ class Label(_Model):
     @field_validator("labelled_by", mode="before")
     @classmethod
     def _one_labeller(cls, v: Any) -> Any:
-        return [v] if isinstance(v, str) else v
+        # one name, or null (what ``label export`` writes when no --labeller is given: nobody named)
+        return [v] if isinstance(v, str) else [] if v is None else v
 
     @property
     def label_class(self) -> Literal["no_tool", "several", "single"]:
@@ -232,8 +249,8 @@ class Label(_Model):
 class Placement(_Model):
     """Where the state sits in its run: 0-based ``step`` of ``run_length`` decisions."""
 
-    step: int = Field(ge=0)
-    run_length: int = Field(ge=1)
+    step: Count = Field(ge=0)
+    run_length: Count = Field(ge=1)
     bucket: str = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -249,7 +266,7 @@ class Source(_Model):
     kind: Literal["trace", "authored", "generated", "import"]
     dataset: str | None = None
     trace_id: str | None = None
-    position: int | None = None
+    position: Count | None = None
     note: str | None = None
 
     @model_validator(mode="before")
@@ -388,10 +405,10 @@ class Fault(_Model):
     """
 
     kind: Literal["status", "timeout", "malformed", "slow"]
-    status: int = Field(default=503, ge=400, le=599)
-    after_ms: float = Field(default=200.0, ge=0, le=20_000)
-    ms: float = Field(default=200.0, ge=0, le=20_000)
-    times: int = Field(default=1, ge=1)
+    status: Count = Field(default=503, ge=400, le=599)
+    after_ms: Amount = Field(default=200.0, ge=0, le=20_000)
+    ms: Amount = Field(default=200.0, ge=0, le=20_000)
+    times: Count = Field(default=1, ge=1)
 
     @model_validator(mode="before")
     @classmethod
@@ -459,6 +476,9 @@ class Case(_Model):
     forbidden_effects: list[Effect] = Field(default_factory=list)
     faults: dict[str, Fault] = Field(default_factory=dict)
     conversation: Conversation | None = None
+    confirmed: bool = False
+    """The user explicitly confirmed the change at this state (a family's ``annotations.confirm_destructive``
+    then lets its destructive tools be called)."""
 
     @field_validator("id")
     @classmethod
@@ -504,11 +524,13 @@ class Family(_Model):
     tools: list[ToolSpec] = Field(default_factory=list)
     tools_file: str | None = None
     oracle: str | None = None
-    quota: dict[str, int] | None = None
-    population: dict[str, int] | None = None
-    production: dict[str, float] | None = None
+    quota: dict[str, Count] | None = None
+    population: dict[str, Count] | None = None
+    production: dict[str, Amount] | None = None
     policies: list[Policy] = Field(default_factory=list)
     licence: str | None = None
-    seed: int | None = None
+    seed: Count | None = None
     sandbox: SandboxSpec | None = None
+    mcp: McpSource | None = None
+    annotations: AnnotationPolicy | None = None
     perturbations: list[PerturbationSpec] = Field(default_factory=list)  # docs/robustness.md

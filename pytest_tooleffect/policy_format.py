@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["Policy", "Price", "ShowableName", "policy_params"]
+__all__ = ["Amount", "Count", "Policy", "Price", "ShowableName", "policy_params"]
 
 
 class _Model(BaseModel):
@@ -25,6 +25,24 @@ class Price:
 
     input_per_mtok: float
     output_per_mtok: float
+
+
+def _no_bool(what: str) -> Any:
+    """A before-validator refusing ``true``/``false`` where ``what`` is expected: pydantic's lax mode
+    reads a boolean as 1 or 0, so ``quota: {first: true}`` would be a quota of 1.
+    """
+    def check(value: Any) -> Any:
+        if isinstance(value, bool):
+            raise ValueError(f"{what}, not a boolean ({str(value).lower()})")
+        return value
+    return BeforeValidator(check)
+
+
+#: a count or a whole-number setting of a file a user writes (a quota, a step, a cap): an integer,
+#: never a boolean
+Count = Annotated[int, _no_bool("a whole number")]
+#: a number of a file a user writes (a share, a delay, a price): never a boolean
+Amount = Annotated[float, _no_bool("a number")]
 
 
 #: characters a name shown in pytest's test ids and on the terminal may not hold: C0 and C1
@@ -66,11 +84,11 @@ class Policy(_Model):
     provider's usual variable, which litellm reads (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``,
     ``GEMINI_API_KEY``, …), and with an ``api_base`` and no such variable set, a placeholder key
     (local servers want one and accept any)."""
-    temperature: float | None = None
-    max_tokens: int | None = Field(default=None, ge=1)
+    temperature: Amount | None = None
+    max_tokens: Count | None = Field(default=None, ge=1)
     """The cap on output tokens sent with every live request (``None``: the model turn's default,
     ``pytest_tooleffect.decide.model_turn.DEFAULT_MAX_TOKENS``), so a runaway turn ends."""
-    timeout_s: float | None = Field(default=None, gt=0)
+    timeout_s: Amount | None = Field(default=None, gt=0)
     """This policy's timeout of one model call in seconds (``None``: ``--tooleffect-timeout``); a
     local model on a CPU needs more than a hosted one."""
     system_prompt: str | None = None

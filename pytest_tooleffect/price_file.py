@@ -19,9 +19,14 @@ from pytest_tooleffect.formats import Price
 from pytest_tooleffect.options import OPT_PRICES
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
 from pytest_tooleffect.util.bounds import MAX_PRICE_PER_MTOK
-from pytest_tooleffect.util.input_files import read_input_text
+from pytest_tooleffect.util.input_files import open_input
 
-__all__ = ["MAX_PRICE_PER_MTOK", "USDPerMTok", "load_prices"]
+__all__ = ["MAX_PRICES_BYTES", "MAX_PRICE_PER_MTOK", "USDPerMTok", "load_prices"]
+
+#: the most bytes a prices file may hold (1 MiB: about 15,000 models, far more than a run uses).
+#: Reading YAML takes about 2.7 s per MiB on the 2-core test machine, and a 36 MB file took 53 s
+#: and 2 GB before the first test: a larger file is refused before it is parsed
+MAX_PRICES_BYTES = 1 << 20
 
 _PRICES_SHAPE = "{model: {input_per_mtok: USD, output_per_mtok: USD}}"
 
@@ -77,6 +82,29 @@ def _price_problem(exc: ValidationError, raw: Mapping[Any, Any]) -> str:
             f"{MAX_PRICE_PER_MTOK:,.0f}")
 
 
+def _bounded_text(path: Path) -> str:
+    """The prices file's text (UTF-8, line ends made LF), read no further than :data:`MAX_PRICES_BYTES`.
+
+    Raises:
+        pytest.UsageError: it holds more (names the file, its size when known, and the bound).
+        OSError: it cannot be opened or read (not a file to read, missing).
+        UnicodeDecodeError: it is not UTF-8.
+    """
+    import os
+    import stat
+
+    with open_input(path) as fh:
+        data = fh.read(MAX_PRICES_BYTES + 1)
+        if len(data) > MAX_PRICES_BYTES:
+            st = os.fstat(fh.fileno())
+            size = f"{st.st_size / 1e6:,.1f} MB, " if stat.S_ISREG(st.st_mode) else ""  # a pipe's is not known
+            raise pytest.UsageError(f"{OPT_PRICES} {path}: {size}more than the {MAX_PRICES_BYTES // (1 << 20)} MiB a "
+                                    "prices file may hold (about 15,000 models); list only the models the run uses, "
+                                    "litellm prices the others")
+    text = data.decode("utf-8")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
 def _kind(value: Any) -> str:
     return "nothing" if value is None else f"a {'list' if isinstance(value, list) else type(value).__name__}"
 
@@ -85,14 +113,15 @@ def load_prices(path: Path | None) -> dict[str, Price]:
     """The ``--tooleffect-prices`` file: model → :class:`Price`.
 
     Raises:
-        pytest.UsageError: the file cannot be read, is not YAML or JSON, is not a mapping of models,
+        pytest.UsageError: the file cannot be read, holds more than :data:`MAX_PRICES_BYTES`, is not
+            YAML or JSON (UTF-8), is not a mapping of models,
             or a price is not a number from 0 to :data:`MAX_PRICE_PER_MTOK` (one line naming the file,
             the model and the field).
     """
     if path is None:
         return {}
     try:
-        raw = yaml.load(read_input_text(path), Loader=UniqueKeyLoader)
+        raw = yaml.load(_bounded_text(path), Loader=UniqueKeyLoader)
     except OSError as exc:
         raise pytest.UsageError(f"{OPT_PRICES} {path}: {exc.strerror or exc}") from exc
     except (yaml.YAMLError, UnicodeDecodeError, ValueError) as exc:

@@ -258,7 +258,7 @@ def test_the_action_runs_the_policy_it_is_given_and_says_when_the_run_wrote_no_s
 
     # arguments are shell words, never expanded; the summary's option is the action's own
     bad = run_action(repo, HERE | {"args": "cases/ 'unclosed"})
-    assert bad.status == 4 and "args: No closing quotation: cases/ 'unclosed" in bad.step("gate").stderr
+    assert bad.status == 4 and "args: No closing quotation: cases/ 'unclosed" in bad.step("gate").stdout
     own = run_action(repo, HERE | {"args": "cases/ --tooleffect-summary-md=x.md"})
     assert own.status == 4 and "--tooleffect-summary-md is the action's own" in own.step("gate").stdout
 
@@ -284,7 +284,7 @@ def test_the_action_never_deletes_a_summary_path_that_is_not_its_own_summary(tmp
     repo = _repository(tmp_path / "repo")
     pyproject = (repo / "pyproject.toml").read_text()
     run = run_action(repo, HERE | {"summary": "pyproject.toml"})
-    assert run.status == 4 and run.outputs == {"exit-code": "", "summary": ""}
+    assert run.status == 4 and run.outputs == {"exit-code": "4", "summary": ""}
     assert ("::error title=pytest-tooleffect::summary: pyproject.toml exists and is not a tooleffect summary (its "
             "first line is not '## tooleffect'): left as it is; give the summary input a path of its own") in \
         run.step("gate").stdout
@@ -309,7 +309,43 @@ def test_an_argument_s_newline_forges_no_workflow_command(tmp_path: Path) -> Non
     unclosed = run_action(repo, HERE | {"args": "cases/ 'x\n::warning title=forged::owned"})
     assert unclosed.status == 4
     assert "::error title=pytest-tooleffect::args: No closing quotation: cases/ 'x%0A::warning title=forged::owned" \
-        in unclosed.step("gate").stderr.splitlines()
+        in unclosed.step("gate").stdout.splitlines()
+    assert "::warning" not in unclosed.summary.replace("<pre>", "").split("</pre>")[-1]
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(("inputs", "said"), [
+    ({"args": "cases/ 'unclosed"}, "args: No closing quotation: cases/ 'unclosed"),
+    ({"args": "cases/ --tooleffect-summary-md=x.md"}, "args: --tooleffect-summary-md is the action's own"),
+    ({"summary": "reports"}, "summary: reports is a folder: give the summary input a file path (e.g. "
+                             "reports/tooleffect-summary.md)"),
+    ({"summary": "out/"}, "summary: out/ names a folder: give the summary input a file path (e.g. "
+                          "out/tooleffect-summary.md)"),
+    ({"summary": "reports/a\n::warning::x.md"}, "summary: holds a line break or another control character"),
+    ({"summary": ""}, "summary: empty: give the summary input a file path"),
+    ({"summary": "pyproject.toml"}, "summary: pyproject.toml exists and is not a tooleffect summary"),
+], ids=["unbalanced-quote", "own-option", "folder", "trailing-slash", "newline", "empty", "a-file-of-yours"])
+def test_an_input_the_action_refuses_says_why_in_the_outputs_and_the_job_summary(
+        tmp_path: Path, inputs: dict[str, str], said: str) -> None:
+    """Break-it rows 107, 111, 112: an unbalanced quote in ``args``, a folder or a newline as ``summary``
+    left the outputs and the job summary empty (and ``rm`` failed on the folder).  Each refusal is
+    one error line, ``exit-code`` 4 and an empty ``summary`` output, and a job summary that says
+    pytest did not run and why (shown as text), before anything is run or removed.
+    """
+    repo = _repository(tmp_path / "repo")
+    (repo / "reports").mkdir()
+    (repo / "reports" / "keep.txt").write_text("kept\n")
+    run = run_action(repo, HERE | inputs)
+    gate = run.step("gate")
+    assert run.status == 4 and run.outputs == {"exit-code": "4", "summary": ""}, gate.stdout + gate.stderr
+    errors = [c for c in _commands(gate.stdout) if c.startswith("::error")]
+    assert len(errors) == 1 and said.replace("\n", "%0A") in errors[0], gate.stdout
+    assert run.summary.startswith("## tooleffect: not run (exit 4)\n\nThe action refused its inputs; pytest did not "
+                                  "run:\n\n<pre>summary: " if "summary" in inputs else "## tooleffect: not run (exit 4)")
+    assert said.split(":")[0] in run.summary and "<pre>" in run.summary
+    assert "running: " not in gate.stdout and "rm: " not in gate.stderr
+    assert (repo / "reports" / "keep.txt").read_text() == "kept\n"
+    assert not [line for line in run.summary.splitlines() if line.startswith("::")]
 
 
 QUITTER = """

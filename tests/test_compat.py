@@ -294,6 +294,49 @@ def test_the_items_fixture_request_sets_a_fixture_up_for_that_item_and_tears_it_
             in result.stdout.str())
 
 
+# --- fixture_info --------------------------------------------------------------------------------
+
+FIXTURE_INFO = """
+import pytest
+from pytest_tooleffect.compat import fixture_info
+
+SEEN = []
+
+@pytest.fixture(autouse=True)
+def counted(request):
+    SEEN.append(request.node.name)
+
+def _check():
+    pass
+
+class Cases(pytest.File):
+    def collect(self):
+        info = None
+        for name in ("a", "b", "c"):
+            item = pytest.Function.from_parent(self, name=name, callobj=_check, fixtureinfo=info)
+            info = info or fixture_info(item)
+            assert item.fixturenames == ["counted", "request"], item.fixturenames
+            yield item
+
+def pytest_collect_file(file_path, parent):
+    if file_path.name == "cases.txt":
+        return Cases.from_parent(parent, path=file_path)
+
+def pytest_sessionfinish():
+    print("SEEN", SEEN)
+"""
+
+
+def test_a_fixture_closure_handed_to_siblings_runs_their_autouse_fixtures(pytester: pytest.Pytester) -> None:
+    """``fixture_info`` gives the closure pytest built for the first item; its siblings built with it
+    each run the conftest's autouse fixture, as items that computed their own."""
+    pytester.makeconftest(FIXTURE_INFO)
+    pytester.path.joinpath("cases.txt").write_text("")
+    result = pytester.runpytest("-p", "no:tooleffect", "-s")
+    result.assert_outcomes(passed=3)
+    assert "SEEN ['a', 'b', 'c']" in result.stdout.str()
+
+
 # --- unit_scheduler -----------------------------------------------------------------------------
 
 UNITS = """

@@ -223,3 +223,26 @@ def test_the_tooltalk_family_runs_with_an_agent_policy(pytester: pytest.Pytester
     (block,) = json.loads((pytester.path / "r.json").read_text())["blocks"]
     assert block["classes"]["no_tool"]["name"]["correct"] == 230 and block["micro"]["name_display"] == "46.4"
     assert block["kinds"]["none_when_tool_needed"] == 266
+
+
+def test_a_labelled_jsonl_whose_every_row_is_invalid_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = tmp_path / "rows.jsonl"
+    typo = {"id": "typo", "messages": [{"role": "user", "content": "Oslo?"}], "tools": [WEATHER_BFCL],
+            "label": {"valid_actions": [{"tool": "get_wether"}]}}
+    rows.write_text(json.dumps(typo) + "\n" + "not json\n" + json.dumps({"id": "x"}) + "\n")
+    out = tmp_path / "cases" / "weather"
+    assert main(["import", "labelled-jsonl", "--input", str(rows), "--out", str(out), "--force"]) == 1
+    err = capsys.readouterr().err
+    assert "line 1: case typo: label.valid_actions[0].tool: unknown tool 'get_wether'" in err
+    assert "line 2:" in err and "line 3: messages" in err
+    assert f"no row makes a valid case (1 read as cases): nothing written to {out}" in err
+    assert not out.exists()
+    # an earlier family in the folder is kept as it was
+    good = {"id": "ok", "messages": [{"role": "user", "content": "Oslo?"}], "tools": [WEATHER_BFCL],
+            "label": {"valid_actions": [{"tool": "get_weather", "args": {"city": "Oslo"}}]}}
+    (tmp_path / "good.jsonl").write_text(json.dumps(good) + "\n")
+    assert main(["import", "labelled-jsonl", "--input", str(tmp_path / "good.jsonl"), "--out", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(["import", "labelled-jsonl", "--input", str(rows), "--out", str(out), "--force"]) == 1
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -39,6 +39,8 @@ def _write_project_files(root: Path) -> None:
 COMMANDS = [
     (["merge", "labels.jsonl", "labels.jsonl", "--out", ".github/workflows/ci.yml"], ".github/workflows/ci.yml"),
     (["label", "export", "cases/demo/cases.jsonl", "--out", "requirements.txt"], "requirements.txt"),
+    (["label", "import", "cases/demo/cases.jsonl", "--labels", "labels.jsonl", "--out", "requirements.txt"],
+     "requirements.txt"),
     (["html", "records.jsonl", "--out", "Makefile"], "Makefile"),
     (["html", "records.jsonl", "--out", "README.md"], "README.md"),
     (["baseline", "save", "records.jsonl", "--out", "Dockerfile"], "Dockerfile"),

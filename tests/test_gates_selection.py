@@ -122,3 +122,94 @@ def test_the_gates_switched_off_keep_pytest_s_exit_status_and_say_so(pytester: p
     note = "switched off by -p no:tooleffect-gates; pytest's exit status stands"
     assert json.loads((pytester.path / "r.json").read_text())["gates"] == {"applied": False, "note": note}
     assert f"Gates not applied: {note}." in (pytester.path / "s.md").read_text()
+
+
+PART_GATES = """\
+[tool.tooleffect.gates."*"]
+min_pct.no_tool = {name = 90}
+min_pct.micro = {name = 50}
+max_count.tool_when_none_needed = 0
+"""
+
+
+@pytest.mark.parametrize(("filters", "said"), [
+    (["-k", "not nt-read"], '-k "not nt-read"'),
+    (["--deselect", "cases/mini/cases.jsonl::nt-read-0", "--deselect", "cases/mini/cases.jsonl::nt-read-1"],
+     "--deselect cases/mini/cases.jsonl::nt-read-0 (and 1 more)"),
+    (["-m", "not overcalls"], '-m "not overcalls"'),
+], ids=["-k", "--deselect", "-m"])
+def test_a_filter_that_leaves_out_part_of_a_class_is_named_on_every_gate_line_and_in_the_report(
+        pytester: pytest.Pytester, filters: list[str], said: str) -> None:
+    """``-k``/``--deselect`` leaving out the two failing no-tool items: "every gate passed", exit 0, and
+    no word of the filter.  Each gate judged on what is left says how many items which filter left
+    out; the decision line, the JSON report and the Markdown summary name the filter.
+    """
+    write_family(pytester.path)  # no_tool 8/10 (the two nt-read items over-call), single 3/3
+    write_gates(pytester.path, PART_GATES)
+    if filters[0] == "-m":  # a marker some cases carry: the two that over-call do not
+        pytester.makeconftest(
+            "import pytest\n\n"
+            "def pytest_configure(config):\n"
+            "    config.addinivalue_line('markers', 'overcalls: the recorded agent over-calls')\n\n"
+            "@pytest.hookimpl(tryfirst=True)\n"
+            "def pytest_collection_modifyitems(items):\n"
+            "    for item in items:\n"
+            "        if 'nt-read' in item.nodeid:\n"
+            "            item.add_marker(pytest.mark.overcalls)\n")
+    result = pytester.runpytest("cases/", *filters, "--tooleffect-report=r.json", "--tooleffect-summary-md=s.md",
+                                "-p", "no:cacheprovider")
+    assert result.ret == 0
+    lines = gate_lines(result)
+    no_tool = [x for x in lines if "no_tool name" in x]
+    assert no_tool == [f"gate mini/replay no_tool name >= 90.0 %: PASSED (100.0 %, Wilson 67.6-100.0, n=8, 2 of 10 "
+                       f"no_tool items not selected by this run ({said}))"], lines
+    assert all(f"2 of 13 items not selected by this run ({said})" in x for x in lines if "micro" in x or "<=" in x)
+    left = f"{said}: 2 of 13 case items not selected"
+    assert lines[-1].startswith(f"tooleffect gates: 3 passed, 0 failed, 0 not judged, judged on a filtered run "
+                                f"({left}); 0 errors; exit 0: every gate passed"), lines[-1]
+    gates = json.loads((pytester.path / "r.json").read_text())["gates"]
+    assert gates["filtered"] == left
+    assert f"Judged on a filtered run: {left}." in (pytester.path / "s.md").read_text().replace("\\", "")
+
+
+def test_an_unfiltered_run_says_nothing_of_filters(pytester: pytest.Pytester) -> None:
+    write_family(pytester.path, no_tool_read=0)
+    write_gates(pytester.path, PART_GATES)
+    result = pytester.runpytest("cases/", "--tooleffect-report=r.json", "-p", "no:cacheprovider")
+    assert result.ret == 0
+    assert not any("not selected" in x or "filtered" in x for x in gate_lines(result))
+    assert json.loads((pytester.path / "r.json").read_text())["gates"]["filtered"] is None
+
+
+def test_report_gates_on_the_log_of_a_run_that_left_a_defined_policy_out_says_what_the_run_said(
+        pytester: pytest.Pytester) -> None:
+    """A gate table for a policy defined in pyproject and not run: the run said NOT APPLICABLE (exit 0),
+    ``tooleffect report --gates`` on its log said NOT JUDGED (exit 1).  Both say NOT APPLICABLE, with
+    the same reason, and the same exit; a table on a policy nobody defined is NOT JUDGED in both.
+    """
+    import subprocess
+    import sys
+
+    write_family(pytester.path)
+    tables = ('[tool.tooleffect.policies.scripted]\nagent = "mini_agent:decide"\n'
+              '[tool.tooleffect.gates."mini/replay"]\nmin_pct.no_tool = {name = 75}\n'
+              '[tool.tooleffect.gates."mini/scripted"]\nmin_pct.no_tool = {name = 99}\n')
+    write_gates(pytester.path, tables)
+    run = pytester.runpytest("cases/", "--tooleffect-records=log.jsonl", "-p", "no:cacheprovider")
+    assert run.ret == 0
+    said = ("gate mini/scripted no_tool name >= 99.0 %: NOT APPLICABLE (policy scripted not selected by this run "
+            "(it ran replay))")
+    assert said in gate_lines(run)
+
+    def report() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", "log.jsonl", "--gates", "."],
+                              cwd=pytester.path, capture_output=True, text=True, check=False)
+
+    logged = report()
+    assert logged.returncode == 0, logged.stdout + logged.stderr
+    assert said in logged.stdout.splitlines(), logged.stdout
+    write_gates(pytester.path, tables + '[tool.tooleffect.gates."mini/scripted-typo"]\nmax_count.forbidden = 0\n')
+    logged = report()
+    assert logged.returncode == 1
+    assert ("gate mini/scripted-typo forbidden <= 0: NOT JUDGED (no decisions of family mini and policy "
+            "scripted-typo in the run)") in logged.stdout.splitlines(), logged.stdout

@@ -426,6 +426,26 @@ def test_bad_prices_are_usage_errors_naming_the_model_and_the_field(
     assert "Traceback" not in result.stderr.str()
 
 
+def test_a_prices_file_past_its_bound_is_refused_before_it_is_parsed(pytester: pytest.Pytester) -> None:
+    """A 36 MB prices file took 53 s and 2 GB before the first test (the bound was the 1 GiB of any
+    input): past 1 MiB it is a usage error naming the file, its size and the bound; 1 MiB is read.
+    """
+    from pytest_tooleffect.price_file import MAX_PRICES_BYTES
+
+    _family(pytester.path, CASES[1:2])
+    line = "vendor/model-{:07d}: {{input_per_mtok: 1.25, output_per_mtok: 10.0}}\n"
+    rows = [line.format(i) for i in range(MAX_PRICES_BYTES // len(line.format(0)) + 1)]
+    text = "".join(rows)
+    assert len(text) > MAX_PRICES_BYTES
+    (pytester.path / "prices.yaml").write_text(text)
+    result = pytester.runpytest("cases/", f"{OPT_PRICES}=prices.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert (f"ERROR: {OPT_PRICES} prices.yaml: 1.0 MB, more than the 1 MiB a prices file may hold (about 15,000 "
+            "models); list only the models the run uses, litellm prices the others") in result.stderr.lines
+    (pytester.path / "prices.yaml").write_text("".join(rows[:-1]))
+    pytester.runpytest("cases/", f"{OPT_PRICES}=prices.yaml").assert_outcomes(passed=1)
+
+
 def test_prices_in_exponent_form_and_at_the_bounds_are_read(pytester: pytest.Pytester) -> None:
     _family(pytester.path, CASES[1:2])
     pytester.makefile(".yaml", prices="m: {input_per_mtok: 1e3, output_per_mtok: 1000000}\nn: {input_per_mtok: 0, "

@@ -129,7 +129,7 @@ def test_extras_name_the_distributions_of_their_modules() -> None:
     only_optional = {m for m in IMPORTS if m not in NOT_DEPENDENCIES and _distribution(m) not in core}
     assert only_optional == set(EXTRAS) - set(REQUIRED_NOT_IMPORTED)
     assert extras["all"] == set().union(*(extras[e] for e in ("redis", "labelling", "traces", "local-model",
-                                                              "bfcl", "json-report", "xdist")))
+                                                              "bfcl", "json-report", "xdist", "mcp")))
     assert extras["xdist"] == {"pytest-xdist"}  # -n N, which the README and the example workflow use
     assert extras["all"] <= extras["dev"]  # make test installs .[dev,examples]: every extra the suite uses
     assert extras["examples"] and not extras["examples"] & extras["all"]

@@ -240,3 +240,58 @@ def test_authored_family_generation(tmp_path: Path) -> None:
     loaded, problems = load_case_file(out / "cases.jsonl", load_family(out))
     assert problems == [] and len(loaded) == 8
     assert {c.label.label_class for c in loaded if c.label} == {"no_tool", "single"}
+
+
+def _yaml_family(root: Path) -> Path:
+    """The scheduling family's YAML case file in a folder of its own."""
+    import shutil
+
+    fam = root / "cases" / "scheduling"
+    fam.mkdir(parents=True)
+    for name in ("cases.yaml", "family.yaml"):
+        shutil.copyfile(REPO / "cases" / "scheduling" / name, fam / name)
+    return fam
+
+
+def test_label_export_and_import_read_a_yaml_case_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``label export cases.yaml`` said "line 1: not valid JSON": a YAML case file is read as the run
+    reads it; ``label import`` writes JSON Lines, so a ``.yaml`` output is refused and ``--out x.jsonl``
+    taken.
+    """
+    import yaml
+
+    monkeypatch.chdir(tmp_path)
+    fam = _yaml_family(tmp_path)
+    ids = [c["id"] for c in yaml.safe_load((fam / "cases.yaml").read_text())]
+    assert main(["label", "export", str(fam / "cases.yaml"), "--out", "states.jsonl"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "states.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in rows] == ids and all(r["state"] for r in rows)
+    rows[0]["valid_actions"] = [{"tool": None}]
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    before = (fam / "cases.yaml").read_bytes()
+    capsys.readouterr()
+    assert main(["label", "import", str(fam / "cases.yaml"), "--labels", "labels.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert "cases.yaml: label import writes a JSON Lines case file" in err and "ending in .jsonl" in err
+    assert (fam / "cases.yaml").read_bytes() == before
+    assert main(["label", "import", str(fam / "cases.yaml"), "--labels", "labels.jsonl", "--out", "out.jsonl"]) == 0
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [c["id"] for c in out] == ids and out[0]["label"]["valid_actions"] == [{"tool": None}]
+    (tmp_path / "broken.yaml").write_text("- id: a\n  placement: {step: 0}\n  messages: []\n- 3\n")
+    assert main(["label", "export", "broken.yaml", "--out", "s2.jsonl"]) == 2
+    assert "broken.yaml: line 4: a case is a mapping, not int" in capsys.readouterr().err
+
+
+def test_label_import_writes_nothing_when_every_label_is_invalid(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps({"id": i, "messages": [{"role": "user", "content": "hi"}],
+                                         "placement": {"step": 0, "run_length": 1}}) + "\n" for i in ("a", "b")))
+    before = cases.read_bytes()
+    (tmp_path / "labels.jsonl").write_text(json.dumps({"id": "a", "valid_actions": [{"tool": 3}]}) + "\n")
+    assert main(["label", "import", "cases.jsonl", "--labels", "labels.jsonl"]) == 1
+    err = capsys.readouterr().err
+    assert "labels.jsonl: case a:" in err and "0 labelled, 1 without a label, 1 invalid: nothing written" in err
+    assert cases.read_bytes() == before

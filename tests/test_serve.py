@@ -394,3 +394,45 @@ def test_a_case_added_while_serving_is_answered_and_a_404_says_what_was_loaded(p
         _, err = proc.communicate(timeout=30)
     assert err.count("changed: read again") == 2, err
     assert "changed: read again, 3 recorded states" in err
+
+
+def test_serve_names_each_invalid_case_at_start_and_on_reload_and_serves_the_rest(pytester: pytest.Pytester) -> None:
+    """``tooleffect serve`` over invalid case files said "0 recorded states" and named nothing, and a
+    broken file added later was skipped without a word.  Each invalid case is named on stderr (file,
+    case id, field, line), at start and on every reload; the valid cases are answered.
+    """
+    _family(pytester.path, "mail", [READ_TOOL], {"valid_actions": [{"tool": None}]},
+            {"tool_calls": [], "text": "Nothing new."})
+    fam = pytester.path / "cases" / "mail"
+    broken = {"id": "no-placement", "messages": [{"role": "user", "content": "th-9?"}],
+              "label": {"valid_actions": [{"tool": None}]}, "recorded": {"text": "No."}, "source": "authored"}
+    with (fam / "cases.jsonl").open("a") as fh:
+        fh.write(json.dumps(broken) + "\n")
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest_tooleffect.cli", "serve", "--cases", "cases",
+                             "--port", str(port)], cwd=pytester.path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "1 recorded states" in line, line
+        request = {"model": "recorded-agent", "messages": [{"role": "system", "content": "You help."}, *MESSAGES],
+                   "tools": [{"type": "function", "function": READ_TOOL}]}
+        status, body = _post(f"http://127.0.0.1:{port}/v1", request)
+        assert status == 200 and body["choices"][0]["message"]["content"] == "Nothing new.", body
+        (fam / "later.jsonl").write_text(json.dumps({**broken, "id": "bad-later", "placement": {"step": 3,
+                                                                                             "run_length": 1}}) + "\n")
+        status, body = _post(f"http://127.0.0.1:{port}/v1", request)  # read again: the valid case still answers
+        assert status == 200 and body["choices"][0]["message"]["content"] == "Nothing new.", body
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    lines = err.splitlines()
+    start = [x for x in lines if "case no-placement: placement:" in x]
+    assert len(start) == 2, err  # at start and again on the reload
+    assert start[0].startswith("tooleffect serve: skipping an invalid case: cases/mail/cases.jsonl: case no-placement: "
+                               "placement: ") and start[0].endswith("(line 2)"), start[0]
+    (later,) = [x for x in lines if "case bad-later:" in x]
+    assert "cases/mail/later.jsonl: case bad-later: placement" in later and later.endswith("(line 1)"), later
+    assert "tooleffect serve: 1 invalid cases skipped (each named above); the valid ones are served" in lines
+    assert "tooleffect serve: 2 invalid cases skipped (each named above); the valid ones are served" in lines

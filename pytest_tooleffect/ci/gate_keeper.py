@@ -10,7 +10,7 @@ for a run of cases that scored nothing: :func:`~.exit_status.unscored_exit`).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Literal
@@ -40,6 +40,7 @@ from pytest_tooleffect.ci.gate_verdicts import (
     gates_fail,
     judged_nothing,
 )
+from pytest_tooleffect.ci.needless_gates import NEEDLESS_GATES, judge_needless, needless_gates
 from pytest_tooleffect.collect.sharding import RunSelection
 from pytest_tooleffect.oracle import KINDS
 from pytest_tooleffect.report import CLASSES, percent
@@ -195,6 +196,7 @@ def _listed(gates: GateSet) -> Iterable[tuple[str, str, float, str, str | None]]
     for key, most in sorted((gates.max_drop or {}).items()):
         if most != "off":
             yield (drop_gate(key), "<=", float(most), DROP_UNIT, None)
+    yield from needless_gates(gates)
 
 
 def _unjudged(reason: str, gates: GateSet) -> str:
@@ -205,22 +207,30 @@ def _judge_block(block: Block, records: Sequence[Record],
                  gates: GateSet, scope: GateScope, robustness: Robustness | None = None) -> list[GateResult]:
     min_n = gates.min_n or 1
     results = []
+    # a filter that left out part of a class (-k, --deselect, -m on a marker of some cases): every gate
+    # judged on what is left says how much the filter left out, and which filter
+    partly = scope.partly(block.family, block.policy)
     for gate, op, threshold, unit, bound in _listed(gates):
         result = _maker(block.family, block.policy, gates, gate, op, threshold, unit, bound)
-        if unit == "%":
+        if gate in NEEDLESS_GATES:  # over the no-tool class
+            got = judge_needless(block, gate, threshold, min_n, result)
+            note = scope.partly(block.family, block.policy, "no_tool")
+        elif unit == "%":
             subject, level = gate.split(" ")
             left_out = scope.class_not_selected(block.family, block.policy, subject)
             if left_out is not None:
                 results.append(result("not_applicable", left_out))
                 continue
-            results.append(_judge_rate(block, subject, level, threshold, bound, min_n, result,
-                                       scope.coverage(block.family, block.policy, _classes_with_rows(block, level))))
+            got = _judge_rate(block, subject, level, threshold, bound, min_n, result,
+                              scope.coverage(block.family, block.policy, _classes_with_rows(block, level)))
+            note = scope.partly(block.family, block.policy, subject) if subject in CLASSES else partly
         elif unit == "":
-            results.append(_judge_count(block, records, gate, threshold, result))
+            got, note = _judge_count(block, records, gate, threshold, result), partly
         elif unit == DROP_UNIT:
-            results.append(judge_drop(block.family, block.policy, gate, threshold, robustness, records, result))
+            got, note = judge_drop(block.family, block.policy, gate, threshold, robustness, records, result), partly
         else:
-            results.append(_judge_cost(block, gate, threshold, result))
+            got, note = _judge_cost(block, gate, threshold, result), partly
+        results.append(replace(got, detail=f"{got.detail}, {note}") if note else got)
     return results
 
 
@@ -481,10 +491,13 @@ class GateKeeper:
         unjudged = f"{counts['not_judged']} not judged"
         if counts["not_judged"]:
             unjudged += f" ({failing} of them failing the run)" if failing else " (let through)"
+        run = self._scope().run
         if counts["not_applicable"]:  # a filtered run: what it did not select is not judged, and not failed
-            run = self._scope().run
             unjudged += (f", {counts['not_applicable']} not applicable (not selected by this run"
                          f"{': ' + run.filters if run is not None and run.filters else ''})")
+        filtered = run.filtered if run is not None else ""
+        if filtered and not counts["not_applicable"]:  # judged on part of what was collected: which filter
+            unjudged += f", judged on a filtered run ({filtered})"
         unscored = ""
         if self.report is not None:  # collected and never decided: no gate judges them, and the report says so
             skipped = sum(s.count for s in self.report.skipped)
@@ -516,11 +529,13 @@ class GateKeeper:
     def _section(self) -> GatesApplied:
         assert self.results is not None and self.exit is not None and self.gates is not None
         assert self.report is not None
-        return gates_section(self.report, self.gates, self.results, self.tally, self.exit)
+        run = self._scope().run
+        return gates_section(self.report, self.gates, self.results, self.tally, self.exit,
+                             run.filtered if run is not None else "")
 
 
 def gates_section(report: Report, gates: GatesConfig, results: Sequence[GateResult], tally: RunTally,
-                  exit: tuple[int, str]) -> GatesApplied:
+                  exit: tuple[int, str], filtered: str = "") -> GatesApplied:
     """The report's ``gates`` section of gates that applied.
 
     Args:
@@ -529,6 +544,8 @@ def gates_section(report: Report, gates: GatesConfig, results: Sequence[GateResu
         results: :func:`evaluate`'s results.
         tally: the run's failures by what they are.
         exit: :func:`decide_exit`'s ``(status, why)``.
+        filtered: what left case items out of the run, in words
+            (:attr:`~pytest_tooleffect.collect.scope.RunScope.filtered`); ``""``: nothing did.
 
     Returns:
         The typed section.
@@ -542,5 +559,6 @@ def gates_section(report: Report, gates: GatesConfig, results: Sequence[GateResu
         "exit_status": exit[0],
         "exit_reason": exit[1],
         "unmatched_tables": unmatched_tables(report, gates),
+        "filtered": filtered or None,
         "results": [r.to_dict() for r in results],
     })

@@ -3,7 +3,8 @@ some of its policies judges those only.  A gate on a class, a policy or a family
 and deselected, or on a policy defined (``[tool.tooleffect.policies]``, a family's ``policies:``,
 ``replay``) that the run did not run, is **not applicable**: it neither passes nor fails, and its
 line says which filter left it out.  An average over a filtered block says how many of the block's
-classes it covers.
+classes it covers, and a gate judged on a class (or block) the run selected only part of says how
+many items the filter left out (``n=8, 2 of 10 no_tool items not selected by this run (-k "not nt-read")``).
 
 A gate on something the run never had (a class with no case, a policy nobody defined: a typo)
 stays NOT JUDGED, and a run whose gates judged nothing still fails (:mod:`.gate_keeper`).
@@ -45,6 +46,19 @@ class GateScope:
         if self.run is None or subject not in self.run.not_selected(family, policy):
             return None
         return f"class {subject} not selected by this run{self.run.why}"
+
+    def partly(self, family: str, policy: str, subject: str | None = None) -> str:
+        """What a gate judged on a filtered block leaves out: ``2 of 10 not selected by this run
+        (-k "not nt-read")`` for a class (``subject``) whose items the run selected some of, or the
+        same over the block's classes (``None``); ``""`` when it left none out.
+        """
+        if self.run is None:
+            return ""
+        left, collected = self.run.partly_selected(family, policy, subject)
+        if not left:
+            return ""
+        return f"{left} of {collected} {'items' if subject is None else subject + ' items'} not selected by " \
+               f"this run{self.run.why or ' (a plugin or hook)'}"
 
     def coverage(self, family: str, policy: str, judged: int) -> str:
         """What an average over a block covers when the run deselected some of its classes:

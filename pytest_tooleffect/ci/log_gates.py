@@ -6,7 +6,8 @@ their run selected) never passes them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import pytest
@@ -20,6 +21,8 @@ from pytest_tooleffect.ci.gate_keeper import (
     judged_nothing,
 )
 from pytest_tooleffect.ci.gate_rules import GatesConfig
+from pytest_tooleffect.ci.gate_scope import GateScope
+from pytest_tooleffect.collect.scope import RunScope
 from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.report.reporter import RunTally
 from pytest_tooleffect.scoring.outcome import decision_passed, expected_failure
@@ -41,6 +44,10 @@ class LogGates:
 
     Args:
         gates: the gates read from a ``pyproject.toml``.
+        policies: the policies that file defines (``[tool.tooleffect.policies]``): a gate table on one
+            of them (or ``replay``) that the logs hold no record of is NOT APPLICABLE, as it is in
+            the run (the run could have run it and did not); a table on a policy nobody defined is
+            NOT JUDGED.
 
     Attributes:
         results: the gates' results once contributed.
@@ -50,8 +57,9 @@ class LogGates:
 
     section: Literal["gates"] = "gates"
 
-    def __init__(self, gates: GatesConfig) -> None:
+    def __init__(self, gates: GatesConfig, policies: Iterable[str] = ()) -> None:
         self.gates = gates
+        self.policies = frozenset(policies)
         self.results: list[GateResult] = []
         self.exit: tuple[int, str] = (0, "")
 
@@ -61,7 +69,12 @@ class LogGates:
         # report's xfail count has it)
         failed = sum(1 for r in records if decision_passed(r) is False and not expected_failure(r))
         tally = RunTally(decision_failures=failed, error_records=sum(1 for r in records if r.outcome == "error"))
-        self.results = evaluate(report, records, self.gates)
+        counts: dict[tuple[str, str], Counter[str]] = {}
+        for r in records:
+            counts.setdefault((r.family, r.policy), Counter())[r.label_class] += 1
+        held = {k: dict(v) for k, v in counts.items()}  # the logs say what their run selected: all of it is here
+        scope = GateScope.of(RunScope(collected=held, selected=held), self.policies)
+        self.results = evaluate(report, records, self.gates, scope)
         fails = gates_fail(self.results, self.gates)
         self.exit = decide_exit(int(pytest.ExitCode.OK), fails, tally, False, judged=not judged_nothing(self.results))
         incomplete = report.status != "complete"

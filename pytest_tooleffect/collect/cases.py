@@ -45,7 +45,7 @@ from pytest_tooleffect.util.input_files import open_input, read_input_text
 from pytest_tooleffect.util.jsonl import bare_cr_hint
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "CaseProblem", "CaseRef", "CaseSpan", "FamilyError", "LoadedFamily",
-           "case_refs", "is_case_file", "label_hash", "load_case_file",
+           "case_label_hash", "case_refs", "is_case_file", "label_hash", "load_case_file",
            "load_family", "named_files", "validate_case"]
 
 
@@ -129,14 +129,16 @@ class CaseRef:
     line: int | None = None
 
     @classmethod
-    def of(cls, case: Case, span: CaseSpan | None = None, line: int | None = None) -> CaseRef:
+    def of(cls, case: Case, span: CaseSpan | None = None, line: int | None = None,
+           family: LoadedFamily | None = None) -> CaseRef:
         """The reference to ``case``: its line when ``span`` is given, else the case kept whole;
-        ``line``, where it starts in its file (default: the span's line).
+        ``line``, where it starts in its file (default: the span's line); ``family``, its family
+        (an MCP family's catalog is part of its label hash, :func:`case_label_hash`).
         """
         if line is None and span is not None:
             line = span.line
         return cls(id=case.id, label_class=case.label.label_class if case.label is not None else None,
-                   bucket=case.placement.bucket, xfail=case.xfail, label_hash=label_hash(case.label), span=span,
+                   bucket=case.placement.bucket, xfail=case.xfail, label_hash=case_label_hash(case, family), span=span,
                    case=None if span is not None else case, line=line)
 
     def load(self) -> Case:
@@ -259,8 +261,16 @@ def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
                 for e in errors]
 
 
-def label_hash(label: Label | None) -> str:
-    """SHA-256 (16 hex digits) of the label's canonical JSON (reasons and labellers excluded)."""
+def label_hash(label: Label | None, catalog: str | None = None, confirmed: bool = False) -> str:
+    """SHA-256 (16 hex digits) of the label's canonical JSON (reasons and labellers excluded).
+
+    Args:
+        label: the case's label (``None``: ``"unlabelled"``).
+        catalog: an MCP family's :attr:`~pytest_tooleffect.collect.family.LoadedFamily.catalog_digest`,
+            hashed with the label together with the case's ``confirmed`` (both decide which tools the
+            annotation policy forbids); ``None`` for any other family (the label alone).
+        confirmed: the case's ``confirmed``, read only with ``catalog``.
+    """
     if label is None:
         return "unlabelled"
     data = label.model_dump(mode="json", exclude={"labelled_by", "notes"})
@@ -269,7 +279,15 @@ def label_hash(label: Label | None) -> str:
             a.pop("reason", None)
             for m in a.get("parallel") or []:
                 m.pop("reason", None)
+    if catalog is not None:
+        data = {"label": data, "catalog": catalog, "confirmed": confirmed}
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def case_label_hash(case: Case, family: LoadedFamily | None) -> str:
+    """The hash a record of ``case`` carries: :func:`label_hash` with its family's catalog digest."""
+    catalog = family.catalog_digest if family is not None else None
+    return label_hash(case.label, catalog, case.confirmed)
 
 
 def load_case_file(path: Path, family: LoadedFamily, seen: set[str] | None = None
@@ -313,7 +331,8 @@ def case_refs(path: Path, family: LoadedFamily, seen: set[str] | None = None, co
         ``(refs, problems)``: one ref per usable case, and one problem per unusable case or file.
     """
     refs: list[CaseRef] = []
-    problems = _load(path, family, seen, lambda case, span, line: refs.append(CaseRef.of(case, span, line)), count)
+    problems = _load(path, family, seen, lambda case, span, line: refs.append(CaseRef.of(case, span, line, family)),
+                     count)
     return refs, problems
 
 

@@ -166,7 +166,29 @@ class LoadedFamily:
         """
         tools = [{"name": t.name, "parameters": t.parameters, "annotations": t.annotations.model_dump(mode="json")}
                  for t in self.tools]
-        return document_digest({"rules": self.rules.digest or document_digest({}), "tools": tools})
+        doc: dict[str, Any] = {"rules": self.rules.digest or document_digest({}), "tools": tools}
+        if self.catalog_digest is not None:
+            doc["catalog"] = self.catalog_digest
+        return document_digest(doc)
+
+    @property
+    def catalog_digest(self) -> str | None:
+        """SHA-256 (16 hex digits) of an MCP family's catalog and hint policy, folded into each of its
+        labels' hashes (:func:`pytest_tooleffect.collect.cases.label_hash`) and so into the label-set
+        fingerprint: the server's name and version, whether its hints are trusted, the
+        ``annotations:`` policy, and every tool whole (name, ``mcp_name``, title, description,
+        parameters, ``outputSchema``, every hint).  A changed catalog or a changed hint is a changed
+        label set.  ``None`` for a family with neither ``mcp:`` nor ``annotations:`` (its label
+        hashes are its labels' alone).
+        """
+        fam = self.family
+        if fam.mcp is None and fam.annotations is None:
+            return None
+        source = None if fam.mcp is None else {"server": fam.mcp.server.model_dump(mode="json"),
+                                                "trust_annotations": fam.mcp.trust_annotations}
+        policy = None if fam.annotations is None else fam.annotations.model_dump(mode="json")
+        tools = [t.model_dump(mode="json") for t in self.tools]
+        return document_digest({"mcp": source, "annotations": policy, "tools": tools})
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -307,7 +329,8 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
     try:
         fam = Family.model_validate(raw)
     except ValidationError as exc:
-        raise FamilyError("; ".join(f"{path}: {error_location(e['loc'])}: {e['msg']}" for e in exc.errors())) from exc
+        raise FamilyError("; ".join(f"{path}: {error_location(e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+                                     for e in exc.errors())) from exc
     for t in fam.tools:
         props = t.parameters.get("properties", {})
         if not isinstance(props, Mapping) or t.parameters.get("type", "object") != "object":

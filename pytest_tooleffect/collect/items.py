@@ -32,7 +32,7 @@ from pytest_tooleffect.collect.family import (
     load_family,
 )
 from pytest_tooleffect.collect.ids import item_name, record_id
-from pytest_tooleffect.compat import OneLineFailure, fixture_request, read_back_node_id
+from pytest_tooleffect.compat import OneLineFailure, fixture_info, fixture_request, read_back_node_id
 from pytest_tooleffect.formats import Case, Policy, ToolSpec
 from pytest_tooleffect.options import REPLAY
 from pytest_tooleffect.outcomes import DecisionFailed
@@ -376,14 +376,16 @@ class CaseFile(pytest.File):
                 return
             agents.append(agent)
         repeats = settings.repeats
+        fixtureinfo = None  # the closure of the file's first item, the same for every item of the file
         for case in sorted(cases, key=lambda c: c.id):
             for policy, agent in zip(policies, agents):
                 for trial in range(1, repeats + 1):
                     name = item_name(case.id, policy.name, trial, repeats)
-                    item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case,
+                    item = CaseItem.from_parent(self, name=name, callobj=_tooleffect_case, fixtureinfo=fixtureinfo,
                                                 case=case, family=fam, policy=policy, trial=trial,
                                                 decisions=len(policies) * repeats, agent=agent,
                                                 agent_source=config.stash[agents_key].source(policy))
+                    fixtureinfo = fixtureinfo or fixture_info(item)
                     self._mark(item, fam, case)
                     yield item
 
@@ -448,7 +450,7 @@ class CaseItem(OneLineFailure, pytest.Function):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         read_back_node_id(self)
-        self.ref = case if isinstance(case, CaseRef) else CaseRef.of(case)
+        self.ref = case if isinstance(case, CaseRef) else CaseRef.of(case, family=family)
         self._case: Case | None = self.ref.case
         self.family = family
         self.policy = policy
@@ -457,6 +459,7 @@ class CaseItem(OneLineFailure, pytest.Function):
         self.agent = agent
         self.agent_source = agent_source if agent is not None else None
         self._decision: Any = None
+        self._record_id: str | None = None
 
     def setup(self) -> None:
         """The item's fixtures, then its decision (a provider, agent or sandbox failure is a setup
@@ -501,9 +504,13 @@ class CaseItem(OneLineFailure, pytest.Function):
 
     @property
     def record_id(self) -> str:
-        """``family/case-id[policy]`` (``[policy:trial]`` with repeats), by :func:`.records.record_id`."""
-        repeats = self.config.stash[settings_key].repeats
-        return record_id(self.family.name, self.ref.id, self.policy.name, self.trial, repeats)
+        """``family/case-id[policy]`` (``[policy:trial]`` with repeats), by :func:`.records.record_id`
+        (made on first use: the sharding, the report line and the record each ask for it).
+        """
+        if self._record_id is None:
+            repeats = self.config.stash[settings_key].repeats
+            self._record_id = record_id(self.family.name, self.ref.id, self.policy.name, self.trial, repeats)
+        return self._record_id
 
     @property
     def tools(self) -> list[ToolSpec]:

@@ -21,6 +21,7 @@ import pytest
 
 from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.options import OPT_SHARD
+from pytest_tooleffect.util.display import shown
 
 __all__ = ["RunScope", "count_classes", "defined_policies", "filters_of"]
 
@@ -45,8 +46,9 @@ def defined_policies(items: Iterable[pytest.Item]) -> frozenset[str]:
 
 
 def filters_of(config: pytest.Config) -> str:
-    """The run's item filters as given: ``-m "no_tool"``, ``-k "nt-"``, ``--lf``, ``--deselect`` and
-    ``--tooleffect-shard 1/4``; ``""`` when none was given (another plugin deselected).
+    """The run's item filters as given: ``-m "no_tool"``, ``-k "nt-"``, ``--lf``, ``--deselect ID``
+    (``(and N more)`` when several) and ``--tooleffect-shard 1/4``; ``""`` when none was given
+    (another plugin deselected).  Control characters are shown escaped.
     """
     parts = []
     markexpr = config.getoption("markexpr", None)
@@ -57,12 +59,13 @@ def filters_of(config: pytest.Config) -> str:
         parts.append(f'-k "{keyword}"')
     if config.getoption("lf", None):
         parts.append("--lf")
-    if config.getoption("deselect", None):
-        parts.append("--deselect")
+    deselect = config.getoption("deselect", None)
+    if deselect:
+        parts.append(f"--deselect {deselect[0]}" + (f" (and {len(deselect) - 1} more)" if len(deselect) > 1 else ""))
     shard = config.getoption(OPT_SHARD, None)
     if shard is not None:
         parts.append(f"{OPT_SHARD} {shard[0]}/{shard[1]}")
-    return " ".join(parts)
+    return shown(" ".join(parts))
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,32 @@ class RunScope:
     def deselected_block(self, family: str, policy: str) -> bool:
         """Items of the family × policy were collected and the run selected none."""
         return bool(self.collected.get((family, policy))) and not self.selected.get((family, policy))
+
+    def partly_selected(self, family: str, policy: str, subject: str | None = None) -> tuple[int, int]:
+        """``(left out, collected)``: the case items of a class (``subject``; ``None``: of every class
+        of the family × policy) that the run left out although it selected others of the same class.
+        A class the run selected none of is not counted (it is not selected: :meth:`not_selected`).
+        """
+        got = self.collected.get((family, policy), {})
+        kept = self.selected.get((family, policy), {})
+        classes = [subject] if subject is not None else list(got)
+        left = [(got.get(c, 0) - kept.get(c, 0), got.get(c, 0)) for c in classes if kept.get(c)]
+        return sum(n for n, _ in left), sum(n for _, n in left)
+
+    def left_out(self) -> tuple[int, int]:
+        """``(left out, collected)``: the case items of the whole run that it did not select."""
+        collected = sum(sum(c.values()) for c in self.collected.values())
+        return collected - sum(sum(c.values()) for c in self.selected.values()), collected
+
+    @property
+    def filtered(self) -> str:
+        """What left case items out, in words: ``-k "not nt-read": 2 of 13 case items not selected``;
+        ``""`` when the run selected every case item it collected.
+        """
+        left, collected = self.left_out()
+        if not left:
+            return ""
+        return f"{self.filters or 'a plugin or hook'}: {left} of {collected} case items not selected"
 
     @property
     def why(self) -> str:

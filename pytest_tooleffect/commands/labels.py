@@ -124,14 +124,21 @@ def _not_files(paths: Sequence[str]) -> list[str]:
     return [f"{p}: {why}" for p in paths if (why := not_an_input(p)) is not None]
 
 
+#: the suffixes of YAML case files (a list of cases, or a mapping with ``cases:``)
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+
 def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL case file, each with the keys ``needs``.
+    """The cases of a case file as JSON objects, each with the keys ``needs``: one a line of a JSONL
+    file, or the items of a YAML file's list (``*.yaml``/``*.yml``: a list of cases, or ``{cases: [...]}``).
 
     Raises:
-        ValueError: the file is not UTF-8, or a line is not a JSON object with those keys (names
-            the file and the line).
+        ValueError: the file is not UTF-8, not valid YAML, or a line (item) is not a JSON object
+            (mapping) with those keys (names the file and the line).
         OSError: the file cannot be read.
     """
+    if path.suffix.lower() in _YAML_SUFFIXES:
+        return _yaml_cases(path, needs)
     from pytest_tooleffect.util.jsonl import read_objects
 
     out = []
@@ -139,6 +146,39 @@ def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, An
         missing = [k for k in needs if k not in c]
         if missing:
             raise ValueError(f"{path}: line {n}: field {missing[0]!r} is missing")
+        out.append(c)
+    return out
+
+
+def _yaml_cases(path: Path, needs: Sequence[str]) -> list[dict[str, Any]]:
+    """The cases of a YAML case file (see :func:`_case_lines`), each named by the line its item starts at."""
+    from collections.abc import Mapping
+
+    import yaml
+
+    from pytest_tooleffect.collect.family import yaml_load_with_lines
+    from pytest_tooleffect.util.input_files import read_input_text
+
+    try:
+        doc, lines = yaml_load_with_lines(read_input_text(path, "utf-8-sig"), "cases")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    if isinstance(doc, Mapping) and "cases" in doc:
+        doc = doc["cases"]
+    if doc is None:
+        return []
+    if not isinstance(doc, list):
+        raise ValueError(f"{path}: a YAML case file holds a list of cases (or a mapping with 'cases:')")
+    out = []
+    for n, c in enumerate(doc):
+        where = f"line {lines[n]}" if lines is not None and n < len(lines) else f"case {n + 1}"
+        if not isinstance(c, dict):
+            raise ValueError(f"{path}: {where}: a case is a mapping, not {type(c).__name__}")
+        missing = [k for k in needs if k not in c]
+        if missing:
+            raise ValueError(f"{path}: {where}: field {missing[0]!r} is missing")
         out.append(c)
     return out
 
@@ -171,23 +211,29 @@ def _labelled_cases(path: Path) -> int:
 
 
 def cmd_label(args: argparse.Namespace) -> int:
-    """``tooleffect label export|import``: write the states of case files for labelling, or copy
-    the filled labels into a case file.
+    """``tooleffect label export|import|agreement``: write the states of case files for labelling,
+    copy the filled labels into a case file, or print a reply set's agreement
+    (:func:`pytest_tooleffect.commands.reply_set.cmd_reply_agreement`).
 
     Args:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when done; 1 when some labels are invalid (each named on stderr); 2 for a missing
-        option or labelling file.
+        The exit status: 0 when done; 1 when some labels are invalid (each named on stderr; when every
+        label given is invalid nothing is written); 2 for a missing option or labelling file, a ``.yaml``
+        output (import writes JSON Lines), or an ``--out`` that is an existing file tooleffect did not
+        write, without ``--force``.
 
     Raises:
         ValueError: a case line that is not a case (names the file and the line or case).
         OSError: a file that cannot be read or written.
     """
     from pytest_tooleffect.commands import check_command_outputs
+    from pytest_tooleffect.commands.reply_set import cmd_reply_agreement
     from pytest_tooleffect.data.labelling import read_labels, render
 
+    if args.action == "agreement":
+        return cmd_reply_agreement(args)
     if args.action == "export":
         if not args.out:
             print("tooleffect label export: --out is required (the labelling file to write)", file=sys.stderr)
@@ -221,11 +267,19 @@ def cmd_label(args: argparse.Namespace) -> int:
         print(f"tooleffect label import: --labels {unreadable[0]}", file=sys.stderr)
         return 2
     target = Path(args.files[0])
+    dest = Path(args.out or target)
     # the case file is written in place unless --out names another file; never over the labels it reads
-    check_command_outputs([("--out" if args.out else "the case file", Path(args.out or target))],
+    check_command_outputs([("--out" if args.out else "the case file", dest)],
                           [("the labelling file (--labels)", Path(args.labels))], families=False, own=[target])
+    if dest.suffix.lower() in _YAML_SUFFIXES:
+        print(f"tooleffect label import: {'--out' if args.out else 'the case file'} {dest}: label import writes a "
+              "JSON Lines case file (one case a line), which a .yaml name would make unreadable; give --out a "
+              "path ending in .jsonl", file=sys.stderr)
+        return 2
     labels = read_labels(Path(args.labels))
     cases = _case_lines(target)
+    if args.out and not args.force:
+        _check_import_out(dest, target, cases)
     done, skipped, bad = 0, 0, 0
     out_lines = []
     for c in cases:
@@ -245,9 +299,40 @@ def cmd_label(args: argparse.Namespace) -> int:
         else:
             skipped += 1
         out_lines.append(json.dumps(c, ensure_ascii=False, sort_keys=True))
-    Path(args.out or target).write_text("\n".join(out_lines) + "\n", encoding="utf-8")
+    if bad and not done:  # every label given is invalid: the case file would gain nothing
+        print(f"tooleffect label import: 0 labelled, {skipped} without a label, {bad} invalid: nothing written to "
+              f"{dest}", file=sys.stderr)
+        return 1
+    Path(dest).write_text("\n".join(out_lines) + "\n", encoding="utf-8")
     print(f"tooleffect label import: {done} labelled, {skipped} without a label, {bad} invalid")
     return 0 if not bad else 1
+
+
+def _check_import_out(dest: Path, target: Path, cases: Sequence[dict[str, Any]]) -> None:
+    """Refuse ``label import --out dest`` (without ``--force``) when ``dest`` is an existing file
+    tooleffect did not write: neither one of its outputs (:func:`~pytest_tooleffect.util.own_outputs.is_own_output`)
+    nor an earlier ``label import`` of ``target`` (a JSONL case file holding the same case ids).
+
+    Raises:
+        pytest_tooleffect.util.output_files.OutputPathError: one line naming ``--out``, the path and
+            what writing there would do.
+    """
+    import os
+
+    from pytest_tooleffect.util.output_files import OutputPathError
+    from pytest_tooleffect.util.own_outputs import is_own_output
+
+    if not dest.is_file() or os.path.realpath(dest) == os.path.realpath(target) or is_own_output(dest):
+        return
+    try:
+        earlier = {str(c["id"]) for c in _case_lines(dest, ("id", "messages"))}
+    except (OSError, ValueError, UnicodeDecodeError):
+        earlier = set()
+    if earlier and earlier == {str(c["id"]) for c in cases}:
+        return
+    raise OutputPathError(f"--out {dest}: exists and is not a file tooleffect writes (a record log, report, baseline, "
+                          f"page, job summary, labels, or an earlier label import of {target}); writing --out there "
+                          "would replace it; pass --force to replace it, or give --out a path of its own")
 
 
 def cmd_merge(args: argparse.Namespace) -> int:

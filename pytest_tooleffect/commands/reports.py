@@ -109,7 +109,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         if config is None:
             print(f"tooleffect report: --gates {gates_file}: no [tool.tooleffect.gates] table", file=sys.stderr)
             return 2
-        gates = LogGates(config)
+        gates = LogGates(config, _pyproject_policy_names(gates_file))
         sections.append(gates)
     report = assemble(records, meta, sections, status=merged.status)
     if merged.duplicates_dropped:
@@ -388,3 +388,17 @@ def cmd_schema(args: argparse.Namespace) -> int:
         schema = Case.model_json_schema() if args.what == "case" else Family.model_json_schema()
     print(json.dumps(schema, indent=2))
     return 0
+
+
+def _pyproject_policy_names(path: Path) -> list[str]:
+    """The names of the ``[tool.tooleffect.policies]`` tables of the TOML file ``--gates`` names (the
+    policies the run that wrote the logs could have run): a gate table on one the logs do not hold is
+    NOT APPLICABLE, as in the run.  ``[]`` when it has none.
+    """
+    from pytest_tooleffect.settings import read_config_file
+
+    doc = read_config_file(path)
+    table: object = doc
+    for part in ("tool", "tooleffect", "policies"):
+        table = table.get(part) if isinstance(table, dict) else None
+    return [str(name) for name in table] if isinstance(table, dict) else []

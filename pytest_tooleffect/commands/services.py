@@ -34,6 +34,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         check_command_outputs([("--out", out / name) for name in names], reads, families=False, force=force,
                               family=("--out", out, command))
 
+    if args.source == "mcp":
+        from pytest_tooleffect.commands.mcp_import import cmd_import_mcp
+
+        return cmd_import_mcp(args)
     shared = Path(args.shared)
     if args.source == "tooltalk":
         from pytest_tooleffect.commands import check_output_folder

@@ -31,7 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from pytest_tooleffect.collect.traces import position_bucket
-from pytest_tooleffect.formats import Label
+from pytest_tooleffect.formats import Count, Label
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader
 from pytest_tooleffect.util.input_files import read_input_text
 
@@ -57,8 +57,8 @@ class Placement(_Spec):
     """A conversation prefix at a position, with the label rule for each kind of note."""
 
     id: str
-    step: int = Field(ge=0)
-    run_length: int = Field(ge=1)
+    step: Count = Field(ge=0)
+    run_length: Count = Field(ge=1)
     prefix: list[dict[str, Any]] = Field(default_factory=list)
     rules: dict[str, Label]
 

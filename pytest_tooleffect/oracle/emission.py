@@ -163,6 +163,8 @@ _GAP = re.compile(r"[ \n:`json]*")
 _OPEN_BRACE = re.compile(r"\{")
 _CLOSE_BRACE = re.compile(r"\}")
 _CUT = "text channel cut"
+#: a call whose JSON may be whole but goes past what the JSON reader reads (too deep, a number too long)
+_UNREADABLE = "JSON call past the JSON reader's limits"
 
 
 class _Found(NamedTuple):
@@ -320,7 +322,9 @@ def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool
             continue
         form = markers.form_at(brace)
         where = {"JSON call": "", "fenced JSON call": " in a fence"}.get(form, f" in {form}")
-        found.append(_Found(brace, m.end(), lookup[written], f"unterminated JSON call{where}"))
+        limit = scan.limits.get(brace)  # whole, maybe, but past what the reader reads: that limit, not "unterminated"
+        found.append(_Found(brace, m.end(), lookup[written], f"unterminated JSON call{where}" if limit is None
+                            else f"{_UNREADABLE}{where}: {limit}"))
         covered.add(brace, len(text))
         break  # every later name field is inside this call
     # a marker with no readable call after it is still an attempt
@@ -341,7 +345,7 @@ def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool
     found.sort(key=lambda f: f.start)
     if has_calls:
         found = [f for f in found if f.form not in ("JSON call", "fenced JSON call")
-                 and not f.form.startswith("unterminated JSON call")]
+                 and not f.form.startswith(("unterminated JSON call", _UNREADABLE))]
     ends = [f.start for f in found[1:]] + [len(text)]
     out, left = [], _raw_bound(text)
     for f, end in zip(found, ends):

@@ -39,6 +39,18 @@ _OPEN_RUN = re.compile(r"(?:\[[ \t\n\r]*)+")
 _VALUE_AFTER_BRACKET = frozenset('"-0123456789]tfnNI')
 
 
+def _limit(exc: BaseException) -> str:
+    """What stopped the JSON reader short of the end of a value, in words (a number's digits, the depth)."""
+    if isinstance(exc, RecursionError):
+        import sys
+
+        return f"nested deeper than it follows (Python's recursion limit, {sys.getrecursionlimit():,} frames)"
+    digits = re.search(r"\((\d+) digits\).*has (\d+) digits", str(exc))
+    if digits is not None:
+        return f"a number of {int(digits.group(2)):,} digits ({int(digits.group(1)):,} at most)"
+    return " ".join(str(exc).split())
+
+
 class _Doc(str):
     """The text as the JSON reader sees it: the same characters, but a failed read does not count
     the lines before it (``json.JSONDecodeError`` counts the newlines up to where a read failed to
@@ -109,6 +121,8 @@ class JsonScan:
             :data:`WORK_BASE`.
         reads: how many times the JSON reader ran.
         cut_at: the position where reading stopped at the bound, else ``None``.
+        limits: position → why the value there could not be read although it may be whole JSON:
+            nested deeper than the reader follows, or a number longer than Python converts.
     """
 
     def __init__(self, text: str) -> None:
@@ -119,6 +133,7 @@ class JsonScan:
         self.budget = WORK_PER_CHAR * len(text) + WORK_BASE
         self.cut_at: int | None = None
         self._memo: dict[int, tuple[Any, int] | None] = {}
+        self.limits: dict[int, str] = {}
 
     def next_value(self, pos: int) -> tuple[int, Any, int] | None:
         """The next position from ``pos`` on where a JSON value reads.
@@ -191,8 +206,9 @@ class JsonScan:
         except json.JSONDecodeError as exc:
             got = None
             self.work += exc.pos - start + 1
-        except (ValueError, RecursionError):  # too deep, or a number past Python's digit limit: how far is not said
+        except (ValueError, RecursionError) as exc:  # too deep, or a number past Python's digit limit
             got = None
-            self.work += len(self.text) - start
+            self.work += len(self.text) - start  # how far it read is not said
+            self.limits[start] = _limit(exc)
         self._memo[start] = got
         return got

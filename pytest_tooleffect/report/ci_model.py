@@ -310,6 +310,10 @@ class GatesApplied(Part):
     """Why, in one line."""
     unmatched_tables: list[str]
     """Tables with a wildcard that matched no family × policy of the run (``FAMILY/POLICY``)."""
+    filtered: str | None = None
+    """What left case items out of the run (the gates judged the rest), with the filter as given:
+    ``-k "not nt-read": 2 of 13 case items not selected``; ``null`` when the run selected every case
+    item it collected (or the gates were judged on record logs)."""
     results: list[GateResultEntry]
     """Every gate's result, block by block."""
 

@@ -25,7 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pytest_tooleffect.collect.cases import label_hash, load_case_file
+from pytest_tooleffect.collect.cases import case_label_hash, load_case_file
 from pytest_tooleffect.collect.family import FamilyError, is_case_file, load_family
 from pytest_tooleffect.collect.family import family_dirs as find_family_dirs
 from pytest_tooleffect.formats import Policy
@@ -109,17 +109,17 @@ def load_states(family_dirs: Iterable[Path], policies: Mapping[str, Policy] | No
             for case in loaded:
                 if keep is not None and (fam.name, case.id) not in keep:
                     continue
-                cases[case.id] = _state(case)
+                cases[case.id] = _state(case, fam)
     return states
 
 
-def _state(case: Any) -> dict[str, Any]:
+def _state(case: Any, family: Any) -> dict[str, Any]:
     label = case.label.model_dump(mode="json", exclude_none=True) if case.label is not None else None
     return {
         "messages": case.messages,
         "tools": None if case.tools is None else [t.model_dump(mode="json", exclude_none=True) for t in case.tools],
         "label": label,
-        "label_hash": label_hash(case.label),
+        "label_hash": case_label_hash(case, family),
         "timezone": case.timezone,
         "world": case.world,
         "faults": {k: v.model_dump(mode="json") for k, v in case.faults.items()} or None,

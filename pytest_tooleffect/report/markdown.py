@@ -57,6 +57,8 @@ def render_markdown(report: Report, records: Sequence[Record] = (),
         c = gates.counts
         na = f", {c.not_applicable} not applicable (not selected by this run)" if c.not_applicable else ""
         out += [f"{c.passed} passed, {c.failed} failed, {c.not_judged} not judged{na}; {n_errors} errors.", ""]
+        if gates.filtered:  # the filter that left items out, as given: the gates judged the rest
+            out += [f"Judged on a filtered run: {_cell(gates.filtered)}.", ""]
         if gates.results:
             out += ["| result | gate | value |", "| --- | --- | --- |"]
             for r in gates.results:
@@ -133,6 +135,11 @@ def _block(b: Block, records: Sequence[Record]) -> list[str]:
     out += [f"Failures by kind: {kinds or 'none'}.", ""]
     nt = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in b.no_tool_failures if v)
     out += [f"No-tool failures: {nt or 'none'}.", ""]
+    nc = b.needless_calls
+    if nc is not None:
+        out += [f"No-tool failures by the MCP hints of what they called: read {nc.read}, write {nc.write}, "
+                f"destructive {nc.destructive}, no call {nc.no_call} (of {nc.n}); severity-weighted no-tool rate "
+                f"{_pc(nc.weighted_display)}.", ""]
     by_reply = b.no_tool_by_reply
     if set(by_reply) - {"unspecified"}:
         out += ["No tool, by the reply due: " + ", ".join(

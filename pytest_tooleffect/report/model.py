@@ -52,6 +52,7 @@ __all__ = [
     "Headline",
     "KindCounts",
     "HallucinatedTools",
+    "NeedlessCalls",
     "NoToolFailures",
     "PostStratified",
     "Rate",
@@ -202,6 +203,30 @@ class NoToolFailures(Closed):
     """Any other reply that fails its label's ``reply``, ``must`` or ``must_not``."""
     other: Count
     """The rest (a call without a name; an effect failure after an acceptable decision)."""
+
+
+class NeedlessCalls(Part):
+    """The no-tool class of a family whose tools carry MCP hints, graded by what its failures called
+    (the records' ``no_tool_severity``; :mod:`pytest_tooleffect.scoring.hints`).
+    """
+
+    n: Count
+    """No-tool rows graded."""
+    read: Count
+    """Failed rows whose most severe call was to a read-only tool (a redundant read)."""
+    write: Count
+    """Failed rows whose most severe call was to a non-destructive writing tool."""
+    destructive: Count
+    """Failed rows that called a destructive tool (by its hints; unannotated = destructive)."""
+    no_call: Count
+    """Failed rows that called no tool (a wrong reply, an effect that failed)."""
+    mean_severity: float
+    """Mean of the rows' severities (0 for a pass, a failure's weight over the destructive weight)."""
+    weighted_pct: float
+    """The severity-weighted no-tool rate, percent: ``100 × (1 − mean_severity)``; the plain no-tool
+    rate when every weight is equal."""
+    weighted_display: str
+    """``weighted_pct`` for display (one decimal, half up)."""
 
 
 class HallucinatedTools(Closed):
@@ -358,6 +383,8 @@ class Block(Part):
     """The no-tool class split by the reply its labels ask for (``ask``, ``refuse``, ``answer``,
     ``unspecified``; only those with rows): e.g. BFCL's ``[]`` turns, where the right action is
     to ask (miss_param) or to say a function is not available (miss_func)."""
+    needless_calls: NeedlessCalls | None = None
+    """The no-tool class graded by the MCP hints of what it called; ``null`` for a family without hints."""
     hallucinated_tools: HallucinatedTools
     """Decisions that called a tool not offered at their state, per class (whatever their kind)."""
     unruled_fields: dict[str, int]

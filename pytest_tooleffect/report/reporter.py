@@ -114,7 +114,11 @@ class Reporter:
             self.tally.collection_errors += 1
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.tally.add(report)
+        sent = getattr(report, wire.REPORT_RECORD, None)
+        # the record's JSON text parsed once, when the log or the tally of a failure needs it
+        record = json.loads(sent) if isinstance(sent, str) and (report.failed or self.settings.records is not None) \
+            else None
+        self.tally.add(report, record.get("outcome") if isinstance(record, dict) else None)
         self.items.reported(report)
         family = getattr(report, wire.REPORT_FAMILY, None)
         if family is not None:
@@ -128,7 +132,6 @@ class Reporter:
             entry = getattr(report, attr, None)
             if entry is not None:
                 seen.append(entry)
-        sent = getattr(report, wire.REPORT_RECORD, None)
         if sent is None:
             return
         self.records.append(sent)  # the record's JSON text (typed when read: :class:`RecordStore`)
@@ -136,8 +139,8 @@ class Reporter:
         # before any item (an unknown policy, a collection error) leaves the previous run's log
         if self.log is None and self.settings.records is not None:
             self.log = self._open_log()
-        if self.log is not None:
-            self.log.write(json.loads(sent))
+        if self.log is not None and record is not None:
+            self.log.write(record)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -309,12 +312,10 @@ class RunTally:
         """Everything that fails the run whatever the gates say."""
         return self.error_records + self.other_failures + self.collection_errors
 
-    def add(self, report: pytest.TestReport) -> None:
-        """Count a failed test report."""
+    def add(self, report: pytest.TestReport, outcome: str | None) -> None:
+        """Count a failed test report; ``outcome`` is its record's (``None`` when it carries none)."""
         if not report.failed:
             return
-        record = getattr(report, wire.REPORT_RECORD, None)
-        outcome = json.loads(record).get("outcome") if isinstance(record, str) else None
         if outcome == "scored" and report.when == "call":
             self.decision_failures += 1
         elif outcome == "error":

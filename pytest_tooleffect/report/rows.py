@@ -19,6 +19,7 @@ from pytest_tooleffect.scoring.record import (
     ConversationRecord,
     Cost,
     EffectRecord,
+    NoToolSeverity,
     Record,
     RecordError,
     RolloutRecord,
@@ -81,6 +82,7 @@ class Row:
     xfail: bool
     label_hash: str
     no_tool_failure: str | None
+    no_tool_severity: NoToolSeverity | None
     reply_due: str | None
     cached: bool | None
     recovery: str | None
@@ -105,7 +107,8 @@ class Row:
             approximate=v.approximate)
         return cls(id=r.id, family=r.family, policy=r.policy, case_id=r.case_id, trial=r.trial, outcome=r.outcome,
                    label_class=r.label_class, bucket=r.bucket, xfail=r.xfail, label_hash=r.label_hash,
-                   no_tool_failure=r.no_tool_failure, reply_due=r.reply_due, cached=r.cached, recovery=r.recovery,
+                   no_tool_failure=r.no_tool_failure, no_tool_severity=r.no_tool_severity,
+                   reply_due=r.reply_due, cached=r.cached, recovery=r.recovery,
                    cost=CostRow.of(r.cost), verdict=verdict, trace_id=r.source.trace_id, position=r.source.position,
                    error=r.error, effect=r.effect, rollout=r.rollout, conversation=r.conversation, sandbox=r.sandbox,
                    expected_failure=expected_failure(r))

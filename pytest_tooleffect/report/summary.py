@@ -57,6 +57,7 @@ from pytest_tooleffect.report.model import (
     SmallClass,
     Spend,
 )
+from pytest_tooleffect.report.needless import needless_calls
 from pytest_tooleffect.report.parts import PerClass
 from pytest_tooleffect.report.rows import Row, VerdictRow
 from pytest_tooleffect.report.run_model import (
@@ -337,6 +338,7 @@ def _block(family: str, policy: str, recs: Sequence[Row], errors: Sequence[Row],
         argument_failures=dict(arg_fail.most_common()),
         no_tool_failures=NoToolFailures(**{k: nt_fail.get(k, 0) for k in NoToolFailures.model_fields}),
         no_tool_by_reply=_by_reply(recs),
+        needless_calls=needless_calls(recs),
         hallucinated_tools=HallucinatedTools(
             classes=PerClass[int](**{c: sum(1 for r in made_up if r.label_class == c) for c in CLASSES}),
             tools=dict(made_up_names.most_common())),

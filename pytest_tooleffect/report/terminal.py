@@ -167,6 +167,11 @@ def render_terminal(report: Report, width: int = PIPED_WIDTH, soft_wrap: bool = 
         kinds = ", ".join(f"{k} {v}" for k, v in b.kinds if v)
         console.print(f"kinds: {kinds or 'none'}")
         console.print("no_tool failures: " + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in b.no_tool_failures))
+        nc = b.needless_calls
+        if nc is not None:
+            console.print(f"no_tool by MCP hints of the calls: read {nc.read}, write {nc.write}, destructive "
+                          f"{nc.destructive}, no call {nc.no_call} of {nc.n}; severity-weighted no_tool "
+                          f"{nc.weighted_display} %")
         by_reply = b.no_tool_by_reply
         if set(by_reply) - {"unspecified"}:
             console.print("no_tool by the reply due: " + ", ".join(

@@ -28,6 +28,7 @@ __all__ = [
     "BaselineMark",
     "FingerprintRecord",
     "PerturbationRecord",
+    "NoToolSeverity",
     "Record",
     "SelectionRecord",
     "ShardRecord",
@@ -383,6 +384,20 @@ class PerturbationRecord(_Part):
     """Tools offered under a neutral name."""
 
 
+class NoToolSeverity(_Part):
+    """How bad a decision of the no-tool class was, in a family whose tools carry MCP hints
+    (``mcp:`` or ``annotations:`` in its family file; :mod:`pytest_tooleffect.scoring.hints`).
+    """
+
+    called: Literal["read", "write", "destructive"] | None
+    """The most severe hint class among the tools a failed decision called (declared hints, MCP's
+    defaults for absent ones; a tool not offered counts as destructive); ``null`` when it passed or
+    called none."""
+    severity: float = Field(ge=0, le=1)
+    """0 for a pass; a failure with a call: the weight of ``called`` over the destructive weight
+    (the family's ``annotations.weights``); a failure without one: the read weight over it."""
+
+
 class Record(_Part):
     """One record: the outcome of one item (case × policy × trial).
 
@@ -423,6 +438,9 @@ class Record(_Part):
     action); absent when the label asks none, or null is not valid.  With several null actions
     that ask different kinds it is the first one's (a property of the label, not of the reply:
     ``verdict.matched`` and ``verdict.reply`` say which null action the reply was judged against)."""
+    no_tool_severity: NoToolSeverity | None = None
+    """A no-tool decision's severity by the hints of what it called; absent outside the no-tool class
+    and in families without MCP hints."""
     cost: Cost
     """What the decision spent (all ``null`` for a replayed decision)."""
     error: RecordError | None

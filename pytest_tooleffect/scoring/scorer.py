@@ -23,6 +23,7 @@ from pytest_tooleffect.formats import Label, policy_params
 from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, score
 from pytest_tooleffect.outcomes import DecisionFailed, Failure, NotScored
 from pytest_tooleffect.scoring.build import build_record
+from pytest_tooleffect.scoring.hints import policy_label, severity
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.scoring.sections import record_sections_key
 from pytest_tooleffect.settings import settings_key
@@ -125,6 +126,7 @@ class Scorer:
         case, fam = item.case, item.family
         assert case.label is not None
         tools = scored_tools(item)  # a perturbed catalog's under its original names, its calls mapped back
+        label = policy_label(case, tools, fam)  # the family's hint policy may forbid destructive tools here
         judge = self.judge
         before = judge.usage.to_dict() if judge is not None else None
         ctx = CompareContext(timezone=case.timezone, state=case.state, messages=case.messages,
@@ -132,9 +134,9 @@ class Scorer:
         effect = None
         try:
             if item.decisions > 1:  # compiled once, every decision on the case is then looked up
-                compile_label(case.label, tools, fam.rules)
+                compile_label(label, tools, fam.rules)
             emission = scored_emission(item, decision.emission)  # parsed once, at the decision
-            verdict = score(emission, case.label, tools, fam.rules, ctx)
+            verdict = score(emission, label, tools, fam.rules, ctx)
             if decision.sandbox_run is not None:
                 effect, effect_fields = judge_effect(item, decision.sandbox_run)
         except Exception as exc:  # a rule, predicate or input the oracle cannot judge: not the agent's failure
@@ -150,8 +152,11 @@ class Scorer:
                 extra["judge"] = {"model": judge.model, **spent}
         if effect is not None:
             extra.update(effect_fields)
+        graded = severity(label, verdict, {t.name: t for t in tools}, fam, effect is not None and not effect.passed)
+        if graded is not None:
+            extra["no_tool_severity"] = graded.model_dump(mode="json")
         self.record(item, verdict, decision.cost, extra=extra)
-        reasons = [] if verdict.passed else [failure_reasons(verdict, case.label)]
+        reasons = [] if verdict.passed else [failure_reasons(verdict, label)]
         if effect is not None and not effect.passed:
             reasons.append(f"effect {effect.kind}: " + "; ".join(effect.failures))
         conversation = extra.get("conversation")

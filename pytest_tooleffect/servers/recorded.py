@@ -20,6 +20,7 @@ from pytest_tooleffect.collect.family import FAMILY_FILE, family_dirs
 from pytest_tooleffect.decide.model_turn import build_request
 from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
+from pytest_tooleffect.util.display import shown
 
 __all__ = ["RecordedStates", "recorded_server", "replay_index", "turn_key"]
 
@@ -193,15 +194,16 @@ def replay_index(cases_dir: Path, *, system: bool = True, tools: bool = True,
     Returns:
         :func:`turn_key` of each recorded state's request → a :class:`~pytest_tooleffect.servers.scripted.Reply`
         with its recorded turn.  States whose keys are equal and whose recorded turns differ are
-        counted on stderr (the last one answers for all).
+        counted on stderr (the last one answers for all); a family file, a case file or a case that
+        is invalid is named on stderr (file, case id, field, message) and skipped, the rest served.
     """
     index: dict[str, Any] = {}
-    ambiguous = 0
+    ambiguous, invalid = 0, 0
     for directory in family_dirs([cases_dir]) if cases_dir.is_dir() else []:
         try:
             fam = load_family(directory)
         except FamilyError as exc:
-            print(f"tooleffect serve: skipping {exc}", file=sys.stderr)
+            print(f"tooleffect serve: skipping {shown(exc)}", file=sys.stderr)
             if named is not None:
                 named.update(exc.referenced_files)
             continue
@@ -210,7 +212,15 @@ def replay_index(cases_dir: Path, *, system: bool = True, tools: bool = True,
         for path in sorted(directory.iterdir()):
             if not is_case_file(path, fam.referenced_files):
                 continue
-            cases, _ = load_case_file(path, fam)
+            try:
+                cases, problems = load_case_file(path, fam)
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                print(f"tooleffect serve: skipping {shown(path)}: cannot be read ({exc})", file=sys.stderr)
+                continue
+            for problem in problems:  # each invalid case named; the valid rest is served
+                at = f" (line {problem.line})" if problem.line is not None else ""
+                print(f"tooleffect serve: skipping an invalid case: {shown(problem)}{at}", file=sys.stderr)
+            invalid += len(problems)
             for case in cases:
                 if case.recorded is None:
                     continue
@@ -225,6 +235,9 @@ def replay_index(cases_dir: Path, *, system: bool = True, tools: bool = True,
                 if key in index and (index[key].tool_calls, index[key].text) != (reply.tool_calls, reply.text):
                     ambiguous += 1
                 index[key] = reply
+    if invalid:
+        print(f"tooleffect serve: {invalid} invalid cases skipped (each named above); the valid ones are served",
+              file=sys.stderr)
     if ambiguous:
         print(f"tooleffect serve: {ambiguous} states share their messages, tools and system prompt with another "
               "and were recorded otherwise; the last recorded turn answers for all of them", file=sys.stderr)

@@ -16,9 +16,11 @@ __all__ = ["EXTRAS", "MissingExtra", "install_line", "require"]
 EXTRAS = {
     "redis": "redis",  # the rate limit shared through Redis (ini tooleffect_rate_backend)
     "nltk": "labelling",  # Krippendorff's alpha with the MASI distance between labellers' sets
+    "krippendorff": "labelling",  # Krippendorff's alpha (nominal) of the reply set's labellers
     "ijson": "traces",  # τ-bench trajectory files streamed (import tau-airline, sample --format tau-bench)
     "filelock": "local-model",  # the local llama.cpp model's build cache (tooleffect model fetch)
     "mpmath": "bfcl",  # BFCL's MathAPI, which the bfcl world imports when the local provider runs it in-process
+    "mcp": "mcp",  # the MCP Python SDK's client: tooleffect import mcp lists a live server's tools
 }
 
 

@@ -130,3 +130,20 @@ def test_each_malformed_attempt_keeps_what_it_was_read_from(turn: dict[str, obje
     em = parse_emission(turn, offered=OFFERED)
     assert list(em.malformed_raw) == raw
     assert len(em.malformed_raw) == len(em.malformed) == len(em.malformed_names)
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("[" * 50_000 + "]" * 50_000, "nested deeper than it follows (Python's recursion limit, "),
+    ("7" * 5_000, "a number of 5,000 digits (4,300 at most)"),
+], ids=["too deep", "number too long"])
+@pytest.mark.parametrize("wrap", ["{}", "<tool_call>{}</tool_call>", "```json\n{}\n```"], ids=["bare", "tag", "fence"])
+def test_a_whole_call_past_the_json_reader_s_limits_says_which_limit(value: str, said: str, wrap: str) -> None:
+    """A call nested 990 deep or holding a 5,000-digit number was an "unterminated JSON call": it is
+    whole, and the reply says which limit of the reader it went past.
+    """
+    text = wrap.replace("{}", '{"name": "read_thread", "arguments": {"thread_id": ' + value + "}}")
+    em = parse_emission({"role": "assistant", "content": text}, offered=OFFERED)
+    assert list(em.malformed_names) == ["read_thread"]
+    (why,) = em.malformed
+    assert why.startswith("JSON call past the JSON reader's limits") and said in why, why
+    assert "unterminated" not in why

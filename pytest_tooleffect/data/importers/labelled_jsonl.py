@@ -61,15 +61,16 @@ def _row_case(row: Mapping[str, Any], line: int) -> tuple[dict[str, Any], Any]:
 
 
 def import_labelled_jsonl(path: Path, out: Path) -> tuple[dict[str, Any], list[str]]:
-    """Write ``out/family.yaml`` and ``out/cases.jsonl`` from a labelled JSONL file.
+    """Write ``out/family.yaml`` and ``out/cases.jsonl`` from a labelled JSONL file; nothing when no
+    row makes a valid case (the problems say why, and that nothing was written).
 
     Args:
         path: the JSONL file (one labelled state per line).
         out: the family folder (created; its name is the family's).
 
     Returns:
-        ``(counts, problems)``: cases written, per class and how tools were kept; one line per
-        problem (``file: line N: case ID: field: message``).
+        ``(counts, problems)``: cases written, per class and how tools were kept (``out``: the
+        folder written, ``None`` when nothing was); one line per problem (``file: line N: case ID: field: message``).
 
     Raises:
         OSError: the file cannot be read or the family written.
@@ -111,23 +112,36 @@ def import_labelled_jsonl(path: Path, out: Path) -> tuple[dict[str, Any], list[s
     if prompt:
         family["system_prompt"] = prompt
     family["tools"] = shared_tools or []
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "family.yaml").write_text(f"# Written by `{IMPORT_LABELLED}` from labelled rows.\n"
-                                     + yaml.safe_dump(family, sort_keys=False, allow_unicode=True, width=110),
-                                     encoding="utf-8")
-    with open(out / "cases.jsonl", "w", encoding="utf-8") as fh:
-        for c, tools in cases:
-            if shared_tools is None and tools is not None:
-                c["tools"] = tools
-            fh.write(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n")
-    loaded, found = load_case_file(out / "cases.jsonl", load_family(out))
-    for p in found:
-        where = f"line {lines[p.case_id]}: " if p.case_id in lines else ""
-        problems.append(f"{path}: {where}case {p.case_id}: {p.field}: {p.message}")
+    # written and validated in a scratch folder first: when no row makes a valid case, nothing reaches
+    # ``out`` (an earlier family there is kept as it was)
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tooleffect-import-") as scratch:
+        staged = Path(scratch) / out.name
+        staged.mkdir()
+        (staged / "family.yaml").write_text(f"# Written by `{IMPORT_LABELLED}` from labelled rows.\n"
+                                            + yaml.safe_dump(family, sort_keys=False, allow_unicode=True, width=110),
+                                            encoding="utf-8")
+        with open(staged / "cases.jsonl", "w", encoding="utf-8") as fh:
+            for c, tools in cases:
+                if shared_tools is None and tools is not None:
+                    c["tools"] = tools
+                fh.write(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n")
+        loaded, found = load_case_file(staged / "cases.jsonl", load_family(staged))
+        for p in found:
+            where = f"line {lines[p.case_id]}: " if p.case_id in lines else ""
+            problems.append(f"{path}: {where}case {p.case_id}: {p.field}: {p.message}")
+        if loaded:
+            out.mkdir(parents=True, exist_ok=True)
+            for name in ("family.yaml", "cases.jsonl"):
+                shutil.copyfile(staged / name, out / name)
+        else:
+            problems.append(f"{path}: no row makes a valid case ({len(cases)} read as cases): nothing written to {out}")
     classes: dict[str, int] = {}
     for good in loaded:
         if good.label is not None:
             classes[good.label.label_class] = classes.get(good.label.label_class, 0) + 1
     counts = {"cases": len(cases), "valid": len(loaded), "classes": dict(sorted(classes.items())),
-              "tools": "family" if shared_tools is not None else "per case", "out": str(out)}
+              "tools": "family" if shared_tools is not None else "per case", "out": str(out) if loaded else None}
     return counts, problems

@@ -1,0 +1,139 @@
+"""``tooleffect plan``: how many paired decisions a gated run needs (:mod:`pytest_tooleffect.ci.planning`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+__all__ = ["add_plan_parser", "cmd_plan", "render_plan"]
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a fraction in (0, 1) (0.05 = 5 points), got {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"a fraction in (0, 1) (0.05 = 5 points), got {text!r}")
+    return value
+
+
+def _margin(text: str) -> float:
+    return 0.0 if text.strip() in ("0", "0.0") else _fraction(text)
+
+
+def add_plan_parser(sub: Any) -> None:
+    """Register ``tooleffect plan`` on the subcommands' parser ``sub``."""
+    p = sub.add_parser("plan", help="paired decisions (and their cost) a run needs to detect a regression: fixed-n "
+                                    "exact McNemar and the sequential gate, from a baseline's measured discordance")
+    p.add_argument("baseline", help="a baseline file or a record log (its repeated trials measure the discordance)")
+    p.add_argument("--repeats", action="append", default=[], metavar="RUN",
+                   help="another run of the same agent (record log or baseline): an A/A run, or a "
+                        "--tooleffect-repeats run (repeatable)")
+    p.add_argument("--costs", action="append", default=[], metavar="LOG",
+                   help="a record log whose tokens and dollars per decision price the plan (repeatable; record "
+                        "logs given as the baseline or --repeats are read too)")
+    p.add_argument("--effect", type=_fraction, default=0.05, help="the regression to detect (default 0.05 = 5 points)")
+    p.add_argument("--alpha", type=_fraction, default=0.05, help="false-regression rate, one-sided (default 0.05)")
+    p.add_argument("--power", type=_fraction, default=0.8, help="power at --effect (default 0.8)")
+    p.add_argument("--margin", type=_margin, default=0.0,
+                   help="the sequential gate's no-regression margin (default 0: the effect)")
+    p.add_argument("--sim-runs", type=int, default=2000, help="simulated runs per sequential figure (default 2000)")
+    p.add_argument("--json", action="store_true", help="the rows as JSON")
+    p.set_defaults(func=cmd_plan)
+
+
+def _money(usd: float | None) -> str:
+    if usd is None:
+        return "–"
+    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.4f}" if usd >= 0.01 else f"${usd:.6f}"
+
+
+def render_plan(rows: list[Any], effect: float, alpha: float, power: float) -> str:
+    """The plan as text: one line per family × policy × class (``all`` = the block).
+
+    Args:
+        rows: :class:`pytest_tooleffect.ci.planning.PlanRow` objects.
+        effect: the regression planned for.
+        alpha: the false-regression rate.
+        power: the power.
+
+    Returns:
+        The text, ending in a newline.
+    """
+    from pytest_tooleffect.ci.planning import runs_needed
+
+    out = [f"plan: detect a {effect * 100:g}-point regression at alpha {alpha:g} (one-sided), power {power:g}",
+           "  D = discordance of the unchanged agent (measured: decisions with 2+ verdicts); fixed n = exact McNemar; "
+           "sequential = average decisions to a verdict (simulated), unchanged | regressed by the effect"]
+    head = (f"  {'class':<8} {'decisions':>9} {'pass':>6} {'D':>7} {'fixed n':>8} {'runs':>5} {'seq unch':>9} "
+            f"{'seq regr':>9} {'/fixed':>11} {'power':>6} {'cost fixed':>11} {'cost seq':>11}")
+    block = None
+    for r in rows:
+        if (r.family, r.policy) != block:
+            block = (r.family, r.policy)
+            if r.cost.tokens is None and r.cost.usd is None:
+                priced = f"no cost: none of its {r.cost.records} records states one" if r.cost.records else \
+                    "no cost: no record log given (--costs)"
+            else:
+                tokens = "–" if r.cost.tokens is None else f"{r.cost.tokens:,.0f}"
+                priced = f"per decision {tokens} tokens, {_money(r.cost.usd)}, over {r.cost.records} records"
+            out.append(f"{r.family} · {r.policy}  ({priced})")
+            out.append(head)
+        m = r.measured
+        d = "–" if m.rate is None else f"{m.rate:.4f}"
+        line = f"  {r.label_class:<8} {m.decisions:>9} {m.pass_rate * 100:>5.1f}% {d:>7}"
+        if r.fixed is None:
+            out.append(f"{line}  {r.note}")
+            continue
+        n = r.fixed.n
+        worst = max(r.asn_unchanged, r.asn_regressed)
+        usd = r.cost.usd
+        out.append(f"{line} {n:>8} {runs_needed(n, m.decisions):>5} {r.asn_unchanged:>9.1f} {r.asn_regressed:>9.1f} "
+                   f"{r.asn_unchanged / n:>5.2f}|{r.asn_regressed / n:<5.2f} {r.power:>6.3f} "
+                   f"{_money(None if usd is None else usd * n):>11} {_money(None if usd is None else usd * worst):>11}")
+    return "\n".join(out) + "\n"
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``tooleffect plan``: print the plan (text, or JSON with ``--json``).
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        0 when printed; 2 for a run or a cost log that cannot be read, or bad figures.
+    """
+    from pytest_tooleffect.ci.baseline import BaselineError, load_runs
+    from pytest_tooleffect.ci.planning import costs_of, plan
+    from pytest_tooleffect.report.record_log import read_records
+
+    paths = [Path(args.baseline), *(Path(p) for p in args.repeats)]
+    try:
+        runs = [load_runs(p) for p in paths]
+    except BaselineError as exc:
+        print(f"tooleffect plan: {exc}", file=sys.stderr)
+        return 2
+    records: list[Any] = []
+    cost_paths = [p for p, run in zip(paths, runs, strict=True) if run.source == str(p)]
+    cost_paths += [Path(p) for p in args.costs]
+    for path in cost_paths:
+        try:
+            records += read_records(path)
+        except (OSError, ValueError) as exc:
+            print(f"tooleffect plan: {path}: cannot read its costs ({exc})", file=sys.stderr)
+            return 2
+    if args.sim_runs < 100:
+        print(f"tooleffect plan: --sim-runs must be at least 100, got {args.sim_runs}", file=sys.stderr)
+        return 2
+    rows = plan(runs, effect=args.effect, alpha=args.alpha, power=args.power, margin=args.margin,
+                costs=costs_of(records), sim_runs=args.sim_runs)
+    if args.json:
+        print(json.dumps([asdict(r) for r in rows], indent=1))
+    else:
+        sys.stdout.write(render_plan(rows, args.effect, args.alpha, args.power))
+    return 0

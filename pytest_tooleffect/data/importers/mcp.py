@@ -1,0 +1,244 @@
+"""A live MCP server's tools as a family (``tooleffect import mcp``).
+
+The server is reached with the official MCP Python SDK (the ``mcp`` extra): over stdio (a command
+line this process starts) or streamable HTTP (a URL).  Its tools are listed page by page
+(``tools/list`` and its ``nextCursor``) and written as the family's ``tools.json``: each tool's
+``name``, ``description`` and ``parameters`` (the ``inputSchema``), and, when the server gave them,
+``title``, ``outputSchema`` and ``annotations`` (MCP's own key names, verbatim:
+``readOnlyHint``, ``destructiveHint``, ``idempotentHint``, ``openWorldHint``, ``title``).  A name
+MCP allows but providers do not (a dot, a slash, over 64 characters) becomes its provider-safe
+name (:func:`pytest_tooleffect.oracle.names.name_map`) and the server's is kept as ``mcp_name``.
+``family.yaml`` gets the ``mcp:`` block: the server's name and version, the transport, the
+command or URL, and ``trust_annotations: false``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import tempfile
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_tooleffect.collect.family import FAMILY_FILE, written_by, yaml_load
+from pytest_tooleffect.formats import McpServerInfo, McpSource, ToolSpec
+from pytest_tooleffect.mcp_format import HINT_CLASSES
+from pytest_tooleffect.oracle.hints import hint_class
+from pytest_tooleffect.oracle.names import name_map
+from pytest_tooleffect.util.extras import require
+
+__all__ = ["IMPORT_MCP", "MAX_PAGES", "Catalog", "McpImportError", "catalog_tools", "import_mcp", "list_catalog"]
+
+IMPORT_MCP = "tooleffect import mcp"
+#: the most ``tools/list`` pages read from one server (a cursor that never ends is an error)
+MAX_PAGES = 1000
+#: the most characters of a stdio server's stderr an error quotes
+STDERR_TAIL = 2000
+#: the hint keys of MCP's ``ToolAnnotations``, as the specification spells them
+HINT_KEYS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+
+
+class McpImportError(ValueError):
+    """The server could not be reached, or did not list its tools as MCP says; the message says
+    which server and, for a stdio server, ends with the last of what it wrote to stderr.
+    """
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What a server said about itself: its name and version and its tools (MCP's JSON, camelCase keys)."""
+
+    server: McpServerInfo
+    tools: tuple[dict[str, Any], ...]
+    pages: int
+
+
+async def _list(client: Any) -> tuple[list[dict[str, Any]], int]:
+    """Every tool of a connected ``mcp.Client``, following ``nextCursor`` to the last page."""
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    seen: set[str] = set()
+    for page in range(1, MAX_PAGES + 1):
+        result = await client.list_tools(cursor=cursor, cache_mode="bypass")
+        tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in result.tools]
+        cursor = result.next_cursor
+        if cursor is None:
+            return tools, page
+        if cursor in seen:
+            raise McpImportError(f"tools/list gave the cursor {cursor!r} twice: its pages never end")
+        seen.add(cursor)
+    raise McpImportError(f"tools/list still had a next page after {MAX_PAGES} pages")
+
+
+async def _catalog(server: Any, timeout: float) -> Catalog:
+    require("mcp", IMPORT_MCP)
+    from mcp import Client
+
+    async with asyncio.timeout(timeout):
+        async with Client(server, read_timeout_seconds=timeout) as client:
+            info = client.server_info
+            tools, pages = await _list(client)
+    name = info.name if info is not None and info.name else "unnamed"
+    version = info.version if info is not None and info.version else ""
+    return Catalog(McpServerInfo(name=name, version=version), tuple(tools), pages)
+
+
+def list_catalog(command: Sequence[str] | None = None, url: str | None = None, timeout: float = 60.0) -> Catalog:
+    """Connect to a server, introduce this client, and list every tool it offers.
+
+    Args:
+        command: the command line that starts a stdio server (program first), or ``None``.
+        url: a streamable-HTTP endpoint (``http://127.0.0.1:PORT/mcp``), or ``None``.  Exactly one
+            of ``command`` and ``url``.
+        timeout: seconds the whole exchange may take.
+
+    Returns:
+        The server's :class:`Catalog`.
+
+    Raises:
+        McpImportError: the server could not be started or reached, broke off, answered outside
+            MCP, or did not answer within ``timeout`` (the message names the server; for a stdio
+            server, with the end of its stderr).
+        MissingExtra: the ``mcp`` extra is not installed.
+    """
+    if (command is None) == (url is None) or (command is not None and not command):
+        raise McpImportError("give a stdio server's command line or a streamable-HTTP url, not both")
+    require("mcp", IMPORT_MCP)
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    where = f"the MCP server {shlex.join(command)!r}" if command is not None else f"the MCP server at {url}"
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        server: Any = url
+        if command is not None:  # the SDK's stdio transport, with the server's stderr kept for the error
+            server = stdio_client(StdioServerParameters(command=command[0], args=list(command[1:])), errlog=errlog)
+        try:
+            return asyncio.run(_catalog(server, timeout))
+        except McpImportError as exc:
+            raise McpImportError(f"{where}: {exc}{_tail(errlog)}") from None
+        except TimeoutError:
+            raise McpImportError(f"{where}: no complete tool list within {timeout:g} s{_tail(errlog)}") from None
+        except Exception as exc:  # the SDK's and the transport's errors alike: one line naming the server
+            raise McpImportError(f"{where}: {_reason(exc)}{_tail(errlog)}") from None
+
+
+def _reason(exc: BaseException) -> str:
+    """An exception as one line; an exception group by its first leaf (anyio's task groups wrap errors)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _tail(errlog: Any) -> str:
+    """The last :data:`STDERR_TAIL` characters the server wrote to stderr, as the end of a message."""
+    try:
+        errlog.flush()
+        errlog.seek(0)
+        text = errlog.read().strip()
+    except (OSError, ValueError):
+        return ""
+    if not text:
+        return ""
+    cut = "…" if len(text) > STDERR_TAIL else ""
+    return f"; its stderr ends: {cut}{text[-STDERR_TAIL:]}"
+
+
+def catalog_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The server's tools as a family's ``tools.json`` list.
+
+    Args:
+        tools: MCP ``Tool`` objects as JSON (``name``, ``title``, ``description``, ``inputSchema``,
+            ``outputSchema``, ``annotations``).
+
+    Returns:
+        One ``{"name", "description", "parameters"}`` per tool, in the server's order, with
+        ``title``, ``outputSchema`` and ``annotations`` (the hint keys the server gave, verbatim)
+        when given, and ``mcp_name`` when ``name`` is the server's name made provider-safe.
+
+    Raises:
+        McpImportError: a tool without a name, or two tools with the same name.
+    """
+    names = [t.get("name") for t in tools]
+    if not all(isinstance(n, str) and n for n in names):
+        raise McpImportError("tools/list gave a tool without a name")
+    dup = sorted({str(n) for n in names if names.count(n) > 1})
+    if dup:
+        raise McpImportError(f"tools/list gave the same tool name twice: {', '.join(dup)}")
+    safe = name_map(str(n) for n in names)
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        name = str(tool["name"])
+        entry: dict[str, Any] = {"name": safe.out(name), "description": tool.get("description") or "",
+                                 "parameters": tool.get("inputSchema") or {"type": "object", "properties": {}}}
+        if tool.get("title"):
+            entry["title"] = tool["title"]
+        if tool.get("outputSchema") is not None:
+            entry["outputSchema"] = tool["outputSchema"]
+        hints = tool.get("annotations") or {}
+        kept = {k: hints[k] for k in HINT_KEYS if hints.get(k) is not None}
+        if kept:
+            entry["annotations"] = kept
+        if entry["name"] != name:
+            entry["mcp_name"] = name
+        out.append(entry)
+    return out
+
+
+def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]:
+    """Write the family: ``out/tools.json`` and ``out/family.yaml``.
+
+    A ``family.yaml`` this command wrote before keeps every key but ``mcp`` and ``tools_file``
+    (the ``annotations:`` policy, the system prompt, the oracle a user added); a new one names the
+    family after its folder.
+
+    Args:
+        out: the family folder (made when missing).
+        catalog: the server's tools (:func:`list_catalog`).
+        source: the ``mcp:`` block (its ``server`` is the catalog's).
+
+    Returns:
+        A summary: the server, the number of tools, of pages and of renamed tools; per hint, the
+        tools that declare it; the tools that declare none; the tools per hint class (``read``,
+        ``write``, ``destructive``) as their hints read, an absent hint at MCP's default.
+
+    Raises:
+        OSError: the folder or a file cannot be written.
+        McpImportError: the catalog is not usable (:func:`catalog_tools`), or the family file this
+            import wrote before is no longer valid YAML.
+    """
+    tools = catalog_tools(catalog.tools)
+    out.mkdir(parents=True, exist_ok=True)
+    family: dict[str, Any] = {"name": out.resolve().name, "description": f"The tools of the MCP server "
+                              f"{catalog.server.name} {catalog.server.version}".rstrip() + "."}
+    path = out / FAMILY_FILE
+    if written_by(out, IMPORT_MCP):
+        try:
+            earlier = yaml_load(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise McpImportError(f"{path}: the family file this import wrote before is no longer valid YAML, so "
+                                 f"its other keys cannot be kept: {' '.join(str(exc).split())}") from None
+        if isinstance(earlier, dict):
+            family = earlier
+    family["tools_file"] = "tools.json"
+    family["mcp"] = source.model_dump(mode="json", exclude_none=True)
+    (out / "tools.json").write_text(json.dumps(tools, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    how = shlex.join(source.command) if source.command is not None else source.url
+    classes: Counter[str] = Counter(hint_class(ToolSpec.model_validate(t)) for t in tools)
+    unannotated = sum(1 for t in tools if not any(k in t.get("annotations", {}) for k in HINT_KEYS[1:]))
+    read_as = ", ".join(f"{c} {classes.get(c, 0)}" for c in HINT_CLASSES)
+    path.write_text(f"# Written by `{IMPORT_MCP}` from {catalog.server.name} {catalog.server.version} ({how}).\n"
+                    "# Running it again rewrites tools.json and the mcp: block and keeps the other keys.\n"
+                    f"# The tools by their hints, an absent hint at MCP's default (not read-only, destructive, not "
+                    f"idempotent, open world): {read_as}; {unannotated} of {len(tools)} declare no hint.\n"
+                    + yaml.safe_dump(family, sort_keys=False, allow_unicode=True, width=110), encoding="utf-8")
+    declared = {k: sum(1 for t in tools if k in t.get("annotations", {})) for k in HINT_KEYS[1:]}
+    return {"server": catalog.server.model_dump(), "tools": len(tools), "pages": catalog.pages,
+            "renamed": sum(1 for t in tools if "mcp_name" in t), "declared": declared,
+            "unannotated": unannotated, "classes": {c: classes.get(c, 0) for c in HINT_CLASSES}}
