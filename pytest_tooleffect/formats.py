@@ -29,6 +29,7 @@ from pytest_tooleffect.mcp_format import AnnotationPolicy, HintWeights, McpServe
 
 # a policy (a family's ``policies:`` entry, a pyproject table), a price and the names shown in test
 # ids: defined in a module of their own, exported here as part of this one's vocabulary
+from pytest_tooleffect.perturb_format import PerturbationSpec
 from pytest_tooleffect.policy_format import Amount, Count, Policy, Price, ShowableName, policy_params
 
 __all__ = [
@@ -535,3 +536,4 @@ class Family(_Model):
     sandbox: SandboxSpec | None = None
     mcp: McpSource | None = None
     annotations: AnnotationPolicy | None = None
+    perturbations: list[PerturbationSpec] = Field(default_factory=list)  # docs/robustness.md

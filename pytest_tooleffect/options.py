@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tooleffect.formats import Policy
+from pytest_tooleffect.perturb_format import PerturbationSpec
 from pytest_tooleffect.policy_format import ShowableName
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "OPT_POLICY",
     "OPT_PRICES",
     "OPT_RECORDS",
+    "OPT_PERTURB",
     "OPT_REPEATS",
     "OPT_REPORT",
     "OPT_RETRIES",
@@ -90,6 +92,7 @@ OPT_JUDGE = "--tooleffect-judge-model"
 OPT_JUDGE_BASE = "--tooleffect-judge-api-base"
 OPT_JUDGE_CAL = "--tooleffect-judge-calibration"
 OPT_REPEATS = "--tooleffect-repeats"
+OPT_PERTURB = "--tooleffect-perturb"
 OPT_CACHE = "--tooleffect-cache"
 OPT_CONCURRENCY = "--tooleffect-concurrency"
 OPT_RETRIES = "--tooleffect-retries"
@@ -190,6 +193,20 @@ parse_tpm = _int_at_least(1, MAX_TPM)
 #: ``--tooleffect-min-class-n`` and ini ``tooleffect_min_class_n``: 1 to :data:`MAX_MIN_CLASS_N`
 parse_min_class_n = _int_at_least(1, MAX_MIN_CLASS_N)
 _retries = _int_at_least(0, MAX_RETRIES)
+
+
+def _perturbation(text: str) -> PerturbationSpec:
+    """``--tooleffect-perturb``'s value as a perturbation (its short form, ``KIND[:ARG]``).
+
+    Raises:
+        argparse.ArgumentTypeError: an unknown kind or an argument it does not take.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return PerturbationSpec.model_validate(text)
+    except ValidationError as exc:
+        raise argparse.ArgumentTypeError("; ".join(str(e["msg"]) for e in exc.errors())) from None
 
 
 def _showable_name(name: str, value: str, what: str) -> str:
@@ -318,6 +335,10 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
     group.addoption(OPT_REPEATS, metavar="K", type=_repeats, default=1,
                     help="run each case x policy K times (trials); the report adds pass^k and the share of cases "
                          "whose verdict flips between trials")
+    group.addoption(OPT_PERTURB, metavar="KIND[:ARG]", type=_perturbation, action="append", default=[],
+                    help="add a perturbed-catalog variant of every case, paired with it in the report's robustness "
+                         "section: shuffle, rename, distractors[:N], remove-valid, describe[:RULE], scale[:1/8/32]; "
+                         "repeatable, beside the family's own perturbations (docs/robustness.md)")
     group.addoption(OPT_CONCURRENCY, metavar="N", type=_concurrency, default=8,
                     help="model turns in flight at once in each process (default 8); with -n W up to W x N in all")
     group.addoption(OPT_RETRIES, metavar="N", type=_retries, default=2,

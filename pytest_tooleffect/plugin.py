@@ -23,6 +23,7 @@ from pytest_tooleffect.ci.regressions import BaselinePlugin
 from pytest_tooleffect.ci.sequential_gate import SequentialGate, sequential_on
 from pytest_tooleffect.collect.items import CLASS_MARKERS, CaseCollector, decider_key
 from pytest_tooleffect.collect.sharding import RunSelection
+from pytest_tooleffect.collect.variants import Perturber
 from pytest_tooleffect.compat import PhaseReports
 from pytest_tooleffect.decide.agent_threads import AgentThreads
 from pytest_tooleffect.decide.decision import ModelTurns, check_rate_limit, obtain_decision, tooleffect_decision
@@ -33,7 +34,7 @@ from pytest_tooleffect.report.replay_hint import ReplayHint
 from pytest_tooleffect.report.reporter import JudgeContributor, Reporter, RunTally
 from pytest_tooleffect.sandbox import registered_providers
 from pytest_tooleffect.scoring.scorer import Scorer, tooleffect_score
-from pytest_tooleffect.scoring.sections import RecordSection, SelectionMark, record_sections_key
+from pytest_tooleffect.scoring.sections import PerturbationMark, RecordSection, SelectionMark, record_sections_key
 from pytest_tooleffect.settings import resolve, settings_key
 from pytest_tooleffect.signals import TermAsInterrupt
 from pytest_tooleffect.util import redaction
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["tooleffect_decision", "tooleffect_sandbox", "tooleffect_score"]
 
-_PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-model-turns", "tooleffect-sandboxes",
+_PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-perturber", "tooleffect-model-turns",
+            "tooleffect-sandboxes",
             "tooleffect-scorer", "tooleffect-reporter", "tooleffect-gates", "tooleffect-replay-hint",
             "tooleffect-baseline", "tooleffect-sequential", "tooleffect-selection", "tooleffect-phase-reports",
             "tooleffect-agent-threads")  # closed last: after the turn pool's threads were joined
@@ -80,6 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
     plugins: dict[str, Any] = {
         "tooleffect-signals": TermAsInterrupt(),  # SIGTERM ends the run as Ctrl-C does
         "tooleffect-collector": CaseCollector(config),
+        "tooleffect-perturber": Perturber(config),  # perturbed-catalog variants beside each case
         "tooleffect-sandboxes": Sandboxes(config),
         "tooleffect-scorer": Scorer(config),
         "tooleffect-agent-threads": AgentThreads(config),  # no thread an agent leaves keeps the process alive
@@ -117,6 +120,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # on workers too: they collect, deselect (a shard's part) and make records
     plugins["tooleffect-selection"] = selection
     record_sections.append(SelectionMark(selection))
+    record_sections.append(PerturbationMark())
     config.stash[record_sections_key] = record_sections
     for name, plugin in plugins.items():
         config.pluginmanager.register(plugin, name)

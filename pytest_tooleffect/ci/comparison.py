@@ -17,38 +17,10 @@ from typing import Any
 
 from pytest_tooleffect.ci.baseline import CLASSES, LEFT_OUT, LEVELS, Baseline, BaselineDecision, classify
 from pytest_tooleffect.report import percent
+from pytest_tooleffect.report.arithmetic import mcnemar_exact
 
 __all__ = ["ERRORS_AFTER_PASS", "compare", "fingerprint_mismatch_line", "fingerprint_mismatches", "mcnemar_exact",
            "mismatch_line", "policy_mismatches", "render_comparison", "summary_lines"]
-
-
-def mcnemar_exact(table: Sequence[Sequence[int]]) -> float:
-    """Two-sided p-value of McNemar's test in its exact (binomial) form.
-
-    McNemar, "Note on the sampling error of the difference between correlated proportions or
-    percentages", Psychometrika 12(2), 153-157 (1947).  Of the paired decisions, ``b`` passed
-    before and fail now and ``c`` failed before and pass now; under the null hypothesis (the same
-    pass rate before and after) each discordant pair goes either way with probability 1/2, so
-    ``min(b, c) ~ Binomial(b + c, 1/2)`` and ``p = min(1, 2 P[X <= min(b, c)])`` (``p = 1`` when
-    ``b + c = 0``).  Computed as the two-sided exact binomial test of ``b`` successes in ``b + c``
-    trials at 1/2 (:func:`scipy.stats.binomtest`): the figures of
-    ``statsmodels.stats.contingency_tables.mcnemar(table, exact=True)``, except that where
-    ``|b - c| = 1`` (p exactly 1) statsmodels' ``2 P[X <= min]`` can round to 0.9999999999999998
-    and this gives 1.0.
-
-    Args:
-        table: ``[[both pass, pass→fail], [fail→pass, both fail]]``, counts of decisions (rows:
-            before; columns: after).
-
-    Returns:
-        The p-value in [0, 1].
-    """
-    b, c = int(table[0][1]), int(table[1][0])
-    if b + c == 0:
-        return 1.0
-    from scipy.stats import binomtest
-
-    return float(binomtest(min(b, c), b + c, 0.5).pvalue)
 
 
 def _rate(correct: int, n: int) -> dict[str, Any]:

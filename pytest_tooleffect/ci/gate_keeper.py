@@ -19,6 +19,7 @@ from typing import Any, Literal
 import pytest
 
 from pytest_tooleffect.ci.exit_status import unscored_exit
+from pytest_tooleffect.ci.gate_drops import DROP_UNIT, drop_gate, judge_drop
 from pytest_tooleffect.ci.gate_rules import (
     AVERAGES,
     EFFECT_KINDS,
@@ -50,6 +51,7 @@ from pytest_tooleffect.report.ci_model import GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import Block, ClassRates, Rate, Report
 from pytest_tooleffect.report.reporter import RunTally
+from pytest_tooleffect.report.robustness import Robustness
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.output_files import output_problems_key, shown_path
@@ -123,7 +125,8 @@ def evaluate(report: Report, records: Sequence[Record],
         fam, pol = block.family, block.policy
         gates = config.for_block(fam, pol)
         out.extend(_judge_block(block, by_block.get((fam, pol), []), gates, scope,
-                                partial(judge_sequential, report.sequential, fam, pol, has_baseline=paired)))
+                                partial(judge_sequential, report.sequential, fam, pol, has_baseline=paired),
+                                report.robustness))
     shown = ", ".join(f"{b.family}/{b.policy}" for b in blocks)
     for fam, pol in config.tables:
         if any(fam in ("*", b.family) and pol in ("*", b.policy) for b in blocks):
@@ -200,6 +203,9 @@ def _listed(gates: GateSet) -> Iterable[tuple[str, str, float, str, str | None]]
         yield ("cost per decision", "<=", float(gates.max_cost_usd_per_decision), "USD", None)
     if gates.max_cost_usd is not None and gates.max_cost_usd != "off":
         yield ("cost", "<=", float(gates.max_cost_usd), "USD", None)
+    for key, most in sorted((gates.max_drop or {}).items()):
+        if most != "off":
+            yield (drop_gate(key), "<=", float(most), DROP_UNIT, None)
     yield from needless_gates(gates)
     if gates.sequential is not None and gates.sequential_on:
         yield ("sequential", "at alpha", design_of(gates.sequential).alpha, "alpha", None)
@@ -210,7 +216,8 @@ def _unjudged(reason: str, gates: GateSet) -> str:
 
 
 def _judge_block(block: Block, records: Sequence[Record], gates: GateSet, scope: GateScope,
-                 sequential: Callable[[_Make], GateResult] | None = None) -> list[GateResult]:
+                 sequential: Callable[[_Make], GateResult] | None = None,
+                 robustness: Robustness | None = None) -> list[GateResult]:
     min_n = gates.min_n or 1
     results = []
     # a filter that left out part of a class (-k, --deselect, -m on a marker of some cases): every gate
@@ -235,6 +242,8 @@ def _judge_block(block: Block, records: Sequence[Record], gates: GateSet, scope:
         elif unit == "alpha":
             got = sequential(result) if sequential is not None else result("not_judged", "no tally")
             note = partly
+        elif unit == DROP_UNIT:
+            got, note = judge_drop(block.family, block.policy, gate, threshold, robustness, records, result), partly
         else:
             got, note = _judge_cost(block, gate, threshold, result), partly
         results.append(replace(got, detail=f"{got.detail}, {note}") if note else got)

@@ -17,6 +17,7 @@ key by key::
     max_regressions = 0       # records whose baseline status is "regression"
     max_changed = 0           # known failures of another kind now (baseline status "changed")
     max_cost_usd = 5.0        # the family × policy's cost in all (USD)
+    max_drop = {shuffle = 2}  # points a perturbed-catalog variant may cost, paired (docs/robustness.md)
     max_cost_usd_per_decision = 0.01                   # its mean per scored decision (USD)
     max_destructive_unneeded = 0                       # MCP hints: needless calls of a destructive tool
     min_pct_weighted_no_tool = 90                      # MCP hints: the severity-weighted no-tool rate
@@ -225,6 +226,8 @@ class GateSet(_Table):
             ``approximate_replies.low_precision``): ``0`` refuses to rest on them (configure a judge).
         max_cost_usd: ceiling on the family × policy's cost in all, USD.
         max_cost_usd_per_decision: ceiling on its mean cost per scored decision, USD.
+        max_drop: per perturbation variant or kind, the most percentage points it may cost the
+            family × policy on the same cases (:mod:`.gate_drops`).
         max_destructive_unneeded: ceiling on the no-tool decisions that called a destructive tool
             (the report's ``needless_calls.destructive``; a family whose tools carry MCP hints).
         min_pct_weighted_no_tool: floor on the severity-weighted no-tool rate, percent (the
@@ -242,6 +245,7 @@ class GateSet(_Table):
     max_approximate_reply_verdicts: Count | None = None
     max_cost_usd: Usd | None = None
     max_cost_usd_per_decision: Usd | None = None
+    max_drop: dict[str, Pct] | None = None
     max_destructive_unneeded: Count | None = None
     min_pct_weighted_no_tool: Pct | None = None
     sequential: SequentialSpec | None = None
@@ -256,8 +260,8 @@ class GateSet(_Table):
         """Some gate is set (not only settings, not only ``"off"``)."""
         data = self.model_dump(exclude_none=True, include={"min_pct", "max_count", "max_regressions", "max_changed",
                                                             "max_approximate_reply_verdicts", "max_cost_usd",
-                                                            "max_cost_usd_per_decision", "max_destructive_unneeded",
-                                                            "min_pct_weighted_no_tool"})
+                                                            "max_cost_usd_per_decision", "max_drop",
+                                                            "max_destructive_unneeded", "min_pct_weighted_no_tool"})
         return any(v != "off" for v in _leaves(data)) or self.sequential_on
 
     @property

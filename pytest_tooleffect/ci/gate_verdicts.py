@@ -32,7 +32,8 @@ class GateResult:
         gate: what is judged, e.g. ``no_tool name`` or ``forbidden``.
         op: ``>=`` (a floor), ``<=`` (a ceiling) or ``at alpha`` (a sequential gate).
         threshold: the floor (percent) or ceiling (decisions, or USD).
-        unit: ``%``, ``""`` (a count), ``USD`` or ``alpha`` (a sequential gate, judged at that level).
+        unit: ``%``, ``""`` (a count), ``USD``, ``alpha`` (a sequential gate, judged at that level) or
+            ``pts`` (percentage points: a drop).
         bound: ``point`` or ``wilson`` for a class rate; ``None`` otherwise.
         status: ``passed``, ``failed``, ``not_judged`` or ``not_applicable`` (its class, policy or family
             was not selected by this run: :mod:`.gate_scope`).
@@ -82,6 +83,8 @@ def _show_threshold(value: float, unit: str) -> str:
         return f"${_plain(value)}"
     if unit == "alpha":  # a sequential gate's level
         return _plain(value)
+    if unit == "pts":
+        return f"{_plain(value)} pts"
     return str(int(value))
 
 

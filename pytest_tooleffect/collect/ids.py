@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-__all__ = ["item_name", "record_id"]
+__all__ = ["VARIANT_SEPARATOR", "item_name", "record_id", "variant_policy"]
+
+#: between a policy's name and a perturbation variant's in a variant's policy name (``replay+shuffle``)
+VARIANT_SEPARATOR = "+"
 
 
 def record_id(family: str, case_id: str, policy: str, trial: int = 1, repeats: int = 1) -> str:
@@ -39,3 +42,17 @@ def item_name(case_id: str, policy: str, trial: int = 1, repeats: int = 1) -> st
     if not 1 <= trial <= max(repeats, 1):
         raise ValueError(f"trial {trial} of {repeats}: a trial is 1…repeats")
     return f"{case_id}[{policy}]" if repeats == 1 else f"{case_id}[{policy}:{trial}]"
+
+
+def variant_policy(policy: str, variant: str) -> str:
+    """The policy name a perturbed-catalog variant's items and records carry (``docs/robustness.md``).
+
+    Args:
+        policy: the original policy's name.
+        variant: the variant's name (``shuffle``, ``scale-32``).
+
+    Returns:
+        ``policy+variant``: the item is ``case-id[policy+variant]``, its record
+        ``family/case-id[policy+variant]`` (a ``-k`` expression can name it).
+    """
+    return f"{policy}{VARIANT_SEPARATOR}{variant}"

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 from statistics import NormalDist
 from typing import Any, overload
 
-__all__ = ["CLASSES", "exact_pct", "fingerprint", "macro_interval", "percent", "rate_table", "wilson_interval"]
+__all__ = ["CLASSES", "exact_pct", "fingerprint", "macro_interval", "mcnemar_exact", "percent", "rate_table",
+           "wilson_interval"]
 
 #: The label classes, in report order (they partition every label set).
 CLASSES = ("single", "several", "no_tool")
@@ -164,3 +165,32 @@ def fingerprint(labels: Iterable[tuple[str, str]]) -> str:
     for cid, lh in sorted(labels):
         h.update(f"{cid}\t{lh}\n".encode())
     return h.hexdigest()[:16]
+
+
+def mcnemar_exact(table: Sequence[Sequence[int]]) -> float:
+    """Two-sided p-value of McNemar's test in its exact (binomial) form.
+
+    McNemar, "Note on the sampling error of the difference between correlated proportions or
+    percentages", Psychometrika 12(2), 153-157 (1947).  Of the paired decisions, ``b`` passed
+    before and fail now and ``c`` failed before and pass now; under the null hypothesis (the same
+    pass rate before and after) each discordant pair goes either way with probability 1/2, so
+    ``min(b, c) ~ Binomial(b + c, 1/2)`` and ``p = min(1, 2 P[X <= min(b, c)])`` (``p = 1`` when
+    ``b + c = 0``).  Computed as the two-sided exact binomial test of ``b`` successes in ``b + c``
+    trials at 1/2 (:func:`scipy.stats.binomtest`): the figures of
+    ``statsmodels.stats.contingency_tables.mcnemar(table, exact=True)``, except that where
+    ``|b - c| = 1`` (p exactly 1) statsmodels' ``2 P[X <= min]`` can round to 0.9999999999999998
+    and this gives 1.0.
+
+    Args:
+        table: ``[[both pass, pass→fail], [fail→pass, both fail]]``, counts of decisions (rows:
+            before; columns: after).
+
+    Returns:
+        The p-value in [0, 1].
+    """
+    b, c = int(table[0][1]), int(table[1][0])
+    if b + c == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(min(b, c), b + c, 0.5).pvalue)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pytest_tooleffect.report.model import Report
+from pytest_tooleffect.report.robustness import robustness
 from pytest_tooleffect.report.run_model import MergedSelection, MergedShards, ShardOf
 from pytest_tooleffect.report.summary import summarise
 from pytest_tooleffect.scoring.record import Record
@@ -116,6 +117,7 @@ def assemble(records: Sequence[Record], families: Mapping[str, Mapping[str, Any]
     """
     chosen = ordered(sections)
     report = summarise(records, families, **counting)
+    report.robustness = robustness(records)  # every variant paired with its original: gates read it
     for section in chosen:
         section.contribute(report, records)
     return report

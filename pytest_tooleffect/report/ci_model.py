@@ -268,9 +268,10 @@ class GateResultEntry(Part):
     op: Literal[">=", "<=", "at alpha"]
     """``>=`` (a floor), ``<=`` (a ceiling) or ``at alpha`` (a sequential gate, at its level)."""
     threshold: float
-    """The floor (percent), the ceiling (decisions, or USD), or a sequential gate's alpha."""
-    unit: Literal["%", "", "USD", "alpha"]
-    """``%``, ``""`` (a count), ``USD`` or ``alpha`` (a sequential gate)."""
+    """The floor (percent), the ceiling (decisions, USD or percentage points), or a sequential gate's alpha."""
+    unit: Literal["%", "", "USD", "alpha", "pts"]
+    """``%``, ``""`` (a count), ``USD``, ``alpha`` (a sequential gate) or ``pts`` (percentage points: a
+    perturbation's drop)."""
     bound: Literal["point", "wilson"] | None
     """``point`` or ``wilson`` for a class rate; ``null`` otherwise."""
     status: Literal["passed", "failed", "not_judged", "not_applicable"]

@@ -30,6 +30,7 @@ from pytest_tooleffect.collect.family import FamilyError, is_case_file, load_fam
 from pytest_tooleffect.collect.family import family_dirs as find_family_dirs
 from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.report.model import CLASSES, Block, Report
+from pytest_tooleffect.report.robustness_svg import curve_geometry
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.util.display import PAGE_LIMIT, json_shown_as_is, shown, shown_obj
 from pytest_tooleffect.util.redaction import json_may_hold_secret, redact, redact_obj
@@ -263,7 +264,7 @@ def render_html(report: Report, records: Sequence[Mapping[str, Any] | Record] = 
     rows = page["records"]
     env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"),
                              autoescape=jinja2.select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(bar=_bar, classes=CLASSES, small_n=SMALL_CLASS_N, cap=LIST_CAP)
+    env.globals.update(bar=_bar, classes=CLASSES, small_n=SMALL_CLASS_N, cap=LIST_CAP, curve=curve_geometry)
     disagreements = _disagreements(rows)
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
     drawn = set(Report.model_fields)

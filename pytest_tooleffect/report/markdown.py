@@ -21,6 +21,7 @@ from pytest_tooleffect.report.ci_model import BaselineComparison, GatesNotApplie
 from pytest_tooleffect.report.effects_model import EffectRate
 from pytest_tooleffect.report.model import CLASSES, Block, Rate, Report
 from pytest_tooleffect.report.replay_hint import replay_hint
+from pytest_tooleffect.report.robustness_text import robustness_markdown
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.util.display import shown
 
@@ -86,6 +87,7 @@ def render_markdown(report: Report, records: Sequence[Record] = (),
         by_block.setdefault((record.family, record.policy), []).append(record)
     for b in blocks:
         out += _block(b, by_block.get((b.family, b.policy), []))
+    out += robustness_markdown(report.robustness, _cell)
     out.append(f"Errors (not counted in any rate, and failing the run): {n_errors}.")
     invalid, skipped, unrecorded = report.invalid, report.skipped, report.unrecorded
     if report.status != "complete":

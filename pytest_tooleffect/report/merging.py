@@ -283,7 +283,8 @@ def _selected(sel: SelectionRecord) -> str:
 
 
 def _check_label(r: Record, log: Path, labels: dict[tuple[str, str], tuple[str, Path]]) -> None:
-    key = (r.family, r.case_id)
+    # a perturbed-catalog variant scores its own label (and catalog): checked against the same variant's
+    key = (r.family, r.case_id if r.perturbation is None else f"{r.case_id}[+{r.perturbation.name}]")
     first = labels.setdefault(key, (r.label_hash, log))
     if first[0] != r.label_hash:
         raise MergeError(f"family {key[0]}, case {key[1]}: label hash {first[0]} in {first[1]} but {r.label_hash} "

@@ -23,6 +23,7 @@ from pytest_tooleffect.report.arithmetic import CLASSES
 from pytest_tooleffect.report.ci_model import BaselineComparison, BaselineUnreadable, GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import Effects
 from pytest_tooleffect.report.parts import Closed, Count, Number, Part, Pct, PerClass, is_none
+from pytest_tooleffect.report.robustness import Robustness
 from pytest_tooleffect.report.run_model import (
     InvalidFamily,
     JudgeSection,
@@ -531,6 +532,9 @@ class Report(Part):
     run: RunInfo | None = Field(default=None, exclude_if=is_none)
     """When and how the run was made, with which versions, cases commit and policy parameters (written by
     the plugin; absent from ``tooleffect report``)."""
+    robustness: Robustness | None = Field(default=None, exclude_if=is_none)
+    """Each perturbed-catalog variant against the original on the same cases (``docs/robustness.md``);
+    absent when the run had no variant."""
 
     baseline: BaselineComparison | BaselineUnreadable | None = Field(default=None, exclude_if=is_none,
                                                                      union_mode="left_to_right")

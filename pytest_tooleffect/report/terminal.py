@@ -9,6 +9,7 @@ from typing import Any
 from pytest_tooleffect.report.arithmetic import percent
 from pytest_tooleffect.report.effects_model import Effects
 from pytest_tooleffect.report.model import CLASSES, Block, Comparison, Report
+from pytest_tooleffect.report.robustness_text import robustness_lines
 
 __all__ = ["render_terminal", "shard_ranges"]
 
@@ -226,6 +227,8 @@ def render_terminal(report: Report, width: int = PIPED_WIDTH, soft_wrap: bool = 
         console.print("")
     for comp in report.comparisons:
         _render_comparison(console, comp)
+    for line in robustness_lines(report.robustness):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     conv = report.conventions
     console.print("conventions: " + " | ".join(f"{k}: {v}" for k, v in conv.items()))
     return buf.getvalue()

@@ -28,6 +28,7 @@ __all__ = [
     "REPLY_TEXT_LIMIT",
     "BaselineMark",
     "FingerprintRecord",
+    "PerturbationRecord",
     "NoToolSeverity",
     "Record",
     "SelectionRecord",
@@ -377,6 +378,35 @@ class BaselineMark(_Part):
     """For ``changed``: this run's verdict in words (e.g. ``forbidden``); absent otherwise."""
 
 
+class PerturbationRecord(_Part):
+    """The perturbed catalog a variant's decision was made with, and the original it pairs with
+    (``docs/robustness.md``).
+    """
+
+    name: str
+    """The variant's name (``shuffle``, ``scale-32``)."""
+    kind: Literal["shuffle", "rename", "distractors", "remove-valid", "describe", "scale"]
+    """The kind of perturbation."""
+    base_policy: str
+    """The original policy's name (the record's ``policy`` is ``base_policy+name``)."""
+    base_id: str
+    """The original item's record id: the decision this one is paired with."""
+    base_class: Literal["single", "several", "no_tool"]
+    """The original label's class (the variant's own ``class`` may differ: ``remove-valid``)."""
+    catalog_size: int
+    """Tools offered."""
+    original_size: int | None = None
+    """Tools the original catalog offered at the state."""
+    nominal_size: int | None = None
+    """A ``scale`` variant's asked-for size (``catalog_size`` is larger when the label needs more tools)."""
+    added: int = 0
+    """Tools added (distractors, a scale's fill)."""
+    removed: list[str] = Field(default_factory=list)
+    """Tools taken out of the catalog."""
+    renamed: int = 0
+    """Tools offered under a neutral name."""
+
+
 class NoToolSeverity(_Part):
     """How bad a decision of the no-tool class was, in a family whose tools carry MCP hints
     (``mcp:`` or ``annotations:`` in its family file; :mod:`pytest_tooleffect.scoring.hints`).
@@ -480,6 +510,8 @@ class Record(_Part):
     """What the run that made it selected (absent from records written before it was kept)."""
     fingerprints: FingerprintRecord | None = None
     """The label set and the oracle rules its family was scored under (absent likewise)."""
+    perturbation: PerturbationRecord | None = None
+    """The perturbed catalog of a variant's decision (absent from an original's)."""
 
     @model_validator(mode="after")
     def _scored_has_verdict(self) -> Record:

@@ -16,6 +16,7 @@ import pytest
 
 from pytest_tooleffect import wire
 from pytest_tooleffect.collect.items import CaseItem, InvalidCaseItem, invalid_entry, scorer_key
+from pytest_tooleffect.collect.variants import scored_emission, scored_tools
 from pytest_tooleffect.decide.decision import Decision
 from pytest_tooleffect.decide.sandbox_run import judge_effect
 from pytest_tooleffect.formats import Label, policy_params
@@ -101,7 +102,7 @@ class Scorer:
         fields = {"model": item.policy.model, "trial": item.trial, **(extra or {})}
         record = build_record(
             family=item.family.name, case=item.case, policy=item.policy.name, verdict=verdict,
-            tools={t.name: t for t in item.tools}, cost=cost,
+            tools={t.name: t for t in scored_tools(item)}, cost=cost,
             error=_error(error),
             extra=fields, repeats=self.settings.repeats, label_digest=item.ref.label_hash)
         for section in item.config.stash.get(record_sections_key, []):
@@ -125,7 +126,7 @@ class Scorer:
         """
         case, fam = item.case, item.family
         assert case.label is not None
-        tools = item.tools
+        tools = scored_tools(item)  # a perturbed catalog's under its original names, its calls mapped back
         label = policy_label(case, tools, fam)  # the family's hint policy may forbid destructive tools here
         judge = self.judge
         before = judge.usage.to_dict() if judge is not None else None
@@ -135,7 +136,8 @@ class Scorer:
         try:
             if item.decisions > 1:  # compiled once, every decision on the case is then looked up
                 compile_label(label, tools, fam.rules)
-            verdict = score(decision.emission, label, tools, fam.rules, ctx)  # parsed once, at the decision
+            emission = scored_emission(item, decision.emission)  # parsed once, at the decision
+            verdict = score(emission, label, tools, fam.rules, ctx)
             if decision.sandbox_run is not None:
                 effect, effect_fields = judge_effect(item, decision.sandbox_run)
                 if decision.emission.calls and not effect.diff:  # a write claimed that the world does not show

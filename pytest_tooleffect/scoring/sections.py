@@ -13,9 +13,10 @@ from typing import Protocol
 
 import pytest
 
-from pytest_tooleffect.scoring.record import FingerprintRecord, Record, SelectionRecord, ShardRecord
+from pytest_tooleffect.collect.variants import PerturbedItem
+from pytest_tooleffect.scoring.record import FingerprintRecord, PerturbationRecord, Record, SelectionRecord, ShardRecord
 
-__all__ = ["RecordSection", "SelectionMark", "record_sections_key"]
+__all__ = ["PerturbationMark", "RecordSection", "SelectionMark", "record_sections_key"]
 
 
 class RecordSection(Protocol):
@@ -71,3 +72,21 @@ class SelectionMark:
         rules = s.rules.get(record.family)
         if labels is not None and rules is not None:
             record.fingerprints = FingerprintRecord(labels=labels, rules=rules)
+
+
+class PerturbationMark:
+    """Writes a perturbed-catalog variant's ``perturbation`` (its catalog and the original it pairs
+    with, ``docs/robustness.md``); an original's record is left as it is.
+    """
+
+    def modify_record(self, record: Record, item: pytest.Item) -> None:
+        """Write ``record.perturbation`` when ``item`` is a perturbed-catalog variant."""
+        if not isinstance(item, PerturbedItem):
+            return
+        p = item.perturbed
+        base_id = item.record_id.replace(f"[{item.policy.name}", f"[{item.base_policy}", 1)
+        record.perturbation = PerturbationRecord.model_validate({
+            "name": item.variant, "kind": item.spec.kind, "base_policy": item.base_policy, "base_id": base_id,
+            "base_class": item.base_class, "catalog_size": len(p.tools),
+            "original_size": item.original_size, "nominal_size": item.size,
+            "added": len(p.added), "removed": list(p.removed), "renamed": len(p.back)})

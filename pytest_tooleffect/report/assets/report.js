@@ -186,6 +186,12 @@
       (r.trial ? ' · trial ' + r.trial : '') + (r.xfail ? ' · xfail' : '') +
       (r.baseline ? ' · baseline: ' + r.baseline.status + (r.baseline.status === 'changed' ? ' (' + r.baseline.before + ' in the baseline, ' + r.baseline.after + ' now)' : '') : '') + (r.source ? ' · source ' + [r.source.kind, r.source.dataset, r.source.trace_id].filter(Boolean).join(' ') : '')));
 
+    if (r.perturbation) {  // a perturbed-catalog variant: the state shown below is the original case's
+      var pt = r.perturbation;
+      pane.appendChild(h('p', { id: 'detail-perturbation', cls: 'warn', text: 'perturbed catalog ' + pt.name + ' (' + pt.kind + '): ' +
+        pt.catalog_size + ' tools offered (' + (pt.added || 0) + ' added, ' + (pt.removed || []).length + ' removed, ' + (pt.renamed || 0) + ' renamed); ' +
+        'the tools and label below are the original case\u2019s, paired with ' + pt.base_id + ' (docs: robustness)' }));
+    }
     var verdictBox = h('div', { id: 'detail-verdict' });
     if (r.outcome === 'error') {
       verdictBox.appendChild(h('p', { cls: 'warn' }, h('b', { text: 'not scored: ' + (r.error ? r.error.type + ': ' + r.error.message : 'error') })));

@@ -1,0 +1,309 @@
+"""Perturbed-catalog variants as items: each case × perturbation is its own item beside the original
+(``docs/robustness.md``).
+
+A case file's items are collected as usual (:mod:`.items`); then, for every labelled case with no
+sandbox world, each variant of the family's ``perturbations:`` and of ``--tooleffect-perturb``
+adds a :class:`PerturbedItem` right after the original's.  Its policy is the original's under the
+name ``POLICY+VARIANT`` (``replay+shuffle``, ``gpt-4o+scale-32``): node ids, record ids, report
+blocks, baselines, gates and shards treat it as any other item.  Its record carries a
+``perturbation`` section naming the original, which the report's robustness section pairs it with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Generator, Iterable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from pytest_tooleffect.collect.cases import label_hash
+from pytest_tooleffect.collect.family import FAMILY_FILE, LoadedFamily, error_location, family_dirs
+from pytest_tooleffect.collect.ids import VARIANT_SEPARATOR, item_name, variant_policy
+from pytest_tooleffect.collect.items import CaseFile, CaseItem, InvalidCaseItem, families_key
+from pytest_tooleffect.collect.perturb import Perturbed, PerturbError, perturb
+from pytest_tooleffect.formats import Case, ToolSpec
+from pytest_tooleffect.options import OPT_PERTURB
+from pytest_tooleffect.oracle.emission import Call, Emission
+from pytest_tooleffect.perturb_format import PerturbationSpec
+from pytest_tooleffect.settings import settings_key
+
+__all__ = ["PerturbedItem", "Perturber", "cost_line", "load_pool", "scored_emission", "scored_tools"]
+
+
+class PerturbedItem(CaseItem):
+    """One case × policy × trial under one perturbed catalog.
+
+    The agent is offered :attr:`perturbed`'s tools (renamed ones under their new names); its calls
+    are mapped back to the original names and scored against the perturbed label with the
+    catalog under its original names (:func:`scored_tools`, :func:`scored_emission`).
+
+    Attributes:
+        spec: the perturbation.
+        variant: the variant's name (``shuffle``, ``scale-32``).
+        size: a ``scale`` variant's nominal catalog size.
+        perturbed: the catalog and label of this case under the variant.
+        base_policy: the original policy's name.
+        base_class: the original label's class.
+        original_size: the tools the original catalog offers at the state.
+    """
+
+    def __init__(self, *, spec: PerturbationSpec, variant: str, size: int | None, perturbed: Perturbed,
+                 base_policy: str, base_class: str, original_size: int, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.original_size = original_size
+        self.spec, self.variant, self.size, self.perturbed = spec, variant, size, perturbed
+        self.base_policy, self.base_class = base_policy, base_class
+        self._scored_case: Case | None = None
+
+    @property
+    def tools(self) -> list[ToolSpec]:
+        """The catalog offered to the agent (under the names offered)."""
+        return list(self.perturbed.tools)
+
+    @property
+    def original_named_tools(self) -> list[ToolSpec]:
+        """The catalog offered, each tool under its original name (what calls are scored against)."""
+        back = self.perturbed.back
+        return [t.model_copy(update={"name": back[t.name]}) if t.name in back else t for t in self.perturbed.tools]
+
+    @property
+    def case(self) -> Case:
+        """The case with the perturbed label and the offered catalog under its original names."""
+        if self._scored_case is None:
+            base = super().case
+            self._scored_case = base.model_copy(update={"label": self.perturbed.label,
+                                                        "tools": self.original_named_tools})
+        return self._scored_case
+
+    def release(self) -> None:
+        super().release()
+        self._scored_case = None
+
+
+def scored_tools(item: CaseItem) -> list[ToolSpec]:
+    """The tools an item's decision is scored against: the offered ones, under their original names."""
+    return item.original_named_tools if isinstance(item, PerturbedItem) else item.tools
+
+
+def scored_emission(item: CaseItem, emission: Emission) -> Emission:
+    """The decision's calls under the original tool names (a renamed catalog's calls mapped back)."""
+    if not isinstance(item, PerturbedItem) or not item.perturbed.back:
+        return emission
+    back = item.perturbed.back
+    return Emission(calls=tuple(Call(back.get(c.name, c.name), c.args) for c in emission.calls),
+                    malformed=emission.malformed,
+                    malformed_names=tuple(back.get(n, n) for n in emission.malformed_names),
+                    text=emission.text, invented_results=emission.invented_results,
+                    malformed_raw=emission.malformed_raw)
+
+
+def load_pool(directory: Path, files: Iterable[str]) -> list[ToolSpec]:
+    """Tools from ``files`` (relative to the family folder): a JSON list of tool specs, or BFCL's
+    JSON Lines (each line's ``function`` list; BFCL's ``dict``, ``float`` and ``tuple``
+    types read as JSON Schema's ``object``, ``number`` and ``array``).
+
+    Raises:
+        PerturbError: a file cannot be read or holds no tool specs (the message names it).
+    """
+    out: list[ToolSpec] = []
+    for name in files:
+        path = directory / name
+        try:
+            text = path.read_text(encoding="utf-8")
+            try:
+                specs: list[Any] = json.loads(text)
+            except json.JSONDecodeError:
+                specs = [f for line in text.splitlines() if line.strip() for f in json.loads(line).get("function", [])]
+            out.extend(ToolSpec.model_validate(_object_types(s)) for s in specs)
+        except (OSError, ValueError, AttributeError, TypeError) as exc:
+            raise PerturbError(f"pool file {path}: {type(exc).__name__}: {exc}") from exc
+    return out
+
+
+#: BFCL's Python type names as JSON Schema's (as ``tooleffect import bfcl`` reads them): a provider refuses the rest
+_BFCL_TYPES = {"dict": "object", "float": "number", "tuple": "array"}
+
+
+def _object_types(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: (_BFCL_TYPES.get(v, v) if k == "type" and isinstance(v, str) else _object_types(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_object_types(v) for v in value]
+    return value
+
+
+class Perturber:
+    """The plugin object that adds the variants of each case file's items.
+
+    Args:
+        config: pytest's config (``--tooleffect-perturb``).
+    """
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.cli: list[PerturbationSpec] = list(config.getoption(OPT_PERTURB, None) or [])
+        self._pools: dict[tuple[str, tuple[str, ...]], list[ToolSpec] | PerturbError] = {}
+        self._said = False
+        self._specs: dict[str, list[PerturbationSpec] | str] = {}
+
+    def specs(self, fam: LoadedFamily) -> list[PerturbationSpec] | str:
+        """The family's perturbations then the command line's, or why two of them share a variant name
+        (worked out once per family).
+        """
+        if fam.name not in self._specs:
+            self._specs[fam.name] = self._specs_of(fam)
+        return self._specs[fam.name]
+
+    def _specs_of(self, fam: LoadedFamily) -> list[PerturbationSpec] | str:
+        out: list[PerturbationSpec] = []
+        for spec in [*fam.family.perturbations, *self.cli]:
+            if spec not in out:
+                out.append(spec)
+        names = [v for s in out for v, _ in s.variants()]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            return (f"{fam.directory / FAMILY_FILE}: perturbations: variant names given twice ({', '.join(twice)}): "
+                    "give one of them a name")
+        return out
+
+    def pool(self, fam: LoadedFamily) -> list[ToolSpec] | PerturbError:
+        """The unrelated pool: the tools of the other families in the folders beside the family's
+        (``cases/*``: the other shipped families, whether this run collects them or not), in folder
+        order, then the tools of the family's ``pool_files``.
+        """
+        files = tuple(f for s in fam.family.perturbations for f in s.pool_files)
+        key = (fam.name, files)
+        if key not in self._pools:
+            families = self.config.stash[families_key]
+            others: list[ToolSpec] = []
+            for directory in family_dirs([fam.directory.parent]):
+                other = families.load(directory)
+                if isinstance(other, LoadedFamily) and other.name != fam.name:
+                    others.extend(other.tools)
+            try:
+                self._pools[key] = others + load_pool(fam.directory, files)
+            except PerturbError as exc:
+                self._pools[key] = exc
+        return self._pools[key]
+
+    def _pools_of(self, spec: PerturbationSpec, fam: LoadedFamily) -> tuple[list[ToolSpec], list[ToolSpec]]:
+        """The unrelated and the same-domain pool a perturbation draws from (empty when it draws from none).
+
+        Raises:
+            PerturbError: a pool file cannot be read.
+            ValueError: a near-miss tool of ``tools:`` is not a tool spec.
+        """
+        if spec.kind not in ("distractors", "scale"):
+            return [], []
+        if spec.pool == "same-domain":
+            return [], [ToolSpec.model_validate(t) for t in spec.tools] or list(fam.tools)
+        found = self.pool(fam)
+        if isinstance(found, PerturbError):
+            raise found
+        return found, []
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector) -> Generator[None, Any, Any]:
+        """After a case file is collected, its variants follow each original item."""
+        report = yield
+        if isinstance(collector, CaseFile) and report.passed and report.result:
+            report.result = list(self._expand(collector, report.result))
+        return report
+
+    def _expand(self, collector: CaseFile, items: Sequence[Any]) -> Iterable[Any]:
+        problems: list[str] = []
+        for item in items:
+            yield item
+            if not isinstance(item, CaseItem) or isinstance(item, PerturbedItem):
+                continue
+            specs = self.specs(item.family)
+            if isinstance(specs, str):
+                if specs not in problems:
+                    problems.append(specs)
+                continue
+            yield from self._variants(collector, item, specs, problems)
+        if problems:  # the run goes on: one entry names every case and variant that could not be made
+            family = next((i.family.name for i in items if isinstance(i, CaseItem)), "")
+            yield InvalidCaseItem.from_parent(collector, name="<perturbation>", problems=problems,
+                                              heading="perturbation not applied", family=family)
+
+    def _variants(self, collector: CaseFile, item: CaseItem, specs: list[PerturbationSpec],
+                  problems: list[str]) -> Iterable[PerturbedItem]:
+        if not specs or item.ref.label_class is None:
+            return
+        case = item.case
+        if case.label is None or case.world is not None:  # a sandbox runs calls by name: no variant
+            item.release()
+            return
+        fam = item.family
+        settings = self.config.stash[settings_key]
+        for spec in specs:
+            for variant, size in spec.variants():
+                try:
+                    pool, same = self._pools_of(spec, fam)
+                    perturbed = perturb(spec, variant, size, case.id, item.tools, case.label, pool, same)
+                except (PerturbError, ValueError) as exc:
+                    why = ("; ".join(f"{error_location(e['loc'])}: {e['msg']}" for e in exc.errors())
+                           if isinstance(exc, ValidationError) else str(exc))
+                    problem = f"{item.path}: case {case.id}: perturbation {variant}: {why}"
+                    if problem not in problems:  # once, whatever the policies and trials
+                        problems.append(problem)
+                    continue
+                if perturbed is None:
+                    continue
+                policy = item.policy.model_copy(update={"name": variant_policy(item.policy.name, variant)})
+                digest = hashlib.sha256(json.dumps([label_hash(perturbed.label), [t.name for t in perturbed.tools]]
+                                                   ).encode()).hexdigest()[:16]
+                ref = replace(item.ref, label_class=perturbed.label.label_class, label_hash=digest)
+                new = PerturbedItem.from_parent(
+                    collector, name=item_name(case.id, policy.name, item.trial, settings.repeats), callobj=item.obj,
+                    case=ref, family=fam, policy=policy, trial=item.trial, decisions=item.decisions, agent=item.agent,
+                    agent_source=item.agent_source, spec=spec, variant=variant, size=size, perturbed=perturbed,
+                    base_policy=item.policy.name, base_class=item.ref.label_class,
+                    original_size=len(item.tools))
+                for mark in item.own_markers:  # class, family, bucket, xfail: as the original's
+                    new.own_markers.append(mark)
+                    new.keywords[mark.name] = mark
+                yield new
+        item.release()
+
+    def pytest_report_collectionfinish(self, config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
+        """Before a live run starts: the model turns the variants add, and what they do to prefix caching."""
+        variants = sorted({i.variant for i in items if isinstance(i, PerturbedItem) and not i.replay})
+        added = sum(1 for i in items if isinstance(i, PerturbedItem) and not i.replay)
+        originals = sum(1 for i in items if isinstance(i, CaseItem) and not isinstance(i, PerturbedItem)
+                        and not i.replay)
+        return [cost_line(added, originals, variants)] if added else []
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
+        """Under ``-n``, the controller collects nothing: the line is said from the first worker's node ids."""
+        if self._said or not self.config.stash[settings_key].live:
+            return
+        self._said = True
+        found = [m for m in map(_VARIANT_ID.search, ids) if m is not None]
+        if not found:
+            return
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(cost_line(len(found), len(ids) - len(found), sorted({m[1] for m in found})))
+
+
+#: a variant's node id ends ``[policy+VARIANT]`` (or ``[policy+VARIANT:trial]``)
+_VARIANT_ID = re.compile(rf"\[[^\]]*{re.escape(VARIANT_SEPARATOR)}([^\]:]+)(?::\d+)?\]$")
+
+
+def cost_line(added: int, originals: int, variants: Sequence[str]) -> str:
+    """The line a live run prints before it starts: the model turns the variants add and what they do to a
+    provider's prefix cache (a catalog at the head of the prompt that changes, or is reordered, misses it).
+    """
+    return (f"tooleffect: perturbations add {added} model turns to {originals} ({len(variants)} variants: "
+            f"{', '.join(variants)}); each variant changes the tool catalog at the head of the prompt (a shuffled "
+            "one reorders it), so a provider's prefix cache serves none of its turns")
