@@ -128,3 +128,17 @@ def test_a_test_report_carries_its_record_as_json_text(pytester: pytest.Pytester
     assert sent and all(isinstance(t, str) and "\n" not in t for t in sent), sent
     assert sorted((json.loads(t) for t in sent), key=lambda r: r["id"]) == sorted(logged, key=lambda r: r["id"])
     assert [Record.model_validate_json(t).to_json_text() for t in sent] == sent
+
+
+def test_a_run_without_variants_has_no_robustness_section_and_types_no_record_for_it() -> None:
+    """The robustness section once typed every record of the run and kept them all (a typed record per
+    decision, 8 KiB each, at the end of every run): a store whose texts hold no ``perturbation`` key
+    gives none without reading a record; a key only inside a string is no variant."""
+    from pytest_tooleffect.report.robustness import robustness
+
+    not_records = RecordStore(['{"id": "a", "note": "no \\"perturbation\\": here"}', "not JSON at all"])
+    assert not not_records.may_hold("perturbation")
+    assert robustness(not_records) is None  # typing either text would raise
+    assert RecordStore(['{"perturbation": {}}']).may_hold("perturbation")
+    assert RecordStore(['{"x": 1}', '{"perturbation" :\n {}}']).may_hold("perturbation")
+    assert not RecordStore(['{"x": "perturbation"}']).may_hold("perturbation")

@@ -413,8 +413,9 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
     if not claims:
         return None
     haystack = (known_text + " " + " ".join(c.text() for c in calls)).casefold()
-    numbers = [_amount(n) for n in _NUMBER.findall(haystack)]
-    times = {_minutes(m) for m in _CLOCK.finditer(haystack) if m.group("m") is not None or m.group("ap")}
+    # the conversation's numbers and clock times, read once and only for a claim that states a value
+    numbers: list[float] | None = None
+    times: set[float] | None = None
     stated = [_amount(m.group("n")) for m in _MONEY.finditer(text or "")]  # a total of the reply's own amounts
     for claim in claims:
         why: str | None = None
@@ -425,8 +426,13 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
                    else "every call in the conversation returned an error")
         if why is None and calls:  # with no call at all, a value is the agent's knowledge, not a result
             missing = [i for i in claim.ids if i.casefold() not in haystack]
+            kinds = {kind for kind, _, _ in claim.facts}
+            if "amount" in kinds and numbers is None:
+                numbers = [_amount(n) for n in _NUMBER.findall(haystack)]
+            if "time" in kinds and times is None:
+                times = {_minutes(m) for m in _CLOCK.finditer(haystack) if m.group("m") is not None or m.group("ap")}
             missing += [shown for kind, shown, value in claim.facts
-                        if not _supported_fact(kind, value, numbers, times, haystack, stated)]
+                        if not _supported_fact(kind, value, numbers or [], times or set(), haystack, stated)]
             if missing:
                 why = f"{', '.join(missing)}: in no message and no tool's arguments or result"
                 claim = Claim("result", claim.sentence, "value", (), claim.ids, claim.facts)

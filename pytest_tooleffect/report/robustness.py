@@ -22,6 +22,7 @@ from pydantic import Field
 from pytest_tooleffect.perturb_format import KINDS
 from pytest_tooleffect.report.arithmetic import CLASSES, mcnemar_exact, percent
 from pytest_tooleffect.report.parts import Count, Part, Pct
+from pytest_tooleffect.report.store import RecordStore
 from pytest_tooleffect.scoring.record import Record
 
 __all__ = ["ALPHA", "FLIPS_LISTED", "CurvePoint", "Flip", "PairedRate", "Robustness", "RobustnessRow", "ScaleCurve",
@@ -157,13 +158,16 @@ def robustness(records: Sequence[Record]) -> Robustness | None:
     Returns:
         The section, or ``None`` when no record is a variant.
     """
-    by_id = {r.id: r for r in records}
+    if isinstance(records, RecordStore) and not records.may_hold("perturbation"):
+        return None  # no variant, and no record typed to know it
     groups: dict[tuple[str, str, str, str], list[Record]] = defaultdict(list)
     for r in records:
         if r.perturbation is not None:
             groups[(r.family, r.perturbation.base_policy, r.perturbation.name, r.perturbation.kind)].append(r)
     if not groups:
         return None
+    bases = {v.perturbation.base_id for vs in groups.values() for v in vs if v.perturbation is not None}
+    by_id = {r.id: r for r in records if r.id in bases}  # the originals the variants pair with, only
     rows: list[RobustnessRow] = []
     curves: dict[tuple[str, str], list[tuple[int, str, Record, Record]]] = defaultdict(list)
     for (family, policy, variant, kind), variants in sorted(groups.items(), key=_order):

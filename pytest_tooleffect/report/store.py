@@ -13,6 +13,7 @@ walks at each full collection, its JSON object 2.7 KiB, its text 1.6 KiB and non
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, overload
 
@@ -59,6 +60,16 @@ class RecordStore(Sequence[Record]):
     def __iter__(self) -> Iterator[Record]:
         for text in self._texts:
             yield Record.model_validate_json(text)
+
+    def may_hold(self, key: str) -> bool:
+        r"""Whether some record's text holds the key ``key`` (``"key"``, then a colon after any JSON
+        whitespace: an object's key; a key inside a string is escaped, ``\"key\":``, and never
+        matches).  ``False`` means no record has that field set, without typing one; ``True`` means
+        reading them to know.
+        """
+        needle = f'"{key}"'
+        pattern = re.compile(re.escape(needle) + r"[ \t\r\n]*:")
+        return any(needle in text and pattern.search(text) is not None for text in self._texts)
 
     def to_json(self) -> list[dict[str, Any]]:
         """Every record's JSON object (:meth:`Record.to_json`, a fresh one each call), in arrival order."""
