@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.collect.traces import Run, decision_points, position_bucket
-from pytest_tooleffect.data.importers.tau_airline import build_family, sample_states
+from pytest_tooleffect.data.importers.tau_airline import REVISION_PASSES, build_family, sample_states
 from pytest_tooleffect.data.importers.tau_airline_rules import rule_label
 from pytest_tooleffect.options import OPT_RECORDS, OPT_REPORT
 from tests.conftest import REPO, SHARED
@@ -28,7 +28,7 @@ def test_family_rebuilds_byte_for_byte(tmp_path: Path) -> None:
     (out / "labels").mkdir(parents=True)
     (tmp_path / "oracle").mkdir()
     shutil.copy(REPO / "oracle" / "tau-airline.yaml", tmp_path / "oracle" / "tau-airline.yaml")
-    for name in ("manual.jsonl", "adjudicated.jsonl", "revisions.jsonl"):
+    for name in ("manual.jsonl", "adjudicated.jsonl", *REVISION_PASSES):
         shutil.copy(FAMILY / "labels" / name, out / "labels" / name)
     counts = build_family(TRAJ, TOOLS, out)
     assert counts == {"cases": 210, "labelled": 210, "adjudicated": 99, "agreed": 111, "unlabelled": 0,
@@ -139,7 +139,8 @@ def test_every_no_tool_state_says_what_its_reply_must_do() -> None:
              for i, c in _cases().items()}
     kinds = [a.get("reply") for a in nulls.values() if a is not None]
     assert len(kinds) == 194
-    assert {k: kinds.count(k) for k in set(kinds)} == {"ask": 72, "refuse": 33, "answer": 88, None: 1}
+    # revision-2 moved seven from answer to ask (LABELLING.md, "The verdicts the stricter check moved")
+    assert {k: kinds.count(k) for k in set(kinds)} == {"ask": 79, "refuse": 33, "answer": 81, None: 1}
 
 
 def test_a_revision_that_cannot_apply_is_refused_with_the_file_and_state(tmp_path: Path) -> None:
@@ -157,8 +158,42 @@ def test_a_revision_that_cannot_apply_is_refused_with_the_file_and_state(tmp_pat
     assert label["forbidden_actions"] == []  # the input is not changed
 
 
+def test_a_revision_can_add_a_valid_action_beside_the_labels_own(tmp_path: Path) -> None:
+    from pytest_tooleffect.data.labelling import revise
+
+    label = {"valid_actions": [{"tool": None, "reply": "ask", "reason": "ask for the id"}],
+             "forbidden_actions": [{"tool": "transfer_to_human_agents", "reason": "in scope"}], "labelled_by": ["m"]}
+    refuse = {"tool": None, "reply": "refuse", "reason": "say the agent cannot do it"}
+    out = revise(label, {"add_valid": [refuse], "by": "revision-2"}, "r")
+    assert out["valid_actions"] == [label["valid_actions"][0], refuse] and out["labelled_by"] == ["m", "revision-2"]
+    # reply criteria still go to the label's own (first) null action, not the added one
+    out = revise(label, {"reply": "answer", "add_valid": [refuse]}, "r")
+    assert [a["reply"] for a in out["valid_actions"]] == ["answer", "refuse"]
+    with pytest.raises(ValueError, match=r"r2: add_valid names forbidden tools \['transfer_to_human_agents'\]"):
+        revise(label, {"add_valid": [{"tool": "transfer_to_human_agents"}]}, "r2")
+    with pytest.raises(ValueError, match="add_valid must be a list of actions"):
+        revise(label, {"add_valid": {"tool": None}}, "r")
+
+
+def test_the_second_revision_pass_is_applied_after_the_first() -> None:
+    # revision-1 set reply: answer on these states; revision-2 (read by hand against the
+    # conversation, LABELLING.md) sets ask or adds an alternative, and the shipped cases hold the result
+    first = {r["id"]: r for r in map(json.loads, (FAMILY / "labels" / "revisions.jsonl").read_text().splitlines())}
+    second = [json.loads(line) for line in (FAMILY / "labels" / "revisions-2.jsonl").read_text().splitlines()]
+    cases = _cases()
+    assert len(second) == 11 and all(r["why"] and r["by"] == "revision-2" for r in second)
+    for r in second:
+        label = cases[r["id"]]["label"]
+        assert "revision-2" in label["labelled_by"], r["id"]
+        nulls = [a for a in label["valid_actions"] if a.get("tool") is None]
+        if "reply" in r:
+            assert first[r["id"]]["reply"] != r["reply"] and nulls[0]["reply"] == r["reply"], r["id"]
+        for added in r.get("add_valid", []):
+            assert added in nulls[1:], r["id"]
+
+
 @pytest.mark.parametrize("name", ["labels/manual.jsonl", "labels/adjudicated.jsonl", "labels/rules.jsonl",
-                                  "labels/revisions.jsonl"])
+                                  "labels/revisions.jsonl", "labels/revisions-2.jsonl"])
 def test_label_files_cover_every_state(name: str) -> None:
     ids = {json.loads(line)["id"] for line in (FAMILY / "cases.jsonl").read_text().splitlines()}
     labelled = [json.loads(line)["id"] for line in (FAMILY / name).read_text().splitlines()]

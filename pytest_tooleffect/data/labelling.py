@@ -199,8 +199,10 @@ def revise(label: Mapping[str, Any], revision: Mapping[str, Any], where: str = "
     A revision (one line of ``labels/revisions.jsonl``) may hold ``drop_valid`` (tool names whose
     valid actions are removed), ``forbid`` (``{tool, reason}`` entries replacing any forbidden
     entry for the same tool without arguments), ``reply`` / ``must`` / ``must_not`` (set on the
-    label's ``tool: null`` action) and ``by`` (the pass's name, added to ``labelled_by``);
-    ``why`` and ``policy`` are notes for the reader.
+    label's first ``tool: null`` action), ``add_valid`` (actions appended to the valid ones, such
+    as a second ``{tool: null, reply: refuse, reason}`` beside an ``ask``: a reply meeting either
+    passes) and ``by`` (the pass's name, added to ``labelled_by``); ``why`` and ``policy`` are
+    notes for the reader.
 
     Args:
         label: the label (``valid_actions``, ``forbidden_actions``, ``labelled_by``); not changed.
@@ -212,10 +214,11 @@ def revise(label: Mapping[str, Any], revision: Mapping[str, Any], where: str = "
 
     Raises:
         ValueError: an unknown key, a reply criterion on a label without a ``tool: null`` action,
-            a revision that leaves no valid action, or a tool both valid and forbidden.
+            a revision that leaves no valid action, a tool both valid and forbidden, or an
+            ``add_valid`` entry that is not an object with a ``tool`` key.
 
     """
-    known = {"id", "by", "why", "policy", "drop_valid", "forbid", "reply", "must", "must_not"}
+    known = {"id", "by", "why", "policy", "drop_valid", "forbid", "reply", "must", "must_not", "add_valid"}
     unknown = sorted(set(revision) - known)
     if unknown:
         raise ValueError(f"{where}: unknown keys {unknown} (known: {sorted(known)})")
@@ -223,6 +226,9 @@ def revise(label: Mapping[str, Any], revision: Mapping[str, Any], where: str = "
     valid = [dict(a) for a in label.get("valid_actions") or [] if a.get("tool") not in drop]
     if not valid:
         raise ValueError(f"{where}: drop_valid leaves no valid action")
+    added = revision.get("add_valid") or []
+    if not isinstance(added, list) or not all(isinstance(a, dict) and "tool" in a for a in added):
+        raise ValueError(f"{where}: add_valid must be a list of actions, each with a 'tool' key")
     forbid = [dict(f) for f in revision.get("forbid") or []]
     forbid_tools = {f.get("tool") for f in forbid}
     both = sorted(str(t) for t in forbid_tools if any(a.get("tool") == t for a in valid))
@@ -236,6 +242,11 @@ def revise(label: Mapping[str, Any], revision: Mapping[str, Any], where: str = "
         if not nulls:
             raise ValueError(f"{where}: reply, must and must_not need a tool: null valid action")
         nulls[0].update(criteria)
+    valid += [dict(a) for a in added]
+    added_tools = {a["tool"] for a in added}
+    clash = sorted(str(f.get("tool")) for f in forbidden if f.get("tool") in added_tools and not f.get("args"))
+    if clash:
+        raise ValueError(f"{where}: add_valid names forbidden tools {clash}")
     by = list(dict.fromkeys([*_as_list(label.get("labelled_by")), *_as_list(revision.get("by"))]))
     return {**label, "valid_actions": valid, "forbidden_actions": forbidden, "labelled_by": by}
 

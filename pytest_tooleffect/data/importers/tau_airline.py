@@ -122,6 +122,10 @@ population: {population}
 """
 
 
+# the relabelling passes under ``labels/``, applied in this order after adjudication (LABELLING.md)
+REVISION_PASSES = ("revisions.jsonl", "revisions-2.jsonl")
+
+
 def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, int] | None = None,
                  seed: int = 20241122) -> dict[str, Any]:
     """Write the ``tau-airline`` family into ``out``.
@@ -130,11 +134,12 @@ def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, in
     ``system_prompt.md``, ``labels/rules.jsonl`` (pass 1) and ``cases.jsonl``.  Final labels:
     ``labels/adjudicated.jsonl`` where present, else the merge of pass 1 and
     ``labels/manual.jsonl`` where their valid sets agree; other states stay unlabelled.  Then
-    ``labels/revisions.jsonl`` (a later relabelling pass, :func:`~pytest_tooleffect.data.labelling.revise`)
-    is applied to the labels it names.
+    the relabelling passes (:data:`REVISION_PASSES`, in order; each file one line per state,
+    :func:`~pytest_tooleffect.data.labelling.revise`) are applied to the labels they name.
 
     Returns:
-        Counts: ``{"cases", "labelled", "adjudicated", "agreed", "unlabelled", "revised"}``.
+        Counts: ``{"cases", "labelled", "adjudicated", "agreed", "unlabelled", "revised"}``
+        (``revised``: states that at least one pass revised).
 
     Raises:
         ValueError: a revision names an unlabelled or unknown state, or cannot be applied.
@@ -158,10 +163,11 @@ def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, in
             fh.write(json.dumps(rules[cid], ensure_ascii=False, sort_keys=True) + "\n")
     manual = read_labels(out / "labels" / "manual.jsonl")
     adjudicated = read_labels(out / "labels" / "adjudicated.jsonl")
-    revisions = read_labels(out / "labels" / "revisions.jsonl")
-    stray = sorted(set(revisions) - {c["id"] for c in cases})
-    if stray:
-        raise ValueError(f"{out / 'labels' / 'revisions.jsonl'}: revisions for states not in the sample: {stray}")
+    passes = [(out / "labels" / name, read_labels(out / "labels" / name)) for name in REVISION_PASSES]
+    for path, revisions in passes:
+        stray = sorted(set(revisions) - {c["id"] for c in cases})
+        if stray:
+            raise ValueError(f"{path}: revisions for states not in the sample: {stray}")
     counts = {"cases": len(cases), "labelled": 0, "adjudicated": 0, "agreed": 0, "unlabelled": 0, "revised": 0}
     with open(out / "cases.jsonl", "w", encoding="utf-8") as fh:
         for c in cases:
@@ -174,12 +180,15 @@ def build_family(trajectories: Path, tools: Path, out: Path, quota: dict[str, in
             elif cid in manual and action_set(manual[cid]) == action_set(rules[cid]):
                 label = merge_agreeing(rules[cid], manual[cid])
                 counts["agreed"] += 1
-            if cid in revisions:
-                where = f"{out / 'labels' / 'revisions.jsonl'}: {cid}"
-                if label is None:
-                    raise ValueError(f"{where}: the state has no label to revise")
-                label = revise(label, revisions[cid], where)
-                counts["revised"] += 1
+            revised = False
+            for path, revisions in passes:
+                if cid in revisions:
+                    where = f"{path}: {cid}"
+                    if label is None:
+                        raise ValueError(f"{where}: the state has no label to revise")
+                    label = revise(label, revisions[cid], where)
+                    revised = True
+            counts["revised"] += revised
             if label is not None:
                 c["label"] = label
                 counts["labelled"] += 1
