@@ -102,8 +102,15 @@ def _third_party_imports() -> dict[str, list[tuple[Path, ast.stmt, list[ast.AST]
     return found
 
 
+@functools.cache
+def _installed() -> dict[str, list[str]]:
+    """Top-level module → the distributions installed here that provide it (importlib.metadata reads
+    every installed distribution's file list for this: once)."""
+    return dict(packages_distributions())
+
+
 def _distribution(module: str) -> str:
-    dists = packages_distributions().get(module)
+    dists = _installed().get(module)
     assert dists, f"{module} is imported by the package and installed by no distribution here"
     return canonicalize_name(dists[0])
 
