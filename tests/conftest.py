@@ -36,6 +36,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(skip)
 
 
+def schema_validator(schema: dict[str, Any]) -> Any:
+    """A validator for ``schema``, the schema itself checked once: ``validator.validate(instance)``
+    raises ``jsonschema.ValidationError`` as ``jsonschema.validate`` does, which checks the schema
+    again at every call (tens of milliseconds each: a record log's worth adds up)."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
 def generated_report_schema() -> dict[str, Any]:
     """The report's JSON Schema, generated from the report models (what ``tooleffect schema report`` prints)."""
     from pytest_tooleffect.report import report_schema
