@@ -557,6 +557,7 @@ def test_the_readme_quickstart_runs_word_for_word(quickstart: Path) -> None:
         if kind == "sh" and body != ". .venv/bin/activate":
             seen += 1
         elif kind == "text":
+            assert seen, "the quickstart shows output before any command"
             run = runs[seen - 1]
             shown = [s for s in body.splitlines() if s.strip()]
             missing = [s for s in shown if s not in run["stdout"]]
