@@ -51,11 +51,14 @@ report: $(STAMP) sandbox-image
 # pytest process a second at start-up; the suite starts hundreds (pytester runs inherit the variable).
 # The tests that read ../shared (marked `shared`) skip when it is absent, so that `pytest tests/oracle`
 # runs from a bare clone; TOOLEFFECT_REQUIRE_SHARED=1 makes its absence stop the full run instead.
+# PYTHONDONTWRITEBYTECODE is emptied for the suite's processes: with it set, each of them compiles the
+# package again from source (0.3 s of CPU per run of the plugin) and each xdist worker rewrites every
+# test module's asserts again; the bytecode goes to __pycache__/ (ignored by git).
 test: $(STAMP) sandbox-image chromium local-model
 	scripts/ensure-redis
 	$(BIN)/ruff check pytest_tooleffect tests bench sandbox examples
 	$(BIN)/mypy
-	TOOLEFFECT_REQUIRE_SHARED=1 PYTEST_ADDOPTS="-p no:langsmith_plugin" $(BIN)/pytest tests/ -q -n 2
+	TOOLEFFECT_REQUIRE_SHARED=1 PYTHONDONTWRITEBYTECODE= PYTEST_ADDOPTS="-p no:langsmith_plugin" $(BIN)/pytest tests/ -q -n 2
 	$(MAKE) test-pytest-versions
 
 # tests/test_compat.py and tests/test_plugin.py under the oldest supported and the newest pytest,
@@ -74,7 +77,7 @@ FAST_TESTS := tests/oracle tests/test_layering.py tests/test_public_surface.py t
   tests/test_plugin.py::test_markers_select tests/test_plugin.py::test_invalid_cases_are_errors_and_the_rest_runs \
   --deselect tests/test_records.py::test_shipped_cases_run_report_and_records_match_the_generated_schemas
 test-fast: $(STAMP)
-	PYTEST_ADDOPTS="-p no:langsmith_plugin" $(BIN)/pytest $(FAST_TESTS) -q -n 2
+	PYTHONDONTWRITEBYTECODE= PYTEST_ADDOPTS="-p no:langsmith_plugin" $(BIN)/pytest $(FAST_TESTS) -q -n 2
 
 local-model: $(STAMP)
 	scripts/ensure-build-tools

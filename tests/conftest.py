@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import filelock
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,6 +34,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("shared") is not None:
             item.add_marker(skip)
+
+
+def schema_validator(schema: dict[str, Any]) -> Any:
+    """A validator for ``schema``, the schema itself checked once: ``validator.validate(instance)``
+    raises ``jsonschema.ValidationError`` as ``jsonschema.validate`` does, which checks the schema
+    again at every call (tens of milliseconds each: a record log's worth adds up)."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
 
 
 def generated_report_schema() -> dict[str, Any]:
@@ -110,3 +123,47 @@ def pytester(_extensions_imported: None, pytester: pytest.Pytester, monkeypatch:
     if request.node.get_closest_marker("subprocess") is not None:  # the marker says so: every run in a child
         monkeypatch.setattr(pytester, "runpytest", pytester.runpytest_subprocess)
     return pytester
+
+
+def once_per_session(tmp_path_factory: pytest.TempPathFactory, name: str, make: Callable[[Path], None]) -> Path:
+    """``make(folder)`` run once for the whole session, whichever process asks first, and the folder
+    it filled: under xdist the workers share the parent of their base temp folders, and a lock there
+    makes the others wait for the first one's folder (made again by the next that asks when making
+    it failed).  For what is expensive to make and only read by the tests that use it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder, done = root / name, root / f"{name}.done"
+    with filelock.FileLock(root / f"{name}.lock"):
+        if not done.exists():
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            make(folder)
+            done.touch()
+    return folder
+
+
+def _run_the_shipped_families(out: Path) -> None:
+    import subprocess
+    import sys
+
+    from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT
+
+    run = subprocess.run([sys.executable, "-m", "pytest", "cases/", "-m", "not family_tooltalk", "-q", "-p",
+                          "no:cacheprovider", "-n", "2", f"{OPT_HTML}={out / 'report.html'}",
+                          f"{OPT_REPORT}={out / 'report.json'}", f"{OPT_RECORDS}={out / 'records.jsonl'}"],
+                         cwd=REPO, capture_output=True, text=True, timeout=900)
+    (out / "stdout.txt").write_text(run.stdout, encoding="utf-8")
+    (out / "stderr.txt").write_text(run.stderr, encoding="utf-8")
+    (out / "returncode").write_text(str(run.returncode), encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def shipped_run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One run of the shipped families for the session, as ``make report`` runs them (replay, the
+    scheduling cases in the Docker sandbox; tooltalk has nothing to replay), under ``-n 2``: the folder
+    holding its page (``report.html``), JSON report (``report.json``), record log (``records.jsonl``),
+    ``stdout.txt``, ``stderr.txt`` and ``returncode``.  The tests only read it."""
+    return once_per_session(tmp_path_factory, "shipped-run", _run_the_shipped_families)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.options import OPT_HTML, OPT_RECORDS, OPT_REPORT
+from pytest_tooleffect.options import OPT_HTML
 from pytest_tooleffect.report.html import load_states, render_html
 from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.report.record_log import read_records
@@ -32,17 +32,14 @@ CLASSES = ("single", "several", "no_tool")
 
 
 @pytest.fixture(scope="module")
-def shipped_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One run of the shipped families as ``make report`` runs them (replay, the scheduling cases in
-    the Docker sandbox; tooltalk has nothing to replay) writing the page, the JSON report and the record log."""
-    out = tmp_path_factory.mktemp("html")
+def shipped_run(shipped_run_folder: Path) -> dict[str, Any]:
+    """The session's run of the shipped families (tests/conftest.py), which wrote the page, the JSON
+    report and the record log."""
+    out = shipped_run_folder
     page, report, records = out / "report.html", out / "report.json", out / "records.jsonl"
-    run = subprocess.run([sys.executable, "-m", "pytest", "cases/", "-m", "not family_tooltalk", "-q", "-p",
-                          "no:cacheprovider", "-n", "2",
-                          f"{OPT_HTML}={page}", f"{OPT_REPORT}={report}", f"{OPT_RECORDS}={records}"],
-                         cwd=REPO, capture_output=True, text=True)
-    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]  # GPT-4o's failing decisions
-    assert f"tooleffect HTML report written to {page}" in run.stdout
+    stdout, stderr = (out / "stdout.txt").read_text(), (out / "stderr.txt").read_text()
+    assert (out / "returncode").read_text() == "1", stdout[-3000:] + stderr[-3000:]  # GPT-4o's failing decisions
+    assert f"tooleffect HTML report written to {page}" in stdout
     return {"page": page, "report": json.loads(report.read_text()), "records": read_records(records), "dir": out}
 
 

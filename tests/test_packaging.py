@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import email.parser
+import functools
 import json
 import os
 import re
@@ -24,9 +25,9 @@ import textwrap
 import time
 import tomllib
 import zipfile
-from collections.abc import Iterator
 from importlib.metadata import packages_distributions
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -39,7 +40,7 @@ from pytest_tooleffect.oracle.rules import RULES_VERSIONS
 from pytest_tooleffect.report import REPORT_VERSION
 from pytest_tooleffect.scoring.record import RECORD_VERSION
 from pytest_tooleffect.util.extras import EXTRAS
-from tests.conftest import REPO
+from tests.conftest import REPO, once_per_session
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 PROJECT = PYPROJECT["project"]
@@ -74,9 +75,11 @@ def _extras() -> dict[str, set[str]]:
     return {extra: expand(extra) for extra in raw}
 
 
+@functools.cache
 def _third_party_imports() -> dict[str, list[tuple[Path, ast.stmt, list[ast.AST]]]]:
     """Every import of a module outside the standard library and the package: top-level name →
-    ``(file, the import statement, its enclosing nodes from the module down)``."""
+    ``(file, the import statement, its enclosing nodes from the module down)``.  Parsed once, by
+    the first test that asks (not while the suite is collected)."""
     found: dict[str, list[tuple[Path, ast.stmt, list[ast.AST]]]] = {}
 
     def visit(path: Path, node: ast.AST, parents: list[ast.AST]) -> None:
@@ -87,20 +90,27 @@ def _third_party_imports() -> dict[str, list[tuple[Path, ast.stmt, list[ast.AST]
                 tops = [node.module.split(".")[0]] if node.module and not node.level else []
             for top in tops:
                 if top not in sys.stdlib_module_names and top not in ("pytest_tooleffect", "__future__"):
-                    found.setdefault(top, []).append((path, node, parents))
+                    found.setdefault(top, []).append((path, node, list(parents)))
+        parents.append(node)  # one list for the walk, copied only for an import kept
         for child in ast.iter_child_nodes(node):
-            visit(path, child, [*parents, node])
+            if isinstance(child, ast.stmt | ast.excepthandler | ast.match_case):  # an import is a statement
+                visit(path, child, parents)
+        parents.pop()
 
     for path in sorted(PACKAGE.rglob("*.py")):
         visit(path, ast.parse(path.read_text(encoding="utf-8")), [])
     return found
 
 
-IMPORTS = _third_party_imports()
+@functools.cache
+def _installed() -> dict[str, list[str]]:
+    """Top-level module → the distributions installed here that provide it (importlib.metadata reads
+    every installed distribution's file list for this: once)."""
+    return dict(packages_distributions())
 
 
 def _distribution(module: str) -> str:
-    dists = packages_distributions().get(module)
+    dists = _installed().get(module)
     assert dists, f"{module} is imported by the package and installed by no distribution here"
     return canonicalize_name(dists[0])
 
@@ -108,14 +118,14 @@ def _distribution(module: str) -> str:
 def test_the_core_dependencies_are_what_the_package_imports() -> None:
     core = _names(PROJECT["dependencies"])
     optional = set().union(*_extras().values())
-    imported = {_distribution(m): m for m in IMPORTS if m not in NOT_DEPENDENCIES}
+    imported = {_distribution(m): m for m in _third_party_imports() if m not in NOT_DEPENDENCIES}
     undeclared = sorted(set(imported) - core - optional)
     assert undeclared == [], f"imported, declared nowhere: {undeclared}"
     unused = sorted(core - set(imported) - set(NOT_IMPORTED))
     assert unused == [], f"declared, imported nowhere (an extra, or nothing): {unused}"
     assert set(NOT_IMPORTED) <= core
     # nothing that statsmodels or pandas did is left to need them
-    assert "statsmodels" not in IMPORTS and "pandas" not in IMPORTS
+    assert "statsmodels" not in _third_party_imports() and "pandas" not in _third_party_imports()
     assert not {"statsmodels", "pandas"} & (core | optional)
 
 
@@ -126,7 +136,7 @@ def test_extras_name_the_distributions_of_their_modules() -> None:
         assert _distribution(module) in extras[extra], (module, extra)
         assert _distribution(module) not in core, f"{module} is in the core dependencies and in [{extra}]"
     # every module only an extra installs is one util.extras knows
-    only_optional = {m for m in IMPORTS if m not in NOT_DEPENDENCIES and _distribution(m) not in core}
+    only_optional = {m for m in _third_party_imports() if m not in NOT_DEPENDENCIES and _distribution(m) not in core}
     assert only_optional == set(EXTRAS) - set(REQUIRED_NOT_IMPORTED)
     assert extras["all"] == set().union(*(extras[e] for e in ("redis", "labelling", "traces", "local-model",
                                                               "bfcl", "json-report", "xdist", "mcp")))
@@ -149,11 +159,12 @@ def _requires_before(module: str, statement: ast.stmt, parents: list[ast.AST]) -
 
 
 def test_every_optional_import_is_lazy_and_preceded_by_require() -> None:
+    imports = _third_party_imports()
     for module, where in REQUIRED_NOT_IMPORTED.items():
-        assert module not in IMPORTS and f'require("{module}", ' in (PACKAGE / where).read_text(encoding="utf-8")
+        assert module not in imports and f'require("{module}", ' in (PACKAGE / where).read_text(encoding="utf-8")
     for module in set(EXTRAS) - set(REQUIRED_NOT_IMPORTED):
-        assert IMPORTS.get(module), f"util.extras lists {module}, which the package never imports"
-        for path, statement, parents in IMPORTS[module]:
+        assert imports.get(module), f"util.extras lists {module}, which the package never imports"
+        for path, statement, parents in imports[module]:
             where = f"{path.relative_to(REPO)}:{statement.lineno}"
             assert _requires_before(module, statement, parents), (
                 f"{where}: import {module} without util.extras.require({module!r}, ...) before it in its function")
@@ -195,19 +206,21 @@ def test_the_version_has_one_source_and_the_changelog_its_policy() -> None:
 # ------------------------------------------------------------------------- built artifacts
 
 
-@pytest.fixture(scope="module")
-def dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """A folder with the sdist and the wheel, built from this checkout by ``python -m build``
-    (the wheel from the sdist, as PyPI's users get it); or the wheel ``TOOLEFFECT_WHEEL`` names."""
-    given = os.environ.get("TOOLEFFECT_WHEEL")
-    if given:
-        yield Path(given).resolve().parent
-        return
-    out = tmp_path_factory.mktemp("dist")
+def _build(out: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(REPO)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    yield out
+
+
+@pytest.fixture(scope="session")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with the sdist and the wheel, built from this checkout by ``python -m build``
+    (the wheel from the sdist, as PyPI's users get it), once for the session; or the wheel
+    ``TOOLEFFECT_WHEEL`` names."""
+    given = os.environ.get("TOOLEFFECT_WHEEL")
+    if given:
+        return Path(given).resolve().parent
+    return once_per_session(tmp_path_factory, "dist", _build)
 
 
 def _wheel(dist: Path) -> Path:
@@ -371,25 +384,17 @@ def _run(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 300) 
 
 
 @pytest.mark.subprocess
-def test_the_built_wheel_runs_a_user_family_in_a_fresh_venv(dist: Path, tmp_path: Path) -> None:
+def test_the_built_wheel_runs_a_user_family_in_a_fresh_venv(quickstart: Path, tmp_path: Path) -> None:
     """The wheel (no checkout on the path) in a venv of its own, with its declared dependencies
-    and no extra; a user's folder with a family, an agent module and gates in its pyproject."""
+    and no extra (the venv the README's quickstart made and installed it into: one install of
+    the wheel for the session); a user's folder with a family, an agent module and gates in its
+    pyproject."""
     assert not tmp_path.resolve().is_relative_to(REPO)
     started = time.monotonic()
-    venv = tmp_path / "venv"
-    base = os.environ.get("TOOLEFFECT_WHEEL_PYTHON") or sys.executable
-    done = _run([base, "-m", "venv", "--without-pip", str(venv)], tmp_path, dict(os.environ))
-    assert done.returncode == 0, done.stderr
+    venv = quickstart / ".venv"
     python, bindir = venv / "bin" / "python", venv / "bin"
-    # this interpreter's pip installs into the venv (--python): a venv needs no pip of its own.
-    # --no-compile: the modules a run imports are compiled when first imported, the rest never
-    done = _run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", "--no-compile",
-                 "--disable-pip-version-check", str(_wheel(dist))], tmp_path, dict(os.environ), timeout=600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    installed = time.monotonic() - started
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "VIRTUAL_ENV", "PYTHONHOME")
-           and not k.startswith("TOOLEFFECT_")}
+    assert python.is_file(), f"the quickstart made no venv in {quickstart}"
+    env = _clean_env()
     env["PATH"] = f"{bindir}{os.pathsep}{env.get('PATH', '')}"
     user = tmp_path / "support-desk"
     fam = user / "cases" / "support"
@@ -452,7 +457,7 @@ def test_the_built_wheel_runs_a_user_family_in_a_fresh_venv(dist: Path, tmp_path
     done = _run([str(bindir / "tooleffect"), "agree", str(labels), str(labels)], user, env)
     assert done.returncode == 2 and done.stderr.strip().endswith("pip install 'pytest-tooleffect[labelling]'"), (
         done.stdout + done.stderr)
-    print(f"fresh venv with the wheel: installed in {installed:.1f} s, all in {time.monotonic() - started:.1f} s")
+    print(f"the wheel's venv: a user's family run, baselined and gated in {time.monotonic() - started:.1f} s")
 
 
 # ------------------------------------------------------------- the README's quickstart, word for word
@@ -495,45 +500,76 @@ def test_the_quickstart_is_files_commands_and_their_output() -> None:
     assert [kind for kind, _, _ in steps][-1] == "text"  # what the worse agent's run says
 
 
-@pytest.mark.subprocess
-def test_the_readme_quickstart_runs_word_for_word(dist: Path, tmp_path: Path) -> None:
-    """In an empty folder outside the checkout: each file written as the README shows it, each command
-    run as written (``python3`` is the interpreter under test, ``pip install pytest-tooleffect`` the
-    built wheel until the package is on PyPI, the activation a PATH), each output shown found in
-    the output of the command before it; the worse agent fails the gates and names the decision."""
-    folder = tmp_path / "my-repo"
-    folder.mkdir()
-    assert not folder.resolve().is_relative_to(REPO)
+def _clean_env() -> dict[str, str]:
+    """This environment without what points a run at the checkout, another venv or the suite's options."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "VIRTUAL_ENV", "PYTHONHOME")
+            and not k.startswith("TOOLEFFECT_")}
+
+
+def _follow_the_quickstart(wheel: Path, folder: Path) -> None:
+    """In ``folder`` (outside the checkout): each file of the quickstart written as the README shows
+    it, each command run as written (``python3`` is the interpreter under test, ``pip install
+    pytest-tooleffect`` the built wheel until the package is on PyPI, the activation a PATH); what
+    each command printed is kept in ``folder/runs.json`` (``[{"line", "returncode", "stdout",
+    "stderr"}]``, in order)."""
     base = os.environ.get("TOOLEFFECT_WHEEL_PYTHON") or sys.executable
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS", "VIRTUAL_ENV", "PYTHONHOME")
-           and not k.startswith("TOOLEFFECT_")}
-    runs: list[tuple[str, subprocess.CompletedProcess[str]]] = []
+    env = _clean_env()
+    runs: list[dict[str, object]] = []
     for kind, path, body in _quickstart_steps():
         if kind == "file":
             (folder / path).parent.mkdir(parents=True, exist_ok=True)
             (folder / path).write_text(body, encoding="utf-8")
-        elif kind == "text":
-            line, done = runs[-1]
-            shown = [s for s in body.splitlines() if s.strip()]
-            missing = [s for s in shown if s not in done.stdout]
-            assert missing == [], f"{line!r} did not print {missing}:\n{done.stdout[-4000:]}"
         elif body == ". .venv/bin/activate":
             env = {**env, "VIRTUAL_ENV": str(folder / ".venv"), "PATH": f"{folder / '.venv' / 'bin'}{os.pathsep}{env['PATH']}"}
-        else:
+        elif kind == "sh":
             command = body
             if command.startswith("python3 "):
                 command = f"{shlex.quote(base)} {command.removeprefix('python3 ')}"
             if command == "pip install pytest-tooleffect":
-                command = f"pip install --quiet --disable-pip-version-check {shlex.quote(str(_wheel(dist)))}"
-            runs.append((body, _run(["bash", "-c", command], folder, env, timeout=900)))
-    worse = [(line, done) for line, done in runs if "agent_hasty" in line]
-    assert len(worse) == 1 and worse[0][1].returncode == 1, worse
-    for line, done in runs:
-        if "agent_hasty" not in line:
-            assert done.returncode == 0, f"{line!r} exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+                command = f"pip install --quiet --disable-pip-version-check {shlex.quote(str(wheel))}"
+            done = _run(["bash", "-c", command], folder, env, timeout=900)
+            runs.append({"line": body, "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr})
+    (folder / "runs.json").write_text(json.dumps(runs), encoding="utf-8")
+
+
+@pytest.fixture(scope="session")
+def quickstart(dist: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The README's quickstart followed once for the session (``_follow_the_quickstart``): the
+    folder ``my-repo``, its ``.venv`` (the wheel and its declared dependencies, no extra) and
+    ``runs.json``."""
+    wheel = _wheel(dist)
+    return once_per_session(tmp_path_factory, "my-repo", lambda folder: _follow_the_quickstart(wheel, folder))
+
+
+@pytest.mark.subprocess
+def test_the_readme_quickstart_runs_word_for_word(quickstart: Path) -> None:
+    """In an empty folder outside the checkout, the quickstart followed word for word: each output
+    shown is found in the output of the command before it; the worse agent fails the gates and
+    names the decision."""
+    folder = quickstart
+    assert not folder.resolve().is_relative_to(REPO)
+    runs: list[dict[str, Any]] = json.loads((folder / "runs.json").read_text(encoding="utf-8"))
+    commands = [body for kind, _, body in _quickstart_steps() if kind == "sh" and body != ". .venv/bin/activate"]
+    assert [run["line"] for run in runs] == commands
+    seen = 0  # the runs of the commands before each step
+    for kind, _, body in _quickstart_steps():
+        if kind == "sh" and body != ". .venv/bin/activate":
+            seen += 1
+        elif kind == "text":
+            assert seen, "the quickstart shows output before any command"
+            run = runs[seen - 1]
+            shown = [s for s in body.splitlines() if s.strip()]
+            missing = [s for s in shown if s not in run["stdout"]]
+            assert missing == [], f"{run['line']!r} did not print {missing}:\n{run['stdout'][-4000:]}"
+    worse = [run for run in runs if "agent_hasty" in run["line"]]
+    assert len(worse) == 1 and worse[0]["returncode"] == 1, worse
+    for run in runs:
+        if "agent_hasty" not in run["line"]:
+            assert run["returncode"] == 0, (f"{run['line']!r} exited {run['returncode']}:\n"
+                                            f"{run['stdout'][-3000:]}{run['stderr'][-3000:]}")
     assert (folder / ".venv" / "bin" / "tooleffect").is_file()  # the command came from the wheel, in the venv
-    gated = next(done for line, done in runs if "--tooleffect-html" in line)
-    assert "tooleffect gates: 4 passed, 0 failed, 0 not judged" in gated.stdout, gated.stdout[-3000:]
+    gated = next(run for run in runs if "--tooleffect-html" in run["line"])
+    assert "tooleffect gates: 4 passed, 0 failed, 0 not judged" in gated["stdout"], gated["stdout"][-3000:]
     assert "<html" in (folder / "reports" / "tooleffect.html").read_text(encoding="utf-8")[:500].lower()
-    assert "regression support/refund-asked[my-agent]: ok_no_tool → forbidden" in worse[0][1].stdout
+    assert "regression support/refund-asked[my-agent]: ok_no_tool → forbidden" in worse[0]["stdout"]

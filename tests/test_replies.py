@@ -12,7 +12,6 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 
 from pytest_tooleffect.options import OPT_API_BASE, OPT_MODEL
@@ -20,6 +19,7 @@ from pytest_tooleffect.scoring.record import MALFORMED_RAW_LIMIT, REPLY_TEXT_LIM
 from pytest_tooleffect.scoring.scorer import FAILURE_REPLY_LIMIT
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from pytest_tooleffect.util.redaction import REDACTED
+from tests.conftest import schema_validator
 from tests.demo_family import write_demo
 
 REFUND_QUESTION = "Shall I refund $49.99 to your original payment method?"
@@ -40,9 +40,10 @@ def _records(root: Path) -> dict[str, dict[str, Any]]:
     """The run's record log by case id, each record checked against the generated schema."""
     lines = (root / "reports" / "tooleffect-records.jsonl").read_text().splitlines()
     out = {}
+    validator = schema_validator(record_schema())
     for line in lines:
         rec = json.loads(line)
-        jsonschema.validate(rec, record_schema())
+        validator.validate(rec)
         assert Record.model_validate(rec).to_json() == rec
         out[rec["case_id"]] = rec
     return out
