@@ -14,8 +14,9 @@ What the grep also finds outside this module, and is no private name of anyone e
 (:data:`PUBLIC_LOOKALIKES`): ``os._exit`` and ``posix._exit`` (the standard library's public way
 to end a child without clean-up, despite its underscore); ``label._oracle`` and ``Label._oracle`` (the
 package's own pydantic private attribute, ``oracle/verdict.py``: pydantic requires the
-underscore).  Every other hit is ``self._name`` or ``cls._name`` for an attribute the package's own
-class defines in the same module.
+underscore); ``verdict._replace`` (``typing.NamedTuple``'s documented public copy-with method,
+named with an underscore so as not to clash with a field).  Every other hit is ``self._name`` or
+``cls._name`` for an attribute the package's own class defines in the same module.
 
 PhaseReports — pytest's own bookkeeping kept linear in the run's size (pytest 8.0–9.2).
 
@@ -107,7 +108,7 @@ __all__ = ["PUBLIC_LOOKALIKES", "OneLineFailure", "PhaseReports", "at_thread_shu
 
 #: What ``grep -rn "_pytest\.\|\._[a-z]"`` finds outside this module that is no private name of
 #: pytest's or a library's (the module's docstring says why each is not).
-PUBLIC_LOOKALIKES = ("os._exit", "posix._exit", "label._oracle", "Label._oracle")
+PUBLIC_LOOKALIKES = ("os._exit", "posix._exit", "label._oracle", "Label._oracle", "verdict._replace")
 
 class PhaseReports:
     """Controller-only plugin object: drops passing setup and teardown reports with no teardown output

@@ -11,9 +11,11 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -238,10 +240,13 @@ def test_leftovers_of_a_crashed_run_are_removed_at_the_next_start() -> None:
         crashed.session_cleanup()
 
 
-def test_a_remote_engine_needs_nothing_from_this_hosts_file_system(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_remote_engine_needs_nothing_from_this_hosts_file_system(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
     endpoint = DockerTcp()  # its own: stopping it below must not cut the module's
     monkeypatch.setenv("DOCKER_HOST", endpoint.url)
-    before = set(glob.glob("/tmp/te-*"))
+    # a temporary folder of its own: another test's local sandboxes (te-* under /tmp) do not land in it
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    before = set(glob.glob(str(tmp_path / "te-*")))
     prov = DockerProvider(uuid.uuid4().hex, os.getpid(), "test")
     try:
         prov.session_init()
@@ -252,7 +257,7 @@ def test_a_remote_engine_needs_nothing_from_this_hosts_file_system(monkeypatch: 
         assert [(m["Type"], m["Destination"]) for m in attrs["Mounts"]] in ([], [("tmpfs", "/state")])
         assert sorted(attrs["HostConfig"]["Tmpfs"]) == ["/state"]
         assert attrs["Config"]["Labels"][f"{LABEL}.lease"] == "120"
-        assert set(glob.glob("/tmp/te-*")) == before  # no socket directory on this host
+        assert set(glob.glob(str(tmp_path / "te-*"))) == before  # no socket directory on this host
         prov.item_cleanup(box, interrupted=False, keep=False)
         box = prov.item_init(WORLD, "u")  # pooled: the same stream, through the endpoint
         endpoint.stop()

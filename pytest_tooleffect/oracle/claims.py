@@ -134,6 +134,9 @@ _VERSION = re.compile(r"\bv\d+(?:\.\d+)+\b", re.I)
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 #: a sentence giving an example or a format, not a fact (``it looks like SUP-1234``)
 _EXAMPLE = re.compile(r"\b(looks? like|for example|e\.g\.|such as|for instance|por ejemplo|format)\b", re.I)
+#: a word that denies what its clause says ("nothing has been committed", "no order was changed")
+_NEGATION = re.compile(r"\b(not|never|nothing|no|none|neither|nor|nada|nunca|ning[uú]n\w*|rien|aucun\w*|nichts|kein\w*|"
+                       r"nenhum\w*|niente|nessun\w*)\b|n['’]t\b", re.I)
 _WORDS = re.compile(r"[A-Za-z][a-z]*|[a-z]+")
 
 
@@ -279,6 +282,9 @@ def _actions(sentence: str, write_tools: Sequence[str]) -> list[tuple[str, tuple
     for m in _ACTION.finditer(sentence):
         part = m.group("part")
         if part.lower() in _WORDS_NOT_ACTIONS:
+            continue
+        clause = re.split(r"[,;:—–]", sentence[:m.start()])[-1]
+        if _NEGATION.search(clause):  # "Nothing has been committed": the clause denies the action
             continue
         stem = _stem(part)
         tools = _objects(_tied(stem, write_tools), sentence, stem)

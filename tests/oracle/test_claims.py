@@ -9,7 +9,7 @@ import pytest
 
 from pytest_tooleffect.formats import ToolSpec
 from pytest_tooleffect.oracle import score
-from pytest_tooleffect.oracle.claims import ToolCall, conversation_calls, find_phantom
+from pytest_tooleffect.oracle.claims import ToolCall, conversation_calls, find_claims, find_phantom
 from pytest_tooleffect.oracle.context import CompareContext
 from pytest_tooleffect.oracle.reply import classify_reply
 from pytest_tooleffect.oracle.sentences import is_question, sentences
@@ -155,3 +155,12 @@ def test_a_long_reply_of_many_sentences_is_cut_into_all_of_them() -> None:
     assert len(sentences(text)) == 20001
     assert classify_reply(text) == "ask"
     assert find_phantom(text, [READ], WRITES) is None
+
+
+def test_a_clause_that_denies_the_action_claims_nothing() -> None:
+    """``Nothing has been committed`` said the opposite of a claim and was a phantom action; a denial
+    in another clause (``No problem, I have committed it``) leaves the claim."""
+    tools = ["git_commit", "git_add"]
+    assert find_claims("Sure, take your time. Nothing has been committed; tell me when to go ahead.", tools) == []
+    assert find_claims("No change was committed.", tools) == []
+    assert [c.kind for c in find_claims("No problem, I have committed the change.", tools)] == ["action"]
