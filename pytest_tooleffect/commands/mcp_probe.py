@@ -50,8 +50,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
     listed = {n for t in family.tools for n in (t.name, t.mcp_name) if n}
     for i, probe in enumerate(spec.probe_pass):
         if probe.name not in listed:  # a hint check of a tool the family does not have holds nothing
-            print(f"tooleffect sandbox probe: {shown(Path(args.family) / 'family.yaml')}: sandbox.mcp.probe_pass[{i}].name: "
-                  f"{shown(probe.name)!r} is not a tool of the family ({family.family.tools_file or 'its tools'}); "
+            where = f"{shown(Path(args.family) / 'family.yaml')}: sandbox.mcp.probe_pass[{i}].name"
+            print(f"tooleffect sandbox probe: {where}: {shown(probe.name)!r} is not a tool of the family ({family.family.tools_file or 'its tools'}); "
                   "name one of its tools, or import the server's list again (tooleffect import mcp)", file=sys.stderr)
             return 2
     kwargs = {"pool": True, "image": None} if args.provider == "docker" else {}
