@@ -27,7 +27,8 @@ def cmd_import_mcp(args: argparse.Namespace) -> int:
     Returns:
         0 when written (a JSON summary on stdout; a warning on stderr when the server listed no
         tools or gave hints that are not booleans, which are read as not declared); 2 when the
-        server could not be listed, the options are wrong, or ``--out`` holds files this import did not write and ``--force`` was not given.
+        server could not be listed, the options are wrong, or ``--out`` holds files this import
+        did not write and ``--force`` was not given.
     """
     from pytest_tooleffect.commands import check_command_outputs, check_output_folder
     from pytest_tooleffect.data.importers.mcp import IMPORT_MCP, McpImportError, import_mcp, list_catalog

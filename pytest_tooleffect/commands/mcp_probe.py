@@ -51,8 +51,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     for i, probe in enumerate(spec.probe_pass):
         if probe.name not in listed:  # a hint check of a tool the family does not have holds nothing
             where = f"{shown(Path(args.family) / 'family.yaml')}: sandbox.mcp.probe_pass[{i}].name"
-            print(f"tooleffect sandbox probe: {where}: {shown(probe.name)!r} is not a tool of the family ({family.family.tools_file or 'its tools'}); "
-                  "name one of its tools, or import the server's list again (tooleffect import mcp)", file=sys.stderr)
+            print(f"tooleffect sandbox probe: {where}: {shown(probe.name)!r} is not a tool of the family "
+                  f"({family.family.tools_file or 'its tools'}); name one of its tools, or import the "
+                  "server's list again (tooleffect import mcp)", file=sys.stderr)
             return 2
     kwargs = {"pool": True, "image": None} if args.provider == "docker" else {}
     provider = provider_class(args.provider)(uuid.uuid4().hex, os.getpid(), "probe", **kwargs)
