@@ -128,6 +128,7 @@ def test_what_the_sdk_logs_is_in_the_one_line(mode: str, said: str, tmp_path: Pa
     assert done.returncode == 2
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and said in lines[0] and "Traceback" not in done.stderr, done.stderr
+    assert "For further information visit" not in done.stderr
 
 
 def test_ctrl_c_while_the_server_hangs_is_one_line(tmp_path: Path) -> None:
@@ -140,3 +141,34 @@ def test_ctrl_c_while_the_server_hangs_is_one_line(tmp_path: Path) -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert err.strip() == "tooleffect import: interrupted" and "Traceback" not in err
+
+
+def test_an_sse_answer_that_is_not_json_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # every request answered with an SSE event that is not JSON
+            body = b"event: message\ndata: {not json\n\n"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        status = main(["import", "mcp", "--out", str(tmp_path / "x"), "--timeout", "10", "--url",
+                       f"http://127.0.0.1:{server.server_address[1]}/mcp"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.splitlines()) == 1
+    assert "Failed to parse SSE message" in err and "the MCP SDK said: Error parsing SSE message" in err
+    assert "For further information visit" not in err

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import shlex
 import signal
 import tempfile
@@ -51,6 +52,8 @@ STDERR_TAIL = 2000
 SDK_SAID = 400
 #: the most characters of an error message (the server's stderr tail included)
 MESSAGE_LIMIT = STDERR_TAIL + 1000
+#: pydantic's pointer to its documentation in a validation error: no help for a server's fault
+_PYDANTIC_LINK = re.compile(r"\s*For further information visit \S+")
 #: the hint keys of MCP's ``ToolAnnotations``, as the specification spells them
 HINT_KEYS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
@@ -236,7 +239,7 @@ def _reason(exc: BaseException) -> str:
     """An exception as one line; an exception group by its first leaf (anyio's task groups wrap errors)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    text = " ".join(str(exc).split())
+    text = _PYDANTIC_LINK.sub("", " ".join(str(exc).split()))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
