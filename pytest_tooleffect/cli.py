@@ -25,7 +25,7 @@ from pytest_tooleffect.commands.services import cmd_import, cmd_model, cmd_sandb
 from pytest_tooleffect.util.extras import MissingExtra
 from pytest_tooleffect.util.input_files import pipes_read_once
 
-__all__ = ["MAX_COUNT", "SIGPIPE_STATUS", "main"]
+__all__ = ["INTERRUPTED_STATUS", "MAX_COUNT", "SIGPIPE_STATUS", "main"]
 
 
 #: ``--force`` of the commands whose output is a report, a page, a baseline or labels
@@ -267,6 +267,9 @@ def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
                   file=sys.stderr)
             return 2
         return _quiet_exit()
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status for SIGINT, no traceback
+        print(f"\ntooleffect {name}: interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS
     except MissingExtra as exc:  # an optional package the command needs: the line that installs it
         print(f"tooleffect {name}: {exc}", file=sys.stderr)
         return 2
@@ -279,6 +282,8 @@ def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
         return 2
 
 
+#: the status a command interrupted by Ctrl-C ends with, as a shell reports SIGINT: 128 + 2
+INTERRUPTED_STATUS = 130
 #: the status a Unix tool ends with when its reader goes away (``| head``): killed by SIGPIPE, 128 + 13
 SIGPIPE_STATUS = 141
 

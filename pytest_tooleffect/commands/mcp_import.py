@@ -25,12 +25,15 @@ def cmd_import_mcp(args: argparse.Namespace) -> int:
         args: the parsed command line (``server_command``, ``url``, ``out``, ``timeout``, ``force``).
 
     Returns:
-        0 when written (a JSON summary on stdout); 2 when the server could not be listed, the options
-        are wrong, or ``--out`` holds files this import did not write and ``--force`` was not given.
+        0 when written (a JSON summary on stdout; a warning on stderr when the server listed no
+        tools or gave hints that are not booleans, which are read as not declared); 2 when the
+        server could not be listed, the options are wrong, or ``--out`` holds files this import
+        did not write and ``--force`` was not given.
     """
     from pytest_tooleffect.commands import check_command_outputs, check_output_folder
     from pytest_tooleffect.data.importers.mcp import IMPORT_MCP, McpImportError, import_mcp, list_catalog
     from pytest_tooleffect.formats import McpSource
+    from pytest_tooleffect.util.display import shown
 
     command = list(args.server_command or [])
     if bool(command) == bool(args.url):
@@ -60,4 +63,10 @@ def cmd_import_mcp(args: argparse.Namespace) -> int:
         print(f"tooleffect import mcp: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"out": str(out), **summary}))
+    if not summary["tools"]:
+        print(f"tooleffect import mcp: warning: the server listed no tools: {out}/tools.json is empty, so every case "
+              "of the family can only expect no call", file=sys.stderr)
+    if summary["ignored_hints"]:
+        print(f"tooleffect import mcp: warning: hints not of MCP's type were read as not declared (MCP's worst-case "
+              f"default): {shown('; '.join(summary['ignored_hints']), limit=1000)}", file=sys.stderr)
     return 0

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import shlex
+import signal
 import tempfile
 from collections import Counter
 from collections.abc import Sequence
@@ -31,15 +34,26 @@ from pytest_tooleffect.formats import McpServerInfo, McpSource, ToolSpec
 from pytest_tooleffect.mcp_format import HINT_CLASSES
 from pytest_tooleffect.oracle.hints import hint_class
 from pytest_tooleffect.oracle.names import name_map
+from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.extras import require
+from pytest_tooleffect.util.output_files import write_text
+from pytest_tooleffect.util.redaction import redact, register
+from pytest_tooleffect.util.urls import url_secrets, without_password
 
-__all__ = ["IMPORT_MCP", "MAX_PAGES", "Catalog", "McpImportError", "catalog_tools", "import_mcp", "list_catalog"]
+__all__ = ["IMPORT_MCP", "MAX_PAGES", "Catalog", "McpImportError", "catalog_tools", "ignored_hints", "import_mcp",
+           "list_catalog"]
 
 IMPORT_MCP = "tooleffect import mcp"
 #: the most ``tools/list`` pages read from one server (a cursor that never ends is an error)
 MAX_PAGES = 1000
 #: the most characters of a stdio server's stderr an error quotes
 STDERR_TAIL = 2000
+#: the most characters of what the SDK logged that an error quotes
+SDK_SAID = 400
+#: the most characters of an error message (the server's stderr tail included)
+MESSAGE_LIMIT = STDERR_TAIL + 1000
+#: pydantic's pointer to its documentation in a validation error: no help for a server's fault
+_PYDANTIC_LINK = re.compile(r"\s*For further information visit \S+")
 #: the hint keys of MCP's ``ToolAnnotations``, as the specification spells them
 HINT_KEYS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
@@ -64,9 +78,21 @@ async def _list(client: Any) -> tuple[list[dict[str, Any]], int]:
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
     seen: set[str] = set()
+    from mcp import types
+    from pydantic import TypeAdapter
+
+    raw_result = TypeAdapter(dict[str, Any])
     for page in range(1, MAX_PAGES + 1):
-        result = await client.list_tools(cursor=cursor, cache_mode="bypass")
-        tools += [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in result.tools]
+        # the answer as the server sent it, then checked as the SDK checks it: the SDK's models
+        # would turn a hint of another type ("yes", 0) into a boolean, and the import must see it
+        raw = await client.session.send_request(
+            types.ListToolsRequest(params=types.PaginatedRequestParams(cursor=cursor)), raw_result)
+        result = types.ListToolsResult.model_validate(raw)
+        for tool, sent in zip(result.tools, raw.get("tools") or [], strict=False):
+            entry = tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if isinstance(sent, dict) and isinstance(sent.get("annotations"), dict):
+                entry["annotations"] = sent["annotations"]
+            tools.append(entry)
         cursor = result.next_cursor
         if cursor is None:
             return tools, page
@@ -104,8 +130,10 @@ def list_catalog(command: Sequence[str] | None = None, url: str | None = None, t
     Raises:
         McpImportError: the server could not be started or reached, broke off, answered outside
             MCP, or did not answer within ``timeout`` (the message names the server; for a stdio
-            server, with the end of its stderr).
+            server, with the end of its stderr; with what the SDK logged, such as a line it could not
+            parse; the URL's credentials cut, control characters shown as escapes).
         MissingExtra: the ``mcp`` extra is not installed.
+        KeyboardInterrupt: SIGINT (Ctrl-C) while listing, raised once the server is closed.
     """
     if (command is None) == (url is None) or (command is not None and not command):
         raise McpImportError("give a stdio server's command line or a streamable-HTTP url, not both")
@@ -113,26 +141,105 @@ def list_catalog(command: Sequence[str] | None = None, url: str | None = None, t
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    where = f"the MCP server {shlex.join(command)!r}" if command is not None else f"the MCP server at {url}"
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
-        server: Any = url
-        if command is not None:  # the SDK's stdio transport, with the server's stderr kept for the error
-            server = stdio_client(StdioServerParameters(command=command[0], args=list(command[1:])), errlog=errlog)
-        try:
-            return asyncio.run(_catalog(server, timeout))
-        except McpImportError as exc:
-            raise McpImportError(f"{where}: {exc}{_tail(errlog)}") from None
-        except TimeoutError:
-            raise McpImportError(f"{where}: no complete tool list within {timeout:g} s{_tail(errlog)}") from None
-        except Exception as exc:  # the SDK's and the transport's errors alike: one line naming the server
-            raise McpImportError(f"{where}: {_reason(exc)}{_tail(errlog)}") from None
+    for secret in url_secrets(url or ""):  # cut wherever the SDK's or the transport's message repeats it
+        register(secret)
+    where = (f"the MCP server {shlex.join(command)!r}" if command is not None
+             else f"the MCP server at {without_password(url or '')}")
+    sdk = _SdkLog()
+    logger = logging.getLogger("mcp")
+    propagate = logger.propagate
+    logger.addHandler(sdk)  # the SDK's own reports (a line it could not parse) go into the message, not the terminal
+    logger.propagate = False
+    try:
+        with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+            server: Any = url
+            if command is not None:  # the SDK's stdio transport, with the server's stderr kept for the error
+                server = stdio_client(StdioServerParameters(command=command[0], args=list(command[1:])),
+                                      errlog=errlog)
+            try:
+                catalog = asyncio.run(_interruptible(server, timeout))
+            except McpImportError as exc:
+                raise McpImportError(_clean(f"{where}: {exc}{sdk.said()}{_tail(errlog)}")) from None
+            except TimeoutError:
+                why = "" if not sdk.said() else " (an answer could not be parsed)"
+                raise McpImportError(_clean(f"{where}: no complete tool list within {timeout:g} s{why}"
+                                            f"{sdk.said()}{_tail(errlog)}")) from None
+            except Exception as exc:  # the SDK's and the transport's errors alike: one line naming the server
+                raise McpImportError(_clean(f"{where}: {_reason(exc)}{sdk.said()}{_tail(errlog)}")) from None
+    finally:
+        logger.removeHandler(sdk)
+        logger.propagate = propagate
+    if catalog is None:  # Ctrl-C: raised here, once the loop and the server are closed
+        raise KeyboardInterrupt
+    return catalog
+
+
+async def _interruptible(server: Any, timeout: float) -> Catalog | None:
+    """:func:`_catalog`, or ``None`` when SIGINT (Ctrl-C) came first: the listing is cancelled (the
+    transport closes the server) and what the cancellation became inside the SDK (a timeout, a
+    closed connection) is not taken for the server's fault.
+    """
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    hit: list[int] = []
+
+    def interrupt() -> None:
+        hit.append(signal.SIGINT)
+        if task is not None:
+            task.cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, interrupt)
+        handled = True
+    except (NotImplementedError, RuntimeError, ValueError):  # not the main thread, or no such handlers (Windows)
+        handled = False
+    try:
+        return await _catalog(server, timeout)
+    except BaseException:
+        if hit:
+            return None
+        raise
+    finally:
+        if handled:
+            loop.remove_signal_handler(signal.SIGINT)
+
+
+class _SdkLog(logging.Handler):
+    """What the SDK logged while listing (a line from the server it could not parse), kept for the error."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            exc = record.exc_info[1]
+            first = next((x.strip() for x in str(exc).splitlines()[1:] if x.strip()), "") or str(exc)
+            line += f" ({type(exc).__name__}: {first})"
+        self.lines.append(line)
+
+    def said(self) -> str:
+        """The first thing the SDK logged, bounded, as the middle of a message ("" when nothing)."""
+        if not self.lines:
+            return ""
+        more = f" (and {len(self.lines) - 1} more)" if len(self.lines) > 1 else ""
+        return f"; the MCP SDK said: {shown(' '.join(self.lines[0].split()), limit=SDK_SAID)}{more}"
+
+
+def _clean(message: str) -> str:
+    """An error message as the terminal may show it: URL credentials and known secrets cut
+    (:func:`~pytest_tooleffect.util.redaction.redact`), control characters as visible escapes
+    (:func:`~pytest_tooleffect.util.display.shown`), at most :data:`MESSAGE_LIMIT` characters.
+    """
+    return shown(redact(message), limit=MESSAGE_LIMIT)
 
 
 def _reason(exc: BaseException) -> str:
     """An exception as one line; an exception group by its first leaf (anyio's task groups wrap errors)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    text = " ".join(str(exc).split())
+    text = _PYDANTIC_LINK.sub("", " ".join(str(exc).split()))
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -182,12 +289,31 @@ def catalog_tools(tools: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if tool.get("outputSchema") is not None:
             entry["outputSchema"] = tool["outputSchema"]
         hints = tool.get("annotations") or {}
-        kept = {k: hints[k] for k in HINT_KEYS if hints.get(k) is not None}
+        kept = {k: hints[k] for k in HINT_KEYS if hints.get(k) is not None and _typed(k, hints[k])}
         if kept:
             entry["annotations"] = kept
         if entry["name"] != name:
             entry["mcp_name"] = name
         out.append(entry)
+    return out
+
+
+def _typed(key: str, value: Any) -> bool:
+    """Whether a hint's value has the type MCP gives it: ``title`` a string, every other a boolean."""
+    return isinstance(value, str) if key == "title" else isinstance(value, bool)
+
+
+def ignored_hints(tools: Sequence[dict[str, Any]]) -> list[str]:
+    """The hints of the server's tools that are not of their type (``"readOnlyHint": "yes"``,
+    ``"destructiveHint": 0``), as ``"TOOL: KEY=VALUE"``: :func:`catalog_tools` leaves them out, so
+    the tool reads as not declaring them (MCP's worst-case default), never as a guessed boolean.
+    """
+    out: list[str] = []
+    for tool in tools:
+        hints = tool.get("annotations") or {}
+        if isinstance(hints, dict):
+            out += [f"{tool.get('name')}: {k}={json.dumps(hints[k], ensure_ascii=False)}" for k in HINT_KEYS
+                    if hints.get(k) is not None and not _typed(k, hints[k])]
     return out
 
 
@@ -206,7 +332,10 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
     Returns:
         A summary: the server, the number of tools, of pages and of renamed tools; per hint, the
         tools that declare it; the tools that declare none; the tools per hint class (``read``,
-        ``write``, ``destructive``) as their hints read, an absent hint at MCP's default.
+        ``write``, ``destructive``) as their hints read, an absent hint at MCP's default; the hints
+        left out because they are not of MCP's type (``ignored_hints``, :func:`ignored_hints`).
+        A URL is written without its password and secret query parameters
+        (:func:`~pytest_tooleffect.util.urls.without_password`).
 
     Raises:
         OSError: the folder or a file cannot be written.
@@ -228,17 +357,25 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
             family = earlier
     family["tools_file"] = "tools.json"
     family["mcp"] = source.model_dump(mode="json", exclude_none=True)
-    (out / "tools.json").write_text(json.dumps(tools, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    how = shlex.join(source.command) if source.command is not None else source.url
+    if source.url is not None:  # never a password or a token: the URL as shown
+        family["mcp"]["url"] = without_password(source.url)
+    # each file replaced whole (a symbolic link by the new file, its target left as it was)
+    write_text(out / "tools.json", json.dumps(tools, indent=2, ensure_ascii=False) + "\n")
+    how = shlex.join(source.command) if source.command is not None else without_password(source.url or "")
     classes: Counter[str] = Counter(hint_class(ToolSpec.model_validate(t)) for t in tools)
     unannotated = sum(1 for t in tools if not any(k in t.get("annotations", {}) for k in HINT_KEYS[1:]))
     read_as = ", ".join(f"{c} {classes.get(c, 0)}" for c in HINT_CLASSES)
-    path.write_text(f"# Written by `{IMPORT_MCP}` from {catalog.server.name} {catalog.server.version} ({how}).\n"
-                    "# Running it again rewrites tools.json and the mcp: block and keeps the other keys.\n"
-                    f"# The tools by their hints, an absent hint at MCP's default (not read-only, destructive, not "
-                    f"idempotent, open world): {read_as}; {unannotated} of {len(tools)} declare no hint.\n"
-                    + yaml.safe_dump(family, sort_keys=False, allow_unicode=True, width=110), encoding="utf-8")
+    ignored = ignored_hints(catalog.tools)
+    said = "" if not ignored else (f"# Hints not of MCP's type, read as not declared: "
+                                   f"{shown('; '.join(ignored), limit=500)}.\n")
+    write_text(path, f"# Written by `{IMPORT_MCP}` from "
+               f"{shown(f'{catalog.server.name} {catalog.server.version} ({how})', limit=500)}.\n"
+               "# Running it again rewrites tools.json and the mcp: block and keeps the other keys.\n"
+               f"# The tools by their hints, an absent hint at MCP's default (not read-only, destructive, not "
+               f"idempotent, open world): {read_as}; {unannotated} of {len(tools)} declare no hint.\n" + said
+               + yaml.safe_dump(family, sort_keys=False, allow_unicode=True, width=110))
     declared = {k: sum(1 for t in tools if k in t.get("annotations", {})) for k in HINT_KEYS[1:]}
     return {"server": catalog.server.model_dump(), "tools": len(tools), "pages": catalog.pages,
             "renamed": sum(1 for t in tools if "mcp_name" in t), "declared": declared,
-            "unannotated": unannotated, "classes": {c: classes.get(c, 0) for c in HINT_CLASSES}}
+            "unannotated": unannotated, "classes": {c: classes.get(c, 0) for c in HINT_CLASSES},
+            "ignored_hints": ignored}
