@@ -263,3 +263,22 @@ def test_a_perturbation_that_cannot_be_made_is_listed_and_the_run_goes_on(pytest
                                  "*cases.jsonl: case weather_forecast-0: perturbation scale-500: scale 500: the "
                                  "unrelated pool holds 140 tools not offered at the state; 494 more are needed*"])
     result.assert_outcomes(passed=1, errors=1)
+
+
+def test_a_call_by_a_renamed_tools_original_name_is_a_call_to_a_tool_not_offered(pytester: pytest.Pytester) -> None:
+    _write(pytester.path, ["rename"])
+    pytester.makepyfile(hidden_agent="""
+def weather(state):
+    return {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "weather_forecast", "arguments": "{}"}}]}
+""")
+    pytester.syspathinsert()
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-agent=hid=hidden_agent:weather",
+                                "--tooleffect-records=rec.jsonl", "-k", "weather_forecast-0")
+    result.assert_outcomes(passed=1, failed=1)  # the original passes; under rename the name was not offered
+    records = {r["id"]: r for r in map(json.loads, (pytester.path / "rec.jsonl").read_text().splitlines())}
+    renamed = records["robust/weather_forecast-0[hid+rename]"]
+    assert renamed["verdict"]["kind"] == "wrong_tool"
+    assert renamed["verdict"]["emitted"] == [{"tool": "weather_forecast (its original name: not offered under rename)",
+                                              "args": {}}]
+    result.stdout.fnmatch_lines(["*not offered: weather_forecast (its original name: not offered under rename)*"])

@@ -33,7 +33,7 @@ from pytest_tooleffect.oracle.emission import Call, Emission
 from pytest_tooleffect.perturb_format import PerturbationSpec
 from pytest_tooleffect.settings import settings_key
 
-__all__ = ["PerturbedItem", "Perturber", "cost_line", "load_pool", "scored_emission", "scored_tools"]
+__all__ = ["HIDDEN_NAME", "PerturbedItem", "Perturber", "cost_line", "load_pool", "scored_emission", "scored_tools"]
 
 
 class PerturbedItem(CaseItem):
@@ -91,14 +91,29 @@ def scored_tools(item: CaseItem) -> list[ToolSpec]:
     return item.original_named_tools if isinstance(item, PerturbedItem) else item.tools
 
 
+#: what a call by a renamed tool's original name is scored as: a name the variant did not offer
+HIDDEN_NAME = "{name} (its original name: not offered under rename)"
+
+
 def scored_emission(item: CaseItem, emission: Emission) -> Emission:
-    """The decision's calls under the original tool names (a renamed catalog's calls mapped back)."""
+    """The decision's calls under the original tool names (a renamed catalog's calls mapped back).
+
+    Only a name the variant offered is mapped back: a call by a renamed tool's original name (which
+    the agent was not offered) is scored as a call to a tool not offered, under :data:`HIDDEN_NAME`.
+    """
     if not isinstance(item, PerturbedItem) or not item.perturbed.back:
         return emission
     back = item.perturbed.back
-    return Emission(calls=tuple(Call(back.get(c.name, c.name), c.args) for c in emission.calls),
+    hidden = set(back.values())
+
+    def mapped(name: str) -> str:
+        if name in back:
+            return back[name]
+        return HIDDEN_NAME.format(name=name) if name in hidden else name
+
+    return Emission(calls=tuple(Call(mapped(c.name), c.args) for c in emission.calls),
                     malformed=emission.malformed,
-                    malformed_names=tuple(back.get(n, n) for n in emission.malformed_names),
+                    malformed_names=tuple(mapped(n) for n in emission.malformed_names),
                     text=emission.text, invented_results=emission.invented_results,
                     malformed_raw=emission.malformed_raw)
 
