@@ -8,6 +8,7 @@ exactly that weakness for each of them (and nothing for the careful one).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +283,19 @@ def weather(state):
     assert renamed["verdict"]["emitted"] == [{"tool": "weather_forecast (its original name: not offered under rename)",
                                               "args": {}}]
     result.stdout.fnmatch_lines(["*not offered: weather_forecast (its original name: not offered under rename)*"])
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_a_pool_file_that_is_no_regular_file_is_refused_unread_and_the_run_goes_on(pytester: pytest.Pytester,
+                                                                                     special: str) -> None:
+    _write(pytester.path, ["shuffle", {"kind": "distractors", "n": 2, "pool_files": [special]}])
+    if special == "fifo":
+        os.mkfifo(pytester.path / "cases" / "robust" / "fifo")  # nobody writes to it: reading it would wait forever
+    pytester.syspathinsert(FIXTURES)
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-agent=careful=weak_agents:careful",
+                                "-k", "weather_forecast-0 or perturbation")
+    kind = "a character device" if special == "/dev/zero" else "a named pipe (FIFO)"
+    result.stdout.fnmatch_lines([f"*family.yaml: perturbations[[]1[]] (distractors): pool file *{special}: "
+                                 f"InputFileError: *{special}: is {kind}, not a file to read*"])
+    assert "INTERNALERROR" not in result.stdout.str()
+    result.assert_outcomes(passed=2, errors=1)  # the original and its shuffled variant ran

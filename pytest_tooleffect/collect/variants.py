@@ -32,8 +32,9 @@ from pytest_tooleffect.options import OPT_PERTURB
 from pytest_tooleffect.oracle.emission import Call, Emission
 from pytest_tooleffect.perturb_format import PerturbationSpec
 from pytest_tooleffect.settings import settings_key
+from pytest_tooleffect.util.input_files import read_input_text
 
-__all__ = ["HIDDEN_NAME", "PerturbedItem", "Perturber", "cost_line", "load_pool", "scored_emission", "scored_tools"]
+__all__ = ["HIDDEN_NAME", "PerturbedItem", "PoolFileError", "Perturber", "cost_line", "load_pool", "scored_emission", "scored_tools"]
 
 
 class PerturbedItem(CaseItem):
@@ -118,10 +119,18 @@ def scored_emission(item: CaseItem, emission: Emission) -> Emission:
                     malformed_raw=emission.malformed_raw)
 
 
+class PoolFileError(PerturbError):
+    """A perturbation's pool file cannot be read: the family's error, not one case's."""
+
+
 def load_pool(directory: Path, files: Iterable[str]) -> list[ToolSpec]:
     """Tools from ``files`` (relative to the family folder): a JSON list of tool specs, or BFCL's
     JSON Lines (each line's ``function`` list; BFCL's ``dict``, ``float`` and ``tuple``
     types read as JSON Schema's ``object``, ``number`` and ``array``).
+
+    Each file is read as a case file is (:func:`~pytest_tooleffect.util.input_files.read_input_text`
+    with ``pipes=False``): a folder, a device (``/dev/zero``), a socket or a named pipe is refused
+    unread, and a file larger than the input limit (1 GiB, ``TOOLEFFECT_MAX_INPUT_BYTES``) too.
 
     Raises:
         PerturbError: a file cannot be read or holds no tool specs (the message names it).
@@ -130,7 +139,7 @@ def load_pool(directory: Path, files: Iterable[str]) -> list[ToolSpec]:
     for name in files:
         path = directory / name
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_input_text(path, pipes=False)
             try:
                 specs: list[Any] = json.loads(text)
             except json.JSONDecodeError:
@@ -202,10 +211,15 @@ class Perturber:
                 other = families.load(directory)
                 if isinstance(other, LoadedFamily) and other.name != fam.name:
                     others.extend(other.tools)
-            try:
-                self._pools[key] = others + load_pool(fam.directory, files)
-            except PerturbError as exc:
-                self._pools[key] = exc
+            found: list[ToolSpec] | PerturbError = others
+            for k, spec in enumerate(fam.family.perturbations):
+                try:
+                    others.extend(load_pool(fam.directory, spec.pool_files))
+                except PerturbError as exc:
+                    found = PoolFileError(f"{fam.directory / FAMILY_FILE}: perturbations[{k}] "
+                                          f"({spec.name or spec.kind}): {exc}")
+                    break
+            self._pools[key] = found
         return self._pools[key]
 
     def _pools_of(self, spec: PerturbationSpec, fam: LoadedFamily) -> tuple[list[ToolSpec], list[ToolSpec]]:
@@ -264,6 +278,10 @@ class Perturber:
                 try:
                     pool, same = self._pools_of(spec, fam)
                     perturbed = perturb(spec, variant, size, case.id, item.tools, case.label, pool, same)
+                except PoolFileError as exc:  # the family's error: said once, not per case
+                    if str(exc) not in problems:
+                        problems.append(str(exc))
+                    continue
                 except (PerturbError, ValueError) as exc:
                     why = ("; ".join(f"{error_location(e['loc'])}: {e['msg']}" for e in exc.errors())
                            if isinstance(exc, ValidationError) else str(exc))
