@@ -93,6 +93,11 @@ def _ci_text(ci: Sequence[float] | None) -> str:
     return f"Wilson {lo}-{hi}"
 
 
+def _in_baseline(records: Sequence[Record]) -> bool:
+    """Some decision of a block's is in the baseline (or the block scored none: nothing to say)."""
+    return not records or any(r.baseline is not None and r.baseline.status != "new" for r in records)
+
+
 def evaluate(report: Report, records: Sequence[Record],
              config: GatesConfig, scope: GateScope | None = None) -> list[GateResult]:
     """Judge every gate on every block of the report.
@@ -125,7 +130,8 @@ def evaluate(report: Report, records: Sequence[Record],
         fam, pol = block.family, block.policy
         gates = config.for_block(fam, pol)
         out.extend(_judge_block(block, by_block.get((fam, pol), []), gates, scope,
-                                partial(judge_sequential, report.sequential, fam, pol, has_baseline=paired),
+                                partial(judge_sequential, report.sequential, fam, pol, has_baseline=paired,
+                                        block_in_baseline=_in_baseline(by_block.get((fam, pol), []))),
                                 report.robustness))
     shown = ", ".join(f"{b.family}/{b.policy}" for b in blocks)
     for fam, pol in config.tables:
