@@ -299,3 +299,20 @@ def test_a_pool_file_that_is_no_regular_file_is_refused_unread_and_the_run_goes_
                                  f"InputFileError: *{special}: is {kind}, not a file to read*"])
     assert "INTERNALERROR" not in result.stdout.str()
     result.assert_outcomes(passed=2, errors=1)  # the original and its shuffled variant ran
+
+
+def test_a_policy_name_holding_the_variant_separator_is_refused_wherever_it_is_given(
+        pytester: pytest.Pytester) -> None:
+    _write(pytester.path, ["shuffle"])
+    pytester.syspathinsert(FIXTURES)
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider",
+                                "--tooleffect-agent=careful+shuffle=weak_agents:careful")
+    assert result.ret == 4  # a usage error: it would share record ids with careful's shuffle variant
+    result.stderr.fnmatch_lines(["*--tooleffect-agent*'careful+shuffle'*holds '+'*replay+shuffle*"])
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-model=openai/m+shuffle")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--tooleffect-model*holds '+'*"])
+    pytester.makepyprojecttoml('[tool.tooleffect.policies."careful+shuffle"]\nagent = "weak_agents:careful"\n')
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*pyproject.toml: [[]tool.tooleffect.policies.careful+shuffle[]]: name: *holds '+'*"])
