@@ -316,3 +316,18 @@ def test_a_policy_name_holding_the_variant_separator_is_refused_wherever_it_is_g
     result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*pyproject.toml: [[]tool.tooleffect.policies.careful+shuffle[]]: name: *holds '+'*"])
+
+
+def test_a_rewrite_for_no_tool_and_a_label_for_no_case_are_family_errors(pytester: pytest.Pytester) -> None:
+    _write(pytester.path, [{"kind": "describe", "rule": "family", "rewrites": {"nosuchtool": "x",
+                                                                              "weather_forecast": "Forecast."}},
+                           {"kind": "remove-valid", "labels": {"nosuchcase": {"valid_actions": [{"tool": None}]},
+                                                               "weather_forecast-0": {"valid_actions": [{"tool": None}]}}}])
+    pytester.syspathinsert(FIXTURES)
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-agent=careful=weak_agents:careful",
+                                "-k", "weather_forecast-0 or perturbation")
+    result.stdout.fnmatch_lines([
+        "*family.yaml: perturbations[[]0[]] (describe): rewrites.nosuchtool: no case of the family offers a tool "
+        "'nosuchtool' (offered: currency_convert, *",
+        "*family.yaml: perturbations[[]1[]] (remove-valid): labels.nosuchcase: the family has no case 'nosuchcase'*"])
+    result.assert_outcomes(passed=3, errors=1)  # the rewrite and the label that name something still apply

@@ -34,7 +34,7 @@ from pytest_tooleffect.perturb_format import PerturbationSpec
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.input_files import read_input_text
 
-__all__ = ["HIDDEN_NAME", "PerturbedItem", "PoolFileError", "Perturber", "cost_line", "load_pool", "scored_emission", "scored_tools"]
+__all__ = ["HIDDEN_NAME", "PerturbedItem", "PoolFileError", "unknown_names", "Perturber", "cost_line", "load_pool", "scored_emission", "scored_tools"]
 
 
 class PerturbedItem(CaseItem):
@@ -176,6 +176,8 @@ class Perturber:
         self._pools: dict[tuple[str, tuple[str, ...]], list[ToolSpec] | PerturbError] = {}
         self._said = False
         self._specs: dict[str, list[PerturbationSpec] | str] = {}
+        #: per family: the tools its labelled cases offer, its case ids, and its last case file
+        self._seen: dict[str, tuple[LoadedFamily, set[str], set[str], list[CaseFile]]] = {}
 
     def specs(self, fam: LoadedFamily) -> list[PerturbationSpec] | str:
         """The family's perturbations then the command line's, or why two of them share a variant name
@@ -257,6 +259,12 @@ class Perturber:
                 if specs not in problems:
                     problems.append(specs)
                 continue
+            if any(s.rewrites or s.labels for s in specs):  # what names a tool or a case is checked at the end
+                fam = item.family
+                _, _, ids, files = self._seen.setdefault(fam.name, (fam, set(), set(), []))
+                ids.add(item.ref.id)
+                if collector not in files:
+                    files.append(collector)
             yield from self._variants(collector, item, specs, problems)
         if problems:  # the run goes on: one entry names every case and variant that could not be made
             family = next((i.family.name for i in items if isinstance(i, CaseItem)), "")
@@ -268,6 +276,8 @@ class Perturber:
         if not specs or item.ref.label_class is None:
             return
         case = item.case
+        if item.family.name in self._seen:
+            self._seen[item.family.name][1].update(t.name for t in item.tools)
         if case.label is None or case.world is not None:  # a sandbox runs calls by name: no variant
             item.release()
             return
@@ -307,6 +317,19 @@ class Perturber:
                 yield new
         item.release()
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """After collection: a ``describe`` rewrite for a tool no case offers, or a ``remove-valid`` label
+        for a case the family does not hold, is an error entry naming the family file, the
+        perturbation and the name (else the rewrite or the label would be ignored without a word).
+        """
+        for name, (fam, offered, ids, files) in self._seen.items():
+            problems = unknown_names(fam, offered, ids)
+            if problems:
+                items.append(InvalidCaseItem.from_parent(files[-1], name="<perturbation names>", problems=problems,
+                                                         heading="perturbation names what the family lacks",
+                                                         family=name))
+
     def pytest_report_collectionfinish(self, config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
         """Before a live run starts: the model turns the variants add, and what they do to prefix caching."""
         variants = sorted({i.variant for i in items if isinstance(i, PerturbedItem) and not i.replay})
@@ -327,6 +350,24 @@ class Perturber:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(cost_line(len(found), len(ids) - len(found), sorted({m[1] for m in found})))
+
+
+def unknown_names(fam: LoadedFamily, offered: set[str], ids: set[str]) -> list[str]:
+    """The family's perturbations' ``rewrites`` for tools none of its labelled cases offers and
+    ``labels`` for case ids it does not hold, one line each naming ``family.yaml``, the perturbation
+    and the name.
+    """
+    out: list[str] = []
+    where = fam.directory / FAMILY_FILE
+    for k, spec in enumerate(fam.family.perturbations):
+        what = f"{where}: perturbations[{k}] ({spec.name or spec.kind})"
+        for tool in sorted(set(spec.rewrites) - offered if spec.kind == "describe" and spec.rule == "family"
+                           else ()):
+            out.append(f"{what}: rewrites.{tool}: no case of the family offers a tool {tool!r} "
+                       f"(offered: {', '.join(sorted(offered)) or 'none'})")
+        for case_id in sorted(set(spec.labels) - ids):
+            out.append(f"{what}: labels.{case_id}: the family has no case {case_id!r}")
+    return out
 
 
 #: a variant's node id ends ``[policy+VARIANT]`` (or ``[policy+VARIANT:trial]``)
