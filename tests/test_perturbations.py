@@ -331,3 +331,26 @@ def test_a_rewrite_for_no_tool_and_a_label_for_no_case_are_family_errors(pyteste
         "'nosuchtool' (offered: currency_convert, *",
         "*family.yaml: perturbations[[]1[]] (remove-valid): labels.nosuchcase: the family has no case 'nosuchcase'*"])
     result.assert_outcomes(passed=3, errors=1)  # the rewrite and the label that name something still apply
+
+
+def test_a_family_whose_cases_run_in_a_sandbox_world_says_why_it_got_no_variant(pytester: pytest.Pytester) -> None:
+    fam = pytester.path / "cases" / "world"
+    fam.mkdir(parents=True)
+    tools = [{"name": n, "description": "d", "parameters": {"type": "object", "properties": {}},
+              "annotations": {"readOnlyHint": True}} for n in ("peek", "look")]
+    (fam / "tools.json").write_text(json.dumps(tools))
+    (fam / "family.yaml").write_text(yaml.safe_dump({
+        "name": "world", "tools_file": "tools.json",
+        "mcp": {"server": {"name": "w", "version": "1"}, "transport": "stdio", "command": ["x"]},
+        "sandbox": {"world": "mcp", "mcp": {"command": [str(pytester.path / "no-such-server")], "probe": "files"}}}))
+    (fam / "cases.yaml").write_text(yaml.safe_dump([
+        {"id": f"c{k}", "source": "authored", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+         "messages": [{"role": "user", "content": "peek please"}], "label": {"valid_actions": [{"tool": "peek"}]},
+         "recorded": {"tool_calls": [{"name": "peek", "arguments": "{}"}]}, "world": {"setup": []}} for k in range(2)]))
+    pytester.makepyprojecttoml('[tool.tooleffect.gates."*"]\nmax_drop = {shuffle = 2}\n')
+    result = pytester.runpytest("cases/", "-p", "no:cacheprovider", "--tooleffect-perturb=shuffle", "-k", "not c1")
+    why = ("no variant of family world: its 2 labelled cases run in a sandbox world, which runs calls by the tools' "
+           "names: a perturbed catalog is not offered there, so no variant of it was made")
+    result.stdout.fnmatch_lines([f"tooleffect: perturbations: {why}",
+                                 f"gate world/replay drop shuffle <= 2 pts: NOT JUDGED ({why})"])
+    assert "not selected by this run" not in result.stdout.str()  # the filter is not why

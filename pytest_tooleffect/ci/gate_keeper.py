@@ -44,6 +44,7 @@ from pytest_tooleffect.ci.gate_verdicts import (
 from pytest_tooleffect.ci.needless_gates import NEEDLESS_GATES, judge_needless, needless_gates
 from pytest_tooleffect.ci.sequential_gate import design_of, judge_sequential
 from pytest_tooleffect.collect.sharding import RunSelection
+from pytest_tooleffect.collect.variants import no_variants_key
 from pytest_tooleffect.oracle import KINDS
 from pytest_tooleffect.outcomes import SETTLED
 from pytest_tooleffect.report import CLASSES, percent
@@ -250,6 +251,9 @@ def _judge_block(block: Block, records: Sequence[Record], gates: GateSet, scope:
             note = partly
         elif unit == DROP_UNIT:
             got, note = judge_drop(block.family, block.policy, gate, threshold, robustness, records, result), partly
+            why_none = scope.no_variants.get(block.family)
+            if got.status == "not_judged" and why_none is not None:  # the family's cases, not a filter
+                got, note = result("not_judged", f"no variant of family {block.family}: {why_none}"), ""
         else:
             got, note = _judge_cost(block, gate, threshold, result), partly
         results.append(replace(got, detail=f"{got.detail}, {note}") if note else got)
@@ -553,7 +557,7 @@ class GateKeeper:
 
     def _scope(self) -> GateScope:
         run = self.selection.scope if self.selection is not None else None
-        return GateScope.of(run, self.settings.pyproject_policies)
+        return GateScope.of(run, self.settings.pyproject_policies, self.config.stash.get(no_variants_key, {}))
 
     def _section(self) -> GatesApplied:
         assert self.results is not None and self.exit is not None and self.gates is not None

@@ -34,7 +34,15 @@ from pytest_tooleffect.perturb_format import PerturbationSpec
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.input_files import read_input_text
 
-__all__ = ["HIDDEN_NAME", "PerturbedItem", "PoolFileError", "unknown_names", "Perturber", "cost_line", "load_pool", "scored_emission", "scored_tools"]
+__all__ = ["HIDDEN_NAME", "NO_VARIANTS_IN_A_WORLD", "PerturbedItem", "Perturber", "PoolFileError", "cost_line",
+           "load_pool", "no_variants_key", "scored_emission", "scored_tools", "unknown_names"]
+
+
+#: why a family whose labelled cases all run in a sandbox world got no variant
+NO_VARIANTS_IN_A_WORLD = ("its {n} labelled case{s} run in a sandbox world, which runs calls by the tools' names: "
+                          "a perturbed catalog is not offered there, so no variant of it was made")
+#: the families of this run that asked for perturbations and got no variant, each with why
+no_variants_key = pytest.StashKey[dict[str, str]]()
 
 
 class PerturbedItem(CaseItem):
@@ -178,6 +186,9 @@ class Perturber:
         self._specs: dict[str, list[PerturbationSpec] | str] = {}
         #: per family: the tools its labelled cases offer, its case ids, and its last case file
         self._seen: dict[str, tuple[LoadedFamily, set[str], set[str], list[CaseFile]]] = {}
+        self._in_world: dict[str, int] = {}  # per family: the labelled cases skipped for their sandbox world
+        self._made: set[str] = set()  # the families some variant was made of
+        self.no_variants: dict[str, str] = config.stash.setdefault(no_variants_key, {})
 
     def specs(self, fam: LoadedFamily) -> list[PerturbationSpec] | str:
         """The family's perturbations then the command line's, or why two of them share a variant name
@@ -279,6 +290,8 @@ class Perturber:
         if item.family.name in self._seen:
             self._seen[item.family.name][1].update(t.name for t in item.tools)
         if case.label is None or case.world is not None:  # a sandbox runs calls by name: no variant
+            if case.world is not None and case.label is not None:
+                self._in_world[item.family.name] = self._in_world.get(item.family.name, 0) + 1
             item.release()
             return
         fam = item.family
@@ -311,6 +324,7 @@ class Perturber:
                     agent_source=item.agent_source, spec=spec, variant=variant, size=size, perturbed=perturbed,
                     base_policy=item.policy.name, base_class=item.ref.label_class,
                     original_size=len(item.tools))
+                self._made.add(fam.name)
                 for mark in item.own_markers:  # class, family, bucket, xfail: as the original's
                     new.own_markers.append(mark)
                     new.keywords[mark.name] = mark
@@ -323,6 +337,9 @@ class Perturber:
         for a case the family does not hold, is an error entry naming the family file, the
         perturbation and the name (else the rewrite or the label would be ignored without a word).
         """
+        for name, n in self._in_world.items():
+            if name not in self._made:
+                self.no_variants[name] = NO_VARIANTS_IN_A_WORLD.format(n=n, s="s" if n != 1 else "")
         for name, (fam, offered, ids, files) in self._seen.items():
             problems = unknown_names(fam, offered, ids)
             if problems:
@@ -336,7 +353,9 @@ class Perturber:
         added = sum(1 for i in items if isinstance(i, PerturbedItem) and not i.replay)
         originals = sum(1 for i in items if isinstance(i, CaseItem) and not isinstance(i, PerturbedItem)
                         and not i.replay)
-        return [cost_line(added, originals, variants)] if added else []
+        lines = [cost_line(added, originals, variants)] if added else []
+        return lines + [f"tooleffect: perturbations: no variant of family {name}: {why}"
+                        for name, why in sorted(self.no_variants.items())]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
