@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pytest_tooleffect.policy_format import Amount
+from pytest_tooleffect.policy_format import Amount, Count
 
 __all__ = ["HINT_CLASSES", "AnnotationPolicy", "HintWeights", "McpServerInfo", "McpSource", "McpWorld", "ProbeCall",
            "SetupStep"]
@@ -121,7 +121,7 @@ class SetupStep(_Model):
     (``path``), ``git`` (``args``), ``commit`` (everything, message ``content``).
     """
 
-    step: int = Field(ge=0)
+    step: Count = Field(ge=0)
     op: Literal["init", "write", "delete", "git", "commit"]
     name: str | None = None
     path: str | None = None
@@ -154,7 +154,7 @@ class McpWorld(_Model):
     command: list[str] = Field(min_length=1)
     probe: Literal["git", "files"] = "files"
     root_alias: str | None = None
-    timeout_s: float = Field(default=10.0, gt=0, le=25)
+    timeout_s: Amount = Field(default=10.0, gt=0, le=25)
     env: dict[str, str] = Field(default_factory=dict)
     setup: list[SetupStep] = Field(default_factory=list)
     probe_pass: list[ProbeCall] = Field(default_factory=list)

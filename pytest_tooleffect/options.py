@@ -18,7 +18,7 @@ import pytest
 
 from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.perturb_format import PerturbationSpec
-from pytest_tooleffect.policy_format import ShowableName
+from pytest_tooleffect.policy_format import PolicyName, ShowableName
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",
@@ -209,18 +209,20 @@ def _perturbation(text: str) -> PerturbationSpec:
         raise argparse.ArgumentTypeError("; ".join(str(e["msg"]) for e in exc.errors())) from None
 
 
-def _showable_name(name: str, value: str, what: str) -> str:
+def _showable_name(name: str, value: str, what: str, policy: bool = False) -> str:
     """``name`` when it may be shown in test ids and on the terminal (as a family's or a policy's
-    name: :data:`~pytest_tooleffect.policy_format.ShowableName`).
+    name: :data:`~pytest_tooleffect.policy_format.ShowableName`; with ``policy``, a
+    :data:`~pytest_tooleffect.policy_format.PolicyName`, which holds no ``+`` either).
 
     Raises:
         argparse.ArgumentTypeError: it holds a control character or a bidirectional override (the
-            message names the character by its code point; the value is shown escaped).
+            message names the character by its code point; the value is shown escaped); a policy's
+            name holds ``+``.
     """
     from pydantic import TypeAdapter, ValidationError
 
     try:
-        TypeAdapter(ShowableName).validate_python(name)
+        TypeAdapter(PolicyName if policy else ShowableName).validate_python(name)
     except ValidationError as exc:
         why = exc.errors()[0].get("ctx", {}).get("error", exc.errors()[0]["msg"])
         named = what if name == value else f"{what} {name!r}"
@@ -242,7 +244,7 @@ def _agent_policy(value: str) -> Policy:
     if not colon or not module or not attr or not all(p.isidentifier() for p in (*module.split("."),
                                                                                   *attr.split("."))):
         raise argparse.ArgumentTypeError(f"{value!r} is not [NAME=]package.module:function")
-    name = _showable_name(name or attr.rsplit(".", 1)[-1], value, "the policy name")
+    name = _showable_name(name or attr.rsplit(".", 1)[-1], value, "the policy name", policy=True)
     if name == REPLAY.name:
         raise argparse.ArgumentTypeError(f"{value!r}: 'replay' is the built-in offline policy; choose another name")
     return Policy(name=name, agent=spec)
@@ -252,9 +254,10 @@ def _model_name(value: str) -> str:
     """``--tooleffect-model``: a litellm model name, also the policy's name (shown in test ids).
 
     Raises:
-        argparse.ArgumentTypeError: it holds a control character or a bidirectional override.
+        argparse.ArgumentTypeError: it holds a control character or a bidirectional override, or ``+``
+            (a variant's policy is ``POLICY+VARIANT``).
     """
-    return _showable_name(value, value, "the model name (the policy's name, shown in test ids)")
+    return _showable_name(value, value, "the model name (the policy's name, shown in test ids)", policy=True)
 
 
 def _shard(value: str) -> tuple[int, int]:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pytest_tooleffect.policy_format import ShowableName
+from pytest_tooleffect.policy_format import Count, ShowableName
 
 __all__ = ["DESCRIBE_RULES", "KINDS", "PerturbationSpec", "parse_perturbation"]
 
@@ -54,14 +54,14 @@ class PerturbationSpec(BaseModel):
 
     kind: Literal["shuffle", "rename", "distractors", "remove-valid", "describe", "scale"]
     name: ShowableName | None = None
-    seed: int = 0
-    n: int = Field(default=5, ge=1, le=1000)
+    seed: Count = 0
+    n: Count = Field(default=5, ge=1, le=1000)
     pool: Literal["unrelated", "same-domain"] = "unrelated"
     tools: list[dict[str, Any]] = Field(default_factory=list)
     pool_files: list[str] = Field(default_factory=list)
     rule: Literal["no-superlatives", "first-sentence", "family"] = "no-superlatives"
     rewrites: dict[str, str] = Field(default_factory=dict)
-    sizes: list[int] = Field(default_factory=lambda: [1, 8, 32, 128])
+    sizes: list[Count] = Field(default_factory=lambda: [1, 8, 32, 128])
     remove: Literal["first", "all"] = "first"
     labels: dict[str, dict[str, Any]] = Field(default_factory=dict)
 

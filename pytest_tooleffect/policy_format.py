@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["Amount", "Count", "Policy", "Price", "ShowableName", "policy_params"]
+__all__ = ["Amount", "Count", "Policy", "PolicyName", "Price", "ShowableName", "policy_params"]
 
 
 class _Model(BaseModel):
@@ -62,6 +62,17 @@ def _showable(value: str) -> str:
 ShowableName = Annotated[str, AfterValidator(_showable)]
 
 
+def _no_variant_separator(value: str) -> str:
+    if "+" in value:
+        raise ValueError("holds '+', which joins a policy's name to a perturbation variant's (replay+shuffle): "
+                         "a policy named so would share record ids with a variant's")
+    return value
+
+
+#: a policy's name: showable, and without ``+`` (a variant's policy is ``POLICY+VARIANT``)
+PolicyName = Annotated[str, AfterValidator(_showable), AfterValidator(_no_variant_separator)]
+
+
 class Policy(_Model):
     """An agent configuration under test: a litellm model (api base, overrides, sampling
     parameters), or the team's own agent (``agent: "package.module:function"``, or one a
@@ -75,7 +86,7 @@ class Policy(_Model):
 
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
 
-    name: ShowableName
+    name: PolicyName
     model: str | None = None
     agent: str | None = None
     api_base: str | None = None

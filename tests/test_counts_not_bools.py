@@ -14,6 +14,8 @@ from pydantic import ValidationError
 from pytest_tooleffect.collect.family import FamilyError, load_family
 from pytest_tooleffect.data.authored import Placement as AuthoredPlacement
 from pytest_tooleffect.formats import Family, Fault, Placement, Policy, Source
+from pytest_tooleffect.mcp_format import McpWorld, SetupStep
+from pytest_tooleffect.perturb_format import PerturbationSpec
 
 FAMILY: dict[str, Any] = {"name": "demo"}
 PLACEMENT: dict[str, Any] = {"step": 0, "run_length": 2, "bucket": "first"}
@@ -35,6 +37,11 @@ PLACEMENT: dict[str, Any] = {"step": 0, "run_length": 2, "bucket": "first"}
     (Fault, {"kind": "status", "status": True}, "status"),
     (Fault, {"kind": "slow", "ms": True}, "ms"),
     (AuthoredPlacement, {"id": "p", "step": True, "run_length": 2, "rules": {}}, "step"),
+    (PerturbationSpec, {"kind": "distractors", "n": True}, "n"),
+    (PerturbationSpec, {"kind": "scale", "sizes": [True, 8]}, "sizes.0"),
+    (PerturbationSpec, {"kind": "shuffle", "seed": True}, "seed"),
+    (McpWorld, {"command": ["srv"], "timeout_s": True}, "timeout_s"),
+    (SetupStep, {"step": True, "op": "init"}, "step"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_a_boolean_is_no_count(model: type[Any], data: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as caught:
@@ -49,6 +56,10 @@ def test_the_same_numbers_written_as_numbers_are_taken() -> None:
                                  "production": {"first": 1}})
     assert fam.quota == {"first": 1} and fam.population == {"first": 0} and fam.seed == 0
     assert Fault.model_validate({"kind": "status", "times": 2}).times == 2
+    spec = PerturbationSpec.model_validate({"kind": "scale", "sizes": [1, 8], "seed": 3})
+    assert spec.sizes == [1, 8] and spec.seed == 3
+    assert PerturbationSpec.model_validate("distractors:4").n == 4
+    assert McpWorld.model_validate({"command": ["srv"], "timeout_s": 2}).timeout_s == 2.0
 
 
 def test_a_family_file_with_a_boolean_quota_names_the_file_and_the_field(tmp_path: Path) -> None:

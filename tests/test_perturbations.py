@@ -8,6 +8,7 @@ exactly that weakness for each of them (and nothing for the careful one).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +264,93 @@ def test_a_perturbation_that_cannot_be_made_is_listed_and_the_run_goes_on(pytest
                                  "*cases.jsonl: case weather_forecast-0: perturbation scale-500: scale 500: the "
                                  "unrelated pool holds 140 tools not offered at the state; 494 more are needed*"])
     result.assert_outcomes(passed=1, errors=1)
+
+
+def test_a_call_by_a_renamed_tools_original_name_is_a_call_to_a_tool_not_offered(pytester: pytest.Pytester) -> None:
+    _write(pytester.path, ["rename"])
+    pytester.makepyfile(hidden_agent="""
+def weather(state):
+    return {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+            "function": {"name": "weather_forecast", "arguments": "{}"}}]}
+""")
+    pytester.syspathinsert()
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-agent=hid=hidden_agent:weather",
+                                "--tooleffect-records=rec.jsonl", "-k", "weather_forecast-0")
+    result.assert_outcomes(passed=1, failed=1)  # the original passes; under rename the name was not offered
+    records = {r["id"]: r for r in map(json.loads, (pytester.path / "rec.jsonl").read_text().splitlines())}
+    renamed = records["robust/weather_forecast-0[hid+rename]"]
+    assert renamed["verdict"]["kind"] == "wrong_tool"
+    assert renamed["verdict"]["emitted"] == [{"tool": "weather_forecast (its original name: not offered under rename)",
+                                              "args": {}}]
+    result.stdout.fnmatch_lines(["*not offered: weather_forecast (its original name: not offered under rename)*"])
+
+
+@pytest.mark.parametrize("special", ["/dev/zero", "fifo"])
+def test_a_pool_file_that_is_no_regular_file_is_refused_unread_and_the_run_goes_on(pytester: pytest.Pytester,
+                                                                                     special: str) -> None:
+    _write(pytester.path, ["shuffle", {"kind": "distractors", "n": 2, "pool_files": [special]}])
+    if special == "fifo":
+        os.mkfifo(pytester.path / "cases" / "robust" / "fifo")  # nobody writes to it: reading it would wait forever
+    pytester.syspathinsert(FIXTURES)
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-agent=careful=weak_agents:careful",
+                                "-k", "weather_forecast-0 or perturbation")
+    kind = "a character device" if special == "/dev/zero" else "a named pipe (FIFO)"
+    result.stdout.fnmatch_lines([f"*family.yaml: perturbations[[]1[]] (distractors): pool file *{special}: "
+                                 f"InputFileError: *{special}: is {kind}, not a file to read*"])
+    assert "INTERNALERROR" not in result.stdout.str()
+    result.assert_outcomes(passed=2, errors=1)  # the original and its shuffled variant ran
+
+
+def test_a_policy_name_holding_the_variant_separator_is_refused_wherever_it_is_given(
+        pytester: pytest.Pytester) -> None:
+    _write(pytester.path, ["shuffle"])
+    pytester.syspathinsert(FIXTURES)
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider",
+                                "--tooleffect-agent=careful+shuffle=weak_agents:careful")
+    assert result.ret == 4  # a usage error: it would share record ids with careful's shuffle variant
+    result.stderr.fnmatch_lines(["*--tooleffect-agent*'careful+shuffle'*holds '+'*replay+shuffle*"])
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-model=openai/m+shuffle")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--tooleffect-model*holds '+'*"])
+    pytester.makepyprojecttoml('[tool.tooleffect.policies."careful+shuffle"]\nagent = "weak_agents:careful"\n')
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*pyproject.toml: [[]tool.tooleffect.policies.careful+shuffle[]]: name: *holds '+'*"])
+
+
+def test_a_rewrite_for_no_tool_and_a_label_for_no_case_are_family_errors(pytester: pytest.Pytester) -> None:
+    _write(pytester.path, [{"kind": "describe", "rule": "family", "rewrites": {"nosuchtool": "x",
+                                                                              "weather_forecast": "Forecast."}},
+                           {"kind": "remove-valid", "labels": {"nosuchcase": {"valid_actions": [{"tool": None}]},
+                                                               "weather_forecast-0": {"valid_actions": [{"tool": None}]}}}])
+    pytester.syspathinsert(FIXTURES)
+    result = pytester.runpytest("cases/robust", "-p", "no:cacheprovider", "--tooleffect-agent=careful=weak_agents:careful",
+                                "-k", "weather_forecast-0 or perturbation")
+    result.stdout.fnmatch_lines([
+        "*family.yaml: perturbations[[]0[]] (describe): rewrites.nosuchtool: no case of the family offers a tool "
+        "'nosuchtool' (offered: currency_convert, *",
+        "*family.yaml: perturbations[[]1[]] (remove-valid): labels.nosuchcase: the family has no case 'nosuchcase'*"])
+    result.assert_outcomes(passed=3, errors=1)  # the rewrite and the label that name something still apply
+
+
+def test_a_family_whose_cases_run_in_a_sandbox_world_says_why_it_got_no_variant(pytester: pytest.Pytester) -> None:
+    fam = pytester.path / "cases" / "world"
+    fam.mkdir(parents=True)
+    tools = [{"name": n, "description": "d", "parameters": {"type": "object", "properties": {}},
+              "annotations": {"readOnlyHint": True}} for n in ("peek", "look")]
+    (fam / "tools.json").write_text(json.dumps(tools))
+    (fam / "family.yaml").write_text(yaml.safe_dump({
+        "name": "world", "tools_file": "tools.json",
+        "mcp": {"server": {"name": "w", "version": "1"}, "transport": "stdio", "command": ["x"]},
+        "sandbox": {"world": "mcp", "mcp": {"command": [str(pytester.path / "no-such-server")], "probe": "files"}}}))
+    (fam / "cases.yaml").write_text(yaml.safe_dump([
+        {"id": f"c{k}", "source": "authored", "placement": {"step": 0, "run_length": 1, "bucket": "last"},
+         "messages": [{"role": "user", "content": "peek please"}], "label": {"valid_actions": [{"tool": "peek"}]},
+         "recorded": {"tool_calls": [{"name": "peek", "arguments": "{}"}]}, "world": {"setup": []}} for k in range(2)]))
+    pytester.makepyprojecttoml('[tool.tooleffect.gates."*"]\nmax_drop = {shuffle = 2}\n')
+    result = pytester.runpytest("cases/", "-p", "no:cacheprovider", "--tooleffect-perturb=shuffle", "-k", "not c1")
+    why = ("no variant of family world: its 2 labelled cases run in a sandbox world, which runs calls by the tools' "
+           "names: a perturbed catalog is not offered there, so no variant of it was made")
+    result.stdout.fnmatch_lines([f"tooleffect: perturbations: {why}",
+                                 f"gate world/replay drop shuffle <= 2 pts: NOT JUDGED ({why})"])
+    assert "not selected by this run" not in result.stdout.str()  # the filter is not why

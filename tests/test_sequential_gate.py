@@ -325,3 +325,15 @@ def test_a_shared_tally_that_fails_keeps_every_record_and_the_gate_is_not_settle
     assert block["verdict"] == "not_settled" and "the shared tally failed" in block["why"]
     result.stdout.fnmatch_lines(["gate demo/replay sequential at alpha 0.05: FAILED (NOT SETTLED: the shared tally "
                                  "failed (*redis://127.0.0.1:1/0*"])
+
+
+def test_a_block_with_no_decision_in_the_baseline_is_not_judged_with_the_reason(pytester: pytest.Pytester) -> None:
+    _baseline(pytester, set(), count=30)  # saved before the shuffled catalog was asked for: its block is new
+    pytester.makepyprojecttoml(GATE.format(extra=""))
+    result = pytester.runpytest("cases/", f"{OPT_BASELINE}=baseline.json", f"{OPT_REPORT}=r.json",
+                                "--tooleffect-perturb=shuffle")
+    gates = {g["policy"]: g for g in _report(pytester)["gates"]["results"] if g["gate"] == "sequential"}
+    assert gates["replay+shuffle"]["status"] == "not_judged"
+    assert gates["replay"]["status"] != "not_judged"  # the original's block pairs with the baseline
+    result.stdout.fnmatch_lines(["gate demo/replay+shuffle sequential at alpha 0.05: NOT JUDGED (no decision of this "
+                                 "block is in the baseline*"])

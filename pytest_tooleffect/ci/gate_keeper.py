@@ -44,6 +44,7 @@ from pytest_tooleffect.ci.gate_verdicts import (
 from pytest_tooleffect.ci.needless_gates import NEEDLESS_GATES, judge_needless, needless_gates
 from pytest_tooleffect.ci.sequential_gate import design_of, judge_sequential
 from pytest_tooleffect.collect.sharding import RunSelection
+from pytest_tooleffect.collect.variants import no_variants_key
 from pytest_tooleffect.oracle import KINDS
 from pytest_tooleffect.outcomes import SETTLED
 from pytest_tooleffect.report import CLASSES, percent
@@ -93,6 +94,11 @@ def _ci_text(ci: Sequence[float] | None) -> str:
     return f"Wilson {lo}-{hi}"
 
 
+def _in_baseline(records: Sequence[Record]) -> bool:
+    """Some decision of a block's is in the baseline (or the block scored none: nothing to say)."""
+    return not records or any(r.baseline is not None and r.baseline.status != "new" for r in records)
+
+
 def evaluate(report: Report, records: Sequence[Record],
              config: GatesConfig, scope: GateScope | None = None) -> list[GateResult]:
     """Judge every gate on every block of the report.
@@ -125,7 +131,8 @@ def evaluate(report: Report, records: Sequence[Record],
         fam, pol = block.family, block.policy
         gates = config.for_block(fam, pol)
         out.extend(_judge_block(block, by_block.get((fam, pol), []), gates, scope,
-                                partial(judge_sequential, report.sequential, fam, pol, has_baseline=paired),
+                                partial(judge_sequential, report.sequential, fam, pol, has_baseline=paired,
+                                        block_in_baseline=_in_baseline(by_block.get((fam, pol), []))),
                                 report.robustness))
     shown = ", ".join(f"{b.family}/{b.policy}" for b in blocks)
     for fam, pol in config.tables:
@@ -244,6 +251,9 @@ def _judge_block(block: Block, records: Sequence[Record], gates: GateSet, scope:
             note = partly
         elif unit == DROP_UNIT:
             got, note = judge_drop(block.family, block.policy, gate, threshold, robustness, records, result), partly
+            why_none = scope.no_variants.get(block.family)
+            if got.status == "not_judged" and why_none is not None:  # the family's cases, not a filter
+                got, note = result("not_judged", f"no variant of family {block.family}: {why_none}"), ""
         else:
             got, note = _judge_cost(block, gate, threshold, result), partly
         results.append(replace(got, detail=f"{got.detail}, {note}") if note else got)
@@ -547,7 +557,7 @@ class GateKeeper:
 
     def _scope(self) -> GateScope:
         run = self.selection.scope if self.selection is not None else None
-        return GateScope.of(run, self.settings.pyproject_policies)
+        return GateScope.of(run, self.settings.pyproject_policies, self.config.stash.get(no_variants_key, {}))
 
     def _section(self) -> GatesApplied:
         assert self.results is not None and self.exit is not None and self.gates is not None

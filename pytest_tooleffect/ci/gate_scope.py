@@ -12,8 +12,8 @@ stays NOT JUDGED, and a run whose gates judged nothing still fails (:mod:`.gate_
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from pytest_tooleffect.collect.scope import RunScope
 from pytest_tooleffect.options import REPLAY
@@ -30,16 +30,21 @@ class GateScope:
             crashed; then nothing is not applicable).
         policies: every policy name the run could have run: the pyproject's, the collected
             families' own and ``replay``.
+        no_variants: the families that asked for perturbed catalogs and got no variant, each with
+            why (:data:`~pytest_tooleffect.collect.variants.no_variants_key`): their ``max_drop``
+            gates are NOT JUDGED for that reason, not for a filter.
     """
 
     run: RunScope | None
     policies: frozenset[str] = frozenset()
+    no_variants: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, run: RunScope | None, pyproject_policies: Iterable[str]) -> GateScope:
-        """The scope of a run, with the pyproject's policy names."""
+    def of(cls, run: RunScope | None, pyproject_policies: Iterable[str],
+           no_variants: Mapping[str, str] | None = None) -> GateScope:
+        """The scope of a run, with the pyproject's policy names (and the families with no variant)."""
         defined = run.defined if run is not None else frozenset()
-        return cls(run, frozenset({*pyproject_policies, *defined, REPLAY.name}))
+        return cls(run, frozenset({*pyproject_policies, *defined, REPLAY.name}), dict(no_variants or {}))
 
     def class_not_selected(self, family: str, policy: str, subject: str) -> str | None:
         """Why a gate on ``subject`` (a class) of a block does not apply, or ``None`` when it does."""

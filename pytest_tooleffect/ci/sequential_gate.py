@@ -441,7 +441,7 @@ _Make = Callable[..., Any]
 
 
 def judge_sequential(section: SequentialSection | None, family: str, policy: str, result: _Make,
-                     has_baseline: bool) -> Any:
+                     has_baseline: bool, block_in_baseline: bool = True) -> Any:
     """A block's sequential gate as a gate result: regression fails, no regression passes, not settled
     fails (a budget's end or a run out of items is never a pass).
 
@@ -451,12 +451,18 @@ def judge_sequential(section: SequentialSection | None, family: str, policy: str
         policy: the block's policy.
         result: the gate keeper's maker of this gate's result (``result(status, detail, value, n)``).
         has_baseline: the run had a baseline.
+        block_in_baseline: some decision of the block is in the baseline (``False``: a block the
+            baseline does not hold, such as a perturbation variant's new to the run: nothing pairs,
+            so the gate is NOT JUDGED rather than NOT SETTLED after 0 paired decisions).
 
     Returns:
         The gate's :class:`~.gate_verdicts.GateResult`.
     """
     if not has_baseline:
         return result("not_judged", "no baseline: run with --tooleffect-baseline PATH (the test pairs decisions)")
+    if not block_in_baseline:
+        return result("not_judged", "no decision of this block is in the baseline: nothing pairs (save a baseline "
+                                    "from a run that scored the block to judge it)")
     if section is None:  # a report made from record logs: the stopping point was the run's, not the records'
         return result("not_judged", "a sequential gate is judged by the run itself, as its decisions complete "
                                     "(its verdict is that run's report's sequential section), not from record logs")

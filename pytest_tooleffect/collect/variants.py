@@ -32,8 +32,17 @@ from pytest_tooleffect.options import OPT_PERTURB
 from pytest_tooleffect.oracle.emission import Call, Emission
 from pytest_tooleffect.perturb_format import PerturbationSpec
 from pytest_tooleffect.settings import settings_key
+from pytest_tooleffect.util.input_files import read_input_text
 
-__all__ = ["PerturbedItem", "Perturber", "cost_line", "load_pool", "scored_emission", "scored_tools"]
+__all__ = ["HIDDEN_NAME", "NO_VARIANTS_IN_A_WORLD", "PerturbedItem", "Perturber", "PoolFileError", "cost_line",
+           "load_pool", "no_variants_key", "scored_emission", "scored_tools", "unknown_names"]
+
+
+#: why a family whose labelled cases all run in a sandbox world got no variant
+NO_VARIANTS_IN_A_WORLD = ("its {n} labelled case{s} run in a sandbox world, which runs calls by the tools' names: "
+                          "a perturbed catalog is not offered there, so no variant of it was made")
+#: the families of this run that asked for perturbations and got no variant, each with why
+no_variants_key = pytest.StashKey[dict[str, str]]()
 
 
 class PerturbedItem(CaseItem):
@@ -91,22 +100,45 @@ def scored_tools(item: CaseItem) -> list[ToolSpec]:
     return item.original_named_tools if isinstance(item, PerturbedItem) else item.tools
 
 
+#: what a call by a renamed tool's original name is scored as: a name the variant did not offer
+HIDDEN_NAME = "{name} (its original name: not offered under rename)"
+
+
 def scored_emission(item: CaseItem, emission: Emission) -> Emission:
-    """The decision's calls under the original tool names (a renamed catalog's calls mapped back)."""
+    """The decision's calls under the original tool names (a renamed catalog's calls mapped back).
+
+    Only a name the variant offered is mapped back: a call by a renamed tool's original name (which
+    the agent was not offered) is scored as a call to a tool not offered, under :data:`HIDDEN_NAME`.
+    """
     if not isinstance(item, PerturbedItem) or not item.perturbed.back:
         return emission
     back = item.perturbed.back
-    return Emission(calls=tuple(Call(back.get(c.name, c.name), c.args) for c in emission.calls),
+    hidden = set(back.values())
+
+    def mapped(name: str) -> str:
+        if name in back:
+            return back[name]
+        return HIDDEN_NAME.format(name=name) if name in hidden else name
+
+    return Emission(calls=tuple(Call(mapped(c.name), c.args) for c in emission.calls),
                     malformed=emission.malformed,
-                    malformed_names=tuple(back.get(n, n) for n in emission.malformed_names),
+                    malformed_names=tuple(mapped(n) for n in emission.malformed_names),
                     text=emission.text, invented_results=emission.invented_results,
                     malformed_raw=emission.malformed_raw)
+
+
+class PoolFileError(PerturbError):
+    """A perturbation's pool file cannot be read: the family's error, not one case's."""
 
 
 def load_pool(directory: Path, files: Iterable[str]) -> list[ToolSpec]:
     """Tools from ``files`` (relative to the family folder): a JSON list of tool specs, or BFCL's
     JSON Lines (each line's ``function`` list; BFCL's ``dict``, ``float`` and ``tuple``
     types read as JSON Schema's ``object``, ``number`` and ``array``).
+
+    Each file is read as a case file is (:func:`~pytest_tooleffect.util.input_files.read_input_text`
+    with ``pipes=False``): a folder, a device (``/dev/zero``), a socket or a named pipe is refused
+    unread, and a file larger than the input limit (1 GiB, ``TOOLEFFECT_MAX_INPUT_BYTES``) too.
 
     Raises:
         PerturbError: a file cannot be read or holds no tool specs (the message names it).
@@ -115,7 +147,7 @@ def load_pool(directory: Path, files: Iterable[str]) -> list[ToolSpec]:
     for name in files:
         path = directory / name
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_input_text(path, pipes=False)
             try:
                 specs: list[Any] = json.loads(text)
             except json.JSONDecodeError:
@@ -152,6 +184,11 @@ class Perturber:
         self._pools: dict[tuple[str, tuple[str, ...]], list[ToolSpec] | PerturbError] = {}
         self._said = False
         self._specs: dict[str, list[PerturbationSpec] | str] = {}
+        #: per family: the tools its labelled cases offer, its case ids, and its last case file
+        self._seen: dict[str, tuple[LoadedFamily, set[str], set[str], list[CaseFile]]] = {}
+        self._in_world: dict[str, int] = {}  # per family: the labelled cases skipped for their sandbox world
+        self._made: set[str] = set()  # the families some variant was made of
+        self.no_variants: dict[str, str] = config.stash.setdefault(no_variants_key, {})
 
     def specs(self, fam: LoadedFamily) -> list[PerturbationSpec] | str:
         """The family's perturbations then the command line's, or why two of them share a variant name
@@ -187,10 +224,15 @@ class Perturber:
                 other = families.load(directory)
                 if isinstance(other, LoadedFamily) and other.name != fam.name:
                     others.extend(other.tools)
-            try:
-                self._pools[key] = others + load_pool(fam.directory, files)
-            except PerturbError as exc:
-                self._pools[key] = exc
+            found: list[ToolSpec] | PerturbError = others
+            for k, spec in enumerate(fam.family.perturbations):
+                try:
+                    others.extend(load_pool(fam.directory, spec.pool_files))
+                except PerturbError as exc:
+                    found = PoolFileError(f"{fam.directory / FAMILY_FILE}: perturbations[{k}] "
+                                          f"({spec.name or spec.kind}): {exc}")
+                    break
+            self._pools[key] = found
         return self._pools[key]
 
     def _pools_of(self, spec: PerturbationSpec, fam: LoadedFamily) -> tuple[list[ToolSpec], list[ToolSpec]]:
@@ -228,6 +270,12 @@ class Perturber:
                 if specs not in problems:
                     problems.append(specs)
                 continue
+            if any(s.rewrites or s.labels for s in specs):  # what names a tool or a case is checked at the end
+                fam = item.family
+                _, _, ids, files = self._seen.setdefault(fam.name, (fam, set(), set(), []))
+                ids.add(item.ref.id)
+                if collector not in files:
+                    files.append(collector)
             yield from self._variants(collector, item, specs, problems)
         if problems:  # the run goes on: one entry names every case and variant that could not be made
             family = next((i.family.name for i in items if isinstance(i, CaseItem)), "")
@@ -239,7 +287,11 @@ class Perturber:
         if not specs or item.ref.label_class is None:
             return
         case = item.case
+        if item.family.name in self._seen:
+            self._seen[item.family.name][1].update(t.name for t in item.tools)
         if case.label is None or case.world is not None:  # a sandbox runs calls by name: no variant
+            if case.world is not None and case.label is not None:
+                self._in_world[item.family.name] = self._in_world.get(item.family.name, 0) + 1
             item.release()
             return
         fam = item.family
@@ -249,6 +301,10 @@ class Perturber:
                 try:
                     pool, same = self._pools_of(spec, fam)
                     perturbed = perturb(spec, variant, size, case.id, item.tools, case.label, pool, same)
+                except PoolFileError as exc:  # the family's error: said once, not per case
+                    if str(exc) not in problems:
+                        problems.append(str(exc))
+                    continue
                 except (PerturbError, ValueError) as exc:
                     why = ("; ".join(f"{error_location(e['loc'])}: {e['msg']}" for e in exc.errors())
                            if isinstance(exc, ValidationError) else str(exc))
@@ -268,11 +324,28 @@ class Perturber:
                     agent_source=item.agent_source, spec=spec, variant=variant, size=size, perturbed=perturbed,
                     base_policy=item.policy.name, base_class=item.ref.label_class,
                     original_size=len(item.tools))
+                self._made.add(fam.name)
                 for mark in item.own_markers:  # class, family, bucket, xfail: as the original's
                     new.own_markers.append(mark)
                     new.keywords[mark.name] = mark
                 yield new
         item.release()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """After collection: a ``describe`` rewrite for a tool no case offers, or a ``remove-valid`` label
+        for a case the family does not hold, is an error entry naming the family file, the
+        perturbation and the name (else the rewrite or the label would be ignored without a word).
+        """
+        for name, n in self._in_world.items():
+            if name not in self._made:
+                self.no_variants[name] = NO_VARIANTS_IN_A_WORLD.format(n=n, s="s" if n != 1 else "")
+        for name, (fam, offered, ids, files) in self._seen.items():
+            problems = unknown_names(fam, offered, ids)
+            if problems:
+                items.append(InvalidCaseItem.from_parent(files[-1], name="<perturbation names>", problems=problems,
+                                                         heading="perturbation names what the family lacks",
+                                                         family=name))
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: Sequence[pytest.Item]) -> list[str]:
         """Before a live run starts: the model turns the variants add, and what they do to prefix caching."""
@@ -280,7 +353,9 @@ class Perturber:
         added = sum(1 for i in items if isinstance(i, PerturbedItem) and not i.replay)
         originals = sum(1 for i in items if isinstance(i, CaseItem) and not isinstance(i, PerturbedItem)
                         and not i.replay)
-        return [cost_line(added, originals, variants)] if added else []
+        lines = [cost_line(added, originals, variants)] if added else []
+        return lines + [f"tooleffect: perturbations: no variant of family {name}: {why}"
+                        for name, why in sorted(self.no_variants.items())]
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Sequence[str]) -> None:
@@ -294,6 +369,24 @@ class Perturber:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line(cost_line(len(found), len(ids) - len(found), sorted({m[1] for m in found})))
+
+
+def unknown_names(fam: LoadedFamily, offered: set[str], ids: set[str]) -> list[str]:
+    """The family's perturbations' ``rewrites`` for tools none of its labelled cases offers and
+    ``labels`` for case ids it does not hold, one line each naming ``family.yaml``, the perturbation
+    and the name.
+    """
+    out: list[str] = []
+    where = fam.directory / FAMILY_FILE
+    for k, spec in enumerate(fam.family.perturbations):
+        what = f"{where}: perturbations[{k}] ({spec.name or spec.kind})"
+        for tool in sorted(set(spec.rewrites) - offered if spec.kind == "describe" and spec.rule == "family"
+                           else ()):
+            out.append(f"{what}: rewrites.{tool}: no case of the family offers a tool {tool!r} "
+                       f"(offered: {', '.join(sorted(offered)) or 'none'})")
+        for case_id in sorted(set(spec.labels) - ids):
+            out.append(f"{what}: labels.{case_id}: the family has no case {case_id!r}")
+    return out
 
 
 #: a variant's node id ends ``[policy+VARIANT]`` (or ``[policy+VARIANT:trial]``)
