@@ -227,6 +227,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     closed = _closed_streams()  # fd 1 or 2 closed (``>&-``): nothing to print to, the status stands
     try:
         return _run(parser, argv)
+    except KeyboardInterrupt:  # Ctrl-C in any command: one line and the shell's status for SIGINT
+        print("tooleffect: interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS
     finally:
         for stream_name, null in closed:
             setattr(sys, stream_name, None)
@@ -279,6 +282,8 @@ def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
         return 2
 
 
+#: the status a command ends with when Ctrl-C stops it, as a shell reports SIGINT: 128 + 2
+INTERRUPTED_STATUS = 130
 #: the status a Unix tool ends with when its reader goes away (``| head``): killed by SIGPIPE, 128 + 13
 SIGPIPE_STATUS = 141
 
