@@ -27,7 +27,8 @@ from pytest_tooleffect.ci.sample_size import FixedN, alternative, fixed_n
 from pytest_tooleffect.ci.sequential import SequentialDesign
 from pytest_tooleffect.ci.sequential_sim import simulate
 
-__all__ = ["ALL", "MAX_SIM_RUNS", "MIN_SIM_RUNS", "Cost", "Discordance", "PlanRow", "costs_of", "discordance", "plan", "runs_needed"]
+__all__ = ["ALL", "MAX_SIM_RUNS", "MIN_SIM_RUNS", "Cost", "Discordance", "PlanRow", "costs_of", "discordance", "plan",
+           "runs_needed"]
 
 #: the block's row (every class)
 ALL = "all"
