@@ -226,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_plan_parser(sub)
     closed = _closed_streams()  # fd 1 or 2 closed (``>&-``): nothing to print to, the status stands
     try:
-        return _run(parser, argv)
+        return _run(parser, argv)  # Ctrl-C in any command: one line and the shell's status, in _run
     finally:
         for stream_name, null in closed:
             setattr(sys, stream_name, None)

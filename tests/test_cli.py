@@ -73,3 +73,23 @@ def test_a_closed_stdout_leaves_the_status_the_command_earned(a_run: Path, argv:
     assert "Traceback" not in proc.stderr and "AttributeError" not in proc.stderr, proc.stderr
     if written:
         assert (a_run / written).stat().st_size > 0
+
+
+def test_ctrl_c_in_a_command_is_one_line_and_status_130(tmp_path: Path) -> None:
+    """Ctrl-C while a command works (here ``plan`` waiting on its input) ends it with one line on
+    stderr, no traceback, and the status a shell gives SIGINT (130)."""
+    import os
+    import signal
+
+    fifo = tmp_path / "baseline.fifo"
+    os.mkfifo(fifo)
+    with subprocess.Popen([sys.executable, "-m", "pytest_tooleffect.cli", "plan", str(fifo)],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        writer = os.open(fifo, os.O_WRONLY)  # returns once the command has opened it to read: it is running
+        try:
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            os.close(writer)
+    assert proc.returncode == 130, err
+    assert err.strip() == "tooleffect plan: interrupted" and "Traceback" not in err and out == ""

@@ -125,3 +125,43 @@ def test_tooleffect_plan_names_an_unreadable_run(tmp_path: Path, capsys: pytest.
     assert "missing.json" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         cli(["plan", str(tmp_path / "x.json"), "--effect", "5"])
+
+
+def test_a_repeat_that_is_the_baselines_own_run_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the same run compared with itself measures a discordance of 0: planned as for a deterministic agent
+    from tests.test_records import _record
+
+    base = tmp_path / "baseline.json"
+    base.write_text(_run({f"c{i}": [True, i % 10 != 0] for i in range(100)}).dumps(), encoding="utf-8")
+    (tmp_path / "link.json").symlink_to(base)
+    (tmp_path / "x").mkdir()
+    for repeat in (base, tmp_path / "link.json", tmp_path / "x" / ".." / "baseline.json"):
+        assert cli(["plan", str(base), "--repeats", str(repeat), "--sim-runs", "200"]) == 2
+        assert "are the same run" in capsys.readouterr().err
+    # a baseline and the record log it was saved from; two baselines saved from one log
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(_record(i)) + "\n" for i in range(3)), encoding="utf-8")
+    saved, again = tmp_path / "saved.json", tmp_path / "again.json"
+    for out in (saved, again):
+        assert cli(["baseline", "save", str(log), "--out", str(out)]) == 0
+    capsys.readouterr()
+    for args in ([saved, "--repeats", log], [log, "--repeats", saved], [saved, "--repeats", again]):
+        assert cli(["plan", *map(str, args), "--sim-runs", "200"]) == 2
+        err = capsys.readouterr().err
+        assert "are the same run" in err and "discordance of 0" in err
+    other = tmp_path / "other.json"
+    other.write_text(_run({f"c{i}": [True, i % 7 != 0] for i in range(100)}).dumps(), encoding="utf-8")
+    assert cli(["plan", str(base), "--repeats", str(other), "--sim-runs", "200"]) == 0
+
+
+@pytest.mark.parametrize("runs", ["100000000", "1000001", "99", "-5", "1e8"])
+def test_sim_runs_out_of_bounds_is_a_usage_error(tmp_path: Path, runs: str, capsys: pytest.CaptureFixture[str]) -> None:
+    base = tmp_path / "baseline.json"
+    base.write_text(_run({f"c{i}": [True, i % 10 != 0] for i in range(100)}).dumps(), encoding="utf-8")
+    with pytest.raises(SystemExit) as stopped:
+        cli(["plan", str(base), "--sim-runs", runs])
+    assert stopped.value.code == 2
+    assert "--sim-runs: invalid _sim_runs value" not in (err := capsys.readouterr().err)
+    assert f"a whole number from 100 to 1,000,000, got '{runs}'" in err
+    with pytest.raises(ValueError, match="sim_runs must be from 100 to 1,000,000"):
+        plan([_run({"a": [True, False]})], sim_runs=10**8)

@@ -146,3 +146,32 @@ def test_command_refuses_a_bad_folder(tmp_path: Path, capsys: pytest.CaptureFixt
     (tmp_path / "labels-b.jsonl").write_text((SET_DIR / "labels-b.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
     assert main(["label", "agreement", str(tmp_path)]) == 2
     assert "labels-a.jsonl:3 r0003: kind:" in capsys.readouterr().err
+
+
+def test_a_control_character_in_an_id_reaches_the_terminal_escaped(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    # an id from a label file is text from a data file: shown as the run shows it (util/display.py)
+    forged = "r0001\x1b]0;PWN\x07"
+    with pytest.raises(ReplySetError) as raised:
+        read_labels(_copy_set(tmp_path, _edited(0, id=forged))[1], read_replies(tmp_path / "replies.jsonl"))
+    assert "\x1b" not in str(raised.value) and "\x07" not in str(raised.value)
+    assert r"r0001\x1b]0;PWN\x07: id: no such reply" in str(raised.value)
+    (tmp_path / "labels-x.jsonl").rename(tmp_path / "labels-b.jsonl")
+    (tmp_path / "labels-a.jsonl").write_text((SET_DIR / "labels-a.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
+    assert main(["label", "agreement", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err and r"labels-b.jsonl:1 r0001\x1b]0;PWN\x07: id:" in err
+
+
+def test_the_same_label_file_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a file against itself agrees perfectly and measures nothing, by its name or by another path to it
+    for name in ("replies.jsonl", "labels-a.jsonl"):
+        (tmp_path / name).write_text((SET_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "labels-link.jsonl").symlink_to(tmp_path / "labels-a.jsonl")
+    for other in ("labels-a.jsonl", "./labels-a.jsonl", "sub/../labels-a.jsonl", "labels-link.jsonl",
+                  str(tmp_path / "labels-a.jsonl")):
+        assert main(["label", "agreement", str(tmp_path), "--b", other]) == 2
+        err = capsys.readouterr().err
+        assert "are the same file" in err, other
+    assert main(["label", "agreement", str(SET_DIR), "--a", "labels-a.jsonl", "--b", "labels-b.jsonl"]) == 0

@@ -84,3 +84,66 @@ def test_the_judge_agreement_is_kappa_per_kind_with_unreadable_answers_left_out(
     assert result["kinds"]["refuse"]["n"] == 0 and len(result["errors"]) == result["n_replies"]
     table = ask["table"]
     assert ask["figure"]["tp"] == table["human_pass"][1] and ask["figure"]["fp"] == table["human_fail"][1]
+
+
+def _set_copy(tmp_path: Path) -> Path:
+    copy = tmp_path / "set"
+    copy.mkdir()
+    for f in SET.iterdir():
+        (copy / f.name).write_bytes(f.read_bytes())
+    return copy
+
+
+@pytest.mark.parametrize("name", ["replies.jsonl", "labels-gold.jsonl", "labels-a.jsonl", "labels-b.jsonl"])
+def test_an_out_that_is_a_file_of_the_set_is_refused_even_forced(tmp_path: Path, name: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    copy = _set_copy(tmp_path)
+    before = (copy / name).read_bytes()
+    for force in ([], ["--force"]):
+        assert main(["calibrate-replies", str(copy), "--split", "dev", "--out", str(copy / name), *force]) == 2
+        assert "which this command reads" in capsys.readouterr().err
+    assert (copy / name).read_bytes() == before
+    # through another path to the same file, and the labels file named with --labels
+    (tmp_path / "link.jsonl").symlink_to(copy / name)
+    assert main(["calibrate-replies", str(copy), "--labels", "labels-b.jsonl", "--out", str(tmp_path / "link.jsonl"),
+                 "--force"]) == 2
+    assert (copy / name).read_bytes() == before
+
+
+def test_a_cache_that_is_not_a_folder_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cache = tmp_path / "cache.json"
+    cache.write_text("{}", encoding="utf-8")
+    for given in (cache, Path("/dev/zero")):
+        assert main(["calibrate-replies", str(SET), "--judge-model", "openai/x", "--cache", str(given),
+                     "--out", str(tmp_path / "o.json")]) == 2
+        assert f"--cache {given}: not a folder" in capsys.readouterr().err
+    assert not (tmp_path / "o.json").exists()
+
+
+def test_a_provider_that_fails_is_an_error_and_nothing_is_written(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    # a real request to a port where nothing listens: connection refused on the first question
+    out = tmp_path / "o.json"
+    assert main(["calibrate-replies", str(SET), "--split", "dev", "--judge-model", "openai/x",
+                 "--api-base", "http://127.0.0.1:1/v1", "--judge-timeout", "5", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "judge openai/x:" in err and "nothing written" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+class UnreadableJudge:
+    """A judge whose every answer cannot be read."""
+
+    model = "unreadable-judge"
+
+    def __call__(self, rubric: str | None, expected: object, got: object) -> tuple[bool, str]:
+        from pytest_tooleffect.scoring.judge import JudgeError
+
+        raise JudgeError("judge unreadable-judge: JSONDecodeError: Expecting value")
+
+
+def test_a_judge_with_no_readable_answer_measures_nothing() -> None:
+    from pytest_tooleffect.scoring.judge import JudgeError
+
+    with pytest.raises(JudgeError, match="not one of the judge's 30 answers could be read; the first: .*Expecting"):
+        judge_agreement(load_reply_set(SET), UnreadableJudge(), "dev", limit=10)

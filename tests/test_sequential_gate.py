@@ -42,7 +42,9 @@ GATE = '[tool.tooleffect.gates."*"]\nsequential = {{alpha = 0.05, margin = 0.02,
     ("{alpha = 5}", "sequential.alpha: expected a fraction between 0 and 1 (0.05 is 5 points), got 5"),
     ("{margin = -0.1}", "sequential.margin: expected a fraction from 0 to below 1"),
     ("{budget_decisions = 0}", 'sequential.budget_decisions: expected a whole number of decisions >= 1 or "off"'),
-    ("{budget_usd = -1}", "sequential.budget_usd: expected an amount in USD >= 0"),
+    ("{budget_usd = -1}", "sequential.budget_usd: expected an amount in USD > 0"),
+    ("{budget_usd = 0}", 'sequential.budget_usd: expected an amount in USD > 0 or "off"'),
+    ("{budget_usd = 0.0}", 'sequential.budget_usd: expected an amount in USD > 0 or "off"'),
     ("{discordance = 1.5}", "sequential.discordance: expected a share from 0 to 1"),
     ("{alfa = 0.05}", "sequential.alfa: unknown key (known here: alpha, margin, beta, effect, discordance"),
     ("0.05", "sequential: must be a table, got 0.05"),
@@ -337,3 +339,21 @@ def test_a_block_with_no_decision_in_the_baseline_is_not_judged_with_the_reason(
     assert gates["replay"]["status"] != "not_judged"  # the original's block pairs with the baseline
     result.stdout.fnmatch_lines(["gate demo/replay+shuffle sequential at alpha 0.05: NOT JUDGED (no decision of this "
                                  "block is in the baseline*"])
+@pytest.mark.parametrize(("verdict", "why", "said"), [
+    ("not_settled", "NOT SETTLED: a budget was spent after 20 decisions ($0.000000) before a verdict; never a pass",
+     "demo/replay: NOT SETTLED: a budget was spent after 20 decisions"),
+    ("regression", "after 40 of 300 pairs", "demo/replay: REGRESSION — after 40 of 300 pairs: 1 regressions"),
+    ("no_regression", "after 120 of 300 pairs", "demo/replay: NO REGRESSION — after 120 of 300 pairs: "),
+])
+def test_the_sequential_line_says_its_verdict_once(verdict: str, why: str, said: str) -> None:
+    from pytest_tooleffect.report.sequential_model import RunOrder, SequentialBlock, SequentialSection
+
+    block = SequentialBlock(family="demo", policy="replay", alpha=0.05, margin=0.02, beta=0.2, effect=0.05,
+                            budget_decisions=20, budget_usd=None, verdict=verdict, why=why, stopped_early=False,
+                            decisions=20, pairs=20, regressions=1, improvements=0, cost_usd=0.0, decisions_run=20)
+    section = SequentialSection(test="t", shared="process", order=RunOrder(order="collection", tiers={}, moved=0),
+                                blocks=[block])
+    (line,) = section.lines()[1:]
+    assert line.startswith(said), line
+    head = verdict.upper().replace("_", " ")
+    assert line.count(head) == 1, line

@@ -94,6 +94,15 @@ def _usd(value: Any) -> float | str:
     return float(value)
 
 
+def _budget_usd(value: Any) -> float | str:
+    if value == "off":
+        return "off"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f'expected an amount in USD > 0 or "off" (a budget of 0 would stop before the first '
+                         f'decision), got {value!r}')
+    return float(value)
+
+
 def _min_n(value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"expected a whole number of rows >= 1, got {value!r}")
@@ -141,6 +150,8 @@ Fraction01 = Annotated[float, PlainValidator(_fraction)]
 Margin = Annotated[float, PlainValidator(_margin)]
 Share = Annotated[float, PlainValidator(_share)]
 Budget = Annotated[int | str, PlainValidator(_budget)]
+#: a sequential gate's budget in USD, above 0, or ``"off"`` (as ``Budget``: 0 is no budget to run on)
+BudgetUsd = Annotated[float | str, PlainValidator(_budget_usd)]
 
 
 class _Table(BaseModel):
@@ -194,7 +205,7 @@ class SequentialSpec(_Table):
             test's bets are tuned for it (faster verdicts, the same error bounds); default unset.
         budget_decisions: the most decisions of the block it may spend; reached before a verdict, the
             gate is NOT SETTLED (``"off"``: none; default none).
-        budget_usd: the most USD the block's decisions may cost; likewise.
+        budget_usd: the most USD the block's decisions may cost, above 0; likewise.
         off: ``true`` removes a sequential gate a less specific table set.
     """
 
@@ -204,7 +215,7 @@ class SequentialSpec(_Table):
     effect: Fraction01 | None = None
     discordance: Share | None = None
     budget_decisions: Budget | None = None
-    budget_usd: Usd | None = None
+    budget_usd: BudgetUsd | None = None
     off: bool | None = None
 
 

@@ -27,7 +27,8 @@ from pytest_tooleffect.ci.sample_size import FixedN, alternative, fixed_n
 from pytest_tooleffect.ci.sequential import SequentialDesign
 from pytest_tooleffect.ci.sequential_sim import simulate
 
-__all__ = ["ALL", "Cost", "Discordance", "PlanRow", "costs_of", "discordance", "plan", "runs_needed"]
+__all__ = ["ALL", "MAX_SIM_RUNS", "MIN_SIM_RUNS", "Cost", "Discordance", "PlanRow", "costs_of", "discordance", "plan",
+           "runs_needed"]
 
 #: the block's row (every class)
 ALL = "all"
@@ -162,6 +163,12 @@ def costs_of(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str], Cost
             for key, a in sorted(acc.items())}
 
 
+#: the most simulated runs per sequential figure ``tooleffect plan --sim-runs`` takes (and the
+#: least): each figure costs time linear in it, and past a million its Monte Carlo error (about
+#: ``1 / sqrt(runs)`` of the spread) is far below any figure's printed precision
+MIN_SIM_RUNS, MAX_SIM_RUNS = 100, 1_000_000
+
+
 def plan(runs: Sequence[Baseline], effect: float = 0.05, alpha: float = 0.05, power: float = 0.8,
          margin: float = 0.0, costs: Mapping[tuple[str, str], Cost] | None = None, sim_runs: int = 2000,
          seed: int = 45, classes: Sequence[str] = (*CLASSES, ALL)) -> list[PlanRow]:
@@ -182,10 +189,13 @@ def plan(runs: Sequence[Baseline], effect: float = 0.05, alpha: float = 0.05, po
         One row per family × policy × class present in the baseline, in that order.
 
     Raises:
-        ValueError: ``effect``, ``alpha`` or ``power`` out of (0, 1).
+        ValueError: ``effect``, ``alpha`` or ``power`` out of (0, 1), or ``sim_runs`` out of
+            :data:`MIN_SIM_RUNS` to :data:`MAX_SIM_RUNS`.
     """
     if not (0 < effect < 1 and 0 < alpha < 1 and 0 < power < 1):
         raise ValueError(f"effect, alpha and power must be in (0, 1), got {effect}, {alpha}, {power}")
+    if not MIN_SIM_RUNS <= sim_runs <= MAX_SIM_RUNS:
+        raise ValueError(f"sim_runs must be from {MIN_SIM_RUNS:,} to {MAX_SIM_RUNS:,}, got {sim_runs:,}")
     measured = discordance(runs)
     present = {(d.family, d.policy) for d in runs[0].decisions.values()} if runs else set()
     rows: list[PlanRow] = []

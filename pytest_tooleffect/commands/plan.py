@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -26,6 +27,51 @@ def _margin(text: str) -> float:
     return 0.0 if text.strip() in ("0", "0.0") else _fraction(text)
 
 
+def _sim_runs(text: str) -> int:
+    from pytest_tooleffect.ci.planning import MAX_SIM_RUNS, MIN_SIM_RUNS
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not MIN_SIM_RUNS <= value <= MAX_SIM_RUNS:
+        raise argparse.ArgumentTypeError(f"a whole number from {MIN_SIM_RUNS:,} to {MAX_SIM_RUNS:,}, got {text!r}")
+    return value
+
+
+def _identities(path: Path, source: str | None) -> set[object]:
+    """What a run given as ``path`` was read from: the file itself, and the record log a baseline
+    was saved from (its ``source``); a file that exists is known by its device and inode (another
+    path to it, a link, is the same file), else by its resolved path.
+    """
+    out: set[object] = set()
+    for p in (str(path), source):
+        if p is None:
+            continue
+        try:
+            st = os.stat(p)
+            out.add((st.st_dev, st.st_ino))
+        except OSError:
+            out.add(os.path.realpath(p))
+    return out
+
+
+def _same_run(paths: list[Path], runs: list[Any]) -> str | None:
+    """Why two of the runs are one run (the same file, or a baseline and the record log it was
+    saved from, or two baselines of one log), or ``None``: each run is a run of its own.
+    """
+    seen: list[tuple[Path, set[object]]] = []
+    for path, run in zip(paths, runs, strict=True):
+        mine = _identities(path, run.source)
+        for other, theirs in seen:
+            if mine & theirs:
+                return (f"{other} and {path} are the same run (the same file, or a baseline and the record log it "
+                        "was saved from): its decisions compared with themselves measure a discordance of 0, as "
+                        "of a deterministic agent; give --repeats another run of the same agent")
+        seen.append((path, mine))
+    return None
+
+
 def add_plan_parser(sub: Any) -> None:
     """Register ``tooleffect plan`` on the subcommands' parser ``sub``."""
     p = sub.add_parser("plan", help="paired decisions (and their cost) a run needs to detect a regression: fixed-n "
@@ -42,7 +88,8 @@ def add_plan_parser(sub: Any) -> None:
     p.add_argument("--power", type=_fraction, default=0.8, help="power at --effect (default 0.8)")
     p.add_argument("--margin", type=_margin, default=0.0,
                    help="the sequential gate's no-regression margin (default 0: the effect)")
-    p.add_argument("--sim-runs", type=int, default=2000, help="simulated runs per sequential figure (default 2000)")
+    p.add_argument("--sim-runs", type=_sim_runs, default=2000,
+                   help="simulated runs per sequential figure, from 100 to 1,000,000 (default 2000)")
     p.add_argument("--json", action="store_true", help="the rows as JSON")
     p.set_defaults(func=cmd_plan)
 
@@ -106,17 +153,25 @@ def cmd_plan(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        0 when printed; 2 for a run or a cost log that cannot be read, or bad figures.
+        0 when printed; 2 for a run or a cost log that cannot be read, bad figures, or a
+        ``--repeats`` run that is the baseline's own run (the same file, or the record log the
+        baseline was saved from).  Messages show a file's text as the run does
+        (:func:`pytest_tooleffect.util.display.shown`).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs
     from pytest_tooleffect.ci.planning import costs_of, plan
     from pytest_tooleffect.report.record_log import read_records
+    from pytest_tooleffect.util.display import shown
 
     paths = [Path(args.baseline), *(Path(p) for p in args.repeats)]
     try:
         runs = [load_runs(p) for p in paths]
     except BaselineError as exc:
-        print(f"tooleffect plan: {exc}", file=sys.stderr)
+        print(shown(f"tooleffect plan: {exc}"), file=sys.stderr)
+        return 2
+    same = _same_run(paths, runs)
+    if same is not None:
+        print(shown(f"tooleffect plan: {same}"), file=sys.stderr)
         return 2
     records: list[Any] = []
     cost_paths = [p for p, run in zip(paths, runs, strict=True) if run.source == str(p)]
@@ -125,11 +180,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         try:
             records += read_records(path)
         except (OSError, ValueError) as exc:
-            print(f"tooleffect plan: {path}: cannot read its costs ({exc})", file=sys.stderr)
+            print(shown(f"tooleffect plan: {path}: cannot read its costs ({exc})"), file=sys.stderr)
             return 2
-    if args.sim_runs < 100:
-        print(f"tooleffect plan: --sim-runs must be at least 100, got {args.sim_runs}", file=sys.stderr)
-        return 2
     rows = plan(runs, effect=args.effect, alpha=args.alpha, power=args.power, margin=args.margin,
                 costs=costs_of(records), sim_runs=args.sim_runs)
     if args.json:

@@ -22,18 +22,32 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when written; 2 for a missing or malformed set.
+        The exit status: 0 when written; 2 for a missing or malformed set, a ``--cache`` that is not
+        a folder, or a judge whose provider fails (the first failure, or every answer unreadable:
+        named on stderr, nothing written).  ``--out`` naming one of the set's files (the replies,
+        a labels file) is refused, ``--force`` or not.  Messages show the set's text as the run does
+        (:func:`pytest_tooleffect.util.display.shown`).
     """
     from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.data.reply_scores import format_figures, judge_agreement, load_reply_set, measure, to_json
+    from pytest_tooleffect.util.display import shown
 
     folder = Path(args.folder)
-    check_command_outputs([("--out", Path(args.out))], [("the reply set", folder)], force=args.force)
+    reads: list[tuple[str, Path | None]] = [("the reply set", folder)]
+    if folder.is_dir():  # every file of the set: its replies and every labeller's labels
+        reads += [(f"a file of the reply set {folder}", p) for p in sorted(folder.iterdir()) if p.is_file()]
+    if args.labels:
+        reads.append(("the reply set's labels", folder / args.labels))
+    check_command_outputs([("--out", Path(args.out))], reads, force=args.force)
+    if args.cache and Path(args.cache).exists() and not Path(args.cache).is_dir():
+        print(shown(f"tooleffect calibrate-replies: --cache {args.cache}: not a folder; give a folder for the "
+                    "cached verdicts (made when missing)"), file=sys.stderr)
+        return 2
     split = None if args.split == "all" else args.split
     try:
         rows = load_reply_set(folder, args.labels)
     except ValueError as exc:
-        print(f"tooleffect calibrate-replies: {exc}", file=sys.stderr)
+        print(shown(f"tooleffect calibrate-replies: {exc}"), file=sys.stderr)
         return 2
     chosen = [r for r in rows if split is None or r.split == split]
     figures = measure(rows, split)
@@ -42,11 +56,15 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
     result: dict[str, Any] = {"kind": "tooleffect-reply-calibration", "set": str(folder), "split": args.split,
                               "n": len(chosen), "fallback": to_json(figures)}
     if args.judge_model:
-        from pytest_tooleffect.scoring.judge import Judge
+        from pytest_tooleffect.scoring.judge import Judge, JudgeError
 
         judge = Judge(args.judge_model, args.api_base, Path(args.cache) if args.cache else None,
                       timeout_s=args.judge_timeout, max_tokens=args.judge_max_tokens)
-        agreement = judge_agreement(rows, judge, split, args.judge_limit)
+        try:
+            agreement = judge_agreement(rows, judge, split, args.judge_limit)
+        except JudgeError as exc:  # a provider failure is an error, never a measurement: nothing written
+            print(shown(f"tooleffect calibrate-replies: {exc}; nothing written"), file=sys.stderr)
+            return 2
         agreement["usage"] = judge.usage.to_dict()
         result["judge"] = agreement
         print(f"\njudge {judge.model} on {agreement['n_replies']} replies (3 questions each):")

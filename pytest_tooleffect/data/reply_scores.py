@@ -185,6 +185,12 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
     An answer the judge gives that cannot be read (``JudgeError``) is left out of the tables and
     listed in ``errors``.
 
+    Raises:
+        pytest_tooleffect.scoring.judge.JudgeProviderError: the provider gave no answer (connection
+            refused, timeout, HTTP error): the first such failure ends the measurement.
+        pytest_tooleffect.scoring.judge.JudgeError: not one answer could be read (every question
+            failed): no measurement, the first error named.
+
     Args:
         rows: the labelled replies.
         judge: a :class:`~pytest_tooleffect.scoring.judge.Judge` (or any ``(rubric, expected, got) -> (ok, why)``
@@ -198,7 +204,7 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
         "errors"}``.
     """
     from pytest_tooleffect.oracle.reply import RUBRICS
-    from pytest_tooleffect.scoring.judge import JudgeError
+    from pytest_tooleffect.scoring.judge import JudgeError, JudgeProviderError
 
     chosen = [r for r in rows if (split is None or r.split == split) and r.reply.strip()]
     if limit is not None and limit > 0 and len(chosen) > limit:
@@ -212,6 +218,8 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
         for r in chosen:
             try:
                 ok, why = judge(RUBRICS[kind], f"a reply that does this: {kind}", r.reply)
+            except JudgeProviderError:  # no answer: the measurement fails, it does not go on without it
+                raise
             except JudgeError as exc:  # an unreadable answer: counted apart, not a verdict
                 errors.append({"id": r.id, "kind": kind, "error": str(exc)[:200]})
                 continue
@@ -222,6 +230,9 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
                 disagreements.append({"id": r.id, "human": r.kind, "judge": "pass" if ok else "fail", "reason": why})
         fig = Figure(kind, table[1][1], table[0][1], table[1][0])
         kinds[kind] = {**_agreement(table), "figure": fig.to_dict(), "disagreements": disagreements}
+    if errors and not sum(map(sum, total)):
+        raise JudgeError(f"not one of the judge's {len(errors)} answers could be read; the first: "
+                         f"{errors[0]['id']} ({errors[0]['kind']}): {errors[0]['error']}")
     return {"model": getattr(judge, "model", "judge"), "n_replies": len(chosen), "kinds": kinds,
             "all": _agreement(total), "errors": errors}
 

@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.jsonl import json_lines
 
 __all__ = ["CLAIMS", "KINDS", "AgreementReport", "Call", "FieldAgreement", "Label", "Reply", "ReplySetError",
@@ -30,7 +31,15 @@ SUPPORTED = (True, False)
 
 
 class ReplySetError(ValueError):
-    """A reply set file that is not as the guide has it; the message names the file, line, id and field."""
+    """A reply set file that is not as the guide has it; the message names the file, line, id and field.
+
+    The message is shown as every output shows text from a data file
+    (:func:`pytest_tooleffect.util.display.shown`): an id or a path holding control characters
+    reaches the terminal as visible escapes, on one line.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(shown(message))
 
 
 class Call(BaseModel):

@@ -114,7 +114,9 @@ class SequentialSection(Part):
         out = [f"order: {o.order}" + (f" ({', '.join(f'{n} {t}' for t, n in o.tiers.items())}; {o.moved} items "
                                       "moved)" if o.order != "collection" else "")]
         for b in self.blocks:
-            line = (f"{b.family}/{b.policy}: {b.verdict.upper().replace('_', ' ')} — {b.why}: {b.regressions} "
+            head = b.verdict.upper().replace("_", " ")
+            said = b.why if b.why.startswith(head) else f"{head} — {b.why}"  # a why that opens with it: once
+            line = (f"{b.family}/{b.policy}: {said}: {b.regressions} "
                     f"regressions, {b.improvements} improvements in {b.pairs} pairs (alpha {b.alpha:g}, margin "
                     f"{_pts(b.margin)}, effect {_pts(b.effect)})")
             if b.saved is not None:

@@ -65,6 +65,12 @@ class JudgeError(RuntimeError):
     """The judge's provider failed or answered without a readable verdict."""
 
 
+class JudgeProviderError(JudgeError):
+    """The judge's provider gave no answer at all (a connection refused, a timeout, an HTTP error):
+    a failure of the measurement, never an answer that could not be read.
+    """
+
+
 @dataclass
 class Judge:
     """Callable as ``judge(rubric, expected, got) -> (ok, reason)`` (the oracle's judge hook).
@@ -118,6 +124,10 @@ class Judge:
                 kwargs["api_key"] = found
         try:
             response = litellm.completion(**kwargs)
+        except Exception as exc:  # no answer at all: the provider (or the connection to it) failed
+            raise JudgeProviderError(redact(f"judge {self.model}: {type(exc).__name__}: "
+                                            f"{' '.join(str(exc).split())[:300]}")) from exc
+        try:
             text = response.choices[0].message.content or ""
             doc = json.loads(text)
             if doc.get("verdict") not in ("pass", "fail"):
