@@ -41,6 +41,14 @@ def _quota(text: str) -> dict[str, int]:
         raise argparse.ArgumentTypeError(f"quota is BUCKET=N,BUCKET=N (got {text!r})") from exc
 
 
+def _judge_outputs(p: argparse.ArgumentParser, out: str) -> None:
+    """The options a judge's calibration command shares: its endpoint, its verdict cache, its output."""
+    p.add_argument("--api-base", default=None)
+    p.add_argument("--cache", default=None, help="folder for cached verdicts (default: none)")
+    p.add_argument("--out", default=out)
+    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tooleffect`` command line."""
     parser = argparse.ArgumentParser(prog="tooleffect", description=__doc__)
@@ -140,10 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("calibrate-judge", help="Cohen's kappa of an LLM judge against hand-labelled free-text pairs")
     p.add_argument("pairs", help="JSONL: {id, rubric, expected, got, human: pass|fail}")
     p.add_argument("--judge-model", required=True)
-    p.add_argument("--api-base", default=None)
-    p.add_argument("--cache", default=None, help="folder for cached verdicts (default: none)")
-    p.add_argument("--out", default="reports/judge-calibration.json")
-    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
+    _judge_outputs(p, "reports/judge-calibration.json")
     p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser("calibrate-replies", help="precision and recall of the reply checks (reply kinds, phantom "
                        "actions) on a labelled reply set; with --judge-model, the judge's Cohen's kappa")
@@ -158,10 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="cap on the tokens of one judge answer (a small model may not stop); a cut answer is "
                         "counted apart as unreadable")
     p.add_argument("--judge-timeout", type=float, default=60.0, help="seconds per judge request (default 60)")
-    p.add_argument("--api-base", default=None)
-    p.add_argument("--cache", default=None, help="folder for cached verdicts (default: none)")
-    p.add_argument("--out", default="reports/reply-calibration.json")
-    p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
+    _judge_outputs(p, "reports/reply-calibration.json")
     p.set_defaults(func=cmd_calibrate_replies)
     p = sub.add_parser("sandbox", help="build the sandbox image (locally, never pulled), list or clean containers, "
                        "probe an MCP family's hints")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +167,14 @@ def shipped_run_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     holding its page (``report.html``), JSON report (``report.json``), record log (``records.jsonl``),
     ``stdout.txt``, ``stderr.txt`` and ``returncode``.  The tests only read it."""
     return once_per_session(tmp_path_factory, "shipped-run", _run_the_shipped_families)
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A redis-server of its own on 127.0.0.1 (no persistence), for the module that asks."""
+    from tests.test_redis_limit import start_redis
+
+    proc, url = start_redis(tmp_path_factory.mktemp("redis"))
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)

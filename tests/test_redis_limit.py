@@ -13,7 +13,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -85,15 +84,6 @@ def start_redis(work: Path, password: str | None = None) -> tuple[subprocess.Pop
     finally:
         client.close()
     return proc, f"redis://{f':{password}@' if password is not None else ''}127.0.0.1:{port}/0"
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A redis-server of its own on 127.0.0.1 (no persistence), for this module."""
-    proc, url = start_redis(tmp_path_factory.mktemp("redis"))
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 def _max_in_window(times: list[float], window: float) -> int:

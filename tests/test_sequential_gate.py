@@ -8,7 +8,6 @@ import multiprocessing
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -213,17 +212,6 @@ def test_without_a_baseline_the_sequential_gate_is_not_judged_and_nothing_is_ski
 
 
 # ------------------------------------------------------------------------------ shards, through Redis
-
-
-@pytest.fixture(scope="module")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A redis-server of its own on 127.0.0.1 (no persistence), for this module."""
-    from tests.test_redis_limit import start_redis
-
-    proc, url = start_redis(tmp_path_factory.mktemp("redis"))
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
 
 
 def test_two_shards_at_once_share_one_tally_in_redis_and_both_stop(pytester: pytest.Pytester, redis_url: str) -> None:
