@@ -129,7 +129,7 @@ def test_tooleffect_plan_names_an_unreadable_run(tmp_path: Path, capsys: pytest.
 
 def test_a_repeat_that_is_the_baselines_own_run_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # the same run compared with itself measures a discordance of 0: planned as for a deterministic agent
-    from tests.test_records import _record
+    from tests.test_records import shipped_record
 
     base = tmp_path / "baseline.json"
     base.write_text(_run({f"c{i}": [True, i % 10 != 0] for i in range(100)}).dumps(), encoding="utf-8")
@@ -140,7 +140,7 @@ def test_a_repeat_that_is_the_baselines_own_run_is_refused(tmp_path: Path, capsy
         assert "are the same run" in capsys.readouterr().err
     # a baseline and the record log it was saved from; two baselines saved from one log
     log = tmp_path / "run.jsonl"
-    log.write_text("".join(json.dumps(_record(i)) + "\n" for i in range(3)), encoding="utf-8")
+    log.write_text("".join(json.dumps(shipped_record(i)) + "\n" for i in range(3)), encoding="utf-8")
     saved, again = tmp_path / "saved.json", tmp_path / "again.json"
     for out in (saved, again):
         assert cli(["baseline", "save", str(log), "--out", str(out)]) == 0

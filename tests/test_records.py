@@ -55,7 +55,7 @@ def _shipped(family: str = "tau-airline") -> list[tuple[Case, dict[str, ToolSpec
     return out
 
 
-def _record(i: int = 0, **kw: Any) -> dict[str, Any]:
+def shipped_record(i: int = 0, **kw: Any) -> dict[str, Any]:
     case, tools, verdict = _shipped()[i]
     args: dict[str, Any] = {"family": "tau-airline", "case": case, "policy": "replay", "tools": tools,
                             "verdict": verdict, "extra": {"model": None, "trial": 1}}
@@ -95,7 +95,7 @@ SANDBOX_EXTRA = {
 ], ids=["replay", "live", "agent", "sandbox", "provider-error", "sandbox-error", "oracle-error", "bare"])
 def test_a_record_has_exactly_the_keys_of_its_outcome(kw: dict[str, Any], keys: list[str]) -> None:
     assert reply_due(_shipped()[0][0]) is not None
-    rec = _record(**kw)
+    rec = shipped_record(**kw)
     assert list(rec) == keys
     assert rec["outcome"] == ("error" if "error" in kw else "scored")
     assert set(rec["cost"]) == {"input_tokens", "output_tokens", "latency_ms", "cost_usd"}
@@ -115,31 +115,31 @@ def test_a_sandboxed_steps_text_is_cut_as_the_reply_is() -> None:
 
     text = "I will keep calling the tool. " * 500  # 15,000 characters
     steps = [{**SANDBOX_EXTRA["steps"][0], "text": text}, {**SANDBOX_EXTRA["steps"][0], "step": 2, "text": "Done."}]
-    rec = _record(extra={"model": None, "trial": 1, **SANDBOX_EXTRA, "steps": steps})
+    rec = shipped_record(extra={"model": None, "trial": 1, **SANDBOX_EXTRA, "steps": steps})
     assert [s["text"] for s in rec["steps"]] == [text[:REPLY_TEXT_LIMIT] + " … (15,000 characters, cut)", "Done."]
     jsonschema.validate(rec, record_schema())
 
 
 def test_a_record_whose_label_asks_no_reply_kind_has_no_reply_due() -> None:
     i = next(i for i, (case, _, _) in enumerate(_shipped()) if reply_due(case) is None)
-    rec = _record(i)
+    rec = shipped_record(i)
     assert "reply_due" not in rec
     assert list(rec) == [k for k in BASE_KEYS if k != "reply_due"] + ["model", "trial"]
 
 
 def test_an_agent_traceback_is_kept_and_absent_otherwise() -> None:
     error = {"type": "AgentError", "message": "boom", "traceback": "Traceback (most recent call last): ..."}
-    assert _record(verdict=None, error=error)["error"] == error
-    assert "traceback" not in _record(verdict=None, error={"type": "Timeout", "message": "t"})["error"]
+    assert shipped_record(verdict=None, error=error)["error"] == error
+    assert "traceback" not in shipped_record(verdict=None, error={"type": "Timeout", "message": "t"})["error"]
 
 
 def test_build_record_takes_one_outcome() -> None:
     with pytest.raises(ValueError, match="exactly one"):
-        _record(error={"type": "Timeout", "message": "t"})
+        shipped_record(error={"type": "Timeout", "message": "t"})
     with pytest.raises(ValueError, match="exactly one"):
-        _record(verdict=None)
+        shipped_record(verdict=None)
     with pytest.raises(ValueError, match="rate_wait_ms"):
-        _record(extra={"model": None, "trial": 1, "rate_wait_ms": "soon"})
+        shipped_record(extra={"model": None, "trial": 1, "rate_wait_ms": "soon"})
 
 
 def test_record_id_under_repeats() -> None:
@@ -147,14 +147,14 @@ def test_record_id_under_repeats() -> None:
     assert record_id("fam", "c-1", "gpt", 1, 3) == "fam/c-1[gpt:1]"
     assert record_id("fam", "c-1", "gpt", 3, 3) == "fam/c-1[gpt:3]"
     case = _shipped()[0][0]
-    assert _record()["id"] == f"tau-airline/{case.id}[replay]"
+    assert shipped_record()["id"] == f"tau-airline/{case.id}[replay]"
     # trial 1 of a repeated run carries its trial, as the test item's name does
-    assert _record(repeats=3)["id"] == f"tau-airline/{case.id}[replay:1]"
-    assert _record(repeats=3, extra={"model": None, "trial": 2})["id"] == f"tau-airline/{case.id}[replay:2]"
+    assert shipped_record(repeats=3)["id"] == f"tau-airline/{case.id}[replay:1]"
+    assert shipped_record(repeats=3, extra={"model": None, "trial": 2})["id"] == f"tau-airline/{case.id}[replay:2]"
 
 
 def test_keys_a_hook_adds_survive_a_round_trip() -> None:
-    rec = _record()
+    rec = shipped_record()
     rec["team"] = {"owner": "ana"}
     rec["verdict"]["note"] = "seen"
     again = Record.model_validate(json.loads(json.dumps(rec))).to_json()
@@ -162,7 +162,7 @@ def test_keys_a_hook_adds_survive_a_round_trip() -> None:
 
 
 def test_a_record_of_the_old_vocabulary_reads_as_the_new() -> None:
-    rec = _record()
+    rec = shipped_record()
     v = rec["verdict"]
     rec["verdict"] = {"tool_ok": v["name_ok"], "args_ok": v["name_args_ok"],
                       **{k: x for k, x in v.items() if k not in ("name_ok", "name_args_ok")}}
@@ -170,7 +170,7 @@ def test_a_record_of_the_old_vocabulary_reads_as_the_new() -> None:
 
 
 def test_load_records_names_the_line_and_the_field(tmp_path: Path) -> None:
-    good = _record()
+    good = shipped_record()
     log = tmp_path / "r.jsonl"
     bad = {k: v for k, v in good.items() if k != "label_hash"}
     log.write_text(json.dumps(good) + "\n\n" + json.dumps(bad) + "\n")
@@ -185,7 +185,7 @@ def test_load_records_names_the_line_and_the_field(tmp_path: Path) -> None:
 
 def test_report_command_rejects_a_record_naming_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "r.jsonl"
-    log.write_text(json.dumps(_record()) + "\n" + json.dumps({"family": "x"}) + "\n")
+    log.write_text(json.dumps(shipped_record()) + "\n" + json.dumps({"family": "x"}) + "\n")
     assert main(["report", str(log), "--cases", str(tmp_path)]) == 2
     assert "r.jsonl: line 2 is not a tooleffect record (" in capsys.readouterr().err
 
@@ -199,10 +199,10 @@ def test_schema_command_prints_the_generated_schema(what: str, capsys: pytest.Ca
 
 
 def test_report_round_trip_from_records_and_from_models() -> None:
-    recs = [_record(i) for i in range(len(_shipped()))]
-    recs += [_record(0, policy="gpt", extra={"model": "openai/gpt", "trial": 1},
+    recs = [shipped_record(i) for i in range(len(_shipped()))]
+    recs += [shipped_record(0, policy="gpt", extra={"model": "openai/gpt", "trial": 1},
                      cost={"input_tokens": 900, "output_tokens": 12, "latency_ms": 410.5, "cost_usd": 0.0021}),
-             _record(1, policy="gpt", verdict=None, error={"type": "Timeout", "message": "t"},
+             shipped_record(1, policy="gpt", verdict=None, error={"type": "Timeout", "message": "t"},
                      extra={"model": "openai/gpt", "trial": 1})]
     meta = {"tau-airline": load_family(REPO / "cases" / "tau-airline").meta}
     report = summarise(recs, meta)
@@ -216,7 +216,7 @@ def test_report_round_trip_from_records_and_from_models() -> None:
 
 
 def test_the_schema_refuses_what_is_not_a_report() -> None:
-    data = summarise([_record(i) for i in range(3)]).to_json()
+    data = summarise([shipped_record(i) for i in range(3)]).to_json()
     validator = schema_validator(report_schema())
     validator.validate(data)
     for broken in ({**data, "status": "done"},
@@ -281,7 +281,7 @@ def test_with_two_null_actions_reply_due_is_the_first_and_the_verdict_names_the_
         {"valid_actions": [{"tool": None, "reply": k} for k in kinds]})})
     assert case.label is not None
     verdict = score({"content": text}, case.label, list(tools.values()))
-    rec = _record(case=case, verdict=verdict)
+    rec = shipped_record(case=case, verdict=verdict)
     assert rec["reply_due"] == kinds[0]
     assert rec["verdict"]["kind"] == "ok_no_tool" and rec["no_tool_failure"] is None
     assert rec["verdict"]["matched"] == {"tool": None, "reply": kinds[1]}

@@ -78,6 +78,7 @@ async def _list(client: Any) -> tuple[list[dict[str, Any]], int]:
     tools: list[dict[str, Any]] = []
     cursor: str | None = None
     seen: set[str] = set()
+    require("mcp", IMPORT_MCP)
     from mcp import types
     from pydantic import TypeAdapter
 
