@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from pytest_tooleffect.formats import Policy
-from pytest_tooleffect.perturb_format import PerturbationSpec
-from pytest_tooleffect.policy_format import PolicyName, ShowableName
+from pytest_tooleffect.formats.perturb import PerturbationSpec
+from pytest_tooleffect.formats.policy import PolicyName, ShowableName
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",
@@ -211,8 +211,8 @@ def _perturbation(text: str) -> PerturbationSpec:
 
 def _showable_name(name: str, value: str, what: str, policy: bool = False) -> str:
     """``name`` when it may be shown in test ids and on the terminal (as a family's or a policy's
-    name: :data:`~pytest_tooleffect.policy_format.ShowableName`; with ``policy``, a
-    :data:`~pytest_tooleffect.policy_format.PolicyName`, which holds no ``+`` either).
+    name: :data:`~pytest_tooleffect.formats.policy.ShowableName`; with ``policy``, a
+    :data:`~pytest_tooleffect.formats.policy.PolicyName`, which holds no ``+`` either).
 
     Raises:
         argparse.ArgumentTypeError: it holds a control character or a bidirectional override (the

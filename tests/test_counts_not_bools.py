@@ -14,8 +14,8 @@ from pydantic import ValidationError
 from pytest_tooleffect.collect.family import FamilyError, load_family
 from pytest_tooleffect.data.authored import Placement as AuthoredPlacement
 from pytest_tooleffect.formats import Family, Fault, Placement, Policy, Source
-from pytest_tooleffect.mcp_format import McpWorld, SetupStep
-from pytest_tooleffect.perturb_format import PerturbationSpec
+from pytest_tooleffect.formats.mcp import McpWorld, SetupStep
+from pytest_tooleffect.formats.perturb import PerturbationSpec
 
 FAMILY: dict[str, Any] = {"name": "demo"}
 PLACEMENT: dict[str, Any] = {"step": 0, "run_length": 2, "bucket": "first"}

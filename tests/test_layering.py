@@ -289,8 +289,7 @@ def test_a_component_with_too_many_cycles_is_summarized(tmp_path: Path) -> None:
 #: Top-level modules are stages of their own: the shared vocabulary low, the entry points last.
 STAGES: tuple[frozenset[str], ...] = (
     frozenset({"compat", "util"}),  # pytest's private names; helpers with no import of the plugin
-    frozenset({"formats", "policy_format", "mcp_format", "perturb_format"}),  # the case, family, policy, MCP and
-    # perturbation formats: every stage reads them
+    frozenset({"formats"}),  # the case, family, policy, MCP and perturbation formats: every stage reads them
     frozenset({"oracle"}),  # pure scoring
     frozenset({"sandbox"}),  # sandbox providers and worlds
     frozenset({"options", "settings", "price_file", "outcomes", "wire"}),  # the run's configuration and outcomes

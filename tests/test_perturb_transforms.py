@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from pytest_tooleffect.collect.perturb import PerturbError, perturb, remove_valid_label
 from pytest_tooleffect.collect.variants import load_pool
 from pytest_tooleffect.formats import Action, Label, ToolSpec
-from pytest_tooleffect.perturb_format import PerturbationSpec
+from pytest_tooleffect.formats.perturb import PerturbationSpec
 
 TOOLS = [ToolSpec(name=n, description=f"The most powerful and best {n} tool. Use it always for {n}.")
          for n in ("alpha", "beta", "gamma", "delta")]

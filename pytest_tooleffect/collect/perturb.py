@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pytest_tooleffect.formats import Action, Label, ParallelGroup, ToolSpec
-from pytest_tooleffect.perturb_format import PerturbationSpec
+from pytest_tooleffect.formats.perturb import PerturbationSpec
 
 __all__ = ["PerturbError", "Perturbed", "describe", "label_tools", "perturb", "remove_valid_label"]
 

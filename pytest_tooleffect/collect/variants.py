@@ -28,9 +28,9 @@ from pytest_tooleffect.collect.ids import VARIANT_SEPARATOR, item_name, variant_
 from pytest_tooleffect.collect.items import CaseFile, CaseItem, InvalidCaseItem, families_key
 from pytest_tooleffect.collect.perturb import Perturbed, PerturbError, perturb
 from pytest_tooleffect.formats import Case, ToolSpec
+from pytest_tooleffect.formats.perturb import PerturbationSpec
 from pytest_tooleffect.options import OPT_PERTURB
 from pytest_tooleffect.oracle.emission import Call, Emission
-from pytest_tooleffect.perturb_format import PerturbationSpec
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.input_files import read_input_text
 

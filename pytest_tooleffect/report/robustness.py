@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from pytest_tooleffect.perturb_format import KINDS
+from pytest_tooleffect.formats.perturb import KINDS
 from pytest_tooleffect.report.arithmetic import CLASSES, mcnemar_exact, percent
 from pytest_tooleffect.report.parts import Count, Part, Pct
 from pytest_tooleffect.report.store import RecordStore

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_tooleffect.mcp_format import McpWorld
+from pytest_tooleffect.formats.mcp import McpWorld
 from pytest_tooleffect.sandbox.environment import SandboxProvider, World
 from pytest_tooleffect.sandbox.mcp_hints import AnnotationViolation, effective_hints, violations
 from pytest_tooleffect.sandbox.mcp_world import MCP_WORLD, world_rows

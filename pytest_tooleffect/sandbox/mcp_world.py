@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_tooleffect.mcp_format import McpWorld
+from pytest_tooleffect.formats.mcp import McpWorld
 
 __all__ = ["FAULT_MARK", "MCP_WORLD", "STDERR_LIMIT", "world_rows"]
 

@@ -31,7 +31,7 @@ import yaml
 
 from pytest_tooleffect.collect.family import FAMILY_FILE, written_by, yaml_load
 from pytest_tooleffect.formats import McpServerInfo, McpSource, ToolSpec
-from pytest_tooleffect.mcp_format import HINT_CLASSES
+from pytest_tooleffect.formats.mcp import HINT_CLASSES
 from pytest_tooleffect.oracle.hints import hint_class
 from pytest_tooleffect.oracle.names import name_map
 from pytest_tooleffect.util.display import shown

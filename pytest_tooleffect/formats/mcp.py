@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from pytest_tooleffect.policy_format import Amount, Count
+from pytest_tooleffect.formats.policy import Amount, Count
 
 __all__ = ["HINT_CLASSES", "AnnotationPolicy", "HintWeights", "McpServerInfo", "McpSource", "McpWorld", "ProbeCall",
            "SetupStep"]

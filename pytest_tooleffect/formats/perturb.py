@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pytest_tooleffect.policy_format import Count, ShowableName
+from pytest_tooleffect.formats.policy import Count, ShowableName
 
 __all__ = ["DESCRIBE_RULES", "KINDS", "PerturbationSpec", "parse_perturbation"]
 

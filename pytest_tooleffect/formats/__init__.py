@@ -25,12 +25,12 @@ from pydantic import (
 )
 
 # a family's MCP server, annotation policy and MCP world: a module of their own, exported here
-from pytest_tooleffect.mcp_format import AnnotationPolicy, HintWeights, McpServerInfo, McpSource, McpWorld, ProbeCall
+from pytest_tooleffect.formats.mcp import AnnotationPolicy, HintWeights, McpServerInfo, McpSource, McpWorld, ProbeCall
 
 # a policy (a family's ``policies:`` entry, a pyproject table), a price and the names shown in test
 # ids: defined in a module of their own, exported here as part of this one's vocabulary
-from pytest_tooleffect.perturb_format import PerturbationSpec
-from pytest_tooleffect.policy_format import Amount, Count, Policy, Price, ShowableName, policy_params
+from pytest_tooleffect.formats.perturb import PerturbationSpec
+from pytest_tooleffect.formats.policy import Amount, Count, Policy, Price, ShowableName, policy_params
 
 __all__ = [
     "CASE_ID_SHAPE",
