@@ -114,9 +114,9 @@ def test_a_read_only_tool_that_writes_is_the_servers_violation_not_the_agents_fa
     ("crash", LIAR, "crash", "liar: fatal: the note store is corrupt"),
     ("hang", LIAR, "hang", None),
     ("grow", LIAR, "tools_changed", None),
-    ("count", [sys.executable, str(FIXTURES / "mcp_raw_server.py"), "malformed"], "malformed",
+    ("count", [sys.executable, str(FIXTURES / "mcp_hostile_server.py"), "malformed"], "malformed",
      "raw: answering garbage"),
-    ("count", [sys.executable, str(FIXTURES / "mcp_raw_server.py"), "bad_output"], "output_schema", None),
+    ("count", [sys.executable, str(FIXTURES / "mcp_hostile_server.py"), "bad_output"], "output_schema", None),
 ])
 def test_a_failing_server_is_an_error_with_its_stderr_never_a_verdict(
         pytester: pytest.Pytester, tool: str, command: list[str], kind: str, stderr: str | None) -> None:
@@ -143,7 +143,7 @@ def test_a_failing_server_is_an_error_with_its_stderr_never_a_verdict(
 def test_a_call_the_server_refuses_is_the_agents_answer_to_read_not_a_fault(pytester: pytest.Pytester) -> None:
     case = _case("bad-args-01", [("count", {})])
     case["recorded"] = {"tool_calls": [{"name": "count", "arguments": '{"verbose": true}'}]}  # an invented argument
-    _family(pytester, [sys.executable, str(FIXTURES / "mcp_raw_server.py"), "bad_output"], [case])
+    _family(pytester, [sys.executable, str(FIXTURES / "mcp_hostile_server.py"), "bad_output"], [case])
     result = pytester.runpytest("cases/", "-p", "no:cacheprovider", OPT_SANDBOX, "local", OPT_RECORDS, "rec.jsonl")
     result.assert_outcomes(failed=1)  # the agent's wrong call, scored: the server's refusal is its answer
     rec = _records(pytester.path / "rec.jsonl")["bad-args-01"]
