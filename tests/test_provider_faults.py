@@ -194,7 +194,7 @@ def test_a_policy_key_is_sent_and_redacted_from_every_output(pytester: pytest.Py
             f"policies:\n  - name: gateway\n    model: openai/gateway-model\n    api_base: {srv.base_url}\n"
             "    api_key_env: TOOLEFFECT_TEST_GATEWAY\n"))
         result = pytester.runpytest("cases/", *(["-n", str(workers)] if workers else []),
-                                    f"{OPT_POLICY}=gateway", f"{OPT_RETRIES}=1", f"{OPT_TIMEOUT}=5",
+                                    f"{OPT_POLICY}=gateway", f"{OPT_RETRIES}=1", f"{OPT_TIMEOUT}=30",
                                     f"{OPT_REPORT}=out/r.json", f"{OPT_SUMMARY_MD}=out/r.md", f"{OPT_HTML}=out/r.html",
                                     f"{OPT_CACHE}=readwrite", "--junitxml=out/junit.xml", "--json-report",
                                     "--json-report-file=out/j.json", "-rA")
