@@ -148,13 +148,15 @@ class TermAsInterrupt:
 
     def close(self) -> None:
         """Called at ``pytest_unconfigure``: the previous handlers are put back now, or (built with
-        a config) by the config's last cleanup, after pytest's own."""
+        a config) by the config's last cleanup, after pytest's own.
+        """
         if not self._restored_by_cleanup:
             self.restore()
 
     def restore(self) -> None:
         """Put the previous handlers back; a signal noted while the run finished makes the exit
-        status 2.  Idempotent."""
+        status 2.  Idempotent.
+        """
         if self._int_installed:
             signal.signal(signal.SIGINT, self._int_previous)
             self._int_installed = False

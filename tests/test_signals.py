@@ -189,6 +189,12 @@ def pytest_unconfigure(config):
 '''
 
 
+def _sigint_default() -> None:
+    """In the child: SIGINT's default action, as a shell's foreground job has it (a background job of a
+    shell without job control, as this suite may be, starts with SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("at", ["finish", "summary", "unconfigure", "run,finish"])
 def test_ctrl_c_while_the_run_finishes_is_one_line_not_a_traceback(pytester: pytest.Pytester, at: str) -> None:
     """A Ctrl-C that lands while the run finishes (the controller's ``pytest_sessionfinish`` with the
@@ -205,7 +211,8 @@ def test_ctrl_c_while_the_run_finishes_is_one_line_not_a_traceback(pytester: pyt
         [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "-n", "2", "cases/",
          OPT_RECORDS, "rec.jsonl", OPT_REPORT, "report.json"],
         cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
-        env=dict(os.environ, SIGNAL_AT=at), start_new_session=True)  # its own process group, as a shell's job
+        env=dict(os.environ, SIGNAL_AT=at), start_new_session=True,  # its own process group, as a shell's job
+        preexec_fn=_sigint_default)
     out = proc.stdout
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-4000:]
     assert "Traceback" not in out and "INTERNALERROR" not in out, out[-4000:]
@@ -235,7 +242,7 @@ def test_three_ctrl_c_while_the_run_finishes_stop_it_at_once() -> None:
             "time.sleep(5)\n"
             "print('not reached', flush=True)\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                          cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+                          cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), preexec_fn=_sigint_default)
     assert proc.returncode == -signal.SIGINT, (proc.stdout, proc.stderr)
     assert proc.stdout == "still finishing ['SIGINT', 'SIGINT']\n"
     assert "Traceback" not in proc.stderr
