@@ -152,7 +152,7 @@ def test_an_interrupt_in_a_frame_without_a_line_number_is_reported_not_an_intern
     assert "KeyboardInterrupt: signal SIGTERM" in str(excinfo.getrepr(funcargs=True))
 
 
-#: a conftest that sends SIGINT where ``SIGNAL_AT`` says: ``run`` (a worker's third item, to the whole
+#: a conftest that sends SIGINT where ``SIGNAL_AT`` says: ``run`` (the first worker's third item, to the whole
 #: process group: the terminal's Ctrl-C), then ``finish`` / ``summary`` / ``unconfigure`` (the controller's
 #: ``pytest_sessionfinish``, terminal summary, ``pytest_unconfigure``: a Ctrl-C landing while the run
 #: finishes, where pytest no longer handles ``KeyboardInterrupt``)
@@ -172,7 +172,11 @@ def _ctrl_c(config, point):
 
 def pytest_runtest_call(item):
     _items.append(item)
-    if "run" in _AT and len(_items) == 3 and _os.environ.get("PYTEST_XDIST_WORKER") == "gw0":
+    if "run" in _AT and len(_items) == 3:
+        try:  # the first worker at its third item, once
+            _os.close(_os.open("ctrl-c-sent", _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY))
+        except FileExistsError:
+            return
         _os.killpg(_os.getpgid(0), _signal.SIGINT)
 
 
