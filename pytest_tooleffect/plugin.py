@@ -80,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     sequential = (SequentialGate(config, baseline.baseline if baseline is not None else None)
                   if sequential_on(gates_of(settings)) else None)
     plugins: dict[str, Any] = {
-        "tooleffect-signals": TermAsInterrupt(),  # SIGTERM ends the run as Ctrl-C does
+        "tooleffect-signals": TermAsInterrupt(config),  # SIGTERM ends the run as Ctrl-C does; no signal cuts its finish
         "tooleffect-collector": CaseCollector(config),
         "tooleffect-perturber": Perturber(config),  # perturbed-catalog variants beside each case
         "tooleffect-sandboxes": Sandboxes(config),

@@ -141,3 +141,32 @@ def test_a_family_without_hints_has_no_needless_section_and_its_gates_are_not_ju
     assert [line for line in result.outlines if line.startswith("gate ")] == [
         "gate minigit/replay destructive unneeded <= 0: NOT JUDGED (no no-tool rows graded by MCP hints (the "
         "family has no mcp: or annotations:))"]
+
+
+def test_a_recorded_call_under_the_servers_own_name_scores_as_the_familys_tool(pytester: pytest.Pytester) -> None:
+    """A trace recorded against the MCP server itself calls ``notes.add``, which the import renamed
+    ``notes_add`` (``mcp_name: notes.add``): the replayed call is the family's tool, scored on its
+    arguments, not a hallucinated tool."""
+    params = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    family = {**FAMILY, "annotations": {"confirm_destructive": False},
+              "tools": [{"name": "notes_add", "mcp_name": "notes.add", "parameters": params,
+                         "annotations": {"readOnlyHint": False, "destructiveHint": False}}]}
+    add = [{"tool": "notes_add", "args": {"text": "milk"}}]
+    cases = [{**_case(cid, valid, None), "recorded": {"tool_calls": [{"name": name, "arguments": args}]}}
+             for cid, valid, name, args in [("by-server-name", add, "notes.add", '{"text": "milk"}'),
+                                            ("by-family-name", add, "notes_add", '{"text": "milk"}'),
+                                            ("wrong-args", add, "notes.add", '{"text": "eggs"}'),
+                                            ("needless", [{"tool": None}], "notes.add", '{"text": "milk"}')]]
+    fam = pytester.path / "cases" / "notes"
+    fam.mkdir(parents=True)
+    (fam / "family.yaml").write_text(yaml.safe_dump(family))
+    (fam / "cases.jsonl").write_text("".join(json.dumps(c) + "\n" for c in cases))
+    pytester.runpytest("cases/", "--tooleffect-records=records.jsonl")
+    records = {json.loads(line)["case_id"]: json.loads(line)
+               for line in (pytester.path / "records.jsonl").read_text().splitlines()}
+    kinds = {cid: r["verdict"]["kind"] for cid, r in records.items()}
+    assert kinds == {"by-server-name": "ok", "by-family-name": "ok", "wrong-args": "right_tool_wrong_args",
+                     "needless": "tool_when_none_needed"}, kinds
+    assert not any(r["verdict"].get("hallucinated") for r in records.values())
+    assert records["by-server-name"]["verdict"]["emitted"] == records["by-family-name"]["verdict"]["emitted"] == [
+        {"tool": "notes_add", "args": {"text": "milk"}}]

@@ -199,6 +199,38 @@ def test_import_again_keeps_the_policy_and_refuses_a_hand_written_folder(
     assert status == 2 and "--force" in err and (hand / "family.yaml").read_text() == "name: hand\n"
 
 
+def test_import_again_keeps_the_users_comments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A user's comments in family.yaml (at the top, beside a key, inside the mcp: block, between
+    keys) survive a re-import; the import's own header is written anew, once."""
+    out = tmp_path / "t"
+    argv = ["--out", str(out), "--", sys.executable, "-m", "mcp_server_time"]
+    assert _import(capsys, *argv)[0] == 0
+    first = (out / "family.yaml").read_text()
+    header = [line for line in first.splitlines() if line.startswith("#")]
+    assert header and first.startswith("# Written by `tooleffect import mcp`")
+    edited = first.replace("\nname: ", "\n# our team's time tools, reviewed 2026-11\nname: ", 1)
+    edited = edited.replace("\nmcp:\n", "\nsystem_prompt: Be brief.  # shorter than the default\n"
+                            "# the server as we run it in CI\nmcp:\n", 1)
+    edited = edited.replace("  transport: stdio\n", "  transport: stdio  # no HTTP server in CI\n", 1)
+    edited += ("# destructive tools need the user's yes\nannotations:\n"
+               "  confirm_destructive: true  # agreed with security\n")
+    (out / "family.yaml").write_text(edited)
+    assert _import(capsys, *argv)[0] == 0
+    again = (out / "family.yaml").read_text()
+    for comment in ("# our team's time tools, reviewed 2026-11\n", "  # shorter than the default\n",
+                    "# the server as we run it in CI\nmcp:\n", "transport: stdio  # no HTTP server in CI\n",
+                    "# destructive tools need the user's yes\nannotations:\n",
+                    "confirm_destructive: true  # agreed with security\n"):
+        assert again.count(comment) == 1, (comment, again)
+    assert [line for line in again.splitlines() if line.startswith("# Written by")] == header[:1]
+    assert again.startswith("# Written by `tooleffect import mcp`")  # still this import's: it may run again
+    family = _family(out)
+    assert family["annotations"] == {"confirm_destructive": True} and family["system_prompt"] == "Be brief."
+    assert family["mcp"]["command"] == [sys.executable, "-m", "mcp_server_time"]
+    assert family["tools_file"] == "tools.json" and load_family(out).family.name == "t"
+    assert _import(capsys, *argv)[0] == 0 and (out / "family.yaml").read_text() == again  # a fixed point
+
+
 CASE = {"id": "c1", "placement": {"step": 0, "run_length": 1, "bucket": "first"},
         "messages": [{"role": "user", "content": "What time is it in Paris?"}], "source": "authored",
         "label": {"valid_actions": [{"tool": "get_current_time", "args": {"timezone": "Europe/Paris"}}]}}

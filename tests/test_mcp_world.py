@@ -110,6 +110,26 @@ def test_a_read_only_tool_that_writes_is_the_servers_violation_not_the_agents_fa
     assert "<td><code>peek_note</code></td><td>readOnlyHint, idempotentHint</td>" in html
 
 
+def test_a_renamed_tool_is_called_on_the_server_under_the_servers_name(pytester: pytest.Pytester) -> None:
+    """A tool the import renamed (``name: notes_read``, ``mcp_name: read_note``): the agent's call,
+    under either name, runs on the server as ``read_note``, and is scored as ``notes_read``."""
+    _family(pytester, LIAR, [])
+    tools = [{**t, "name": "notes_read", "mcp_name": "read_note"} if t["name"] == "read_note" else t for t in TOOLS]
+    (pytester.path / "cases" / "notes" / "tools.json").write_text(json.dumps(tools))
+    cases = []
+    for cid, called in (("family-name", "notes_read"), ("server-name", "read_note")):
+        case = _case(cid, [("notes_read", {"name": "a.txt"})])
+        case["recorded"] = {"tool_calls": [{"name": called, "arguments": json.dumps({"name": "a.txt"})}]}
+        cases.append(case)
+    (pytester.path / "cases" / "notes" / "cases.yaml").write_text(yaml.safe_dump(cases))
+    result = pytester.runpytest("cases/", "-p", "no:cacheprovider", OPT_SANDBOX, "local", OPT_RECORDS, "rec.jsonl")
+    result.assert_outcomes(passed=2)
+    for rec in _records(pytester.path / "rec.jsonl").values():
+        [call] = rec["steps"][0]["calls"]
+        assert (call["name"], call["error"], call["content"]) == ("notes_read", False, "hello\nworld\n"), call
+        assert rec["verdict"]["kind"] == "ok" and not rec["verdict"].get("hallucinated")
+
+
 @pytest.mark.parametrize(("tool", "command", "kind", "stderr"), [
     ("crash", LIAR, "crash", "liar: fatal: the note store is corrupt"),
     ("hang", LIAR, "hang", None),

@@ -150,3 +150,104 @@ def test_an_interrupt_in_a_frame_without_a_line_number_is_reported_not_an_intern
     finally:
         handler.close()
     assert "KeyboardInterrupt: signal SIGTERM" in str(excinfo.getrepr(funcargs=True))
+
+
+#: a conftest that sends SIGINT where ``SIGNAL_AT`` says: ``run`` (the first worker's third item, to the whole
+#: process group: the terminal's Ctrl-C), then ``finish`` / ``summary`` / ``unconfigure`` (the controller's
+#: ``pytest_sessionfinish``, terminal summary, ``pytest_unconfigure``: a Ctrl-C landing while the run
+#: finishes, where pytest no longer handles ``KeyboardInterrupt``)
+CTRL_C_AT = '''
+
+import os as _os
+import signal as _signal
+
+_AT = set(_os.environ["SIGNAL_AT"].split(","))
+_items = []
+
+
+def _ctrl_c(config, point):
+    if point in _AT and not hasattr(config, "workerinput"):
+        _os.kill(_os.getpid(), _signal.SIGINT)
+
+
+def pytest_runtest_call(item):
+    _items.append(item)
+    if "run" in _AT and len(_items) == 3:
+        try:  # the first worker at its third item, once
+            _os.close(_os.open("ctrl-c-sent", _os.O_CREAT | _os.O_EXCL | _os.O_WRONLY))
+        except FileExistsError:
+            return
+        _os.killpg(_os.getpgid(0), _signal.SIGINT)
+
+
+def pytest_sessionfinish(session):
+    _ctrl_c(session.config, "finish")
+
+
+def pytest_terminal_summary(config):
+    _ctrl_c(config, "summary")
+
+
+def pytest_unconfigure(config):
+    _ctrl_c(config, "unconfigure")
+'''
+
+
+def _sigint_default() -> None:
+    """In the child: SIGINT's default action, as a shell's foreground job has it (a background job of a
+    shell without job control, as this suite may be, starts with SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize("at", ["finish", "summary", "unconfigure", "run,finish"])
+def test_ctrl_c_while_the_run_finishes_is_one_line_not_a_traceback(pytester: pytest.Pytester, at: str) -> None:
+    """A Ctrl-C that lands while the run finishes (the controller's ``pytest_sessionfinish`` with the
+    gates', the reporter's and the sandboxes' inside it, the terminal summary, ``pytest_unconfigure``;
+    after a first Ctrl-C mid-run too) at ``-n 2`` with gates set: no traceback, the report and the
+    cleanup finished, one line saying so, exit status 2.
+    """
+    _scheduling(pytester)
+    with open(pytester.path / "conftest.py", "a") as fh:
+        fh.write(CTRL_C_AT)
+    (pytester.path / "pyproject.toml").write_text('[tool.tooleffect.gates."*"]\nmax_regressions = 0\n'
+                                                  'min_pct.no_tool = { name = 10 }\n', encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-q", "-n", "2", "cases/",
+         OPT_RECORDS, "rec.jsonl", OPT_REPORT, "report.json"],
+        cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+        env=dict(os.environ, SIGNAL_AT=at), start_new_session=True,  # its own process group, as a shell's job
+        preexec_fn=_sigint_default)
+    out = proc.stdout
+    assert proc.returncode == pytest.ExitCode.INTERRUPTED, out[-4000:]
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out[-4000:]
+    assert "while the run finishes: its report and cleanup are finished first (exit status 2)" in out, out[-4000:]
+    report = json.loads((pytester.path / "report.json").read_text())
+    records = [json.loads(line) for line in _lines(pytester.path / "rec.jsonl")]  # every line whole
+    assert report["status"] == ("interrupted" if at.startswith("run") else "complete")
+    assert len(records) == (report["blocks"][0]["n_scored"] + report["blocks"][0]["n_errors"])
+    assert at.startswith("run") or len(records) == 49
+    assert "gates" in report
+    runs = {r["sandbox"]["run"] for r in records}
+    assert len(runs) == 1
+    assert _containers(runs.pop()) == []  # the sandboxes removed, the signal notwithstanding
+
+
+def test_three_ctrl_c_while_the_run_finishes_stop_it_at_once() -> None:
+    """The way out of a finish that hangs: the third SIGINT noted ends the process by SIGINT's default action."""
+    code = ("import os, signal, time\n"
+            "from pytest_tooleffect.signals import TermAsInterrupt\n"
+            "t = TermAsInterrupt()\n"
+            "t.shield()\n"
+            "for _ in range(2):\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "time.sleep(0.1)\n"
+            "print('still finishing', t.noted, flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGINT)\n"
+            "time.sleep(5)\n"
+            "print('not reached', flush=True)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), preexec_fn=_sigint_default)
+    assert proc.returncode == -signal.SIGINT, (proc.stdout, proc.stderr)
+    assert proc.stdout == "still finishing ['SIGINT', 'SIGINT']\n"
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.count("while the run finishes") == 1 and "stopped at once" in proc.stderr

@@ -35,7 +35,7 @@ from pytest_tooleffect.decide.stopping import stop_key, stopped
 from pytest_tooleffect.decide.turn_process import finish_preload
 from pytest_tooleffect.formats import Case, ToolSpec
 from pytest_tooleffect.options import INI_RATE_BACKEND, INI_RATE_FILE
-from pytest_tooleffect.oracle import Emission, parse_emission
+from pytest_tooleffect.oracle import Emission, parse_emission, tool_aliases
 from pytest_tooleffect.outcomes import NOTHING_TO_REPLAY, RATE_LIMITER_ERROR, Failure, NotScored
 from pytest_tooleffect.settings import Settings, settings_key
 from pytest_tooleffect.util.urls import without_password
@@ -531,7 +531,9 @@ def obtain_decision(item: CaseItem) -> Decision:
 
 def parse_turn(item: CaseItem, emitted: Any, offered: Sequence[ToolSpec]) -> Emission:
     """A turn's one parse: :func:`~pytest_tooleffect.oracle.parse_emission` of ``emitted``, against the
-    names of the tools ``offered`` at its state (a bare JSON call in the text names one of them).
+    names of the tools ``offered`` at its state (a bare JSON call in the text names one of them); a
+    call under an MCP tool's server name (``mcp_name``) is read as the family's tool
+    (:func:`~pytest_tooleffect.oracle.tool_aliases`).
 
     Every turn of an item is parsed here once; the sandbox runs the parsed calls and the oracle
     scores them.
@@ -542,7 +544,7 @@ def parse_turn(item: CaseItem, emitted: Any, offered: Sequence[ToolSpec]) -> Emi
         TypeError: a model's or a recorded turn is nothing the oracle reads.
     """
     try:
-        return parse_emission(emitted, offered=[t.name for t in offered])
+        return parse_emission(emitted, offered=[t.name for t in offered], aliases=tool_aliases(offered))
     except Exception as exc:  # an agent's turn is plain JSON data (agent.plain_decision) of a shape it is not
         if item.agent is None:
             raise

@@ -32,7 +32,7 @@ from pytest_tooleffect.sandbox.mcp_world import MCP_WORLD, world_rows
 from pytest_tooleffect.settings import settings_key
 
 __all__ = ["FAILING_FAULTS", "SandboxRun", "Sandboxes", "StepRun", "conversation_verdict", "execute", "judge_effect",
-           "recovery", "tooleffect_sandbox"]
+           "recovery", "server_names", "tooleffect_sandbox"]
 
 #: fault kinds after which the agent has something to recover from (``slow`` still answers)
 FAILING_FAULTS = ("status", "timeout", "malformed")
@@ -226,10 +226,11 @@ class SandboxRun:
     """The step limit in force (a conversation's: per user turn)."""
 
 
-def _execute(sandbox: Sandbox, emitted: Any, emission: Emission, step: int, cost: Mapping[str, Any]) -> StepRun:
+def _execute(sandbox: Sandbox, emitted: Any, emission: Emission, step: int, cost: Mapping[str, Any],
+             names: Mapping[str, str]) -> StepRun:
     run = StepRun(step, emitted, text=emission.text, cost=dict(cost))
     for call in emission.calls:
-        result = sandbox.call(call.name, dict(call.args))
+        result = sandbox.call(names.get(call.name, call.name), dict(call.args))
         run.calls.append({"name": call.name, "arguments": dict(call.args), "content": result.content,
                           "error": result.error, "fault": result.fault, "latency_ms": round(result.latency_ms, 3),
                           "executed": True, **({"mcp": dict(result.extras)} if result.extras else {})})
@@ -284,15 +285,16 @@ def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, emissi
     live = item.live  # a live item has a next turn; a replay has none
     limit = settings.rollout if live else 1
     spec = item.family.family.sandbox
+    names = server_names(item)
     by_conversation = spec is not None and spec.rollout == "conversation"
     if by_conversation and (item.case.conversation is None or limit <= 1):
         limit = 1  # a conversation family's other cases are decided teacher-forced
     try:
         before = sandbox.snapshot()
-        steps = [_execute(sandbox, emitted, emission, 1, cost)]
+        steps = [_execute(sandbox, emitted, emission, 1, cost, names)]
         if by_conversation and limit > 1 and next_turn is not None:
             after = sandbox.snapshot()  # the decision under test's own effect, as teacher-forced
-            turns, stopped = _play_conversation(sandbox, item, steps, next_turn, limit)
+            turns, stopped = _play_conversation(sandbox, item, steps, next_turn, limit, names)
         else:
             turns = None
             stopped = "replay" if not live else "no_tool"
@@ -303,9 +305,9 @@ def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, emissi
                     break
                 messages += _history(steps[-1])
                 turn_emitted, turn_emission, turn_cost = next_turn(item.case.model_copy(update={"messages": messages}))
-                steps.append(_execute(sandbox, turn_emitted, turn_emission, len(steps) + 1, turn_cost))
+                steps.append(_execute(sandbox, turn_emitted, turn_emission, len(steps) + 1, turn_cost, names))
             after = sandbox.snapshot()
-        references = _references(sandbox, item)
+        references = _references(sandbox, item, names)
     except SandboxError as exc:
         raise _failed(item, str(exc)) from None
     prov = provider(item.config)
@@ -313,12 +315,23 @@ def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, emissi
                       turns, limit)
 
 
+def server_names(item: CaseItem) -> dict[str, str]:
+    """In an MCP world, each renamed tool's name on its server: the family's ``name`` → ``mcp_name``
+    (``tooleffect import mcp`` made ``name`` provider-safe); the calls are sent to the server under
+    its own names.  Empty for any other world.
+    """
+    spec = item.family.family.sandbox
+    if spec is None or spec.world != MCP_WORLD:
+        return {}
+    return {t.name: t.mcp_name for t in item.family.tools if t.mcp_name and t.mcp_name != t.name}
+
+
 def _made(step: StepRun) -> bool:
     return any(c["executed"] for c in step.calls)
 
 
 def _play_conversation(sandbox: Sandbox, item: CaseItem, steps: list[StepRun], next_turn: NextTurn,
-                       limit: int) -> tuple[list[TurnCheck], str]:
+                       limit: int, names: Mapping[str, str]) -> tuple[list[TurnCheck], str]:
     """Play the case's conversation through from its first step (already in ``steps``), then run
     the reference turn by turn from the same seed and hold each turn against it.
 
@@ -346,13 +359,13 @@ def _play_conversation(sandbox: Sandbox, item: CaseItem, steps: list[StepRun], n
             messages += [dict(m) for m in turn.user]
             t_emitted, t_emission, t_cost = next_turn(item.case.model_copy(update={"messages": messages,
                                                                                    "tools": tools}))
-            steps.append(_execute(sandbox, t_emitted, t_emission, len(steps) + 1, t_cost))
+            steps.append(_execute(sandbox, t_emitted, t_emission, len(steps) + 1, t_cost, names))
         mine = [steps[-1]]
         while _made(mine[-1]) and len(mine) < limit:
             messages += _history(mine[-1])
             t_emitted, t_emission, t_cost = next_turn(item.case.model_copy(update={"messages": messages,
                                                                                    "tools": tools}))
-            mine.append(_execute(sandbox, t_emitted, t_emission, len(steps) + 1, t_cost))
+            mine.append(_execute(sandbox, t_emitted, t_emission, len(steps) + 1, t_cost, names))
             steps.append(mine[-1])
         cut = _made(mine[-1])
         results = [str(c["content"]) for s in mine for c in s.calls if c["executed"]]
@@ -365,13 +378,14 @@ def _play_conversation(sandbox: Sandbox, item: CaseItem, steps: list[StepRun], n
     checks = []
     for k, (results, agent_world, cut) in enumerate(played):
         reference = conversation.turns[k].reference
-        expected = tuple(str(sandbox.call(c.name, dict(c.arguments)).content) for c in reference)
+        expected = tuple(str(sandbox.call(names.get(c.name, c.name), dict(c.arguments)).content) for c in reference)
         diff = diff_worlds(sandbox.snapshot(), agent_world, layout) if reference else {}
         checks.append(TurnCheck(k, expected, tuple(results), diff, step_limit=cut))
     return checks, stopped
 
 
-def _references(sandbox: Sandbox, item: CaseItem) -> dict[str, dict[str, list[dict[str, Any]]]]:
+def _references(sandbox: Sandbox, item: CaseItem, names: Mapping[str, str]
+                ) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """The end state of each reference trajectory the case's ``same_as_after`` conditions name:
     the world reset to the seed (no faults), the calls run, a snapshot.  Runs after the decision,
     so the sandbox is left in a reference state (it is reset before its next item).
@@ -382,7 +396,7 @@ def _references(sandbox: Sandbox, item: CaseItem) -> dict[str, dict[str, list[di
             continue
         sandbox.reset(world_of(item), faults=False)
         for call in effect.same_as_after:
-            sandbox.call(call.name, dict(call.arguments))
+            sandbox.call(names.get(call.name, call.name), dict(call.arguments))
         out[reference_key(effect.same_as_after)] = sandbox.snapshot()
     return out
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from pytest_tooleffect.oracle.compare import FieldResult, compare_args
 from pytest_tooleffect.oracle.compiled import ArgsPlan, compile_call
 from pytest_tooleffect.oracle.context import CompareContext
-from pytest_tooleffect.oracle.emission import Call, Emission, parse_emission
+from pytest_tooleffect.oracle.emission import Call, Emission, parse_emission, tool_aliases
 from pytest_tooleffect.oracle.rules import Rule, RuleError, RuleSet, load_rules
 from pytest_tooleffect.oracle.values import ANY_OF, OMITTED, normalise_string, parse_date, parse_datetime
 from pytest_tooleffect.oracle.verdict import KINDS, PARALLEL_CONVENTION, Verdict, compile_label, score
@@ -47,4 +47,5 @@ __all__ = [
     "parse_datetime",
     "parse_emission",
     "score",
+    "tool_aliases",
 ]

@@ -14,6 +14,10 @@ cannot be parsed (arguments that are not a JSON object, no name) or a call writt
 channel (``<tool_call>`` tags, ``[TOOL_CALLS]``, ``<|python_tag|>``, ``<function=…>``, or a bare
 JSON object naming an offered tool) is a *malformed call*, never "no call".  Whether a call was
 made depends on the calls present, never on ``finish_reason``.
+
+A tool may have other names a call can use (``aliases``: the name its MCP server gives it, where
+the family's ``name`` is the provider-safe form, docs/mcp.md): a call under such a name, in the
+tool-call channel or written in the text, is read as a call of the tool under the family's name.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import itertools
 import json
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -31,7 +35,7 @@ from pytest_tooleffect.oracle.names import name_map
 from pytest_tooleffect.oracle.textscan import JsonScan, Markers
 from pytest_tooleffect.oracle.values import is_mapping
 
-__all__ = ["Call", "Emission", "parse_emission"]
+__all__ = ["Call", "Emission", "parse_emission", "tool_aliases"]
 
 
 class Call(NamedTuple):
@@ -174,15 +178,15 @@ class _Found(NamedTuple):
     form: str
 
 
-def _lookup(offered: Collection[str]) -> Mapping[str, str]:
+def _lookup(offered: Collection[str], aliases: Mapping[str, str] | None = None) -> Mapping[str, str]:
     """Every name a model may write for an offered tool (the original, the provider-safe name given
-    to it, and ``functions.``-prefixed forms) → the original name.
+    to it, an alias of it, and ``functions.``-prefixed forms) → the original name.
     """
-    return _lookup_of(tuple(offered))
+    return _lookup_of(tuple(offered), tuple(aliases.items()) if aliases else ())
 
 
 @functools.lru_cache(maxsize=256)
-def _lookup_of(names: tuple[str, ...]) -> Mapping[str, str]:
+def _lookup_of(names: tuple[str, ...], aliases: tuple[tuple[str, str], ...] = ()) -> Mapping[str, str]:
     """:func:`_lookup` of the names in this order, built once per tool set (a run offers few)."""
     out: dict[str, str] = {}
     if not names:
@@ -192,7 +196,24 @@ def _lookup_of(names: tuple[str, ...]) -> Mapping[str, str]:
         for written in (n, safe.out(n)):
             out.setdefault(written, n)
             out.setdefault(f"functions.{written}", n)
+    offered = set(names)
+    for alias, n in aliases:  # after the offered names: an offered name always means its own tool
+        if n in offered:
+            out.setdefault(alias, n)
+            out.setdefault(f"functions.{alias}", n)
     return MappingProxyType(out)
+
+
+def _aliased(b: _Builder, offered: Collection[str], aliases: Mapping[str, str]) -> None:
+    """The calls and named attempts under an alias of an offered tool renamed to the tool's name."""
+    names = set(offered)
+
+    def named(name: str) -> str:
+        to = aliases.get(name)
+        return to if to is not None and name not in names and to in names else name
+
+    b.calls = [c if c.name in names else Call(named(c.name), c.args) for c in b.calls]
+    b.malformed_names = [named(n) if n else n for n in b.malformed_names]
 
 
 def _call_in(obj: Any, lookup: Mapping[str, str], depth: int = 0) -> list[str]:
@@ -256,8 +277,8 @@ def _raw_bound(text: str) -> int:
     return 2 * len(text) + (1 << 16)
 
 
-def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool
-                        ) -> tuple[list[tuple[str, str, str]], int]:
+def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool,
+                        aliases: Mapping[str, str] | None = None) -> tuple[list[tuple[str, str, str]], int]:
     """Every call attempt written into ``text``, in order: ``(original name or as written, reason,
     raw text)``, the raw text running from where the attempt starts to where the next one starts
     (or the text ends); and how many JSON objects that are not calls follow a call written in the
@@ -271,7 +292,7 @@ def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool
     a text whose JSON would take more reading than the bound allows is read up to there, and the
     rest is an attempt of its own saying so (never a clean abstention).
     """
-    lookup = _lookup(offered)
+    lookup = _lookup(offered, aliases)
     markers = Markers(text, _OPENERS, _FENCE)
     found: list[_Found] = []
     for pattern, form in _NAMED_FORMS:
@@ -456,16 +477,20 @@ def _head(values: Sequence[Any], key: str) -> Mapping[str, Any]:
     return head
 
 
-def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
+def parse_emission(output: Any, offered: Collection[str] = (), aliases: Mapping[str, str] | None = None) -> Emission:
     """Normalise one model turn into an :class:`Emission`.
 
     Args:
         output: any shape listed in the module docstring (dicts, lists, or an object with
             ``model_dump()`` such as a litellm ``ModelResponse``).
         offered: tool names offered at the state, to recognise a bare JSON call in the text.
+        aliases: other names of offered tools → their names (an MCP tool's server name → the
+            family's ``name``, :func:`tool_aliases`); a call under an alias is the tool's call.
+            A name that is itself offered, or an alias of a tool not offered, is left as written.
 
     Returns:
-        The emission; never raises on malformed calls (they are reported in ``malformed``).
+        The emission, its calls under the offered tools' names; never raises on malformed calls
+        (they are reported in ``malformed``).
 
     Raises:
         TypeError: ``output`` is not one of the accepted shapes.
@@ -508,7 +533,7 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
     text = ("\n".join(t for t in b.texts if t) or None) if b.texts else None
     invented: list[str] = []
     if text:
-        calls, results_after = _text_channel_calls(text, offered, bool(b.calls))
+        calls, results_after = _text_channel_calls(text, offered, bool(b.calls), aliases)
         for name, reason, raw in calls:
             b.attempt(name, reason, raw)
         invented = _invented_results(text)
@@ -517,5 +542,21 @@ def parse_emission(output: Any, offered: Collection[str] = ()) -> Emission:
         if invented and not b.calls and not b.malformed:  # never a clean abstention
             first = _RESULT_TAGS.search(text)
             b.attempt("", invented[0], text[first.start():] if first else text)
+    if aliases:
+        _aliased(b, offered, aliases)
     return Emission(tuple(b.calls), tuple(b.malformed), tuple(b.malformed_names), text, tuple(invented),
                     tuple(b.malformed_raw))
+
+
+def tool_aliases(tools: Iterable[Any]) -> dict[str, str]:
+    """The other names a call may give the offered tools: each MCP tool's server name (``mcp_name``,
+    where the import made ``name`` provider-safe) → its ``name``.
+
+    Args:
+        tools: tool specs (objects with ``name`` and ``mcp_name``, such as
+            :class:`~pytest_tooleffect.formats.ToolSpec`).
+
+    Returns:
+        ``{mcp_name: name}`` for the tools whose two names differ (empty for most families).
+    """
+    return {t.mcp_name: t.name for t in tools if getattr(t, "mcp_name", None) and t.mcp_name != t.name}

@@ -32,7 +32,7 @@ from pytest_tooleffect.oracle.claims import Phantom, turn_phantom
 from pytest_tooleffect.oracle.compare import FieldResult, compare_args
 from pytest_tooleffect.oracle.compiled import ArgsPlan, compile_call
 from pytest_tooleffect.oracle.context import NO_CONTEXT, CompareContext
-from pytest_tooleffect.oracle.emission import Call, Emission, parse_emission
+from pytest_tooleffect.oracle.emission import Call, Emission, parse_emission, tool_aliases
 from pytest_tooleffect.oracle.reply import ReplyCheck, judge_reply
 from pytest_tooleffect.oracle.rules import RuleSet
 from pytest_tooleffect.oracle.values import fresh
@@ -484,7 +484,8 @@ def _score_turn(emitted: Any, lab: _CompiledLabel, specs: dict[str, ToolSpec], r
     """Score one emitted turn against a compiled label (:func:`score` without the claims' check)."""
     rules = rules or _NO_RULES
     ctx = context or NO_CONTEXT
-    em = emitted if isinstance(emitted, Emission) else parse_emission(emitted, offered=specs.keys())
+    em = (emitted if isinstance(emitted, Emission)
+          else parse_emission(emitted, offered=specs.keys(), aliases=tool_aliases(specs.values())))
 
     hallucinated = _not_offered(em, specs)
     if lab.forbidden:

@@ -21,6 +21,7 @@ EXTRAS = {
     "filelock": "local-model",  # the local llama.cpp model's build cache (tooleffect model fetch)
     "mpmath": "bfcl",  # BFCL's MathAPI, which the bfcl world imports when the local provider runs it in-process
     "mcp": "mcp",  # the MCP Python SDK's client: tooleffect import mcp lists a live server's tools
+    "ruamel": "mcp",  # ruamel.yaml's round trip: tooleffect import mcp again keeps family.yaml's comments
 }
 
 

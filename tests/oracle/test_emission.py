@@ -86,3 +86,36 @@ def test_nested_parts_that_are_not_objects_raise_the_documented_error(output: An
 def test_a_function_call_that_is_not_an_object_is_a_malformed_call() -> None:
     em = parse_emission([{"functionCall": "get_weather"}])
     assert em.calls == () and em.malformed == ("a function call that is a str, not an object",)
+
+
+def test_a_call_under_an_mcp_servers_own_name_is_the_familys_tool() -> None:
+    """An MCP tool the import renamed (``notes.add`` → ``notes_add``, its server name kept as
+    ``mcp_name``): a call under the server's name, in the call channel or written in the text, is
+    the family's tool; without the aliases it stays a call to a tool not offered."""
+    from pytest_tooleffect.formats import ToolSpec
+    from pytest_tooleffect.oracle import score, tool_aliases
+
+    params = {"type": "object", "properties": {"text": {"type": "string"}}}
+    tools = [ToolSpec(name="notes_add", mcp_name="notes.add", parameters=params), ToolSpec(name="notes_list")]
+    aliases = tool_aliases(tools)
+    assert aliases == {"notes.add": "notes_add"}
+    offered = [t.name for t in tools]
+    turn = {"tool_calls": [{"name": "notes.add", "arguments": '{"text": "milk"}'}, {"name": "notes_list",
+                                                                                      "arguments": "{}"}]}
+    assert list(parse_emission(turn, offered, aliases).calls) == [Call("notes_add", {"text": "milk"}),
+                                                                  Call("notes_list", {})]
+    assert parse_emission(turn, offered).calls[0].name == "notes.add"  # no aliases: as written
+    bad = {"tool_calls": [{"name": "notes.add", "arguments": '{"text": '}]}
+    assert parse_emission(bad, offered, aliases).malformed_names == ("notes_add",)
+    text = {"content": '<tool_call>{"name": "notes.add", "arguments": {}}</tool_call>'}
+    assert parse_emission(text, offered, aliases).malformed_names == ("notes_add",)
+    bare = {"content": '{"notes.add": {"text": "milk"}}'}  # {tool: args}: a call only when the key names a tool
+    assert parse_emission(bare, offered, aliases).malformed_names == ("notes_add",)
+    assert parse_emission(bare, offered).is_null
+    # an alias of a tool not offered at the state is no alias there
+    assert parse_emission(turn, ["notes_list"], aliases).calls[0].name == "notes.add"
+    label = {"valid_actions": [{"tool": "notes_add", "args": {"text": "milk"}}]}
+    one = {"tool_calls": [{"name": "notes.add", "arguments": '{"text": "milk"}'}]}
+    verdict = score(one, label, tools)
+    assert (verdict.kind, verdict.hallucinated) == ("ok", ())
+    assert score(one, label, [ToolSpec(name="notes_add", parameters=params), tools[1]]).hallucinated == ("notes.add",)

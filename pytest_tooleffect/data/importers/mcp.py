@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from pytest_tooleffect.collect.family import FAMILY_FILE, written_by, yaml_load
+from pytest_tooleffect.data.importers.family_yaml import rewrite_family
 from pytest_tooleffect.formats import McpServerInfo, McpSource, ToolSpec
 from pytest_tooleffect.formats.mcp import HINT_CLASSES
 from pytest_tooleffect.oracle.hints import hint_class
@@ -56,6 +57,9 @@ MESSAGE_LIMIT = STDERR_TAIL + 1000
 _PYDANTIC_LINK = re.compile(r"\s*For further information visit \S+")
 #: the hint keys of MCP's ``ToolAnnotations``, as the specification spells them
 HINT_KEYS = ("title", "readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+#: how the comment lines this import writes at the top of ``family.yaml`` start (made anew by each import)
+_HEADER = (f"# Written by `{IMPORT_MCP}`", "# Running it again rewrites", "# The tools by their hints",
+           "# Hints not of MCP's type")
 
 
 class McpImportError(ValueError):
@@ -322,7 +326,9 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
     """Write the family: ``out/tools.json`` and ``out/family.yaml``.
 
     A ``family.yaml`` this command wrote before keeps every key but ``mcp`` and ``tools_file``
-    (the ``annotations:`` policy, the system prompt, the oracle a user added); a new one names the
+    (the ``annotations:`` policy, the system prompt, the oracle a user added) and the user's
+    comments, the ``mcp`` block's included (:func:`~pytest_tooleffect.data.importers.family_yaml.rewrite_family`,
+    ruamel.yaml's round trip); only the header this import writes is made anew.  A new one names the
     family after its folder.
 
     Args:
@@ -342,24 +348,27 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
         OSError: the folder or a file cannot be written.
         McpImportError: the catalog is not usable (:func:`catalog_tools`), or the family file this
             import wrote before is no longer valid YAML.
+        MissingExtra: importing again, and ruamel.yaml (the ``mcp`` extra) is not installed.
     """
     tools = catalog_tools(catalog.tools)
     out.mkdir(parents=True, exist_ok=True)
     family: dict[str, Any] = {"name": out.resolve().name, "description": f"The tools of the MCP server "
                               f"{catalog.server.name} {catalog.server.version}".rstrip() + "."}
     path = out / FAMILY_FILE
-    if written_by(out, IMPORT_MCP):
+    owned: dict[str, Any] = {"tools_file": "tools.json", "mcp": source.model_dump(mode="json", exclude_none=True)}
+    if source.url is not None:  # never a password or a token: the URL as shown
+        owned["mcp"]["url"] = without_password(source.url)
+    body: str | None = None
+    if written_by(out, IMPORT_MCP):  # the keys it owns replaced, the rest and the user's comments kept
         try:
-            earlier = yaml_load(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            text = path.read_text(encoding="utf-8")
+            yaml_load(text)  # as a run reads it: a key given twice is refused here too
+            body = rewrite_family(text, _HEADER, owned, IMPORT_MCP)
+        except (yaml.YAMLError, UnicodeDecodeError, ValueError) as exc:
             raise McpImportError(f"{path}: the family file this import wrote before is no longer valid YAML, so "
                                  f"its other keys cannot be kept: {' '.join(str(exc).split())}") from None
-        if isinstance(earlier, dict):
-            family = earlier
-    family["tools_file"] = "tools.json"
-    family["mcp"] = source.model_dump(mode="json", exclude_none=True)
-    if source.url is not None:  # never a password or a token: the URL as shown
-        family["mcp"]["url"] = without_password(source.url)
+    if body is None:
+        body = yaml.safe_dump({**family, **owned}, sort_keys=False, allow_unicode=True, width=110)
     # each file replaced whole (a symbolic link by the new file, its target left as it was)
     write_text(out / "tools.json", json.dumps(tools, indent=2, ensure_ascii=False) + "\n")
     how = shlex.join(source.command) if source.command is not None else without_password(source.url or "")
@@ -367,14 +376,13 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
     unannotated = sum(1 for t in tools if not any(k in t.get("annotations", {}) for k in HINT_KEYS[1:]))
     read_as = ", ".join(f"{c} {classes.get(c, 0)}" for c in HINT_CLASSES)
     ignored = ignored_hints(catalog.tools)
-    said = "" if not ignored else (f"# Hints not of MCP's type, read as not declared: "
+    said = "" if not ignored else (f"{_HEADER[3]}, read as not declared: "
                                    f"{shown('; '.join(ignored), limit=500)}.\n")
-    write_text(path, f"# Written by `{IMPORT_MCP}` from "
+    write_text(path, f"{_HEADER[0]} from "
                f"{shown(f'{catalog.server.name} {catalog.server.version} ({how})', limit=500)}.\n"
-               "# Running it again rewrites tools.json and the mcp: block and keeps the other keys.\n"
-               f"# The tools by their hints, an absent hint at MCP's default (not read-only, destructive, not "
-               f"idempotent, open world): {read_as}; {unannotated} of {len(tools)} declare no hint.\n" + said
-               + yaml.safe_dump(family, sort_keys=False, allow_unicode=True, width=110))
+               f"{_HEADER[1]} tools.json and the mcp: block and keeps the other keys and comments.\n"
+               f"{_HEADER[2]}, an absent hint at MCP's default (not read-only, destructive, not "
+               f"idempotent, open world): {read_as}; {unannotated} of {len(tools)} declare no hint.\n" + said + body)
     declared = {k: sum(1 for t in tools if k in t.get("annotations", {})) for k in HINT_KEYS[1:]}
     return {"server": catalog.server.model_dump(), "tools": len(tools), "pages": catalog.pages,
             "renamed": sum(1 for t in tools if "mcp_name" in t), "declared": declared,
