@@ -231,6 +231,29 @@ def test_import_again_keeps_the_users_comments(tmp_path: Path, capsys: pytest.Ca
     assert _import(capsys, *argv)[0] == 0 and (out / "family.yaml").read_text() == again  # a fixed point
 
 
+def test_import_again_keeps_a_trust_set_for_this_server_and_resets_it_when_the_server_changed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``trust_annotations: true`` was the user's judgement of these hints: kept while the server and
+    its tools are the same, back to false (said in one line) when they changed."""
+    out = tmp_path / "t"
+    argv = ["--out", str(out), "--", sys.executable, "-m", "mcp_server_time"]
+    assert _import(capsys, *argv)[0] == 0
+    text = (out / "family.yaml").read_text()
+    (out / "family.yaml").write_text(text.replace("trust_annotations: false", "trust_annotations: true  # probed"))
+    status, stdout, err = _import(capsys, *argv)
+    assert status == 0 and stdout["trust"] == "kept" and "trust_annotations" not in err
+    assert _family(out)["mcp"]["trust_annotations"] is True
+    assert "trust_annotations: true  # probed" in (out / "family.yaml").read_text()
+    tools = json.loads((out / "tools.json").read_text())
+    tools[0]["annotations"]["readOnlyHint"] = False  # as the server declared it before: a hint changed since
+    (out / "tools.json").write_text(json.dumps(tools))
+    status, stdout, err = _import(capsys, *argv)
+    assert status == 0 and stdout["trust"] == "reset"
+    assert "trust_annotations went back to false" in err and _family(out)["mcp"]["trust_annotations"] is False
+    status, stdout, err = _import(capsys, *argv)  # false stays false
+    assert status == 0 and stdout["trust"] == "default" and "trust_annotations" not in err
+
+
 CASE = {"id": "c1", "placement": {"step": 0, "run_length": 1, "bucket": "first"},
         "messages": [{"role": "user", "content": "What time is it in Paris?"}], "source": "authored",
         "label": {"valid_actions": [{"tool": "get_current_time", "args": {"timezone": "Europe/Paris"}}]}}

@@ -66,6 +66,10 @@ def cmd_import_mcp(args: argparse.Namespace) -> int:
     if not summary["tools"]:
         print(f"tooleffect import mcp: warning: the server listed no tools: {out}/tools.json is empty, so every case "
               "of the family can only expect no call", file=sys.stderr)
+    if summary["trust"] == "reset":
+        print(f"tooleffect import mcp: warning: trust_annotations went back to false in {out}/family.yaml: the "
+              "server or its tools changed since it was set; check the hints again (tooleffect sandbox probe) "
+              "before trusting them", file=sys.stderr)
     if summary["ignored_hints"]:
         print(f"tooleffect import mcp: warning: hints not of MCP's type were read as not declared (MCP's worst-case "
               f"default): {shown('; '.join(summary['ignored_hints']), limit=1000)}", file=sys.stderr)

@@ -322,6 +322,27 @@ def ignored_hints(tools: Sequence[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _trust_kept(out: Path, source: McpSource, tools: Sequence[dict[str, Any]]) -> str:
+    """Whether the family's ``trust_annotations: true`` outlives this import.
+
+    The user set it after checking the server's hints (``tooleffect sandbox probe``); it holds for
+    that server only.  ``"kept"``: it was true and the server's name and version and every tool as
+    written (``tools.json``: names, schemas, hints) are unchanged.  ``"reset"``: it was true and
+    something changed, so it goes back to false until the hints are checked again.  ``"default"``:
+    it was not true (or the earlier files are not readable), so the import's default stands.
+    """
+    try:
+        earlier = yaml_load((out / FAMILY_FILE).read_text(encoding="utf-8"))
+        before = json.loads((out / "tools.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError):
+        return "default"
+    block = earlier.get("mcp") if isinstance(earlier, dict) else None
+    if not isinstance(block, dict) or block.get("trust_annotations") is not True:
+        return "default"
+    same_server = block.get("server") == source.server.model_dump(mode="json")
+    return "kept" if same_server and before == json.loads(json.dumps(list(tools))) else "reset"
+
+
 def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]:
     """Write the family: ``out/tools.json`` and ``out/family.yaml``.
 
@@ -337,7 +358,9 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
         source: the ``mcp:`` block (its ``server`` is the catalog's).
 
     Returns:
-        A summary: the server, the number of tools, of pages and of renamed tools; per hint, the
+        A summary: the server, the number of tools, of pages and of renamed tools; ``trust``, what
+        became of a ``trust_annotations: true`` the family had (:func:`_trust_kept`: ``kept``,
+        ``reset``, ``default``; ``new`` for a family written the first time); per hint, the
         tools that declare it; the tools that declare none; the tools per hint class (``read``,
         ``write``, ``destructive``) as their hints read, an absent hint at MCP's default; the hints
         left out because they are not of MCP's type (``ignored_hints``, :func:`ignored_hints`).
@@ -359,7 +382,10 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
     if source.url is not None:  # never a password or a token: the URL as shown
         owned["mcp"]["url"] = without_password(source.url)
     body: str | None = None
+    trust = "new"
     if written_by(out, IMPORT_MCP):  # the keys it owns replaced, the rest and the user's comments kept
+        trust = _trust_kept(out, source, tools)
+        owned["mcp"]["trust_annotations"] = trust == "kept"
         try:
             text = path.read_text(encoding="utf-8")
             yaml_load(text)  # as a run reads it: a key given twice is refused here too
@@ -384,7 +410,7 @@ def import_mcp(out: Path, catalog: Catalog, source: McpSource) -> dict[str, Any]
                f"{_HEADER[2]}, an absent hint at MCP's default (not read-only, destructive, not "
                f"idempotent, open world): {read_as}; {unannotated} of {len(tools)} declare no hint.\n" + said + body)
     declared = {k: sum(1 for t in tools if k in t.get("annotations", {})) for k in HINT_KEYS[1:]}
-    return {"server": catalog.server.model_dump(), "tools": len(tools), "pages": catalog.pages,
+    return {"server": catalog.server.model_dump(), "tools": len(tools), "pages": catalog.pages, "trust": trust,
             "renamed": sum(1 for t in tools if "mcp_name" in t), "declared": declared,
             "unannotated": unannotated, "classes": {c: classes.get(c, 0) for c in HINT_CLASSES},
             "ignored_hints": ignored}
