@@ -10,6 +10,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+import jsonschema
 import pytest
 
 from pytest_tooleffect.ci.adaptive_repeats import RepeatDesign, trials_to_stable
@@ -19,6 +20,7 @@ from pytest_tooleffect.outcomes import REPEATS_SETTLED
 from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
+from tests.conftest import generated_report_schema
 from tests.sequential_family import _MARK, single, write_family
 
 MODEL = "openai/local-test"
@@ -75,6 +77,7 @@ def test_stable_cases_stop_at_k_star_and_flaky_ones_at_their_first_flip(project:
     assert outcomes["errors"] == 1  # the provider error: an error outcome, never a verdict
     assert outcomes["passed"] + outcomes["failed"] == 22
     Report.model_validate(report)
+    jsonschema.validate(report, generated_report_schema())
     (block,) = report["blocks"]
     rep = block["repeats"]
     ada = rep["adaptive"]
