@@ -92,7 +92,8 @@ def pytest_configure(config: pytest.Config) -> None:
     }
     if settings.live:
         plugins["tooleffect-model-turns"] = ModelTurns(config)
-    selection = RunSelection(settings.shard)  # what the run selected: the gates judge that
+    # what the run selected: the gates judge that (a case's adaptive trials in one shard)
+    selection = RunSelection(settings.shard, together=settings.adaptive_repeats)
     if not hasattr(config, "workerinput"):
         tally = RunTally()
         gates = GateKeeper(config, tally, selection)  # reads [tool.tooleffect.gates]: a usage error here
