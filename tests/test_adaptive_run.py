@@ -5,6 +5,7 @@ flip, a provider error is no verdict; at ``-n 0`` and ``-n 2``; the report's fig
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections import Counter
 from collections.abc import Mapping
@@ -21,12 +22,14 @@ from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import generated_report_schema
-from tests.sequential_family import _MARK, single, write_family
+from tests.sequential_family import single, write_family
 
 MODEL = "openai/local-test"
 #: k* = 5 at alpha 0.25 and tolerance 0.25: 0.75^5 + 0.25^5 = 0.238 <= 0.25 < 0.75^4 + 0.25^4
 DESIGN = "[tool.tooleffect.repeats]\nalpha = 0.25\ntolerance = 0.25\n"
 K_STAR = 5
+#: the case number in a request's messages (the demo family's cases say ``[case-N]``)
+CASE_MARK = re.compile(r"\[case-(\d+)\]")
 #: each case's answers by trial (R right, W wrong, E a provider error: HTTP 400, never retried), the last repeated
 SCRIPT = {0: "R", 1: "W", 2: "RW", 3: "RRRW", 4: "ER", 5: "WR"}
 
@@ -37,7 +40,7 @@ def scripted_agent() -> tuple[Any, Counter[int]]:
     lock = threading.Lock()
 
     def answer(body: Mapping[str, Any]) -> Reply:
-        n = int(_MARK.search(json.dumps(body.get("messages") or []))[1])  # type: ignore[index]
+        n = int(CASE_MARK.search(json.dumps(body.get("messages") or []))[1])  # type: ignore[index]
         with lock:
             sent[n] += 1
             script = SCRIPT[n]
@@ -105,6 +108,17 @@ def test_stable_cases_stop_at_k_star_and_flaky_ones_at_their_first_flip(project:
         "at k*=5 everywhere (7 saved, 7 items skipped as 'repeats settled'); pass^1 66.7 %, pass^5 20.0 %; "
         "verdict flips on 50.0 % of cases*",
     ])
+
+
+def test_a_cases_trials_stay_in_one_shard(project: pytest.Pytester) -> None:
+    seen: dict[int, int] = {}
+    for shard in ("1/2", "2/2"):
+        result, report, sent = _run(project, f"--tooleffect-shard={shard}")
+        assert not set(seen) & set(sent), result.outlines[-20:]  # no case in both shards
+        seen.update(sent)
+        for case in report["blocks"][0]["repeats"]["adaptive"]["cases"] if report["blocks"] else []:
+            assert case["trials"] + case["errors"] == sent[int(case["case_id"][5:])]
+    assert seen == {0: K_STAR, 1: K_STAR, 2: 2, 3: 4, 4: K_STAR, 5: 2}
 
 
 def test_fixed_repeats_are_unchanged(project: pytest.Pytester) -> None:
