@@ -102,9 +102,11 @@ def test_stable_cases_stop_at_k_star_and_flaky_ones_at_their_first_flip(project:
     assert rep["flip_share"] == 0.5
     # the skipped trials are not a gap: only the provider error keeps the run from complete
     assert report["skipped"][0]["reasons"] == {REPEATS_SETTLED: 7}
+    result.stdout.fnmatch_lines(["repeats: 22 adaptive trials (up to 5 a case) of 6 cases: pass^1 66.7 %, "
+                                 "pass^2 50.0 %, pass^5 20.0 %; verdict flips between trials on 50.0 % of cases"])
     result.stdout.fnmatch_lines([
         "*tooleffect adaptive repeats*",
-        "demo/openai/local-test: 2 stable, 3 flaky, 1 not settled of 6 cases; 22 trials run and 1 errors against 30 "
+        "demo/openai/local-test: 2 stable, 3 flaky, 1 not settled of 6 cases; 22 trials run and 1 error against 30 "
         "at k*=5 everywhere (7 saved, 7 items skipped as 'repeats settled'); pass^1 66.7 %, pass^5 20.0 %; "
         "verdict flips on 50.0 % of cases*",
     ])

@@ -303,7 +303,11 @@ def summary_line(rep: Repeats) -> str:
     ks = [k for k in ("1", str(a.items_per_case)) if k in rep.pass_hat_k]
     passes = ", ".join(f"pass^{k} {100 * rep.pass_hat_k[k]:.1f} %" for k in dict.fromkeys(ks))
     return (f"{a.stable} stable, {a.flaky} flaky, {a.not_settled} not settled of {len(a.cases)} cases; "
-            f"{a.trials_run} trials run{f' and {a.errors} errors' if a.errors else ''} against "
+            f"{a.trials_run} trials run{_errors(a.errors)} against "
             f"{a.full_trials} at k*={a.k_star} everywhere ({a.trials_saved} saved, {a.skipped} items skipped as "
             f"{REPEATS_SETTLED!r}); {passes}; verdict flips on {100 * rep.flip_share:.1f} % of cases "
             f"({OPT_REPEATS} adaptive: alpha {a.alpha:g}, tolerance {a.tolerance:g}, max_trials {a.max_trials})")
+
+
+def _errors(n: int) -> str:
+    return "" if not n else " and 1 error" if n == 1 else f" and {n} errors"
