@@ -119,7 +119,8 @@ def main() -> int:
           f"{len(flaky)}, stable called stable {stable_found}/{args.cases - len(flaky)}")
     emit(f"adaptive repeats, {args.cases} cases, {len(flaky)} flaky, -n {args.workers}: trials run",
          f"k* = {k_star} trials everywhere ({full})", run / full, "<= 1",
-         f"{run} trials run; expected {expected:.1f}; report trials_run {ada['trials_run']}, saved {ada['trials_saved']}")
+         f"{run} trials run; expected {expected:.1f}; report trials_run {ada['trials_run']}, "
+         f"saved {ada['trials_saved']}")
     return 0 if ada["trials_run"] == run else 1
 
 
