@@ -69,10 +69,11 @@ def _run(pytester: pytest.Pytester, *extra: str) -> tuple[Any, dict[str, Any], C
     return result, json.loads((pytester.path / "report.json").read_text()), sent
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("extra", [[], ["-n", "2"], ["-n", "2", "--tooleffect-concurrency=1"]],
+                         ids=["n0", "n2", "n2-one-turn-at-a-time"])  # the last: xdist's scheduler is adaptive_run's
 def test_stable_cases_stop_at_k_star_and_flaky_ones_at_their_first_flip(project: pytest.Pytester,
-                                                                        workers: int) -> None:
-    result, report, sent = _run(project, *(["-n", "2"] if workers else []))
+                                                                        extra: list[str]) -> None:
+    result, report, sent = _run(project, *extra)
     # requests per case: k* for a stable case, up to its first flip for a flaky one, the error's item used up
     assert dict(sent) == {0: K_STAR, 1: K_STAR, 2: 2, 3: 4, 4: K_STAR, 5: 2}
     outcomes = result.parseoutcomes()
