@@ -16,7 +16,7 @@ import pytest
 
 from pytest_tooleffect.ci.adaptive_repeats import RepeatDesign, trials_to_stable
 from pytest_tooleffect.ci.adaptive_run import adaptive_summary, design_of_table, first_k_pass_hat
-from pytest_tooleffect.options import OPT_API_BASE, OPT_MODEL, OPT_RECORDS, OPT_REPEATS, OPT_REPORT
+from pytest_tooleffect.options import OPT_API_BASE, OPT_HTML, OPT_MODEL, OPT_RECORDS, OPT_REPEATS, OPT_REPORT
 from pytest_tooleffect.outcomes import REPEATS_SETTLED
 from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.scoring.record import Record
@@ -65,7 +65,7 @@ def _run(pytester: pytest.Pytester, *extra: str) -> tuple[Any, dict[str, Any], C
     with ScriptedServer(answer) as srv:
         result = pytester.runpytest("cases/", "-q", "-rs", f"{OPT_MODEL}={MODEL}", f"{OPT_API_BASE}={srv.base_url}",
                                     f"{OPT_REPEATS}=adaptive", f"{OPT_REPORT}=report.json",
-                                    f"{OPT_RECORDS}=records.jsonl", *extra)
+                                    f"{OPT_RECORDS}=records.jsonl", f"{OPT_HTML}=report.html", *extra)
     return result, json.loads((pytester.path / "report.json").read_text()), sent
 
 
@@ -103,6 +103,10 @@ def test_stable_cases_stop_at_k_star_and_flaky_ones_at_their_first_flip(project:
     assert rep["flip_share"] == 0.5
     # the skipped trials are not a gap: only the provider error keeps the run from complete
     assert report["skipped"][0]["reasons"] == {REPEATS_SETTLED: 7}
+    page = (project.path / "report.html").read_text()
+    assert ("adaptive repeats (alpha 0.25, tolerance 0.25, k* 5): 2 stable, 3 flaky, 1 not settled; 22 trials run "
+            "and 1 errors against 30 at k* everywhere (7 saved); not stable: case-0002 PF (flaky), case-0003 PPPF "
+            "(flaky), case-0004 PPPP (not settled), case-0005 FP (flaky)") in page
     result.stdout.fnmatch_lines(["repeats: 22 adaptive trials (up to 5 a case) of 6 cases: pass^1 66.7 %, "
                                  "pass^2 50.0 %, pass^5 20.0 %; verdict flips between trials on 50.0 % of cases"])
     result.stdout.fnmatch_lines([
