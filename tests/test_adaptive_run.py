@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 import threading
 from collections import Counter
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -24,6 +27,7 @@ from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import generated_report_schema
 from tests.sequential_family import single, write_family
 
+REPO = Path(__file__).resolve().parents[1]
 MODEL = "openai/local-test"
 #: k* = 5 at alpha 0.25 and tolerance 0.25: 0.75^5 + 0.25^5 = 0.238 <= 0.25 < 0.75^4 + 0.25^4
 DESIGN = "[tool.tooleffect.repeats]\nalpha = 0.25\ntolerance = 0.25\n"
@@ -126,8 +130,13 @@ def test_a_cases_trials_stay_in_one_shard(project: pytest.Pytester) -> None:
         (block,) = report["blocks"]  # the demo family's six cases hash to both shards
         for case in block["repeats"]["adaptive"]["cases"]:
             assert case["trials"] + case["errors"] == sent[int(case["case_id"][5:])]
-        # a trial skipped as settled is no gap: the shard without the provider error is complete
+        # a trial skipped as settled is no gap: the shard without the provider error is complete, and make
+        # report's check passes it
         assert report["status"] == ("incomplete" if 4 in sent else "complete")
+        check = subprocess.run([sys.executable, str(REPO / "scripts" / "report-errors"),
+                                str(project.path / "report.json")], capture_output=True, text=True, check=False)
+        assert check.returncode == (1 if 4 in sent else 0), check.stderr
+        assert "repeats settled" not in check.stderr
     assert seen == {0: K_STAR, 1: K_STAR, 2: 2, 3: 4, 4: K_STAR, 5: 2}
 
 
