@@ -101,6 +101,8 @@ def test_stable_cases_stop_at_k_star_and_flaky_ones_at_their_first_flip(project:
     assert (ada["k_star"], ada["items_per_case"], ada["stable"], ada["flaky"], ada["not_settled"]) == (5, 5, 2, 3, 1)
     assert (ada["trials_run"], ada["errors"], ada["skipped"], ada["full_trials"], ada["trials_saved"]) == (
         22, 1, 7, 30, 7)
+    # the saving at the block's mean per scored trial: the scripted server counts 100 + 20 tokens; no price known
+    assert (ada["saved_tokens"], ada["saved_cost_usd"]) == (7 * 120, None)
     assert rep["estimator"] == "first_k" and rep["cases"] == 6 and rep["trials"] == 5
     # pass^k: the share of cases whose first k trials all passed (case-0004 is left out at k = 5: no flip, 4 trials)
     assert rep["pass_hat_k"] == {"1": 4 / 6, "2": 3 / 6, "3": 3 / 6, "4": 2 / 6, "5": 1 / 5}
@@ -116,8 +118,8 @@ def test_stable_cases_stop_at_k_star_and_flaky_ones_at_their_first_flip(project:
     result.stdout.fnmatch_lines([
         "*tooleffect adaptive repeats*",
         "demo/openai/local-test: 2 stable, 3 flaky, 1 not settled of 6 cases; 22 trials run and 1 error against 30 "
-        "at k*=5 everywhere (7 saved, 7 items skipped as 'repeats settled'); pass^1 66.7 %, pass^5 20.0 %; "
-        "verdict flips on 50.0 % of cases*",
+        "at k*=5 everywhere (7 saved: ~840 tokens, 7 items skipped as 'repeats settled'); pass^1 66.7 %, "
+        "pass^5 20.0 %; verdict flips on 50.0 % of cases*",
     ])
 
 

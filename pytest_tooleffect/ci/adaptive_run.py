@@ -283,13 +283,18 @@ def adaptive_summary(design: RepeatDesign, records: Sequence[Record], skipped: i
     scored = [seq[c.case_id] for c in rows if c.trials]
     trials_run = sum(c.trials for c in rows)
     n_errors = sum(c.errors for c in rows)
+    saved = len(rows) * items - trials_run - n_errors
+    tokens = [sum(int(t) for t in (r.cost.input_tokens, r.cost.output_tokens) if t is not None) for r in records
+              if r.outcome == "scored" and (r.cost.input_tokens is not None or r.cost.output_tokens is not None)]
+    usd = [float(r.cost.cost_usd) for r in records if r.outcome == "scored" and r.cost.cost_usd is not None]
     adaptive = AdaptiveRepeats(
         alpha=design.alpha, tolerance=design.tolerance, max_trials=design.max_trials,
         k_star=trials_to_stable(design), items_per_case=items,
         stable=sum(c.step == "stable" for c in rows), flaky=sum(c.step == "flaky" for c in rows),
         not_settled=sum(c.step == "not_settled" for c in rows), trials_run=trials_run, errors=n_errors,
-        skipped=skipped, full_trials=len(rows) * items, trials_saved=len(rows) * items - trials_run - n_errors,
-        cases=rows)
+        skipped=skipped, full_trials=len(rows) * items, trials_saved=saved,
+        saved_tokens=round(saved * sum(tokens) / len(tokens)) if tokens else None,
+        saved_cost_usd=round(saved * sum(usd) / len(usd), 9) if usd else None, cases=rows)
     return Repeats(trials=max((len(v) for v in scored), default=0), cases=len(scored),
                    pass_hat_k=first_k_pass_hat(scored, items),
                    flip_share=sum(len(set(v)) > 1 for v in scored) / len(scored) if scored else 0.0,
@@ -303,11 +308,17 @@ def summary_line(rep: Repeats) -> str:
     ks = [k for k in ("1", str(a.items_per_case)) if k in rep.pass_hat_k]
     passes = ", ".join(f"pass^{k} {100 * rep.pass_hat_k[k]:.1f} %" for k in dict.fromkeys(ks))
     return (f"{a.stable} stable, {a.flaky} flaky, {a.not_settled} not settled of {len(a.cases)} cases; "
-            f"{a.trials_run} trials run{_errors(a.errors)} against "
-            f"{a.full_trials} at k*={a.k_star} everywhere ({a.trials_saved} saved, {a.skipped} items skipped as "
-            f"{REPEATS_SETTLED!r}); {passes}; verdict flips on {100 * rep.flip_share:.1f} % of cases "
+            f"{a.trials_run} trials run{_errors(a.errors)} against {a.full_trials} at k*={a.k_star} everywhere "
+            f"({a.trials_saved} saved{_spend(a)}, {a.skipped} items skipped as {REPEATS_SETTLED!r}); {passes}; "
+            f"verdict flips on {100 * rep.flip_share:.1f} % of cases "
             f"({OPT_REPEATS} adaptive: alpha {a.alpha:g}, tolerance {a.tolerance:g}, max_trials {a.max_trials})")
 
 
 def _errors(n: int) -> str:
     return "" if not n else " and 1 error" if n == 1 else f" and {n} errors"
+
+
+def _spend(a: AdaptiveRepeats) -> str:
+    parts = ([f"~{a.saved_tokens:,} tokens"] if a.saved_tokens is not None else []) + (
+        [f"~${a.saved_cost_usd:.4f}"] if a.saved_cost_usd is not None else [])
+    return f": {' and '.join(parts)}" if parts else ""

@@ -66,6 +66,11 @@ class AdaptiveRepeats(Part):
     """What k* trials everywhere would have run: cases × ``items_per_case``."""
     trials_saved: int
     """``full_trials − trials_run − errors``: the decisions the stop saved against k* everywhere."""
+    saved_tokens: int | None = None
+    """The saved decisions' input plus output tokens, estimated at this block's mean per scored trial
+    (``null``: no trial counted tokens)."""
+    saved_cost_usd: float | None = None
+    """Their cost, USD, at this block's mean per priced trial (``null``: no trial was priced)."""
     cases: list[AdaptiveCase]
     """Each case, by id."""
 
