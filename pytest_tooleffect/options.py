@@ -69,6 +69,7 @@ __all__ = [
     "OPT_SUMMARY_MD",
     "OPT_TIMEOUT",
     "OPT_TPM",
+    "REPEATS_ADAPTIVE",
     "REPLAY",
     "addoptions",
     "parse_min_class_n",
@@ -184,7 +185,21 @@ MAX_TPM = 10**12
 MAX_MIN_CLASS_N = 1_000_000
 MAX_SHARDS = 100_000
 MAX_RETRIES = 100
-_repeats = _int_at_least(1, MAX_REPEATS)
+#: ``--tooleffect-repeats``'s value for adaptive repeats (``ci/adaptive_run.py``)
+REPEATS_ADAPTIVE = "adaptive"
+_fixed_repeats = _int_at_least(1, MAX_REPEATS)
+
+
+def _repeats(value: str) -> int | str:
+    """``--tooleffect-repeats``: a whole number of trials (1 to :data:`MAX_REPEATS`), or :data:`REPEATS_ADAPTIVE`."""
+    if value.strip().lower() == REPEATS_ADAPTIVE:
+        return REPEATS_ADAPTIVE
+    try:
+        return _fixed_repeats(value)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (or '{REPEATS_ADAPTIVE}')") from None
+
+
 _concurrency = _int_at_least(1, MAX_CONCURRENCY)
 #: ``--tooleffect-rpm`` and ini ``tooleffect_rpm``: requests per rate window, 1 to :data:`MAX_RPM`
 parse_rpm = _int_at_least(1, MAX_RPM)
@@ -335,9 +350,11 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
     group.addoption(OPT_JUDGE_BASE, metavar="URL", default=None, help="api base for the judge model")
     group.addoption(OPT_JUDGE_CAL, metavar="PATH", type=_path_or_none, default=Path("reports/judge-calibration.json"),
                     help="the judge's last calibration (tooleffect calibrate-judge), named in the report")
-    group.addoption(OPT_REPEATS, metavar="K", type=_repeats, default=1,
+    group.addoption(OPT_REPEATS, metavar="K|adaptive", type=_repeats, default=1,
                     help="run each case x policy K times (trials); the report adds pass^k and the share of cases "
-                         "whose verdict flips between trials")
+                         "whose verdict flips between trials. 'adaptive': another trial only while the case is "
+                         "neither stable nor flaky (design in [tool.tooleffect.repeats]: alpha, tolerance, "
+                         "max_trials; docs/repeats.md)")
     group.addoption(OPT_PERTURB, metavar="KIND[:ARG]", type=_perturbation, action="append", default=[],
                     help="add a perturbed-catalog variant of every case, paired with it in the report's robustness "
                          "section: shuffle, rename, distractors[:N], remove-valid, describe[:RULE], scale[:1/8/32]; "

@@ -14,8 +14,8 @@ import pytest
 
 from pytest_tooleffect.util.redaction import redact
 
-__all__ = ["NOTHING_TO_REPLAY", "RATE_LIMITER_ERROR", "SETTLED", "SETTLE_BUDGET", "DecisionFailed", "Failure",
-           "NotScored", "PolicyShadowWarning"]
+__all__ = ["NOTHING_TO_REPLAY", "NOT_A_GAP", "RATE_LIMITER_ERROR", "REPEATS_SETTLED", "SETTLED", "SETTLE_BUDGET",
+           "DecisionFailed", "Failure", "NotScored", "PolicyShadowWarning"]
 
 #: The error type of a decision the run's rate limiter kept from being made (its Redis or its state
 #: file failed): the limiter's fault, never the provider's (a provider's 429 is ``RateLimitError``).
@@ -30,6 +30,11 @@ SETTLED = "settled"
 #: The skip reason of an item left unsent because its block's sequential budget (decisions or USD) was
 #: spent before the gate settled: the gate is then NOT SETTLED, and the run is incomplete.
 SETTLE_BUDGET = "sequential budget spent, not settled"
+#: The skip reason of a trial left unrun because its case's adaptive repeats had settled (stable,
+#: flaky or out of trials: ``ci/adaptive_run.py``): not failed, not passed, and not a gap in the run.
+REPEATS_SETTLED = "repeats settled"
+#: the skip reasons that leave no gap in the run (the report stays ``complete`` for them)
+NOT_A_GAP = frozenset({SETTLED, REPEATS_SETTLED})
 
 
 class PolicyShadowWarning(UserWarning):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_tooleffect.ci.adaptive_run import AdaptiveRepeatsRun, with_adaptive_repeats
 from pytest_tooleffect.ci.gate_keeper import GateKeeper
 from pytest_tooleffect.ci.gate_rules import gates_of
 from pytest_tooleffect.ci.regressions import BaselinePlugin
@@ -48,7 +49,7 @@ _PLUGINS = ("tooleffect-signals", "tooleffect-collector", "tooleffect-perturber"
             "tooleffect-sandboxes",
             "tooleffect-scorer", "tooleffect-reporter", "tooleffect-gates", "tooleffect-replay-hint",
             "tooleffect-baseline", "tooleffect-sequential", "tooleffect-selection", "tooleffect-phase-reports",
-            "tooleffect-agent-threads")  # closed last: after the turn pool's threads were joined
+            "tooleffect-repeats", "tooleffect-agent-threads")  # closed last: after the turn pool's threads were joined
 #: the secrets known before this run configured (another run's, when pytester runs one inside it)
 _secrets_before_key = pytest.StashKey[frozenset[str]]()
 
@@ -67,7 +68,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_secrets_before_key] = redaction.new_scope()  # this run's secrets are its own
     for name, doc in CLASS_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: tooleffect class: {doc}")
-    settings = config.stash[settings_key] = resolve(config, registered_providers())
+    # adaptive repeats: the items per case are the design's (a later stage's), set before anything reads them
+    settings = config.stash[settings_key] = with_adaptive_repeats(resolve(config, registered_providers()))
     if not hasattr(config, "workerinput"):  # only the controller writes: no output may be an input
         check_run_outputs(config)
     check_rate_limit(config)  # its URL and state file: usage errors before anything starts
@@ -79,6 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # a sequential gate: on workers too (they skip settled items and count what they score)
     sequential = (SequentialGate(config, baseline.baseline if baseline is not None else None)
                   if sequential_on(gates_of(settings)) else None)
+    repeats = AdaptiveRepeatsRun(config) if settings.adaptive_repeats else None  # after the gate: its stop wraps it
     plugins: dict[str, Any] = {
         "tooleffect-signals": TermAsInterrupt(config),  # SIGTERM ends the run as Ctrl-C does; no signal cuts its finish
         "tooleffect-collector": CaseCollector(config),
@@ -89,7 +92,8 @@ def pytest_configure(config: pytest.Config) -> None:
     }
     if settings.live:
         plugins["tooleffect-model-turns"] = ModelTurns(config)
-    selection = RunSelection(settings.shard)  # what the run selected: the gates judge that
+    # what the run selected: the gates judge that (a case's adaptive trials in one shard)
+    selection = RunSelection(settings.shard, together=settings.adaptive_repeats)
     if not hasattr(config, "workerinput"):
         tally = RunTally()
         gates = GateKeeper(config, tally, selection)  # reads [tool.tooleffect.gates]: a usage error here
@@ -104,6 +108,8 @@ def pytest_configure(config: pytest.Config) -> None:
             sections.append(baseline)
         if sequential is not None:
             sections.append(sequential)
+        if repeats is not None:
+            sections.append(repeats)
         # before the gate keeper: of two trylast wrappers, pluggy runs the one registered first outermost,
         # so the hint's line prints after the gates' decision
         plugins["tooleffect-replay-hint"] = ReplayHint(config)
@@ -117,6 +123,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if sequential is not None:  # after the baseline's: it reads the record's baseline status
         plugins["tooleffect-sequential"] = sequential
         record_sections.append(sequential)
+    if repeats is not None:  # on workers too: they skip the trials a case does not need
+        plugins["tooleffect-repeats"] = repeats
+        record_sections.append(repeats)
     # on workers too: they collect, deselect (a shard's part) and make records
     plugins["tooleffect-selection"] = selection
     record_sections.append(SelectionMark(selection))

@@ -67,6 +67,7 @@ from pytest_tooleffect.options import (
     OPT_SUMMARY_MD,
     OPT_TIMEOUT,
     OPT_TPM,
+    REPEATS_ADAPTIVE,
     REPLAY,
     parse_min_class_n,
     parse_positive_float,
@@ -142,7 +143,12 @@ class Settings:
         judge_api_base: its api base.
         judge_cache: folder of cached judge verdicts, or ``None``.
         judge_calibration: the judge's last calibration file.
-        repeats: trials per case × policy.
+        repeats: trials per case × policy (the items collected per case; under adaptive repeats the
+            most one case may need, ``min(k*, max_trials)``, set by ``ci/adaptive_run.py``).
+        adaptive_repeats: ``--tooleffect-repeats adaptive``: another trial only while a case is
+            neither stable nor flaky.
+        repeats_table: ``[tool.tooleffect.repeats]`` as TOML reads it (unchecked: the adaptive
+            repeats' design validates it), or ``None``.
         cache_mode: ``off``, ``read``, ``write`` or ``readwrite`` (the model-answer cache).
         cache_dir: folder of cached model answers.
         concurrency: model turns in flight at once per process.
@@ -183,6 +189,8 @@ class Settings:
     judge_cache: Path | None = None
     judge_calibration: Path | None = None
     repeats: int = 1
+    adaptive_repeats: bool = False
+    repeats_table: Any = None
     cache_mode: str = "off"
     cache_dir: Path | None = None
     concurrency: int = 8
@@ -286,6 +294,7 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
     by_default = bool(default_policies) and not is_live(model, policies, agents)  # an option overrides them
     if by_default:
         policies = default_policies
+    repeats = config.getoption(OPT_REPEATS)
     settings = Settings(
         report=config.getoption(OPT_REPORT),
         records=(Path(config.rootpath) / records) if records else None,
@@ -305,7 +314,9 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         judge_api_base=config.getoption(OPT_JUDGE_BASE),
         judge_cache=_rooted(config, config.getini(INI_JUDGE_CACHE)),
         judge_calibration=config.getoption(OPT_JUDGE_CAL),
-        repeats=config.getoption(OPT_REPEATS),
+        repeats=repeats if isinstance(repeats, int) else 1,
+        adaptive_repeats=repeats == REPEATS_ADAPTIVE,
+        repeats_table=_table(pyproject[1], "tool", "tooleffect", "repeats"),
         cache_mode=config.getoption(OPT_CACHE),
         cache_dir=_rooted(config, config.getini(INI_MODEL_CACHE)),
         concurrency=config.getoption(OPT_CONCURRENCY),
@@ -432,8 +443,8 @@ def _rooted(config: pytest.Config, value: str) -> Path | None:
     return Path(config.rootpath) / value if value else None
 
 
-#: the keys of ``[tool.tooleffect]`` in ``pyproject.toml`` (two tables and a list); any other key is refused
-PYPROJECT_KEYS = frozenset({"gates", "policies", DEFAULT_POLICIES})
+#: the keys of ``[tool.tooleffect]`` in ``pyproject.toml`` (three tables and a list); any other key is refused
+PYPROJECT_KEYS = frozenset({"gates", "policies", "repeats", DEFAULT_POLICIES})
 
 
 def read_pyproject(rootpath: Path) -> tuple[Path, dict[str, Any]]:

@@ -111,7 +111,7 @@ def test_a_misspelt_key_is_still_refused_and_the_message_lists_the_known_ones(py
     result = pytester.runpytest("cases/")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*[[]tool.tooleffect[]] has 'default_policy', which it does not know (its keys: "
-                                 "default_policies, gates, policies)*"])
+                                 "default_policies, gates, policies, repeats)*"])
 
 
 def test_replay_with_nothing_recorded_says_how_to_choose_a_policy(pytester: pytest.Pytester) -> None:

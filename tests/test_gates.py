@@ -282,7 +282,7 @@ def test_a_table_with_a_wildcard_applies_only_to_the_blocks_of_the_run(pytester:
     ('[tool.tooleffect.gate."*"]\nmax_regressions = 0\n', "[tool.tooleffect] has 'gate', which it does not know"),
     ('[tool.tooleffect.Gates."*"]\nmax_regressions = 0\n', "[tool.tooleffect] has 'Gates', which it does not know"),
     ("[tool.tooleffect]\ngats = 1\n", "[tool.tooleffect] has 'gats', which it does not know (its keys: "
-                                       "default_policies, gates, policies)"),
+                                       "default_policies, gates, policies, repeats)"),
 ])
 def test_bad_gate_config_names_the_file_the_table_and_the_key(tmp_path: Path, table: str, message: str) -> None:
     write_gates(tmp_path, table)

@@ -46,7 +46,7 @@ from pytest_tooleffect.ci.sequential_gate import design_of, judge_sequential
 from pytest_tooleffect.collect.sharding import RunSelection
 from pytest_tooleffect.collect.variants import no_variants_key
 from pytest_tooleffect.oracle import KINDS
-from pytest_tooleffect.outcomes import SETTLED
+from pytest_tooleffect.outcomes import NOT_A_GAP
 from pytest_tooleffect.report import CLASSES, percent
 from pytest_tooleffect.report.ci_model import GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import EffectRate
@@ -533,7 +533,7 @@ class GateKeeper:
             unjudged += f", judged on a filtered run ({filtered})"
         unscored = ""
         if self.report is not None:  # collected and never decided: no gate judges them, and the report says so
-            skipped = sum(n for s in self.report.skipped for why, n in s.reasons.items() if why != SETTLED)
+            skipped = sum(n for s in self.report.skipped for why, n in s.reasons.items() if why not in NOT_A_GAP)
             invalid = sum(f.count for f in self.report.invalid)
             unrecorded = sum(u.count for u in self.report.unrecorded)
             parts = [f"{n} {what}" for n, what in ((skipped, "skipped"), (invalid, "invalid cases"),

@@ -20,12 +20,13 @@ where the write works) keeps it; any other item is scheduled with its chunk.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from pytest_tooleffect.compat import unit_scheduler
 
-__all__ = ["CHUNK", "chunk_scheduler", "chunk_size", "group_of"]
+__all__ = ["CHUNK", "case_positions", "chunk_scheduler", "chunk_size", "group_of"]
 
 #: positions per chunk at the most
 CHUNK = 64
@@ -49,13 +50,29 @@ def group_of(nodeid: str, position: int, size: int = CHUNK) -> str:
     return f"tooleffect-{position // size}"
 
 
-def chunk_scheduler(config: Any, log: Any) -> Any:
+#: a trial's suffix in an item's id (``case[policy:3]``, ``collect/ids.py``)
+_TRIAL = re.compile(r":\d+\]$")
+
+
+def case_positions(nodeids: Sequence[str]) -> list[int]:
+    """Each item's position for :func:`group_of` when a case's trials must stay together (adaptive
+    repeats: a trial is run only once the one before it was scored): the position of the first item
+    of its case (its id without the trial, ``case[policy:3]`` → ``case[policy]``), so that all the
+    trials of a case fall in one chunk, and so on one worker, in their order.
+    """
+    first: dict[str, int] = {}
+    return [first.setdefault(_TRIAL.sub("]", nodeid), n) for n, nodeid in enumerate(nodeids)]
+
+
+def chunk_scheduler(config: Any, log: Any, together: bool = False) -> Any:
     """pytest-xdist's ``LoadGroupScheduling``, with the chunks above as the groups of the items
-    that carry no group of their own (:func:`~pytest_tooleffect.compat.unit_scheduler`).  Imports
+    that carry no group of their own (:func:`~pytest_tooleffect.compat.unit_scheduler`); with
+    ``together``, a case's trials in the chunk of its first (:func:`case_positions`).  Imports
     pytest-xdist (called only by its hook).
     """
     def units(collection: Sequence[str], workers: int) -> dict[str, str]:
         size = chunk_size(len(collection), workers)
-        return {nodeid: group_of(nodeid, n, size) for n, nodeid in enumerate(collection)}
+        at = case_positions(collection) if together else range(len(collection))
+        return {nodeid: group_of(nodeid, n, size) for n, nodeid in zip(at, collection, strict=True)}
 
     return unit_scheduler(config, log, units)

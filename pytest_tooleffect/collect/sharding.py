@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect import wire
+from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.collect.items import CaseItem, InvalidCaseItem
 from pytest_tooleffect.collect.scope import RunScope, count_classes, defined_policies
 
@@ -91,6 +92,15 @@ def _key(item: pytest.Item) -> str:
     return item.record_id if isinstance(item, CaseItem) else item.nodeid
 
 
+def _shard_key(item: pytest.Item, together: bool) -> str:
+    """The key an item is sharded by: its :func:`_key`, or with ``together`` (adaptive repeats) its case's
+    record id without the trial, so that every trial of a case is in one shard.
+    """
+    if together and isinstance(item, CaseItem):
+        return record_id(item.family.name, item.ref.id, item.policy.name)
+    return _key(item)
+
+
 def _case_keys(items: Iterable[pytest.Item]) -> list[str]:
     """The keys of the case items among ``items`` (record ids; an invalid case's node id)."""
     return [_key(item) for item in items if isinstance(item, (CaseItem, InvalidCaseItem))]
@@ -117,10 +127,12 @@ class RunSelection:
 
     Args:
         shard: ``(index, count)`` of a sharded run, or ``None``.
+        together: a case's trials go to one shard (adaptive repeats: a trial runs after the one before it).
     """
 
-    def __init__(self, shard: tuple[int, int] | None = None) -> None:
+    def __init__(self, shard: tuple[int, int] | None = None, together: bool = False) -> None:
         self.index, self.count = shard if shard is not None else (0, 0)
+        self.together = together
         self.sharded = shard is not None
         self.fingerprints: dict[str, str] = {}
         self.rules: dict[str, str] = {}
@@ -155,7 +167,7 @@ class RunSelection:
             keep: list[pytest.Item] = []
             drop: list[pytest.Item] = []
             for item in items:
-                (keep if shard_of(_key(item), self.count) == self.index else drop).append(item)
+                (keep if shard_of(_shard_key(item, self.together), self.count) == self.index else drop).append(item)
             if drop:
                 config.hook.pytest_deselected(items=drop)
                 items[:] = keep

@@ -24,7 +24,7 @@ import pytest
 
 from pytest_tooleffect import wire
 from pytest_tooleffect.collect.agents import AgentError
-from pytest_tooleffect.collect.chunks import chunk_scheduler, chunk_size, group_of
+from pytest_tooleffect.collect.chunks import case_positions, chunk_scheduler, chunk_size, group_of
 from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.decide.agent import AgentState, agent_state, call_agent_bounded, is_async, run_agent
 from pytest_tooleffect.decide.model_turn import ModelCache, TurnPool, api_key, wait_turn
@@ -297,7 +297,9 @@ class ModelTurns:
         units: dict[str, list[CaseItem]] = {}
         workers = int(getattr(self.config, "workerinput", {}).get(wire.WORKER_COUNT, 1))
         size = chunk_size(len(session.items), workers)
-        for n, item in enumerate(session.items):
+        at = (case_positions([i.nodeid for i in session.items]) if self.settings.adaptive_repeats
+              else range(len(session.items)))  # a case's adaptive trials stay in one chunk (chunks.py)
+        for n, item in zip(at, session.items, strict=True):
             if isinstance(item, CaseItem) and item.live:
                 unit = units.setdefault(group_of(item.nodeid, n, size), [])  # the controller's work unit (chunks.py)
                 unit.append(item)
@@ -315,7 +317,7 @@ class ModelTurns:
         """
         if not _chunked(config, self.settings):
             return None
-        return chunk_scheduler(config, log)
+        return chunk_scheduler(config, log, together=self.settings.adaptive_repeats)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:

@@ -9,7 +9,8 @@ sections a single run has, where its inputs allow.
 
 The order is :data:`SECTION_ORDER`: ``judge`` (what judged free-text fields), ``shard`` (which
 part of a sharded run this is), ``baseline`` (the run against an accepted one), ``sequential`` (the
-sequential gates' verdicts and savings), ``gates`` (the
+sequential gates' verdicts and savings), ``repeats`` (adaptive repeats' trials, steps and savings,
+written into each block's ``repeats``), ``gates`` (the
 thresholds judged on everything before them, the baseline's regressions included).
 """
 
@@ -26,10 +27,10 @@ from pytest_tooleffect.scoring.record import Record
 
 __all__ = ["SECTION_ORDER", "ReportSection", "SectionName", "ShardSection", "assemble", "ordered"]
 
-SectionName = Literal["judge", "shard", "baseline", "sequential", "gates"]
+SectionName = Literal["judge", "shard", "baseline", "sequential", "repeats", "gates"]
 
 #: the order sections are written in: a later section may read what an earlier one wrote
-SECTION_ORDER: tuple[SectionName, ...] = ("judge", "shard", "baseline", "sequential", "gates")
+SECTION_ORDER: tuple[SectionName, ...] = ("judge", "shard", "baseline", "sequential", "repeats", "gates")
 
 
 @runtime_checkable

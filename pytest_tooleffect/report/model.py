@@ -23,6 +23,7 @@ from pytest_tooleffect.report.arithmetic import CLASSES
 from pytest_tooleffect.report.ci_model import BaselineComparison, BaselineUnreadable, GatesApplied, GatesNotApplied
 from pytest_tooleffect.report.effects_model import Effects
 from pytest_tooleffect.report.parts import Closed, Count, Number, Part, Pct, PerClass, is_none
+from pytest_tooleffect.report.repeats_model import Repeats
 from pytest_tooleffect.report.robustness import Robustness
 from pytest_tooleffect.report.run_model import (
     InvalidFamily,
@@ -366,19 +367,6 @@ class PostStratified(Part):
     """Estimate at the name + arguments level."""
     name_args_display: str
     """``name_args_pct`` for display."""
-
-
-class Repeats(Part):
-    """Repeated trials of the same cases (``--tooleffect-repeats``)."""
-
-    trials: int
-    """Most trials of one case."""
-    cases: Count
-    """Cases scored."""
-    pass_hat_k: dict[str, float]
-    """pass^k for k = 1…trials: the chance that all of k trials pass (unbiased, averaged over cases)."""
-    flip_share: float
-    """Share of cases whose verdict differs between trials."""
 
 
 class Block(Part):

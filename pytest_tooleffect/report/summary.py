@@ -15,7 +15,7 @@ from fractions import Fraction
 from math import comb
 from typing import Any, Literal
 
-from pytest_tooleffect.outcomes import RATE_LIMITER_ERROR, SETTLED
+from pytest_tooleffect.outcomes import NOT_A_GAP, RATE_LIMITER_ERROR
 from pytest_tooleffect.report.annotations_model import find_violations
 from pytest_tooleffect.report.arithmetic import (
     exact_pct,
@@ -54,7 +54,6 @@ from pytest_tooleffect.report.model import (
     PhantomActions,
     PostStratified,
     Rate,
-    Repeats,
     ReplyDue,
     Report,
     SmallClass,
@@ -62,6 +61,7 @@ from pytest_tooleffect.report.model import (
 )
 from pytest_tooleffect.report.needless import needless_calls
 from pytest_tooleffect.report.parts import PerClass
+from pytest_tooleffect.report.repeats_model import Repeats
 from pytest_tooleffect.report.rows import Row, VerdictRow
 from pytest_tooleffect.report.run_model import (
     InvalidCase,
@@ -154,7 +154,7 @@ def summarise(records: Iterable[Record | Mapping[str, Any]], families: Mapping[s
         policies = sorted(p for f, p in groups if f == fam)
         if len(policies) > 1:
             comparisons.append(_comparison(fam, {p: groups[(fam, p)] for p in policies}))
-    gaps = [e for e in skipped if e["reason"] != SETTLED]  # a settled skip was not needed: no gap in the run
+    gaps = [e for e in skipped if e["reason"] not in NOT_A_GAP]  # a settled skip was not needed: no gap in the run
     unscored = bool(invalid or gaps or unrecorded or any(errs.values())) or status == "incomplete"
     final: Literal["complete", "incomplete", "interrupted"] = (
         "interrupted" if status == "interrupted" else "incomplete" if unscored else "complete")

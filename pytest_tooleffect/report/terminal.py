@@ -161,8 +161,12 @@ def render_terminal(report: Report, width: int = PIPED_WIDTH, soft_wrap: bool = 
                           f"name+args {est.name_args_display} %")
         rep = b.repeats
         if rep:
-            ks = ", ".join(f"pass^{k} {100 * v:.1f} %" for k, v in rep.pass_hat_k.items())
-            console.print(f"repeats: {rep.trials} trials of {rep.cases} cases: {ks}; verdict flips between "
+            shown_k = rep.pass_hat_k.items() if rep.adaptive is None else [  # adaptive: 1, 2 and k* of up to k*
+                (k, v) for k, v in rep.pass_hat_k.items() if k in ("1", "2", str(rep.adaptive.items_per_case))]
+            ks = ", ".join(f"pass^{k} {100 * v:.1f} %" for k, v in shown_k)
+            many = (f"{rep.trials} trials" if rep.adaptive is None else
+                    f"{rep.adaptive.trials_run} adaptive trials (up to {rep.adaptive.items_per_case} a case)")
+            console.print(f"repeats: {many} of {rep.cases} cases: {ks}; verdict flips between "
                           f"trials on {100 * rep.flip_share:.1f} % of cases")
         kinds = ", ".join(f"{k} {v}" for k, v in b.kinds if v)
         console.print(f"kinds: {kinds or 'none'}")
