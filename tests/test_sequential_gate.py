@@ -264,22 +264,6 @@ def test_with_the_gates_switched_off_nothing_is_skipped(pytester: pytest.Pyteste
     assert "skipped" not in result.parseoutcomes()
 
 
-def test_a_report_merged_from_record_logs_does_not_judge_a_sequential_gate(
-        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_tooleffect.cli import main
-
-    a = agents(COUNT)
-    _baseline(pytester, a["baseline"])
-    write_family(pytester.path, COUNT, a["regressed"])
-    pytester.makepyprojecttoml(GATE.format(extra=""))
-    pytester.runpytest("cases/", f"{OPT_BASELINE}=baseline.json", f"{OPT_RECORDS}=r.jsonl")
-    capsys.readouterr()
-    assert main(["report", str(pytester.path / "r.jsonl"), "--gates", str(pytester.path / "pyproject.toml"),
-                 "--baseline", str(pytester.path / "baseline.json")]) == 1
-    assert ("gate demo/replay sequential at alpha 0.05: NOT JUDGED (a sequential gate is judged by the run itself"
-            in capsys.readouterr().out)
-
-
 def test_cases_discordant_among_the_baseline_trials_run_first_with_all_their_trials(
         pytester: pytest.Pytester) -> None:
     write_family(pytester.path, 40, set())

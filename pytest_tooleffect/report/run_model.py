@@ -197,7 +197,10 @@ class MergedSelection(Part):
     """The records merged (each item once)."""
     not_recorded: Count
     """Selected items with no record (a missing shard's, a shard's cut short, skipped or invalid ones):
-    the report's status is ``incomplete`` when this is not 0."""
+    the report's status is ``incomplete`` when this is not 0, unless all of them are ``settled``."""
+    settled: Count = Field(default=0, exclude_if=lambda v: v == 0)
+    """Of those, the items skipped as settled by a sequential gate (the baseline's decisions of a block
+    whose gate the merged records settle; ``ci/sequential_merged.py``): no gap."""
     short: list[ShortPart] = Field(default_factory=list)
     """The shards (or the unsharded run) whose logs hold fewer records than they selected; a shard with
     no record at all is in ``shards.missing``."""
