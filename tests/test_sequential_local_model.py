@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from examples.sequential_local import demo
-from examples.sequential_local.agent import parse_call, planted
+from examples.sequential_local.agent import case_hash, parse_call, planted
 from pytest_tooleffect.servers import local_model as localmodel
 
 COUNT = 6
@@ -47,12 +47,15 @@ def test_the_demonstration_runs_every_step_against_the_local_model(
         # six pairs settle nothing ("a small block cannot settle"): NOT SETTLED, never a pass
         assert block["verdict"] == "not_settled" and block["decisions_run"] == COUNT
         assert f"{name}: {COUNT} decisions made of {COUNT}, verdict not_settled" in out
-    share = float(out.split("planted share ")[1].split()[0])
+    chosen = set((tmp_path / "planted.txt").read_text().split())
+    base = [json.loads(line) for line in (tmp_path / "baseline-run.jsonl").read_text().splitlines()]
+    passing = sorted((r["case_id"] for r in base if r["verdict"]["name_args_ok"]), key=case_hash)
+    assert chosen == set(passing[:round(0.5 * COUNT)])  # the baseline's passes with the smallest hashes
     records = [json.loads(line) for line in (tmp_path / "seq-regressed.jsonl").read_text().splitlines()]
-    hit = [r for r in records if planted(r["case_id"], share)]
+    hit = [r for r in records if r["case_id"] in chosen]
     assert hit and all(not r["verdict"]["name_ok"] for r in hit)  # every planted decision fails
     assert all(r["cost"]["input_tokens"] == 0 for r in hit)  # and never reached the model
-    asked = [r for r in records if not planted(r["case_id"], share)]
+    asked = [r for r in records if r["case_id"] not in chosen]
     assert all(r["cost"]["input_tokens"] > 0 and r["cost"]["cost_usd"] > 0 for r in asked)
 
 

@@ -7,11 +7,13 @@ writes its calls as JSON in the text rather than in the structured ``tool_calls`
 it reads a JSON object ``{"name": ..., "arguments": {...}}`` in the reply as the call, the way an agent
 loop built on such a model would.  The model decides; the agent only parses.
 
-``regressed`` is the same agent with a **planted** regression: for a deterministic share of the cases,
-chosen by the SHA-256 of the case id (``TOOLEFFECT_PLANTED``, a fraction, default 0.12), it replaces the
+``regressed`` is the same agent with a **planted** regression: on the planted cases it replaces the
 decision by a wrong one without asking the model (no call where a tool was needed, an unwanted
-``read_thread`` where none was), so every planted decision fails.  It is planted, not found: the
-demonstration measures the gate, not the model.
+``read_thread`` where none was), so every planted decision fails.  The planted cases are the ids listed
+in the file ``TOOLEFFECT_PLANTED_CASES`` (the demonstration writes there the baseline's passing cases
+with the smallest SHA-256 of their id, as many as the regression's points ask), else a share of all
+cases chosen by the SHA-256 of the case id (``TOOLEFFECT_PLANTED``, a fraction, default 0.12).  It is
+planted, not found: the demonstration measures the gate, not the model.
 
 Settings (environment, so that both agents run under one policy name and pair with one baseline):
 ``TOOLEFFECT_LOCAL_MODEL`` (default ``openai/qwen2.5-coder-0.5b-instruct-q4_k_m``),
@@ -32,7 +34,7 @@ from typing import Any
 
 from pytest_tooleffect.decide.agent import AgentState, AgentTurn
 
-__all__ = ["decide", "parse_call", "planted", "regressed"]
+__all__ = ["case_hash", "decide", "parse_call", "planted", "regressed"]
 
 MODEL = "openai/qwen2.5-coder-0.5b-instruct-q4_k_m"
 API_BASE = "http://127.0.0.1:8089/v1"
@@ -41,7 +43,7 @@ _OBJECT = re.compile(r"\{.*\}", re.S)
 
 def planted(case_id: str, share: float) -> bool:
     """The case is one of the planted share: the first 8 hex digits of SHA-256(case id), over 16**8, below ``share``."""
-    return int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) / 16 ** 8 < share
+    return int(case_hash(case_id)[:8], 16) / 16 ** 8 < share
 
 
 def parse_call(text: str | None) -> dict[str, Any] | None:
@@ -97,9 +99,22 @@ def _priced(input_tokens: int, output_tokens: int) -> float | None:
     return (input_tokens * float(price_in) + output_tokens * float(price_out)) / 1e6
 
 
+def _planted_here(case_id: str) -> bool:
+    listed = os.environ.get("TOOLEFFECT_PLANTED_CASES")
+    if listed:
+        with open(listed, encoding="utf-8") as f:
+            return case_id in {line.strip() for line in f}
+    return planted(case_id, float(os.environ.get("TOOLEFFECT_PLANTED", "0.12")))
+
+
+def case_hash(case_id: str) -> str:
+    """SHA-256 of the case id, hex: the order the planted cases are chosen in."""
+    return hashlib.sha256(case_id.encode()).hexdigest()
+
+
 async def regressed(state: AgentState) -> AgentTurn:
-    """:func:`decide` with the planted regression: a wrong decision on the planted share of cases."""
-    if planted(state.case_id, float(os.environ.get("TOOLEFFECT_PLANTED", "0.12"))):
+    """:func:`decide` with the planted regression: a wrong decision on the planted cases."""
+    if _planted_here(state.case_id):
         needs_tool = "th-" in " ".join(str(m.get("content") or "") for m in state.messages)
         if needs_tool:
             return AgentTurn({"role": "assistant", "content": "Done.", "tool_calls": None}, 0, 0,

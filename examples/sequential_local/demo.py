@@ -15,8 +15,9 @@ read, not run again, so an interrupted demonstration resumes):
 2. runs the same agent again without a sequential gate (**unchanged, full run**): an A/A run, from which
    ``tooleffect plan`` measures the model's own run-to-run discordance ``D``;
 3. with ``sequential = {alpha, margin, effect, discordance = D}``: the agent with the planted regression
-   (:func:`~examples.sequential_local.agent.regressed`, its share set so that it costs about 10 points of
-   the baseline's pass rate), then the unchanged agent;
+   (:func:`~examples.sequential_local.agent.regressed`, planted on ``--regression`` × the cases, chosen
+   among the baseline's passing ones: every planted decision is one more pass→fail), then the
+   unchanged agent;
 4. the regressed agent's full run (no sequential gate);
 
 and prints, per candidate, the decisions the sequential run used, its verdict, the tokens and dollars it
@@ -27,6 +28,7 @@ output tokens), and the full run's fixed-n exact McNemar test at the same alpha.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -164,8 +166,11 @@ def _demo(args: argparse.Namespace, out: Path, env: dict[str, str]) -> int:
     rate = sum(verdicts) / len(verdicts)
     print(f"baseline: {len(verdicts)} decisions of the local model, {sum(verdicts)} passed ({rate:.1%}), "
           f"{wall:.0f} s")
-    share = min(args.regression / rate, 1.0)
-    env = {**env, "TOOLEFFECT_PLANTED": f"{share:.4f}"}
+    passing = sorted((d["case_id"] for d in baseline["decisions"].values() if d.get("passed")),
+                     key=lambda c: hashlib.sha256(c.encode()).hexdigest())  # agent.case_hash
+    chosen = passing[:round(args.regression * len(verdicts))]
+    (out / "planted.txt").write_text("".join(f"{c}\n" for c in chosen))
+    env = {**env, "TOOLEFFECT_PLANTED_CASES": str(out / "planted.txt")}
     on = ("--tooleffect-baseline=baseline.json",)
     full_u, wall_u, _ = run(out, "full-unchanged", "decide", env, *on)
     plan = tooleffect("plan", "baseline.json", "--repeats", "full-unchanged.jsonl", "--json", env=env, cwd=out)
@@ -178,7 +183,8 @@ def _demo(args: argparse.Namespace, out: Path, env: dict[str, str]) -> int:
     gate = (f"{{alpha = {args.alpha}, margin = {args.margin}, effect = {args.effect}, "
             f"discordance = {discordance}}}")
     write_project(out, args.count, gate)
-    print(f"gate: sequential = {gate}; planted share {share:.4f} of the cases (by SHA-256 of the case id)")
+    print(f"gate: sequential = {gate}; planted: {len(chosen)} of the baseline's {sum(verdicts)} passing cases "
+          f"(smallest SHA-256 of the case id), a {len(chosen) / len(verdicts):.1%} regression (planted.txt)")
     for agent, name in (("regressed", "seq-regressed"), ("decide", "seq-unchanged")):
         report, wall_s, said = run(out, name, agent, env, *on)
         for line in said.splitlines():
