@@ -140,3 +140,13 @@ def test_the_shards_records_are_interleaved_in_proportion_each_in_its_own_order(
     two = [_rec(2, n) for n in range(2)]
     got = [r.case_id for r in replay_order([*one, *two])]
     assert got == ["c1-0", "c1-1", "c2-0", "c1-2", "c1-3", "c2-1"]
+
+
+def test_a_missing_shard_is_never_explained_away_into_a_pass(
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    a = agents(COUNT)
+    _baseline(pytester, a["baseline"])
+    _shards(pytester, a["unchanged"])
+    status, report, _ = _merged(pytester, capsys, "logs/shard-1.jsonl")  # shard 2 left out
+    assert report["sequential"]["blocks"][0]["verdict"] == "no_regression"  # on shard 1's records
+    assert report["status"] == "incomplete" and report["shards"]["missing"] == [2] and status == 1

@@ -18,8 +18,10 @@ spent budget does: never a pass.
 What the stop saved: the baseline's decisions of a settled block that no log holds a record of were
 skipped as settled (their turns never sent), when they are exactly the items the run selected and
 did not record (the records' selection stamps say how many); their tokens and dollars are the
-baseline's measured spend of the same decisions, as in a run.  The merge is then no shorter than its
-run: those items are no gap, and the report stays ``complete``.
+baseline's measured spend of the same decisions, as in a run.  A shard whose items were all skipped
+wrote no record and cannot be told from a shard that never ran: its items are explained so only when
+every settled verdict is a regression (the gates fail anyway), never to make a pass.  The merge is then no shorter than its run: those items are no gap,
+and the report stays ``complete``.
 """
 
 from __future__ import annotations
@@ -125,7 +127,10 @@ def judge_merged(records: Sequence[Record], gates: GatesConfig, baseline: Baseli
     unmade = {k: sorted(held.get(k, set()) - {r.id for r in by_block[k]}) for k in specs}
     settled = [k for k, t in tallies.items() if t.verdict in ("regression", "no_regression")]
     skipped = sum(len(unmade[k]) for k in settled)
-    explained = bool(whole and unrecorded and skipped == unrecorded)
+    # a shard that skipped every item it had wrote no record: missing, it is explained only when the
+    # verdicts fail anyway (it cannot be told from a shard that never ran, whose records could hold regressions)
+    failing = all(tallies[k].verdict == "regression" for k in settled)
+    explained = bool(unrecorded and skipped == unrecorded and (whole or failing))
     spend = baseline_spend(baseline, baseline_path) if explained else {}
     blocks: list[SequentialBlock] = []
     for (family, policy), spec in sorted(specs.items()):

@@ -113,7 +113,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             sections.append(sequential)
             settled = sequential.settled_skips
             if settled:  # the items the settled gates skipped are no gap: the merge is as whole as its run
-                merged.short = []
+                merged.short = []  # a shard that skipped every item it had wrote no record: not missing
+                merged.shards_missing = []
     from pytest_tooleffect.report.run_model import MergedSelection, MergedShards, ShortPart
 
     shards = None if merged.shard_count is None else MergedShards(

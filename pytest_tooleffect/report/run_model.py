@@ -164,7 +164,8 @@ class MergedShards(Part):
     merged: list[int]
     """The shards that have records, sorted."""
     missing: list[int]
-    """The shards with no record: the report's status is then ``incomplete``."""
+    """The shards with no record: the report's status is then ``incomplete`` (not listed: a shard whose
+    items were all skipped as settled by a sequential gate, counted in ``selection.settled``)."""
     logs: list[str]
     """The record logs read, in the order given."""
     duplicates_dropped: int = 0
