@@ -18,10 +18,10 @@ spent budget does: never a pass.
 What the stop saved: the baseline's decisions of a settled block that no log holds a record of were
 skipped as settled (their turns never sent), when they are exactly the items the run selected and
 did not record (the records' selection stamps say how many); their tokens and dollars are the
-baseline's measured spend of the same decisions, as in a run.  A shard whose items were all skipped
+baseline's measured spend of the same decisions, as in a run.  The merge is then no shorter than its
+run: those items are no gap, and the report stays ``complete``.  A shard whose items were all skipped
 wrote no record and cannot be told from a shard that never ran: its items are explained so only when
-every settled verdict is a regression (the gates fail anyway), never to make a pass.  The merge is then no shorter than its run: those items are no gap,
-and the report stays ``complete``.
+every settled verdict is a regression (the gates fail anyway), never to make a pass.
 """
 
 from __future__ import annotations
