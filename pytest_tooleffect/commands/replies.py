@@ -29,7 +29,8 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
         (:func:`pytest_tooleffect.util.display.shown`).
     """
     from pytest_tooleffect.commands import check_command_outputs
-    from pytest_tooleffect.data.reply_scores import format_figures, judge_agreement, load_reply_set, measure, to_json
+    from pytest_tooleffect.data.reply_scores import format_figures, in_split, judge_agreement, load_reply_set, \
+        measure, to_json
     from pytest_tooleffect.util.display import shown
 
     folder = Path(args.folder)
@@ -49,7 +50,11 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(shown(f"tooleffect calibrate-replies: {exc}"), file=sys.stderr)
         return 2
-    chosen = [r for r in rows if split is None or r.split == split]
+    try:
+        chosen = [r for r in rows if in_split(r, split)]
+    except ValueError as exc:
+        print(shown(f"tooleffect calibrate-replies: --split: {exc}"), file=sys.stderr)
+        return 2
     figures = measure(rows, split)
     print(format_figures(figures, f"reply fallback and phantom-action check on {folder}, split={args.split}, "
                                   f"n={len(chosen)}"))

@@ -16,6 +16,7 @@ Wilson, JASA 22(158), 1927).  A reply labelled ``claim_supported: false`` is a p
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +27,42 @@ from pytest_tooleffect.oracle.claims import ToolCall, find_phantom
 from pytest_tooleffect.oracle.reply import classify_reply
 from pytest_tooleffect.report.arithmetic import wilson_interval
 
-__all__ = ["LABEL_KINDS", "Figure", "LabelledReply", "format_figures", "judge_agreement", "load_reply_set", "measure",
-           "phantom_of", "to_json"]
+__all__ = ["HALVES", "LABEL_KINDS", "SPLITS", "Figure", "LabelledReply", "format_figures", "half_of", "in_split",
+           "judge_agreement", "load_reply_set", "measure", "phantom_of", "to_json"]
 
 #: the kinds a labelled reply may have (``none``: no reply to judge)
 LABEL_KINDS = ("ask", "refuse", "answer", "none")
+#: the two halves of the set by the hash of the reply's id (:func:`half_of`): ``look`` is read while
+#: tuning the checks, ``held`` is only measured
+HALVES = ("look", "held")
+#: the selections :func:`in_split` knows: the set's own ``split`` field and the hash halves
+SPLITS = ("dev", "test", *HALVES)
+
+
+def half_of(reply_id: str) -> str:
+    """The reply's half: ``look`` when the SHA-256 of its id (UTF-8) is even as an integer, else ``held``.
+
+    Deterministic and independent of the set's order and of the ``split`` field, so that a row
+    added later falls in a half without moving any other.
+    """
+    return HALVES[int(hashlib.sha256(reply_id.encode()).hexdigest(), 16) % 2]
+
+
+def in_split(row: LabelledReply, split: str | None) -> bool:
+    """Whether a row belongs to ``split``: ``None`` (every row), one of :data:`SPLITS`, or several
+    joined by ``+`` (their intersection: ``held+test`` is the held half's rows of the ``test`` split).
+
+    Raises:
+        ValueError: a name that is not one of :data:`SPLITS`.
+    """
+    if split is None:
+        return True
+    for part in split.split("+"):
+        if part not in SPLITS:
+            raise ValueError(f"split {part!r}: one of {', '.join(SPLITS)}, or several joined by '+'")
+        if (half_of(row.id) if part in HALVES else row.split) != part:
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -125,7 +157,8 @@ def measure(rows: Sequence[LabelledReply], split: str | None = "test",
 
     Args:
         rows: the labelled replies.
-        split: ``dev``, ``test`` or ``None`` (every row).
+        split: a selection :func:`in_split` knows (``dev``, ``test``, ``look``, ``held``, ``held+test``…)
+            or ``None`` (every row).
         classify: ``(reply text, user's message)`` → kind (default
             :func:`~pytest_tooleffect.oracle.reply.classify_reply`).
         phantom: labelled reply → the detector says phantom (``None``: not measured).
@@ -133,7 +166,7 @@ def measure(rows: Sequence[LabelledReply], split: str | None = "test",
     Returns:
         ``{kind: Figure}`` and, with ``phantom``, ``{"phantom_action": Figure}``.
     """
-    chosen = [r for r in rows if split is None or r.split == split]
+    chosen = [r for r in rows if in_split(r, split)]
     predicted = [classify(r.reply, r.user) for r in chosen]
     out = {}
     for kind in ("ask", "refuse", "answer"):
@@ -195,7 +228,7 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
         rows: the labelled replies.
         judge: a :class:`~pytest_tooleffect.scoring.judge.Judge` (or any ``(rubric, expected, got) -> (ok, why)``
             with a ``model`` attribute).
-        split: ``dev``, ``test`` or ``None``.
+        split: a selection :func:`in_split` knows, or ``None`` (every row).
         limit: ask about every ``k``-th reply only (in the file's order), ``k = ceil(n / limit)``, so
             that at most ``limit`` are asked; ``None``: every reply.
 
@@ -206,7 +239,7 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
     from pytest_tooleffect.oracle.reply import RUBRICS
     from pytest_tooleffect.scoring.judge import JudgeError, JudgeProviderError
 
-    chosen = [r for r in rows if (split is None or r.split == split) and r.reply.strip()]
+    chosen = [r for r in rows if in_split(r, split) and r.reply.strip()]
     if limit is not None and limit > 0 and len(chosen) > limit:
         chosen = chosen[::-(-len(chosen) // limit)]
     total = [[0, 0], [0, 0]]
