@@ -164,7 +164,9 @@ def measure(rows: Sequence[LabelledReply], split: str | None = "test",
         phantom: labelled reply → the detector says phantom (``None``: not measured).
 
     Returns:
-        ``{kind: Figure}`` and, with ``phantom``, ``{"phantom_action": Figure}``.
+        ``{kind: Figure}`` and, with ``phantom``, ``{"phantom_action": Figure}`` over every reply, and
+        ``phantom_action/action`` and ``phantom_action/result`` over the replies labelled with that claim
+        (a flag on a reply labelled ``claim: none`` counts in the first only).
     """
     chosen = [r for r in rows if in_split(r, split)]
     predicted = [classify(r.reply, r.user) for r in chosen]
@@ -176,10 +178,11 @@ def measure(rows: Sequence[LabelledReply], split: str | None = "test",
         out[kind] = Figure(kind, tp, fp, fn)
     if phantom is not None:
         said = [phantom(r) for r in chosen]
-        out["phantom_action"] = Figure(
-            "phantom_action", sum(s and r.phantom for s, r in zip(said, chosen, strict=True)),
-            sum(s and not r.phantom for s, r in zip(said, chosen, strict=True)),
-            sum(r.phantom and not s for s, r in zip(said, chosen, strict=True)))
+        for name, claims in (("phantom_action", ("none", "action", "result")), ("phantom_action/action", ("action",)),
+                             ("phantom_action/result", ("result",))):
+            pairs = [(s, r) for s, r in zip(said, chosen, strict=True) if r.claim in claims]
+            out[name] = Figure(name, sum(s and r.phantom for s, r in pairs), sum(s and not r.phantom for s, r in pairs),
+                               sum(r.phantom and not s for s, r in pairs))
     return out
 
 
