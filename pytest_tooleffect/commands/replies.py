@@ -29,8 +29,14 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
         (:func:`pytest_tooleffect.util.display.shown`).
     """
     from pytest_tooleffect.commands import check_command_outputs
-    from pytest_tooleffect.data.reply_scores import format_figures, in_split, judge_agreement, load_reply_set, \
-        measure, to_json
+    from pytest_tooleffect.data.reply_scores import (
+        format_figures,
+        in_split,
+        judge_agreement,
+        load_reply_set,
+        measure,
+        to_json,
+    )
     from pytest_tooleffect.util.display import shown
 
     folder = Path(args.folder)

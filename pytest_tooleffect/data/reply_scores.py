@@ -57,12 +57,11 @@ def in_split(row: LabelledReply, split: str | None) -> bool:
     """
     if split is None:
         return True
-    for part in split.split("+"):
+    parts = split.split("+")
+    for part in parts:
         if part not in SPLITS:
             raise ValueError(f"split {part!r}: one of {', '.join(SPLITS)}, or several joined by '+'")
-        if (half_of(row.id) if part in HALVES else row.split) != part:
-            return False
-    return True
+    return all((half_of(row.id) if part in HALVES else row.split) == part for part in parts)
 
 
 @dataclass(frozen=True)
