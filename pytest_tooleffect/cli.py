@@ -165,6 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="cap on the tokens of one judge answer (a small model may not stop); a cut answer is "
                         "counted apart as unreadable")
     p.add_argument("--judge-timeout", type=float, default=60.0, help="seconds per judge request (default 60)")
+    p.add_argument("--judge-format", choices=("rubric", "kind-word"), default="rubric",
+                   help="rubric: pass or fail per kind, as a verdict asks (3 questions a reply); kind-word: one word "
+                        "a reply among ask, refuse, answer, none (pytest_tooleffect.scoring.kind_judge)")
     _judge_outputs(p, "reports/reply-calibration.json")
     p.set_defaults(func=cmd_calibrate_replies)
     p = sub.add_parser("sandbox", help="build the sandbox image (locally, never pulled), list or clean containers, "

@@ -71,14 +71,21 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
 
         judge = Judge(args.judge_model, args.api_base, Path(args.cache) if args.cache else None,
                       timeout_s=args.judge_timeout, max_tokens=args.judge_max_tokens)
+        asked: Any = judge
+        if getattr(args, "judge_format", "rubric") == "kind-word":
+            from pytest_tooleffect.scoring.kind_judge import KindWordJudge
+
+            asked = KindWordJudge(judge)
         try:
-            agreement = judge_agreement(rows, judge, split, args.judge_limit)
+            agreement = judge_agreement(rows, asked, split, args.judge_limit)
         except JudgeError as exc:  # a provider failure is an error, never a measurement: nothing written
             print(shown(f"tooleffect calibrate-replies: {exc}; nothing written"), file=sys.stderr)
             return 2
         agreement["usage"] = judge.usage.to_dict()
+        agreement["format"] = getattr(args, "judge_format", "rubric")
         result["judge"] = agreement
-        print(f"\njudge {judge.model} on {agreement['n_replies']} replies (3 questions each):")
+        each = "1 question each" if agreement["format"] == "kind-word" else "3 questions each"
+        print(f"\njudge {asked.model} on {agreement['n_replies']} replies ({each}):")
         for kind, k in {**agreement["kinds"], "all": agreement["all"]}.items():
             lo, hi = k["kappa_ci95"]
             fig = k.get("figure")

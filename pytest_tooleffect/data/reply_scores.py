@@ -28,7 +28,7 @@ from pytest_tooleffect.oracle.reply import classify_reply
 from pytest_tooleffect.report.arithmetic import wilson_interval
 
 __all__ = ["HALVES", "LABEL_KINDS", "SPLITS", "Figure", "LabelledReply", "format_figures", "half_of", "in_split",
-           "judge_agreement", "load_reply_set", "measure", "phantom_of", "to_json"]
+           "judge_agreement", "load_reply_set", "measure", "phantom_of", "table_agreement", "to_json"]
 
 #: the kinds a labelled reply may have (``none``: no reply to judge)
 LABEL_KINDS = ("ask", "refuse", "answer", "none")
@@ -264,16 +264,27 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
             if ok != human:
                 disagreements.append({"id": r.id, "human": r.kind, "judge": "pass" if ok else "fail", "reason": why})
         fig = Figure(kind, table[1][1], table[0][1], table[1][0])
-        kinds[kind] = {**_agreement(table), "figure": fig.to_dict(), "disagreements": disagreements}
+        kinds[kind] = {**table_agreement(table), "figure": fig.to_dict(), "disagreements": disagreements}
     if errors and not sum(map(sum, total)):
         raise JudgeError(f"not one of the judge's {len(errors)} answers could be read; the first: "
                          f"{errors[0]['id']} ({errors[0]['kind']}): {errors[0]['error']}")
     return {"model": getattr(judge, "model", "judge"), "n_replies": len(chosen), "kinds": kinds,
-            "all": _agreement(total), "errors": errors}
+            "all": table_agreement(total), "errors": errors}
 
 
-def _agreement(table: list[list[int]]) -> dict[str, Any]:
-    """``{n, agreement, kappa, kappa_ci95, table}`` of a 2 x 2 table (rows: the person; columns: the judge)."""
+def table_agreement(table: list[list[int]]) -> dict[str, Any]:
+    """The agreement of a judge with the labels from their 2 x 2 table.
+
+    Args:
+        table: ``[[person fails & judge fails, person fails & judge passes], [person passes & judge
+            fails, person passes & judge passes]]``, counts.
+
+    Returns:
+        ``{n, agreement, kappa, kappa_ci95, table}``: the raw agreement (the diagonal's share;
+        ``None`` with n = 0), Cohen's kappa with its asymptotic 95 % interval clipped to [-1, 1]
+        (:func:`~pytest_tooleffect.scoring.judge.cohens_kappa`; ``nan`` with n = 0 or when chance
+        alone predicts the table), and the table as ``{"human_fail": [...], "human_pass": [...]}``.
+    """
     from pytest_tooleffect.scoring.judge import cohens_kappa
 
     n = sum(map(sum, table))
