@@ -37,17 +37,25 @@ def amount(text: str) -> float:
     return float(text.replace(",", ""))
 
 
+#: a value followed by this is a rate (``$50 per passenger``, ``2 bags per person``): a rule's term, not a result
+_RATE = re.compile(r"\s*(?:per|por|cada|pro)\b", re.I)
+
+
 def stated_values(sentence: str, counts: bool = False) -> list[tuple[str, str, float | str]]:
     """Values a sentence states: ``(kind, as written, normalised)`` for amounts of money, clock times and
     versions, and with ``counts`` a count of things (``three refills``, ``5 unidades``: kind ``count``).
+    An amount or a count followed by ``per`` (a rate: ``$50 per passenger``) is a rule's term, not stated.
     """
     out: list[tuple[str, str, float | str]] = []
     if counts:
-        for m in _COUNT.finditer(MONEY.sub(" ", sentence)):
+        bare = MONEY.sub(" ", sentence)
+        for m in _COUNT.finditer(bare):
             n = m.group("n").lower()
-            out.append(("count", m.group(), float(_NUMBER_WORDS.get(n) or int(n))))
+            if not _RATE.match(bare, m.end()):
+                out.append(("count", m.group(), float(_NUMBER_WORDS.get(n) or int(n))))
     for m in MONEY.finditer(sentence):
-        out.append(("amount", m.group(), amount(m.group("n"))))
+        if not _RATE.match(sentence, m.end()):
+            out.append(("amount", m.group(), amount(m.group("n"))))
     for m in _CLOCK.finditer(sentence):
         if m.group("m") is None and m.group("ap") is None:
             continue  # a bare number is no time

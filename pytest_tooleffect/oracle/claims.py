@@ -145,8 +145,7 @@ _EXAMPLE = re.compile(r"\b(looks? like|for example|e\.g\.|such as|for instance|p
 _NEGATION = re.compile(r"\b(not|never|nothing|no|none|neither|nor|nada|nunca|ning[uú]n\w*|rien|aucun\w*|nichts|kein\w*|"
                        r"nenhum\w*|niente|nessun\w*)\b|n['’]t\b", re.I)
 _WORDS = re.compile(r"[A-Za-z][a-z]*|[a-z]+")
-#: the user speaks of their own things; the reply speaks of the user's things
-_OWN_USER = re.compile(r"\b(my|mine|mi|mis|mon|ma|mes|mein\w*|meu|minha)\b", re.I)
+#: the reply speaks of the user's own things
 _OWN_REPLY = re.compile(r"\b(your|you have|you['’]ve got|su|sus|tu|tus|usted tiene|votre|vos|ihr\w*|seu|sua)\b", re.I)
 
 
@@ -382,9 +381,6 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
         return None
     haystack = (known_text + " " + " ".join(c.text() for c in calls)).casefold()
     held = HeldValues(haystack, [c.result for c in calls], text or "")
-    # with no call at all a value is the agent's knowledge (a rule, a price list), unless it is about the user's own
-    # things: the user spoke of theirs ("my balance") or the claim's sentence does ("your balance")
-    own = bool(_OWN_USER.search(known_text))
     for claim in claims:
         why: str | None = None
         if claim.kind == "action":
@@ -392,8 +388,9 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
         elif claim.verb == "read" and not [c for c in calls if not c.failed]:
             why = ("no tool was called in the conversation" if not calls
                    else "every call in the conversation returned an error")
-        if why is None and (calls or (claim.facts and not claim.tools
-                                      and (own or bool(_OWN_REPLY.search(claim.sentence))))):
+        # with no call at all a value is the agent's knowledge (a rule, a price list), unless the claim's sentence
+        # says it is about the user's own things ("your balance is $1,204.50")
+        if why is None and (calls or (claim.facts and not claim.tools and bool(_OWN_REPLY.search(claim.sentence)))):
             missing = [i for i in claim.ids if i.casefold() not in haystack]
             missing += [shown for kind, shown, value in claim.facts if not held.holds(kind, value)]
             if missing:

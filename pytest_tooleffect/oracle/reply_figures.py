@@ -23,7 +23,7 @@ FIGURES: dict[str, tuple[float, float]] = {
     "ask": (0.95, 0.86),
     "refuse": (0.88, 0.44),
     "answer": (0.60, 0.94),
-    "phantom_action": (0.73, 0.58),
+    "phantom_action": (0.71, 0.53),
     "phantom_action/action": (1.00, 0.70),
-    "phantom_action/result": (0.80, 0.44),
+    "phantom_action/result": (0.75, 0.33),
 }

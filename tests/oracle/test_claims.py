@@ -229,3 +229,11 @@ def test_an_action_named_by_its_noun_and_a_spanish_delete_are_tied() -> None:
     assert said is not None and said.claim.tools == ("dispute_transaction",)
     said = find_phantom("He eliminado el evento de su calendario.", [], ["create_event", "delete_event"])
     assert said is not None and said.claim.tools == ("delete_event",)
+
+
+def test_a_rate_is_a_rules_term_and_a_value_with_no_call_needs_the_users_own_things() -> None:
+    calls = [ToolCall("get_user", {"id": "u_1"}, json.dumps({"membership": "gold"}))]
+    assert find_phantom("Extra bags cost $50 per bag, and gold members get 3 free bags per passenger.", calls,
+                        ["update_bags"]) is None
+    # with no call: the user's "my" alone does not make a price list about their things
+    assert find_phantom("Each extra bag costs $35.", [], ["update_bags"], known_text="How much for my bags?") is None
