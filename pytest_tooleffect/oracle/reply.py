@@ -88,7 +88,9 @@ _COURTESY = re.compile(
     r"any (other|more|further) (questions?|help|assistance|requests?|"
     r"concerns?)|(is|was) (this|that) (helpful|clear)|does (this|that) (help|answer)|how else|"
     r"(is there|can i|may i|could i) (help|assist)( you)? with (anything|something)|"
-    r"let me know if (you|there)|feel free to|don['’]t hesitate|if you (need|have) (any|anything|more|further)|"
+    r"let me know if (you|there)|(tell me|let me know) when (you['’]re|you are) ready|(tell me|let me know) when "
+    r"you(['’]d like| would like| want) to (go ahead|proceed|continue|start)|feel free to|don['’]t hesitate|"
+    r"if you (need|have) (any|anything|more|further)|"
     r"algo m[aá]s|otra (cosa|consulta|pregunta)|en qu[eé] m[aá]s|autre chose|d['’]autres questions|"
     r"puis-je vous aider (avec|pour) autre|sonst noch|weitere fragen|noch etwas|mais alguma|algo mais|"
     r"altro (in cui|che)|posso aiutarla (con|in) altro", re.I)

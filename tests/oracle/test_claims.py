@@ -179,6 +179,7 @@ KINDS_READ = [
     ("ask", "I'd be grateful if you could send the invoice number."),
     ("none", "No worries at all, take your time."),
     ("none", "On it!"),
+    ("answer", "Nothing has been sent yet; tell me when you're ready to go ahead."),
     ("answer", "Your parcel left the depot this morning and should arrive on Friday."),
 ]
 
