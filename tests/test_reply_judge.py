@@ -44,11 +44,12 @@ def test_a_judge_that_always_passes_agrees_by_chance_only() -> None:
     # the judge says pass to all 40: it agrees with the 12 the person passes, kappa 0
     got = table_agreement([[0, 28], [0, 12]])
     assert got["agreement"] == pytest.approx(0.3) and got["kappa"] == pytest.approx(0.0)
+    assert got["kappa_ci95"] is None  # the judge never varies: no interval, not "0 to 0"
 
 
 def test_an_empty_table_has_no_kappa() -> None:
     got = table_agreement([[0, 0], [0, 0]])
-    assert got["n"] == 0 and got["agreement"] is None and math.isnan(got["kappa"])
+    assert got["n"] == 0 and got["agreement"] is None and math.isnan(got["kappa"]) and got["kappa_ci95"] is None
 
 
 class WordsJudge:
@@ -93,9 +94,10 @@ def doc_rows(doc: dict[str, Any], label: str) -> list[str]:
     usage = judge["usage"]
     rows = []
     for kind, k in {**judge["kinds"], "all": judge["all"]}.items():
-        lo, hi = k["kappa_ci95"]
+        ci = "none (one side never varies)" if k["kappa_ci95"] is None else \
+            f"{num(k['kappa_ci95'][0])} to {num(k['kappa_ci95'][1])}"
         rows.append(f"| {label} | {judge['n_replies']} | {kind} | {k['n']} | {num(k['agreement'])} | "
-                    f"{num(k['kappa'])} | {num(lo)} to {num(hi)} | {len(judge['errors'])} | "
+                    f"{num(k['kappa'])} | {ci} | {len(judge['errors'])} | "
                     f"{usage['input_tokens']} | {usage['output_tokens']} |")
     return rows
 

@@ -87,11 +87,11 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
         each = "1 question each" if agreement["format"] == "kind-word" else "3 questions each"
         print(f"\njudge {asked.model} on {agreement['n_replies']} replies ({each}):")
         for kind, k in {**agreement["kinds"], "all": agreement["all"]}.items():
-            lo, hi = k["kappa_ci95"]
+            ci = k["kappa_ci95"]
+            interval = "no interval: one side never varies" if ci is None else f"95 % CI {_num(ci[0])} to {_num(ci[1])}"
             fig = k.get("figure")
             pr = "" if fig is None else (f", precision {_num(fig['precision'])}, recall {_num(fig['recall'])}")
-            print(f"  {kind}: agreement {_num(k['agreement'])}, Cohen's kappa {_num(k['kappa'])} "
-                  f"(95 % CI {_num(lo)} to {_num(hi)}){pr}")
+            print(f"  {kind}: agreement {_num(k['agreement'])}, Cohen's kappa {_num(k['kappa'])} ({interval}){pr}")
         usage = judge.usage
         cost = "unknown" if usage.cost_usd is None else f"{usage.cost_usd:.4f} USD"
         print(f"  answers that could not be read (left out): {len(agreement['errors'])}")

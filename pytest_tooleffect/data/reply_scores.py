@@ -283,11 +283,17 @@ def table_agreement(table: list[list[int]]) -> dict[str, Any]:
         ``{n, agreement, kappa, kappa_ci95, table}``: the raw agreement (the diagonal's share;
         ``None`` with n = 0), Cohen's kappa with its asymptotic 95 % interval clipped to [-1, 1]
         (:func:`~pytest_tooleffect.scoring.judge.cohens_kappa`; ``nan`` with n = 0 or when chance
-        alone predicts the table), and the table as ``{"human_fail": [...], "human_pass": [...]}``.
+        alone predicts the table; the interval ``None`` when a row or a column of the table is
+        empty: the judge or the labels never vary, and the variance is degenerate), and the table
+        as ``{"human_fail": [...], "human_pass": [...]}``.
     """
     from pytest_tooleffect.scoring.judge import cohens_kappa
 
     n = sum(map(sum, table))
     kappa, low, high = cohens_kappa(table) if n else (float("nan"),) * 3
+    # a side that never varies (the judge always says pass, or every label is the same) leaves the
+    # asymptotic variance degenerate: the interval is not a measurement
+    varies = all(sum(row) for row in table) and all(table[0][j] + table[1][j] for j in (0, 1))
     return {"n": n, "agreement": (table[0][0] + table[1][1]) / n if n else None, "kappa": kappa,
-            "kappa_ci95": [max(-1.0, low), min(1.0, high)], "table": {"human_fail": table[0], "human_pass": table[1]}}
+            "kappa_ci95": [max(-1.0, low), min(1.0, high)] if varies else None,
+            "table": {"human_fail": table[0], "human_pass": table[1]}}
