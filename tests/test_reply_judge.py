@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.cli import main
-from pytest_tooleffect.data.reply_scores import judge_agreement, load_reply_set, table_agreement
+from pytest_tooleffect.data.reply_scores import (
+    judge_agreement,
+    judged_rows,
+    load_reply_set,
+    table_agreement,
+    word_agreement,
+)
 from pytest_tooleffect.scoring.judge import JudgeUsage
 from pytest_tooleffect.scoring.kind_judge import KindWordJudge
 
@@ -74,7 +80,8 @@ def test_the_kind_word_judge_asks_once_per_reply_and_passes_the_kind_it_names() 
     # the judge reads every reply as the label says, except that it calls every refusal an answer
     words = {r.reply: ("answer" if r.kind == "refuse" else r.kind) for r in chosen}
     fake = WordsJudge(words)
-    result = judge_agreement(chosen, KindWordJudge(fake), "dev")  # type: ignore[arg-type]
+    kind_judge = KindWordJudge(fake)  # type: ignore[arg-type]
+    result = judge_agreement(chosen, kind_judge, "dev")
     assert fake.usage.calls == len(chosen) and result["model"] == "words [kind-word]"
     refusals = sum(r.kind == "refuse" for r in chosen)
     ask = result["kinds"]["ask"]
@@ -82,6 +89,26 @@ def test_the_kind_word_judge_asks_once_per_reply_and_passes_the_kind_it_names() 
     answer = result["kinds"]["answer"]["table"]
     assert answer["human_fail"][1] == refusals  # each refusal passed as an answer
     assert result["kinds"]["refuse"]["table"]["human_pass"] == [refusals, 0]
+    # the four kinds at once: every refusal in the answer column, every other reply on the diagonal
+    assert kind_judge.words == words
+    words_fig = word_agreement(judged_rows(chosen, "dev", None), kind_judge.words)
+    assert words_fig["n"] == len(chosen) and words_fig["table"]["refuse"] == [0, 0, refusals, 0]
+    assert words_fig["agreement"] == pytest.approx((len(chosen) - refusals) / len(chosen))
+    assert 0 < words_fig["kappa"] < 1 and words_fig["kappa_ci95"] is not None
+
+
+def test_kappa_over_the_four_kinds_is_cohens_on_the_square_table() -> None:
+    rows = [r for r in load_reply_set(SET) if r.split == "dev"]
+    pick = {k: [r for r in rows if r.kind == k][:10] for k in ("ask", "refuse", "answer")}
+    chosen = [r for k in pick for r in pick[k]]
+    # ask and refuse read right, answers read as asks half the time
+    words = {r.reply: r.kind for r in chosen}
+    words.update({r.reply: "ask" for r in pick["answer"][:5]})
+    got = word_agreement(chosen, words)
+    # table rows ask / refuse / answer: [10, 0, 0], [0, 10, 0], [5, 0, 5]; p_o = 25/30;
+    # p_e = (15 * 10 + 10 * 10 + 5 * 10) / 30^2 = 1/3; kappa = (5/6 - 1/3) / (2/3) = 0.75
+    assert got["table"]["answer"] == [5, 0, 5, 0] and got["kappa"] == pytest.approx(0.75)
+    assert word_agreement(chosen, {r.reply: "answer" for r in chosen})["kappa_ci95"] is None  # one word only
 
 
 def doc_rows(doc: dict[str, Any], label: str) -> list[str]:

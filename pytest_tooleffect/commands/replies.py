@@ -33,9 +33,11 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
         format_figures,
         in_split,
         judge_agreement,
+        judged_rows,
         load_reply_set,
         measure,
         to_json,
+        word_agreement,
     )
     from pytest_tooleffect.util.display import shown
 
@@ -83,6 +85,8 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
             return 2
         agreement["usage"] = judge.usage.to_dict()
         agreement["format"] = getattr(args, "judge_format", "rubric")
+        if agreement["format"] == "kind-word":  # the four kinds at once: the word against the label
+            agreement["words"] = word_agreement(judged_rows(rows, split, args.judge_limit), asked.words)
         result["judge"] = agreement
         each = "1 question each" if agreement["format"] == "kind-word" else "3 questions each"
         print(f"\njudge {asked.model} on {agreement['n_replies']} replies ({each}):")
@@ -92,6 +96,12 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
             fig = k.get("figure")
             pr = "" if fig is None else (f", precision {_num(fig['precision'])}, recall {_num(fig['recall'])}")
             print(f"  {kind}: agreement {_num(k['agreement'])}, Cohen's kappa {_num(k['kappa'])} ({interval}){pr}")
+        if "words" in agreement:
+            w = agreement["words"]
+            ci = w["kappa_ci95"]
+            interval = "no interval: one side never varies" if ci is None else f"95 % CI {_num(ci[0])} to {_num(ci[1])}"
+            print(f"  the word against the label (4 kinds, {w['n']} replies): agreement {_num(w['agreement'])}, "
+                  f"Cohen's kappa {_num(w['kappa'])} ({interval})")
         usage = judge.usage
         cost = "unknown" if usage.cost_usd is None else f"{usage.cost_usd:.4f} USD"
         print(f"  answers that could not be read (left out): {len(agreement['errors'])}")

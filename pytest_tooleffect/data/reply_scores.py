@@ -28,7 +28,8 @@ from pytest_tooleffect.oracle.reply import classify_reply
 from pytest_tooleffect.report.arithmetic import wilson_interval
 
 __all__ = ["HALVES", "LABEL_KINDS", "SPLITS", "Figure", "LabelledReply", "format_figures", "half_of", "in_split",
-           "judge_agreement", "load_reply_set", "measure", "phantom_of", "table_agreement", "to_json"]
+           "judge_agreement", "judged_rows", "load_reply_set", "measure", "phantom_of", "table_agreement", "to_json",
+           "word_agreement"]
 
 #: the kinds a labelled reply may have (``none``: no reply to judge)
 LABEL_KINDS = ("ask", "refuse", "answer", "none")
@@ -241,9 +242,7 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
     from pytest_tooleffect.oracle.reply import RUBRICS
     from pytest_tooleffect.scoring.judge import JudgeError, JudgeProviderError
 
-    chosen = [r for r in rows if in_split(r, split) and r.reply.strip()]
-    if limit is not None and limit > 0 and len(chosen) > limit:
-        chosen = chosen[::-(-len(chosen) // limit)]
+    chosen = judged_rows(rows, split, limit)
     total = [[0, 0], [0, 0]]
     kinds: dict[str, Any] = {}
     errors: list[dict[str, str]] = []
@@ -270,6 +269,44 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
                          f"{errors[0]['id']} ({errors[0]['kind']}): {errors[0]['error']}")
     return {"model": getattr(judge, "model", "judge"), "n_replies": len(chosen), "kinds": kinds,
             "all": table_agreement(total), "errors": errors}
+
+
+def judged_rows(rows: Sequence[LabelledReply], split: str | None, limit: int | None) -> list[LabelledReply]:
+    """The replies a judge is asked about: those of ``split`` with text, every ``k``-th of them
+    (``k = ceil(n / limit)``) when ``limit`` is given and smaller than their number.
+    """
+    chosen = [r for r in rows if in_split(r, split) and r.reply.strip()]
+    if limit is not None and limit > 0 and len(chosen) > limit:
+        chosen = chosen[::-(-len(chosen) // limit)]
+    return chosen
+
+
+def word_agreement(rows: Sequence[LabelledReply], words: Mapping[str, str]) -> dict[str, Any]:
+    """A one-word judge's agreement with the labels over the four kinds at once.
+
+    Args:
+        rows: the replies asked about (:func:`judged_rows`).
+        words: reply text → the word the judge answered (a reply missing here is left out).
+
+    Returns:
+        ``{n, agreement, kappa, kappa_ci95, table}``: Cohen's kappa of the 4 x 4 table (rows the
+        label, columns the judge, in :data:`LABEL_KINDS` order) with its asymptotic 95 % interval
+        (:func:`~pytest_tooleffect.scoring.judge.cohens_kappa`), ``None`` when the judge answered
+        one word only or the labels hold one kind only.
+    """
+    from pytest_tooleffect.scoring.judge import cohens_kappa
+
+    table = [[0] * len(LABEL_KINDS) for _ in LABEL_KINDS]
+    for r in rows:
+        if r.reply in words:
+            table[LABEL_KINDS.index(r.kind)][LABEL_KINDS.index(words[r.reply])] += 1
+    n = sum(map(sum, table))
+    kappa, low, high = cohens_kappa(table) if n else (float("nan"),) * 3
+    used = sum(any(row[j] for row in table) for j in range(len(LABEL_KINDS)))
+    varies = used > 1 and sum(any(row) for row in table) > 1
+    return {"n": n, "agreement": sum(table[i][i] for i in range(len(table))) / n if n else None, "kappa": kappa,
+            "kappa_ci95": [max(-1.0, low), min(1.0, high)] if varies else None,
+            "table": {k: row for k, row in zip(LABEL_KINDS, table, strict=True)}}
 
 
 def table_agreement(table: list[list[int]]) -> dict[str, Any]:

@@ -79,6 +79,11 @@ class KindWordJudge:
             self._words[got] = str(doc["kind"])
         return self._words[got]
 
+    @property
+    def words(self) -> dict[str, str]:
+        """Reply text → the word the model answered, for every reply asked about so far."""
+        return dict(self._words)
+
     def __call__(self, rubric: str | None, expected: Any, got: Any) -> tuple[bool, str]:
         """Whether the reply does the kind ``rubric`` describes (one of the reply-kind rubrics).
 
