@@ -120,7 +120,10 @@ def doc_rows(doc: dict[str, Any], label: str) -> list[str]:
 
     usage = judge["usage"]
     rows = []
-    for kind, k in {**judge["kinds"], "all": judge["all"]}.items():
+    shown = {**judge["kinds"], "all": judge["all"]}
+    if "words" in judge:
+        shown["4 kinds"] = judge["words"]
+    for kind, k in shown.items():
         ci = "none (one side never varies)" if k["kappa_ci95"] is None else \
             f"{num(k['kappa_ci95'][0])} to {num(k['kappa_ci95'][1])}"
         rows.append(f"| {label} | {judge['n_replies']} | {kind} | {k['n']} | {num(k['agreement'])} | "
