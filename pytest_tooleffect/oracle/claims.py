@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -102,11 +103,12 @@ _NOT = r"(?<!\bnot )(?<!\bnever )(?<!n['’]t )(?<!\bno )(?<!\bnicht )(?<!\bpas 
 #: a claim frame: first person perfect or past, a passive perfect or state, "successfully", a sentence opening
 #: with its participle ("Moved —", "Escalated!"), or a sentence of a noun and its participle ("Refill requested!")
 _ACTION = re.compile(
-    r"(?:\b(?:i|we)(?:['’]ve|['’]d| have| had)?|\b(?:has|have|had)(?: now| already| just| successfully)? been|"
-    r"\b(?:is|are|was|were)(?: now| all| successfully| already)?|\bsuccessfully|"
-    r"\b(?:he|hemos|ha|han|ha sido|han sido|fue|est[aá]|ya est[aá])|\b(?:j['’]ai|nous avons|a été|ont été|est|sont)|"
-    r"\b(?:ich habe|wir haben|habe ich|haben wir|wurde|wurden|ist)(?: \w+){0,4}?|"
-    r"\b(?:foi|foram|ho|abbiamo|è stat[oa]|sono stat[ie])|^[\W_]*(?=\w+(?:[.!—–,:]|\s+[a-z]))|"
+    # the word-initial frames behind one \b: a position that is no word boundary is left at once
+    r"(?:\b(?:(?:i|we)(?:['’]ve|['’]d| have| had)?|(?:has|have|had)(?: now| already| just| successfully)? been|"
+    r"(?:is|are|was|were)(?: now| all| successfully| already)?|successfully|"
+    r"(?:he|hemos|ha|han|ha sido|han sido|fue|est[aá]|ya est[aá])|(?:j['’]ai|nous avons|a été|ont été|est|sont)|"
+    r"(?:ich habe|wir haben|habe ich|haben wir|wurde|wurden|ist)(?: \w+){0,4}?|"
+    r"(?:foi|foram|ho|abbiamo|è stat[oa]|sono stat[ie]))|^[\W_]*(?=\w+(?:[.!—–,:]|\s+[a-z]))|"
     r"^[\W_]*[A-Z]\w+ (?=\w+\s*(?:!|\.?$)))"
     r"(?: (?:just|now|already|also|successfully|gone ahead and|went ahead and|ya|bien|déjà|erfolgreich|"
     r"bereits|soeben|già|correctamente|con éxito))*"
@@ -212,8 +214,9 @@ class Phantom:
                 "tools": list(self.claim.tools), "why": self.why}
 
 
-def _tool_words(name: str) -> list[str]:
-    return [w.lower() for w in _WORDS.findall(name.replace("_", " ").replace(".", " ").replace("-", " "))]
+@lru_cache(maxsize=4096)  # a catalog's names, read for every claim of every reply
+def _tool_words(name: str) -> tuple[str, ...]:
+    return tuple(w.lower() for w in _WORDS.findall(name.replace("_", " ").replace(".", " ").replace("-", " ")))
 
 
 def _stem(participle: str) -> str:
@@ -237,6 +240,12 @@ _GENERIC = frozenset({"complete", "finaliz", "finalis"})
 
 
 def _tied(stem: str, write_tools: Iterable[str]) -> tuple[str, ...]:
+    """The write tools a claimed action's stem names (:func:`_tie`, kept per stem and catalog)."""
+    return _tie(stem, tuple(write_tools))
+
+
+@lru_cache(maxsize=4096)
+def _tie(stem: str, write_tools: tuple[str, ...]) -> tuple[str, ...]:
     """The write tools a claimed action's stem names: the tool's first word (its verb) begins like the
     stem or one of its synonyms (five letters compared, fewer for a shorter stem); when none does,
     any word of the tool's name.
@@ -415,7 +424,12 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
     Returns:
         The :class:`Phantom`, or ``None`` when every claim is supported (or there is none).
     """
-    claims = find_claims(text, write_tools)
+    return _first_unsupported(find_claims(text, write_tools), text, calls, known_text, sandbox_changed)
+
+
+def _first_unsupported(claims: Sequence[Claim], text: str | None, calls: Sequence[ToolCall], known_text: str,
+                       sandbox_changed: bool | None) -> Phantom | None:
+    """:func:`find_phantom` on claims already found (the conversation read only when the reply claims something)."""
     if not claims:
         return None
     haystack = (known_text + " " + " ".join(c.text() for c in calls)).casefold()
@@ -532,7 +546,10 @@ def turn_phantom(text: str | None, emitted: Iterable[tuple[str, Any]], tools: Ma
     if not text or not text.strip():
         return None
     writes = [name for name, spec in tools.items() if not getattr(spec, "read_only", False)]
+    claims = find_claims(text, writes)
+    if not claims:  # nothing claimed: the conversation need not be read
+        return None
     calls = conversation_calls(messages, [(n, a if isinstance(a, Mapping) else {}) for n, a in emitted])
     known = " ".join(m["content"] for m in messages if isinstance(m, Mapping) and isinstance(m.get("content"), str)
                      and m.get("role") != "tool")
-    return find_phantom(text, calls, writes, known_text=known, sandbox_changed=sandbox_changed)
+    return _first_unsupported(claims, text, calls, known, sandbox_changed)

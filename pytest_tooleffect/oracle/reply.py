@@ -163,9 +163,9 @@ class ReplyCheck(NamedTuple):
 
 def _asks_in(sentence: str) -> bool:
     """One sentence asks the user for something: a question that is not a courtesy, or a request."""
-    if _COURTESY.search(sentence):
+    if not (is_question(sentence) or ASKING.search(sentence)):  # the cheaper checks first: most sentences ask nothing
         return False
-    return is_question(sentence) or bool(ASKING.search(sentence))
+    return not _COURTESY.search(sentence)
 
 
 def _refuses_in(sentence: str, asked: bool) -> bool:
