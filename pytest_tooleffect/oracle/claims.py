@@ -42,11 +42,13 @@ and phantom actions".
 
 from __future__ import annotations
 
+import bisect
 import json
+import math
 import re
-from functools import lru_cache
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from pytest_tooleffect.oracle.reply import ASKING
@@ -346,12 +348,18 @@ def _supported_fact(kind: str, value: float | str, numbers: Sequence[float], tim
                     stated: Sequence[float] = ()) -> bool:
     """A value some result (or the conversation) holds: the same amount, a multiple (2-9) of one, a
     sum of two or three or a difference of two; or such a sum or difference of other amounts the reply states.
+
+    Every candidate is compared as ``abs(value - candidate) < 0.005``.  The amount that would complete
+    a sum or a difference is looked up in the amounts sorted (:func:`_completes`) instead of each
+    amount being tried: linear in the amounts for a pair, quadratic for three (not cubic).
     """
     if kind == "version":
         return str(value) in text
     if kind == "time":
         return value in times
     assert isinstance(value, float)
+    if not math.isfinite(value):  # an infinity is near no number, no multiple and no sum
+        return False
     if any(abs(value - n) < 0.005 for n in numbers):
         return True
     others = [n for n in stated if abs(n - value) >= 0.005]
@@ -360,15 +368,36 @@ def _supported_fact(kind: str, value: float | str, numbers: Sequence[float], tim
            for i, a in enumerate(others) for j, b in enumerate(others) if j > i):
         return True
     few = [n for n in numbers if n > 0][:40]
+    order = sorted(range(len(few)), key=few.__getitem__)
+    keys = [few[k] for k in order]
+    # the window around the amount sought: 0.005 and far more than the rounding of two additions
+    margin = 0.006 + 1e-9 * (abs(value) + 3 * max(keys, default=0.0))
     for i, a in enumerate(few):
         if any(abs(value - a * k) < 0.005 for k in range(2, 10)):
             return True
-        for j, b in enumerate(few):
-            if j > i and (abs(value - (a + b)) < 0.005 or abs(value - abs(a - b)) < 0.005):
-                return True
-            if j > i and any(abs(value - (a + b + c)) < 0.005 for c in few[j + 1:]):
+        # b after a with value = a + b, or value = |a - b|
+        if (_completes(keys, order, few, value - a, margin, i, lambda b: abs(value - (a + b)) < 0.005)  # noqa: B023
+                or _completes(keys, order, few, a - value, margin, i, lambda b: abs(value - abs(a - b)) < 0.005)  # noqa: B023
+                or _completes(keys, order, few, a + value, margin, i, lambda b: abs(value - abs(a - b)) < 0.005)):  # noqa: B023
+            return True
+        for j in range(i + 1, len(few)):  # c after b with value = a + b + c
+            part = a + few[j]
+            sought = value - part
+            lo = bisect.bisect_left(keys, sought - margin)
+            if lo < len(keys) and keys[lo] <= sought + margin and _completes(
+                    keys, order, few, sought, margin, j, lambda c: abs(value - (part + c)) < 0.005):  # noqa: B023
                 return True
     return False
+
+
+def _completes(keys: Sequence[float], order: Sequence[int], amounts: Sequence[float], sought: float, margin: float,
+               after: int, ok: Callable[[float], bool]) -> bool:
+    """Some amount at a position after ``after``, within ``margin`` of ``sought`` (``keys``: the amounts
+    sorted, ``order``: their positions), for which ``ok`` holds.
+    """
+    lo = bisect.bisect_left(keys, sought - margin)
+    hi = bisect.bisect_right(keys, sought + margin)
+    return any(k > after and ok(amounts[k]) for k in order[lo:hi])
 
 
 def find_claims(text: str | None, write_tools: Sequence[str]) -> list[Claim]:
