@@ -51,8 +51,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from pytest_tooleffect.oracle.reply import ASKING
-from pytest_tooleffect.oracle.sentences import is_question, sentences
+from pytest_tooleffect.oracle.reply import ASKING_FOLDED
+from pytest_tooleffect.oracle.sentences import Folded, is_question, sentences
 
 __all__ = ["Claim", "Phantom", "ToolCall", "conversation_calls", "find_claims", "find_phantom", "turn_phantom"]
 
@@ -111,7 +111,7 @@ _ACTION = re.compile(
     r"(?:he|hemos|ha|han|ha sido|han sido|fue|est[aá]|ya est[aá])|(?:j['’]ai|nous avons|a été|ont été|est|sont)|"
     r"(?:ich habe|wir haben|habe ich|haben wir|wurde|wurden|ist)(?: \w+){0,4}?|"
     r"(?:foi|foram|ho|abbiamo|è stat[oa]|sono stat[ie]))|^[\W_]*(?=\w+(?:[.!—–,:]|\s+[a-z]))|"
-    r"^[\W_]*[A-Z]\w+ (?=\w+\s*(?:!|\.?$)))"
+    r"^[\W_]*[a-z]\w+ (?=\w+\s*(?:!|\.?$)))"  # [a-z]: any letter (IGNORECASE), as [A-Z] would be
     r"(?: (?:just|now|already|also|successfully|gone ahead and|went ahead and|ya|bien|déjà|erfolgreich|"
     r"bereits|soeben|già|correctamente|con éxito))*"
     r"(?:\s+(?:your|the|it|this|that|them|su|tu|la|el|votre|ihre|ihren|die|den|das|a sua|o seu|la sua|il suo)"
@@ -142,6 +142,9 @@ _EXAMPLE = re.compile(r"\b(looks? like|for example|e\.g\.|such as|for instance|p
 _NEGATION = re.compile(r"\b(not|never|nothing|no|none|neither|nor|nada|nunca|ning[uú]n\w*|rien|aucun\w*|nichts|kein\w*|"
                        r"nenhum\w*|niente|nessun\w*)\b|n['’]t\b", re.I)
 _WORDS = re.compile(r"[A-Za-z][a-z]*|[a-z]+")
+#: the case-insensitive patterns read in every sentence, searched fast in ASCII text (:class:`.sentences.Folded`)
+_ACTION_FOLDED, _DONE_FOLDED, _READ_FOLDED, _EXAMPLE_FOLDED, _NEGATION_FOLDED = (
+    Folded(p) for p in (_ACTION, _DONE, _READ, _EXAMPLE, _NEGATION))
 
 
 @dataclass(frozen=True)
@@ -290,12 +293,12 @@ def _objects(tools: tuple[str, ...], sentence: str, stem: str) -> tuple[str, ...
 def _actions(sentence: str, write_tools: Sequence[str]) -> list[tuple[str, tuple[str, ...], str]]:
     """The claimed actions of a sentence tied to some write tool: ``(stem, tools, participle)`` each."""
     out: list[tuple[str, tuple[str, ...], str]] = []
-    for m in _ACTION.finditer(sentence):
-        part = m.group("part")
+    for m in _ACTION_FOLDED.finditer(sentence):
+        part = sentence[m.start("part"):m.end("part")]  # as written (the folded match's text is lower-cased)
         if part.lower() in _WORDS_NOT_ACTIONS:
             continue
         clause = re.split(r"[,;:—–]", sentence[:m.start()])[-1]
-        if _NEGATION.search(clause):  # "Nothing has been committed": the clause denies the action
+        if _NEGATION_FOLDED.search(clause):  # "Nothing has been committed": the clause denies the action
             continue
         stem = _stem(part)
         tools = _objects(_tied(stem, write_tools), sentence, stem)
@@ -414,10 +417,10 @@ def find_claims(text: str | None, write_tools: Sequence[str]) -> list[Claim]:
     """
     out: list[Claim] = []
     for sentence in sentences(text or ""):
-        if _EXAMPLE.search(sentence):
+        if _EXAMPLE_FOLDED.search(sentence):
             continue
         facts = tuple(_facts(sentence))
-        if is_question(sentence) or ASKING.search(sentence):  # asks: only the values it states are claims
+        if is_question(sentence) or ASKING_FOLDED.search(sentence):  # asks: only the values it states are claims
             if facts:
                 out.append(Claim("result", sentence, "value", (), (), facts))
             continue
@@ -427,9 +430,9 @@ def find_claims(text: str | None, write_tools: Sequence[str]) -> list[Claim]:
         claim: Claim | None = None
         if found:
             continue
-        if _DONE.search(sentence) and write_tools:
+        if _DONE_FOLDED.search(sentence) and write_tools:
             claim = Claim("action", sentence, "done", tuple(write_tools), ids, facts)
-        elif _READ.search(sentence):
+        elif _READ_FOLDED.search(sentence):
             claim = Claim("result", sentence, "read", (), ids, facts)
         elif ids or facts:
             claim = Claim("result", sentence, "value", (), ids, facts)
