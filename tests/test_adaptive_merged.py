@@ -172,7 +172,7 @@ def _agent(regressed: bool) -> tuple[Any, Counter[int]]:
 
 
 def test_adaptive_repeats_under_a_sequential_gate_send_no_turn_for_an_item_either_skipped(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_tooleffect.cli import main
 
     write_family(pytester.path, CASES)
@@ -208,3 +208,17 @@ def test_adaptive_repeats_under_a_sequential_gate_send_no_turn_for_an_item_eithe
     assert seq["decisions_run"] == len(records)
     assert report["status"] == "complete"  # both kinds of skip are settled: no gap
     result.stdout.fnmatch_lines(["*tooleffect sequential gates*", "*tooleffect adaptive repeats*"])
+    # the run's log, reported with its baseline and gates: both sections as the run had them, both skips no gap
+    from pytest_tooleffect.cli import main as cli
+
+    args = [str(pytester.path / "r.jsonl"), "--baseline", str(pytester.path / "baseline.json"),
+            "--gates", str(pytester.path / "pyproject.toml"), "--json"]
+    capsys.readouterr()
+    status = cli(["report", *args])
+    merged = json.loads(capsys.readouterr().out)
+    (mseq,) = merged["sequential"]["blocks"]
+    keys = ("verdict", "decisions", "pairs", "regressions", "improvements", "decisions_run", "saved")
+    assert {k: mseq[k] for k in keys} == {k: seq[k] for k in keys}
+    assert merged["blocks"][0]["repeats"] == report["blocks"][0]["repeats"]
+    assert merged["status"] == "complete" and status == 1  # the regression fails the gate, as in the run
+    assert merged["selection"]["settled"] == reasons[SETTLED] + reasons[REPEATS_SETTLED]

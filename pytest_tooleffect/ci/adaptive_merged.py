@@ -8,7 +8,7 @@ logs hold them (a case's trials ran one after another, all in one shard, so its 
 they ran), its step, first-k pass^k and the trials saved.
 
 The trials a case did not need were skipped as ``repeats settled`` and wrote no record: for each case whose
-records settle it (``stable`` or ``flaky``), ``min(k*, max_trials)`` items less its records.  Those are no
+records settle it (``stable`` or ``flaky``), its trials 1…``min(k*, max_trials)`` that have no record.  Those are no
 gap, as a sequential gate's settled skips are not (:mod:`.sequential_merged`): a shard (or the unsharded
 run) short of records by no more than its settled skips is whole.  A case its records do not settle (a log
 cut inside it) explains nothing: its missing trials stay missing.
@@ -22,6 +22,7 @@ from typing import Literal
 
 from pytest_tooleffect.ci.adaptive_repeats import RepeatDesign
 from pytest_tooleffect.ci.adaptive_run import adaptive_summary, items_per_case, summary_line
+from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.report.merging import Merged
 from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.scoring.record import AdaptiveDesignRecord, Record
@@ -47,12 +48,15 @@ class MergedAdaptive:
         skipped: each adaptive block's trials skipped as settled, by (family, policy).
         by_part: the trials skipped as settled by the part of the run that would have run them (the shard,
             0 for an unsharded run).
+        skipped_ids: the record ids those trials would have had (a sequential gate judged on the same logs
+            leaves them out of its own settled skips).
         lines: the terminal's lines (``family/policy: …``), once contributed.
     """
 
     designs: dict[tuple[str, str], RepeatDesign]
     skipped: dict[tuple[str, str], int]
     by_part: dict[int, int] = field(default_factory=dict)
+    skipped_ids: set[str] = field(default_factory=set)
     lines: list[str] = field(default_factory=list)
     section: Literal["repeats"] = "repeats"
 
@@ -101,12 +105,16 @@ def merged_adaptive(records: Sequence[Record]) -> MergedAdaptive | None:
     if not designs:
         return None
     section = MergedAdaptive(designs=designs, skipped=dict.fromkeys(designs, 0))
-    for (family, policy, _), mine in cases.items():
+    for (family, policy, case_id), mine in cases.items():
         design = designs[(family, policy)]
         ada = adaptive_summary(design, mine).adaptive  # one case: its trials, errors and step
-        saved = sum(max(items_per_case(design) - c.trials - c.errors, 0)
-                    for c in (ada.cases if ada is not None else []) if c.step != "not_settled")
-        section.skipped[(family, policy)] += saved
+        if ada is None or ada.cases[0].step == "not_settled":
+            continue
+        items = items_per_case(design)
+        ran = {r.trial or 1 for r in mine}
+        ids = {record_id(family, case_id, policy, t, items) for t in range(1, items + 1) if t not in ran}
+        section.skipped_ids |= ids
+        section.skipped[(family, policy)] += len(ids)
         part = mine[0].shard.index if mine[0].shard else 0
-        section.by_part[part] = section.by_part.get(part, 0) + saved
+        section.by_part[part] = section.by_part.get(part, 0) + len(ids)
     return section

@@ -122,7 +122,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         unrecorded = (None if merged.selection is None
                       else max(merged.selection.run_count - len(records) - settled, 0))
         sequential = judge_merged(records, gates.gates, baseline.baseline, baseline.path, unrecorded=unrecorded,
-                                  whole=not merged.shards_missing)
+                                  whole=not merged.shards_missing,
+                                  skipped_elsewhere=adaptive.skipped_ids if adaptive is not None else frozenset())
         if sequential is not None:
             sections.append(sequential)
             settled += sequential.settled_skips
