@@ -97,6 +97,13 @@ def test_one_runs_log_reports_the_runs_adaptive_repeats_and_its_settled_trials_a
     sel = report["selection"]
     assert (sel["selected"], sel["recorded"], sel["not_recorded"], sel["settled"], sel["short"]) == (30, 23, 7, 7, [])
     assert "tooleffect adaptive repeats" in text and LINE in text
+    # the page drawn from the log: the run's adaptive part
+    from pytest_tooleffect.cli import main
+
+    assert main(["html", str(project.path / "r.jsonl"), "--out", str(project.path / "r.html"),
+                 "--cases", str(project.path / "cases")]) == 0
+    assert ("adaptive repeats (alpha 0.25, tolerance 0.25, k* 5): 2 stable, 3 flaky, 1 not settled; 22 trials run "
+            "and 1 errors against 30 at k* everywhere (7 saved)") in (project.path / "r.html").read_text()
     # the CI job summary: the same line per block, escaped as Markdown
     md = (project.path / "s.md").read_text()
     assert "### Adaptive repeats" in md

@@ -179,14 +179,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_html(args: argparse.Namespace) -> int:
     """``tooleffect html``: one self-contained HTML page from a record log (the report and a browser
-    of every decision) or from a JSON report (its tables only).
+    of every decision) or from a JSON report (its tables only).  A log of adaptive repeats gives each
+    block's ``repeats`` as its run did (:mod:`~pytest_tooleffect.ci.adaptive_merged`).
 
     Args:
         args: the parsed command line.
 
     Returns:
         The exit status: 0 when written; 2 for a source that cannot be read or is neither a record log nor a
-        report, or an ``--out`` that cannot be written.
+        report, a record's adaptive repeats design out of range, or an ``--out`` that cannot be written.
 
     Raises:
         pytest_tooleffect.util.output_files.OutputPathError: ``--out`` is not a regular file, is the
@@ -255,8 +256,18 @@ def cmd_html(args: argparse.Namespace) -> int:
         if missing:
             print(f"tooleffect html: case files not found under {cases} for {', '.join(missing)}: "
                   "their decisions have no conversation on the page (--cases DIR)", file=sys.stderr)
+    from pytest_tooleffect.ci.adaptive_merged import merged_adaptive
+
+    report = summarise(records, meta)
+    try:  # adaptive repeats: each block's repeats as the run made them
+        adaptive = merged_adaptive(records)
+    except ValueError as exc:
+        print(f"tooleffect html: {source}: a record's adaptive repeats design: {exc}", file=sys.stderr)
+        return 2
+    if adaptive is not None:
+        adaptive.contribute(report, records)
     try:
-        write_html(out, summarise(records, meta), rows, states)
+        write_html(out, report, rows, states)
     except OSError as exc:
         print(f"tooleffect html: cannot write {out}: {exc}", file=sys.stderr)
         return 2
