@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+import jsonschema
 import pytest
 
 from pytest_tooleffect.options import (
@@ -24,6 +25,7 @@ from pytest_tooleffect.options import (
     OPT_SUMMARY_MD,
 )
 from pytest_tooleffect.outcomes import REPEATS_SETTLED, SETTLED
+from pytest_tooleffect.scoring.record import record_schema
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.sequential_family import single, write_family
 from tests.test_adaptive_run import CASE_MARK, DESIGN, K_STAR, MODEL, SCRIPT, scripted_agent
@@ -86,6 +88,8 @@ def test_one_runs_log_reports_the_runs_adaptive_repeats_and_its_settled_trials_a
     records = [json.loads(x) for x in (project.path / "r.jsonl").read_text().splitlines()]
     # every record says the run was adaptive, and its design
     assert all(r["adaptive"] == {"alpha": 0.25, "tolerance": 0.25, "max_trials": 50} for r in records)
+    for r in records:  # the generated schema knows the key
+        jsonschema.validate(r, record_schema())
     status, report, text = _report(project, capsys, "r.jsonl")
     (block,) = report["blocks"]
     assert block["repeats"] == run["blocks"][0]["repeats"]  # the run's: steps, first-k pass^k, the saving
