@@ -153,9 +153,10 @@ class ModelCache:
             raise CacheEntryError(path, problem)
         if not self.warned:
             self.warned.append(str(path))
-            warnings.warn(CacheEntryWarning(f"model cache {path}: {problem}: not used; its turn is asked of the "
-                                            "model again and the entry rewritten (said once: other invalid "
-                                            "entries are treated the same)"), stacklevel=2)
+            warnings.warn_explicit(  # located at the entry's file: the plugin's line would tell a user nothing
+                CacheEntryWarning(f"model cache {path}: {problem}: not used; its turn is asked of the model again "
+                                  "and the entry rewritten (said once: other invalid entries are treated the same)"),
+                CacheEntryWarning, str(path), 1)
         return None
 
     def put(self, key: str, doc: Mapping[str, Any]) -> None:
