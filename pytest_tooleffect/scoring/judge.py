@@ -100,6 +100,7 @@ class Judge:
     def __call__(self, rubric: str | None, expected: Any, got: Any) -> tuple[bool, str]:
         """Judge one field; raises :class:`JudgeError` when no verdict can be had."""
         from pytest_tooleffect.decide.model_turn import ModelCache, api_key, import_litellm
+        from pytest_tooleffect.util.exceptions import described
         from pytest_tooleffect.util.redaction import redact
 
         key = self.key(rubric, expected, got)
@@ -125,16 +126,14 @@ class Judge:
         try:
             response = litellm.completion(**kwargs)
         except Exception as exc:  # no answer at all: the provider (or the connection to it) failed
-            raise JudgeProviderError(redact(f"judge {self.model}: {type(exc).__name__}: "
-                                            f"{' '.join(str(exc).split())[:300]}")) from exc
+            raise JudgeProviderError(redact(f"judge {self.model}: {described(exc, 300)}")) from exc
         try:
             text = response.choices[0].message.content or ""
             doc = json.loads(text)
             if doc.get("verdict") not in ("pass", "fail"):
                 raise ValueError(f"verdict {doc.get('verdict')!r}")
         except Exception as exc:
-            raise JudgeError(redact(f"judge {self.model}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
-                             ) from exc
+            raise JudgeError(redact(f"judge {self.model}: {described(exc, 300)}")) from exc
         usage = getattr(response, "usage", None)
         try:
             cost: float | None = float(litellm.completion_cost(completion_response=response, model=self.model))
