@@ -185,10 +185,9 @@ class Scorer:
         graded = severity(label, verdict, {t.name: t for t in tools}, fam, effect is not None and not effect.passed)
         if graded is not None:
             extra["no_tool_severity"] = graded.model_dump(mode="json")
-        made = self.record(item, verdict, decision.cost, extra=extra)
-        if made.verdict is None and made.error is not None:  # its record could not be written: not a decision
-            pytest.fail(f"{item.record_id}: record error (not counted as a decision): {made.error.message}",
-                        pytrace=False)
+        unwritten = _unwritten(self.record(item, verdict, decision.cost, extra=extra))  # no Record held in this
+        if unwritten is not None:  # frame: a failure's traceback keeps its frames, and 50,000 of them would add up
+            pytest.fail(f"{item.record_id}: record error (not counted as a decision): {unwritten}", pytrace=False)
         reasons = [] if verdict.passed else [failure_reasons(verdict, label)]
         if effect is not None and not effect.passed:
             reasons.append(f"effect {effect.kind}: " + "; ".join(effect.failures))
@@ -336,6 +335,11 @@ def _shown_report(report: pytest.TestReport, lines: bool) -> None:
         clean = shown(text, limit=None, lines=True)
         if clean != text:
             report.longrepr = clean
+
+
+def _unwritten(record: Record) -> str | None:
+    """Why a scored decision's record could not be written (its ``RecordError`` message), or ``None``."""
+    return record.error.message if record.verdict is None and record.error is not None else None
 
 
 def _error(failure: Failure | None) -> dict[str, Any] | None:
