@@ -274,7 +274,8 @@ def _live(pytester: pytest.Pytester, server: ScriptedServer, *args: str) -> pyte
                               "--tooleffect-report=r.json", *args)
 
 
-def test_a_models_turn_that_is_not_valid_unicode_is_a_provider_error(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_models_turn_that_is_not_valid_unicode_is_a_provider_error(pytester: pytest.Pytester, workers: int) -> None:
     """JSON ``"\\ud800"`` in a model's reply or tool name decodes to a lone surrogate: the item is an
     ``InvalidResponse`` error naming the field, never a record that cannot be written, nor cached."""
     by_case = {"a": Reply(text="ok \ud800 done"), "b": Reply(tool_calls=[("read_thread\udc80", {"thread_id": "t"})]),
@@ -285,7 +286,7 @@ def test_a_models_turn_that_is_not_valid_unicode_is_a_provider_error(pytester: p
 
     _family(pytester.path, [_case(c, NULL) for c in by_case])
     with ScriptedServer(answer) as srv:
-        result = _live(pytester, srv, "--tooleffect-cache=readwrite")
+        result = _live(pytester, srv, "--tooleffect-cache=readwrite", "-n", str(workers))
     _clean(result)
     result.assert_outcomes(passed=1, errors=2)
     result.stdout.fnmatch_lines_random([
