@@ -29,8 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.report import fingerprint
 from pytest_tooleffect.report.record_log import looks_like_record
+from pytest_tooleffect.scoring.record import RECORD_VERSION
 from pytest_tooleffect.util.display import json_safe
 from pytest_tooleffect.util.input_files import read_input_text
+from pytest_tooleffect.util.jsonl import RepeatedKey, loads
+from pytest_tooleffect.util.versions import version_problem
 
 __all__ = [
     "BASELINE_KIND",
@@ -243,6 +246,9 @@ class Baseline(BaseModel):
         source: the record log it was saved from, if any.
         groups: one per family × policy, sorted.
         decisions: by record id (``family/case[policy]`` or ``family/case[policy:trial]``).
+        incomplete: what the run it was saved from lacked, one line each (shards missing, items without
+            a record), when it was saved on purpose from a run that was not complete
+            (``tooleffect baseline save --allow-incomplete``); absent for a complete run's.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -251,6 +257,7 @@ class Baseline(BaseModel):
     version: Literal[1] = BASELINE_VERSION
     created: str
     source: str | None = None
+    incomplete: list[str] | None = None
     groups: list[BaselineGroup]
     decisions: dict[str, BaselineDecision]
 
@@ -291,6 +298,9 @@ class Baseline(BaseModel):
         pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
         models: dict[tuple[str, str], set[str]] = {}
         for n, rec in enumerate(records, 1):
+            why = version_problem(rec.get("version"), RECORD_VERSION) if "version" in rec else None
+            if why is not None:
+                raise BaselineError(source, f"record {n}.version", why)
             try:
                 d = BaselineDecision.from_record(rec, f"record {n}")
             except BaselineError as exc:
@@ -323,14 +333,16 @@ class Baseline(BaseModel):
         """
         text = _read_text(path)
         try:
-            data = json.loads(text, object_pairs_hook=_unique_keys)
+            data = loads(text)
+        except RepeatedKey as exc:
+            raise BaselineError(path, "<file>", f"the key {exc.key!r} is given twice in one object: which "
+                                                "entry is the accepted run's?") from None
         except json.JSONDecodeError as exc:
             if looks_like_record(_first_line_json(text)):
                 raise BaselineError(path, "<file>", _RECORD_LOG) from None
             raise BaselineError(path, "<file>", f"not JSON ({exc.msg}, line {exc.lineno})") from None
-        except _DuplicateKey as exc:
-            raise BaselineError(path, "<file>", f"the key {exc.args[0]!r} is given twice in one object: which "
-                                                "entry is the accepted run's?") from None
+        except ValueError as exc:
+            raise BaselineError(path, "<file>", f"not JSON ({exc})") from None
         return cls.from_json(data, path)
 
     @classmethod
@@ -349,9 +361,9 @@ class Baseline(BaseModel):
                     if "blocks" in data else f"kind {data.get('kind')!r}")
             raise BaselineError(path, "kind", f"not a tooleffect baseline: {what}; save one with `tooleffect "
                                               "baseline save RECORDS`")
-        if data.get("version") != BASELINE_VERSION:
-            raise BaselineError(path, "version", f"this plugin reads version {BASELINE_VERSION}, the file is "
-                                                 f"{data.get('version')!r}")
+        why = version_problem(data.get("version"), BASELINE_VERSION)
+        if why is not None:
+            raise BaselineError(path, "version", why)
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -362,9 +374,11 @@ class Baseline(BaseModel):
             raise BaselineError(path, loc or "<file>", msg) from None
 
     def dumps(self) -> str:
-        """The file's text (indented JSON, keys in field order)."""
-        return json_safe(json.dumps(self.model_dump(mode="json", by_alias=True), indent=1, ensure_ascii=False,
-                                    allow_nan=False)) + "\n"
+        """The file's text (indented JSON, keys in field order; ``incomplete`` only when set)."""
+        data = self.model_dump(mode="json", by_alias=True)
+        if data.get("incomplete") is None:
+            data.pop("incomplete", None)
+        return json_safe(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False)) + "\n"
 
 
 _RECORD_LOG = ("this is a record log (one record per line), not a baseline: make the baseline from it with "
@@ -380,20 +394,6 @@ def _first_line_json(text: str) -> Any:
 
 def _loc(loc: Sequence[Any]) -> str:
     return ".".join(str(p) for p in loc)
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's pairs as a dict; a key given twice raises (json keeps the last without a word)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
 
 
 def record_passed(record: Mapping[str, Any]) -> bool | None:
