@@ -221,6 +221,9 @@ class BaselineGroup(BaseModel):
         family: the family's name.
         policy: the policy's name.
         models: the litellm models its records name (empty for replay and agent policies).
+        policy_identity: what the policy was (``agent pkg.mod:decide (digest)``, from the records'
+            ``policy_identity``); ``None`` for records that do not say.  A later run under the same
+            name may be another policy (that is what a baseline compares); the file keeps what it was.
         label_set_fingerprint: the report's label-set fingerprint of the block (16 hex digits).
         decisions: records of the block (errors included).
         errors: of which error outcomes.
@@ -231,6 +234,7 @@ class BaselineGroup(BaseModel):
     family: str = Field(min_length=1)
     policy: str = Field(min_length=1)
     models: list[str] = Field(default_factory=list)
+    policy_identity: str | None = None
     label_set_fingerprint: str = Field(pattern=r"^[0-9a-f]{16}$")
     decisions: int = Field(ge=0)
     errors: int = Field(ge=0)
@@ -297,6 +301,7 @@ class Baseline(BaseModel):
         decisions: dict[str, BaselineDecision] = {}
         pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
         models: dict[tuple[str, str], set[str]] = {}
+        identities: dict[str, tuple[str, int]] = {}
         for n, rec in enumerate(records, 1):
             why = version_problem(rec.get("version"), RECORD_VERSION) if "version" in rec else None
             if why is not None:
@@ -305,6 +310,7 @@ class Baseline(BaseModel):
                 d = BaselineDecision.from_record(rec, f"record {n}")
             except BaselineError as exc:
                 raise BaselineError(source, exc.field, exc.message) from None
+            _one_policy(rec, n, identities, source)
             rid = str(rec["id"])
             if rid in decisions:
                 raise BaselineError(source, f"record {n}.id", f"{rid!r} appears twice: one run's records hold each "
@@ -317,7 +323,9 @@ class Baseline(BaseModel):
         groups = []
         for (family, policy), labels in sorted(pairs.items()):
             block = [d for d in decisions.values() if (d.family, d.policy) == (family, policy)]
+            ident = identities.get(policy)
             groups.append(BaselineGroup(family=family, policy=policy, models=sorted(models.get((family, policy), ())),
+                                        policy_identity=ident[0] if ident else None,
                                         label_set_fingerprint=fingerprint(labels), decisions=len(block),
                                         errors=sum(1 for d in block if d.outcome == "error")))
         return cls(created=created or datetime.now(UTC).isoformat(timespec="seconds"), source=source,
@@ -374,15 +382,38 @@ class Baseline(BaseModel):
             raise BaselineError(path, loc or "<file>", msg) from None
 
     def dumps(self) -> str:
-        """The file's text (indented JSON, keys in field order; ``incomplete`` only when set)."""
+        """The file's text (indented JSON, keys in field order; ``incomplete`` and a group's
+        ``policy_identity`` only when set)."""
         data = self.model_dump(mode="json", by_alias=True)
         if data.get("incomplete") is None:
             data.pop("incomplete", None)
+        for group in data["groups"]:
+            if group.get("policy_identity") is None:
+                group.pop("policy_identity", None)
         return json_safe(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False)) + "\n"
 
 
 _RECORD_LOG = ("this is a record log (one record per line), not a baseline: make the baseline from it with "
                "`tooleffect baseline save LOG --out FILE` and give FILE")
+def _one_policy(rec: Mapping[str, Any], n: int, seen: dict[str, tuple[str, int]], source: str | None) -> None:
+    """Refuse record ``n`` when an earlier record of its policy name was made by another policy (the
+    records' ``policy_identity``: another agent, model, api base or settings): one run's records are of
+    one policy per name.  Records that do not say are not checked.
+
+    Raises:
+        BaselineError: names both policies and both records.
+    """
+    ident = rec.get("policy_identity")
+    if not isinstance(ident, Mapping) or not isinstance(rec.get("policy"), str):
+        return
+    said = f"{ident.get('spec')} ({ident.get('digest')})"
+    first, at = seen.setdefault(rec["policy"], (said, n))
+    if first != said:
+        raise BaselineError(source, f"record {n}.policy_identity", f"policy {rec['policy']}: {first} in record {at} "
+                                                                    f"but {said} here: one policy name, two policies; "
+                                                                    "the records are not one run")
+
+
 def _first_line_json(text: str) -> Any:
     """The first non-blank line of ``text`` as JSON, or ``None`` when it is not JSON."""
     line = next((x for x in text.splitlines() if x.strip()), "")
