@@ -383,7 +383,8 @@ class Baseline(BaseModel):
 
     def dumps(self) -> str:
         """The file's text (indented JSON, keys in field order; ``incomplete`` and a group's
-        ``policy_identity`` only when set)."""
+        ``policy_identity`` only when set).
+        """
         data = self.model_dump(mode="json", by_alias=True)
         if data.get("incomplete") is None:
             data.pop("incomplete", None)
