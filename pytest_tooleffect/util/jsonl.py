@@ -74,10 +74,8 @@ def loads(text: str | bytes | bytearray) -> Any:
         ValueError: not JSON (``json.JSONDecodeError``), or one of those constants.
         RecursionError: nested deeper than the interpreter's recursion limit.
     """
-    if not isinstance(text, str):
-        text = text.decode(json.detect_encoding(text), "surrogatepass")
-    elif text.startswith("\ufeff"):
-        raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", text, 0)
+    if type(text) is not str:
+        text = text.decode(json.detect_encoding(text), "surrogatepass")  # as json.loads does
     try:
         return _DECODER.decode(text)
     except RepeatedKey as exc:
