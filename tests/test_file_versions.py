@@ -68,3 +68,13 @@ def test_a_baseline_of_a_newer_version_is_refused(tmp_path: Path) -> None:
                                 "decisions": {}}))
     with pytest.raises(BaselineError, match=NEWER):
         Baseline.load(path)
+
+
+def test_a_record_log_read_for_its_costs_is_refused_too(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = run / "run.jsonl"
+    other = run / "costs.jsonl"
+    other.write_text(log.read_text())
+    _bump(other, every_line=True)
+    capsys.readouterr()
+    assert main(["plan", str(log), "--costs", str(other)]) == 2
+    assert NEWER in capsys.readouterr().err

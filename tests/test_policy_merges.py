@@ -74,3 +74,15 @@ def test_a_baseline_of_another_agent_under_the_name_is_compared_not_refused(
     result = pytester.runpytest("cases/", f"{OPT_AGENT}=my-agent=hasty:decide", f"{OPT_BASELINE}=base.json")
     assert result.ret in (0, 1)  # compared: a verdict, never a usage error
     result.stdout.no_fnmatch_line("*one policy name, two policies*")
+
+
+def test_a_baseline_or_a_comparison_of_one_log_with_two_policies_under_one_name_is_refused(
+        project: Path, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
+    one, two = _shard(pytester, 1, "calm:decide"), _shard(pytester, 2, "hasty:decide")
+    mixed = project / "mixed.jsonl"
+    mixed.write_text(one.read_text() + two.read_text())
+    capsys.readouterr()
+    assert main(["compare", str(mixed), str(one)]) == 2
+    err = capsys.readouterr().err
+    assert "policy my-agent: agent calm:decide (" in err and "but agent hasty:decide (" in err
+    assert "one policy name, two policies" in err
