@@ -19,9 +19,9 @@ from typing import IO, Any
 from pydantic import ValidationError
 
 from pytest_tooleffect.scoring.record import RECORD_VERSION, Record, first_problem
-from pytest_tooleffect.util.versions import version_problem
 from pytest_tooleffect.util.display import json_safe
 from pytest_tooleffect.util.jsonl import json_lines
+from pytest_tooleffect.util.versions import version_problem
 
 __all__ = ["RecordLog", "load_records", "looks_like_record", "not_a_record_log", "read_records"]
 

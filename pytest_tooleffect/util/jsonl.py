@@ -74,7 +74,7 @@ def loads(text: str | bytes | bytearray) -> Any:
         ValueError: not JSON (``json.JSONDecodeError``), or one of those constants.
         RecursionError: nested deeper than the interpreter's recursion limit.
     """
-    if type(text) is not str:
+    if not isinstance(text, str):
         text = text.decode(json.detect_encoding(text), "surrogatepass")  # as json.loads does
     try:
         return _DECODER.decode(text)
