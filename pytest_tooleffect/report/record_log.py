@@ -183,6 +183,10 @@ def load_records(path: Path) -> list[Record]:
     """
     out = []
     for n, value in _lines(path):
+        why = version_problem(value["version"], RECORD_VERSION) if isinstance(value, dict) and "version" in value \
+            else None
+        if why is not None:  # before the fields: a newer record's are not this version's
+            raise ValueError(f"line {n}: version: {why}")
         try:
             out.append(Record.model_validate(value))
         except ValidationError as exc:
