@@ -67,13 +67,21 @@ def test_the_identity_tells_agents_models_api_bases_and_settings_apart() -> None
 
 
 def test_a_baseline_of_another_agent_under_the_name_is_compared_not_refused(
-        project: Path, pytester: pytest.Pytester) -> None:
+        project: Path, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
     accepted = project / "accepted.jsonl"
     assert pytester.runpytest("cases/", f"{OPT_AGENT}=my-agent=calm:decide", f"{OPT_RECORDS}={accepted}").ret in (0, 1)
     assert main(["baseline", "save", str(accepted), "--out", str(project / "base.json")]) == 0
-    result = pytester.runpytest("cases/", f"{OPT_AGENT}=my-agent=hasty:decide", f"{OPT_BASELINE}=base.json")
+    later = project / "later.jsonl"
+    result = pytester.runpytest("cases/", f"{OPT_AGENT}=my-agent=hasty:decide", f"{OPT_BASELINE}=base.json",
+                                f"{OPT_RECORDS}={later}")
     assert result.ret in (0, 1)  # compared: a verdict, never a usage error
     result.stdout.no_fnmatch_line("*one policy name, two policies*")
+    said = ("policy my-agent: agent calm:decide (*) in the baseline, agent hasty:decide (*) now (compared: another "
+            "policy under the same name)")
+    result.stdout.fnmatch_lines([said])
+    capsys.readouterr()
+    assert main(["compare", str(project / "base.json"), str(later)]) in (0, 1)
+    assert "policy my-agent: agent calm:decide (" in capsys.readouterr().out
 
 
 def test_a_baseline_or_a_comparison_of_one_log_with_two_policies_under_one_name_is_refused(

@@ -396,6 +396,23 @@ class Baseline(BaseModel):
 
 _RECORD_LOG = ("this is a record log (one record per line), not a baseline: make the baseline from it with "
                "`tooleffect baseline save LOG --out FILE` and give FILE")
+def policy_changes(before: Baseline, now: Mapping[str, str | None]) -> list[str]:
+    """The policies of one name that are another policy now than in the baseline: said, never refused
+    (comparing another agent, model or prompt with the accepted run under the same name is what a
+    baseline is for).
+
+    Args:
+        before: the baseline.
+        now: the identities now (``spec (digest)``, as a group's ``policy_identity``) by policy name.
+
+    Returns:
+        One line per such policy name, sorted.
+    """
+    was = {g.policy: g.policy_identity for g in before.groups if g.policy_identity}
+    return [f"policy {name}: {was[name]} in the baseline, {ident} now (compared: another policy under the same name)"
+            for name, ident in sorted(now.items()) if ident and name in was and was[name] != ident]
+
+
 def _one_policy(rec: Mapping[str, Any], n: int, seen: dict[str, tuple[str, int]], source: str | None) -> None:
     """Refuse record ``n`` when an earlier record of its policy name was made by another policy (the
     records' ``policy_identity``: another agent, model, api base or settings): one run's records are of

@@ -352,7 +352,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         with another kind (``changed``); 2 for bad input (unreadable runs, label
         sets that differ without ``--shared-only``, no paired decision).
     """
-    from pytest_tooleffect.ci.baseline import BaselineError, load_runs
+    from pytest_tooleffect.ci.baseline import BaselineError, load_runs, policy_changes
     from pytest_tooleffect.ci.comparison import (
         compare,
         fingerprint_mismatch_line,
@@ -390,6 +390,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps({"a": args.a, "b": args.b, **comparison}, indent=2))
         return status
     print(f"A = {args.a}\nB = {args.b}")
+    for line in policy_changes(a, {g.policy: g.policy_identity for g in b.groups}):
+        print(line)
     if mismatches:
         r = comparison["restricted"]
         reasons = ", ".join(f"{'only in B' if k == 'only_in_b' else k.replace('_', ' ')} {v}"
