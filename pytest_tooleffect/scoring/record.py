@@ -371,9 +371,7 @@ class AdaptiveDesignRecord(_Part):
 
 
 class PolicyIdentity(_Part):
-    """What the record's policy is beyond its name (:func:`~pytest_tooleffect.formats.policy_identity`):
-    merged logs whose same-named policies differ here are not one run.
-    """
+    """What the record's policy is beyond its name (:func:`~pytest_tooleffect.formats.policy_identity`)."""
 
     spec: str
     """``agent pkg.mod:decide``, ``model NAME at API_BASE`` (no password) or ``replay``."""
