@@ -198,9 +198,9 @@ def policy_identity(policy: Policy, agent_source: str | None = None) -> tuple[st
     Returns:
         ``(spec, digest)``: ``spec`` in words (``agent pkg.mod:decide``; ``model openai/gpt-4o at
         http://host/v1``, the api base shown without its password; ``replay``), and ``digest``, the
-        SHA-256 (16 hex digits) of the spec and the policy's parameters as :func:`policy_params` gives
-        them (secrets left out) less its name and ``timeout_s`` (how long a call may take is no part
-        of what decides).
+        SHA-256 (16 hex digits) of the spec without the api base (shards may reach one model through
+        gateways of their own) and the policy's parameters as :func:`policy_params` gives them (secrets
+        left out) less its name and ``timeout_s`` (how long a call may take is no part of what decides).
     """
     import hashlib
     import json
@@ -208,11 +208,13 @@ def policy_identity(policy: Policy, agent_source: str | None = None) -> tuple[st
     from pytest_tooleffect.util.urls import without_password
 
     if policy.agent or agent_source:
-        spec = f"agent {policy.agent or agent_source}"
+        spec = core = f"agent {policy.agent or agent_source}"
     elif policy.model:
-        spec = f"model {policy.model}" + (f" at {without_password(policy.api_base)}" if policy.api_base else "")
+        core = f"model {policy.model}"
+        spec = core + (f" at {without_password(policy.api_base)}" if policy.api_base else "")
     else:
-        spec = "replay"
+        spec = core = "replay"
     params = {k: v for k, v in policy_params(policy).items() if k not in ("name", "timeout_s", "api_base")}
-    text = json.dumps({"spec": spec, "params": params}, sort_keys=True, ensure_ascii=False, default=str)
+    # the api base is shown, not digested: shards reach one model through their own gateway or port
+    text = json.dumps({"spec": core, "params": params}, sort_keys=True, ensure_ascii=False, default=str)
     return spec, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
