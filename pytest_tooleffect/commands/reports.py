@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_tooleffect.util.display import shown
+
 __all__ = ["cmd_baseline_save", "cmd_compare", "cmd_html", "cmd_report", "cmd_schema"]
 
 
@@ -295,7 +297,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     print(f"tooleffect baseline: {len(d)} decisions ({passed} passed, {len(d) - passed - errors} failed; {errors} "
           f"errors, kept as errors and never compared) of {len(baseline.groups)} family x policy written to {out}")
     for g in baseline.groups:
-        print(f"  {g.family}/{g.policy}: {g.decisions} decisions, label set {g.label_set_fingerprint}")
+        print(shown(f"  {g.family}/{g.policy}: {g.decisions} decisions, label set {g.label_set_fingerprint}"))
     return 0
 
 
