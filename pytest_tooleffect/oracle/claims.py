@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pytest_tooleffect.oracle.reply import ASKING
-from pytest_tooleffect.oracle.sentences import is_question, sentences
+from pytest_tooleffect.oracle.sentences import is_question, normal_text, sentences
 
 __all__ = ["Claim", "Phantom", "ToolCall", "conversation_calls", "find_claims", "find_phantom", "turn_phantom"]
 
@@ -415,10 +415,11 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
     Returns:
         The :class:`Phantom`, or ``None`` when every claim is supported (or there is none).
     """
+    text = normal_text(text or "")  # as the claims were read (invisible characters split no word)
     claims = find_claims(text, write_tools)
     if not claims:
         return None
-    haystack = (known_text + " " + " ".join(c.text() for c in calls)).casefold()
+    haystack = normal_text(known_text + " " + " ".join(c.text() for c in calls)).casefold()
     # the conversation's numbers and clock times, read once and only for a claim that states a value
     numbers: list[float] | None = None
     times: set[float] | None = None
