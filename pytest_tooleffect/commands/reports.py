@@ -356,8 +356,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         r = comparison["restricted"]
         reasons = ", ".join(f"{'only in B' if k == 'only_in_b' else k.replace('_', ' ')} {v}"
                             for k, v in r["by_reason"].items() if v)
-        print(f"restricted to the shared decisions with unchanged labels (--shared-only; label sets differ in "
-              f"{', '.join(r['blocks'])}): {r['left_out']} decisions left out ({reasons})")
+        print(shown(f"restricted to the shared decisions with unchanged labels (--shared-only; label sets differ "
+                    f"in {', '.join(r['blocks'])}): {r['left_out']} decisions left out ({reasons})", limit=None))
     print(render_comparison(comparison), end="")
     errored = comparison["totals"].get("errors_after_pass", 0)
     why = f" ({errored} of them errors in B where A passed; --errors skip leaves errors out)" if errored else ""
