@@ -322,6 +322,12 @@ class _ShownStream(io.TextIOBase):
     def isatty(self) -> bool:
         return self.stream.isatty()
 
+    def writable(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> object:  # ``buffer``, ``errors``…: the wrapped stream's
+        return getattr(self.stream, name)
+
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return self.stream.encoding
