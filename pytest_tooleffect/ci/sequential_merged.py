@@ -26,7 +26,7 @@ every settled verdict is a regression (the gates fail anyway), never to make a p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -99,7 +99,8 @@ def _replay(spec: SequentialSpec, records: Sequence[Record]) -> Tally:
 
 
 def judge_merged(records: Sequence[Record], gates: GatesConfig, baseline: Baseline, baseline_path: Path, *,
-                 unrecorded: int | None, whole: bool) -> MergedSequential | None:
+                 unrecorded: int | None, whole: bool, skipped_elsewhere: Set[str] = frozenset()
+                 ) -> MergedSequential | None:
     """Judge every sequential gate on merged records (marked against ``baseline`` already).
 
     Args:
@@ -110,6 +111,8 @@ def judge_merged(records: Sequence[Record], gates: GatesConfig, baseline: Baseli
         unrecorded: items the run selected that no log holds a record of (``None``: the records do
             not say what their run selected).
         whole: the logs hold every part of the run (no shard missing).
+        skipped_elsewhere: record ids of items skipped for another reason (trials adaptive repeats did not
+            need, :mod:`.adaptive_merged`): not this gate's skips, and not in ``unrecorded``.
 
     Returns:
         The section, or ``None`` when no block of the records has a sequential gate.
@@ -124,7 +127,7 @@ def judge_merged(records: Sequence[Record], gates: GatesConfig, baseline: Baseli
     for rid, d in baseline.decisions.items():
         held.setdefault((d.family, d.policy), set()).add(rid)
     tallies = {k: _replay(spec, by_block[k]) for k, spec in specs.items()}
-    unmade = {k: sorted(held.get(k, set()) - {r.id for r in by_block[k]}) for k in specs}
+    unmade = {k: sorted(held.get(k, set()) - {r.id for r in by_block[k]} - skipped_elsewhere) for k in specs}
     settled = [k for k, t in tallies.items() if t.verdict in ("regression", "no_regression")]
     skipped = sum(len(unmade[k]) for k in settled)
     # a shard that skipped every item it had wrote no record: missing, it is explained only when the

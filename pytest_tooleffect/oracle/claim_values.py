@@ -5,9 +5,11 @@ Pure and deterministic; read by :mod:`.claims` (the rules are in its docstring).
 
 from __future__ import annotations
 
+import bisect
 import json
+import math
 import re
-from collections.abc import Iterable, Sequence, Set
+from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Any
 
 __all__ = ["MONEY", "HeldValues", "amount", "minutes", "stated_values", "supported"]
@@ -95,16 +97,41 @@ def supported(kind: str, value: float | str, numbers: Sequence[float], operands:
            or any(abs(value - (a + b + c)) < 0.005 for c in others[j + 1:])
            for i, a in enumerate(others) for j, b in enumerate(others) if j > i):
         return True
+    if not math.isfinite(value):  # an infinity is near no multiple and no sum
+        return False
     few = [n for n in operands if n > 0][:40]
+    order = sorted(range(len(few)), key=few.__getitem__)
+    keys = [few[k] for k in order]
+    # the window around the amount sought: 0.005 and far more than the rounding of two additions
+    margin = 0.006 + 1e-9 * (abs(value) + 3 * max(keys, default=0.0))
     for i, a in enumerate(few):
         if any(abs(value - a * k) < 0.005 for k in range(2, 10)):
             return True
-        for j, b in enumerate(few):
-            if j > i and (abs(value - (a + b)) < 0.005 or abs(value - abs(a - b)) < 0.005):
-                return True
-            if j > i and any(abs(value - (a + b + c)) < 0.005 for c in few[j + 1:]):
+        # b after a with value = a + b, or value = |a - b|
+        if (_completes(keys, order, few, value - a, margin, i, lambda b: abs(value - (a + b)) < 0.005)  # noqa: B023
+                or _completes(keys, order, few, a - value, margin, i, lambda b: abs(value - abs(a - b)) < 0.005)  # noqa: B023
+                or _completes(keys, order, few, a + value, margin, i, lambda b: abs(value - abs(a - b)) < 0.005)):  # noqa: B023
+            return True
+        for j in range(i + 1, len(few)):  # c after b with value = a + b + c
+            part = a + few[j]
+            sought = value - part
+            lo = bisect.bisect_left(keys, sought - margin)
+            if lo < len(keys) and keys[lo] <= sought + margin and _completes(
+                    keys, order, few, sought, margin, j, lambda c: abs(value - (part + c)) < 0.005):  # noqa: B023
                 return True
     return False
+
+
+def _completes(keys: Sequence[float], order: Sequence[int], amounts: Sequence[float], sought: float, margin: float,
+               after: int, ok: Callable[[float], bool]) -> bool:
+    """Some amount at a position after ``after``, within ``margin`` of ``sought`` (``keys``: the amounts
+    sorted, ``order``: their positions), for which ``ok`` holds: the sum or difference sought is looked
+    up in the sorted amounts instead of each amount being tried (linear in the amounts for a pair,
+    quadratic for three, not cubic); each candidate is compared exactly as ``abs(value - x) < 0.005``.
+    """
+    lo = bisect.bisect_left(keys, sought - margin)
+    hi = bisect.bisect_right(keys, sought + margin)
+    return any(k > after and ok(amounts[k]) for k in order[lo:hi])
 
 
 def _list_lengths(results: Iterable[str | None]) -> set[float]:

@@ -53,11 +53,12 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from pytest_tooleffect.oracle.claim_values import HeldValues, stated_values
-from pytest_tooleffect.oracle.reply import ASKING
-from pytest_tooleffect.oracle.sentences import is_question, normal_text, sentences
+from pytest_tooleffect.oracle.reply import ASKING_FOLDED
+from pytest_tooleffect.oracle.sentences import Folded, is_question, normal_text, sentences
 
 __all__ = ["Claim", "Phantom", "ToolCall", "conversation_calls", "find_claims", "find_phantom", "turn_phantom"]
 
@@ -113,12 +114,13 @@ _NOT = r"(?<!\bnot )(?<!\bnever )(?<!n['’]t )(?<!\bno )(?<!\bnicht )(?<!\bpas 
 #: a claim frame: first person perfect or past, a passive perfect or state, "successfully", a sentence opening
 #: with its participle ("Moved —", "Escalated!"), or a sentence of a noun and its participle ("Refill requested!")
 _ACTION = re.compile(
-    r"(?:\b(?:i|we)(?:['’]ve|['’]d| have| had)?|\b(?:has|have|had)(?: now| already| just| successfully)? been|"
-    r"\b(?:is|are|was|were)(?: now| all| successfully| already)?|\bsuccessfully|"
-    r"\b(?:he|hemos|ha|han|ha sido|han sido|fue|est[aá]|ya est[aá])|\b(?:j['’]ai|nous avons|a été|ont été|est|sont)|"
-    r"\b(?:ich habe|wir haben|habe ich|haben wir|wurde|wurden|ist)(?: \w+){0,4}?|"
-    r"\b(?:foi|foram|ho|abbiamo|è stat[oa]|sono stat[ie])|^[\W_]*(?=\w+(?:[.!—–,:]|\s+[a-z]))|"
-    r"^[\W_]*[A-Z]\w+ (?=\w+\s*(?:!|\.?$)))"
+    # the word-initial frames behind one \b: a position that is no word boundary is left at once
+    r"(?:\b(?:(?:i|we)(?:['’]ve|['’]d| have| had)?|(?:has|have|had)(?: now| already| just| successfully)? been|"
+    r"(?:is|are|was|were)(?: now| all| successfully| already)?|successfully|"
+    r"(?:he|hemos|ha|han|ha sido|han sido|fue|est[aá]|ya est[aá])|(?:j['’]ai|nous avons|a été|ont été|est|sont)|"
+    r"(?:ich habe|wir haben|habe ich|haben wir|wurde|wurden|ist)(?: \w+){0,4}?|"
+    r"(?:foi|foram|ho|abbiamo|è stat[oa]|sono stat[ie]))|^[\W_]*(?=\w+(?:[.!—–,:]|\s+[a-z]))|"
+    r"^[\W_]*[a-z]\w+ (?=\w+\s*(?:!|\.?$)))"  # [a-z]: any letter (IGNORECASE), as [A-Z] would be
     r"(?: (?:just|now|already|also|successfully|gone ahead and|went ahead and|ya|bien|déjà|erfolgreich|"
     r"bereits|soeben|già|correctamente|con éxito))*"
     r"(?:\s+(?:your|the|it|this|that|them|su|tu|la|el|votre|ihre|ihren|die|den|das|a sua|o seu|la sua|il suo)\b"
@@ -147,6 +149,9 @@ _NEGATION = re.compile(r"\b(not|never|nothing|no|none|neither|nor|nada|nunca|nin
 _WORDS = re.compile(r"[A-Za-z][a-z]*|[a-z]+")
 #: the reply speaks of the user's own things
 _OWN_REPLY = re.compile(r"\b(your|you have|you['’]ve got|su|sus|tu|tus|usted tiene|votre|vos|ihr\w*|seu|sua)\b", re.I)
+#: the case-insensitive patterns read in every sentence, searched fast in ASCII text (:class:`.sentences.Folded`)
+_ACTION_FOLDED, _DONE_FOLDED, _READ_FOLDED, _EXAMPLE_FOLDED, _NEGATION_FOLDED = (
+    Folded(p) for p in (_ACTION, _DONE, _READ, _EXAMPLE, _NEGATION))
 
 
 @dataclass(frozen=True)
@@ -221,8 +226,9 @@ class Phantom:
                 "tools": list(self.claim.tools), "why": self.why}
 
 
-def _tool_words(name: str) -> list[str]:
-    return [w.lower() for w in _WORDS.findall(name.replace("_", " ").replace(".", " ").replace("-", " "))]
+@lru_cache(maxsize=4096)  # a catalog's names, read for every claim of every reply
+def _tool_words(name: str) -> tuple[str, ...]:
+    return tuple(w.lower() for w in _WORDS.findall(name.replace("_", " ").replace(".", " ").replace("-", " ")))
 
 
 def _stem(participle: str) -> str:
@@ -246,6 +252,12 @@ _GENERIC = frozenset({"complete", "finaliz", "finalis"})
 
 
 def _tied(stem: str, write_tools: Iterable[str]) -> tuple[str, ...]:
+    """The write tools a claimed action's stem names (:func:`_tie`, kept per stem and catalog)."""
+    return _tie(stem, tuple(write_tools))
+
+
+@lru_cache(maxsize=4096)
+def _tie(stem: str, write_tools: tuple[str, ...]) -> tuple[str, ...]:
     """The write tools a claimed action's stem names: the tool's first word (its verb) begins like the
     stem or one of its synonyms (five letters compared, fewer for a shorter stem); when none does,
     any word of the tool's name.
@@ -288,12 +300,12 @@ def _objects(tools: tuple[str, ...], sentence: str, stem: str) -> tuple[str, ...
 def _actions(sentence: str, write_tools: Sequence[str]) -> list[tuple[str, tuple[str, ...], str]]:
     """The claimed actions of a sentence tied to some write tool: ``(stem, tools, participle)`` each."""
     out: list[tuple[str, tuple[str, ...], str]] = []
-    for m in _ACTION.finditer(sentence):
-        part = m.group("part")
+    for m in _ACTION_FOLDED.finditer(sentence):
+        part = sentence[m.start("part"):m.end("part")]  # as written (the folded match's text is lower-cased)
         if part.lower() in _WORDS_NOT_ACTIONS:
             continue
         clause = re.split(r"[,;:—–]", sentence[:m.start()])[-1]
-        if _NEGATION.search(clause):  # "Nothing has been committed": the clause denies the action
+        if _NEGATION_FOLDED.search(clause):  # "Nothing has been committed": the clause denies the action
             continue
         stem = _stem(part)
         tied = _tied(stem, write_tools)
@@ -331,10 +343,10 @@ def find_claims(text: str | None, write_tools: Sequence[str]) -> list[Claim]:
     """
     out: list[Claim] = []
     for sentence in sentences(text or ""):
-        if _EXAMPLE.search(sentence):
+        if _EXAMPLE_FOLDED.search(sentence):
             continue
         facts = tuple(stated_values(sentence))
-        if is_question(sentence) or ASKING.search(sentence):  # asks: only the values it states are claims
+        if is_question(sentence) or ASKING_FOLDED.search(sentence):  # asks: only the values it states are claims
             if facts:
                 out.append(Claim("result", sentence, "value", (), (), facts))
             continue
@@ -343,7 +355,7 @@ def find_claims(text: str | None, write_tools: Sequence[str]) -> list[Claim]:
         found = _actions(sentence, write_tools)
         out.extend(Claim("action", sentence, stem, tools, ids, facts, part) for stem, tools, part in found)
         claim: Claim | None = None
-        done = _DONE.search(sentence)
+        done = _DONE_FOLDED.search(sentence)
         if done and write_tools:  # tied to every write, or to those whose object its clause names
             clause = re.split(r"[,;:—–]|\band\b|\by\b", sentence[:done.start()])[-1]
             tied = _objects(tuple(write_tools), clause, "")
@@ -352,7 +364,7 @@ def find_claims(text: str | None, write_tools: Sequence[str]) -> list[Claim]:
             continue
         if found:
             continue
-        elif _READ.search(sentence):
+        elif _READ_FOLDED.search(sentence):
             claim = Claim("result", sentence, "read", (), ids, facts)
         elif ids or facts:
             claim = Claim("result", sentence, "value", (), ids, facts)
@@ -376,12 +388,17 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
     Returns:
         The :class:`Phantom`, or ``None`` when every claim is supported (or there is none).
     """
-    text = normal_text(text or "")  # as the claims were read (invisible characters split no word)
-    claims = find_claims(text, write_tools)
+    return _first_unsupported(find_claims(text, write_tools), text, calls, known_text, sandbox_changed)
+
+
+def _first_unsupported(claims: Sequence[Claim], text: str | None, calls: Sequence[ToolCall], known_text: str,
+                       sandbox_changed: bool | None) -> Phantom | None:
+    """:func:`find_phantom` on claims already found (the conversation read only when the reply claims something)."""
     if not claims:
         return None
+    # the reply as its claims were read (invisible characters split no word), the conversation alike
     haystack = normal_text(known_text + " " + " ".join(c.text() for c in calls)).casefold()
-    held = HeldValues(haystack, [c.result for c in calls], text or "")
+    held = HeldValues(haystack, [c.result for c in calls], normal_text(text or ""))
     for claim in claims:
         why: str | None = None
         if claim.kind == "action":
@@ -487,7 +504,10 @@ def turn_phantom(text: str | None, emitted: Iterable[tuple[str, Any]], tools: Ma
     if not text or not text.strip():
         return None
     writes = [name for name, spec in tools.items() if not getattr(spec, "read_only", False)]
+    claims = find_claims(text, writes)
+    if not claims:  # nothing claimed: the conversation need not be read
+        return None
     calls = conversation_calls(messages, [(n, a if isinstance(a, Mapping) else {}) for n, a in emitted])
     known = " ".join(m["content"] for m in messages if isinstance(m, Mapping) and isinstance(m.get("content"), str)
                      and m.get("role") != "tool")
-    return find_phantom(text, calls, writes, known_text=known, sandbox_changed=sandbox_changed)
+    return _first_unsupported(claims, text, calls, known, sandbox_changed)

@@ -33,11 +33,11 @@ from typing import Any, NamedTuple
 
 from pytest_tooleffect.oracle.context import CompareContext
 from pytest_tooleffect.oracle.reply_figures import FIGURES
-from pytest_tooleffect.oracle.sentences import is_question, normal_text, sentences
+from pytest_tooleffect.oracle.sentences import Folded, is_question, normal_text, sentences
 from pytest_tooleffect.oracle.values import tokens
 
-__all__ = ["ASKING", "FALLBACK_PRECISION", "REPLY_KINDS", "USEFUL_PRECISION", "ReplyCheck", "classify_reply",
-           "judge_reply"]
+__all__ = ["ASKING", "ASKING_FOLDED", "FALLBACK_PRECISION", "REPLY_KINDS", "USEFUL_PRECISION", "ReplyCheck",
+           "classify_reply", "judge_reply"]
 
 #: What a no-tool reply may be required to do.
 REPLY_KINDS = ("ask", "refuse", "answer")
@@ -161,6 +161,9 @@ _FIRST_PERSON = re.compile(r"\b(i|we|i['’]m|we['’]re|i['’]ll|me|my|our|pue
                            r"atendemos|gestionamos|ofrecemos|trabajamos|hacemos|manejamos)\b", re.I)
 _INTERROGATIVE = re.compile(r"\s*¿|\s*(can|could|may|is|are|do|does|will|would|what|which|when|where|how|why|who|"
                             r"puedo|puede|se puede|es posible|cu[aá]ndo|c[oó]mo|qu[eé])\b", re.I)
+#: :data:`ASKING` searched fast in ASCII text (:class:`~pytest_tooleffect.oracle.sentences.Folded`)
+ASKING_FOLDED = Folded(ASKING)
+_COURTESY_FOLDED, _REFUSING_FOLDED = Folded(_COURTESY), Folded(_REFUSING)
 #: a refusal phrase that only says a detail is missing (``I can't look it up without your id``)
 _CONDITIONAL = re.compile(r"\b(without|until|unless|before|first need|till|sin (su|tu|el|la)|sans (votre|vos|le|la)|"
                           r"ohne (ihre|die|den|das)|senza)\b", re.I)
@@ -195,16 +198,17 @@ class ReplyCheck(NamedTuple):
 
 def _asks_in(sentence: str) -> bool:
     """One sentence asks the user for something: a question that is not a courtesy, or a request."""
-    if _COURTESY.search(sentence):
+    # the cheaper checks first: most sentences ask nothing
+    if not (is_question(sentence) or ASKING_FOLDED.search(sentence)):
         return False
-    return is_question(sentence) or bool(ASKING.search(sentence))
+    return not _COURTESY_FOLDED.search(sentence)
 
 
 def _refuses_in(sentence: str, asked: bool) -> bool:
     """One sentence declines: a refusal phrase, not one that only names a missing detail, nor (when
     the user asked a question: ``asked``) a rule stated without a first person (an answer).
     """
-    if not any(not _CONDITIONAL.search(sentence[m.start():]) for m in _REFUSING.finditer(sentence)):
+    if not any(not _CONDITIONAL.search(sentence[m.start():]) for m in _REFUSING_FOLDED.finditer(sentence)):
         return False  # no refusal phrase, or each only names a missing detail
     return not asked or bool(_FIRST_PERSON.search(sentence))
 

@@ -201,7 +201,8 @@ class MergedSelection(Part):
     the report's status is ``incomplete`` when this is not 0, unless all of them are ``settled``."""
     settled: Count = Field(default=0, exclude_if=lambda v: v == 0)
     """Of those, the items skipped as settled by a sequential gate (the baseline's decisions of a block
-    whose gate the merged records settle; ``ci/sequential_merged.py``): no gap."""
+    whose gate the merged records settle; ``ci/sequential_merged.py``) and the trials adaptive repeats did not
+    need (a settled case's items less its records; ``ci/adaptive_merged.py``): no gap."""
     short: list[ShortPart] = Field(default_factory=list)
     """The shards (or the unsharded run) whose logs hold fewer records than they selected; a shard with
     no record at all is in ``shards.missing``."""

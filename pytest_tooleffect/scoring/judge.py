@@ -116,6 +116,7 @@ class Judge:
             JudgeError: the answer is not JSON or ``field_name`` is not one of ``choices``.
         """
         from pytest_tooleffect.decide.model_turn import ModelCache, api_key, import_litellm
+        from pytest_tooleffect.util.exceptions import described
         from pytest_tooleffect.util.redaction import redact
 
         cache = ModelCache(self.cache_dir) if self.cache_dir else None
@@ -139,16 +140,14 @@ class Judge:
         try:
             response = litellm.completion(**kwargs)
         except Exception as exc:  # no answer at all: the provider (or the connection to it) failed
-            raise JudgeProviderError(redact(f"judge {self.model}: {type(exc).__name__}: "
-                                            f"{' '.join(str(exc).split())[:300]}")) from exc
+            raise JudgeProviderError(redact(f"judge {self.model}: {described(exc, 300)}")) from exc
         try:
             text = response.choices[0].message.content or ""
             doc = json.loads(text)
             if doc.get(field_name) not in choices:
                 raise ValueError(f"{field_name} {doc.get(field_name)!r}")
         except Exception as exc:
-            raise JudgeError(redact(f"judge {self.model}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
-                             ) from exc
+            raise JudgeError(redact(f"judge {self.model}: {described(exc, 300)}")) from exc
         usage = getattr(response, "usage", None)
         try:
             cost: float | None = float(litellm.completion_cost(completion_response=response, model=self.model))
