@@ -206,6 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("records", help="the accepted run's record log (JSONL)")
     p.add_argument("--out", default="tooleffect-baseline.json", help="default tooleffect-baseline.json")
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="save the log of a run that is not complete (interrupted, shards missing, items without a "
+                        "record); the baseline says it is incomplete. Refused without it")
     p.set_defaults(func=cmd_baseline_save)
     p = bsub.add_parser("init", help="the first baseline: run the cases once (pytest arguments after --) or take "
                                      "--from LOG, write it, say what to commit and what CI runs",

@@ -65,6 +65,7 @@ __all__ = [
     "OPT_RPM",
     "OPT_SANDBOX",
     "OPT_SETTLE_KEY",
+    "OPT_SETTLE_RESET",
     "OPT_SHARD",
     "OPT_SUMMARY_MD",
     "OPT_TIMEOUT",
@@ -107,6 +108,7 @@ OPT_BASELINE_CHANGED = "--tooleffect-baseline-changed-labels"
 OPT_MIN_CLASS_N = "--tooleffect-min-class-n"
 OPT_SHARD = "--tooleffect-shard"
 OPT_SETTLE_KEY = "--tooleffect-settle-key"
+OPT_SETTLE_RESET = "--tooleffect-settle-reset"
 
 INI_RECORDS = "tooleffect_records"
 INI_JUDGE_CACHE = "tooleffect_judge_cache"
@@ -400,6 +402,10 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
                     help="the name every shard of one run gives, so that its sequential gates share one tally in "
                          f"the Redis of ini {INI_RATE_BACKEND} (one per CI run: e.g. the CI's run id and attempt); "
                          "needed by a sharded run with sequential gates and that backend")
+    group.addoption(OPT_SETTLE_RESET, action="store_true", default=False,
+                    help=f"a {OPT_SETTLE_KEY} that holds an earlier run's tally is refused before any item; with this "
+                         "the earlier tally is deleted and this run claims the key (the shards of this run that "
+                         "start later join it)")
     group.addoption(OPT_BASELINE_CHANGED, choices=BASELINE_CHANGED_LABELS, default="skip",
                     help="decisions whose label changed since the baseline: skip (default: left out and counted) "
                          "or compare")

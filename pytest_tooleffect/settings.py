@@ -63,6 +63,7 @@ from pytest_tooleffect.options import (
     OPT_RPM,
     OPT_SANDBOX,
     OPT_SETTLE_KEY,
+    OPT_SETTLE_RESET,
     OPT_SHARD,
     OPT_SUMMARY_MD,
     OPT_TIMEOUT,
@@ -166,6 +167,7 @@ class Settings:
         min_class_n: a class with fewer scored rows is flagged as small in the report.
         shard: ``(index, count)`` of ``--tooleffect-shard I/N`` (1-based), or ``None``.
         settle_key: ``--tooleffect-settle-key``: the sequential gates' shared tally's name in Redis, or ``None``.
+        settle_reset: ``--tooleffect-settle-reset``: a settle key holding an earlier run's tally is taken over.
         rate_backend: ``redis://…`` URL of the shared rate limit (``tooleffect_rate_backend``), or
             ``None`` for the SQLite file.
     """
@@ -207,6 +209,7 @@ class Settings:
     min_class_n: int = DEFAULT_MIN_CLASS_N
     shard: tuple[int, int] | None = None
     settle_key: str | None = None
+    settle_reset: bool = False
     rate_backend: str | None = None
 
     @property
@@ -330,6 +333,7 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
         min_class_n=_min_class_n(config),
         shard=config.getoption(OPT_SHARD),
         settle_key=config.getoption(OPT_SETTLE_KEY),
+        settle_reset=bool(config.getoption(OPT_SETTLE_RESET)),
         rate_backend=_rate_backend(config),
         **_rate_settings(config),
     )

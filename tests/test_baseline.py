@@ -329,7 +329,7 @@ def test_a_known_failure_of_another_kind_is_changed_in_every_output(
 @pytest.mark.parametrize(("content", "message"), [
     (None, "*--tooleffect-baseline *missing.json: <file>: cannot be read (No such file or directory)*"),
     ("{not json", "*--tooleffect-baseline *base.json: <file>: not JSON (*line 1)*"),
-    ('{"kind": "tooleffect-baseline", "version": 7}', "*base.json: version: this plugin reads version 1, the file is 7*"),
+    ('{"kind": "tooleffect-baseline", "version": 7}', "*base.json: version: written by a newer pytest-tooleffect: version 7; this one reads 1"),
     ('{"version": 1, "blocks": []}', "*base.json: kind: not a tooleffect baseline: a JSON report*"),
     ('{"kind": "tooleffect-baseline", "version": 1, "created": "x", "groups": [], "decisions": '
      '{"bl/a[replay]": {"family": "bl", "policy": "replay", "case_id": "a", "outcome": "scored", "passed": "maybe", '

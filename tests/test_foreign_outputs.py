@@ -43,7 +43,7 @@ COMMANDS = [
      "requirements.txt"),
     (["html", "records.jsonl", "--out", "Makefile"], "Makefile"),
     (["html", "records.jsonl", "--out", "README.md"], "README.md"),
-    (["baseline", "save", "records.jsonl", "--out", "Dockerfile"], "Dockerfile"),
+    (["baseline", "save", "records.jsonl", "--out", "Dockerfile", "--allow-incomplete"], "Dockerfile"),
 ]
 
 
@@ -71,7 +71,7 @@ def test_a_command_refuses_to_replace_a_project_file_and_forces_on_request(
 
 @pytest.mark.parametrize("argv", [
     ["html", "records.jsonl", "--out", "page.html"],
-    ["baseline", "save", "records.jsonl", "--out", "base.json"],
+    ["baseline", "save", "records.jsonl", "--out", "base.json", "--allow-incomplete"],  # a demo item has no record
     ["label", "export", "cases/demo/cases.jsonl", "--out", "export.jsonl"],
     ["merge", "export.jsonl", "export.jsonl", "--out", "merged.jsonl"],
 ], ids=" ".join)

@@ -193,7 +193,11 @@ def test_html_report_and_compare_read_a_record_log_from_a_pipe(
     assert sum(b["n_scored"] for b in json.loads(capsys.readouterr().out)["blocks"]) == 6
     assert main(["compare", log, _pipe_of(data)]) == 0
     assert "exit 0: 0 regressions" in capsys.readouterr().out
-    assert main(["baseline", "save", _pipe_of(data), "--out", str(pytester.path / "b.json")]) == 0
+    # the demo's case with no recorded decision has no record: the run is not complete
+    assert main(["baseline", "save", _pipe_of(data), "--out", str(pytester.path / "b.json")]) == 1
+    assert "the run is not complete: 6 of 7 selected items have a record" in capsys.readouterr().err
+    assert main(["baseline", "save", _pipe_of(data), "--out", str(pytester.path / "b.json"),
+                 "--allow-incomplete"]) == 0
 
 
 def test_a_named_pipe_is_a_record_log_too(pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:

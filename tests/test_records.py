@@ -31,8 +31,9 @@ from tests.conftest import REPO, schema_validator
 BASE_KEYS = ["version", "id", "family", "case_id", "policy", "outcome", "class", "bucket", "step", "run_length",
              "xfail", "label_hash", "verdict", "no_tool_failure", "reply_due", "cost", "error", "source"]
 SANDBOX_KEYS = ["effect", "sandbox", "steps", "rollout", "faults", "recovery"]
-#: what every record of a run says of the run: its selection, its family's label-set and rules fingerprints
-RUN_KEYS = ["selection", "fingerprints"]
+#: what every record of a run says of the run: its selection, its family's label-set and rules fingerprints, its
+#: policy's identity
+RUN_KEYS = ["selection", "fingerprints", "policy_identity"]
 
 
 @cache

@@ -29,8 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.report import fingerprint
 from pytest_tooleffect.report.record_log import looks_like_record
+from pytest_tooleffect.scoring.record import RECORD_VERSION
 from pytest_tooleffect.util.display import json_safe, shown
 from pytest_tooleffect.util.input_files import read_input_text
+from pytest_tooleffect.util.jsonl import RepeatedKey, loads
+from pytest_tooleffect.util.versions import version_problem
 
 __all__ = [
     "BASELINE_KIND",
@@ -220,6 +223,9 @@ class BaselineGroup(BaseModel):
         family: the family's name.
         policy: the policy's name.
         models: the litellm models its records name (empty for replay and agent policies).
+        policy_identity: what the policy was (``agent pkg.mod:decide (digest)``, from the records'
+            ``policy_identity``); ``None`` for records that do not say.  A later run under the same
+            name may be another policy (that is what a baseline compares); the file keeps what it was.
         label_set_fingerprint: the report's label-set fingerprint of the block (16 hex digits).
         decisions: records of the block (errors included).
         errors: of which error outcomes.
@@ -230,6 +236,7 @@ class BaselineGroup(BaseModel):
     family: str = Field(min_length=1)
     policy: str = Field(min_length=1)
     models: list[str] = Field(default_factory=list)
+    policy_identity: str | None = None
     label_set_fingerprint: str = Field(pattern=r"^[0-9a-f]{16}$")
     decisions: int = Field(ge=0)
     errors: int = Field(ge=0)
@@ -245,6 +252,9 @@ class Baseline(BaseModel):
         source: the record log it was saved from, if any.
         groups: one per family × policy, sorted.
         decisions: by record id (``family/case[policy]`` or ``family/case[policy:trial]``).
+        incomplete: what the run it was saved from lacked, one line each (shards missing, items without
+            a record), when it was saved on purpose from a run that was not complete
+            (``tooleffect baseline save --allow-incomplete``); absent for a complete run's.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -253,6 +263,7 @@ class Baseline(BaseModel):
     version: Literal[1] = BASELINE_VERSION
     created: str
     source: str | None = None
+    incomplete: list[str] | None = None
     groups: list[BaselineGroup]
     decisions: dict[str, BaselineDecision]
 
@@ -293,11 +304,16 @@ class Baseline(BaseModel):
         decisions: dict[str, BaselineDecision] = {}
         pairs: dict[tuple[str, str], list[tuple[str, str]]] = {}
         models: dict[tuple[str, str], set[str]] = {}
+        identities: dict[str, tuple[str, int]] = {}
         for n, rec in enumerate(records, 1):
+            why = version_problem(rec.get("version"), RECORD_VERSION) if "version" in rec else None
+            if why is not None:
+                raise BaselineError(source, f"record {n}.version", why)
             try:
                 d = BaselineDecision.from_record(rec, f"record {n}")
             except BaselineError as exc:
                 raise BaselineError(source, exc.field, exc.message) from None
+            _one_policy(rec, n, identities, source)
             rid = str(rec["id"])
             if rid in decisions:
                 raise BaselineError(source, f"record {n}.id", f"{shown(repr(rid))} appears twice: one run's records "
@@ -310,7 +326,9 @@ class Baseline(BaseModel):
         groups = []
         for (family, policy), labels in sorted(pairs.items()):
             block = [d for d in decisions.values() if (d.family, d.policy) == (family, policy)]
+            ident = identities.get(policy)
             groups.append(BaselineGroup(family=family, policy=policy, models=sorted(models.get((family, policy), ())),
+                                        policy_identity=ident[0] if ident else None,
                                         label_set_fingerprint=fingerprint(labels), decisions=len(block),
                                         errors=sum(1 for d in block if d.outcome == "error")))
         return cls(created=created or datetime.now(UTC).isoformat(timespec="seconds"), source=source,
@@ -326,14 +344,16 @@ class Baseline(BaseModel):
         """
         text = _read_text(path)
         try:
-            data = json.loads(text, object_pairs_hook=_unique_keys)
+            data = loads(text)
+        except RepeatedKey as exc:
+            raise BaselineError(path, "<file>", f"the key {exc.key!r} is given twice in one object: which "
+                                                "entry is the accepted run's?") from None
         except json.JSONDecodeError as exc:
             if looks_like_record(_first_line_json(text)):
                 raise BaselineError(path, "<file>", _RECORD_LOG) from None
             raise BaselineError(path, "<file>", f"not JSON ({exc.msg}, line {exc.lineno})") from None
-        except _DuplicateKey as exc:
-            raise BaselineError(path, "<file>", f"the key {shown(repr(exc.args[0]))} is given twice in one object: "
-                                                "which entry is the accepted run's?") from None
+        except ValueError as exc:
+            raise BaselineError(path, "<file>", f"not JSON ({exc})") from None
         return cls.from_json(data, path)
 
     @classmethod
@@ -352,9 +372,9 @@ class Baseline(BaseModel):
                     if "blocks" in data else f"kind {shown(repr(data.get('kind')))}")
             raise BaselineError(path, "kind", f"not a tooleffect baseline: {what}; save one with `tooleffect "
                                               "baseline save RECORDS`")
-        if data.get("version") != BASELINE_VERSION:
-            raise BaselineError(path, "version", f"this plugin reads version {BASELINE_VERSION}, the file is "
-                                                 f"{shown(repr(data.get('version')))}")
+        why = version_problem(data.get("version"), BASELINE_VERSION)
+        if why is not None:
+            raise BaselineError(path, "version", why)
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -365,13 +385,56 @@ class Baseline(BaseModel):
             raise BaselineError(path, loc or "<file>", msg) from None
 
     def dumps(self) -> str:
-        """The file's text (indented JSON, keys in field order)."""
-        return json_safe(json.dumps(self.model_dump(mode="json", by_alias=True), indent=1, ensure_ascii=False,
-                                    allow_nan=False)) + "\n"
+        """The file's text (indented JSON, keys in field order; ``incomplete`` and a group's
+        ``policy_identity`` only when set).
+        """
+        data = self.model_dump(mode="json", by_alias=True)
+        if data.get("incomplete") is None:
+            data.pop("incomplete", None)
+        for group in data["groups"]:
+            if group.get("policy_identity") is None:
+                group.pop("policy_identity", None)
+        return json_safe(json.dumps(data, indent=1, ensure_ascii=False, allow_nan=False)) + "\n"
 
 
 _RECORD_LOG = ("this is a record log (one record per line), not a baseline: make the baseline from it with "
                "`tooleffect baseline save LOG --out FILE` and give FILE")
+def policy_changes(before: Baseline, now: Mapping[str, str | None]) -> list[str]:
+    """The policies of one name that are another policy now than in the baseline: said, never refused
+    (comparing another agent, model or prompt with the accepted run under the same name is what a
+    baseline is for).
+
+    Args:
+        before: the baseline.
+        now: the identities now (``spec (digest)``, as a group's ``policy_identity``) by policy name.
+
+    Returns:
+        One line per such policy name, sorted.
+    """
+    was = {g.policy: g.policy_identity for g in before.groups if g.policy_identity}
+    return [f"policy {name}: {was[name]} in the baseline, {ident} now (compared: another policy under the same name)"
+            for name, ident in sorted(now.items()) if ident and name in was and was[name] != ident]
+
+
+def _one_policy(rec: Mapping[str, Any], n: int, seen: dict[str, tuple[str, int]], source: str | None) -> None:
+    """Refuse record ``n`` when an earlier record of its policy name was made by another policy (the
+    records' ``policy_identity``: another agent, model, api base or settings): one run's records are of
+    one policy per name.  Records that do not say are not checked.
+
+    Raises:
+        BaselineError: names both policies and both records.
+    """
+    ident = rec.get("policy_identity")
+    if not isinstance(ident, Mapping) or not isinstance(rec.get("policy"), str):
+        return
+    said = f"{ident.get('spec')} ({ident.get('digest')})"
+    first, at = seen.setdefault(rec["policy"], (said, n))
+    if first != said:
+        raise BaselineError(source, f"record {n}.policy_identity", f"policy {rec['policy']}: {first} in record {at} "
+                                                                    f"but {said} here: one policy name, two policies; "
+                                                                    "the records are not one run")
+
+
 def _first_line_json(text: str) -> Any:
     """The first non-blank line of ``text`` as JSON, or ``None`` when it is not JSON."""
     line = next((x for x in text.splitlines() if x.strip()), "")
@@ -383,20 +446,6 @@ def _first_line_json(text: str) -> Any:
 
 def _loc(loc: Sequence[Any]) -> str:
     return ".".join(str(p) for p in loc)
-
-
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object's pairs as a dict; a key given twice raises (json keeps the last without a word)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
 
 
 def record_passed(record: Mapping[str, Any]) -> bool | None:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import pytest
 
-from pytest_tooleffect.ci.baseline import Baseline, BaselineDecision, BaselineError, classify
+from pytest_tooleffect.ci.baseline import Baseline, BaselineDecision, BaselineError, classify, policy_changes
 from pytest_tooleffect.ci.comparison import compare, summary_lines
 from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.options import OPT_BASELINE
@@ -95,6 +95,8 @@ class BaselinePlugin:
         except BaselineError as exc:
             raise pytest.UsageError(f"{OPT_BASELINE} {exc}") from None
         self.comparison: dict[str, Any] | None = None
+        #: the policies that are another policy now than in the baseline, said in the summary
+        self.policy_notes: list[str] = []
 
     def pytest_report_header(self) -> str:
         b = self.baseline
@@ -147,12 +149,17 @@ class BaselinePlugin:
         controller).
         """
         self.comparison = BaselineContributor(self.baseline, self.path, self.changed_labels).write(report, records)
+        now = {r.policy: f"{r.policy_identity.spec} ({r.policy_identity.digest})" for r in records
+               if r.policy_identity is not None}
+        self.policy_notes = policy_changes(self.baseline, now)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.comparison is None or not self.config.stash[settings_key].summary:
             return
         terminalreporter.write_sep("-", "tooleffect baseline")
+        for line in self.policy_notes:
+            terminalreporter.write_line(line)
         for line in summary_lines(self.comparison):
             red = line.startswith(("regression", "changed"))
             terminalreporter.write_line(line, red=red, green=line.startswith("fixed"), bold=red)

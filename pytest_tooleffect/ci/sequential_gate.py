@@ -42,6 +42,7 @@ from pytest_tooleffect.ci.sequential_state import (
     SqliteSettleStore,
     Tally,
 )
+from pytest_tooleffect.ci.settle_claim import claim_for_run
 from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.collect.order import informative_first
 from pytest_tooleffect.decide.ratelimit import private_state_dir
@@ -149,6 +150,8 @@ class SequentialGate:
         if settings.rate_backend is not None and settings.settle_key is not None:
             self.store: SettleStore = RedisSettleStore(settings.rate_backend, settings.settle_key)
             self.shared = "redis"
+            if workerinput is None:  # the run's controller (or its only process) claims the key; workers share it
+                claim_for_run(config, self.store, baseline)
         elif settings.shard is not None and settings.rate_backend is not None:
             raise pytest.UsageError(f"{OPT_SETTLE_KEY}: a sharded run with sequential gates and ini {INI_RATE_BACKEND} "
                                     "needs a key every shard of the run gives (e.g. the CI's run id and attempt), "

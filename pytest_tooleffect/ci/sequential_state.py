@@ -264,6 +264,16 @@ class RedisSettleStore:
             raise SettleStoreError(f"the sequential gates' Redis {self.shown}: {type(exc).__name__}: {exc}") from None
         return _redis_tally(row)
 
+    @property
+    def client(self) -> Any:
+        """The ``redis.Redis`` client (the run's claim of its key is written with it: :mod:`.settle_claim`)."""
+        return self._client
+
+    @property
+    def errors(self) -> tuple[type[BaseException], ...]:
+        """What the client raises when Redis fails."""
+        return self._errors
+
     def close(self) -> None:
         self._client.close()
 

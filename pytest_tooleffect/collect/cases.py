@@ -42,7 +42,7 @@ from pytest_tooleffect.collect.family import (
 from pytest_tooleffect.collect.validation import validate_case
 from pytest_tooleffect.formats import Case, Label
 from pytest_tooleffect.util.input_files import open_input, read_input_text
-from pytest_tooleffect.util.jsonl import bare_cr_hint
+from pytest_tooleffect.util.jsonl import RepeatedKey, bare_cr_hint, loads
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "CaseProblem", "CaseRef", "CaseSpan", "FamilyError", "LoadedFamily",
            "case_label_hash", "case_refs", "is_case_file", "label_hash", "load_case_file",
@@ -236,7 +236,15 @@ def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
     """Validate one raw case (a JSONL line's text, or a parsed mapping)."""
     try:
         if isinstance(raw, str):
-            return Case.model_validate_json(raw)
+            try:
+                raw = loads(raw)  # the shared reader: a key given twice is refused, not kept last
+            except RepeatedKey as exc:
+                owner = str(exc.owner) if isinstance(exc.owner, str | int) else f"line {n}"
+                return [CaseProblem(fname, owner, exc.key, f"line {n}: {exc.plain}")]
+            except (ValueError, RecursionError):
+                return Case.model_validate_json(raw)  # not JSON: pydantic's error, told below
+            if not isinstance(raw, Mapping):
+                return [CaseProblem(fname, f"line {n}", "<case>", "a case is a JSON object")]
         if not isinstance(raw, Mapping):
             return [CaseProblem(fname, f"#{n}", "<case>", f"a case is a mapping, got {type(raw).__name__}")]
         return Case.model_validate(raw)
@@ -254,7 +262,7 @@ def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
         except json.JSONDecodeError:
             doc = None
         cid = doc.get("id") if isinstance(doc, Mapping) else None
-        if isinstance(raw, str) and not isinstance(doc, Mapping):
+        if not isinstance(doc, Mapping):
             return [CaseProblem(fname, f"line {n}", "<case>", "a case is a JSON object")]
         cid_s = str(cid) if cid is not None else f"#{n}"
         return [CaseProblem(fname, cid_s, error_location(e["loc"]), e["msg"].removeprefix("Value error, "))

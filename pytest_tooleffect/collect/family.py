@@ -7,7 +7,6 @@ line; ``*.yaml``/``*.yml``: a list of cases, or ``{cases: [...]}``; see :mod:`.c
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from pytest_tooleffect.oracle import RuleError, RuleSet, load_rules
 from pytest_tooleffect.oracle.rulecheck import rule_problems
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader, document_digest
 from pytest_tooleffect.util.input_files import read_input_text, special_kind
+from pytest_tooleffect.util.jsonl import RepeatedKey, loads
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "collected_as", "error_location",
            "family_dirs", "family_inputs", "is_case_file", "is_family_dir", "load_family", "named_files",
@@ -319,8 +319,10 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
             raise FamilyError(f"{path}: tools_file: a path to a JSON list of tool specs")
         tf = directory / raw["tools_file"]
         try:
-            listed = json.loads(_read(tf, "tools_file", path))
-        except json.JSONDecodeError as exc:
+            listed = loads(_read(tf, "tools_file", path))
+        except RepeatedKey as exc:
+            raise FamilyError(f"{path}: tools_file {tf}: {exc}") from exc
+        except ValueError as exc:
             raise FamilyError(f"{path}: tools_file {tf}: not valid JSON: {exc}") from exc
         if not isinstance(listed, list):
             raise FamilyError(f"{path}: tools_file {tf}: holds a JSON {type(listed).__name__}, not a list of tools")

@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_tooleffect.util.extras import require
 from pytest_tooleffect.util.input_files import open_input, read_input_text
-from pytest_tooleffect.util.jsonl import json_lines
+from pytest_tooleffect.util.jsonl import RepeatedKey, json_lines, loads
 
 __all__ = [
     "FORMATS",
@@ -186,8 +186,10 @@ def _json_attr(attrs: dict[str, Any], key: str) -> Any:
     value = attrs.get(key)
     if isinstance(value, str):
         try:
-            return json.loads(value)
-        except json.JSONDecodeError:
+            return loads(value)
+        except RepeatedKey as exc:
+            raise TraceError(f"attribute {key}: {exc}") from None
+        except ValueError:
             return None
     return value
 
@@ -269,12 +271,16 @@ def read_otel(path: str | Path) -> Iterator[Run]:
     """
     text = read_input_text(path, "utf-8-sig")
     try:
-        docs = [json.loads(text)]
-    except json.JSONDecodeError:
+        docs = [loads(text)]
+    except RepeatedKey as exc:
+        raise TraceError(f"{path}: {exc}") from None
+    except ValueError:
         try:
-            docs = [json.loads(line) for line in text.splitlines() if line.strip()]
-        except json.JSONDecodeError as exc:
-            raise TraceError(f"{path}: neither JSON nor JSON Lines: {exc.msg}") from exc
+            docs = [loads(line) for line in text.splitlines() if line.strip()]
+        except RepeatedKey as exc:
+            raise TraceError(f"{path}: {exc}") from None
+        except ValueError as exc:
+            raise TraceError(f"{path}: neither JSON nor JSON Lines: {getattr(exc, 'msg', exc)}") from exc
     runs: dict[str, list[tuple[int, dict[str, Any]]]] = {}
     for doc in docs:
         for span in _spans(doc):

@@ -33,6 +33,7 @@ from pytest_tooleffect.options import OPT_PERTURB
 from pytest_tooleffect.oracle.emission import Call, Emission
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.input_files import read_input_text
+from pytest_tooleffect.util.jsonl import RepeatedKey, loads
 
 __all__ = ["HIDDEN_NAME", "NO_VARIANTS_IN_A_WORLD", "PerturbedItem", "Perturber", "PoolFileError", "cost_line",
            "load_pool", "no_variants_key", "scored_emission", "scored_tools", "unknown_names"]
@@ -149,9 +150,11 @@ def load_pool(directory: Path, files: Iterable[str]) -> list[ToolSpec]:
         try:
             text = read_input_text(path, pipes=False)
             try:
-                specs: list[Any] = json.loads(text)
-            except json.JSONDecodeError:
-                specs = [f for line in text.splitlines() if line.strip() for f in json.loads(line).get("function", [])]
+                specs: list[Any] = loads(text)
+            except RepeatedKey:
+                raise
+            except ValueError:
+                specs = [f for line in text.splitlines() if line.strip() for f in loads(line).get("function", [])]
             out.extend(ToolSpec.model_validate(_object_types(s)) for s in specs)
         except (OSError, ValueError, AttributeError, TypeError) as exc:
             raise PerturbError(f"pool file {path}: {type(exc).__name__}: {exc}") from exc

@@ -127,7 +127,7 @@ def _run(command: list[str], log: Path) -> str | None:
         # new in CI and never gate as regressions, so a first baseline from it is refused
         return (f"the run was cut short ({finished['stopped']}): the items after the stop have no record, so the "
                 "baseline would not hold them; run the cases without -x/--maxfail/--stepwise, or save a partial "
-                "baseline on purpose with tooleffect baseline save LOG")
+                "baseline on purpose with tooleffect baseline save LOG --allow-incomplete")
     if not wrote:
         return (f"the run wrote no record to {log}: no baseline written"
                 + (" (the earlier log is left as it was)" if earlier else ""))

@@ -203,6 +203,7 @@ def cmd_html(args: argparse.Namespace) -> int:
     from pytest_tooleffect.report.record_log import load_records
     from pytest_tooleffect.report.summary import summarise
     from pytest_tooleffect.util.input_files import empty_pipe, read_input_bytes
+    from pytest_tooleffect.util.jsonl import loads
     from pytest_tooleffect.util.redaction import register_environment
 
     register_environment()  # the page embeds the cases' states: the credentials a run would know are cut, as in a run
@@ -215,7 +216,7 @@ def cmd_html(args: argparse.Namespace) -> int:
         print(f"tooleffect html: {source}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     try:
-        report_json = json.loads(raw)
+        report_json = loads(raw)
     except (ValueError, RecursionError):
         report_json = None  # a record log has one object per line (its reader names a bad line)
     del raw
@@ -332,6 +333,16 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         what = not_a_record_log(path)  # a report written on one line reads as one (wrong) record
         print(f"tooleffect baseline save: {f'{path}: {what}' if what else exc}", file=sys.stderr)
         return 2
+    lacks = _run_lacks(path, records)
+    if isinstance(lacks, int):
+        return lacks
+    if lacks and not args.allow_incomplete:
+        print(f"tooleffect baseline save: {path}: the run is not complete: {'; '.join(lacks)}; the missing decisions "
+              "would count as new against the baseline and never be compared. Save it anyway with "
+              "--allow-incomplete (the baseline then says it is incomplete)", file=sys.stderr)
+        return 1
+    if lacks:
+        baseline = baseline.model_copy(update={"incomplete": lacks})
     try:
         write_text(out, baseline.dumps())
     except OSError as exc:
@@ -344,7 +355,36 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
           f"errors, kept as errors and never compared) of {len(baseline.groups)} family x policy written to {out}")
     for g in baseline.groups:
         print(shown(f"  {g.family}/{g.policy}: {g.decisions} decisions, label set {g.label_set_fingerprint}"))
+    for line in lacks:
+        print(shown(f"  incomplete (--allow-incomplete): {line}; such decisions count as new against it"))
     return 0
+
+
+def _run_lacks(path: Path, records: list[Any]) -> list[str] | int:
+    """What the run of the record log ``path`` (its ``records``, read already) lacks to be complete, as
+    ``tooleffect report`` says it (shards missing, items without a record), one line each; an exit
+    status (2) when its records are not parts of one run (said on stderr).  Records that do not say
+    what their run selected (written by hand, or by an earlier tooleffect) cannot be checked: said on
+    stderr, not refused.
+    """
+    from pydantic import ValidationError
+
+    from pytest_tooleffect.report.merging import UNSTAMPED, MergeError, merge_logs
+    from pytest_tooleffect.scoring.record import Record
+
+    try:
+        checked = [Record.model_validate(r) for r in records]
+    except ValidationError:  # read as a baseline's records only (BaselineDecision): not checkable as a run
+        checked = []
+    if not checked or any(r.selection is None for r in checked):
+        print(f"tooleffect baseline save: {path}: {UNSTAMPED}", file=sys.stderr)
+        return []
+    try:
+        merged = merge_logs([path], read=lambda _: checked)
+    except MergeError as exc:
+        print(f"tooleffect baseline save: {exc}", file=sys.stderr)
+        return 2
+    return merged.problems()
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -360,7 +400,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         with another kind (``changed``); 2 for bad input (unreadable runs, label
         sets that differ without ``--shared-only``, no paired decision).
     """
-    from pytest_tooleffect.ci.baseline import BaselineError, load_runs
+    from pytest_tooleffect.ci.baseline import BaselineError, load_runs, policy_changes
     from pytest_tooleffect.ci.comparison import (
         compare,
         fingerprint_mismatch_line,
@@ -398,6 +438,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(json.dumps({"a": args.a, "b": args.b, **comparison}, indent=2))
         return status
     print(f"A = {args.a}\nB = {args.b}")
+    for line in policy_changes(a, {g.policy: g.policy_identity for g in b.groups}):
+        print(line)
     if mismatches:
         r = comparison["restricted"]
         reasons = ", ".join(f"{'only in B' if k == 'only_in_b' else k.replace('_', ' ')} {v}"

@@ -30,7 +30,7 @@ from pytest_tooleffect.formats.mcp import AnnotationPolicy, HintWeights, McpServ
 # a policy (a family's ``policies:`` entry, a pyproject table), a price and the names shown in test
 # ids: defined in a module of their own, exported here as part of this one's vocabulary
 from pytest_tooleffect.formats.perturb import PerturbationSpec
-from pytest_tooleffect.formats.policy import Amount, Count, Policy, Price, ShowableName, policy_params
+from pytest_tooleffect.formats.policy import Amount, Count, Policy, Price, ShowableName, policy_identity, policy_params
 
 __all__ = [
     "CASE_ID_SHAPE",
@@ -63,6 +63,7 @@ __all__ = [
     "ToolSpec",
     "ValidAction",
     "is_case_id",
+    "policy_identity",
     "policy_params",
 ]
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["Amount", "Count", "Policy", "PolicyName", "Price", "ShowableName", "policy_params"]
+__all__ = ["Amount", "Count", "Policy", "PolicyName", "Price", "ShowableName", "policy_identity", "policy_params"]
 
 
 class _Model(BaseModel):
@@ -198,3 +198,34 @@ def policy_params(policy: Policy) -> dict[str, Any]:
     if "settings" in out:  # free-form: an agent's own secrets may sit at any depth
         out["settings"] = _without_secrets(out["settings"])
     return out
+
+
+def policy_identity(policy: Policy, agent_source: str | None = None) -> tuple[str, str]:
+    """What a policy IS, beyond its name: two runs under one name are one policy only when these agree.
+
+    Args:
+        policy: the policy.
+        agent_source: where its agent came from when a ``pytest_tooleffect_agent`` hook (not the
+            policy's ``agent``) gave it (``pytest_tooleffect_agent``), else ``None``.
+
+    Returns:
+        ``(spec, digest)``: ``spec`` in words (``agent pkg.mod:decide``; ``model openai/gpt-4o at
+        http://host/v1``, the api base shown without its password; ``replay``), and ``digest``, the
+        SHA-256 (16 hex digits) of the spec and the policy's parameters as :func:`policy_params` gives
+        them (secrets left out) less its name and ``timeout_s`` (how long a call may take is no part
+        of what decides).
+    """
+    import hashlib
+    import json
+
+    from pytest_tooleffect.util.urls import without_password
+
+    if policy.agent or agent_source:
+        spec = f"agent {policy.agent or agent_source}"
+    elif policy.model:
+        spec = f"model {policy.model}" + (f" at {without_password(policy.api_base)}" if policy.api_base else "")
+    else:
+        spec = "replay"
+    params = {k: v for k, v in policy_params(policy).items() if k not in ("name", "timeout_s", "api_base")}
+    text = json.dumps({"spec": spec, "params": params}, sort_keys=True, ensure_ascii=False, default=str)
+    return spec, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]

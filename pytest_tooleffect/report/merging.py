@@ -22,19 +22,22 @@ and nothing is pooled across label sets:
 * records that do not say what their run selected (a log of an earlier tooleffect, or one written
   by hand) make the report ``incomplete`` too: that every item has a record cannot be known, and
   :meth:`Merged.problems` says so;
+* records of one policy name whose policies differ (``policy_identity``: another agent callable,
+  model, api base or settings under the same name) are refused, naming both: the logs did not
+  measure one policy;
 * logs with no record at all (every shard's run wrote nothing) are refused: a report of nothing
   is not a complete one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from pytest_tooleffect.report.record_log import load_records, not_a_record_log
-from pytest_tooleffect.scoring.record import Record, SelectionRecord
+from pytest_tooleffect.scoring.record import PolicyIdentity, Record, SelectionRecord
 from pytest_tooleffect.util.input_files import empty_pipe, not_an_input
 
 __all__ = ["DUPLICATE_CHOICES", "UNSTAMPED", "MergeError", "Merged", "ShortPart", "merge_logs", "record_logs"]
@@ -157,7 +160,8 @@ def record_logs(paths: Sequence[Path]) -> list[Path]:
     return out
 
 
-def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merged:
+def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse",
+               read: Callable[[Path], list[Record]] = load_records) -> Merged:
     """Read record logs and merge them: each record once, one label set per family.
 
     Args:
@@ -165,6 +169,8 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merg
         duplicates: what to do with a record whose id and trial were already read: ``refuse``
             (an error), keep the ``first`` read, or keep the ``last`` (a shard re-run given after
             the first run).
+        read: how a log's records are read (default :func:`load_records`; a caller that read a pipe
+            already gives what it read).
 
     Returns:
         The merged records and what was merged.
@@ -186,14 +192,16 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse") -> Merg
     counts: dict[int, Path] = {}
     shards: set[int] = set()
     run = _OneRun()
+    policies: dict[str, tuple[PolicyIdentity, Path]] = {}
     for log in logs:
         try:
-            records = load_records(log)
+            records = read(log)
         except (OSError, ValueError) as exc:
             raise MergeError(f"{log}: {not_a_record_log(log) or exc}") from exc
         for r in records:
             _check_shard(r, log, fingerprints, counts, shards)  # one run first: then a repeat is a repeat
             run.check(r, log)
+            check_policy(r, log, policies)
             key = (r.id, r.trial or 1)
             seen = kept.get(key)
             if seen is not None:
@@ -280,6 +288,31 @@ class _OneRun:
 
 def _selected(sel: SelectionRecord) -> str:
     return f"{sel.run_count} of {sel.collected} case items collected (selection {sel.run_digest})"
+
+
+def check_policy(r: Record, log: Path, seen: dict[str, tuple[PolicyIdentity, Path]]) -> None:
+    """Refuse a record whose policy differs from the one an earlier record of the same policy name
+    was made by (names both policies and both logs).  Records that do not say (logs of an earlier
+    tooleffect) are not checked.
+
+    Args:
+        r: the record.
+        log: the log it was read from.
+        seen: the first identity read per policy name, and its log (filled in).
+
+    Raises:
+        MergeError: the policy name was used by another policy.
+    """
+    ident = r.policy_identity
+    if ident is None:
+        return
+    first, first_log = seen.setdefault(r.policy, (ident, log))
+    if first.digest == ident.digest:
+        return
+    how = "" if first.spec != ident.spec else " with other settings"
+    raise MergeError(f"policy {r.policy}: {first.spec} ({first.digest}) in {first_log} but {ident.spec}"
+                     f"{how} ({ident.digest}) in {log}: one policy name, two policies; the logs are not one run "
+                     "(merge the logs of one policy, or give the other one its own name)")
 
 
 def _check_label(r: Record, log: Path, labels: dict[tuple[str, str], tuple[str, Path]]) -> None:

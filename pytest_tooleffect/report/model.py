@@ -485,6 +485,13 @@ class Report(Part):
 
     version: Literal[1] = REPORT_VERSION
     """The report format's version."""
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _known_version(cls, v: Any) -> Any:
+        from pytest_tooleffect.util.versions import check_version
+
+        return check_version(v, REPORT_VERSION)
     status: Literal["complete", "incomplete", "interrupted"]
     """``complete`` when every item collected was scored; ``incomplete`` when some case was invalid, some
     item ended in an error, was skipped (not as ``settled``: a sequential gate's verdict came first) or ended

@@ -18,9 +18,10 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from pytest_tooleffect.scoring.record import Record, first_problem
+from pytest_tooleffect.scoring.record import RECORD_VERSION, Record, first_problem
 from pytest_tooleffect.util.display import json_safe
 from pytest_tooleffect.util.jsonl import json_lines
+from pytest_tooleffect.util.versions import version_problem
 
 __all__ = ["RecordLog", "load_records", "looks_like_record", "not_a_record_log", "read_records"]
 
@@ -154,9 +155,17 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
     Raises:
         OSError: the file cannot be read.
-        ValueError: a line that is not JSON (names the line).
+        ValueError: a line that is not JSON, or a record of a version this plugin does not read
+            (names the line).
     """
-    return [value for _, value in _lines(path)]
+    out = []
+    for n, value in _lines(path):
+        why = version_problem(value["version"], RECORD_VERSION) if isinstance(value, dict) and "version" in value \
+            else None
+        if why is not None:
+            raise ValueError(f"line {n}: version: {why}")
+        out.append(value)
+    return out
 
 
 def load_records(path: Path) -> list[Record]:
@@ -174,6 +183,10 @@ def load_records(path: Path) -> list[Record]:
     """
     out = []
     for n, value in _lines(path):
+        why = version_problem(value["version"], RECORD_VERSION) if isinstance(value, dict) and "version" in value \
+            else None
+        if why is not None:  # before the fields: a newer record's are not this version's
+            raise ValueError(f"line {n}: version: {why}")
         try:
             out.append(Record.model_validate(value))
         except ValidationError as exc:

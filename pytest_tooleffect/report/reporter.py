@@ -30,6 +30,7 @@ from pytest_tooleffect.report.runinfo import git_state, now_utc, versions
 from pytest_tooleffect.report.store import RecordStore
 from pytest_tooleffect.settings import Settings, settings_key
 from pytest_tooleffect.util.input_files import read_input_text
+from pytest_tooleffect.util.jsonl import loads
 from pytest_tooleffect.util.output_files import OutputProblems, output_problems_key, shown_path, write_text
 from pytest_tooleffect.util.redaction import redact_obj
 
@@ -431,7 +432,7 @@ class JudgeContributor:
         path = self.calibration
         if path is not None and path.is_file():
             try:
-                cal = json.loads(read_input_text(path))
+                cal = loads(read_input_text(path))
                 if cal.get("model") == self.model:
                     calibration = JudgeCalibration.model_validate(
                         {k: cal.get(k) for k in ("n", "agreement", "kappa", "kappa_ci95", "measured_at")})

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from pytest_tooleffect.options import MAX_SHARDS
 from pytest_tooleffect.sandbox.mcp_hints import AnnotationViolation
@@ -30,6 +30,7 @@ __all__ = [
     "BaselineMark",
     "FingerprintRecord",
     "PerturbationRecord",
+    "PolicyIdentity",
     "NoToolSeverity",
     "Record",
     "SelectionRecord",
@@ -369,6 +370,15 @@ class AdaptiveDesignRecord(_Part):
     """The most trials a case gets; each case was collected ``min(k*, max_trials)`` times."""
 
 
+class PolicyIdentity(_Part):
+    """What the record's policy is beyond its name (:func:`~pytest_tooleffect.formats.policy_identity`)."""
+
+    spec: str
+    """``agent pkg.mod:decide``, ``model NAME at API_BASE`` (no password) or ``replay``."""
+    digest: str
+    """SHA-256 (16 hex digits) of the spec and the policy's parameters (secrets and timeout left out)."""
+
+
 class FingerprintRecord(_Part):
     """What the record's family was scored under, as collected (before any item was deselected)."""
 
@@ -499,6 +509,8 @@ class Record(_Part):
     """Milliseconds the model turn waited for the run-wide rate limit (not part of latency)."""
     agent: AgentInfo | None = None
     """An agent policy's turn."""
+    policy_identity: PolicyIdentity | None = None
+    """What the policy is beyond its name (absent from records written before it was kept)."""
     judge: JudgeSpend | None = None
     """What the LLM judge spent on this decision (present when it was asked)."""
     effect: EffectRecord | None = None
@@ -529,6 +541,13 @@ class Record(_Part):
     """The label set and the oracle rules its family was scored under (absent likewise)."""
     perturbation: PerturbationRecord | None = None
     """The perturbed catalog of a variant's decision (absent from an original's)."""
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _known_version(cls, v: Any) -> Any:
+        from pytest_tooleffect.util.versions import check_version
+
+        return check_version(v, RECORD_VERSION)
 
     @model_validator(mode="after")
     def _scored_has_verdict(self) -> Record:

@@ -20,7 +20,7 @@ from pytest_tooleffect.collect.variants import scored_emission, scored_tools
 from pytest_tooleffect.compat import redact_captured
 from pytest_tooleffect.decide.decision import Decision
 from pytest_tooleffect.decide.sandbox_run import judge_effect
-from pytest_tooleffect.formats import Label, policy_params
+from pytest_tooleffect.formats import Label, policy_identity, policy_params
 from pytest_tooleffect.oracle import CompareContext, Verdict, compile_label, score
 from pytest_tooleffect.oracle.verdict import phantom_check
 from pytest_tooleffect.outcomes import DecisionFailed, Failure, NotScored
@@ -77,6 +77,7 @@ class Scorer:
                                self.settings.timeout_s)
         self._families_sent: set[str] = set()
         self._policies_sent: set[str] = set()
+        self._identities: dict[tuple[str, str | None], dict[str, str]] = {}
         config.stash[scorer_key] = self.__call__
         register_environment()  # the credentials litellm would read: redacted from every record and report
 
@@ -88,6 +89,15 @@ class Scorer:
                 merged.update(contributed or {})
             self._predicates = merged
         return self._predicates
+
+    def _identity(self, item: CaseItem) -> dict[str, str]:
+        """The item's :class:`~pytest_tooleffect.scoring.record.PolicyIdentity`, worked out once per policy."""
+        key = (item.policy.name, item.agent_source)
+        found = self._identities.get(key)
+        if found is None:
+            spec, digest = policy_identity(item.policy, item.agent_source)
+            found = self._identities[key] = {"spec": spec, "digest": digest}
+        return found
 
     def record(self, item: CaseItem, verdict: Verdict | None = None, cost: Mapping[str, Any] | None = None,
                error: Failure | None = None, extra: Mapping[str, Any] | None = None) -> Record:
@@ -129,7 +139,8 @@ class Scorer:
         """The record :meth:`record` keeps: built, through the plugin's sections, then (``hooks``) the
         users' ``pytest_tooleffect_modify_record``, known secrets redacted from a live item's.
         """
-        fields = {"model": item.policy.model, "trial": item.trial, **(extra or {})}
+        fields = {"model": item.policy.model, "trial": item.trial, **(extra or {}),
+                  "policy_identity": self._identity(item)}
         record = build_record(
             family=item.family.name, case=item.case, policy=item.policy.name, verdict=verdict,
             tools={t.name: t for t in scored_tools(item)}, cost=cost, error=error,

@@ -4,8 +4,12 @@ Lines are decoded by the ``jsonlines`` library, each line on its own so a bad by
 a UTF-8 byte-order mark is skipped on the first line only, and blank lines (JSON whitespace
 only) are skipped.  What JSON does not allow is refused: ``NaN``/``Infinity``, a line that starts
 with a record separator (0x1e, RFC 7464's JSON text sequences, not JSON Lines), a byte-order mark
-past the first line.  Callers add what a line must hold (an object, an ``id``, ``messages``) and
-their own error type.
+past the first line.  So is an object that gives one key twice (:class:`RepeatedKey`): JSON leaves
+its meaning open (RFC 8259 §4, "the names within an object SHOULD be unique") and Python's ``json``
+keeps the last in silence, so a repeated ``label`` would drop the first one's forbidden actions.
+:func:`loads` is the one JSON reader of every input file (cases, families' JSON files, record
+logs, reports, baselines, label files, traces).  Callers add what a line must hold (an object,
+an ``id``, ``messages``) and their own error type.
 """
 from __future__ import annotations
 
@@ -19,23 +23,68 @@ import jsonlines
 
 from pytest_tooleffect.util.input_files import open_input
 
-__all__ = ["bare_cr_hint", "json_lines", "loads", "read_objects"]
+__all__ = ["RepeatedKey", "bare_cr_hint", "json_lines", "loads", "read_objects"]
 
 _RS = b"\x1e"
+
+
+class RepeatedKey(ValueError):
+    """A JSON object gives one key twice.
+
+    Attributes:
+        key: the key.
+        owner: the ``id`` of the document's top-level object (a case's, a record's), or ``None``.
+        plain: the message without the owner (for a caller that names the entry itself).
+    """
+
+    def __init__(self, key: str, owner: Any = None) -> None:
+        self.key, self.owner = key, owner
+        self.plain = (f"the key {key!r} is given twice in one object: JSON keeps only one of them without a word; "
+                      "give each key once")
+        where = f" (in the entry of id {owner!r})" if isinstance(owner, str | int) else ""
+        super().__init__(self.plain.replace(" in one object", f" in one object{where}", 1))
 
 
 def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def loads(text: str | bytes) -> Any:
-    """``json.loads`` refusing ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON, RFC 8259 §6).
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):  # rare: find the key only then
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise RepeatedKey(key)
+            seen.add(key)
+    return out
+
+
+# built once: json.loads with any keyword builds a decoder per call (slower than this one)
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique)
+
+
+def loads(text: str | bytes | bytearray) -> Any:
+    """``json.loads`` refusing ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON, RFC 8259 §6) and an
+    object that gives a key twice.
 
     Raises:
+        RepeatedKey: an object gives a key twice (a ``ValueError``; its message names the key and the
+            ``id`` of the top-level object, when it has one).
         ValueError: not JSON (``json.JSONDecodeError``), or one of those constants.
         RecursionError: nested deeper than the interpreter's recursion limit.
     """
-    return json.loads(text, parse_constant=_no_constant)
+    if not isinstance(text, str):
+        text = text.decode(json.detect_encoding(text), "surrogatepass")  # as json.loads does
+    try:
+        return _DECODER.decode(text)
+    except RepeatedKey as exc:
+        try:
+            whole = json.loads(text)  # read again keeping the last, only to name the entry
+        except (ValueError, RecursionError):
+            whole = None
+        owner = whole.get("id") if isinstance(whole, dict) else None
+        raise RepeatedKey(exc.key, owner) from None
 
 
 def json_lines(path: Path | str) -> Iterator[tuple[int, Any, str | None]]:
@@ -98,6 +147,8 @@ def bare_cr_hint(line: str | bytes) -> str:
 
 def _why(exc: jsonlines.InvalidLineError) -> str:
     cause = exc.__cause__
+    if isinstance(cause, RepeatedKey):
+        return str(cause)
     if isinstance(cause, UnicodeDecodeError):
         return f"not UTF-8 text ({cause.reason} at byte {cause.start})"
     if isinstance(cause, json.JSONDecodeError):
