@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import TextIO, cast
 
 from pytest_tooleffect.commands.bootstrap import cmd_baseline_init
 from pytest_tooleffect.commands.labels import (
@@ -22,6 +23,7 @@ from pytest_tooleffect.commands.plan import add_plan_parser
 from pytest_tooleffect.commands.replies import cmd_calibrate_replies
 from pytest_tooleffect.commands.reports import cmd_baseline_save, cmd_compare, cmd_html, cmd_report, cmd_schema
 from pytest_tooleffect.commands.services import cmd_import, cmd_model, cmd_sandbox, cmd_serve
+from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.extras import MissingExtra
 from pytest_tooleffect.util.input_files import pipes_read_once
 
@@ -266,6 +268,14 @@ def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     args = parser.parse_args(argv)
     args.server_command = server_command
     name = " ".join(str(x) for x in (args.command, getattr(args, "action", None)) if x)
+    stderr, sys.stderr = sys.stderr, cast(TextIO, _ShownStream(sys.stderr))  # what the command says of its inputs
+    try:
+        return _command(args, name)
+    finally:
+        sys.stderr = stderr
+
+
+def _command(args: argparse.Namespace, name: str) -> int:
     try:
         with pipes_read_once():  # an input given as a pipe (/dev/stdin, <(...)) reads whole however often it is read
             status = int(args.func(args))
@@ -290,6 +300,40 @@ def _run(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> int:
     except (ValueError, UnicodeDecodeError) as exc:  # bad input the command names (file, line, field)
         print(f"tooleffect {name}: {exc}", file=sys.stderr)
         return 2
+
+
+class _ShownStream(io.TextIOBase):
+    """A text stream that writes what it is given as :func:`~pytest_tooleffect.util.display.shown`
+    shows it, line breaks kept: a command's messages quote what files hold (a baseline's kind, a
+    record's policy, a label file's case id), and no control character or bidirectional override
+    may reach the terminal raw.  Everything else is the wrapped stream's.
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        self.stream.write(shown(text, limit=None, lines=True))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+    def __getattr__(self, name: str) -> object:  # ``buffer``, ``errors``…: the wrapped stream's
+        return getattr(self.stream, name)
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.stream.encoding
 
 
 #: the status a command interrupted by Ctrl-C ends with, as a shell reports SIGINT: 128 + 2

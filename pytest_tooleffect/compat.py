@@ -42,6 +42,13 @@ own string.  Without it those options lose every case item (pytest issue #15045)
 public way to give a ``Function`` its id (``nodeid=`` is not among ``Function``'s arguments).  A
 correctness fix, not a speed-up: no figure.
 
+redact_captured — ``Item._report_sections`` (pytest 8.0–9.2): the output captured during an item's
+phases, from which pytest makes each report's sections and which pytest-json-report (1.5) reads
+itself, not the report.  Rewritten with the known secrets cut out before the phase's report is made,
+an agent that prints its key or its settings (``state.policy``) shows them cut out in the terminal,
+JUnit and pytest-json-report alike.  A correctness fix (a secret in the JSON report otherwise), no
+figure.
+
 fixture_info — ``Function._fixtureinfo`` (pytest 8.0–9.2): the fixture closure pytest computes when
 a ``Function`` is built, read from a case file's first item and handed to its siblings through
 ``Function``'s public ``fixtureinfo`` argument.  Every item of a case file has the same parent and the
@@ -103,7 +110,7 @@ import pytest
 
 __all__ = ["PUBLIC_LOOKALIKES", "OneLineFailure", "PhaseReports", "at_thread_shutdown", "exec_socket",
            "fixture_info", "fixture_request", "joined_at_exit", "litellm_response_cost", "read_back_node_id",
-           "release_pool_workers", "run_exit_handlers",
+           "redact_captured", "release_pool_workers", "run_exit_handlers",
            "snapshot_logger_registry", "unit_scheduler"]
 
 #: What ``grep -rn "_pytest\.\|\._[a-z]"`` finds outside this module that is no private name of
@@ -167,6 +174,19 @@ class OneLineFailure:
         if isinstance(exc, pytest.fail.Exception) and not exc.pytrace and exc.msg:
             return self.failure_line(exc.msg)
         return super()._repr_failure_py(excinfo, style)  # type: ignore[misc]
+
+
+def redact_captured(item: pytest.Item, redact: Callable[[str], str]) -> None:
+    """Pass the output captured so far during ``item``'s phases through ``redact`` (what pytest and
+    pytest-json-report make of it), before the phase's report is made.
+
+    Args:
+        item: the item whose phase just ran.
+        redact: the text without its secrets.
+    """
+    sections = getattr(item, "_report_sections", None)
+    if sections:
+        item._report_sections = [(when, key, redact(content)) for when, key, content in sections]
 
 
 def read_back_node_id(item: pytest.Item) -> None:

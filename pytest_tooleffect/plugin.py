@@ -39,6 +39,7 @@ from pytest_tooleffect.scoring.sections import PerturbationMark, RecordSection, 
 from pytest_tooleffect.settings import resolve, settings_key
 from pytest_tooleffect.signals import TermAsInterrupt
 from pytest_tooleffect.util import redaction
+from pytest_tooleffect.util.display import shown
 
 if TYPE_CHECKING:
     from pytest_tooleffect.report.assembly import ReportSection
@@ -65,6 +66,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    try:
+        _configure(config)
+    except pytest.UsageError as exc:  # it may quote what a file holds: pytest prints it raw
+        raise pytest.UsageError(shown(str(exc), limit=None, lines=True)) from None
+
+
+def _configure(config: pytest.Config) -> None:
     config.stash[_secrets_before_key] = redaction.new_scope()  # this run's secrets are its own
     for name, doc in CLASS_MARKERS.items():
         config.addinivalue_line("markers", f"{name}: tooleffect class: {doc}")

@@ -2,7 +2,8 @@
 it leaves (files and terminal) searched for them.
 
 The canaries: a credential variable's value inside a case message (the HTML page embeds the case
-states), a model echoing it, policy settings named like secrets at any depth, credentials in a
+states), a model echoing it, policy settings named like secrets at any depth (and an agent echoing
+its settings), credentials in a
 URL the run only records (a policy's prompt), a proxy's ``user:password@`` in the environment, and
 a Redis password in the shared rate limit's URL (a real ``redis-server`` that demands it, so the
 run uses it).  Then: the secret names' rule, URL credentials, and the registry of secrets scoped to
@@ -88,8 +89,8 @@ def _every_output(root: Path) -> dict[str, str]:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_no_canary_secret_reaches_any_output(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                              redis_port: int, redis_password: str, workers: int) -> None:
-    key, auth, nested, token, api_password, proxy_password = (
-        _canary(w) for w in ("key", "auth", "nested", "token", "api", "proxy"))
+    key, auth, nested, token, api_password, proxy_password, db_password, deep_password = (
+        _canary(w) for w in ("key", "auth", "nested", "token", "api", "proxy", "db", "deep"))
     monkeypatch.setenv("TOOLEFFECT_CANARY_API_KEY", key)  # a credential variable: a secret the run knows
     proxy = f"http://proxyuser:{proxy_password}@127.0.0.1:9/"
     monkeypatch.setenv("HTTPS_PROXY", proxy)
@@ -127,20 +128,38 @@ policies:
       max_tokens_hint: 64
       nested: {{auth_header: "Basic {auth}", depth: {{client_secret: {nested}, kept: 1}}}}
       servers: [{{name: a, accessToken: {token}}}, {{name: b, X-Api-Key: {token}}}]
+  - name: leaky
+    settings: {{nested: {{deeper: [{{password: {deep_password}}}]}}, db_password: {db_password}, style: terse}}
+""")
+        # an agent that repeats its settings: in its call's arguments (the failure line) and on its stdout
+        pytester.makeconftest("""
+import json
+
+def pytest_tooleffect_agent(policy, config):
+    if policy.name != "leaky":
+        return None
+
+    def echo(state):
+        text = json.dumps(state.policy)
+        print("my policy:", text)
+        return {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "read_thread", "arguments": json.dumps({"thread_id": text})}}]}
+    return echo
 """)
         result = pytester.runpytest(
-            "cases/", *(["-n", str(workers)] if workers else []), f"{OPT_POLICY}=canary", f"{OPT_RETRIES}=0",
+            "cases/", *(["-n", str(workers)] if workers else []), f"{OPT_POLICY}=canary", f"{OPT_POLICY}=leaky",
+            f"{OPT_RETRIES}=0",
             f"{OPT_TIMEOUT}=10", f"{OPT_RPM}=6000", "-o", f"{INI_RATE_BACKEND}={redis_url}",
             f"{OPT_REPORT}=out/r.json", f"{OPT_RECORDS}=out/records.jsonl", f"{OPT_SUMMARY_MD}=out/r.md",
             f"{OPT_HTML}=out/r.html", f"{OPT_CACHE}=readwrite", "--junitxml=out/junit.xml", "--json-report",
             "--json-report-file=out/j.json", "-rA")
         asked = srv.requests
-    result.assert_outcomes(passed=1, failed=1, errors=1)
+    result.assert_outcomes(passed=1, failed=1 + 3, errors=1)  # the leaky agent calls a tool where none is needed
     assert len(asked) == 3 and api_url in json.dumps(asked[0]["messages"])  # the policy's prompt went out whole
     outputs = _every_output(pytester.path)
     assert {"out/r.json", "out/records.jsonl", "out/r.md", "out/r.html", "out/junit.xml", "out/j.json"} <= set(outputs)
     canaries = {"key": key, "auth": auth, "nested": nested, "token": token, "api": api_password,
-                "proxy": proxy_password, "redis": redis_password}
+                "proxy": proxy_password, "redis": redis_password, "db": db_password, "deep": deep_password}
     terminal = result.stdout.str() + result.stderr.str()
     leaked = sorted((name, what) for name, text in [*outputs.items(), ("terminal", terminal)]
                     for what, canary in canaries.items() if canary in text)
@@ -152,6 +171,11 @@ policies:
     assert settings == {"style": "terse", "max_tokens_hint": 64, "nested": {"depth": {"kept": 1}},
                         "servers": [{"name": "a"}, {"name": "b"}]}
     assert f"https://svc:{REDACTED}@api.internal.example/v1" in run["policies"]["canary"]["system_prompt"]
+    assert run["policies"]["leaky"]["settings"] == {"nested": {"deeper": [{}]}, "style": "terse"}
+    echoed = [json.loads(r)["verdict"]["emitted"][0]["args"]["thread_id"]
+              for r in outputs["out/records.jsonl"].splitlines() if json.loads(r)["policy"] == "leaky"]
+    assert len(echoed) == 3 and all(f'"db_password": "{REDACTED}"' in e for e in echoed)  # the agent's echo, cut
+    assert terminal.count(f'"password": "{REDACTED}"') >= 3  # the failure lines and the agent's captured output
     page = _page_data(outputs["out/r.html"])
     (message,) = page["cases"]["demo"]["echo"]["messages"]
     assert message["content"] == f"[echo] my key is {REDACTED}, use https://svc:{REDACTED}@api.internal.example/v1"

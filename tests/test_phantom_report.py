@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from pytest_tooleffect.ci.gate_keeper import evaluate
 from pytest_tooleffect.ci.gate_rules import parse_gates
@@ -13,6 +16,8 @@ from pytest_tooleffect.oracle import CompareContext, score
 from pytest_tooleffect.report import summarise
 from pytest_tooleffect.scoring.build import build_record
 from pytest_tooleffect.scoring.record import Record
+from tests.demo_family import case, write_demo
+from tests.test_gates import gate_lines, write_gates
 
 TOOLS = [ToolSpec.model_validate(t) for t in [
     {"name": "get_reservation_details", "parameters": {"type": "object", "properties": {}},
@@ -108,3 +113,21 @@ def test_the_terminal_and_markdown_reports_count_phantom_actions() -> None:
         render_terminal(report, width=200)
     assert "Phantom actions (a claim the conversation does not hold): single 1, several 0, no_tool 1" in \
         render_markdown(report)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize("mark", ["", "\u200b"])
+def test_the_phantom_gate_fails_with_invisible_characters_in_the_claim(pytester: pytest.Pytester, mark: str,
+                                                                        workers: int) -> None:
+    """Break-it row 204, end to end: the reply with zero-width spaces was ``wrong_reply`` and the
+    ``max_count.phantom_action = 0`` gate passed (exit 0); it is a phantom action as the plain one is."""
+    text = f"I have boo{mark}ked the event and emai{mark}led Tom."
+    write_demo(pytester.path, [case("done", "last", {"valid_actions": [{"tool": None, "reply": "answer"}]},
+                                    {"tool_calls": [], "text": text})])
+    write_gates(pytester.path, '[tool.tooleffect.gates."*"]\nmax_count = {phantom_action = 0}\n')
+    result = pytester.runpytest("cases/", "-n", str(workers), "--tooleffect-records=r.jsonl")
+    assert result.ret == 1
+    assert gate_lines(result)[0] == ("gate demo/replay phantom_action <= 0: FAILED (1 of 1 decisions: "
+                                     "demo/done[replay])")
+    record = json.loads((pytester.path / "r.jsonl").read_text())
+    assert record["verdict"]["kind"] == "phantom_action" and text in json.dumps(record, ensure_ascii=False)

@@ -30,7 +30,7 @@ from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.report import fingerprint
 from pytest_tooleffect.report.record_log import looks_like_record
 from pytest_tooleffect.scoring.record import RECORD_VERSION
-from pytest_tooleffect.util.display import json_safe
+from pytest_tooleffect.util.display import json_safe, shown
 from pytest_tooleffect.util.input_files import read_input_text
 from pytest_tooleffect.util.jsonl import RepeatedKey, loads
 from pytest_tooleffect.util.versions import version_problem
@@ -81,9 +81,10 @@ class BaselineError(ValueError):
     """
 
     def __init__(self, path: Path | str | None, field: str, message: str) -> None:
-        self.path = None if path is None else str(path)
-        self.field = field
-        self.message = message
+        # each may quote what the file holds (a key, a kind): shown, so no control character prints raw
+        self.path = None if path is None else shown(path, limit=None)
+        self.field = shown(field, limit=None)
+        self.message = shown(message, limit=None)
         super().__init__(f"{self.path + ': ' if self.path else ''}{field}: {message}")
 
 
@@ -135,12 +136,12 @@ class BaselineDecision(BaseModel):
             passed = self.kind in _OK_KINDS and self.effect_ok is not False
             if self.passed != passed:  # the entry says two things at once: which one is the accepted run's?
                 effect = "" if self.effect_ok is None else f" and effect_ok {str(self.effect_ok).lower()}"
-                raise ValueError(f"passed {str(self.passed).lower()} with kind {self.kind}{effect}: a decision passes "
-                                 "exactly when its kind is ok or ok_no_tool and its effect, if any, passed")
+                raise ValueError(f"passed {str(self.passed).lower()} with kind {shown(self.kind)}{effect}: a decision "
+                                 "passes exactly when its kind is ok or ok_no_tool and its effect, if any, passed")
             if self.name_args_ok and not self.name_ok:
                 raise ValueError("name_args_ok true with name_ok false: arguments are judged on the right name")
             if self.kind in _OK_KINDS and not (self.name_ok and self.name_args_ok):
-                raise ValueError(f"kind {self.kind} with name_ok {str(self.name_ok).lower()} and name_args_ok "
+                raise ValueError(f"kind {shown(self.kind)} with name_ok {str(self.name_ok).lower()} and name_args_ok "
                                  f"{str(self.name_args_ok).lower()}: an ok decision is right at both levels")
         elif self.passed is not None:
             raise ValueError("an error outcome is no verdict: passed must be null")
@@ -202,8 +203,9 @@ class BaselineDecision(BaseModel):
             e = exc.errors()[0]
             raise BaselineError(None, f"{where}.{_loc(e['loc'])}".rstrip("."), e["msg"]) from None
         if record["id"] not in decision.record_ids():
-            raise BaselineError(None, f"{where}.id", f"{record['id']!r} is not the record id of its family, case, "
-                                                     f"policy and trial ({' or '.join(decision.record_ids())})")
+            ids = shown(" or ".join(decision.record_ids()))
+            raise BaselineError(None, f"{where}.id", f"{shown(repr(record['id']))} is not the record id of its family, "
+                                                     f"case, policy and trial ({ids})")
         return decision
 
     def record_ids(self) -> tuple[str, ...]:
@@ -272,10 +274,11 @@ class Baseline(BaseModel):
             raise ValueError("groups: a family × policy is listed twice")
         for rid, d in self.decisions.items():
             if rid not in d.record_ids():
-                raise ValueError(f"decisions.{rid}: the key is not the record id of its family, case, policy and "
-                                 "trial")
+                raise ValueError(f"decisions.{shown(rid)}: the key is not the record id of its family, case, policy "
+                                 "and trial")
             if (d.family, d.policy) not in groups:
-                raise ValueError(f"decisions.{rid}: no group for family {d.family!r}, policy {d.policy!r}")
+                raise ValueError(f"decisions.{shown(rid)}: no group for family {shown(repr(d.family))}, "
+                                 f"policy {shown(repr(d.policy))}")
         return self
 
     def group(self, family: str, policy: str) -> BaselineGroup | None:
@@ -313,8 +316,8 @@ class Baseline(BaseModel):
             _one_policy(rec, n, identities, source)
             rid = str(rec["id"])
             if rid in decisions:
-                raise BaselineError(source, f"record {n}.id", f"{rid!r} appears twice: one run's records hold each "
-                                                              "decision once")
+                raise BaselineError(source, f"record {n}.id", f"{shown(repr(rid))} appears twice: one run's records "
+                                                              "hold each decision once")
             decisions[rid] = d
             key = (d.family, d.policy)
             pairs.setdefault(key, []).append((d.case_id, d.label_hash))
@@ -366,7 +369,7 @@ class Baseline(BaseModel):
             if looks_like_record(data):  # a log of one record
                 raise BaselineError(path, "<file>", _RECORD_LOG)
             what = ("a JSON report (it has no per-decision verdicts: save a baseline from its record log)"
-                    if "blocks" in data else f"kind {data.get('kind')!r}")
+                    if "blocks" in data else f"kind {shown(repr(data.get('kind')))}")
             raise BaselineError(path, "kind", f"not a tooleffect baseline: {what}; save one with `tooleffect "
                                               "baseline save RECORDS`")
         why = version_problem(data.get("version"), BASELINE_VERSION)

@@ -18,6 +18,7 @@ from typing import Any
 from pytest_tooleffect.ci.baseline import CLASSES, LEFT_OUT, LEVELS, Baseline, BaselineDecision, classify
 from pytest_tooleffect.report import percent
 from pytest_tooleffect.report.arithmetic import mcnemar_exact
+from pytest_tooleffect.util.display import shown
 
 __all__ = ["ERRORS_AFTER_PASS", "compare", "fingerprint_mismatch_line", "fingerprint_mismatches", "mcnemar_exact",
            "mismatch_line", "policy_mismatches", "render_comparison", "summary_lines"]
@@ -187,10 +188,10 @@ def mismatch_line(mismatch: Mapping[str, Any], before: str = "the baseline", aft
 
     compared = mismatch["compared"]
     what = "no decision compared" if not compared else f"{compared} decisions compared (of the policies both ran)"
-    return (f"family {mismatch['family']}: {before} holds {names(mismatch['baseline_policies'])}; {after} ran "
-            f"{', '.join(mismatch['run_policies'])}: {what} (a decision pairs by record id, which names its "
-            "policy: run the policy under the baseline's name, e.g. --tooleffect-agent NAME=module:function, or "
-            "save a new baseline)")
+    return shown(f"family {mismatch['family']}: {before} holds {names(mismatch['baseline_policies'])}; {after} ran "
+                 f"{', '.join(mismatch['run_policies'])}: {what} (a decision pairs by record id, which names its "
+                 "policy: run the policy under the baseline's name, e.g. --tooleffect-agent NAME=module:function, or "
+                 "save a new baseline)", limit=None)
 
 
 def fingerprint_mismatches(before: Baseline, after: Baseline) -> list[tuple[str, str, str, str]]:
@@ -207,9 +208,9 @@ def fingerprint_mismatches(before: Baseline, after: Baseline) -> list[tuple[str,
     return sorted(out)
 
 
-def _some(ids: Sequence[str], shown: int = 3) -> str:
-    more = f", and {len(ids) - shown} more" if len(ids) > shown else ""
-    return ", ".join(ids[:shown]) + more
+def _some(ids: Sequence[str], most: int = 3) -> str:
+    more = f", and {len(ids) - most} more" if len(ids) > most else ""
+    return ", ".join(ids[:most]) + more
 
 
 def fingerprint_mismatch_line(before: Baseline, after: Baseline, family: str, policy: str) -> str:
@@ -247,9 +248,9 @@ def fingerprint_mismatch_line(before: Baseline, after: Baseline, family: str, po
     same = len(shared) - len(changed)
     fingerprints = [g.label_set_fingerprint if g else "none" for g in (before.group(family, policy),
                                                                          after.group(family, policy))]
-    return (f"family {family}, policy {policy}: label-set fingerprints differ (A {fingerprints[0]}, B "
-            f"{fingerprints[1]}): {'; '.join(parts)}; --shared-only compares the {same} cases both hold with "
-            "unchanged labels")
+    return shown(f"family {family}, policy {policy}: label-set fingerprints differ (A {fingerprints[0]}, B "
+                 f"{fingerprints[1]}): {'; '.join(parts)}; --shared-only compares the {same} cases both hold with "
+                 "unchanged labels", limit=None)
 
 
 def _counts(block: Mapping[str, Any]) -> str:
@@ -292,7 +293,7 @@ def summary_lines(comparison: Mapping[str, Any]) -> list[str]:
     for block in comparison["blocks"]:
         if block["compared"]:
             lines.append(_mcnemar_line(block))
-    return lines
+    return [shown(line, limit=None) for line in lines]  # ids and kinds come from files: no control character raw
 
 
 def render_comparison(comparison: Mapping[str, Any], names: tuple[str, str] = ("A", "B")) -> str:
@@ -328,4 +329,4 @@ def render_comparison(comparison: Mapping[str, Any], names: tuple[str, str] = ("
         if block["label_changed_ids"]:
             out.append("  label changed, left out: " + ", ".join(block["label_changed_ids"]))
         out.append("  " + _mcnemar_line(block))
-    return "\n".join(out) + "\n"
+    return "\n".join(shown(line, limit=None) for line in out) + "\n"  # ids and kinds come from files

@@ -32,6 +32,7 @@ from pytest_tooleffect.report.ci_model import BaselineComparison, BaselineUnread
 from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.scoring.record import BaselineMark, Record
 from pytest_tooleffect.settings import settings_key
+from pytest_tooleffect.util.display import shown
 
 __all__ = ["BaselineContributor", "BaselinePlugin", "Changed", "Regression"]
 
@@ -113,7 +114,7 @@ class BaselinePlugin:
             if before.label_hash != item.ref.label_hash and self.changed_labels != "compare":
                 continue
             item.add_marker(pytest.mark.xfail(
-                reason=f"known failure: {before.describe()} in the baseline {self.path.name}",
+                reason=shown(f"known failure: {before.describe()} in the baseline {self.path.name}"),  # a file's kind
                 raises=DecisionFailed, strict=False))
 
     def modify_record(self, record: Record, item: pytest.Item) -> None:
@@ -138,10 +139,10 @@ class BaselinePlugin:
             before = item.stash[_before_key]
             assert before is not None
             if mark.status == "changed":
-                raise Changed(f"changed: {mark.before} in the baseline {self.path.name}, {mark.after} now: {exc.msg}",
-                              pytrace=False) from None
-            raise Regression(f"regression: {exc.msg} (was {before.describe()} in the baseline {self.path.name})",
-                             pytrace=False) from None
+                raise Changed(shown(f"changed: {mark.before} in the baseline {self.path.name}, {mark.after} now: "
+                                    f"{exc.msg}", limit=None, lines=True), pytrace=False) from None
+            raise Regression(shown(f"regression: {exc.msg} (was {before.describe()} in the baseline {self.path.name})",
+                                   limit=None, lines=True), pytrace=False) from None
 
     def contribute(self, report: Report, records: Sequence[Record]) -> None:
         """Write ``report.baseline`` (a :class:`~pytest_tooleffect.report.assembly.ReportSection`, on the

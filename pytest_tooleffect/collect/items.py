@@ -31,7 +31,8 @@ from pytest_tooleffect.collect.family import (
     is_family_dir,
     load_family,
 )
-from pytest_tooleffect.collect.ids import item_name, record_id
+from pytest_tooleffect.collect.ids import item_name, node_names, record_id
+from pytest_tooleffect.collect.nodes import file_node, location_path
 from pytest_tooleffect.compat import OneLineFailure, fixture_info, fixture_request, read_back_node_id
 from pytest_tooleffect.formats import Case, Policy, ToolSpec
 from pytest_tooleffect.options import REPLAY
@@ -155,6 +156,7 @@ class CaseCollector:
         self.config = config
         self.families = config.stash[families_key] = Families()
         config.stash[agents_key] = Agents(config)
+        self.escaped: set[str] = set()  # node ids given to files named with control characters (file_node)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_teardown(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -175,12 +177,12 @@ class CaseCollector:
             return None
         fam = self.families.load(directory)
         if is_case_file(file_path, fam.referenced_files):
-            return CaseFile.from_parent(parent, path=file_path)
+            return file_node(CaseFile, parent, file_path, self.escaped)
         if file_path.name == FAMILY_FILE and isinstance(fam, FamilyError) and (
                 parent.session.isinitpath(file_path) or not _collects_a_case_file(parent, directory, fam)):
-            return CaseFile.from_parent(parent, path=file_path)  # the family's error, where no case file carries it
+            return file_node(CaseFile, parent, file_path, self.escaped)  # the family's error, no case file carrying it
         if file_path.name == FAMILY_FILE and isinstance(fam, LoadedFamily) and not_regular_case_files(parent, fam):
-            return NotRegularCaseFiles.from_parent(parent, path=file_path)
+            return file_node(NotRegularCaseFiles, parent, file_path, self.escaped)
         return None  # the family file, or its own rules, tools or prompt file: not a case file
 
 
@@ -223,9 +225,11 @@ class NotRegularCaseFiles(pytest.File):
         fam = self.config.stash[families_key].load(self.path.parent)
         if not isinstance(fam, LoadedFamily):
             return
-        for path, kind in not_regular_case_files(self, fam):
+        entries = not_regular_case_files(self, fam)
+        names = node_names(p.name for p, _ in entries)
+        for path, kind in entries:
             yield InvalidCaseItem.from_parent(
-                self, name=f"{path.name}[not a file]", family=fam.name, heading="case file not read", file=path,
+                self, name=f"{names[path.name]}[not a file]", family=fam.name, heading="case file not read", file=path,
                 problems=[f"{path}: is {kind}, not a case file: a case file is a regular file (its cases are not "
                           "collected)"])
 
@@ -358,9 +362,11 @@ class CaseFile(pytest.File):
             by_case.setdefault(key, []).append(str(p))
             if p.line is not None and key != "<file>":
                 lines.setdefault(key, p.line)
+        names = node_names(sorted(by_case))  # an invalid id may hold anything: pytest prints the name raw
         for cid in sorted(by_case):
-            yield InvalidCaseItem.from_parent(self, name=f"{cid}[invalid]", problems=by_case[cid], family=fam.name,
-                                              case_id=None if cid == "<file>" else cid, line=lines.get(cid))
+            yield InvalidCaseItem.from_parent(self, name=f"{names[cid]}[invalid]", problems=by_case[cid],
+                                              family=fam.name, case_id=None if cid == "<file>" else cid,
+                                              line=lines.get(cid))
         settings = config.stash[settings_key]
         policies = select_policies(settings, fam)
         if isinstance(policies, str):
@@ -527,10 +533,10 @@ class CaseItem(OneLineFailure, pytest.Function):
         """The decision is asked of a model or an agent (a labelled case, not a replay)."""
         return not self.replay and self.ref.label_class is not None
 
-    def reportinfo(self) -> tuple[Path, int, str]:
-        """The case file, the case's line (0-based, as pytest's; 0 when not known) and the record id."""
+    def reportinfo(self) -> tuple[Path | str, int, str]:
+        """The case file (:func:`.nodes.location_path`), the case's line (0-based; 0: not known), the record id."""
         line = self.ref.line
-        return self.path, line - 1 if line else 0, self.record_id
+        return location_path(self.path), line - 1 if line else 0, self.record_id
 
     def failure_line(self, message: str) -> str:
         """A failure raised without a traceback (``pytrace=False``: a failing decision, an error
@@ -587,8 +593,8 @@ class InvalidCaseItem(pytest.Item):
     def runtest(self) -> None:  # pragma: no cover - setup always fails
         pytest.fail("invalid case", pytrace=False)
 
-    def reportinfo(self) -> tuple[Path, int, str]:
-        """The case file, the invalid case's line (0-based; 0 for the file's or the family's own
-        problem) and the item's name.
+    def reportinfo(self) -> tuple[Path | str, int, str]:
+        """The case file (:func:`.nodes.location_path`), the invalid case's line (0-based; 0 for the
+        file's or the family's own problem) and the item's name.
         """
-        return self.path, self.line - 1 if self.line else 0, f"{self.name} (invalid)"
+        return location_path(self.path), self.line - 1 if self.line else 0, f"{self.name} (invalid)"

@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pytest_tooleffect.util.display import shown
+
 __all__ = ["cmd_baseline_init"]
 
 #: pytest's exit statuses after which the run's record log is the run's: all passed, some failed
@@ -163,9 +165,9 @@ def _write(log: Path, out: Path, pytest_args: list[str], given: bool) -> int:
     print(f"tooleffect baseline init: {len(decisions)} decisions ({passed} passed, {len(decisions) - passed - errors} "
           f"failed, {errors} errors) of {len(baseline.groups)} family x policy written to {out}")
     for g in baseline.groups:
-        print(f"  {g.family}/{g.policy}: {g.decisions} decisions, label set {g.label_set_fingerprint}")
+        print(shown(f"  {g.family}/{g.policy}: {g.decisions} decisions, label set {g.label_set_fingerprint}"))
     for line in merged.problems():
-        print(f"  not in the baseline: {line}; such decisions count as new against it")
+        print(shown(f"  not in the baseline: {line}; such decisions count as new against it"))
     if errors:
         print(f"  {errors} decisions are errors: kept as errors and never compared until a baseline is saved from a "
               "run where they are decided")

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_tooleffect.util.display import shown
+
 __all__ = ["MAX_COUNT", "cmd_agree", "cmd_calibrate", "cmd_generate", "cmd_label", "cmd_merge", "cmd_sample"]
 
 #: the largest count a command accepts (buckets, quota per bucket): beyond it is a typo, not a plan
@@ -382,7 +384,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         with open(path, "w", encoding="utf-8") as fh:
             for i in pending:
                 fh.write(json.dumps({"id": i, "labels": [lab.get(i) for lab in labellers]}, ensure_ascii=False) + "\n")
-        print(f"  listed in {path}: " + ", ".join(pending[:20]) + (" …" if len(pending) > 20 else ""))
+        print(shown(f"  listed in {path}: " + ", ".join(pending[:20]) + (" …" if len(pending) > 20 else "")))
     return 0
 
 
@@ -450,7 +452,7 @@ def cmd_agree(args: argparse.Namespace) -> int:
         kinds[d["kind"]] = kinds.get(d["kind"], 0) + 1
     print(f"disagreements: {len(res['disagreements'])} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
     for d in res["disagreements"][: args.show]:
-        print(f"  {d['id']} [{d['kind']}]  A={d['a']}  B={d['b']}")
+        print(shown(f"  {d['id']} [{d['kind']}]  A={d['a']}  B={d['b']}"))
     return 0
 
 

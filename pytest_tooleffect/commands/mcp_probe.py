@@ -76,6 +76,6 @@ def cmd_probe(args: argparse.Namespace) -> int:
         times = " ×2" if len(p.calls) > 1 else ""
         changed = "; ".join(p.diff[:3]) or "no change"
         verdict = ", ".join(v.kind.replace("_", " ") for v in p.violations) or "hints hold"
-        print(f"  {p.name}{times} [{hints}]: {changed} · {verdict}")
+        print(shown(f"  {p.name}{times} [{hints}]: {changed} · {verdict}"))
     print(f"annotation violations: {len(found)}" + (" (findings against the server)" if found else ""))
     return 1 if found else 0

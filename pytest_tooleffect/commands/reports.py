@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_tooleffect.util.display import shown
+
 __all__ = ["cmd_baseline_save", "cmd_compare", "cmd_html", "cmd_report", "cmd_schema"]
 
 
@@ -352,9 +354,9 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     print(f"tooleffect baseline: {len(d)} decisions ({passed} passed, {len(d) - passed - errors} failed; {errors} "
           f"errors, kept as errors and never compared) of {len(baseline.groups)} family x policy written to {out}")
     for g in baseline.groups:
-        print(f"  {g.family}/{g.policy}: {g.decisions} decisions, label set {g.label_set_fingerprint}")
+        print(shown(f"  {g.family}/{g.policy}: {g.decisions} decisions, label set {g.label_set_fingerprint}"))
     for line in lacks:
-        print(f"  incomplete (--allow-incomplete): {line}; such decisions count as new against it")
+        print(shown(f"  incomplete (--allow-incomplete): {line}; such decisions count as new against it"))
     return 0
 
 
@@ -442,8 +444,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         r = comparison["restricted"]
         reasons = ", ".join(f"{'only in B' if k == 'only_in_b' else k.replace('_', ' ')} {v}"
                             for k, v in r["by_reason"].items() if v)
-        print(f"restricted to the shared decisions with unchanged labels (--shared-only; label sets differ in "
-              f"{', '.join(r['blocks'])}): {r['left_out']} decisions left out ({reasons})")
+        print(shown(f"restricted to the shared decisions with unchanged labels (--shared-only; label sets differ "
+                    f"in {', '.join(r['blocks'])}): {r['left_out']} decisions left out ({reasons})", limit=None))
     print(render_comparison(comparison), end="")
     errored = comparison["totals"].get("errors_after_pass", 0)
     why = f" ({errored} of them errors in B where A passed; --errors skip leaves errors out)" if errored else ""

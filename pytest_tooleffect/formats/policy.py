@@ -81,7 +81,8 @@ class Policy(_Model):
     A policy never holds a key: ``api_key_env`` names the environment variable that does.  A
     policy with an ``api_key`` field, or with a key-shaped value in any field but its prompts
     (:func:`~pytest_tooleffect.util.redaction.looks_like_key`), is refused, and the refusal does not
-    repeat the value.
+    repeat the value.  A setting named as a secret (``settings.db_password``) is left out of the
+    report and its value is redacted from every output.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
@@ -152,6 +153,18 @@ class Policy(_Model):
     def _model_or_agent(self) -> Policy:
         if self.model and self.agent:
             raise ValueError(f"policy {self.name!r}: a model or an agent, not both")
+        return self
+
+    @model_validator(mode="after")
+    def _secret_settings_known(self) -> Policy:
+        """The values of its settings named as secrets (``db_password``, at any depth) are secrets the
+        process knows from now on (:func:`~pytest_tooleffect.util.redaction.register_secret_settings`),
+        wherever the policy was read (a family file, a pyproject table, on every xdist worker): an
+        agent that repeats its settings shows them cut out of every output.
+        """
+        from pytest_tooleffect.util.redaction import register_secret_settings
+
+        register_secret_settings(self.settings)
         return self
 
 

@@ -58,7 +58,7 @@ from typing import Any, Literal
 
 from pytest_tooleffect.oracle.claim_values import HeldValues, stated_values
 from pytest_tooleffect.oracle.reply import ASKING_FOLDED
-from pytest_tooleffect.oracle.sentences import Folded, is_question, sentences
+from pytest_tooleffect.oracle.sentences import Folded, is_question, normal_text, sentences
 
 __all__ = ["Claim", "Phantom", "ToolCall", "conversation_calls", "find_claims", "find_phantom", "turn_phantom"]
 
@@ -396,8 +396,9 @@ def _first_unsupported(claims: Sequence[Claim], text: str | None, calls: Sequenc
     """:func:`find_phantom` on claims already found (the conversation read only when the reply claims something)."""
     if not claims:
         return None
-    haystack = (known_text + " " + " ".join(c.text() for c in calls)).casefold()
-    held = HeldValues(haystack, [c.result for c in calls], text or "")
+    # the reply as its claims were read (invisible characters split no word), the conversation alike
+    haystack = normal_text(known_text + " " + " ".join(c.text() for c in calls)).casefold()
+    held = HeldValues(haystack, [c.result for c in calls], normal_text(text or ""))
     for claim in claims:
         why: str | None = None
         if claim.kind == "action":

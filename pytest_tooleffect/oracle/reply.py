@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 from pytest_tooleffect.oracle.context import CompareContext
 from pytest_tooleffect.oracle.reply_figures import FIGURES
-from pytest_tooleffect.oracle.sentences import Folded, is_question, sentences
+from pytest_tooleffect.oracle.sentences import Folded, is_question, normal_text, sentences
 from pytest_tooleffect.oracle.values import tokens
 
 __all__ = ["ASKING", "ASKING_FOLDED", "FALLBACK_PRECISION", "REPLY_KINDS", "USEFUL_PRECISION", "ReplyCheck",
@@ -214,7 +214,7 @@ def _refuses_in(sentence: str, asked: bool) -> bool:
 
 
 def _is_question_from(user: str) -> bool:
-    return any(is_question(s) for s in sentences(user)) or bool(_INTERROGATIVE.match(user))
+    return any(is_question(s) for s in sentences(user)) or bool(_INTERROGATIVE.match(normal_text(user)))
 
 
 def classify_reply(text: str | None, user: str | None = None) -> str:
@@ -250,7 +250,7 @@ def classify_reply(text: str | None, user: str | None = None) -> str:
 
 def _content(text: str) -> set[str]:
     """Content words (three letters or more), each cut to its first five letters (a crude stem)."""
-    return {t[:5] for t in tokens(text) if len(t) > 2}
+    return {t[:5] for t in tokens(normal_text(text)) if len(t) > 2}
 
 
 def _last_user(messages: Sequence[Any]) -> str | None:

@@ -15,15 +15,48 @@ followed by white space does not end a sentence after:
 * a list number at the start of a line (``1.``, ``12.``).
 
 Closing quotes and brackets after a terminator stay with its sentence.
+
+Before it is cut, the text is read as :func:`normal_text` gives it (Unicode NFKC, invisible
+characters removed), so a zero-width space or a soft hyphen inside ``booked`` cannot hide the word
+from the checks that read the sentences.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator
 from functools import lru_cache
 
-__all__ = ["Folded", "is_question", "sentences"]
+__all__ = ["Folded", "is_question", "normal_text", "sentences"]
+
+#: the characters a reply may hold that show nothing: every format character (Unicode category Cf:
+#: zero-width space, joiners, bidirectional marks and controls, word joiner, soft hyphen, BOM, the
+#: tag characters…) and the other default-ignorable ones (variation selectors, the combining grapheme
+#: joiner, Hangul fillers, Mongolian free variation selectors)
+_INVISIBLE = re.compile(
+    "[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+    "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\u0600-\u0605\u06dd\u070f"
+    "\u0890\u0891\u08e2\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
+
+
+def normal_text(text: str) -> str:
+    """``text`` as the deterministic reply and claim checks read it: its invisible characters
+    removed (:data:`_INVISIBLE`: every format character, category Cf, and the other default-ignorable
+    code points), then Unicode NFKC (full-width letters and digits, ligatures, non-breaking and
+    ideographic spaces as their plain forms).  ``normal_text(normal_text(t)) == normal_text(t)``.
+
+    Args:
+        text: any text.
+
+    Returns:
+        The text read so; ``text`` itself when it holds none of those.
+    """
+    if text.isascii():
+        return text
+    text = _INVISIBLE.sub("", text)
+    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
 
 #: never end a sentence (lower-cased, without the final dot)
 _ALWAYS_MORE = frozenset(
@@ -48,9 +81,10 @@ def sentences(text: str) -> list[str]:
         text: any text (``""`` gives ``[]``).
 
     Returns:
-        Each sentence with its terminator (``"Shall I refund $49.99 to your card?"`` is one).
+        Each sentence of :func:`normal_text` of it, with its terminator (``"Shall I refund $49.99
+        to your card?"`` is one).
     """
-    return list(_split(text))
+    return list(_split(normal_text(text)))
 
 
 @lru_cache(maxsize=4)  # one reply is cut by the reply check and by the claims' check in turn

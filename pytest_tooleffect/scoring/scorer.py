@@ -17,6 +17,7 @@ import pytest
 from pytest_tooleffect import wire
 from pytest_tooleffect.collect.items import CaseItem, InvalidCaseItem, invalid_entry, scorer_key
 from pytest_tooleffect.collect.variants import scored_emission, scored_tools
+from pytest_tooleffect.compat import redact_captured
 from pytest_tooleffect.decide.decision import Decision
 from pytest_tooleffect.decide.sandbox_run import judge_effect
 from pytest_tooleffect.formats import Label, policy_identity, policy_params
@@ -217,6 +218,8 @@ class Scorer:
         its record id, family, policy and reason) ride on the report too, so the controller's report
         lists every item collected (scoring rule 7).
         """
+        if known():  # what an agent printed, as pytest and pytest-json-report read it
+            redact_captured(item, redact)
         report = yield
         if call.when == "setup" and isinstance(item, InvalidCaseItem):
             setattr(report, wire.REPORT_INVALID, item.entry())

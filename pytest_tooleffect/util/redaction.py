@@ -4,7 +4,8 @@ A run knows a secret when it could send one: the value of every environment vari
 names with ``api_key_env``, and the value of every variable whose name says it holds a
 credential (``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``, ``HF_TOKEN``,
 ``AWS_SECRET_ACCESS_KEY``, …: :data:`SECRET_NAME`), the variables litellm reads a provider's key
-from.  :func:`redact` replaces each known value in a text with :data:`REDACTED`; the error
+from; and the value of every policy setting whose name says it holds one
+(:func:`register_secret_settings`).  :func:`redact` replaces each known value in a text with :data:`REDACTED`; the error
 messages of providers and agents, every record, the report's files, pytest's reports (so JUnit
 and pytest-json-report) and the model cache pass through it.
 
@@ -20,13 +21,13 @@ import json
 import os
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 __all__ = ["ENV_NAME", "MIN_SECRET_LEN", "REDACTED", "SECRET_NAME", "json_may_hold_secret", "known", "looks_like_key",
            "new_scope", "redact",
-           "redact_obj", "register", "register_environment", "register_url_credentials", "restore_scope",
-           "secret_name"]
+           "redact_obj", "register", "register_environment", "register_secret_settings", "register_url_credentials",
+           "restore_scope", "secret_name"]
 
 #: one word of a parameter name that says it holds a secret: ``auth…`` (``authorization``, not ``author``), or a word
 #: ending in ``key``, ``token``, ``secret``, ``password``/``passwd``, ``passphrase``, ``credential(s)``,
@@ -96,6 +97,36 @@ def register_environment(environ: Mapping[str, str] | None = None, names: tuple[
         if name in names or SECRET_NAME.search(name):
             register(value)
         register_url_credentials(value)
+
+
+def register_secret_settings(settings: Any) -> None:
+    """Know the value of every setting whose name says it holds a secret (:func:`secret_name`:
+    ``password``, ``db_password``, ``client_secret``, ``auth_header``, …), at any depth of a JSON-like
+    value (a policy's ``settings``): every string and whole number under such a name.  An agent
+    reads its settings (``state.policy``): one that repeats them shows the values cut out.
+    """
+    def leaves(value: Any) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, int) and not isinstance(value, bool):
+            yield str(value)
+        elif isinstance(value, Mapping):
+            for v in value.values():
+                yield from leaves(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                yield from leaves(v)
+
+    if isinstance(settings, Mapping):
+        for key, value in settings.items():
+            if secret_name(str(key)):
+                for leaf in leaves(value):
+                    register(leaf)
+            else:
+                register_secret_settings(value)
+    elif isinstance(settings, (list, tuple)):
+        for value in settings:
+            register_secret_settings(value)
 
 
 def known() -> frozenset[str]:

@@ -1,0 +1,77 @@
+"""What a baseline or a record log holds is quoted escaped in every message about it.
+
+A kind, a policy's name or a record id read from a file is hostile input: an error about it (a
+usage error of the run, a ``tooleffect`` command's refusal) and the lines that name it (a known
+failure's reason, a comparison's flips) show an escape sequence, NUL or a bidirectional override
+as a visible escape, never raw.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_tooleffect.cli import main as cli
+from tests.test_baseline import ACCEPTED, accepted_baseline, write_family
+from tests.test_display import raw
+
+KIND = "ok\x1b]0;PWN\x07\x1b[2J"
+KIND_SHOWN = "ok\\x1b]0;PWN\\x07\\x1b[2J"
+FAILING = "wrong_tool\x1b]0;PWN\x07\u202e\x00"
+FAILING_SHOWN = "wrong_tool\\x1b]0;PWN\\x07\\u202e\\x00"
+KNOWN = "bl/k-known[replay]"
+
+
+def _edit(path: Path, rid: str, **fields: Any) -> None:
+    data = json.loads(path.read_text())
+    data["decisions"][rid].update(fields)
+    path.write_text(json.dumps(data))
+
+
+def test_a_baseline_kind_holding_escapes_is_refused_escaped(pytester: pytest.Pytester,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Break-it row 83: ``passed true with kind ok<ESC>]0;PWN<BEL><ESC>[2J`` printed raw by the run and
+    by ``tooleffect compare``."""
+    base = accepted_baseline(pytester)
+    _edit(base, "bl/p-pass[replay]", kind=KIND)
+    result = pytester.runpytest("cases/", f"--tooleffect-baseline={base}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert raw(err) == [] and f"passed true with kind {KIND_SHOWN}: a decision passes" in err
+    assert cli(["compare", str(base), str(pytester.path / "accepted.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert raw(err) == [] and f"passed true with kind {KIND_SHOWN}:" in err
+
+
+def test_a_record_s_policy_holding_escapes_is_refused_escaped(tmp_path: Path, pytester: pytest.Pytester,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """Break-it row 84: ``tooleffect baseline save`` printed a record's policy raw."""
+    write_family(pytester.path, ACCEPTED)
+    pytester.runpytest("cases/", "--tooleffect-records=log.jsonl")
+    lines = (pytester.path / "log.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["policy"] += "\x1b]0;PWN\x07"
+    (tmp_path / "bad.jsonl").write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    assert cli(["baseline", "save", str(tmp_path / "bad.jsonl"), "--out", str(tmp_path / "b.json")]) == 2
+    err = capsys.readouterr().err
+    assert raw(err) == [] and "[replay\\x1b]0;PWN\\x07]" in err and "is not the record id" in err
+
+
+def test_an_accepted_failing_kind_holding_escapes_is_shown_escaped(pytester: pytest.Pytester,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """A failing kind the baseline file holds: the known failure's reason, the run's baseline lines and
+    the comparison's flips name it escaped."""
+    base = accepted_baseline(pytester)
+    _edit(base, KNOWN, kind=FAILING)
+    _edit(base, "bl/f-fixed[replay]", kind=FAILING)
+    result = pytester.runpytest("cases/", f"--tooleffect-baseline={base}", "-rA", "--tooleffect-records=next.jsonl")
+    out = result.stdout.str() + result.stderr.str()
+    assert raw(out) == []
+    assert f"known failure: {FAILING_SHOWN} in the baseline" in out  # the xfail's reason
+    assert f"fixed bl/f-fixed[replay]: {FAILING_SHOWN} → ok" in out  # the run's baseline lines
+    assert cli(["compare", "--shared-only", str(base), str(pytester.path / "next.jsonl")]) == 1  # regressions
+    captured = capsys.readouterr()
+    assert raw(captured.out + captured.err) == [] and f"bl/f-fixed[replay] ({FAILING_SHOWN} → ok)" in captured.out
