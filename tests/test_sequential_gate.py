@@ -132,7 +132,7 @@ def test_the_tally_file_counts_every_process_and_keeps_the_first_verdict(tmp_pat
 # ------------------------------------------------------------------------------ runs
 
 
-def _baseline(pytester: pytest.Pytester, wrong: set[int], count: int = COUNT) -> None:
+def sequential_baseline(pytester: pytest.Pytester, wrong: set[int], count: int = COUNT) -> None:
     from pytest_tooleffect.cli import main
 
     write_family(pytester.path, count, wrong)
@@ -148,7 +148,7 @@ def _report(pytester: pytest.Pytester, name: str = "r.json") -> dict[str, Any]:
 @pytest.mark.parametrize("workers", [0, 2])
 def test_a_planted_regression_stops_early_and_fails_with_the_saving(pytester: pytest.Pytester, workers: int) -> None:
     a = agents(COUNT)
-    _baseline(pytester, a["baseline"])
+    sequential_baseline(pytester, a["baseline"])
     write_family(pytester.path, COUNT, a["regressed"])
     pytester.makepyprojecttoml(GATE.format(extra=""))
     result = pytester.runpytest("cases/", f"{OPT_BASELINE}=baseline.json", f"{OPT_REPORT}=r.json",
@@ -186,7 +186,7 @@ def test_a_planted_regression_stops_early_and_fails_with_the_saving(pytester: py
 
 def test_a_spent_budget_ends_the_block_not_settled_and_never_passes(pytester: pytest.Pytester) -> None:
     a = agents(COUNT)
-    _baseline(pytester, a["baseline"])
+    sequential_baseline(pytester, a["baseline"])
     write_family(pytester.path, COUNT, a["unchanged"])
     pytester.makepyprojecttoml(GATE.format(extra=", budget_decisions = 20") + 'unjudged = "pass"\n')
     result = pytester.runpytest("cases/", f"{OPT_BASELINE}=baseline.json", f"{OPT_REPORT}=r.json")
@@ -217,7 +217,7 @@ def test_without_a_baseline_the_sequential_gate_is_not_judged_and_nothing_is_ski
 def test_two_shards_at_once_share_one_tally_in_redis_and_both_stop(pytester: pytest.Pytester, redis_url: str,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     a = agents(COUNT)
-    _baseline(pytester, a["baseline"])
+    sequential_baseline(pytester, a["baseline"])
     write_family(pytester.path, COUNT, a["regressed"])
     pytester.makepyprojecttoml(GATE.format(extra=""))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
@@ -258,7 +258,7 @@ def test_two_shards_at_once_share_one_tally_in_redis_and_both_stop(pytester: pyt
 
 def test_a_sharded_run_with_redis_and_no_settle_key_is_a_usage_error(pytester: pytest.Pytester) -> None:
     a = agents(30)
-    _baseline(pytester, a["baseline"], 30)
+    sequential_baseline(pytester, a["baseline"], 30)
     pytester.makepyprojecttoml(GATE.format(extra=""))
     result = pytester.runpytest("cases/", f"{OPT_SHARD}=1/2", "-o", f"{INI_RATE_BACKEND}=redis://127.0.0.1:1/0",
                                 f"{OPT_BASELINE}=baseline.json")
@@ -269,7 +269,7 @@ def test_a_sharded_run_with_redis_and_no_settle_key_is_a_usage_error(pytester: p
 
 def test_with_the_gates_switched_off_nothing_is_skipped(pytester: pytest.Pytester) -> None:
     a = agents(60)
-    _baseline(pytester, a["baseline"], 60)
+    sequential_baseline(pytester, a["baseline"], 60)
     write_family(pytester.path, 60, a["regressed"])
     pytester.makepyprojecttoml(GATE.format(extra=", budget_decisions = 5"))
     result = pytester.runpytest("cases/", f"{OPT_BASELINE}=baseline.json", "-p", "no:tooleffect-gates")
@@ -300,7 +300,7 @@ def test_cases_discordant_among_the_baseline_trials_run_first_with_all_their_tri
 
 def test_a_shared_tally_that_fails_keeps_every_record_and_the_gate_is_not_settled(pytester: pytest.Pytester) -> None:
     a = agents(40)
-    _baseline(pytester, a["baseline"], 40)
+    sequential_baseline(pytester, a["baseline"], 40)
     write_family(pytester.path, 40, a["regressed"])
     pytester.makepyprojecttoml(GATE.format(extra=""))
     result = pytester.runpytest("cases/", "-o", f"{INI_RATE_BACKEND}=redis://127.0.0.1:1/0", f"{OPT_SETTLE_KEY}=run-2",
@@ -314,7 +314,7 @@ def test_a_shared_tally_that_fails_keeps_every_record_and_the_gate_is_not_settle
 
 
 def test_a_block_with_no_decision_in_the_baseline_is_not_judged_with_the_reason(pytester: pytest.Pytester) -> None:
-    _baseline(pytester, set(), count=30)  # saved before the shuffled catalog was asked for: its block is new
+    sequential_baseline(pytester, set(), count=30)  # saved before the shuffled catalog was asked for: its block is new
     pytester.makepyprojecttoml(GATE.format(extra=""))
     result = pytester.runpytest("cases/", f"{OPT_BASELINE}=baseline.json", f"{OPT_REPORT}=r.json",
                                 "--tooleffect-perturb=shuffle")

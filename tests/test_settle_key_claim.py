@@ -16,14 +16,14 @@ from pytest_tooleffect.options import (
     OPT_SHARD,
 )
 from tests.sequential_family import write_family
-from tests.test_sequential_gate import GATE, _baseline
+from tests.test_sequential_gate import GATE, sequential_baseline
 
 COUNT = 30
 
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    _baseline(pytester, {1, 2, 3}, COUNT)
+    sequential_baseline(pytester, {1, 2, 3}, COUNT)
     write_family(pytester.path, COUNT, {1, 2, 3, 4, 5, 6})
     pytester.makepyprojecttoml(GATE.format(extra=", budget_decisions = 4"))
     return pytester
