@@ -12,12 +12,12 @@ Phantom actions (:mod:`.claims`): a turn whose text claims an action or a result
 does not hold carries the claim (``phantom``) whatever its kind; a passing kind or ``wrong_reply``
 becomes ``phantom_action`` (a failure in every class), ``name_ok`` kept, ``name_args_ok`` ``False``.
 
-Parallel groups: the emitted calls are matched to one valid alternative as a multiset by an
-optimal assignment whose cost is the number of failing fields (a name mismatch costs more than
-any field count); every emitted call must be assigned and every call of the alternative
-present.  The optimum is a first fit when that reaches the lower bound (each call's cheapest
-pair), else the Hungarian method (``scipy.optimize.linear_sum_assignment``).  Among
-alternatives whose names match, the one with the fewest failing fields is the matched action.
+Parallel groups: the emitted calls are matched to one valid alternative as a multiset by an optimal
+assignment whose cost is the number of failing fields (a name mismatch costs more than any field
+count); every emitted call must be assigned and every call of the alternative present.  The optimum
+is a first fit when that reaches the lower bound (each call's cheapest pair), else the Hungarian
+method (``scipy.optimize.linear_sum_assignment``).  Among alternatives whose names match, the one
+with the fewest failing fields is the matched action.
 """
 
 from __future__ import annotations
