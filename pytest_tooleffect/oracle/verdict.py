@@ -1,12 +1,11 @@
 """The verdict on one decision (DESIGN.md scoring rules 1–3).
 
 Kind precedence: ``forbidden`` wins over every other failure; then ``malformed_call``,
-``tool_when_none_needed`` (a tool was called, null was valid, the call matched no valid
-action), ``none_when_tool_needed``, ``wrong_tool``, ``right_tool_wrong_args``, and
-``wrong_reply`` (no tool was called where null is valid, but the reply fails what every null
-action says it must do: the name level is right, the reply wrong; scoring rule 6; with several
-null actions the reply passes when it meets any one of them).  A call to a
-tool not offered at the state is flagged on the verdict (``hallucinated``) whatever its kind.
+``tool_when_none_needed`` (a tool was called, null was valid, the call matched no valid action),
+``none_when_tool_needed``, ``wrong_tool``, ``right_tool_wrong_args``, and ``wrong_reply`` (no tool was
+called where null is valid, but the reply fails what every null action says it must do: the name
+level is right, the reply wrong; scoring rule 6; with several null actions the reply passes when it
+meets any one).  A call to a tool not offered is flagged (``hallucinated``) whatever its kind.
 
 Phantom actions (:mod:`.claims`): a turn whose text claims an action or a result the conversation
 does not hold carries the claim (``phantom``) whatever its kind; a passing kind or ``wrong_reply``
