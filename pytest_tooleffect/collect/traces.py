@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_tooleffect.util.extras import require
 from pytest_tooleffect.util.input_files import open_input, read_input_text
-from pytest_tooleffect.util.jsonl import json_lines
+from pytest_tooleffect.util.jsonl import json_lines, loads
 
 __all__ = [
     "FORMATS",
@@ -174,8 +174,8 @@ def _is_runs(doc: Any) -> bool:
 def _whole_array(path: str | Path) -> list[Any] | None:
     """The file as one JSON array of runs (a pretty-printed ``.json`` file), or ``None`` when it is not one."""
     try:
-        doc = json.loads(read_input_text(path, "utf-8-sig"))
-    except (OSError, ValueError):
+        doc = loads(read_input_text(path, "utf-8-sig"))
+    except (OSError, ValueError, RecursionError):  # the first line's own error is the one to report
         return None
     return doc if _is_runs(doc) else None
 
