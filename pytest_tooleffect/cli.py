@@ -172,7 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("calibrate-replies", help="precision and recall of the reply checks (reply kinds, phantom "
                        "actions) on a labelled reply set; with --judge-model, the judge's Cohen's kappa")
     p.add_argument("folder", help="the set's folder: replies.jsonl and labels-gold.jsonl (else labels-a.jsonl)")
-    p.add_argument("--split", choices=("test", "dev", "all"), default="test")
+    p.add_argument("--split", default="test",
+                   help="the rows measured: test (default), dev (the set's split field), look, held (the halves by the "
+                        "hash of the reply's id), several joined by '+' (held+test: both), or all")
     p.add_argument("--labels", default=None, help="the labels file's name in the folder")
     p.add_argument("--judge-model", default=None, help="also measure this LLM judge (a litellm model name)")
     p.add_argument("--judge-limit", type=_count, default=None,
@@ -182,6 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="cap on the tokens of one judge answer (a small model may not stop); a cut answer is "
                         "counted apart as unreadable")
     p.add_argument("--judge-timeout", type=seconds, default=60.0, help="seconds per judge request (default 60)")
+    p.add_argument("--judge-format", choices=("rubric", "kind-word"), default="rubric",
+                   help="rubric: pass or fail per kind, as a verdict asks (3 questions a reply); kind-word: one word "
+                        "a reply among ask, refuse, answer, none (pytest_tooleffect.scoring.kind_judge)")
     _judge_outputs(p, "reports/reply-calibration.json")
     p.set_defaults(func=cmd_calibrate_replies)
     p = sub.add_parser("sandbox", help="build the sandbox image (locally, never pulled), list or clean containers, "

@@ -3,7 +3,7 @@
 A failing decision is a test failure (``DecisionFailed``, raised in the call phase); a provider,
 agent, sandbox or oracle failure is an error outcome, never a verdict (raised in setup, or in
 the call phase with an error record for the oracle).  Every stage imports these; they import
-no stage (only :mod:`~pytest_tooleffect.util.redaction`).
+no stage (only :mod:`~pytest_tooleffect.util.redaction` and :mod:`~pytest_tooleffect.util.unicode`).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_tooleffect.util.redaction import redact
+from pytest_tooleffect.util.unicode import without_surrogates
 
 __all__ = ["NOTHING_TO_REPLAY", "NOT_A_GAP", "RATE_LIMITER_ERROR", "REPEATS_SETTLED", "SETTLED", "SETTLE_BUDGET",
            "DecisionFailed", "Failure", "NotScored", "PolicyShadowWarning"]
@@ -61,12 +62,14 @@ class Failure:
     traceback: str | None = None
     stderr: str | None = None
 
-    def __post_init__(self) -> None:  # whoever made it, a known secret never reaches a record or a report
-        object.__setattr__(self, "message", redact(self.message))
+    def __post_init__(self) -> None:  # whoever made it, a known secret never reaches a record or a report,
+        # nor a lone surrogate (an agent's or a provider's text that no UTF-8 writer accepts): U+FFFD there
+        object.__setattr__(self, "kind", without_surrogates(self.kind))
+        object.__setattr__(self, "message", redact(without_surrogates(self.message)))
         if self.traceback is not None:
-            object.__setattr__(self, "traceback", redact(self.traceback))
+            object.__setattr__(self, "traceback", redact(without_surrogates(self.traceback)))
         if self.stderr is not None:
-            object.__setattr__(self, "stderr", redact(self.stderr))
+            object.__setattr__(self, "stderr", redact(without_surrogates(self.stderr)))
 
 
 class DecisionFailed(pytest.fail.Exception):  # type: ignore[name-defined,misc]

@@ -581,6 +581,11 @@ def test_compare_levels_trials_and_left_out() -> None:
                                                       after.groups[0].label_set_fingerprint)]
 
 
+def test_a_baseline_of_more_than_two_trials_reads_every_trial() -> None:
+    base = Baseline.from_records([rec("a", trial=t) for t in (1, 2, 3, 5)])
+    assert sorted(base.decisions) == [f"fam/a[replay:{t}]" for t in (1, 2, 3, 5)]
+
+
 @pytest.mark.parametrize(("mutate", "field"), [
     (lambda d: d.pop("groups"), "groups"),
     (lambda d: d["decisions"].update({"fam/zz[replay]": d["decisions"]["fam/a[replay]"]}), "decisions.fam/zz[replay]"),

@@ -1,43 +1,66 @@
-"""The reply fallback's and the phantom check's figures on the labelled reply set's test split cannot fall.
+"""The reply fallback's and the phantom check's figures on the labelled reply set's held-out rows cannot fall.
 
-The floors sit a little under what ``tooleffect calibrate-replies datasets/replies`` measured
-(docs/report.md (Reply verdicts and phantom actions)); ``FALLBACK_PRECISION`` is the measured precision, so that a kind's verdicts are
-marked low-precision exactly when the measurement says so.
+The published figures live in one place, :mod:`pytest_tooleffect.oracle.reply_figures`: docs/replies.md's
+"Published figures" table must print the same numbers, a measurement under any of them fails, and
+``FALLBACK_PRECISION`` (which marks a fallback verdict ``low_precision``) is read from them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from pytest_tooleffect.cli import main
-from pytest_tooleffect.data.reply_scores import judge_agreement, load_reply_set, measure
+from pytest_tooleffect.data.reply_scores import half_of, in_split, judge_agreement, load_reply_set, measure
 from pytest_tooleffect.oracle.reply import FALLBACK_PRECISION, USEFUL_PRECISION
+from pytest_tooleffect.oracle.reply_figures import FIGURES, SPLIT
 
-SET = Path(__file__).resolve().parents[1] / "datasets" / "replies"
-#: (precision, recall) floors per detector on split=test
-FLOORS = {"ask": (0.93, 0.83), "refuse": (0.85, 0.33), "answer": (0.57, 0.94), "phantom_action": (0.74, 0.40)}
+ROOT = Path(__file__).resolve().parents[1]
+SET = ROOT / "datasets" / "replies"
 
 
 @pytest.fixture(scope="module")
 def figures() -> dict[str, object]:
-    return dict(measure(load_reply_set(SET), "test"))
+    return dict(measure(load_reply_set(SET), SPLIT))
 
 
-@pytest.mark.parametrize("name", sorted(FLOORS))
-def test_precision_and_recall_on_the_test_split_stay_above_their_floors(name: str, figures: dict[str, object]) -> None:
+@pytest.mark.parametrize("name", sorted(FIGURES))
+def test_precision_and_recall_on_the_held_out_rows_stay_at_the_published_figures(name: str,
+                                                                                  figures: dict[str, object]) -> None:
     fig = figures[name]
-    p, r = FLOORS[name]
-    assert fig.precision is not None and fig.precision >= p, fig  # type: ignore[attr-defined]
-    assert fig.recall is not None and fig.recall >= r, fig  # type: ignore[attr-defined]
+    p, r = FIGURES[name]
+    assert fig.precision is not None and round(fig.precision, 2) >= p, fig  # type: ignore[attr-defined]
+    assert fig.recall is not None and round(fig.recall, 2) >= r, fig  # type: ignore[attr-defined]
 
 
-def test_the_precision_the_verdicts_rely_on_is_the_measured_one(figures: dict[str, object]) -> None:
-    measured = {k: round(figures[k].precision, 2) for k in FALLBACK_PRECISION}  # type: ignore[attr-defined]
-    assert measured == FALLBACK_PRECISION
+def test_the_docs_print_the_published_figures() -> None:
+    text = (ROOT / "docs" / "replies.md").read_text(encoding="utf-8")
+    section = text.split("## Published figures", 1)[1].split("\n## ", 1)[0]
+    assert f"--split {SPLIT}" in section
+    rows = {m[1]: (float(m[2]), float(m[3]))
+            for m in re.finditer(r"^\| `?([a-z_/]+)`? \| ([\d.]+) \| ([\d.]+) \|", section, re.M)}
+    assert rows == FIGURES
+
+
+def test_the_precision_the_verdicts_rely_on_is_the_published_one() -> None:
+    assert FALLBACK_PRECISION == {k: FIGURES[k][0] for k in ("ask", "refuse", "answer")}
     assert [k for k, p in FALLBACK_PRECISION.items() if p < USEFUL_PRECISION] == ["answer"]
+
+
+def test_the_halves_split_the_set_by_the_hash_of_the_id_alone() -> None:
+    rows = load_reply_set(SET)
+    look = [r for r in rows if in_split(r, "look")]
+    held = [r for r in rows if in_split(r, "held")]
+    assert len(look) + len(held) == len(rows) and 0.4 < len(look) / len(rows) < 0.6
+    # sha256("r0001") ends in an even hex digit (…814), sha256("r0002") in an odd one (…073)
+    assert (half_of("r0001"), half_of("r0002")) == ("look", "held")
+    both = [r for r in rows if in_split(r, "held+test")]
+    assert both == [r for r in held if r.split == "test"] and 0 < len(both) < len(held)
+    with pytest.raises(ValueError, match="split 'half': one of dev, test, look, held"):
+        in_split(rows[0], "held+half")
 
 
 def test_calibrate_replies_prints_and_writes_the_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -47,7 +70,7 @@ def test_calibrate_replies_prints_and_writes_the_figures(tmp_path: Path, capsys:
     assert "| ask |" in printed and "| phantom_action |" in printed and "split=dev" in printed
     doc = json.loads(out.read_text())
     assert doc["kind"] == "tooleffect-reply-calibration" and doc["split"] == "dev"
-    assert set(doc["fallback"]) == {"ask", "refuse", "answer", "phantom_action"}
+    assert set(doc["fallback"]) == {"ask", "refuse", "answer", *(k for k in FIGURES if k.startswith("phantom"))}
     ask = doc["fallback"]["ask"]
     assert ask["precision"] == ask["tp"] / (ask["tp"] + ask["fp"]) and len(ask["precision_ci95"]) == 2
     # written again without --force: the file is the command's own

@@ -214,7 +214,8 @@ def test_without_a_baseline_the_sequential_gate_is_not_judged_and_nothing_is_ski
 # ------------------------------------------------------------------------------ shards, through Redis
 
 
-def test_two_shards_at_once_share_one_tally_in_redis_and_both_stop(pytester: pytest.Pytester, redis_url: str) -> None:
+def test_two_shards_at_once_share_one_tally_in_redis_and_both_stop(pytester: pytest.Pytester, redis_url: str,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     a = agents(COUNT)
     _baseline(pytester, a["baseline"])
     write_family(pytester.path, COUNT, a["regressed"])
@@ -242,6 +243,17 @@ def test_two_shards_at_once_share_one_tally_in_redis_and_both_stop(pytester: pyt
     assert made == max(b["decisions_run"] for b in blocks) and made + settled == COUNT and settled > 0
     # the stop reached both shards: each skipped its items left once the run's verdict was settled
     assert all(r["skipped"] and r["skipped"][0]["reasons"].get(SETTLED, 0) > 0 for r in reports)
+    # the shards' logs merged: the gate judged again on them fails, and the settled skips are no gap
+    from pytest_tooleffect.cli import main
+
+    capsys.readouterr()
+    assert main(["report", str(pytester.path / "shard1.jsonl"), str(pytester.path / "shard2.jsonl"), "--baseline",
+                 str(pytester.path / "baseline.json"), "--gates", str(pytester.path / "pyproject.toml"),
+                 "--json"]) == 1
+    merged = json.loads(capsys.readouterr().out)
+    (block,) = merged["sequential"]["blocks"]
+    assert block["verdict"] == "regression" and block["saved"]["decisions"] == settled
+    assert merged["status"] == "complete" and not merged["gates"]["passed"]
 
 
 def test_a_sharded_run_with_redis_and_no_settle_key_is_a_usage_error(pytester: pytest.Pytester) -> None:
@@ -262,22 +274,6 @@ def test_with_the_gates_switched_off_nothing_is_skipped(pytester: pytest.Pyteste
     pytester.makepyprojecttoml(GATE.format(extra=", budget_decisions = 5"))
     result = pytester.runpytest("cases/", f"{OPT_BASELINE}=baseline.json", "-p", "no:tooleffect-gates")
     assert "skipped" not in result.parseoutcomes()
-
-
-def test_a_report_merged_from_record_logs_does_not_judge_a_sequential_gate(
-        pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_tooleffect.cli import main
-
-    a = agents(COUNT)
-    _baseline(pytester, a["baseline"])
-    write_family(pytester.path, COUNT, a["regressed"])
-    pytester.makepyprojecttoml(GATE.format(extra=""))
-    pytester.runpytest("cases/", f"{OPT_BASELINE}=baseline.json", f"{OPT_RECORDS}=r.jsonl")
-    capsys.readouterr()
-    assert main(["report", str(pytester.path / "r.jsonl"), "--gates", str(pytester.path / "pyproject.toml"),
-                 "--baseline", str(pytester.path / "baseline.json")]) == 1
-    assert ("gate demo/replay sequential at alpha 0.05: NOT JUDGED (a sequential gate is judged by the run itself"
-            in capsys.readouterr().out)
 
 
 def test_cases_discordant_among_the_baseline_trials_run_first_with_all_their_trials(

@@ -36,14 +36,14 @@ import pytest
 from pytest_tooleffect.ci.adaptive_repeats import RepeatDesign, next_step, trials_to_stable
 from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.decide.stopping import stop_key
-from pytest_tooleffect.options import OPT_REPEATS
 from pytest_tooleffect.outcomes import REPEATS_SETTLED
 from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.report.repeats_model import AdaptiveCase, AdaptiveRepeats, CaseStep, Repeats
-from pytest_tooleffect.scoring.record import Record
+from pytest_tooleffect.scoring.record import AdaptiveDesignRecord, Record
 from pytest_tooleffect.settings import Settings, settings_key
 
-__all__ = ["AdaptiveRepeatsRun", "adaptive_summary", "design_of_table", "first_k_pass_hat", "with_adaptive_repeats"]
+__all__ = ["AdaptiveRepeatsRun", "adaptive_summary", "design_of_table", "first_k_pass_hat", "items_per_case",
+           "summary_line", "with_adaptive_repeats"]
 
 #: the keys of ``[tool.tooleffect.repeats]``
 TABLE_KEYS = ("alpha", "tolerance", "max_trials")
@@ -183,7 +183,11 @@ class AdaptiveRepeatsRun:
             pytest.skip(REPEATS_SETTLED)
 
     def modify_record(self, record: Record, item: pytest.Item) -> None:
-        """Count the trial in its case's tally (a record section): a scored trial's verdict, or an error."""
+        """Write the run's design into the record (``adaptive``) and count the trial in its case's tally (a record
+        section): a scored trial's verdict, or an error.
+        """
+        record.adaptive = AdaptiveDesignRecord(alpha=self.design.alpha, tolerance=self.design.tolerance,
+                                               max_trials=self.design.max_trials)
         case = self.cases.setdefault((record.family, record.policy, record.case_id), _Case())
         if record.outcome == "scored" and record.verdict is not None:
             case.verdicts.append(record.verdict.kind in PASSING)
@@ -302,23 +306,13 @@ def adaptive_summary(design: RepeatDesign, records: Sequence[Record], skipped: i
 
 
 def summary_line(rep: Repeats) -> str:
-    """One line: the cases' steps, the trials run against k* everywhere, pass^1, pass^k*, the flip share."""
-    a = rep.adaptive
-    assert a is not None
-    ks = [k for k in ("1", str(a.items_per_case)) if k in rep.pass_hat_k]
-    passes = ", ".join(f"pass^{k} {100 * rep.pass_hat_k[k]:.1f} %" for k in dict.fromkeys(ks))
-    return (f"{a.stable} stable, {a.flaky} flaky, {a.not_settled} not settled of {len(a.cases)} cases; "
-            f"{a.trials_run} trials run{_errors(a.errors)} against {a.full_trials} at k*={a.k_star} everywhere "
-            f"({a.trials_saved} saved{_spend(a)}, {a.skipped} items skipped as {REPEATS_SETTLED!r}); {passes}; "
-            f"verdict flips on {100 * rep.flip_share:.1f} % of cases "
-            f"({OPT_REPEATS} adaptive: alpha {a.alpha:g}, tolerance {a.tolerance:g}, max_trials {a.max_trials})")
+    """One line: the cases' steps, the trials run against k* everywhere, pass^1, pass^k*, the flip share
+    (:meth:`~pytest_tooleffect.report.repeats_model.Repeats.adaptive_line`).
 
-
-def _errors(n: int) -> str:
-    return "" if not n else " and 1 error" if n == 1 else f" and {n} errors"
-
-
-def _spend(a: AdaptiveRepeats) -> str:
-    parts = ([f"~{a.saved_tokens:,} tokens"] if a.saved_tokens is not None else []) + (
-        [f"~${a.saved_cost_usd:.4f}"] if a.saved_cost_usd is not None else [])
-    return f": {' and '.join(parts)}" if parts else ""
+    Raises:
+        ValueError: ``rep`` is not of adaptive repeats.
+    """
+    line = rep.adaptive_line()
+    if line is None:
+        raise ValueError("summary_line: the repeats are not adaptive")
+    return line

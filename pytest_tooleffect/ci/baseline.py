@@ -207,7 +207,7 @@ class BaselineDecision(BaseModel):
         """The record ids this decision can have: ``family/case[policy]`` (trial 1 of an unrepeated run)
         and ``family/case[policy:trial]`` (under ``--tooleffect-repeats``).
         """
-        repeated = record_id(self.family, self.case_id, self.policy, self.trial, repeats=2)
+        repeated = record_id(self.family, self.case_id, self.policy, self.trial, repeats=max(self.trial, 2))
         return (record_id(self.family, self.case_id, self.policy), repeated) if self.trial == 1 else (repeated,)
 
 

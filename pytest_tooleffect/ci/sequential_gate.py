@@ -62,8 +62,8 @@ from pytest_tooleffect.settings import Settings, settings_key
 if TYPE_CHECKING:
     from pytest_tooleffect.ci.sequential import SequentialDesign
 
-__all__ = ["PAIRED", "TEST_NAME", "SequentialGate", "design_of", "judge_sequential", "pair_of",
-           "sequential_on"]
+__all__ = ["PAIRED", "TEST_NAME", "SequentialGate", "baseline_spend", "block_of", "design_of", "judge_sequential",
+           "pair_of", "sequential_on", "settle_tally"]
 
 #: the test, as the report names it (the method and its source: the documentation's sequential page)
 TEST_NAME = "anytime-valid paired test on the discordant pairs (pytest_tooleffect.ci.sequential.settle)"
@@ -217,7 +217,7 @@ class SequentialGate:
         try:
             tally = self.store.add(block, pair=pair_of(record), cost_usd=cost_usd, tokens=tokens)
             if tally.verdict is None:
-                verdict = _verdict(spec, tally)
+                verdict = settle_tally(spec, tally)
                 if verdict is not None:
                     self.store.settle(block, verdict, tally)
         except SettleStoreError as exc:  # the record stands; the gate cannot settle on a tally that lost it
@@ -281,7 +281,7 @@ class SequentialGate:
             budget_n = len(skips.get(SETTLE_BUDGET, []))
             if self.spend is None and settled_ids:
                 self.spend = baseline_spend(self.baseline, self.settings.baseline or Path("."))
-            block = _block(family, policy, spec, tally, mine, settled_ids, budget_n, self.spend or {})
+            block = block_of(family, policy, spec, tally, mine, settled_ids, budget_n, self.spend or {})
             if failed is not None:  # a tally that lost decisions settles nothing
                 block.verdict = "not_settled"
                 block.why = f"NOT SETTLED: the shared tally failed ({failed}); never a pass"
@@ -313,8 +313,10 @@ class SequentialGate:
             shutil.rmtree(self.state_dir, ignore_errors=True)
 
 
-def _verdict(spec: SequentialSpec, tally: Tally) -> str | None:
-    """The block's verdict on its totals, or ``None`` (not yet): a spent budget first ends it not settled."""
+def settle_tally(spec: SequentialSpec, tally: Tally) -> str | None:
+    """The block's verdict on its totals (``regression``, ``no_regression``, or ``not_settled`` when a
+    budget is spent first), or ``None``: not yet.
+    """
     if isinstance(spec.budget_usd, float) and tally.cost_usd >= spec.budget_usd:
         return "not_settled"
     if isinstance(spec.budget_decisions, int) and tally.decisions >= spec.budget_decisions:
@@ -345,8 +347,20 @@ def _stratum(item: Any, baseline: Baseline) -> str:
     return f"{item.ref.label_class}/{paired}"
 
 
-def _block(family: str, policy: str, spec: SequentialSpec, tally: Tally, records: Sequence[Record],
-           settled_ids: Sequence[str], budget_n: int, spend: Spend) -> SequentialBlock:
+def block_of(family: str, policy: str, spec: SequentialSpec, tally: Tally, records: Sequence[Record],
+             settled_ids: Sequence[str], budget_n: int, spend: Spend) -> SequentialBlock:
+    """A block's part of the report's ``sequential`` section from its tally.
+
+    Args:
+        family: the block's family.
+        policy: the block's policy.
+        spec: its sequential gate.
+        tally: its tally (a verdict, or none: NOT SETTLED, its items ran out).
+        records: the block's records (the run's mean spend per decision, for what the baseline did not measure).
+        settled_ids: the record ids of the items skipped as settled.
+        budget_n: items left unsent by a budget.
+        spend: the baseline's measured spend by record id (:func:`baseline_spend`).
+    """
     design = design_of(spec)
     at = tally.at or tally.counts()
     verdict: Verdict = "not_settled"
@@ -463,9 +477,9 @@ def judge_sequential(section: SequentialSection | None, family: str, policy: str
     if not block_in_baseline:
         return result("not_judged", "no decision of this block is in the baseline: nothing pairs (save a baseline "
                                     "from a run that scored the block to judge it)")
-    if section is None:  # a report made from record logs: the stopping point was the run's, not the records'
-        return result("not_judged", "a sequential gate is judged by the run itself, as its decisions complete "
-                                    "(its verdict is that run's report's sequential section), not from record logs")
+    if section is None:
+        return result("not_judged", "no sequential section in the report (a report made from record logs judges "
+                                    "its sequential gates with --baseline)")
     block = next((b for b in section.blocks if (b.family, b.policy) == (family, policy)), None)
     if block is None:
         return result("not_judged", "no decision of the block was counted")

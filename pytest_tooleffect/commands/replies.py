@@ -60,7 +60,16 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
         (:func:`pytest_tooleffect.util.display.shown`).
     """
     from pytest_tooleffect.commands import check_command_outputs
-    from pytest_tooleffect.data.reply_scores import format_figures, judge_agreement, load_reply_set, measure, to_json
+    from pytest_tooleffect.data.reply_scores import (
+        format_figures,
+        in_split,
+        judge_agreement,
+        judged_rows,
+        load_reply_set,
+        measure,
+        to_json,
+        word_agreement,
+    )
     from pytest_tooleffect.util.display import shown
 
     folder = Path(args.folder)
@@ -80,7 +89,11 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(shown(f"tooleffect calibrate-replies: {exc}"), file=sys.stderr)
         return 2
-    chosen = [r for r in rows if split is None or r.split == split]
+    try:
+        chosen = [r for r in rows if in_split(r, split)]
+    except ValueError as exc:
+        print(shown(f"tooleffect calibrate-replies: --split: {exc}"), file=sys.stderr)
+        return 2
     figures = measure(rows, split)
     print(format_figures(figures, f"reply fallback and phantom-action check on {folder}, split={args.split}, "
                                   f"n={len(chosen)}"))
@@ -91,20 +104,35 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
 
         judge = Judge(args.judge_model, args.api_base, Path(args.cache) if args.cache else None,
                       timeout_s=args.judge_timeout, max_tokens=args.judge_max_tokens)
+        asked: Any = judge
+        if getattr(args, "judge_format", "rubric") == "kind-word":
+            from pytest_tooleffect.scoring.kind_judge import KindWordJudge
+
+            asked = KindWordJudge(judge)
         try:
-            agreement = judge_agreement(rows, judge, split, args.judge_limit, progress=JudgeProgress(sys.stderr))
+            agreement = judge_agreement(rows, asked, split, args.judge_limit, progress=JudgeProgress(sys.stderr))
         except JudgeError as exc:  # a provider failure is an error, never a measurement: nothing written
             print(shown(f"tooleffect calibrate-replies: {exc}; nothing written"), file=sys.stderr)
             return 2
         agreement["usage"] = judge.usage.to_dict()
+        agreement["format"] = getattr(args, "judge_format", "rubric")
+        if agreement["format"] == "kind-word":  # the four kinds at once: the word against the label
+            agreement["words"] = word_agreement(judged_rows(rows, split, args.judge_limit), asked.words)
         result["judge"] = agreement
-        print(f"\njudge {judge.model} on {agreement['n_replies']} replies (3 questions each):")
+        each = "1 question each" if agreement["format"] == "kind-word" else "3 questions each"
+        print(f"\njudge {asked.model} on {agreement['n_replies']} replies ({each}):")
         for kind, k in {**agreement["kinds"], "all": agreement["all"]}.items():
-            lo, hi = k["kappa_ci95"]
+            ci = k["kappa_ci95"]
+            interval = "no interval: one side never varies" if ci is None else f"95 % CI {_num(ci[0])} to {_num(ci[1])}"
             fig = k.get("figure")
             pr = "" if fig is None else (f", precision {_num(fig['precision'])}, recall {_num(fig['recall'])}")
-            print(f"  {kind}: agreement {_num(k['agreement'])}, Cohen's kappa {_num(k['kappa'])} "
-                  f"(95 % CI {_num(lo)} to {_num(hi)}){pr}")
+            print(f"  {kind}: agreement {_num(k['agreement'])}, Cohen's kappa {_num(k['kappa'])} ({interval}){pr}")
+        if "words" in agreement:
+            w = agreement["words"]
+            ci = w["kappa_ci95"]
+            interval = "no interval: one side never varies" if ci is None else f"95 % CI {_num(ci[0])} to {_num(ci[1])}"
+            print(f"  the word against the label (4 kinds, {w['n']} replies): agreement {_num(w['agreement'])}, "
+                  f"Cohen's kappa {_num(w['kappa'])} ({interval})")
         usage = judge.usage
         cost = "unknown" if usage.cost_usd is None else f"{usage.cost_usd:.4f} USD"
         print(f"  answers that could not be read (left out): {len(agreement['errors'])}")

@@ -22,17 +22,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     the sections its inputs allow: the judge the records name, the shards merged, the baseline
     when ``--baseline`` gives one, and the gates when ``--gates`` names the TOML file that holds them
     (a ``pyproject.toml``, any file with a ``[tool.tooleffect.gates]`` table, or the folder of a
-    ``pyproject.toml``).
+    ``pyproject.toml``).  With both, a sequential gate is judged again on the merged records
+    (:mod:`~pytest_tooleffect.ci.sequential_merged`): its verdict makes the gate's result, and the items
+    it skipped as settled are no gap.  Records of adaptive repeats (:mod:`~pytest_tooleffect.ci.adaptive_merged`)
+    give each block's ``repeats`` as their run did, and the trials no case needed are no gap either.
 
     Args:
         args: the parsed command line.
 
     Returns:
         The exit status: 0 when printed (under ``--gates``: the gates' status, 1 when a gate failed
-        or a record is an error); 1 when the logs lack part of their run (a shard missing, or fewer
-        records than a shard or the run selected: the report is ``incomplete`` and the lines on
-        stderr name what is missing); 2 for logs that do not merge (not one run), a baseline that
-        cannot be read, or gates that cannot be read.
+        or a record is an error: a sequential gate's regression, not settled or not yet fails); 1 when
+        the logs lack part of their run (a shard missing, or fewer records than a shard or the run
+        selected, beyond the items a sequential gate or adaptive repeats skipped as settled: the report is
+        ``incomplete`` and the lines on stderr name what is missing); 2 for logs that do not merge (not one run),
+        a baseline that cannot be read, gates that cannot be read, or a record's adaptive repeats design that
+        is out of range.
     """
     from pytest_tooleffect.collect.cases import FamilyError, load_family
     from pytest_tooleffect.collect.family import family_dirs
@@ -58,18 +63,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     records = merged.records
     calibration = getattr(args, "judge_calibration", None)
     sections: list[ReportSection] = [JudgeContributor.of_records(records, Path(calibration) if calibration else None)]
-    from pytest_tooleffect.report.run_model import MergedSelection, MergedShards, ShortPart
-
-    shards = None if merged.shard_count is None else MergedShards(
-        count=merged.shard_count, merged=merged.shards_merged, missing=merged.shards_missing,
-        logs=[str(p) for p in merged.logs], duplicates_dropped=merged.duplicates_dropped)
-    sel = merged.selection
-    selection = None if sel is None else MergedSelection(
-        collected=sel.collected, selected=sel.run_count, digest=sel.run_digest, recorded=len(records),
-        not_recorded=max(sel.run_count - len(records), 0),
-        short=[ShortPart(shard=p.shard, selected=p.selected, recorded=p.recorded) for p in merged.short])
-    if shards is not None or selection is not None:
-        sections.append(ShardSection(merged=shards, selection=selection))
     baseline_path = getattr(args, "baseline", None)
     baseline = None
     if baseline_path:
@@ -111,6 +104,44 @@ def cmd_report(args: argparse.Namespace) -> int:
             return 2
         gates = LogGates(config, _pyproject_policy_names(gates_file))
         sections.append(gates)
+    from pytest_tooleffect.ci.adaptive_merged import merged_adaptive
+
+    try:  # adaptive repeats: each block's repeats as the run made them; the trials no case needed are no gap
+        adaptive = merged_adaptive(records)
+    except ValueError as exc:
+        print(f"tooleffect report: a record's adaptive repeats design: {exc}", file=sys.stderr)
+        return 2
+    settled = 0
+    if adaptive is not None:
+        sections.append(adaptive)
+        settled = adaptive.settled_skips
+        adaptive.explain(merged)
+    if gates is not None and baseline is not None:  # the sequential gates, judged again on the merged records
+        from pytest_tooleffect.ci.sequential_merged import judge_merged
+
+        unrecorded = (None if merged.selection is None
+                      else max(merged.selection.run_count - len(records) - settled, 0))
+        sequential = judge_merged(records, gates.gates, baseline.baseline, baseline.path, unrecorded=unrecorded,
+                                  whole=not merged.shards_missing,
+                                  skipped_elsewhere=adaptive.skipped_ids if adaptive is not None else frozenset())
+        if sequential is not None:
+            sections.append(sequential)
+            settled += sequential.settled_skips
+            if sequential.settled_skips:  # the items the settled gates skipped are no gap: the merge is whole
+                merged.short = []  # a shard that skipped every item it had wrote no record: not missing
+                merged.shards_missing = []
+    from pytest_tooleffect.report.run_model import MergedSelection, MergedShards, ShortPart
+
+    shards = None if merged.shard_count is None else MergedShards(
+        count=merged.shard_count, merged=merged.shards_merged, missing=merged.shards_missing,
+        logs=[str(p) for p in merged.logs], duplicates_dropped=merged.duplicates_dropped)
+    sel = merged.selection
+    selection = None if sel is None else MergedSelection(
+        collected=sel.collected, selected=sel.run_count, digest=sel.run_digest, recorded=len(records),
+        not_recorded=max(sel.run_count - len(records), 0), settled=settled,
+        short=[ShortPart(shard=p.shard, selected=p.selected, recorded=p.recorded) for p in merged.short])
+    if shards is not None or selection is not None:
+        sections.append(ShardSection(merged=shards, selection=selection))
     report = assemble(records, meta, sections, status=merged.status)
     if merged.duplicates_dropped:
         print(f"tooleffect report: {merged.duplicates_dropped} repeated records left out (--duplicates "
@@ -135,6 +166,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         from pytest_tooleffect.ci.comparison import summary_lines
 
         print("\n".join(summary_lines(report.baseline.model_dump(mode="json", by_alias=True))))
+    if report.sequential is not None and report.sequential.blocks:
+        print("\n".join(report.sequential.lines()))
+    if adaptive is not None and adaptive.lines:
+        print("\n".join(["tooleffect adaptive repeats:", *adaptive.lines]))
     if gates is not None:
         for result in gates.results:
             print(result.line)
@@ -144,14 +179,15 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_html(args: argparse.Namespace) -> int:
     """``tooleffect html``: one self-contained HTML page from a record log (the report and a browser
-    of every decision) or from a JSON report (its tables only).
+    of every decision) or from a JSON report (its tables only).  A log of adaptive repeats gives each
+    block's ``repeats`` as its run did (:mod:`~pytest_tooleffect.ci.adaptive_merged`).
 
     Args:
         args: the parsed command line.
 
     Returns:
         The exit status: 0 when written; 2 for a source that cannot be read or is neither a record log nor a
-        report, or an ``--out`` that cannot be written.
+        report, a record's adaptive repeats design out of range, or an ``--out`` that cannot be written.
 
     Raises:
         pytest_tooleffect.util.output_files.OutputPathError: ``--out`` is not a regular file, is the
@@ -220,8 +256,18 @@ def cmd_html(args: argparse.Namespace) -> int:
         if missing:
             print(f"tooleffect html: case files not found under {cases} for {', '.join(missing)}: "
                   "their decisions have no conversation on the page (--cases DIR)", file=sys.stderr)
+    from pytest_tooleffect.ci.adaptive_merged import merged_adaptive
+
+    report = summarise(records, meta)
+    try:  # adaptive repeats: each block's repeats as the run made them
+        adaptive = merged_adaptive(records)
+    except ValueError as exc:
+        print(f"tooleffect html: {source}: a record's adaptive repeats design: {exc}", file=sys.stderr)
+        return 2
+    if adaptive is not None:
+        adaptive.contribute(report, records)
     try:
-        write_html(out, summarise(records, meta), rows, states)
+        write_html(out, report, rows, states)
     except OSError as exc:
         print(f"tooleffect html: cannot write {out}: {exc}", file=sys.stderr)
         return 2

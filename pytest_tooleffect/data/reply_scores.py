@@ -16,6 +16,7 @@ Wilson, JASA 22(158), 1927).  A reply labelled ``claim_supported: false`` is a p
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,11 +27,42 @@ from pytest_tooleffect.oracle.claims import ToolCall, find_phantom
 from pytest_tooleffect.oracle.reply import classify_reply
 from pytest_tooleffect.report.arithmetic import wilson_interval
 
-__all__ = ["LABEL_KINDS", "Figure", "LabelledReply", "format_figures", "judge_agreement", "load_reply_set", "measure",
-           "phantom_of", "to_json"]
+__all__ = ["HALVES", "LABEL_KINDS", "SPLITS", "Figure", "LabelledReply", "format_figures", "half_of", "in_split",
+           "judge_agreement", "judged_rows", "load_reply_set", "measure", "phantom_of", "table_agreement", "to_json",
+           "word_agreement"]
 
 #: the kinds a labelled reply may have (``none``: no reply to judge)
 LABEL_KINDS = ("ask", "refuse", "answer", "none")
+#: the two halves of the set by the hash of the reply's id (:func:`half_of`): ``look`` is read while
+#: tuning the checks, ``held`` is only measured
+HALVES = ("look", "held")
+#: the selections :func:`in_split` knows: the set's own ``split`` field and the hash halves
+SPLITS = ("dev", "test", *HALVES)
+
+
+def half_of(reply_id: str) -> str:
+    """The reply's half: ``look`` when the SHA-256 of its id (UTF-8) is even as an integer, else ``held``.
+
+    Deterministic and independent of the set's order and of the ``split`` field, so that a row
+    added later falls in a half without moving any other.
+    """
+    return HALVES[int(hashlib.sha256(reply_id.encode()).hexdigest(), 16) % 2]
+
+
+def in_split(row: LabelledReply, split: str | None) -> bool:
+    """Whether a row belongs to ``split``: ``None`` (every row), one of :data:`SPLITS`, or several
+    joined by ``+`` (their intersection: ``held+test`` is the held half's rows of the ``test`` split).
+
+    Raises:
+        ValueError: a name that is not one of :data:`SPLITS`.
+    """
+    if split is None:
+        return True
+    parts = split.split("+")
+    for part in parts:
+        if part not in SPLITS:
+            raise ValueError(f"split {part!r}: one of {', '.join(SPLITS)}, or several joined by '+'")
+    return all((half_of(row.id) if part in HALVES else row.split) == part for part in parts)
 
 
 @dataclass(frozen=True)
@@ -125,15 +157,18 @@ def measure(rows: Sequence[LabelledReply], split: str | None = "test",
 
     Args:
         rows: the labelled replies.
-        split: ``dev``, ``test`` or ``None`` (every row).
+        split: a selection :func:`in_split` knows (``dev``, ``test``, ``look``, ``held``, ``held+test``…)
+            or ``None`` (every row).
         classify: ``(reply text, user's message)`` → kind (default
             :func:`~pytest_tooleffect.oracle.reply.classify_reply`).
         phantom: labelled reply → the detector says phantom (``None``: not measured).
 
     Returns:
-        ``{kind: Figure}`` and, with ``phantom``, ``{"phantom_action": Figure}``.
+        ``{kind: Figure}`` and, with ``phantom``, ``{"phantom_action": Figure}`` over every reply, and
+        ``phantom_action/action`` and ``phantom_action/result`` over the replies labelled with that claim
+        (a flag on a reply labelled ``claim: none`` counts in the first only).
     """
-    chosen = [r for r in rows if split is None or r.split == split]
+    chosen = [r for r in rows if in_split(r, split)]
     predicted = [classify(r.reply, r.user) for r in chosen]
     out = {}
     for kind in ("ask", "refuse", "answer"):
@@ -143,10 +178,11 @@ def measure(rows: Sequence[LabelledReply], split: str | None = "test",
         out[kind] = Figure(kind, tp, fp, fn)
     if phantom is not None:
         said = [phantom(r) for r in chosen]
-        out["phantom_action"] = Figure(
-            "phantom_action", sum(s and r.phantom for s, r in zip(said, chosen, strict=True)),
-            sum(s and not r.phantom for s, r in zip(said, chosen, strict=True)),
-            sum(r.phantom and not s for s, r in zip(said, chosen, strict=True)))
+        for name, claims in (("phantom_action", ("none", "action", "result")), ("phantom_action/action", ("action",)),
+                             ("phantom_action/result", ("result",))):
+            pairs = [(s, r) for s, r in zip(said, chosen, strict=True) if r.claim in claims]
+            out[name] = Figure(name, sum(s and r.phantom for s, r in pairs), sum(s and not r.phantom for s, r in pairs),
+                               sum(r.phantom and not s for s, r in pairs))
     return out
 
 
@@ -196,7 +232,7 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
         rows: the labelled replies.
         judge: a :class:`~pytest_tooleffect.scoring.judge.Judge` (or any ``(rubric, expected, got) -> (ok, why)``
             with a ``model`` attribute).
-        split: ``dev``, ``test`` or ``None``.
+        split: a selection :func:`in_split` knows, or ``None`` (every row).
         limit: ask about every ``k``-th reply only (in the file's order), ``k = ceil(n / limit)``, so
             that at most ``limit`` are asked; ``None``: every reply.  Below 1: ``ValueError``.
         progress: called after each question as ``progress(asked, questions, replies)`` (questions
@@ -210,12 +246,7 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
     from pytest_tooleffect.oracle.reply import RUBRICS
     from pytest_tooleffect.scoring.judge import JudgeError, JudgeProviderError
 
-    if limit is not None and limit < 1:
-        raise ValueError(f"the judge's limit must be at least 1 reply (got {limit}); leave it out to ask about every "
-                         "reply")
-    chosen = [r for r in rows if (split is None or r.split == split) and r.reply.strip()]
-    if limit is not None and len(chosen) > limit:
-        chosen = chosen[::-(-len(chosen) // limit)]
+    chosen = judged_rows(rows, split, limit)
     questions, asked = 3 * len(chosen), 0
     total = [[0, 0], [0, 0]]
     kinds: dict[str, Any] = {}
@@ -243,19 +274,80 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
             if ok != human:
                 disagreements.append({"id": r.id, "human": r.kind, "judge": "pass" if ok else "fail", "reason": why})
         fig = Figure(kind, table[1][1], table[0][1], table[1][0])
-        kinds[kind] = {**_agreement(table), "figure": fig.to_dict(), "disagreements": disagreements}
+        kinds[kind] = {**table_agreement(table), "figure": fig.to_dict(), "disagreements": disagreements}
     if errors and not sum(map(sum, total)):
         raise JudgeError(f"not one of the judge's {len(errors)} answers could be read; the first: "
                          f"{errors[0]['id']} ({errors[0]['kind']}): {errors[0]['error']}")
     return {"model": getattr(judge, "model", "judge"), "n_replies": len(chosen), "kinds": kinds,
-            "all": _agreement(total), "errors": errors}
+            "all": table_agreement(total), "errors": errors}
 
 
-def _agreement(table: list[list[int]]) -> dict[str, Any]:
-    """``{n, agreement, kappa, kappa_ci95, table}`` of a 2 x 2 table (rows: the person; columns: the judge)."""
+def judged_rows(rows: Sequence[LabelledReply], split: str | None, limit: int | None) -> list[LabelledReply]:
+    """The replies a judge is asked about: those of ``split`` with text, every ``k``-th of them
+    (``k = ceil(n / limit)``) when ``limit`` is given and smaller than their number.
+
+    Raises:
+        ValueError: ``limit`` below 1.
+    """
+    if limit is not None and limit < 1:
+        raise ValueError(f"the judge's limit must be at least 1 reply (got {limit}); leave it out to ask about every "
+                         "reply")
+    chosen = [r for r in rows if in_split(r, split) and r.reply.strip()]
+    if limit is not None and len(chosen) > limit:
+        chosen = chosen[::-(-len(chosen) // limit)]
+    return chosen
+
+
+def word_agreement(rows: Sequence[LabelledReply], words: Mapping[str, str]) -> dict[str, Any]:
+    """A one-word judge's agreement with the labels over the four kinds at once.
+
+    Args:
+        rows: the replies asked about (:func:`judged_rows`).
+        words: reply text → the word the judge answered (a reply missing here is left out).
+
+    Returns:
+        ``{n, agreement, kappa, kappa_ci95, table}``: Cohen's kappa of the 4 x 4 table (rows the
+        label, columns the judge, in :data:`LABEL_KINDS` order) with its asymptotic 95 % interval
+        (:func:`~pytest_tooleffect.scoring.judge.cohens_kappa`), ``None`` when the judge answered
+        one word only or the labels hold one kind only.
+    """
+    from pytest_tooleffect.scoring.judge import cohens_kappa
+
+    table = [[0] * len(LABEL_KINDS) for _ in LABEL_KINDS]
+    for r in rows:
+        if r.reply in words:
+            table[LABEL_KINDS.index(r.kind)][LABEL_KINDS.index(words[r.reply])] += 1
+    n = sum(map(sum, table))
+    kappa, low, high = cohens_kappa(table) if n else (float("nan"),) * 3
+    used = sum(any(row[j] for row in table) for j in range(len(LABEL_KINDS)))
+    varies = used > 1 and sum(any(row) for row in table) > 1
+    return {"n": n, "agreement": sum(table[i][i] for i in range(len(table))) / n if n else None, "kappa": kappa,
+            "kappa_ci95": [max(-1.0, low), min(1.0, high)] if varies else None,
+            "table": {k: row for k, row in zip(LABEL_KINDS, table, strict=True)}}
+
+
+def table_agreement(table: list[list[int]]) -> dict[str, Any]:
+    """The agreement of a judge with the labels from their 2 x 2 table.
+
+    Args:
+        table: ``[[person fails & judge fails, person fails & judge passes], [person passes & judge
+            fails, person passes & judge passes]]``, counts.
+
+    Returns:
+        ``{n, agreement, kappa, kappa_ci95, table}``: the raw agreement (the diagonal's share;
+        ``None`` with n = 0), Cohen's kappa with its asymptotic 95 % interval clipped to [-1, 1]
+        (:func:`~pytest_tooleffect.scoring.judge.cohens_kappa`; ``nan`` with n = 0 or when chance
+        alone predicts the table; the interval ``None`` when a row or a column of the table is
+        empty: the judge or the labels never vary, and the variance is degenerate), and the table
+        as ``{"human_fail": [...], "human_pass": [...]}``.
+    """
     from pytest_tooleffect.scoring.judge import cohens_kappa
 
     n = sum(map(sum, table))
     kappa, low, high = cohens_kappa(table) if n else (float("nan"),) * 3
+    # a side that never varies (the judge always says pass, or every label is the same) leaves the
+    # asymptotic variance degenerate: the interval is not a measurement
+    varies = all(sum(row) for row in table) and all(table[0][j] + table[1][j] for j in (0, 1))
     return {"n": n, "agreement": (table[0][0] + table[1][1]) / n if n else None, "kappa": kappa,
-            "kappa_ci95": [max(-1.0, low), min(1.0, high)], "table": {"human_fail": table[0], "human_pass": table[1]}}
+            "kappa_ci95": [max(-1.0, low), min(1.0, high)] if varies else None,
+            "table": {"human_fail": table[0], "human_pass": table[1]}}

@@ -33,10 +33,12 @@ from pytest_tooleffect.collect.agents import Agent, AgentError
 from pytest_tooleffect.decide.agent_exit import agent_turn
 from pytest_tooleffect.decide.agent_threads import note_new_threads
 from pytest_tooleffect.formats import Case, Policy, ToolSpec
-from pytest_tooleffect.util.bounds import MAX_COST_USD
+from pytest_tooleffect.util.bounds import usage_problem
+from pytest_tooleffect.util.exceptions import described, exception_text
+from pytest_tooleffect.util.unicode import lone_surrogate, surrogate_problem, without_surrogates
 
-__all__ = ["MAX_DECISION_DEPTH", "MAX_DECISION_SIZE", "AgentState", "AgentTurn", "agent_cost", "agent_state",
-           "call_agent", "call_agent_bounded", "plain_decision", "run_agent"]
+__all__ = ["DECISION_ROLES", "MAX_DECISION_DEPTH", "MAX_DECISION_SIZE", "AgentState", "AgentTurn", "agent_cost",
+           "agent_state", "call_agent", "call_agent_bounded", "plain_decision", "run_agent", "turn_role_problem"]
 
 #: The most an agent's decision may hold: characters of its strings and keys plus one per value.
 #: A model's turn is bounded by its output cap (4,096 tokens by default, some 16,000 characters);
@@ -119,13 +121,9 @@ def agent_state(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None
 
 def _said(exc: BaseException) -> str:
     """``Type: message`` of an exception on one line (at most 200 characters), even when its
-    ``__str__`` raises.
+    ``__str__`` raises (:func:`~pytest_tooleffect.util.exceptions.described`).
     """
-    try:
-        text = " ".join(str(exc).split())
-    except Exception:
-        text = "(its message cannot be printed)"
-    return f"{type(exc).__name__}: {text}"[:200] if text else type(exc).__name__
+    return described(exc, 200)
 
 
 class _NotData(Exception):
@@ -148,6 +146,18 @@ def _key(k: Any, path: str) -> str:
     if isinstance(k, str):
         return str.__str__(k)  # the characters, whatever the subclass's __str__, __eq__ or __hash__ do
     raise _NotData(f"a key that is {type(k).__name__} ({_short(k)}), not a string, {_where(path)}")
+
+
+def _unicode(text: str, path: str, key: bool = False) -> None:
+    """A string of the agent's that is not valid Unicode (a lone surrogate) is no decision: it
+    cannot be written to a record, and a reading of it with the code point replaced would be the
+    plugin's guess.
+    """
+    found = lone_surrogate(text)
+    if found is not None:
+        what = "a key" if key else "a string"
+        raise _NotData(f"{what} {_where(path)} holds {found[1]}, a lone surrogate, at character {found[0]}: not "
+                       "valid Unicode text")
 
 
 def _short(v: Any) -> str:
@@ -179,6 +189,7 @@ class _Reader:
         t = type(v)
         if t is str:
             self.spend(1 + len(v))
+            _unicode(v, path)
             return v
         self.spend(1)
         if v is None or t is bool or t is int:
@@ -222,6 +233,7 @@ class _Reader:
         out: dict[str, Any] = {}
         for k, x in items:
             key = _key(k, path)
+            _unicode(key, path, key=True)
             if key in out:
                 raise _NotData(f"two keys read as {json.dumps(key[:40])} {_where(path)}")
             self.spend(len(key))
@@ -268,9 +280,63 @@ def plain_decision(value: Any) -> Any:
                                                     f"it raised {_said(exc)}") from None
 
 
+#: The roles a decision's message may carry: the assistant's (OpenAI, Anthropic, Responses-API
+#: items) and Gemini's ``model``.  A message without a role is read as the assistant's.
+DECISION_ROLES = frozenset({"assistant", "model"})
+
+
+def _first(value: Any, key: str) -> Any:
+    items = value.get(key) if isinstance(value, dict) else None
+    return items[0] if isinstance(items, list) and items else None
+
+
+def turn_role_problem(emitted: Any) -> str | None:
+    """What is wrong with the role of the message(s) in an agent's decision, in one line, or ``None``.
+
+    A decision is the assistant's own turn: an agent that returns a message of the conversation (the
+    user's last question, ``state.messages[-1]``; a system or tool message) returned no decision, and
+    scoring its text as a reply would credit the user's words to the agent.
+
+    Args:
+        emitted: the decision as plain JSON data (:func:`plain_decision`): a message, a litellm
+            ``ModelResponse``'s dump (``choices[0].message``), Gemini's ``candidates[0].content``,
+            Responses-API ``output`` items or a list of items or blocks.
+
+    Returns:
+        ``the agent returned a turn of role 'user' (role): …`` naming the role and where it is, or ``None``
+        when every role present is one of :data:`DECISION_ROLES`.
+    """
+    found: list[tuple[str, Any]] = []
+    if isinstance(emitted, dict):
+        found.append(("role", emitted.get("role")))
+        message = _first(emitted, "choices")
+        if isinstance(message, dict) and isinstance(message.get("message"), dict):
+            found.append(("choices[0].message.role", message["message"].get("role")))
+        content = _first(emitted, "candidates")
+        if isinstance(content, dict) and isinstance(content.get("content"), dict):
+            found.append(("candidates[0].content.role", content["content"].get("role")))
+        items = emitted.get("output")
+        if isinstance(items, list):
+            found += [(f"output[{i}].role", x.get("role")) for i, x in enumerate(items) if isinstance(x, dict)]
+    elif isinstance(emitted, list):
+        found += [(f"[{i}].role", x.get("role")) for i, x in enumerate(emitted) if isinstance(x, dict)]
+    for where, role in found:
+        if role is not None and not (isinstance(role, str) and role in DECISION_ROLES):
+            return (f"the agent returned a turn of role {_short(role)} ({where}), not the assistant's: a decision "
+                    "is the assistant's own turn (role 'assistant'); a message of the conversation (the user's, "
+                    "the system's, a tool's) is none")
+    return None
+
+
 def _failure(exc: BaseException) -> AgentError:
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return AgentError(type(exc).__name__, " ".join(str(exc).split())[:500], tb[-8000:])
+    """The agent's exception as its error: its own type, its message (safe when its ``__str__``
+    raises: :func:`~pytest_tooleffect.util.exceptions.exception_text`) and its traceback.
+    """
+    try:
+        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:  # a traceback that cannot be formatted (an exception whose attributes raise)
+        tb = f"{type(exc).__name__}: <its traceback cannot be formatted>"
+    return AgentError(type(exc).__name__, " ".join(exception_text(exc).split())[:500], without_surrogates(tb[-8000:]))
 
 
 def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict[str, Any]]:
@@ -284,11 +350,14 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
 
     Raises:
         AgentError: the agent returned ``None`` (``AgentReturnedNothing``: return a message with
-            no tool calls to call nothing), tokens that are not whole numbers >= 0 or a cost that
+            no tool calls to call nothing), tokens that are not whole numbers from 0 to
+            :data:`~pytest_tooleffect.util.bounds.MAX_TOKENS` or a cost that
             is not a number of US dollars from 0 to :data:`~pytest_tooleffect.util.bounds.MAX_COST_USD`
             (``AgentBadUsage``), ``extra`` that is not JSON
             (``AgentBadExtra``), or a value that is not JSON data or cannot be read
-            (``AgentReturnedUnreadable``, ``AgentReturnedTooLarge``: :func:`plain_decision`).  A
+            (``AgentReturnedUnreadable``, ``AgentReturnedTooLarge``: :func:`plain_decision`; a string
+            holding a lone surrogate too), or a message that is not the assistant's
+            (``AgentReturnedWrongRole``: :func:`turn_role_problem`).  A
             decision :func:`~pytest_tooleffect.oracle.parse_emission` cannot read is refused where
             the decision is parsed, once
             (:func:`~pytest_tooleffect.decide.decision.parse_turn`: ``AgentReturnedUnreadable``).
@@ -313,21 +382,22 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
     if result is None:
         raise AgentError("AgentReturnedNothing", "the agent returned None; to call no tool, return a message "
                                                  "without tool calls, e.g. {'role': 'assistant', 'content': '...'}")
-    for key in ("input_tokens", "output_tokens"):
-        value = cost[key]
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise AgentError("AgentBadUsage", f"{key} {value!r}: a whole number of tokens >= 0, or None when unknown")
-    money = cost["cost_usd"]
-    if money is not None and (isinstance(money, bool) or not isinstance(money, (int, float))
-                              or not math.isfinite(money) or not 0 <= money <= MAX_COST_USD):
-        raise AgentError("AgentBadUsage", f"cost_usd {money!r}: a number of US dollars from 0 to {MAX_COST_USD:,.0f} "
-                                          "(one decision's cost), or None when unknown")
+    problem = usage_problem(cost["input_tokens"], cost["output_tokens"], cost["cost_usd"])
+    if problem is not None:
+        raise AgentError("AgentBadUsage", problem)
     if extra:
         try:
             json.dumps(extra["agent"], allow_nan=False)
         except (TypeError, ValueError) as exc:
-            raise AgentError("AgentBadExtra", f"AgentTurn.extra must hold JSON values: {exc}") from None
-    return plain_decision(result), cost, extra
+            raise AgentError("AgentBadExtra", f"AgentTurn.extra must hold JSON values: {exception_text(exc)}") from None
+        unwritable = surrogate_problem(extra["agent"], "extra")
+        if unwritable is not None:
+            raise AgentError("AgentBadExtra", f"AgentTurn.{unwritable}")
+    emitted = plain_decision(result)
+    role = turn_role_problem(emitted)
+    if role is not None:
+        raise AgentError("AgentReturnedWrongRole", role)
+    return emitted, cost, extra
 
 
 def _caught(exc: BaseException, *, main_thread: bool) -> bool:

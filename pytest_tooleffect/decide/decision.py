@@ -27,6 +27,7 @@ from pytest_tooleffect.collect.agents import AgentError
 from pytest_tooleffect.collect.chunks import case_positions, chunk_scheduler, chunk_size, group_of
 from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.decide.agent import AgentState, agent_state, call_agent_bounded, is_async, run_agent
+from pytest_tooleffect.decide.model_cache import CACHE_ENTRY_INVALID, CacheEntryError
 from pytest_tooleffect.decide.model_turn import ModelCache, TurnPool, api_key, wait_turn
 from pytest_tooleffect.decide.provider_errors import ProviderError
 from pytest_tooleffect.decide.ratelimit import RateLimiterError, redis_url_problem, state_file_problem
@@ -38,6 +39,7 @@ from pytest_tooleffect.options import INI_RATE_BACKEND, INI_RATE_FILE
 from pytest_tooleffect.oracle import Emission, parse_emission, tool_aliases
 from pytest_tooleffect.outcomes import NOTHING_TO_REPLAY, RATE_LIMITER_ERROR, Failure, NotScored
 from pytest_tooleffect.settings import Settings, settings_key
+from pytest_tooleffect.util.exceptions import described, exception_text
 from pytest_tooleffect.util.urls import without_password
 
 __all__ = ["Decision", "ModelTurns", "check_rate_limit", "mark_may_apply", "obtain_decision", "parse_turn",
@@ -255,7 +257,8 @@ class ModelTurns:
             of the turn.
 
         Raises:
-            NotScored: the provider failed, the rate limiter failed (``RateLimiterError``), or the agent
+            NotScored: the provider failed, the rate limiter failed (``RateLimiterError``), the stored
+                turn of a read-only model cache does not validate (``CacheEntryInvalid``), or the agent
                 raised (an error outcome, never a verdict).
         """
         settings = self.settings
@@ -277,6 +280,8 @@ class ModelTurns:
             turn = wait_turn(future, _timeout(item, settings), settings.retries)
         except ProviderError as exc:
             raise NotScored("provider", Failure(exc.kind, exc.message)) from None
+        except CacheEntryError as exc:  # --tooleffect-cache read: a stored turn that does not validate
+            raise NotScored("model cache", Failure(CACHE_ENTRY_INVALID, exc.message)) from None
         except RateLimiterError as exc:  # no request was made: the limiter's failure, not the provider's
             raise NotScored("rate limiter", Failure(RATE_LIMITER_ERROR, exc.message)) from None
         except AgentError as exc:
@@ -550,7 +555,7 @@ def parse_turn(item: CaseItem, emitted: Any, offered: Sequence[ToolSpec]) -> Emi
     except Exception as exc:  # an agent's turn is plain JSON data (agent.plain_decision) of a shape it is not
         if item.agent is None:
             raise
-        why = " ".join(str(exc).split()) if isinstance(exc, (TypeError, ValueError)) else f"{type(exc).__name__}: {exc}"
+        why = " ".join(exception_text(exc).split()) if isinstance(exc, (TypeError, ValueError)) else described(exc)
         raise AgentError("AgentReturnedUnreadable", f"the agent returned {type(emitted).__name__}, which is no "
                                                     f"decision: {why}"[:500]) from None
 

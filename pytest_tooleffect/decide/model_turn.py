@@ -30,16 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import hashlib
-import json
 import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
+from pytest_tooleffect.decide.model_cache import CacheEntryError, ModelCache
 from pytest_tooleffect.decide.provider_errors import (
     MAX_RETRY_AFTER_S,
     ProviderError,
@@ -59,10 +57,12 @@ from pytest_tooleffect.decide.turn_process import (
 )
 from pytest_tooleffect.formats import Case, Policy, Price, ToolSpec
 from pytest_tooleffect.oracle.names import NameMap, name_map  # re-exported: the mapping is the oracle's too
-from pytest_tooleffect.util.redaction import redact_obj, register
+from pytest_tooleffect.util.exceptions import described
+from pytest_tooleffect.util.redaction import register
+from pytest_tooleffect.util.unicode import surrogate_problem
 
-__all__ = ["DEFAULT_MAX_TOKENS", "PLACEHOLDER_KEY", "ModelCache", "NameMap", "Price", "Turn", "TurnPool", "api_key",
-           "build_request", "import_litellm", "name_map", "preload_litellm", "run_turn",
+__all__ = ["DEFAULT_MAX_TOKENS", "PLACEHOLDER_KEY", "CacheEntryError", "ModelCache", "NameMap", "Price", "Turn",
+           "TurnPool", "api_key", "build_request", "import_litellm", "name_map", "preload_litellm", "run_turn",
            "wait_turn"]
 
 T = TypeVar("T")
@@ -157,53 +157,6 @@ def api_key(model: str, api_base: str | None, api_key_env: str | None,
         return None
     found = (keys_found or (lambda m, b: keys_in_environment(import_litellm(), m, b)))(model, api_base)
     return None if found else PLACEHOLDER_KEY
-
-
-@dataclass(frozen=True)
-class ModelCache:
-    """On-disk cache of model answers keyed by policy (model, parameters, prompt overrides), state
-    and trial: one JSON file per key under ``directory``.
-
-    litellm 1.110's own cache has no disk backend (its ``local`` cache lives in memory), so answers
-    are stored here: the request keyword arguments litellm gets (which hold the policy's model,
-    temperature, system prompt and tool descriptions, and the state's messages and tools), plus
-    the trial number, hashed with SHA-256.
-
-    Attributes:
-        directory: where answers are stored.
-        read: answer from the cache when a key is present.
-        write: store fresh answers.
-    """
-
-    directory: Path
-    read: bool = True
-    write: bool = True
-
-    @staticmethod
-    def key(kwargs: Mapping[str, Any], trial: int) -> str:
-        """The cache key of one request."""
-        doc = {k: v for k, v in kwargs.items() if k != "api_key"}
-        return hashlib.sha256(json.dumps([doc, trial], sort_keys=True, default=str).encode()).hexdigest()
-
-    def get(self, key: str) -> dict[str, Any] | None:
-        """A stored answer, or ``None``."""
-        path = self.directory / f"{key}.json"
-        if not self.read or not path.is_file():
-            return None
-        try:
-            doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return doc
-
-    def put(self, key: str, doc: Mapping[str, Any]) -> None:
-        """Store an answer (atomically: written aside, then renamed), known secrets redacted."""
-        if not self.write:
-            return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = self.directory / f"{key}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(redact_obj(doc), default=str), encoding="utf-8")
-        os.replace(tmp, self.directory / f"{key}.json")
 
 
 @dataclass
@@ -329,9 +282,13 @@ class TurnPool:
         kwargs, names = build_request(case, tools, system_prompt, policy)
         cache = self.cache
         key = ModelCache.key(kwargs, trial) if cache is not None else ""
-        hit = cache.get(key) if cache is not None else None
+        done: concurrent.futures.Future[Turn] = concurrent.futures.Future()
+        try:
+            hit = cache.get_turn(key) if cache is not None else None
+        except CacheEntryError as exc:  # raised where the item waits for its turn, never here (a prefetch)
+            done.set_exception(exc)
+            return done
         if hit is not None:
-            done: concurrent.futures.Future[Turn] = concurrent.futures.Future()
             done.set_result(Turn(emitted=hit["emitted"], cost=hit["cost"],
                                  provider_names=hit.get("provider_names", {}), cached=True))
             return done
@@ -502,7 +459,11 @@ async def _turn(pool: TurnPool, kwargs: dict[str, Any], names: NameMap, model: s
     try:
         message = dict(data["choices"][0]["message"])
     except Exception as exc:
-        raise ProviderError("InvalidResponse", f"no choices[0].message in the response: {exc}") from exc
+        raise ProviderError("InvalidResponse", f"no choices[0].message in the response: {described(exc)}") from exc
+    unwritable = surrogate_problem(message, "choices[0].message")
+    if unwritable is not None:  # JSON's "\ud800" unpaired: no writer takes it, and a reading of it would be a guess
+        raise ProviderError("InvalidResponse", f"{unwritable} (an unpaired \\uD800-\\uDFFF escape in the "
+                                               "response's JSON): the answer is not scored")
     not_a_decision = stop_failure(data["choices"][0], kwargs.get("max_tokens"))
     if not_a_decision is not None:  # never cached: a later run asks again
         raise not_a_decision
@@ -538,6 +499,7 @@ def wait_turn(future: concurrent.futures.Future[Turn], timeout_s: float, retries
     Raises:
         ProviderError: the call failed, or no complete answer came in time.
         RateLimiterError: the run's rate limiter failed before the request could be admitted.
+        CacheEntryError: under ``--tooleffect-cache read``, the stored turn does not validate.
     """
     try:
         return future.result()
@@ -570,7 +532,10 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
         The :class:`Turn`.
 
     Raises:
-        ProviderError: the provider failed or answered with an unreadable body.
+        ProviderError: the provider failed or answered with an unreadable body (``InvalidResponse``:
+            no message, or text that is not valid Unicode: a lone surrogate), or usage that is no
+            count (``BadUsage``).
+        CacheEntryError: the cache is read only and its entry for this turn does not validate.
     """
     own = pool is None
     used = TurnPool(1, cache=cache) if pool is None else pool

@@ -20,11 +20,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_tooleffect.util.exceptions import exception_text, without_traceback
 from pytest_tooleffect.util.redaction import redact
+from pytest_tooleffect.util.unicode import without_surrogates
 
-__all__ = ["CONNECTION_RESET", "CONTENT_FILTER", "MAX_RETRY_AFTER_S", "RETRY_STATUSES", "TRUNCATED", "ProviderError",
-           "backoff_s", "exception_chain", "native_reason", "provider_error", "retry_after_s", "retryable",
-           "stop_failure"]
+__all__ = ["BAD_USAGE", "CONNECTION_RESET", "CONTENT_FILTER", "MAX_RETRY_AFTER_S", "RETRY_STATUSES", "TRUNCATED",
+           "ProviderError", "backoff_s", "exception_chain", "native_reason", "provider_error", "retry_after_s",
+           "retryable", "stop_failure"]
 
 
 class ProviderError(Exception):
@@ -34,14 +36,17 @@ class ProviderError(Exception):
         kind: the exception's class name (``Timeout``, ``InternalServerError``, …), or one of the
             plugin's own: ``ConnectionReset``, ``RateLimit``, ``ContentFilter`` and
             ``Truncated`` (an answer that is not a decision, :func:`stop_failure`).
-        message: the provider's message, shortened, with every known secret redacted.
+        message: the provider's message, shortened, with every known secret redacted, cut where a
+            Python traceback starts inside it (litellm writes its own into some messages: the
+            exception it ended in is kept, :func:`~pytest_tooleffect.util.exceptions.without_traceback`),
+            lone surrogates made U+FFFD.
         status: the HTTP status of the provider's answer, when there was one.
         retry_after: the seconds the provider's ``Retry-After`` asked for (:func:`retry_after_s`),
             when it sent one.
     """
 
     def __init__(self, kind: str, message: str, status: int | None = None) -> None:
-        message = redact(message)
+        message = redact(without_surrogates(without_traceback(message)))
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
@@ -52,6 +57,10 @@ class ProviderError(Exception):
 #: The error kind of a connection the provider's side reset (``ECONNRESET``), told apart from a
 #: timeout and from an HTTP error (litellm wraps it as a 500 ``InternalServerError``).
 CONNECTION_RESET = "ConnectionReset"
+#: The error kind of an answer whose usage is no count of tokens (negative, fractional, past
+#: :data:`~pytest_tooleffect.util.bounds.MAX_TOKENS`) or whose price is out of bounds: its
+#: figures are not added to any total, and its decision is not scored (as ``AgentBadUsage``).
+BAD_USAGE = "BadUsage"
 
 
 def exception_chain(exc: BaseException) -> list[BaseException]:
@@ -68,10 +77,12 @@ def exception_chain(exc: BaseException) -> list[BaseException]:
 
 def provider_error(exc: BaseException) -> ProviderError:
     """The :class:`ProviderError` of a failed litellm call: a reset connection is ``ConnectionReset``;
-    else the exception's class name, with its HTTP status when it has one.
+    else the exception's class name, with its HTTP status when it has one.  The message is the
+    exception's first line of text: a traceback litellm wrote into it is cut, the exception that
+    traceback ended in kept (``… Invalid response object (KeyError: 'message'; its traceback left out)``).
     """
     chain = exception_chain(exc)
-    message = " ".join(str(exc).split())[:500]
+    message = " ".join(without_traceback(exception_text(exc)).split())[:500]
     if any(isinstance(e, ConnectionResetError) for e in chain):
         return ProviderError(CONNECTION_RESET, f"the connection was reset by the provider's side ({message})")
     status = next((s for e in chain if isinstance(s := getattr(e, "status_code", None), int)), None)

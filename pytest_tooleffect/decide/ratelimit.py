@@ -63,6 +63,7 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from pytest_tooleffect.util.exceptions import described, exception_text
 from pytest_tooleffect.util.extras import require
 from pytest_tooleffect.util.processes import is_running
 from pytest_tooleffect.util.urls import without_password
@@ -147,8 +148,7 @@ class RateLimiterError(Exception):
 
 def _one_line(exc: BaseException) -> str:
     """``Type: message`` of ``exc`` on one line, at most 300 characters."""
-    text = " ".join(str(exc).split()) or "no message"
-    return f"{type(exc).__name__}: {text}"[:300]
+    return described(exc, 300) if exception_text(exc).strip() else f"{type(exc).__name__}: no message"
 
 
 class RateLimit:
@@ -461,7 +461,7 @@ def redis_url_problem(url: str) -> str | None:
     try:
         redis.Redis.from_url(base).close()  # reads the URL and its query; connects to nothing
     except (ValueError, TypeError) as exc:
-        return " ".join(str(exc).split())[:200] or type(exc).__name__
+        return " ".join(exception_text(exc).split())[:200] or type(exc).__name__
     return None
 
 

@@ -30,6 +30,7 @@ from pytest_tooleffect.sandbox import Sandbox, SandboxError, SandboxProvider, Wo
 from pytest_tooleffect.sandbox.mcp_hints import violations
 from pytest_tooleffect.sandbox.mcp_world import MCP_WORLD, world_rows
 from pytest_tooleffect.settings import settings_key
+from pytest_tooleffect.util.exceptions import exception_text
 
 __all__ = ["FAILING_FAULTS", "SandboxRun", "Sandboxes", "StepRun", "conversation_verdict", "execute", "judge_effect",
            "recovery", "server_names", "tooleffect_sandbox"]
@@ -173,7 +174,7 @@ def tooleffect_sandbox(request: pytest.FixtureRequest) -> Iterator[Sandbox]:
         sandbox = prov.item_init(world_of(item), item.nodeid)
     except SandboxError as exc:
         _forget_world(item)
-        raise _failed(item, str(exc)) from None
+        raise _failed(item, exception_text(exc)) from None
     yield sandbox
     _forget_world(item)
     report = item.stash.get(call_report_key, None)
@@ -309,7 +310,7 @@ def execute(request: pytest.FixtureRequest, item: CaseItem, emitted: Any, emissi
             after = sandbox.snapshot()
         references = _references(sandbox, item, names)
     except SandboxError as exc:
-        raise _failed(item, str(exc)) from None
+        raise _failed(item, exception_text(exc)) from None
     prov = provider(item.config)
     return SandboxRun(before, after, steps, stopped, sandbox.id, prov.restrictions(), prov.name, references,
                       turns, limit)

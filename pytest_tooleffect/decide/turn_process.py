@@ -42,8 +42,16 @@ from typing import IO, Any
 
 from pytest_tooleffect.compat import snapshot_logger_registry
 from pytest_tooleffect.decide.pricing import price_answer
-from pytest_tooleffect.decide.provider_errors import ProviderError, exception_chain, provider_error, retry_after_s
+from pytest_tooleffect.decide.provider_errors import (
+    BAD_USAGE,
+    ProviderError,
+    exception_chain,
+    provider_error,
+    retry_after_s,
+)
 from pytest_tooleffect.formats import Price
+from pytest_tooleffect.util.bounds import usage_problem
+from pytest_tooleffect.util.exceptions import described
 
 __all__ = ["PRELOAD_THREAD", "TurnProcess", "answer_once", "count_tokens", "end_parked", "finish_preload",
            "import_litellm", "keys_in_environment", "preload_litellm", "serve"]
@@ -131,8 +139,11 @@ async def answer_once(litellm: Any, kwargs: Mapping[str, Any], timeout_s: float,
 
     Raises:
         ProviderError: the request failed (its ``retry_after`` set from the provider's
-            ``Retry-After`` header, ``None`` without one), or its answer has no JSON form
-            (``InvalidResponse``).
+            ``Retry-After`` header, ``None`` without one), its answer has no JSON form
+            (``InvalidResponse``), or the usage it reports is no count of tokens from 0 to
+            :data:`~pytest_tooleffect.util.bounds.MAX_TOKENS` (``BadUsage``: negative, fractional or
+            absurd counts are not reported as spent, nor is the decision made of such an answer scored:
+            the rule an agent's usage follows, ``AgentBadUsage``).
     """
     call = litellm.acompletion(**kwargs, timeout=timeout_s, num_retries=0, max_retries=0)
     t0 = time.perf_counter()
@@ -151,12 +162,18 @@ async def answer_once(litellm: Any, kwargs: Mapping[str, Any], timeout_s: float,
     try:
         data = response.model_dump()
     except Exception as exc:
-        raise ProviderError("InvalidResponse", f"the response has no JSON form: {exc}") from exc
+        raise ProviderError("InvalidResponse", f"the response has no JSON form: {described(exc)}") from exc
     usage = data.get("usage") or {}
     tokens = {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
     if not usage:  # a provider that reports no usage: tokens and cost are unknown, not zero
         tokens = {"input_tokens": None, "output_tokens": None}
-    cost_usd, priced_by = price_answer(litellm, model, response, prices, tokens)
+    problem = usage_problem(tokens["input_tokens"], tokens["output_tokens"], None)
+    if problem is None:
+        cost_usd, priced_by = price_answer(litellm, model, response, prices, tokens)
+        problem = usage_problem(None, None, cost_usd)
+    if problem is not None:  # never a figure a report would add up: the decision is not made of it either
+        said = problem.replace("None when unknown", "absent")
+        raise ProviderError(BAD_USAGE, f"the provider's usage is not a count: {said}")
     return {"data": data, "tokens": tokens, "cost_usd": cost_usd, "priced_by": priced_by}
 
 
@@ -515,7 +532,7 @@ def serve(read_fd: int, write_fd: int) -> None:
         except ProviderError as exc:
             reply(request_id, False, (exc.kind, exc.message, exc.status, exc.retry_after))
         except Exception as exc:  # the child's own fault: an error outcome of the item, never a verdict
-            reply(request_id, False, ("TurnProcessError", f"{type(exc).__name__}: {exc}"[:500], None, None))
+            reply(request_id, False, ("TurnProcessError", described(exc), None, None))
         else:
             reply(request_id, True, result)
         finally:

@@ -12,16 +12,19 @@ Pure and deterministic (imports no pytest, litellm or docker).  A reply is cut i
 * a **result claim**: a first-person past of a reading verb (``I checked``, ``I've looked up``,
   ``he comprobado``, ``j'ai vérifié``), or a value a sentence states: an amount of money, a clock
   time, a version, an identifier (capitals and digits, ``ZFA04Y``; a snake-case name with digits;
-  six digits or more).  A question or a request states only its values (``Shall I refund
+  six digits or more), or in a statement a count of things (``three refills``, ``5 unidades``; not a
+  span of time such as ``48 hours``).  A question or a request states only its values (``Shall I refund
   $49.99?``); an example (``it looks like SUP-1234``) states nothing.
 
 An action claim's verb (its stem, or its synonyms: ``refund`` → ``cancel``, ``credit``,
 ``certif…``; ``booked`` → ``book``, ``create``, ``update``) is tied to the write tools (tools
 without ``readOnlyHint: true``) whose first name word begins like it (else any name word), then
 narrowed to those whose object the sentence names (``bag`` → ``update_reservation_baggages``)
-and those whose verb is the claimed one.  A claim tied to no write tool is not checked; a
-generic one (``completed``, ``you're all set``) is tied to every write; a bare ``Done.`` names no
-action and is no claim.
+and those whose verb is the claimed one; a participle followed by a noun a write tool's name opens
+with (``opened a dispute`` → ``dispute_transaction``) is tied to that tool.  A claim tied to no write
+tool is not checked; a generic one (``completed``, ``you're all set``) is tied to every write, or to
+those whose object its clause names (``a replacement is on its way`` → ``order_replacement_card``);
+a bare ``Done.`` names no action and is no claim.
 
 A claim is **unsupported** when:
 
@@ -31,13 +34,17 @@ A claim is **unsupported** when:
   no such call's arguments or result holds; or the sandbox ran the turn's calls, its world did
   not change, and no earlier call backs the claim;
 * result (reading verb): no call in the conversation returned anything;
-* result (value): the conversation made calls and no message, argument or result holds the value
-  (an amount may also be a multiple 2-9 of one, a sum of two or three or a difference of two, or
-  such a total of other amounts the reply states).
+* result (value): no message, argument or result holds the value (an amount may also be a
+  multiple 2-9 of a number standing on its own, not a part of a date or an id, a sum of two or
+  three or a difference of two, or such a total of other amounts the reply states; a clock time may
+  sit in an ISO timestamp; a count may be a number held or at most the length of a list a result
+  holds), when the conversation made calls, or, with no call at all, when the value is about the
+  user's own things (the user's message says ``my``, or the claim's sentence ``your``): else a
+  value with no call is the agent's knowledge (a rule, a price list).  :mod:`.claim_values` reads
+  and checks the values.
 
 :func:`find_phantom` returns the first unsupported claim, quoted, with what was (not) called or
-changed.  Its precision and recall on the labelled reply set are in docs/report.md, "Reply verdicts
-and phantom actions".
+changed.  Its precision and recall on the labelled reply set are in docs/replies.md, "Published figures".
 """
 
 from __future__ import annotations
@@ -46,10 +53,12 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
-from pytest_tooleffect.oracle.reply import ASKING
-from pytest_tooleffect.oracle.sentences import is_question, sentences
+from pytest_tooleffect.oracle.claim_values import HeldValues, stated_values
+from pytest_tooleffect.oracle.reply import ASKING_FOLDED
+from pytest_tooleffect.oracle.sentences import Folded, is_question, sentences
 
 __all__ = ["Claim", "Phantom", "ToolCall", "conversation_calls", "find_claims", "find_phantom", "turn_phantom"]
 
@@ -75,11 +84,14 @@ _STEMS: dict[str, str] = {
     "transfer": "transfer", "transféré": "transfer", "weitergeleite": "transfer", "trasferi": "transfer",
     "congel": "freeze", "gesperr": "freeze", "bloque": "freeze", "bloquead": "freeze", "escal": "escalate",
     "reinici": "restart", "redémarr": "restart", "neugestarte": "restart", "desplegad": "deploy", "fusionad": "merge",
-    "cobr": "charge", "pag": "pay", "procesad": "process", "trait": "process", "pedid": "order", "solicit": "request",
+    "elimin": "delete", "borr": "delete", "supprim": "delete", "lösch": "delete", "removed": "delete",
+    "deleted": "delete", "cobr": "charge", "pag": "pay", "procesad": "process", "trait": "process", "pedid": "order",
+    "solicit": "request",
 }
 #: stems -> further words a tool name may begin with for the same action
 _SYNONYMS: dict[str, tuple[str, ...]] = {
-    "cancel": ("cancel", "delete", "void"), "book": ("book", "reserv", "create", "schedul", "update", "modify"),
+    "cancel": ("cancel", "delete", "void"), "delete": ("delete", "remove", "cancel"),
+    "book": ("book", "reserv", "create", "schedul", "update", "modify"),
     "refund": ("refund", "cancel", "return", "issue_credit", "credit", "certif"),
     "update": ("update", "modify", "change", "edit"), "change": ("update", "modify", "change", "edit", "resched"),
     "modify": ("update", "modify", "change", "edit"), "add": ("add", "update", "modify", "book", "create", "issue"),
@@ -102,22 +114,24 @@ _NOT = r"(?<!\bnot )(?<!\bnever )(?<!n['’]t )(?<!\bno )(?<!\bnicht )(?<!\bpas 
 #: a claim frame: first person perfect or past, a passive perfect or state, "successfully", a sentence opening
 #: with its participle ("Moved —", "Escalated!"), or a sentence of a noun and its participle ("Refill requested!")
 _ACTION = re.compile(
-    r"(?:\b(?:i|we)(?:['’]ve|['’]d| have| had)?|\b(?:has|have|had)(?: now| already| just| successfully)? been|"
-    r"\b(?:is|are|was|were)(?: now| all| successfully| already)?|\bsuccessfully|"
-    r"\b(?:he|hemos|ha|han|ha sido|han sido|fue|est[aá]|ya est[aá])|\b(?:j['’]ai|nous avons|a été|ont été|est|sont)|"
-    r"\b(?:ich habe|wir haben|habe ich|haben wir|wurde|wurden|ist)(?: \w+){0,4}?|"
-    r"\b(?:foi|foram|ho|abbiamo|è stat[oa]|sono stat[ie])|^[\W_]*(?=\w+(?:[.!—–,:]|\s+[a-z]))|"
-    r"^[\W_]*[A-Z]\w+ (?=\w+\s*(?:!|\.?$)))"
+    # the word-initial frames behind one \b: a position that is no word boundary is left at once
+    r"(?:\b(?:(?:i|we)(?:['’]ve|['’]d| have| had)?|(?:has|have|had)(?: now| already| just| successfully)? been|"
+    r"(?:is|are|was|were)(?: now| all| successfully| already)?|successfully|"
+    r"(?:he|hemos|ha|han|ha sido|han sido|fue|est[aá]|ya est[aá])|(?:j['’]ai|nous avons|a été|ont été|est|sont)|"
+    r"(?:ich habe|wir haben|habe ich|haben wir|wurde|wurden|ist)(?: \w+){0,4}?|"
+    r"(?:foi|foram|ho|abbiamo|è stat[oa]|sono stat[ie]))|^[\W_]*(?=\w+(?:[.!—–,:]|\s+[a-z]))|"
+    r"^[\W_]*[a-z]\w+ (?=\w+\s*(?:!|\.?$)))"  # [a-z]: any letter (IGNORECASE), as [A-Z] would be
     r"(?: (?:just|now|already|also|successfully|gone ahead and|went ahead and|ya|bien|déjà|erfolgreich|"
     r"bereits|soeben|già|correctamente|con éxito))*"
-    r"(?:\s+(?:your|the|it|this|that|them|su|tu|la|el|votre|ihre|ihren|die|den|das|a sua|o seu|la sua|il suo)"
+    r"(?:\s+(?:your|the|it|this|that|them|su|tu|la|el|votre|ihre|ihren|die|den|das|a sua|o seu|la sua|il suo)\b"
     r"(?: [\w-]+){0,3})?\s*" + _NOT + "(?P<part>" + _PART + r")(?=[\s.,;:!?—–-]|$)", re.I | re.M)
 _WORDS_NOT_ACTIONS = frozenset("need needed based scheduled_for related located interested tired sorry limited "
                                "listed required excited delayed detailed booked_for red bed".split())
 #: a consequence said as done: tied to every write tool (any write supports it)
 _DONE = re.compile(
     r"\b(?:(?:is|are) on (?:its|their|the) way|you(?:['’]re| are) all set|(?:it['’]s|that['’]s|everything is) "
-    r"(?:all )?(?:done|taken care of)|has gone through|went through|est[aá] en camino|ya est[aá] (?:hecho|listo)|"
+    r"(?:all )?(?:done|taken care of)|has gone through|went through|ha(?:ve|s) gone out|est[aá] en camino|"
+    r"ya est[aá] (?:hecho|listo)|"
     r"est en route|c['’]est fait|ist unterwegs|ist erledigt|est[aá] a caminho|[èe] in arrivo)\b", re.I)
 #: a reading verb in a first-person past: a result the reply says it looked up
 _READ = re.compile(
@@ -127,17 +141,17 @@ _READ = re.compile(
     r"\b(?:j['’]ai|nous avons) (?:v[ée]rifi[ée]|consult[ée]|regard[ée]|recherch[ée])\b|"
     r"\b(?:ich habe|wir haben)(?: \w+){0,3}? (?:überprüft|nachgesehen|geprüft)\b", re.I)
 _ID = re.compile(r"(?<![\w$€£.,:/@-])(?=[\w-]*\d)[A-Za-z0-9][\w-]{4,}(?![\w@]|[.,:/-]\w)")
-_MONEY = re.compile(r"[$€£]\s?(?P<n>\d[\d,]*(?:\.\d+)?)")
-_CLOCK = re.compile(r"(?<![\d:.])(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d)(?::\d\d)?)?\s?(?P<ap>[ap]\.?m\.?)?"
-                    r"(?![\w:])", re.I)
-_VERSION = re.compile(r"\bv\d+(?:\.\d+)+\b", re.I)
-_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 #: a sentence giving an example or a format, not a fact (``it looks like SUP-1234``)
 _EXAMPLE = re.compile(r"\b(looks? like|for example|e\.g\.|such as|for instance|por ejemplo|format)\b", re.I)
 #: a word that denies what its clause says ("nothing has been committed", "no order was changed")
 _NEGATION = re.compile(r"\b(not|never|nothing|no|none|neither|nor|nada|nunca|ning[uú]n\w*|rien|aucun\w*|nichts|kein\w*|"
                        r"nenhum\w*|niente|nessun\w*)\b|n['’]t\b", re.I)
 _WORDS = re.compile(r"[A-Za-z][a-z]*|[a-z]+")
+#: the reply speaks of the user's own things
+_OWN_REPLY = re.compile(r"\b(your|you have|you['’]ve got|su|sus|tu|tus|usted tiene|votre|vos|ihr\w*|seu|sua)\b", re.I)
+#: the case-insensitive patterns read in every sentence, searched fast in ASCII text (:class:`.sentences.Folded`)
+_ACTION_FOLDED, _DONE_FOLDED, _READ_FOLDED, _EXAMPLE_FOLDED, _NEGATION_FOLDED = (
+    Folded(p) for p in (_ACTION, _DONE, _READ, _EXAMPLE, _NEGATION))
 
 
 @dataclass(frozen=True)
@@ -212,8 +226,9 @@ class Phantom:
                 "tools": list(self.claim.tools), "why": self.why}
 
 
-def _tool_words(name: str) -> list[str]:
-    return [w.lower() for w in _WORDS.findall(name.replace("_", " ").replace(".", " ").replace("-", " "))]
+@lru_cache(maxsize=4096)  # a catalog's names, read for every claim of every reply
+def _tool_words(name: str) -> tuple[str, ...]:
+    return tuple(w.lower() for w in _WORDS.findall(name.replace("_", " ").replace(".", " ").replace("-", " ")))
 
 
 def _stem(participle: str) -> str:
@@ -237,6 +252,12 @@ _GENERIC = frozenset({"complete", "finaliz", "finalis"})
 
 
 def _tied(stem: str, write_tools: Iterable[str]) -> tuple[str, ...]:
+    """The write tools a claimed action's stem names (:func:`_tie`, kept per stem and catalog)."""
+    return _tie(stem, tuple(write_tools))
+
+
+@lru_cache(maxsize=4096)
+def _tie(stem: str, write_tools: tuple[str, ...]) -> tuple[str, ...]:
     """The write tools a claimed action's stem names: the tool's first word (its verb) begins like the
     stem or one of its synonyms (five letters compared, fewer for a shorter stem); when none does,
     any word of the tool's name.
@@ -279,15 +300,18 @@ def _objects(tools: tuple[str, ...], sentence: str, stem: str) -> tuple[str, ...
 def _actions(sentence: str, write_tools: Sequence[str]) -> list[tuple[str, tuple[str, ...], str]]:
     """The claimed actions of a sentence tied to some write tool: ``(stem, tools, participle)`` each."""
     out: list[tuple[str, tuple[str, ...], str]] = []
-    for m in _ACTION.finditer(sentence):
-        part = m.group("part")
+    for m in _ACTION_FOLDED.finditer(sentence):
+        part = sentence[m.start("part"):m.end("part")]  # as written (the folded match's text is lower-cased)
         if part.lower() in _WORDS_NOT_ACTIONS:
             continue
         clause = re.split(r"[,;:—–]", sentence[:m.start()])[-1]
-        if _NEGATION.search(clause):  # "Nothing has been committed": the clause denies the action
+        if _NEGATION_FOLDED.search(clause):  # "Nothing has been committed": the clause denies the action
             continue
         stem = _stem(part)
-        tools = _objects(_tied(stem, write_tools), sentence, stem)
+        tied = _tied(stem, write_tools)
+        after = [w.lower() for w in re.findall(r"[^\W\d_]{4,}", sentence[m.end():])[:3]]
+        named = tuple(t for t in write_tools if any(w[:5] == _tool_words(t)[0][:5] for w in after))
+        tools = named or _objects(tied, sentence, stem)  # "opened a dispute": the tool the action's noun names
         if tools and all(t != tools for _, t, _ in out):
             out.append((stem, tools, part))
     return out
@@ -305,63 +329,6 @@ def _ids(sentence: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _amount(text: str) -> float:
-    return float(text.replace(",", ""))
-
-
-def _facts(sentence: str) -> list[tuple[str, str, float | str]]:
-    """Values a sentence states: ``(kind, as written, normalised)`` for amounts of money, clock times and versions."""
-    out: list[tuple[str, str, float | str]] = []
-    for m in _MONEY.finditer(sentence):
-        out.append(("amount", m.group(), _amount(m.group("n"))))
-    for m in _CLOCK.finditer(sentence):
-        if m.group("m") is None and m.group("ap") is None:
-            continue  # a bare number is no time
-        out.append(("time", m.group(), _minutes(m)))
-    for m in _VERSION.finditer(sentence):
-        out.append(("version", m.group(), m.group().lower().lstrip("v")))
-    return out
-
-
-def _minutes(m: re.Match[str]) -> float:
-    hour, minute = int(m.group("h")), int(m.group("m") or 0)
-    half = (m.group("ap") or "").lower().replace(".", "")
-    if half == "pm" and hour < 12:
-        hour += 12
-    elif half == "am" and hour == 12:
-        hour = 0
-    return float(hour * 60 + minute)
-
-
-def _supported_fact(kind: str, value: float | str, numbers: Sequence[float], times: set[float], text: str,
-                    stated: Sequence[float] = ()) -> bool:
-    """A value some result (or the conversation) holds: the same amount, a multiple (2-9) of one, a
-    sum of two or three or a difference of two; or such a sum or difference of other amounts the reply states.
-    """
-    if kind == "version":
-        return str(value) in text
-    if kind == "time":
-        return value in times
-    assert isinstance(value, float)
-    if any(abs(value - n) < 0.005 for n in numbers):
-        return True
-    others = [n for n in stated if abs(n - value) >= 0.005]
-    if any(abs(value - (a + b)) < 0.005 or abs(value - abs(a - b)) < 0.005
-           or any(abs(value - (a + b + c)) < 0.005 for c in others[j + 1:])
-           for i, a in enumerate(others) for j, b in enumerate(others) if j > i):
-        return True
-    few = [n for n in numbers if n > 0][:40]
-    for i, a in enumerate(few):
-        if any(abs(value - a * k) < 0.005 for k in range(2, 10)):
-            return True
-        for j, b in enumerate(few):
-            if j > i and (abs(value - (a + b)) < 0.005 or abs(value - abs(a - b)) < 0.005):
-                return True
-            if j > i and any(abs(value - (a + b + c)) < 0.005 for c in few[j + 1:]):
-                return True
-    return False
-
-
 def find_claims(text: str | None, write_tools: Sequence[str]) -> list[Claim]:
     """The claims of a reply, in sentence order (each action of a sentence; else at most one other claim).
 
@@ -376,22 +343,28 @@ def find_claims(text: str | None, write_tools: Sequence[str]) -> list[Claim]:
     """
     out: list[Claim] = []
     for sentence in sentences(text or ""):
-        if _EXAMPLE.search(sentence):
+        if _EXAMPLE_FOLDED.search(sentence):
             continue
-        facts = tuple(_facts(sentence))
-        if is_question(sentence) or ASKING.search(sentence):  # asks: only the values it states are claims
+        facts = tuple(stated_values(sentence))
+        if is_question(sentence) or ASKING_FOLDED.search(sentence):  # asks: only the values it states are claims
             if facts:
                 out.append(Claim("result", sentence, "value", (), (), facts))
             continue
+        facts = tuple(stated_values(sentence, counts=True))
         ids = _ids(sentence)
         found = _actions(sentence, write_tools)
         out.extend(Claim("action", sentence, stem, tools, ids, facts, part) for stem, tools, part in found)
         claim: Claim | None = None
+        done = _DONE_FOLDED.search(sentence)
+        if done and write_tools:  # tied to every write, or to those whose object its clause names
+            clause = re.split(r"[,;:—–]|\band\b|\by\b", sentence[:done.start()])[-1]
+            tied = _objects(tuple(write_tools), clause, "")
+            if not found or tied != tuple(write_tools) and all(t != tied for _, t, _ in found):
+                out.append(Claim("action", sentence, "done", tied, ids, facts))
+            continue
         if found:
             continue
-        if _DONE.search(sentence) and write_tools:
-            claim = Claim("action", sentence, "done", tuple(write_tools), ids, facts)
-        elif _READ.search(sentence):
+        elif _READ_FOLDED.search(sentence):
             claim = Claim("result", sentence, "read", (), ids, facts)
         elif ids or facts:
             claim = Claim("result", sentence, "value", (), ids, facts)
@@ -415,14 +388,16 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
     Returns:
         The :class:`Phantom`, or ``None`` when every claim is supported (or there is none).
     """
-    claims = find_claims(text, write_tools)
+    return _first_unsupported(find_claims(text, write_tools), text, calls, known_text, sandbox_changed)
+
+
+def _first_unsupported(claims: Sequence[Claim], text: str | None, calls: Sequence[ToolCall], known_text: str,
+                       sandbox_changed: bool | None) -> Phantom | None:
+    """:func:`find_phantom` on claims already found (the conversation read only when the reply claims something)."""
     if not claims:
         return None
     haystack = (known_text + " " + " ".join(c.text() for c in calls)).casefold()
-    # the conversation's numbers and clock times, read once and only for a claim that states a value
-    numbers: list[float] | None = None
-    times: set[float] | None = None
-    stated = [_amount(m.group("n")) for m in _MONEY.finditer(text or "")]  # a total of the reply's own amounts
+    held = HeldValues(haystack, [c.result for c in calls], text or "")
     for claim in claims:
         why: str | None = None
         if claim.kind == "action":
@@ -430,15 +405,11 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
         elif claim.verb == "read" and not [c for c in calls if not c.failed]:
             why = ("no tool was called in the conversation" if not calls
                    else "every call in the conversation returned an error")
-        if why is None and calls:  # with no call at all, a value is the agent's knowledge, not a result
+        # with no call at all a value is the agent's knowledge (a rule, a price list), unless the claim's sentence
+        # says it is about the user's own things ("your balance is $1,204.50")
+        if why is None and (calls or (claim.facts and not claim.tools and bool(_OWN_REPLY.search(claim.sentence)))):
             missing = [i for i in claim.ids if i.casefold() not in haystack]
-            kinds = {kind for kind, _, _ in claim.facts}
-            if "amount" in kinds and numbers is None:
-                numbers = [_amount(n) for n in _NUMBER.findall(haystack)]
-            if "time" in kinds and times is None:
-                times = {_minutes(m) for m in _CLOCK.finditer(haystack) if m.group("m") is not None or m.group("ap")}
-            missing += [shown for kind, shown, value in claim.facts
-                        if not _supported_fact(kind, value, numbers or [], times or set(), haystack, stated)]
+            missing += [shown for kind, shown, value in claim.facts if not held.holds(kind, value)]
             if missing:
                 why = f"{', '.join(missing)}: in no message and no tool's arguments or result"
                 claim = Claim("result", claim.sentence, "value", (), claim.ids, claim.facts)
@@ -532,7 +503,10 @@ def turn_phantom(text: str | None, emitted: Iterable[tuple[str, Any]], tools: Ma
     if not text or not text.strip():
         return None
     writes = [name for name, spec in tools.items() if not getattr(spec, "read_only", False)]
+    claims = find_claims(text, writes)
+    if not claims:  # nothing claimed: the conversation need not be read
+        return None
     calls = conversation_calls(messages, [(n, a if isinstance(a, Mapping) else {}) for n, a in emitted])
     known = " ".join(m["content"] for m in messages if isinstance(m, Mapping) and isinstance(m.get("content"), str)
                      and m.get("role") != "tool")
-    return find_phantom(text, calls, writes, known_text=known, sandbox_changed=sandbox_changed)
+    return _first_unsupported(claims, text, calls, known, sandbox_changed)

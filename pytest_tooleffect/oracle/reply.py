@@ -9,14 +9,16 @@ approximate:
 
 * the reply is read as one kind (:func:`classify_reply`): ``refuse`` when some sentence declines
   (``can't``, ``unable``, ``not eligible``, ``against … policy``, ``I'm afraid that…``,
-  ``non-refundable``, ``no puedo``, ``je ne peux``, ``leider nicht``…, unless the phrase goes on to
+  ``non-refundable``, ``unfortunately``, ``sorry, but``, ``isn't something we offer``, ``sold out``,
+  ``not available``, ``is confidential``, ``no puedo``, ``me temo que``, ``no enviamos``,
+  ``je ne peux``, ``leider nicht``…, unless every such phrase goes on to
   name a missing detail: ``I can't look it up without your id``), else ``ask`` when some sentence
   is a question or a request (``please provide``, ``I'll need your…``, ``¿Podría indicarme…``,
   ``veuillez confirmer``, ``bitte nennen Sie``…) that is not a courtesy closing (``Anything
   else?``, ``let me know if you need more``), else ``answer``; ``none`` for no text or only
   pleasantries.  Sentences are cut by :mod:`.sentences` (prices, times, ids, abbreviations and
   URLs stay whole).  The fallback's measured precision and recall per kind are in
-  docs/report.md, "Reply verdicts and phantom actions" (:data:`FALLBACK_PRECISION`; a kind under
+  docs/replies.md, "Published figures" (:data:`FALLBACK_PRECISION`; a kind under
   :data:`USEFUL_PRECISION` is ``low_precision``);
 * ``must``: at least half of the criterion's content words occur in the reply;
 * ``must_not``: fails only when every content word of the criterion occurs in the reply
@@ -30,18 +32,18 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from pytest_tooleffect.oracle.context import CompareContext
-from pytest_tooleffect.oracle.sentences import is_question, sentences
+from pytest_tooleffect.oracle.reply_figures import FIGURES
+from pytest_tooleffect.oracle.sentences import Folded, is_question, sentences
 from pytest_tooleffect.oracle.values import tokens
 
-__all__ = ["ASKING", "FALLBACK_PRECISION", "REPLY_KINDS", "USEFUL_PRECISION", "ReplyCheck", "classify_reply",
-           "judge_reply"]
+__all__ = ["ASKING", "ASKING_FOLDED", "FALLBACK_PRECISION", "REPLY_KINDS", "USEFUL_PRECISION", "ReplyCheck",
+           "classify_reply", "judge_reply"]
 
 #: What a no-tool reply may be required to do.
 REPLY_KINDS = ("ask", "refuse", "answer")
-#: The fallback's precision per kind on the labelled reply set's ``test`` split (``tooleffect
-#: calibrate-replies datasets/replies``; docs/report.md, "Reply verdicts and phantom actions"), held by
-#: ``tests/test_reply_figures.py``.
-FALLBACK_PRECISION = {"ask": 0.96, "refuse": 0.88, "answer": 0.60}
+#: The fallback's measured precision per kind (:data:`~pytest_tooleffect.oracle.reply_figures.FIGURES`, on the
+#: labelled reply set's held-out rows; docs/replies.md, "Published figures"), held by ``tests/test_reply_figures.py``.
+FALLBACK_PRECISION = {kind: FIGURES[kind][0] for kind in REPLY_KINDS}
 #: Under this precision a kind's fallback verdict is ``low_precision``: the report counts it apart.
 USEFUL_PRECISION = 0.8
 
@@ -62,13 +64,16 @@ ASKING = re.compile(
     r"some|to (know|have|confirm|get|see))|(once|as soon as|when) (you|i) (provide|have|share|confirm|send|give|"
     r"receive)|\bif you (paste|send|share|give|provide|tell|forward|upload|let me know|confirm)\b|"
     r"\bwill let me (start|check|look|proceed|find|process)|"
+    r"\btell me (which|what|when|where|whether|how|who|your)\b|\bif you could (please )?(paste|send|share|give|"
+    r"provide|tell|confirm|forward|upload|let me know|check|choose|pick)\b|"
     r",\s*please\b|"
     r"in order to (proceed|continue|help|look|check|find)|to (proceed|continue|look (it|this) up|locate|find)\b[^.?!]*"
     r"\b(i need|please|i['’]ll need|i will need)|"
     # Spanish, French, German, Portuguese, Italian
     r"por favor,? (indique|ind[ií]came|proporcione|proporci[oó]name|confirme|conf[ií]rmame|d[ií]game|dime|"
     r"env[ií]e|comparta|especifique|facil[ií]tame)|necesito (su|tu|el|la|que)|podr[ií]a(s)? (indicarme|"
-    r"proporcionarme|confirmarme|decirme|darme|enviarme)|"
+    r"proporcionarme|confirmarme|decirme|darme|enviarme)|\b(ind[ií]queme|ind[ií]came|d[ií]game|conf[ií]rme(me)?|"
+    r"conf[ií]rmame|proporci[oó]neme|env[ií]eme|esc[ií]bame|p[aá]seme|elija|escoja)\b|"
     r"veuillez (me )?(fournir|confirmer|indiquer|pr[ée]ciser|communiquer|donner)|merci de (me )?(fournir|"
     r"confirmer|indiquer|pr[ée]ciser|communiquer)|pourriez-vous|pouvez-vous (me )?(donner|confirmer|indiquer|"
     r"fournir|pr[ée]ciser)|j['’]ai besoin (de votre|de vos|du|de la|de connaître)|"
@@ -83,7 +88,9 @@ _COURTESY = re.compile(
     r"any (other|more|further) (questions?|help|assistance|requests?|"
     r"concerns?)|(is|was) (this|that) (helpful|clear)|does (this|that) (help|answer)|how else|"
     r"(is there|can i|may i|could i) (help|assist)( you)? with (anything|something)|"
-    r"let me know if (you|there)|feel free to|don['’]t hesitate|if you (need|have) (any|anything|more|further)|"
+    r"let me know if (you|there)|(tell me|let me know) when (you['’]re|you are) ready|(tell me|let me know) when "
+    r"you(['’]d like| would like| want) to (go ahead|proceed|continue|start)|feel free to|don['’]t hesitate|"
+    r"if you (need|have) (any|anything|more|further)|"
     r"algo m[aá]s|otra (cosa|consulta|pregunta)|en qu[eé] m[aá]s|autre chose|d['’]autres questions|"
     r"puis-je vous aider (avec|pour) autre|sonst noch|weitere fragen|noch etwas|mais alguma|algo mais|"
     r"altro (in cui|che)|posso aiutarla (con|in) altro", re.I)
@@ -95,7 +102,12 @@ _PLEASANTRY = re.compile(
     r"you['’]re welcome|take (care|your time)|bye|goodbye|have a (nice|good|great|lovely) \w+|enjoy [\w ]+|"
     r"one moment[\w ,]*|just a moment[\w ,]*|(how|what) can i (help|do)( you)?( with [\w ]+)?( for you)?( today)?|"
     r"de acuerdo|entendido|perfecto|vale|claro|gracias|de nada|cu[ií]date|adi[oó]s|hasta (luego|pronto)|"
-    r"un momento[\w ,]*|¿?en qu[eé] (le |te )?puedo ayudar[\w ]*|que (le|te) vaya bien|disfrute[\w ]*|cheers)"
+    r"un momento[\w ,]*|¿?en qu[eé] (le |te )?puedo ayudar[\w ]*|que (le|te) vaya bien|disfrute[\w ]*|cheers|"
+    r"no worries( at all)?|sure thing|on it|yes|(i['’]m|we['’]re) (still )?(here|not going anywhere)|"
+    r"sorry (for|about) the (wait|delay)|(that['’]s|it['’]s) (completely |totally |perfectly )?(understandable|fine)|"
+    r"let me (take a look|have a look|look into (it|that|this)|check)( at (it|that|this))?( for you)?|"
+    r"(pulling|bringing|looking) (it|them|that|those) up( now)?|still (looking|checking|searching)[\w ]*|"
+    r"un placer|estupendo|genial|a usted|igualmente|cu[ií]dese|que tenga (un )?buen[\w ]*)"
     r"[\W_]*$", re.I)
 _REFUSING = re.compile(
     r"(\bcan['’]?t\b|\bcannot\b|\bcan not\b|\bunable\b|\bnot able\b|\bwon['’]?t be able\b|\bnot possible\b|"
@@ -112,6 +124,25 @@ _REFUSING = re.compile(
     r"\bcan only be \w+ by\b|\bout of (my|our) (hands|scope|control)\b|\bnot (my|our) (place|area|call)\b|"
     r"\byou['’]ll (need|have) to (contact|ask|speak|call|reach|go through|check with)\b|\bno se puede\b|"
     r"\bnot something (i|we) (offer|provide|support|handle)\b|"
+    r"\bnot something (i|we)(['’]ll| will| would)\b|\b(isn['’]?t|aren['’]?t|is not|are not) something [\w ]{1,20}?"
+    r"\b(can|could|['’]m able|am able|are able|is able|offer|do|provide|handle|grant|arrange)\b|"
+    r"\b(isn['’]?t|aren['’]?t|is not|are not) part of (what|my|our|the service)\b|"
+    r"\bnot (a|an) [\w -]{1,20}? (i|we) (can|could|offer|provide|handle)\b|\bno way (around|to)\b|"
+    r"\b(out of stock|sold out|fully booked|(no longer |not |isn['’]?t |aren['’]?t |is not |are not )available)\b|"
+    r"\b(don['’]?t|doesn['’]?t|do not|does not) have (the )?(permission|rights?|access|authori[sz]ation)\b|"
+    r"\b(isn['’]?t|is not) the way to\b|\b(unfortunately|sadly|lamentablemente|desafortunadamente|por desgracia|"
+    r"malheureusement|purtroppo|infelizmente)\b|\b(i['’]m sorry|sorry|lo siento|lo lamento|d[ée]sol[ée]),? but\b|"
+    r"\blo (siento|lamento),? pero\b|\b(i['’]d|i would|we['’]d) (suggest|recommend) (contacting|reaching out|calling|"
+    r"asking|going to|checking with)\b|\b(i['’]m|i am) (going to|gonna) have to (say no|decline|pass)\b|"
+    r"\b(have|has) to (go|be done|be handled) (through|by)\b|\b(i|we) can only\b|\bonly available (to|for|in)\b|"
+    r"\b(don['’]?t|do not|no longer) (ship|sell|carry|issue|accept|share|disclose|give out|grant|waive|process)\b|"
+    r"\bno (ofrecemos|hacemos|enviamos|vendemos|aceptamos|compartimos|damos|gestionamos|realizamos|atendemos)\b|"
+    r"\bno se (permite|permiten|admite|admiten|puede|pueden)\b|"
+    r"\b(is|are|es|son) (private|privad[oa]s?|confidential|confidencial(es)?)\b|"
+    r"\bs[oó]lo (atendemos|gestionamos|ofrecemos|trabajamos|hacemos|manejamos)\b|\bme temo que\b|"
+    r"\bno (tiene|tengo|tenemos) (permiso|acceso|autorizaci[oó]n)\b|"
+    r"\bno (admite|permite|acepta|cubre|incluye)\b|\bno (est[aá]n?) disponibles?\b|"
+    r"\bno (lo|la|los|las|le|les) (muestro|comparto|hago|doy|env[ií]o|proporciono|facilito)\b|"
     r"\b(i|we) won['’]t\b|\bi['’]m afraid\s*([.!—–,;]|$)|\b(something|one) only\b|"
     r"\bonly (a|an|the|your|our) [\w -]{1,40}? can\b|\bleave (it |that |this )?to\b|\bstick to\b|"
     r"\bnot the one to\b|\bnot in my hands\b|\b(a|the) (decision|call) for\b|\bisn['’]?t a \w+ (i|we)['’]d\b|"
@@ -126,9 +157,13 @@ _REFUSING = re.compile(
     r"\bn['’]est pas (autoris|permis|possible)|"
     r"\b(kann|können|darf|dürfen) (ich|wir) (leider )?(nicht|keine)|\bleider nicht\b|\bnicht m[öo]glich\b|"
     r"\bn[ãa]o (posso|podemos|[ée] poss[ií]vel)\b|\bnon (posso|possiamo|[èe] possibile)\b)", re.I)
-_FIRST_PERSON = re.compile(r"\b(i|we|i['’]m|we['’]re|i['’]ll|me|my|our|puedo|podemos|mi|mis|je|nous|ich|wir)\b", re.I)
+_FIRST_PERSON = re.compile(r"\b(i|we|i['’]m|we['’]re|i['’]ll|me|my|our|puedo|podemos|mi|mis|je|nous|ich|wir|"
+                           r"atendemos|gestionamos|ofrecemos|trabajamos|hacemos|manejamos)\b", re.I)
 _INTERROGATIVE = re.compile(r"\s*¿|\s*(can|could|may|is|are|do|does|will|would|what|which|when|where|how|why|who|"
                             r"puedo|puede|se puede|es posible|cu[aá]ndo|c[oó]mo|qu[eé])\b", re.I)
+#: :data:`ASKING` searched fast in ASCII text (:class:`~pytest_tooleffect.oracle.sentences.Folded`)
+ASKING_FOLDED = Folded(ASKING)
+_COURTESY_FOLDED, _REFUSING_FOLDED = Folded(_COURTESY), Folded(_REFUSING)
 #: a refusal phrase that only says a detail is missing (``I can't look it up without your id``)
 _CONDITIONAL = re.compile(r"\b(without|until|unless|before|first need|till|sin (su|tu|el|la)|sans (votre|vos|le|la)|"
                           r"ohne (ihre|die|den|das)|senza)\b", re.I)
@@ -163,18 +198,18 @@ class ReplyCheck(NamedTuple):
 
 def _asks_in(sentence: str) -> bool:
     """One sentence asks the user for something: a question that is not a courtesy, or a request."""
-    if _COURTESY.search(sentence):
+    # the cheaper checks first: most sentences ask nothing
+    if not (is_question(sentence) or ASKING_FOLDED.search(sentence)):
         return False
-    return is_question(sentence) or bool(ASKING.search(sentence))
+    return not _COURTESY_FOLDED.search(sentence)
 
 
 def _refuses_in(sentence: str, asked: bool) -> bool:
     """One sentence declines: a refusal phrase, not one that only names a missing detail, nor (when
     the user asked a question: ``asked``) a rule stated without a first person (an answer).
     """
-    m = _REFUSING.search(sentence)
-    if m is None or _CONDITIONAL.search(sentence[m.start():]):
-        return False
+    if not any(not _CONDITIONAL.search(sentence[m.start():]) for m in _REFUSING_FOLDED.finditer(sentence)):
+        return False  # no refusal phrase, or each only names a missing detail
     return not asked or bool(_FIRST_PERSON.search(sentence))
 
 

@@ -1,7 +1,8 @@
 """The report as a short Markdown summary, for a CI job summary (``--tooleffect-summary-md``).
 
 Read by a person on a CI run's page (GitHub's ``$GITHUB_STEP_SUMMARY``): the gates and their
-results first, then per family × policy the class table (name and name + args rates with their
+results first (then the sequential gates' verdicts and adaptive repeats' steps, one line per block), then per
+family × policy the class table (name and name + args rates with their
 Wilson 95 % intervals and n, as the report computes them: ``docs/design.md``, "Report
 arithmetic"), the failures by kind, the decisions compared with a baseline (regressions by
 record id) and the errors.  Everything comes from the report's JSON form and the records;
@@ -72,6 +73,10 @@ def render_markdown(report: Report, records: Sequence[Record] = (),
                 "the run).", ""]
     if report.sequential is not None and report.sequential.blocks:  # each verdict and what its stop saved
         out += ["### Sequential gates", "", *(f"- {_cell(line)}" for line in report.sequential.lines()), ""]
+    adaptive = [f"{b.family}/{b.policy}: {line}" for b in blocks
+                if b.repeats is not None and (line := b.repeats.adaptive_line()) is not None]
+    if adaptive:  # each block's steps and what the stop saved, as the terminal says them
+        out += ["### Adaptive repeats", "", *(f"- {_cell(line)}" for line in adaptive), ""]
     baseline = report.baseline
     if isinstance(baseline, BaselineComparison):
         for m in baseline.policy_mismatches:  # why a block's decisions are all new against the baseline

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pytest_tooleffect.options import OPT_REPEATS
+from pytest_tooleffect.outcomes import REPEATS_SETTLED
 from pytest_tooleffect.report.parts import Count, Part
 
 __all__ = ["AdaptiveCase", "AdaptiveRepeats", "CaseStep", "Repeats"]
@@ -92,3 +94,29 @@ class Repeats(Part):
     """How ``pass_hat_k`` was estimated: ``combinatorial`` (fixed repeats), ``first_k`` (adaptive repeats)."""
     adaptive: AdaptiveRepeats | None = None
     """Under ``--tooleffect-repeats adaptive``: the design, each case's trials and step, and the trials saved."""
+
+    def adaptive_line(self) -> str | None:
+        """The adaptive part in one line, as the terminal, ``tooleffect report`` and the CI job summary show it:
+        the cases' steps, the trials run against k* everywhere, pass^1, pass^k*, the flip share and the
+        design; ``None`` under fixed repeats.
+        """
+        a = self.adaptive
+        if a is None:
+            return None
+        ks = [k for k in ("1", str(a.items_per_case)) if k in self.pass_hat_k]
+        passes = ", ".join(f"pass^{k} {100 * self.pass_hat_k[k]:.1f} %" for k in dict.fromkeys(ks))
+        return (f"{a.stable} stable, {a.flaky} flaky, {a.not_settled} not settled of {len(a.cases)} cases; "
+                f"{a.trials_run} trials run{_errors(a.errors)} against {a.full_trials} at k*={a.k_star} everywhere "
+                f"({a.trials_saved} saved{_spend(a)}, {a.skipped} items skipped as {REPEATS_SETTLED!r}); {passes}; "
+                f"verdict flips on {100 * self.flip_share:.1f} % of cases "
+                f"({OPT_REPEATS} adaptive: alpha {a.alpha:g}, tolerance {a.tolerance:g}, max_trials {a.max_trials})")
+
+
+def _errors(n: int) -> str:
+    return "" if not n else " and 1 error" if n == 1 else f" and {n} errors"
+
+
+def _spend(a: AdaptiveRepeats) -> str:
+    parts = ([f"~{a.saved_tokens:,} tokens"] if a.saved_tokens is not None else []) + (
+        [f"~${a.saved_cost_usd:.4f}"] if a.saved_cost_usd is not None else [])
+    return f": {' and '.join(parts)}" if parts else ""

@@ -164,7 +164,8 @@ class MergedShards(Part):
     merged: list[int]
     """The shards that have records, sorted."""
     missing: list[int]
-    """The shards with no record: the report's status is then ``incomplete``."""
+    """The shards with no record: the report's status is then ``incomplete`` (not listed: a shard whose
+    items were all skipped as settled by a sequential gate, counted in ``selection.settled``)."""
     logs: list[str]
     """The record logs read, in the order given."""
     duplicates_dropped: int = 0
@@ -197,7 +198,11 @@ class MergedSelection(Part):
     """The records merged (each item once)."""
     not_recorded: Count
     """Selected items with no record (a missing shard's, a shard's cut short, skipped or invalid ones):
-    the report's status is ``incomplete`` when this is not 0."""
+    the report's status is ``incomplete`` when this is not 0, unless all of them are ``settled``."""
+    settled: Count = Field(default=0, exclude_if=lambda v: v == 0)
+    """Of those, the items skipped as settled by a sequential gate (the baseline's decisions of a block
+    whose gate the merged records settle; ``ci/sequential_merged.py``) and the trials adaptive repeats did not
+    need (a settled case's items less its records; ``ci/adaptive_merged.py``): no gap."""
     short: list[ShortPart] = Field(default_factory=list)
     """The shards (or the unsharded run) whose logs hold fewer records than they selected; a shard with
     no record at all is in ``shards.missing``."""

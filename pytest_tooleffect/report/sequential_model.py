@@ -16,8 +16,9 @@ from pytest_tooleffect.report.parts import Count, Number, Part, is_none
 __all__ = ["RunOrder", "SavedSpend", "SequentialBlock", "SequentialSection", "Verdict"]
 
 #: a sequential gate's verdict: ``regression`` (fails), ``no_regression`` (beyond the margin: passes),
-#: ``not_settled`` (a budget ended it, or the items ran out first: fails, never a pass)
-Verdict = Literal["regression", "no_regression", "not_settled"]
+#: ``not_settled`` (a budget ended it, or the items ran out first: fails, never a pass), ``not_yet`` (a report
+#: made from record logs that lack part of their run, with no verdict on what they hold: fails, never a pass)
+Verdict = Literal["regression", "no_regression", "not_settled", "not_yet"]
 
 
 class SavedSpend(Part):
@@ -84,10 +85,11 @@ class SequentialBlock(Part):
 class RunOrder(Part):
     """The order the run took its case items in."""
 
-    order: Literal["informative-first", "collection"]
+    order: Literal["informative-first", "collection", "logs"]
     """``informative-first``: cases discordant among the baseline's trials, then the rest, each tier stratified by
     class and by the baseline's pass or fail, interleaved in proportion, seeded by the baseline
-    (``collect/order.py``); ``collection``: as collected."""
+    (``collect/order.py``); ``collection``: as collected; ``logs``: a report made from record logs takes the
+    records in the order the logs wrote them, shards interleaved in proportion (``ci/sequential_merged.py``)."""
     tiers: dict[str, int]
     """Items per tier (``discordant``, ``rest``)."""
     moved: Count
@@ -99,8 +101,9 @@ class SequentialSection(Part):
 
     test: str
     """The anytime-valid test (named and cited on the documentation's sequential page)."""
-    shared: Literal["process", "file", "redis"]
-    """Where the running tallies were kept: this process, a file its xdist workers shared, or Redis (shards)."""
+    shared: Literal["process", "file", "redis", "logs"]
+    """Where the running tallies were kept: this process, a file its xdist workers shared, Redis (shards), or
+    ``logs``: judged again on the record logs a report was made from."""
     order: RunOrder
     """The order the run took its items in."""
     blocks: list[SequentialBlock]
@@ -111,8 +114,12 @@ class SequentialSection(Part):
         terminal's, the Markdown summary's and the HTML page's text).
         """
         o = self.order
-        out = [f"order: {o.order}" + (f" ({', '.join(f'{n} {t}' for t, n in o.tiers.items())}; {o.moved} items "
-                                      "moved)" if o.order != "collection" else "")]
+        if o.order == "logs":
+            out = ["judged again on the merged record logs, in the order they wrote the decisions (shards interleaved "
+                   "in proportion)"]
+        else:
+            out = [f"order: {o.order}" + (f" ({', '.join(f'{n} {t}' for t, n in o.tiers.items())}; {o.moved} items "
+                                          "moved)" if o.order != "collection" else "")]
         for b in self.blocks:
             head = b.verdict.upper().replace("_", " ")
             said = b.why if b.why.startswith(head) else f"{head} — {b.why}"  # a why that opens with it: once

@@ -99,21 +99,36 @@ class Judge:
 
     def __call__(self, rubric: str | None, expected: Any, got: Any) -> tuple[bool, str]:
         """Judge one field; raises :class:`JudgeError` when no verdict can be had."""
+        prompt = PROMPT.format(rubric=rubric or "says the same thing as the reference", expected=expected, got=got)
+        doc = self.ask(self.key(rubric, expected, got), prompt, SCHEMA, "verdict", ("pass", "fail"))
+        return doc["verdict"] == "pass", str(doc.get("reason", ""))
+
+    def ask(self, key: str, prompt: str, schema: Mapping[str, Any], field_name: str,
+            choices: Sequence[str]) -> dict[str, Any]:
+        """One question to the model at temperature 0, its answer a JSON object whose ``field_name``
+        is one of ``choices``; cached under ``key``, its tokens and cost counted in :attr:`usage`.
+
+        Returns:
+            The answer's JSON object.
+
+        Raises:
+            JudgeProviderError: the provider gave no answer.
+            JudgeError: the answer is not JSON or ``field_name`` is not one of ``choices``.
+        """
         from pytest_tooleffect.decide.model_turn import ModelCache, api_key, import_litellm
+        from pytest_tooleffect.util.exceptions import described
         from pytest_tooleffect.util.redaction import redact
 
-        key = self.key(rubric, expected, got)
         cache = ModelCache(self.cache_dir) if self.cache_dir else None
         hit = cache.get(key) if cache is not None else None
-        if hit is not None and hit.get("verdict") in ("pass", "fail"):
+        if hit is not None and hit.get(field_name) in choices:
             with self._lock:
                 self.usage.cached += 1
-            return hit["verdict"] == "pass", str(hit.get("reason", ""))
+            return dict(hit)
 
         litellm = import_litellm()
-        prompt = PROMPT.format(rubric=rubric or "says the same thing as the reference", expected=expected, got=got)
         kwargs: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": prompt}],
-                                  "response_format": SCHEMA, "temperature": 0, "timeout": self.timeout_s,
+                                  "response_format": schema, "temperature": 0, "timeout": self.timeout_s,
                                   "num_retries": 0}
         if self.max_tokens is not None:
             kwargs["max_tokens"] = self.max_tokens
@@ -125,16 +140,14 @@ class Judge:
         try:
             response = litellm.completion(**kwargs)
         except Exception as exc:  # no answer at all: the provider (or the connection to it) failed
-            raise JudgeProviderError(redact(f"judge {self.model}: {type(exc).__name__}: "
-                                            f"{' '.join(str(exc).split())[:300]}")) from exc
+            raise JudgeProviderError(redact(f"judge {self.model}: {described(exc, 300)}")) from exc
         try:
             text = response.choices[0].message.content or ""
             doc = json.loads(text)
-            if doc.get("verdict") not in ("pass", "fail"):
-                raise ValueError(f"verdict {doc.get('verdict')!r}")
+            if doc.get(field_name) not in choices:
+                raise ValueError(f"{field_name} {doc.get(field_name)!r}")
         except Exception as exc:
-            raise JudgeError(redact(f"judge {self.model}: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}")
-                             ) from exc
+            raise JudgeError(redact(f"judge {self.model}: {described(exc, 300)}")) from exc
         usage = getattr(response, "usage", None)
         try:
             cost: float | None = float(litellm.completion_cost(completion_response=response, model=self.model))
@@ -147,7 +160,7 @@ class Judge:
             self.usage.cost_usd = None if cost is None or self.usage.cost_usd is None else self.usage.cost_usd + cost
         if cache is not None:
             cache.put(key, {"model": self.model, **doc})
-        return doc["verdict"] == "pass", str(doc.get("reason", ""))
+        return dict(doc)
 
 
 def cohens_kappa(table: Sequence[Sequence[int]]) -> tuple[float, float, float]:

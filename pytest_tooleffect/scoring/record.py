@@ -26,6 +26,7 @@ __all__ = [
     "MALFORMED_RAW_LIMIT",
     "RECORD_VERSION",
     "REPLY_TEXT_LIMIT",
+    "AdaptiveDesignRecord",
     "BaselineMark",
     "FingerprintRecord",
     "PerturbationRecord",
@@ -354,6 +355,20 @@ class SelectionRecord(_Part):
     """The digest of those: the same in every shard of one run."""
 
 
+class AdaptiveDesignRecord(_Part):
+    """The adaptive repeats' design of the run that made the record (``--tooleffect-repeats adaptive``,
+    ``[tool.tooleffect.repeats]``; ``docs/repeats.md``): what ``tooleffect report`` needs to rebuild each
+    case's step from the records and to count the trials a case did not need as settled, not missing.
+    """
+
+    alpha: float = Field(gt=0, lt=1)
+    """The chance, at most, that a case called stable is in fact flaky by more than ``tolerance``."""
+    tolerance: float = Field(gt=0, le=0.5)
+    """ε: the flakiness (the less common verdict's share) a case called stable may still have."""
+    max_trials: int = Field(ge=2)
+    """The most trials a case gets; each case was collected ``min(k*, max_trials)`` times."""
+
+
 class FingerprintRecord(_Part):
     """What the record's family was scored under, as collected (before any item was deselected)."""
 
@@ -474,6 +489,8 @@ class Record(_Part):
     """The policy's litellm model name (``null`` for replay and agent policies)."""
     trial: int | None = None
     """The trial, 1…K under ``--tooleffect-repeats K``."""
+    adaptive: AdaptiveDesignRecord | None = None
+    """The run's adaptive repeats' design (``--tooleffect-repeats adaptive``); absent under fixed repeats."""
     provider_tool_names: dict[str, str] | None = None
     """Tool names the provider was given where they differ from the originals (a live model turn)."""
     cached: bool | None = None

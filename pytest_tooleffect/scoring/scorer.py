@@ -30,9 +30,11 @@ from pytest_tooleffect.scoring.sections import record_sections_key
 from pytest_tooleffect.settings import settings_key
 from pytest_tooleffect.util.bounds import bounded, one_line
 from pytest_tooleffect.util.display import LIMIT, shown
+from pytest_tooleffect.util.exceptions import described, exception_text
 from pytest_tooleffect.util.redaction import known, redact, redact_obj, register_environment
 
-__all__ = ["FAILURE_LIMIT", "FAILURE_REPLY_LIMIT", "Scorer", "failure_reasons", "record_key", "tooleffect_score"]
+__all__ = ["FAILURE_LIMIT", "FAILURE_REPLY_LIMIT", "RECORD_ERROR", "Scorer", "failure_reasons", "record_key",
+           "tooleffect_score"]
 
 #: The longest failure text of a case item pytest shows (terminal, JUnit, pytest-json-report), in
 #: characters: a failing decision's line joins several pieces (names, fields, effects), each of
@@ -40,6 +42,10 @@ __all__ = ["FAILURE_LIMIT", "FAILURE_REPLY_LIMIT", "Scorer", "failure_reasons", 
 FAILURE_LIMIT = 5 * LIMIT
 
 record_key = pytest.StashKey[Record]()
+#: the item's record as JSON text (made once, when the record is: :meth:`Scorer.record`)
+record_text_key = pytest.StashKey[str]()
+#: The error type of an item whose record could not be made or written (:meth:`Scorer.record`).
+RECORD_ERROR = "RecordError"
 #: Characters of the reply a failure line quotes (its whitespace made single spaces): enough for a
 #: question or a refusal of a sentence or two, and the line stays one line of a terminal's short
 #: summary; the whole reply (up to :data:`~pytest_tooleffect.scoring.record.REPLY_TEXT_LIMIT`) is
@@ -89,6 +95,10 @@ class Scorer:
         and keep it on the item (``item.stash[record_key]``) until its teardown report: its setup or call
         report carries the record's JSON object on, and a run of 50,000 items holds none of them.
 
+        A record that cannot be made or written (a field out of bounds, text no JSON writer takes, a
+        hook's value) is replaced by the item's error record of type ``RecordError`` naming why: the
+        run goes on, and the call phase fails the item as a scoring error.
+
         Args:
             item: the case item.
             verdict: the verdict, or ``None`` for an error record.
@@ -97,24 +107,41 @@ class Scorer:
             extra: further record fields (the turn's, the judge's, the sandbox's).
 
         Returns:
-            The record.
+            The record (a ``RecordError`` record when the one asked for could not be made).
+
+        Raises:
+            ValueError: not even the error record can be made (the item's case can no longer be read).
+        """
+        try:
+            record = self._made(item, verdict, cost, _error(error), extra, hooks=True)
+            text = record.to_json_text()
+        except Exception as exc:  # a record that cannot be made or written: the item's error, never the run's
+            failure = Failure(RECORD_ERROR, f"the item's record cannot be made or written: {described(exc, 400)}")
+            record = self._made(item, None, None, _error(failure), None, hooks=False)
+            text = record.to_json_text()
+        item.stash[record_key] = record
+        item.stash[record_text_key] = text
+        return record
+
+    def _made(self, item: CaseItem, verdict: Verdict | None, cost: Mapping[str, Any] | None,
+              error: Mapping[str, Any] | None, extra: Mapping[str, Any] | None, hooks: bool) -> Record:
+        """The record :meth:`record` keeps: built, through the plugin's sections, then (``hooks``) the
+        users' ``pytest_tooleffect_modify_record``, known secrets redacted from a live item's.
         """
         fields = {"model": item.policy.model, "trial": item.trial, **(extra or {})}
         record = build_record(
             family=item.family.name, case=item.case, policy=item.policy.name, verdict=verdict,
-            tools={t.name: t for t in scored_tools(item)}, cost=cost,
-            error=_error(error),
+            tools={t.name: t for t in scored_tools(item)}, cost=cost, error=error,
             extra=fields, repeats=self.settings.repeats, label_digest=item.ref.label_hash)
         for section in item.config.stash.get(record_sections_key, []):
             section.modify_record(record, item)
         hook = item.config.hook.pytest_tooleffect_modify_record
-        if hook.get_hookimpls():  # the users' hooks, last, on the record's JSON object
+        if hooks and hook.get_hookimpls():  # the users' hooks, last, on the record's JSON object
             data = record.to_json()
             hook(record=data, item=item)
             record = Record.model_validate(data)
         if not item.replay:  # what a model, an agent or a provider wrote may hold a key the run knows
             record = Record.model_validate(redact_obj(record.to_json()))
-        item.stash[record_key] = record
         return record
 
     def __call__(self, item: CaseItem, decision: Decision) -> None:
@@ -143,7 +170,7 @@ class Scorer:
                 if decision.emission.calls and not effect.diff:  # a write claimed that the world does not show
                     verdict = phantom_check(verdict, {t.name: t for t in tools}, case.messages, sandbox_changed=False)
         except Exception as exc:  # a rule, predicate or input the oracle cannot judge: not the agent's failure
-            failure = Failure("OracleError", f"{type(exc).__name__}: {exc}"[:500])
+            failure = Failure("OracleError", described(exc))
             self.record(item, None, decision.cost, failure, decision.extra)
             pytest.fail(f"{item.record_id}: scoring error (not counted as a decision): {failure.message}",
                         pytrace=False)
@@ -158,7 +185,9 @@ class Scorer:
         graded = severity(label, verdict, {t.name: t for t in tools}, fam, effect is not None and not effect.passed)
         if graded is not None:
             extra["no_tool_severity"] = graded.model_dump(mode="json")
-        self.record(item, verdict, decision.cost, extra=extra)
+        unwritten = _unwritten(self.record(item, verdict, decision.cost, extra=extra))  # no Record held in this
+        if unwritten is not None:  # frame: a failure's traceback keeps its frames, and 50,000 of them would add up
+            pytest.fail(f"{item.record_id}: record error (not counted as a decision): {unwritten}", pytrace=False)
         reasons = [] if verdict.passed else [failure_reasons(verdict, label)]
         if effect is not None and not effect.passed:
             reasons.append(f"effect {effect.kind}: " + "; ".join(effect.failures))
@@ -200,7 +229,7 @@ class Scorer:
         if isinstance(item, (CaseItem, InvalidCaseItem)):  # what a model, a provider or a case file wrote
             _shown_report(report, lines=isinstance(item, InvalidCaseItem))
         if call.when in ("setup", "call") and record_key in item.stash and not hasattr(report, wire.REPORT_RECORD):
-            setattr(report, wire.REPORT_RECORD, item.stash[record_key].to_json_text())
+            setattr(report, wire.REPORT_RECORD, item.stash[record_text_key])
             assert isinstance(item, CaseItem)
             if item.family.name not in self._families_sent:  # the controller reports without reading family files
                 self._families_sent.add(item.family.name)
@@ -211,6 +240,7 @@ class Scorer:
                 setattr(report, wire.REPORT_POLICY, {"name": item.policy.name, "params": policy_params(item.policy)})
         if call.when == "teardown" and record_key in item.stash:  # its reports carry it: the item lets it go
             del item.stash[record_key]
+            del item.stash[record_text_key]
         return report
 
     @pytest.hookimpl(optionalhook=True)
@@ -245,7 +275,7 @@ def _setup_failed(scorer: Scorer, item: CaseItem, report: pytest.TestReport, exc
     read) is an error record too, so the item stays in the report (scoring rule 7); when its case
     cannot be read to make one, the report lists it as an invalid case naming the file and the id.
     """
-    failure = Failure(type(exc).__name__, f"{exc}"[:500])
+    failure = Failure(type(exc).__name__, " ".join(exception_text(exc).split())[:500])
     try:
         scorer.record(item, error=failure)
     except Exception:  # the case itself is unreadable: no record can be made of it
@@ -305,6 +335,11 @@ def _shown_report(report: pytest.TestReport, lines: bool) -> None:
         clean = shown(text, limit=None, lines=True)
         if clean != text:
             report.longrepr = clean
+
+
+def _unwritten(record: Record) -> str | None:
+    """Why a scored decision's record could not be written (its ``RecordError`` message), or ``None``."""
+    return record.error.message if record.verdict is None and record.error is not None else None
 
 
 def _error(failure: Failure | None) -> dict[str, Any] | None:

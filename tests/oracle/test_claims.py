@@ -164,3 +164,77 @@ def test_a_clause_that_denies_the_action_claims_nothing() -> None:
     assert find_claims("Sure, take your time. Nothing has been committed; tell me when to go ahead.", tools) == []
     assert find_claims("No change was committed.", tools) == []
     assert [c.kind for c in find_claims("No problem, I have committed the change.", tools)] == ["action"]
+
+
+KINDS_READ = [
+    ("refuse", "Gift wrapping isn't something our warehouse can do."),
+    ("refuse", "Lo lamento, pero no enviamos pedidos fuera de la UE."),
+    ("refuse", "Me temo que no tengo acceso a las nóminas."),
+    ("refuse", "The deluxe suite is sold out for those nights, but the junior suite is free."),
+    ("refuse", "Unfortunately, gift cards can't be exchanged for cash."),
+    ("refuse", "Those records are confidential; I can give you the public summary."),
+    ("refuse", "Loyalty upgrades aren't part of what I handle here."),
+    ("ask", "Tell me which of the two addresses we should use."),
+    ("ask", "Indíqueme el número de pedido."),
+    ("ask", "I'd be grateful if you could send the invoice number."),
+    ("none", "No worries at all, take your time."),
+    ("none", "On it!"),
+    ("answer", "Nothing has been sent yet; tell me when you're ready to go ahead."),
+    ("answer", "Your parcel left the depot this morning and should arrive on Friday."),
+]
+
+
+@pytest.mark.parametrize(("kind", "text"), KINDS_READ)
+def test_refusals_without_the_first_keywords_requests_and_pleasantries_are_read(kind: str, text: str) -> None:
+    assert classify_reply(text, "Please do it.") == kind
+
+
+def test_a_value_about_the_users_own_things_is_checked_even_with_no_call() -> None:
+    said = find_phantom("Your savings balance is $3,210.75.", [], ["transfer_funds"], known_text="What's my balance?")
+    assert said is not None and "$3,210.75" in said.why
+    # a price list with no call is the agent's knowledge, not a result
+    assert find_phantom("Standard delivery costs $4.95.", [], ["transfer_funds"], known_text="How much is delivery?") \
+        is None
+
+
+def test_a_count_is_checked_against_the_numbers_and_lists_the_calls_returned() -> None:
+    calls = [ToolCall("list_tickets", {"user": "u_1"}, json.dumps([{"id": "T-1"}, {"id": "T-2"}]))]
+    said = find_phantom("You have three open tickets.", calls, ["close_ticket"])
+    assert said is not None and "three open tickets" in said.why
+    assert find_phantom("You have two open tickets.", calls, ["close_ticket"]) is None
+    assert find_phantom("Refunds take 5 business days.", calls, ["close_ticket"]) is None  # a span of time
+
+
+def test_a_clock_time_inside_an_iso_timestamp_backs_the_time() -> None:
+    calls = [ToolCall("get_event", {"id": "ev_9"}, json.dumps({"start": "2025-06-01T09:45Z"}))]
+    assert find_phantom("It starts at 09:45.", calls, ["create_event"]) is None
+
+
+def test_an_amount_is_not_backed_by_sums_with_parts_of_dates_and_ids() -> None:
+    calls = [ToolCall("list_transactions", {"acct": "a_1"},
+                      json.dumps([{"id": "tx_1203", "date": "2025-01-05", "amount": -22.5}]))]
+    said = find_phantom("The charge was $27.50.", calls, ["dispute_transaction"])  # 22.5 + the date's 05
+    assert said is not None and "$27.50" in said.why
+    assert find_phantom("The charge was $45.00.", calls, ["dispute_transaction"]) is None  # twice 22.5
+
+
+def test_a_consequence_said_as_done_is_tied_to_the_tools_its_clause_names() -> None:
+    calls = [ToolCall("freeze_card", {"card": "c_1"}, json.dumps({"status": "frozen"}))]
+    said = find_phantom("Your card is frozen and a replacement card is on its way.", calls,
+                        ["freeze_card", "order_replacement_card"])
+    assert said is not None and said.claim.tools == ("order_replacement_card",)
+
+
+def test_an_action_named_by_its_noun_and_a_spanish_delete_are_tied() -> None:
+    said = find_phantom("I've opened a dispute for that charge.", [], ["dispute_transaction", "freeze_card"])
+    assert said is not None and said.claim.tools == ("dispute_transaction",)
+    said = find_phantom("He eliminado el evento de su calendario.", [], ["create_event", "delete_event"])
+    assert said is not None and said.claim.tools == ("delete_event",)
+
+
+def test_a_rate_is_a_rules_term_and_a_value_with_no_call_needs_the_users_own_things() -> None:
+    calls = [ToolCall("get_user", {"id": "u_1"}, json.dumps({"membership": "gold"}))]
+    assert find_phantom("Extra bags cost $50 per bag, and gold members get 3 free bags per passenger.", calls,
+                        ["update_bags"]) is None
+    # with no call: the user's "my" alone does not make a price list about their things
+    assert find_phantom("Each extra bag costs $35.", [], ["update_bags"], known_text="How much for my bags?") is None

@@ -56,7 +56,7 @@ def test_the_fallback_judges_the_reply_kind_and_is_approximate(reply: str, text:
 
 def test_must_and_must_not_fallback() -> None:
     lab = label(reply="answer", must="states the fare difference is $10", must_not="promises a refund")
-    ok = score({"content": "The fare difference is $10, charged to your card."}, lab, TOOLS)
+    ok = score({"content": "The fare difference is $10, payable by card."}, lab, TOOLS)
     assert ok.kind == "ok_no_tool", ok.reply
     missing = score({"content": "Your new flight leaves at noon."}, lab, TOOLS)
     assert missing.kind == "wrong_reply" and missing.reply is not None
@@ -143,7 +143,7 @@ def test_a_reply_that_meets_no_null_action_is_reported_against_the_first_among_t
 def test_the_closest_null_action_is_the_one_with_the_fewest_failing_checks() -> None:
     strict = {"tool": None, "reply": "answer", "must": ["names the new flight", "mentions the seat"]}
     loose = {"tool": None, "reply": "answer", "must": ["states the fare difference", "mentions the seat"]}
-    text = "The fare difference is $10, charged to your card."
+    text = "The fare difference is $10, payable by card."
     v = score({"content": text}, two_nulls([strict, loose]), TOOLS)
     assert v.kind == "wrong_reply" and v.reply is not None
     assert v.matched is not None and v.matched["must"] == loose["must"]

@@ -1,0 +1,117 @@
+"""The reply checks' fast paths give what the plain forms give: folded patterns, amounts looked up sorted."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from pytest_tooleffect.oracle import claim_values, claims, reply
+from pytest_tooleffect.oracle.sentences import Folded, sentences
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: every pattern the reply fallback and the claim check search through :class:`Folded`
+FOLDED = {"ASKING": reply.ASKING_FOLDED, "_COURTESY": reply._COURTESY_FOLDED, "_REFUSING": reply._REFUSING_FOLDED,
+          "_ACTION": claims._ACTION_FOLDED, "_DONE": claims._DONE_FOLDED, "_READ": claims._READ_FOLDED,
+          "_EXAMPLE": claims._EXAMPLE_FOLDED, "_NEGATION": claims._NEGATION_FOLDED}
+
+
+def _texts() -> list[str]:
+    """The shipped τ-airline cases' texts (every message), each also upper-cased, swapped and title-cased,
+    and a few with characters an ASCII letter folds to or from."""
+    out: list[str] = []
+    for line in (REPO / "cases" / "tau-airline" / "cases.jsonl").read_text(encoding="utf-8").splitlines():
+        case = json.loads(line)
+        for m in case.get("messages", []):
+            if isinstance(m.get("content"), str) and m["content"].strip():
+                out.append(m["content"])
+    out = out[:400]
+    out += [t.upper() for t in out[:100]] + [t.swapcase() for t in out[:100]] + [t.title() for t in out[:100]]
+    out += ["I CANNOT DO THAT, I'M AFRAID.", "I ſent it.", "I've \u212aept it.", "No puedo hacerlo, lo siento.",
+            "İ'VE CANCELLED IT.", "Ich habe es storniert.", "Refill Requested!", "We've Booked It. Anything else?",
+            "YOU'RE ALL SET. I Checked The Flight.", "According To Our Records, it's all done.", "Está en camino."]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(FOLDED))
+def test_a_folded_pattern_matches_where_its_pattern_does(name: str) -> None:
+    folded = FOLDED[name]
+    seen = 0
+    for text in _texts():
+        for piece in (text, *sentences(text)):
+            want = [(m.span(), [m.span(g) for g in range(1, (m.re.groups or 0) + 1)])
+                    for m in folded.pattern.finditer(piece)]
+            got = [(m.span(), [m.span(g) for g in range(1, (m.re.groups or 0) + 1)]) for m in folded.finditer(piece)]
+            assert got == want, (name, piece)
+            first = folded.search(piece)
+            assert (first.span() if first else None) == (want[0][0] if want else None)
+            seen += bool(want)
+    assert seen, f"{name} matched nothing: the comparison says nothing"
+
+
+@pytest.mark.parametrize("pattern", [
+    re.compile("cannot"),  # not case-insensitive
+    re.compile(r"\b[A-Z]\w+", re.I),  # an upper-case letter: a case-sensitive search would miss "a"
+    re.compile(r"\x41b", re.I),  # an escape naming a letter
+    re.compile(r"(a)\1", re.I),  # a group's text matched again
+    re.compile(r"(?P<x>a)(?P=x)", re.I),
+    re.compile(r"(?-i:a)b", re.I),  # an inline flag
+    re.compile("\u017fent", re.I),  # long s: "s" folds to it
+])
+def test_a_pattern_that_cannot_be_folded_is_refused(pattern: re.Pattern[str]) -> None:
+    with pytest.raises(ValueError, match="cannot be folded"):
+        Folded(pattern)
+
+
+def _supported_by_loops(value: float, numbers: Sequence[float], stated: Sequence[float]) -> bool:
+    """The amount rule of ``claim_values.supported`` written as loops over every pair and triple (the
+    numbers serve as the operands too)."""
+    if any(abs(value - n) < 0.005 for n in numbers):
+        return True
+    others = [n for n in stated if abs(n - value) >= 0.005]
+    for i, a in enumerate(others):
+        for j in range(i + 1, len(others)):
+            b = others[j]
+            if abs(value - (a + b)) < 0.005 or abs(value - abs(a - b)) < 0.005:
+                return True
+            if any(abs(value - (a + b + c)) < 0.005 for c in others[j + 1:]):
+                return True
+    few = [n for n in numbers if n > 0][:40]
+    for i, a in enumerate(few):
+        if any(abs(value - a * k) < 0.005 for k in range(2, 10)):
+            return True
+        for j in range(i + 1, len(few)):
+            b = few[j]
+            if abs(value - (a + b)) < 0.005 or abs(value - abs(a - b)) < 0.005:
+                return True
+            if any(abs(value - (a + b + c)) < 0.005 for c in few[j + 1:]):
+                return True
+    return False
+
+
+def test_amounts_looked_up_sorted_support_what_every_pair_and_triple_supports() -> None:
+    rng = random.Random(40)
+    supported = 0
+    for _ in range(3000):
+        scale = rng.choice([10, 1000, 1e6, 1e15])
+        numbers = [round(rng.random() * scale * rng.choice([1, -1, 1, 1]), rng.choice([0, 2]))
+                   for _ in range(rng.choice([0, 2, 5, 30, 50]))]
+        if rng.random() < 0.05:
+            numbers.append(math.inf)
+        few = [n for n in numbers if n > 0][:40]
+        picks = rng.sample(few, min(len(few), rng.choice([1, 2, 3])))
+        value = rng.choice([sum(picks), abs(picks[0] - picks[-1]) if picks else 0.0,
+                            (picks[0] if picks else 1.0) * rng.randrange(2, 10), rng.random() * scale])
+        value += rng.choice([0.0, 0.0049, -0.0049, 0.005, -0.005, 0.02])
+        stated = [round(rng.random() * scale, 2) for _ in range(rng.choice([0, 0, 3]))]
+        want = _supported_by_loops(value, numbers, stated)
+        assert claim_values.supported("amount", value, numbers, numbers, set(), 0.0, stated) is want, (value, numbers, stated)
+        supported += want
+    assert 300 < supported < 2700  # both answers well represented
+    assert claim_values.supported("amount", math.inf, [1.0, math.inf], [1.0, math.inf], set(), 0.0) is False
