@@ -167,15 +167,18 @@ def test_a_commands_out_ending_in_a_separator_is_a_usage_error(
 @pytest.mark.parametrize("argv", OUT_COMMANDS[:5], ids=lambda a: " ".join(a[:2]))
 def test_a_commands_out_on_its_own_stdout_redirected_to_a_file_is_refused(
         a_run: Path, tmp_path: Path, argv: list[str]) -> None:
+    """``--out /dev/stdout > o.txt``, spelled through a link of the test's own (``std ->
+    /proc/self/fd/1``): should the check let it through, the machine's ``/dev/stdout`` is safe."""
+    (tmp_path / "std").symlink_to("/proc/self/fd/1")
     with open(tmp_path / "o.txt", "w") as stdout:
         run = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli",
-                              *(a.format(**_names(a_run, "/dev/stdout")) for a in argv)],
+                              *(a.format(**_names(a_run, "std")) for a in argv)],
                              cwd=tmp_path, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120, check=False)
     assert run.returncode == 2, run.stderr
-    assert run.stderr.strip().endswith(f"--out /dev/stdout (resolved: {tmp_path / 'o.txt'}): is this process's "
-                                       "standard output: the terminal output written there would tear the file --out "
-                                       "writes; give a file path of its own"), run.stderr
-    assert (tmp_path / "o.txt").read_text() == ""
+    assert run.stderr.strip().endswith(f"--out std (resolved: {tmp_path / 'o.txt'}): is this process's standard "
+                                       "output: the terminal output written there would tear the file --out writes; "
+                                       "give a file path of its own"), run.stderr
+    assert (tmp_path / "o.txt").read_text() == "" and (tmp_path / "std").is_symlink()
 
 
 @pytest.mark.parametrize("argv", OUT_COMMANDS[:5], ids=lambda a: " ".join(a[:2]))

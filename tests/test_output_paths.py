@@ -406,19 +406,33 @@ RUN_OUTPUTS = [OPT_RECORDS, OPT_REPORT, OPT_HTML, OPT_SUMMARY_MD]
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("option", RUN_OUTPUTS)
-@pytest.mark.parametrize("stream", ["/dev/stdout", "/dev/stderr"])
+@pytest.mark.parametrize("fd", [1, 2])
 def test_an_output_on_the_runs_own_stream_redirected_to_a_file_is_refused(
-        pytester: pytest.Pytester, option: str, stream: str) -> None:
-    """The issue's reproduction: with stdout a file, ``/dev/stdout`` resolves to that regular file,
-    and the run's terminal output tore the records written there."""
+        pytester: pytest.Pytester, option: str, fd: int) -> None:
+    """The issue's reproduction (``--tooleffect-records /dev/stdout`` with stdout a file: the run's
+    terminal output tore the records).  ``/dev/stdout`` is spelled as a link of the test's own,
+    ``std -> /proc/self/fd/N``: should the check ever let it through, what is replaced is that link,
+    never the machine's ``/dev/stdout``."""
     write_demo(pytester.path, PASSING)
-    result = pytester.runpytest_subprocess("cases/", f"{option}={stream}")  # stdout and stderr are files
+    (pytester.path / "std").symlink_to(f"/proc/self/fd/{fd}")
+    result = pytester.runpytest_subprocess("cases/", f"{option}=std")  # stdout and stderr are files
     assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
-    name = {"/dev/stdout": "output", "/dev/stderr": "error"}[stream]
-    result.stderr.fnmatch_lines([f"ERROR: {option} {stream} (resolved: *): is this process's standard {name}: the "
+    name = {1: "output", 2: "error"}[fd]
+    result.stderr.fnmatch_lines([f"ERROR: {option} *std (resolved: *): is this process's standard {name}: the "
                                  f"terminal output written there would tear the file {option} writes; give a file "
                                  "path of its own"])
-    assert "passed" not in result.stdout.str()
+    assert "passed" not in result.stdout.str() and (pytester.path / "std").is_symlink()
+
+
+def test_an_output_through_a_link_replaces_the_file_it_reaches_and_keeps_the_link(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    (pytester.path / "out").mkdir()
+    (pytester.path / "out" / "run1.json").write_text("")
+    (pytester.path / "latest.json").symlink_to(pytester.path / "out" / "run1.json")
+    result = pytester.runpytest("cases/", f"{OPT_REPORT}=latest.json")
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert (pytester.path / "latest.json").is_symlink()
+    assert json.loads((pytester.path / "out" / "run1.json").read_text())["status"]
 
 
 @pytest.mark.subprocess
