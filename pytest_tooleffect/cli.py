@@ -125,7 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("traces", nargs="+",
                    help="trace files (OpenAI chat JSONL, tau-bench JSON, OpenTelemetry GenAI JSON)")
     p.add_argument("--out", required=True, help="the family folder, e.g. cases/<family>/")
-    p.add_argument("--name", default="cases.jsonl", help="case file to write in --out")
+    p.add_argument("--name", type=output_file, default="cases.jsonl", help="case file to write in --out")
     p.add_argument("--format", default="auto", choices=["auto", "openai", "tau-bench", "otel"])
     p.add_argument("--quota", type=_quota, default=None, help="BUCKET=N,... (default first=20,middle=20,last=20)")
     p.add_argument("--buckets", type=_count, default=None,
