@@ -424,17 +424,6 @@ def test_an_output_on_the_runs_own_stream_redirected_to_a_file_is_refused(
     assert "passed" not in result.stdout.str() and (pytester.path / "std").is_symlink()
 
 
-def test_an_output_through_a_link_replaces_the_file_it_reaches_and_keeps_the_link(pytester: pytest.Pytester) -> None:
-    write_demo(pytester.path, PASSING)
-    (pytester.path / "out").mkdir()
-    (pytester.path / "out" / "run1.json").write_text("")
-    (pytester.path / "latest.json").symlink_to(pytester.path / "out" / "run1.json")
-    result = pytester.runpytest("cases/", f"{OPT_REPORT}=latest.json")
-    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
-    assert (pytester.path / "latest.json").is_symlink()
-    assert json.loads((pytester.path / "out" / "run1.json").read_text())["status"]
-
-
 @pytest.mark.subprocess
 def test_an_output_on_the_runs_own_stdout_as_a_pipe_is_refused_in_words(pytester: pytest.Pytester) -> None:
     write_demo(pytester.path, PASSING)

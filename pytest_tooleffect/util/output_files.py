@@ -341,8 +341,8 @@ def write_text(path: Path, text: str) -> None:
 
     The text goes to a temporary file beside ``path``, is flushed to disk, then renamed over it:
     a full disk leaves the previous file as it was.  Anything else (a device, a pipe) is written
-    in place.  A symbolic link is followed: the file it reaches is replaced, the link is kept (it
-    is never itself replaced by a file, as renaming over it would do).  The file gets the mode
+    in place.  A symbolic link is itself replaced by the new file (its target left as it was: an
+    output is never written through a link).  The file gets the mode
     ``open()`` would give a new one (0666 less the umask; a temporary file's own 0600 would hide
     the report from the other users of a shared host).
 
@@ -353,8 +353,6 @@ def write_text(path: Path, text: str) -> None:
     Raises:
         OSError: the file could not be written (the temporary file is removed).
     """
-    if path.is_symlink():
-        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and not path.is_file():
         with open(path, "w", encoding="utf-8") as fh:
