@@ -23,6 +23,7 @@ from pytest_tooleffect.commands.plan import add_plan_parser
 from pytest_tooleffect.commands.replies import cmd_calibrate_replies
 from pytest_tooleffect.commands.reports import cmd_baseline_save, cmd_compare, cmd_html, cmd_report, cmd_schema
 from pytest_tooleffect.commands.services import cmd_import, cmd_model, cmd_sandbox, cmd_serve
+from pytest_tooleffect.util.arguments import output_file, seconds, whole_number
 from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.extras import MissingExtra
 from pytest_tooleffect.util.input_files import pipes_read_once
@@ -35,19 +36,35 @@ OWN_FORCE_HELP = ("replace --out even when it is an existing file tooleffect did
                   "file is refused: a Makefile, a README, a workflow)")
 
 
+#: a count (a limit, buckets, tokens): a whole number from 1 to MAX_COUNT
+_count = whole_number(1, MAX_COUNT)
+#: a random seed: any whole number from 0 (numpy's generators refuse a negative one)
+_seed = whole_number(0, 2**32 - 1)
+#: how many disagreements to list (0: none)
+_shown = whole_number(0, MAX_COUNT)
+#: a TCP port on 127.0.0.1
+_port = whole_number(1, 65_535, "a TCP port")
+#: decoding threads
+_threads = whole_number(1, 1_024)
+
+
 def _quota(text: str) -> dict[str, int]:
     try:
         pairs = [p.split("=", 1) for p in text.split(",") if p]
-        return {k.strip(): int(v) for k, v in pairs}
+        quota = {k.strip(): int(v) for k, v in pairs}
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"quota is BUCKET=N,BUCKET=N (got {text!r})") from exc
+    bad = [f"{k}={n}" for k, n in quota.items() if not 1 <= n <= MAX_COUNT]
+    if bad:
+        raise argparse.ArgumentTypeError(f"{', '.join(bad)}: counts are whole numbers from 1 to {MAX_COUNT:,}")
+    return quota
 
 
 def _judge_outputs(p: argparse.ArgumentParser, out: str) -> None:
     """The options a judge's calibration command shares: its endpoint, its verdict cache, its output."""
     p.add_argument("--api-base", default=None)
     p.add_argument("--cache", default=None, help="folder for cached verdicts (default: none)")
-    p.add_argument("--out", default=out)
+    p.add_argument("--out", type=output_file, default=out)
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
 
 
@@ -61,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("import", help="build a case family from a public dataset, or from a live MCP server's tools")
     p.add_argument("source", choices=["tau-airline", "bfcl", "tooltalk", "labelled-jsonl", "mcp"])
     p.add_argument("--url", help="mcp: a streamable-HTTP server's endpoint (else the stdio command after --)")
-    p.add_argument("--timeout", type=float, default=None, help="mcp: seconds the server may take to list its tools "
+    p.add_argument("--timeout", type=seconds, default=None, help="mcp: seconds the server may take to list its tools "
                                                                  "(default 60)")
     p.add_argument("--input", help="labelled-jsonl: the rows (OpenAI messages, tools and a label per line)")
     p.add_argument("--shared", default=os.environ.get("TOOLEFFECT_SHARED") or "../shared",
@@ -72,10 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                 "family per category); labelled-jsonl: the family folder; mcp: "
                                                 "default cases/<the server's name>")
     p.add_argument("--category", action="append", help="bfcl: a category to import (repeatable; default all)")
-    p.add_argument("--limit", type=int, default=None,
+    p.add_argument("--limit", type=_count, default=None,
                    help="bfcl multi-turn: import only the first N conversations of each category")
     p.add_argument("--quota", type=_quota, default=None, help="BUCKET=N,... (default first=60,middle=90,last=60)")
-    p.add_argument("--seed", type=int, default=20241122)
+    p.add_argument("--seed", type=_seed, default=20241122)
     p.add_argument("--force", action="store_true",
                    help="write the family into a folder that holds files this import did not write (a hand-authored "
                         "family, another source's): they are replaced")
@@ -84,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--show", type=int, default=20, help="disagreements to list")
+    p.add_argument("--show", type=_shown, default=20, help="disagreements to list")
     p.set_defaults(func=cmd_agree)
     p = sub.add_parser("report", help="render the report from record logs (several, or a folder: merged)")
     p.add_argument("records", nargs="+", help="record logs (JSONL) or folders of them; shards merge into one report")
@@ -102,7 +119,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("html", help="one self-contained HTML page: the report and a browser of every decision")
     p.add_argument("source", metavar="RECORDS|REPORT", help="a record log (JSONL) or a JSON report (tables only)")
-    p.add_argument("--out", required=True, help="the HTML file to write")
+    p.add_argument("--out", type=output_file, required=True, help="the HTML file to write")
     p.add_argument("--cases", default="cases", help="folder of the families (states, quota and population)")
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_html)
@@ -110,13 +127,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("traces", nargs="+",
                    help="trace files (OpenAI chat JSONL, tau-bench JSON, OpenTelemetry GenAI JSON)")
     p.add_argument("--out", required=True, help="the family folder, e.g. cases/<family>/")
-    p.add_argument("--name", default="cases.jsonl", help="case file to write in --out")
+    p.add_argument("--name", type=output_file, default="cases.jsonl", help="case file to write in --out")
     p.add_argument("--format", default="auto", choices=["auto", "openai", "tau-bench", "otel"])
     p.add_argument("--quota", type=_quota, default=None, help="BUCKET=N,... (default first=20,middle=20,last=20)")
-    p.add_argument("--buckets", type=int, default=None, help="N quantile buckets q1..qN instead of first/middle/last")
-    p.add_argument("--per-bucket", type=int, default=20, help="quota per quantile bucket with --buckets")
+    p.add_argument("--buckets", type=_count, default=None,
+                   help="N quantile buckets q1..qN instead of first/middle/last")
+    p.add_argument("--per-bucket", type=_count, default=20, help="quota per quantile bucket with --buckets")
     p.add_argument("--tools", help="a JSON list of tool specs for the family (else the traces' own)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=_seed, default=0)
     p.add_argument("--force", action="store_true",
                    help="replace a case file that holds labels (a timestamped .bak copy of it is kept), or rewrite "
                         "a family.yaml sample did not write (hand-authored, another command's)")
@@ -126,7 +144,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("action", choices=["export", "import", "agreement"])
     p.add_argument("files", nargs="+", help="export: case files; import: the case file to label; agreement: the "
                                             "reply set's folder (datasets/replies)")
-    p.add_argument("--out", help="export: the labelling file to write; import: case file to write (default: in place)")
+    p.add_argument("--out", type=output_file,
+                   help="export: the labelling file to write; import: case file to write (default: in place)")
     p.add_argument("--labels", help="import: the filled labelling file")
     p.add_argument("--labeller", default=None, help="export: the labeller's name written into labelled_by")
     p.add_argument("--a", default=None, help="agreement: the first label file in the folder (default labels-a.jsonl)")
@@ -136,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=cmd_label)
     p = sub.add_parser("merge", help="final labels from several labellers; lists what needs adjudication")
     p.add_argument("labels", nargs="+")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out", type=output_file, required=True)
     p.add_argument("--adjudicated", help="a JSONL of adjudicated labels (they win)")
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_merge)
@@ -160,13 +179,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "hash of the reply's id), several joined by '+' (held+test: both), or all")
     p.add_argument("--labels", default=None, help="the labels file's name in the folder")
     p.add_argument("--judge-model", default=None, help="also measure this LLM judge (a litellm model name)")
-    p.add_argument("--judge-limit", type=int, default=None,
+    p.add_argument("--judge-limit", type=_count, default=None,
                    help="ask the judge about every k-th reply of the split only, k chosen so that about this many "
                         "are asked (a slow local model)")
-    p.add_argument("--judge-max-tokens", type=int, default=None,
+    p.add_argument("--judge-max-tokens", type=_count, default=None,
                    help="cap on the tokens of one judge answer (a small model may not stop); a cut answer is "
                         "counted apart as unreadable")
-    p.add_argument("--judge-timeout", type=float, default=60.0, help="seconds per judge request (default 60)")
+    p.add_argument("--judge-timeout", type=seconds, default=60.0, help="seconds per judge request (default 60)")
     p.add_argument("--judge-format", choices=("rubric", "kind-word"), default="rubric",
                    help="rubric: pass or fail per kind, as a verdict asks (3 questions a reply); kind-word: one word "
                         "a reply among ask, refuse, answer, none (pytest_tooleffect.scoring.kind_judge)")
@@ -186,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=cmd_sandbox)
     p = sub.add_parser("serve", help="serve the recorded decisions of the cases as a local OpenAI-compatible model")
     p.add_argument("--cases", default="cases")
-    p.add_argument("--port", type=int, default=8011)
+    p.add_argument("--port", type=_port, default=8011)
     p.add_argument("--ignore-system-prompt", action="store_true",
                    help="match states on their messages and tools only: for agents that write their own system prompt")
     p.set_defaults(func=cmd_serve)
@@ -195,16 +214,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("action", choices=["serve", "stop", "status", "fetch"],
                    help="serve: start (build/fetch first when needed) and wait until it answers; stop: end it by "
                         "its pid; status: is it running; fetch: build the server and assemble the weights only")
-    p.add_argument("--port", type=int, default=8089, help="port on 127.0.0.1 (default 8089)")
-    p.add_argument("--threads", type=int, default=1, help="decoding threads (default 1)")
-    p.add_argument("--max-tokens", type=int, default=384, help="the server's cap on tokens per answer (default 384)")
+    p.add_argument("--port", type=_port, default=8089, help="port on 127.0.0.1 (default 8089)")
+    p.add_argument("--threads", type=_threads, default=1, help="decoding threads (default 1)")
+    p.add_argument("--max-tokens", type=_count, default=384, help="the server's cap on tokens per answer (default 384)")
     p.add_argument("--detach", action="store_true", help="serve: return once it answers, leave it running")
     p.set_defaults(func=cmd_model)
     p = sub.add_parser("baseline", help="store the per-decision verdicts of an accepted run (--tooleffect-baseline)")
     bsub = p.add_subparsers(dest="action", required=True)
     p = bsub.add_parser("save", help="a baseline file from a run's record log")
     p.add_argument("records", help="the accepted run's record log (JSONL)")
-    p.add_argument("--out", default="tooleffect-baseline.json", help="default tooleffect-baseline.json")
+    p.add_argument("--out", type=output_file, default="tooleffect-baseline.json",
+                   help="default tooleffect-baseline.json")
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.add_argument("--allow-incomplete", action="store_true",
                    help="save the log of a run that is not complete (interrupted, shards missing, items without a "
@@ -214,9 +234,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                      "--from LOG, write it, say what to commit and what CI runs",
                         description="Run pytest once with the arguments after -- (no baseline read, the record log "
                                     "written to --records), then write the baseline from its record log.")
-    p.add_argument("--out", default="tooleffect-baseline.json", help="default tooleffect-baseline.json (refused when "
+    p.add_argument("--out", type=output_file, default="tooleffect-baseline.json",
+                   help="default tooleffect-baseline.json (refused when "
                                                                      "it exists, unless --force)")
-    p.add_argument("--records", default="reports/tooleffect-records.jsonl",
+    p.add_argument("--records", type=output_file, default="reports/tooleffect-records.jsonl",
                    help="where the run writes its record log (default reports/tooleffect-records.jsonl)")
     p.add_argument("--from", dest="from_log", metavar="LOG", default=None,
                    help="take the record log of a run already made instead of running")

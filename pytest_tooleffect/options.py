@@ -19,6 +19,7 @@ import pytest
 from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.formats.perturb import PerturbationSpec
 from pytest_tooleffect.formats.policy import PolicyName, ShowableName
+from pytest_tooleffect.util.arguments import output_file
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",
@@ -142,6 +143,18 @@ REPLAY = Policy(name="replay")
 
 def _path_or_none(value: str) -> Path | None:
     return Path(value) if value else None
+
+
+def _records_path(value: str) -> str:
+    """``--tooleffect-records``: the path as given (empty: no record log), not one naming a folder."""
+    return output_file(value) if value else value
+
+
+def _output_path(value: str) -> Path | None:
+    """A file the run writes (``None``: empty, not written); a path ending in a separator names a
+    folder and is refused (:func:`~pytest_tooleffect.util.arguments.output_file`).
+    """
+    return Path(output_file(value)) if value else None
 
 
 #: a day, in seconds: the longest model-call timeout and rate window accepted
@@ -319,17 +332,17 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
         sandbox_providers: the registered sandbox providers' names (``off`` is added).
     """
     group = parser.getgroup("tooleffect", "tool-selection scoring (pytest-tooleffect)")
-    group.addoption(OPT_REPORT, metavar="PATH", type=_path_or_none, default=None,
+    group.addoption(OPT_REPORT, metavar="PATH", type=_output_path, default=None,
                     help="write the per-class report as JSON to PATH")
-    group.addoption(OPT_RECORDS, metavar="PATH", type=str, default=None,
+    group.addoption(OPT_RECORDS, metavar="PATH", type=_records_path, default=None,
                     help=f"write one JSON record per scored sample to PATH as it completes, a new file each run "
                          f"(default: ini {INI_RECORDS} = {DEFAULT_RECORDS}; empty string disables)")
     group.addoption(OPT_NO_SUMMARY, action="store_true", default=False,
                     help="do not print the per-class report at the end of the run")
-    group.addoption(OPT_SUMMARY_MD, metavar="PATH", type=_path_or_none, default=None,
+    group.addoption(OPT_SUMMARY_MD, metavar="PATH", type=_output_path, default=None,
                     help="write a short Markdown summary (gates, per-class table, regressions, errors) to PATH, "
                          "for a CI job summary such as $GITHUB_STEP_SUMMARY")
-    group.addoption(OPT_HTML, metavar="PATH", type=_path_or_none, default=None,
+    group.addoption(OPT_HTML, metavar="PATH", type=_output_path, default=None,
                     help="write the report and a browser of every decision as one self-contained HTML file to PATH")
     group.addoption(OPT_MODEL, metavar="PROVIDER/MODEL", type=_model_name, default=None,
                     help="ask this litellm model for the decision at every labelled state (a policy of that name)")

@@ -77,6 +77,7 @@ from pytest_tooleffect.options import (
 )
 from pytest_tooleffect.outcomes import PolicyShadowWarning
 from pytest_tooleffect.price_file import load_prices
+from pytest_tooleffect.util.arguments import ends_in_separator
 from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.extras import MissingExtra, require
 from pytest_tooleffect.util.input_files import read_input_text
@@ -284,6 +285,9 @@ def resolve(config: pytest.Config, sandbox_providers: list[str]) -> Settings:
     """
     records_opt = config.getoption(OPT_RECORDS)
     records = records_opt if records_opt is not None else config.getini(INI_RECORDS)
+    if records_opt is None and records and ends_in_separator(records):
+        raise pytest.UsageError(f"ini {INI_RECORDS} = {records!r}: ends in {records[-1]!r}, so it names a folder; the "
+                                "record log is one file: give its name (e.g. reports/tooleffect-records.jsonl)")
     for opt in (OPT_API_BASE, OPT_JUDGE_BASE):
         base = config.getoption(opt)
         if base and looks_like_key(base):

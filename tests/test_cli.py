@@ -93,3 +93,103 @@ def test_ctrl_c_in_a_command_is_one_line_and_status_130(tmp_path: Path) -> None:
             os.close(writer)
     assert proc.returncode == 130, err
     assert err.strip() == "tooleffect plan: interrupted" and "Traceback" not in err and out == ""
+
+
+# --------------------------------------------------------------------- every number, checked as it is parsed
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["import", "mcp", "--timeout", "-1"], "argument --timeout: '-1' must be a number of seconds above 0"),
+    (["import", "mcp", "--timeout", "inf"], "argument --timeout: 'inf' must be a number of seconds above 0"),
+    (["import", "bfcl", "--limit", "0"], "argument --limit: '0' must be at least 1"),
+    (["import", "tau-airline", "--seed", "-1"], "argument --seed: '-1' must be at least 0"),
+    (["import", "tau-airline", "--quota", "first=0"],
+     "argument --quota: first=0: counts are whole numbers from 1 to 100,000"),
+    (["agree", "a.jsonl", "b.jsonl", "--show", "-1"], "argument --show: '-1' must be at least 0"),
+    (["sample", "t.jsonl", "--out", "f", "--seed", "-5"], "argument --seed: '-5' must be at least 0"),
+    (["serve", "--port", "0"], "argument --port: '0' must be at least 1 (a TCP port)"),
+    (["serve", "--port", "70000"], "argument --port: '70000' must be at most 65,535 (a TCP port)"),
+    (["model", "status", "--port", "-1"], "argument --port: '-1' must be at least 1 (a TCP port)"),
+    (["model", "serve", "--threads", "0"], "argument --threads: '0' must be at least 1"),
+    (["model", "serve", "--max-tokens", "-384"], "argument --max-tokens: '-384' must be at least 1"),
+])
+def test_every_number_a_command_takes_is_checked_when_parsed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        argv: list[str], said: str) -> None:
+    from pytest_tooleffect.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        main(argv)
+    assert stopped.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.strip().splitlines()[-1].endswith(f": error: {said}"), captured.err
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------- every command's output file
+
+OUT_COMMANDS = [  # argv; {log}: the demo run's record log, {out}: the output path under test
+    ["html", "{log}", "--out", "{out}"],
+    ["baseline", "save", "{log}", "--out", "{out}"],
+    ["baseline", "init", "--from", "{log}", "--out", "{out}"],
+    ["label", "export", "{case}", "--out", "{out}"],
+    ["merge", "{labels}", "--out", "{out}"],
+    ["calibrate-judge", "{labels}", "--judge-model", "openai/x", "--out", "{out}"],
+    ["calibrate-replies", "{replies}", "--out", "{out}"],
+]
+
+
+def _names(a_run: Path, out: str) -> dict[str, str]:
+    labels = a_run / "labels.jsonl"
+    if not labels.exists():
+        labels.write_text(json.dumps({"id": "x", "valid_actions": [{"tool": None}], "labelled_by": "a"}) + "\n")
+    from tests.conftest import REPO
+
+    return {"log": str(a_run / "records.jsonl"), "case": str(a_run / "cases" / "demo" / "cases.jsonl"),
+            "labels": str(labels), "replies": str(REPO / "datasets" / "replies"), "out": out}
+
+
+@pytest.mark.parametrize("argv", OUT_COMMANDS, ids=lambda a: " ".join(a[:2]))
+def test_a_commands_out_ending_in_a_separator_is_a_usage_error(
+        a_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    from pytest_tooleffect.cli import main
+
+    out = f"{tmp_path}/newdir/"
+    with pytest.raises(SystemExit) as stopped:
+        main([a.format(**_names(a_run, out)) for a in argv])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.endswith(f": error: argument --out: '{out}' ends in '/', so it names a folder; this option writes one "
+                        f"file: give its name (e.g. {out}NAME)"), err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv", OUT_COMMANDS[:5], ids=lambda a: " ".join(a[:2]))
+def test_a_commands_out_on_its_own_stdout_redirected_to_a_file_is_refused(
+        a_run: Path, tmp_path: Path, argv: list[str]) -> None:
+    """``--out /dev/stdout > o.txt``, spelled through a link of the test's own (``std ->
+    /proc/self/fd/1``): should the check let it through, the machine's ``/dev/stdout`` is safe."""
+    (tmp_path / "std").symlink_to("/proc/self/fd/1")
+    with open(tmp_path / "o.txt", "w") as stdout:
+        run = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli",
+                              *(a.format(**_names(a_run, "std")) for a in argv)],
+                             cwd=tmp_path, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.strip().endswith(f"--out std (resolved: {tmp_path / 'o.txt'}): is this process's standard "
+                                       "output: the terminal output written there would tear the file --out writes; "
+                                       "give a file path of its own"), run.stderr
+    assert (tmp_path / "o.txt").read_text() == "" and (tmp_path / "std").is_symlink()
+
+
+@pytest.mark.parametrize("argv", OUT_COMMANDS[:5], ids=lambda a: " ".join(a[:2]))
+def test_a_commands_out_named_as_a_new_familys_file_is_refused(
+        a_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        argv: list[str]) -> None:
+    from pytest_tooleffect.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main([a.format(**_names(a_run, "cases/new/family.yaml")) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--out cases/new/family.yaml" in err, err
+    assert ": would be collected as the family file of a family in " in err
+    assert not (tmp_path / "cases").exists()

@@ -397,3 +397,89 @@ def test_a_name_with_a_control_character_or_an_override_is_refused(field: str) -
         with pytest.raises(ValidationError, match="a control character or a bidirectional override"):
             Family(name=bad) if field == "family" else Policy(name=bad)
     assert (Family(name="démo-日本") if field == "family" else Policy(name="démo-日本")).name == "démo-日本"
+
+
+# ------------------------------------------------------ the process's own streams, /dev and /proc, folder names
+
+RUN_OUTPUTS = [OPT_RECORDS, OPT_REPORT, OPT_HTML, OPT_SUMMARY_MD]
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("option", RUN_OUTPUTS)
+@pytest.mark.parametrize("fd", [1, 2])
+def test_an_output_on_the_runs_own_stream_redirected_to_a_file_is_refused(
+        pytester: pytest.Pytester, option: str, fd: int) -> None:
+    """The issue's reproduction (``--tooleffect-records /dev/stdout`` with stdout a file: the run's
+    terminal output tore the records).  ``/dev/stdout`` is spelled as a link of the test's own,
+    ``std -> /proc/self/fd/N``: should the check ever let it through, what is replaced is that link,
+    never the machine's ``/dev/stdout``."""
+    write_demo(pytester.path, PASSING)
+    (pytester.path / "std").symlink_to(f"/proc/self/fd/{fd}")
+    result = pytester.runpytest_subprocess("cases/", f"{option}=std")  # stdout and stderr are files
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    name = {1: "output", 2: "error"}[fd]
+    result.stderr.fnmatch_lines([f"ERROR: {option} *std (resolved: *): is this process's standard {name}: the "
+                                 f"terminal output written there would tear the file {option} writes; give a file "
+                                 "path of its own"])
+    assert "passed" not in result.stdout.str() and (pytester.path / "std").is_symlink()
+
+
+@pytest.mark.subprocess
+def test_an_output_on_the_runs_own_stdout_as_a_pipe_is_refused_in_words(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "cases/",
+                          f"{OPT_RECORDS}=/dev/stdout"], cwd=pytester.path, capture_output=True, text=True,
+                         timeout=120, env=os.environ.copy())
+    assert run.returncode == pytest.ExitCode.USAGE_ERROR, run.stdout + run.stderr
+    assert f"ERROR: {OPT_RECORDS} /dev/stdout (resolved: " in run.stderr
+    assert "): is a named pipe (FIFO), not a regular file; give a file path" in run.stderr
+    assert ".lock" not in run.stderr
+
+
+@pytest.mark.parametrize("option", RUN_OUTPUTS)
+def test_a_regular_file_under_dev_is_refused(pytester: pytest.Pytester, option: str) -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or not os.access(shm, os.W_OK):
+        pytest.skip("no writable /dev/shm on this system")
+    write_demo(pytester.path, PASSING)
+    target = shm / f"tooleffect-{os.getpid()}-{option.strip('-')}.out"
+    try:
+        result = pytester.runpytest("cases/", f"{option}={target}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+        result.stderr.fnmatch_lines([f"ERROR: {option} {target}: lies under /dev, which holds devices and processes' "
+                                     "streams, not files; give a file path (/dev/null alone takes an output and "
+                                     "discards it)"])
+        assert not target.exists()
+    finally:
+        target.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("option", RUN_OUTPUTS)
+def test_an_output_path_ending_in_a_separator_is_a_usage_error(pytester: pytest.Pytester, option: str) -> None:
+    write_demo(pytester.path, PASSING)
+    result = pytester.runpytest("cases/", f"{option}=rr/")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([f"*argument {option}: 'rr/' ends in '/', so it names a folder; this option writes "
+                                 "one file: give its name (e.g. rr/NAME)"])
+    assert not (pytester.path / "rr").exists()
+
+
+def test_an_ini_record_log_ending_in_a_separator_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, PASSING)
+    pytester.makeini("[pytest]\ntooleffect_records = logs/\n")
+    result = pytester.runpytest("cases/")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines(["ERROR: ini tooleffect_records = 'logs/': ends in '/', so it names a folder; the "
+                                 "record log is one file: give its name (e.g. reports/tooleffect-records.jsonl)"])
+    assert not (pytester.path / "logs").exists()
+
+
+@pytest.mark.parametrize("option", RUN_OUTPUTS)
+def test_an_output_named_as_a_new_familys_file_is_refused(pytester: pytest.Pytester, option: str) -> None:
+    """The next run would collect ``cases/new/family.yaml`` as a family and fail on it."""
+    write_demo(pytester.path, PASSING)
+    result = pytester.runpytest("cases/", f"{option}=cases/new/family.yaml")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()
+    result.stderr.fnmatch_lines([f"ERROR: {option} *cases/new/family.yaml*: would be collected as the "
+                                 "family file of a family in *cases/new: the next run would read the output as cases*"])
+    assert not (pytester.path / "cases" / "new").exists()

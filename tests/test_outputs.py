@@ -93,7 +93,8 @@ def test_unwritable_outputs_are_usage_errors_even_for_root(pytester: pytest.Pyte
     path = "afile/out.json" if where == "under-a-file" else "/proc/tooleffect-test/out.json"
     result = pytester.runpytest("cases/", f"{option}={path}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*{option} *out.json: cannot be written*"])
+    why = "cannot be written" if where == "under-a-file" else "lies under /proc, which holds devices and processes' "
+    result.stderr.fnmatch_lines([f"*{option} *out.json: {why}*"])
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
@@ -209,6 +210,23 @@ def test_baseline_save_refuses_to_overwrite_its_input(tmp_path: Path, capsys: py
 
 
 @pytest.mark.parametrize(("argv", "message"), [
+    (["--buckets", "0"], "*argument --buckets: '0' must be at least 1"),
+    (["--quota", "first=-2"], "*argument --quota: first=-2: counts are whole numbers from 1 to 100,000"),
+    (["--per-bucket", "10000000", "--buckets", "2"], "*argument --per-bucket: '10000000' must be at most 100,000"),
+])
+def test_sample_counts_out_of_range_are_usage_errors_before_anything_is_read(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["sample", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "fam"), *argv])
+    assert stopped.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    import fnmatch
+
+    assert fnmatch.fnmatch(err[-1], message), err
+    assert not (tmp_path / "fam").exists()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
     (["label", "export", "{bad}", "--out", "{out}"], "*bad.jsonl: line 1: not valid JSON*"),
     (["label", "export", "{noplace}", "--out", "{out}"], "*noplace.jsonl: line 1: field 'placement' is missing"),
     (["label", "export", "{missing}", "--out", "{out}"], "*missing.jsonl: No such file or directory"),
@@ -216,11 +234,8 @@ def test_baseline_save_refuses_to_overwrite_its_input(tmp_path: Path, capsys: py
     (["label", "export", "{noplace}"], "*--out is required*"),
     (["label", "import", "{bad}", "--labels", "{noplace}"], "*bad.jsonl: line 1: not valid JSON*"),
     (["label", "import", "{alist}", "--labels", "{noplace}"], "*alist.jsonl: line 1: a case is a JSON object*"),
-    (["merge", "{noplace}", "--out", "{proc}"], "*--out /proc/*/m.jsonl: cannot be written (No such file or directory)"),
+    (["merge", "{noplace}", "--out", "{proc}"], "*--out /proc/*/m.jsonl: lies under /proc, which holds devices *"),
     (["merge", "{binary}", "--out", "{out}"], "*binary.jsonl: line 1: not UTF-8 text*"),
-    (["sample", "{noplace}", "--out", "{fam}", "--buckets", "0"], "*--buckets 0: counts are whole numbers*"),
-    (["sample", "{noplace}", "--out", "{fam}", "--quota", "first=-2"], "*--quota first -2: counts are*"),
-    (["sample", "{noplace}", "--out", "{fam}", "--per-bucket", "10000000", "--buckets", "2"], "*--per-bucket*"),
 ])
 def test_label_merge_and_sample_answer_bad_input_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                              argv: list[str], message: str) -> None:

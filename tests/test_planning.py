@@ -165,3 +165,35 @@ def test_sim_runs_out_of_bounds_is_a_usage_error(tmp_path: Path, runs: str, caps
     assert f"a whole number from 100 to 1,000,000, got '{runs}'" in err
     with pytest.raises(ValueError, match="sim_runs must be from 100 to 1,000,000"):
         plan([_run({"a": [True, False]})], sim_runs=10**8)
+
+
+@pytest.mark.parametrize(("other", "said"), [
+    ({f"d{i}": [True] for i in range(6)}, "(5 cases only in *, 6 only in *)"),  # the issue's: other cases
+    ({f"c{i}": [True] for i in range(5)}, "(5 labelled otherwise)"),  # the same cases, other labels
+    ({f"c{i}": [True] for i in range(3)}, "(2 cases only in *)"),  # a part of the cases
+])
+def test_a_repeat_of_other_cases_or_labels_is_refused_naming_both_label_sets(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], other: dict[str, list[bool | None]], said: str) -> None:
+    import fnmatch
+
+    base, repeat = tmp_path / "base.json", tmp_path / "b.json"
+    base.write_text(_run({f"c{i}": [True] for i in range(5)}).dumps(), encoding="utf-8")
+    run = _run(other, label="h2" if "labelled" in said else "h")
+    group = run.groups[0].model_copy(update={"label_set_fingerprint": "1" * 16})
+    repeat.write_text(run.model_copy(update={"groups": [group]}).dumps(), encoding="utf-8")
+    assert cli(["plan", str(base), "--repeats", str(repeat), "--sim-runs", "200"]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert captured.out == "" and len(err.splitlines()) == 1, err
+    assert fnmatch.fnmatch(err, f"tooleffect plan: {base} (label set {'0' * 16}) and {repeat} (label set {'1' * 16}) "
+                                f"hold other decisions for fam · pol {said}: the discordance is measured on the same "
+                                "cases under the same labels; give --repeats a run of the baseline's cases"), err
+
+
+def test_a_repeat_of_the_same_cases_and_labels_is_pooled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    base, repeat = tmp_path / "base.json", tmp_path / "b.json"
+    base.write_text(_run({f"c{i}": [True] for i in range(5)}).dumps(), encoding="utf-8")
+    repeat.write_text(_run({f"c{i}": [i != 0, True] for i in range(5)}).dumps(), encoding="utf-8")  # 2 trials each
+    assert cli(["plan", str(base), "--repeats", str(repeat), "--sim-runs", "200", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[-1]["measured"]["decisions"] == 5 and rows[-1]["measured"]["repeated"] == 5

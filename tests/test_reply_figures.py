@@ -170,3 +170,75 @@ def test_a_judge_with_no_readable_answer_measures_nothing() -> None:
 
     with pytest.raises(JudgeError, match="not one of the judge's 30 answers could be read; the first: .*Expecting"):
         judge_agreement(load_reply_set(SET), UnreadableJudge(), "dev", limit=10)
+
+
+# ----------------------------------------------------------------- the judge pass: its limits and its progress
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--judge-limit", "-3"], "argument --judge-limit: '-3' must be at least 1"),
+    (["--judge-limit", "0"], "argument --judge-limit: '0' must be at least 1"),
+    (["--judge-limit", "many"], "argument --judge-limit: 'many' is not a whole number"),
+    (["--judge-timeout", "-1"], "argument --judge-timeout: '-1' must be a number of seconds above 0"),
+    (["--judge-timeout", "0"], "argument --judge-timeout: '0' must be a number of seconds above 0"),
+    (["--judge-timeout", "nan"], "argument --judge-timeout: 'nan' must be a number of seconds above 0"),
+    (["--judge-max-tokens", "0"], "argument --judge-max-tokens: '0' must be at least 1"),
+])
+def test_a_judge_number_out_of_range_is_a_usage_error_before_any_work(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], said: str) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["calibrate-replies", str(SET), "--judge-model", "openai/x", "--api-base", "http://127.0.0.1:1/v1",
+              "--out", str(tmp_path / "o.json"), *argv])
+    assert stopped.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # not even the fallback's table: refused before any work
+    assert captured.err.strip().splitlines()[-1] == f"tooleffect calibrate-replies: error: {said}"
+
+
+def test_a_judge_limit_below_one_is_refused_by_the_measurement_too() -> None:
+    with pytest.raises(ValueError, match="the judge's limit must be at least 1 reply"):
+        judge_agreement(load_reply_set(SET), KeywordJudge(), "dev", limit=0)
+
+
+def test_the_judge_pass_reports_every_question_to_its_progress() -> None:
+    seen: list[tuple[int, int, int]] = []
+    result = judge_agreement(load_reply_set(SET), KeywordJudge(), "dev", limit=12,
+                             progress=lambda *a: seen.append(a))
+    n = result["n_replies"]
+    assert seen == [(i, 3 * n, n) for i in range(1, 3 * n + 1)]  # unreadable answers counted too
+
+
+def test_the_progress_line_comes_every_so_many_questions_or_seconds_and_at_the_end() -> None:
+    import io
+
+    from pytest_tooleffect.commands.replies import JudgeProgress
+
+    now = [100.0]
+    stream = io.StringIO()
+    progress = JudgeProgress(stream, every=30, period=10.0, clock=lambda: now[0])
+    for asked in range(1, 829):
+        if asked == 45:
+            now[0] += 12.0  # one slow answer: a line at once, whatever the count
+        progress(asked, 828, 276)
+    lines = stream.getvalue().splitlines()
+    assert lines[:3] == ["judge: 10 of 276 replies (30 of 828 questions), 0 s",
+                         "judge: 15 of 276 replies (45 of 828 questions), 12 s",
+                         "judge: 25 of 276 replies (75 of 828 questions), 12 s"]
+    assert lines[-1] == "judge: 276 of 276 replies (828 of 828 questions), 12 s"
+    assert len(lines) == 2 + (828 - 45) // 30 + 1
+
+
+def test_calibrate_replies_says_how_far_the_judge_is_on_stderr(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
+
+    def verdict(body: dict[str, object]) -> Reply:
+        return Reply(text=json.dumps({"verdict": "pass", "reason": "fine"}), prompt_tokens=10, completion_tokens=5)
+
+    with ScriptedServer(verdict) as srv:
+        assert main(["calibrate-replies", str(SET), "--split", "dev", "--judge-model", "openai/j", "--api-base",
+                     srv.base_url, "--judge-limit", "12", "--out", str(tmp_path / "o.json")]) == 0
+    written = json.loads((tmp_path / "o.json").read_text())
+    n = written["judge"]["n_replies"]
+    err = capsys.readouterr().err.splitlines()
+    assert f"judge: {n} of {n} replies ({3 * n} of {3 * n} questions)" in err[-1]
+    assert all(line.startswith("judge: ") for line in err)

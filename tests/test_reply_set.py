@@ -323,3 +323,17 @@ def test_broken_copy_is_caught(name: str, tmp_path: Path) -> None:
     (tmp_path / "labels-a.jsonl").write_text("\n".join(labels) + "\n", encoding="utf-8")
     problems = check_reply_set(tmp_path)
     assert any(expected in p for p in problems), problems
+
+
+def test_label_agreement_given_a_record_log_as_labels_names_it(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_tooleffect.cli import main
+    from tests.test_records import shipped_record
+
+    (tmp_path / "replies.jsonl").write_bytes((SET_DIR / "replies.jsonl").read_bytes())
+    for name in ("labels-a.jsonl", "labels-b.jsonl"):
+        (tmp_path / name).write_text("".join(json.dumps(shipped_record(i)) + "\n" for i in range(2)))
+    assert main(["label", "agreement", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"tooleffect label agreement: {tmp_path / 'labels-a.jsonl'}: is a tooleffect record log, not a "
+                   "reply set's labels (JSON lines of {id, kind, ...}, as the set's GUIDE.md describes them)"), err

@@ -295,3 +295,75 @@ def test_label_import_writes_nothing_when_every_label_is_invalid(
     err = capsys.readouterr().err
     assert "labels.jsonl: case a:" in err and "0 labelled, 1 without a label, 1 invalid: nothing written" in err
     assert cases.read_bytes() == before
+
+
+# ---------------------------------------------------------------------------- inputs of the wrong kind
+
+_RUN = {"messages": [{"role": "user", "content": "weather in Paris?"},
+                     {"role": "assistant", "content": None, "tool_calls": [
+                         {"id": "c1", "type": "function",
+                          "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+                     {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+                     {"role": "assistant", "content": "It is sunny."}],
+        "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}}}}]}
+
+
+@pytest.mark.parametrize("layout", ["one line", "pretty"])
+def test_sample_reads_a_json_array_of_runs_as_those_runs(tmp_path: Path, layout: str) -> None:
+    other = {**_RUN, "messages": [{**_RUN["messages"][0], "content": "weather in Rome?"}, *_RUN["messages"][1:]]}
+    (tmp_path / "runs.jsonl").write_text(json.dumps(_RUN) + "\n" + json.dumps(other) + "\n")
+    (tmp_path / "runs.json").write_text(json.dumps([_RUN, other], indent=2 if layout == "pretty" else None))
+    as_lines, _ = _sample(tmp_path, "a", str(tmp_path / "runs.jsonl"))
+    as_array, family = _sample(tmp_path, "b", str(tmp_path / "runs.json"))
+    assert len(as_array) == len(as_lines) == 4  # two decision points a run
+    assert [c["messages"] for c in as_array] == [c["messages"] for c in as_lines]
+    assert family["tools"] and family["population"] == {"first": 2, "last": 2}
+
+
+@pytest.mark.parametrize("text", [json.dumps({"messages": [{"role": "user", "content": "hi"}]}) + "\n",
+                                  json.dumps([{"role": "user", "content": "hi"}, {"role": "user", "content": "?"}])
+                                  + "\n"])
+def test_a_sample_of_no_case_is_an_error_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            text: str) -> None:
+    (tmp_path / "runs.jsonl").write_text(text)
+    out = tmp_path / "cases" / "s"
+    assert main(["sample", str(tmp_path / "runs.jsonl"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "runs.jsonl: 0 cases drawn: the traces hold no decision point" in err, err
+    assert "nothing written" in err and not (tmp_path / "cases").exists()
+
+
+def _record_log(path: Path) -> Path:
+    from tests.test_records import shipped_record
+
+    path.write_text("".join(json.dumps(shipped_record(i)) + "\n" for i in range(3)), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("argv", [["merge", "{log}", "{labels}", "--out", "{out}"],
+                                  ["merge", "{labels}", "{labels2}", "--adjudicated", "{log}", "--out", "{out}"],
+                                  ["agree", "{labels}", "{log}"],
+                                  ["label", "import", "{case}", "--labels", "{log}", "--out", "{out}"],
+                                  ["merge", "{labels}", "{baseline}", "--out", "{out}"]],
+                         ids=["merge", "merge-adjudicated", "agree", "label-import", "merge-baseline"])
+def test_a_labelling_command_given_a_record_log_or_baseline_names_it_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    log = _record_log(tmp_path / "s1.jsonl")
+    labels, labels2 = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    for path in (labels, labels2):
+        path.write_text(json.dumps({"id": "x", "valid_actions": [{"tool": None}], "labelled_by": "a"}) + "\n")
+    case = tmp_path / "cases.jsonl"
+    case.write_text(json.dumps({"id": "x"}) + "\n")
+    baseline = tmp_path / "base.json"
+    assert main(["baseline", "save", str(log), "--out", str(baseline)]) == 0
+    capsys.readouterr()
+    names = {"log": log, "labels": labels, "labels2": labels2, "case": case, "baseline": baseline,
+             "out": tmp_path / "merged.jsonl"}
+    assert main([a.format(**names) for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    what = "a tooleffect baseline" if "{baseline}" in argv else "a tooleffect record log"
+    assert len(err.splitlines()) == 1 and f": is {what}, not a label file" in err, err
+    if what.endswith("record log"):
+        assert "merge into one report with `tooleffect report LOG...`" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl", "base.json", "cases.jsonl", "s1.jsonl"]

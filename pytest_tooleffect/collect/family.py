@@ -269,11 +269,14 @@ def family_inputs(directories: Iterable[Path]) -> list[tuple[str, Path]]:
 
 
 def collected_as(path: Path) -> str | None:
-    """What a file written at ``path`` would be read as by the next run, or ``None``: ``"a case file
-    of the family in DIR"`` when its folder holds a family and its name is a case file's (a case-file
-    suffix; neither the family file nor a file the family file names).
+    """What a file written at ``path`` would be read as by the next run, or ``None``: ``"the family
+    file of a family in DIR"`` when it is named ``family.yaml`` (wherever it is: a new family folder
+    included), ``"a case file of the family in DIR"`` when its folder holds a family and its name is a
+    case file's (a case-file suffix; neither the family file nor a file the family file names).
     """
     folder = path.parent
+    if path.name == FAMILY_FILE:  # a new family's file, in a folder that holds none yet: the next run reads it
+        return f"the family file of a family in {folder}"
     if not is_family_dir(folder) or not is_case_file(path, _referenced_anyway(folder, folder / FAMILY_FILE)):
         return None
     return f"a case file of the family in {folder}"

@@ -144,22 +144,51 @@ def read_tau_bench(path: str | Path) -> Iterator[Run]:
 def read_openai_jsonl(path: str | Path) -> Iterator[Run]:
     """Stream OpenAI chat runs from JSON Lines: each line one run, either a list of messages or
     ``{"messages": [...], "id"?: str, "tools"?: [...]}``; ``tool_calls[].function.arguments`` may
-    be a JSON string or an object.
+    be a JSON string or an object.  A JSON array of runs (``[{"messages": [...], "tools": ...}, …]``,
+    on one line or spread over many: a ``.json`` file) is those runs, in order.
 
     Raises:
-        TraceError: a line that is not JSON or not a run (names the file and line).
+        TraceError: a line that is not JSON or not a run (names the file and line; an array's
+            element is named by its index).
     """
     for n, doc, why in json_lines(path):
         if why is not None:
-            raise TraceError(f"{path}: line {n}: {why}")
-        if isinstance(doc, dict):
-            messages, run_id, tools = doc.get("messages"), str(doc.get("id", f"line{n}")), doc.get("tools")
-        else:
-            messages, run_id, tools = doc, f"line{n}", None
-        if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
-            raise TraceError(f"{path}: line {n}: a run is a list of messages or {{messages: [...]}}")
-        system = next((m.get("content") for m in messages if m.get("role") == "system"), None)
-        yield Run(run_id=run_id, messages=messages, system_prompt=system, tools=tools)
+            whole = _whole_array(path) if n == 1 else None
+            if whole is None:
+                raise TraceError(f"{path}: line {n}: {why}")
+            for i, item in enumerate(whole):
+                yield _openai_run(path, f"element {i}", item, f"run{i + 1}")
+            return
+        if _is_runs(doc):
+            for i, item in enumerate(doc):
+                yield _openai_run(path, f"line {n}: element {i}", item, f"line{n}.{i + 1}")
+            continue
+        yield _openai_run(path, f"line {n}", doc, f"line{n}")
+
+
+def _is_runs(doc: Any) -> bool:
+    """``doc`` is a JSON array of runs (objects with ``messages``), not one run's list of messages."""
+    return isinstance(doc, list) and bool(doc) and all(isinstance(x, dict) and "messages" in x for x in doc)
+
+
+def _whole_array(path: str | Path) -> list[Any] | None:
+    """The file as one JSON array of runs (a pretty-printed ``.json`` file), or ``None`` when it is not one."""
+    try:
+        doc = loads(read_input_text(path, "utf-8-sig"))
+    except (OSError, ValueError, RecursionError):  # the first line's own error is the one to report
+        return None
+    return doc if _is_runs(doc) else None
+
+
+def _openai_run(path: str | Path, where: str, doc: Any, default_id: str) -> Run:
+    if isinstance(doc, dict):
+        messages, run_id, tools = doc.get("messages"), str(doc.get("id", default_id)), doc.get("tools")
+    else:
+        messages, run_id, tools = doc, default_id, None
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise TraceError(f"{path}: {where}: a run is a list of messages or {{messages: [...]}}")
+    system = next((m.get("content") for m in messages if m.get("role") == "system"), None)
+    return Run(run_id=run_id, messages=messages, system_prompt=system, tools=tools)
 
 
 def _attr_value(v: Any) -> Any:

@@ -65,10 +65,6 @@ def cmd_baseline_init(args: argparse.Namespace) -> int:
         _say(f"{OPT_BASELINE} among the pytest arguments: the first baseline is made from a run without one "
              "(leave it out here; CI gives it)")
         return 2
-    if out.exists() and not args.force:
-        _say(f"--out {out} exists: a baseline was accepted already. Make a new one on purpose with tooleffect "
-             f"baseline save LOG --out {out}, or give --force to replace it")
-        return 2
     if args.from_log:
         log = Path(args.from_log)
         if pytest_args:
@@ -78,6 +74,11 @@ def cmd_baseline_init(args: argparse.Namespace) -> int:
     else:
         log = Path(args.records)
         check_command_outputs([("--out", out), ("--records", log)], force=args.force)
+    if out.exists() and not args.force:
+        _say(f"--out {out} exists: a baseline was accepted already. Make a new one on purpose with tooleffect "
+             f"baseline save LOG --out {out}, or give --force to replace it")
+        return 2
+    if not args.from_log:
         command = [sys.executable, "-m", "pytest", *pytest_args, f"{OPT_RECORDS}={log}", "-o", f"{INI_BASELINE}=",
                    "-p", "pytest_tooleffect.commands.run_watch"]
         print(f"tooleffect baseline init: running {shlex.join(['pytest', *pytest_args])} (no baseline; record log "

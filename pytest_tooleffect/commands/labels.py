@@ -71,6 +71,14 @@ def cmd_sample(args: argparse.Namespace) -> int:
     except (TraceError, OSError) as exc:
         print(f"tooleffect sample: {exc}", file=sys.stderr)
         return 2
+    if not cases:
+        found = sum(sample.population.values())
+        why = (f"the traces hold {found} decision points, none in the quota's buckets ({', '.join(quota)})" if found
+               else "the traces hold no decision point (an assistant turn after a user or tool message)")
+        print(f"tooleffect sample: {', '.join(args.traces)}: 0 cases drawn: {why}; nothing written. Traces are OpenAI "
+              "chat runs (JSONL, or a JSON array of runs), tau-bench trajectories or OpenTelemetry spans "
+              "(see --format)", file=sys.stderr)
+        return 2
     out.mkdir(parents=True, exist_ok=True)
     fam_path = out / "family.yaml"
     family: dict[str, Any] = {}

@@ -72,6 +72,47 @@ def _same_run(paths: list[Path], runs: list[Any]) -> str | None:
     return None
 
 
+def _label_sets(run: Any) -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """Per ``(family, policy)`` block of ``run``: its ``(case id, label hash)`` pairs (trials counted once)."""
+    out: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for d in run.decisions.values():
+        out.setdefault((d.family, d.policy), set()).add((d.case_id, d.label_hash))
+    return out
+
+
+def _shown_set(run: Any, key: tuple[str, str], pairs: set[tuple[str, str]]) -> str:
+    """The block's label-set fingerprint as its baseline group states it (else computed from ``pairs``)."""
+    from pytest_tooleffect.report import fingerprint
+
+    group = run.group(*key)
+    return str(group.label_set_fingerprint) if group is not None else fingerprint(pairs)
+
+
+def _other_cases(paths: list[Path], runs: list[Any]) -> str | None:
+    """Why a ``--repeats`` run cannot be pooled with the baseline (a block of the same family and
+    policy holding other cases, or the same cases under other labels), or ``None``.
+
+    The discordance is the rate at which one agent's verdict on one decision changes between runs:
+    pooling runs of other cases or labels would count decisions of one run only as measured.
+    """
+    base = _label_sets(runs[0])
+    for path, run in zip(paths[1:], runs[1:], strict=True):
+        for key, pairs in sorted(_label_sets(run).items()):
+            mine = base.get(key)
+            if mine is None or mine == pairs:
+                continue
+            cases, theirs = {c for c, _ in mine}, {c for c, _ in pairs}
+            relabelled = ({c for c, _ in pairs} & cases) - {c for c, _ in mine & pairs}
+            diff = [f"{n} {what}" for n, what in ((len(cases - theirs), f"cases only in {paths[0]}"),
+                                                  (len(theirs - cases), f"only in {path}"),
+                                                  (len(relabelled), "labelled otherwise")) if n]
+            return (f"{paths[0]} (label set {_shown_set(runs[0], key, mine)}) and {path} (label set "
+                    f"{_shown_set(run, key, pairs)}) hold "
+                    f"other decisions for {key[0]} · {key[1]} ({', '.join(diff)}): the discordance is measured on "
+                    "the same cases under the same labels; give --repeats a run of the baseline's cases")
+    return None
+
+
 def add_plan_parser(sub: Any) -> None:
     """Register ``tooleffect plan`` on the subcommands' parser ``sub``."""
     p = sub.add_parser("plan", help="paired decisions (and their cost) a run needs to detect a regression: fixed-n "
@@ -155,8 +196,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     Returns:
         0 when printed; 2 for a run or a cost log that cannot be read, bad figures, or a
         ``--repeats`` run that is the baseline's own run (the same file, or the record log the
-        baseline was saved from).  Messages show a file's text as the run does
-        (:func:`pytest_tooleffect.util.display.shown`).
+        baseline was saved from) or holds other cases, or the same cases under other labels, for
+        a family × policy of the baseline (both files and label-set fingerprints named).  Messages
+        show a file's text as the run does (:func:`pytest_tooleffect.util.display.shown`).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs
     from pytest_tooleffect.ci.planning import costs_of, plan
@@ -169,7 +211,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except BaselineError as exc:
         print(shown(f"tooleffect plan: {exc}"), file=sys.stderr)
         return 2
-    same = _same_run(paths, runs)
+    same = _same_run(paths, runs) or _other_cases(paths, runs)
     if same is not None:
         print(shown(f"tooleffect plan: {same}"), file=sys.stderr)
         return 2

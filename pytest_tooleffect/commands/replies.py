@@ -6,10 +6,41 @@ import argparse
 import datetime
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-__all__ = ["cmd_calibrate_replies"]
+__all__ = ["JudgeProgress", "cmd_calibrate_replies"]
+
+
+class JudgeProgress:
+    """The judge pass's progress on stderr, so a long pass is never silent: one line
+    ``judge: 40 of 276 replies (120 of 828 questions), 35 s`` every ``every`` questions or every
+    ``period`` seconds, whichever comes first, and one when the last question is answered.
+
+    Args:
+        stream: where the lines go (the command's stderr).
+        every: questions between two lines at most.
+        period: seconds between two lines at most.
+        clock: seconds, monotonic (``time.monotonic``).
+    """
+
+    def __init__(self, stream: TextIO, every: int = 30, period: float = 10.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream, self.every, self.period, self.clock = stream, every, period, clock
+        self.start = self.last = clock()
+        self.shown = 0
+
+    def __call__(self, asked: int, questions: int, replies: int) -> None:
+        """Note that ``asked`` of ``questions`` questions (about ``replies`` replies) are answered."""
+        now = self.clock()
+        if asked < questions and asked - self.shown < self.every and now - self.last < self.period:
+            return
+        self.shown, self.last = asked, now
+        done = asked * replies // questions if questions else 0
+        print(f"judge: {done} of {replies} replies ({asked} of {questions} questions), {now - self.start:.0f} s",
+              file=self.stream, flush=True)
 
 
 def cmd_calibrate_replies(args: argparse.Namespace) -> int:
@@ -79,7 +110,7 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
 
             asked = KindWordJudge(judge)
         try:
-            agreement = judge_agreement(rows, asked, split, args.judge_limit)
+            agreement = judge_agreement(rows, asked, split, args.judge_limit, progress=JudgeProgress(sys.stderr))
         except JudgeError as exc:  # a provider failure is an error, never a measurement: nothing written
             print(shown(f"tooleffect calibrate-replies: {exc}; nothing written"), file=sys.stderr)
             return 2

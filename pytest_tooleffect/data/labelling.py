@@ -21,6 +21,7 @@ from typing import Any
 
 from pytest_tooleffect.util.extras import require
 from pytest_tooleffect.util.jsonl import read_objects
+from pytest_tooleffect.util.own_outputs import LABELS, output_kind
 
 __all__ = ["action_set", "agreement", "label_class", "merge", "merge_agreeing", "name_set", "read_labels", "render",
            "revise"]
@@ -151,11 +152,16 @@ def read_labels(path: Path) -> dict[str, dict[str, Any]]:
     line; a case line with a ``label`` works too) keyed by id; a missing file reads as empty.
 
     Raises:
-        ValueError: the file is not UTF-8, or a line is not JSON, has no ``id`` or repeats the id
-            of an earlier line (names the file and the lines).
+        ValueError: the file is another file of the plugin's (a record log, a report, a baseline:
+            named, with what reads it), is not UTF-8, or a line is not JSON, has no ``id`` or repeats
+            the id of an earlier line (names the file and the lines).
     """
     if not path.exists():  # a folder or a device is refused by the reader, a pipe read
         return {}
+    kind = output_kind(path) if path.is_file() else None
+    if kind is not None and kind != LABELS:
+        raise ValueError(f"{path}: is {kind}, not a label file (JSON lines of {{id, valid_actions, forbidden_actions}}"
+                         f", as `tooleffect label export` writes them){_HINTS.get(kind, '')}")
     out: dict[str, dict[str, Any]] = {}
     lines: dict[str, int] = {}
     for n, d in read_objects(path, "a label"):
@@ -169,6 +175,15 @@ def read_labels(path: Path) -> dict[str, dict[str, Any]]:
         label = d.get("label", d)
         out[key] = {"id": d["id"], **(label if isinstance(label, dict) else {})}
     return out
+
+
+#: what reads the plugin's other files, for a record log or a report given where labels are read
+_HINTS = {
+    "a tooleffect record log": "; record logs (shards of one run) merge into one report with `tooleffect report "
+                               "LOG...`",
+    "a tooleffect JSON report": "; a report is read by `tooleffect html` and `tooleffect compare`",
+    "a tooleffect baseline": "; a baseline is read by `tooleffect compare` and --tooleffect-baseline",
+}
 
 
 def _as_list(v: Any) -> list[str]:

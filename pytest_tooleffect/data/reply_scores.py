@@ -208,7 +208,8 @@ def to_json(figures: Mapping[str, Figure]) -> dict[str, Any]:
 
 
 def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None = "test",
-                    limit: int | None = None) -> dict[str, Any]:
+                    limit: int | None = None,
+                    progress: Callable[[int, int, int], None] | None = None) -> dict[str, Any]:
     """The LLM judge's agreement with the labels, per reply kind, as a verdict asks it.
 
     For every reply and every kind ``K`` of ``ask``, ``refuse``, ``answer``, the judge is asked
@@ -233,7 +234,10 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
             with a ``model`` attribute).
         split: a selection :func:`in_split` knows, or ``None`` (every row).
         limit: ask about every ``k``-th reply only (in the file's order), ``k = ceil(n / limit)``, so
-            that at most ``limit`` are asked; ``None``: every reply.
+            that at most ``limit`` are asked; ``None``: every reply.  Below 1: ``ValueError``.
+        progress: called after each question as ``progress(asked, questions, replies)`` (questions
+            asked so far, questions in all = 3 per reply, replies asked about), so a long pass can say
+            how far it is.
 
     Returns:
         ``{"model", "n_replies", "kinds": {K: agreement + figure + disagreements}, "all": agreement,
@@ -243,6 +247,7 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
     from pytest_tooleffect.scoring.judge import JudgeError, JudgeProviderError
 
     chosen = judged_rows(rows, split, limit)
+    questions, asked = 3 * len(chosen), 0
     total = [[0, 0], [0, 0]]
     kinds: dict[str, Any] = {}
     errors: list[dict[str, str]] = []
@@ -255,8 +260,14 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
             except JudgeProviderError:  # no answer: the measurement fails, it does not go on without it
                 raise
             except JudgeError as exc:  # an unreadable answer: counted apart, not a verdict
+                asked += 1
+                if progress is not None:
+                    progress(asked, questions, len(chosen))
                 errors.append({"id": r.id, "kind": kind, "error": str(exc)[:200]})
                 continue
+            asked += 1
+            if progress is not None:
+                progress(asked, questions, len(chosen))
             human = r.kind == kind
             table[int(human)][int(ok)] += 1
             total[int(human)][int(ok)] += 1
@@ -274,9 +285,15 @@ def judge_agreement(rows: Sequence[LabelledReply], judge: Any, split: str | None
 def judged_rows(rows: Sequence[LabelledReply], split: str | None, limit: int | None) -> list[LabelledReply]:
     """The replies a judge is asked about: those of ``split`` with text, every ``k``-th of them
     (``k = ceil(n / limit)``) when ``limit`` is given and smaller than their number.
+
+    Raises:
+        ValueError: ``limit`` below 1.
     """
+    if limit is not None and limit < 1:
+        raise ValueError(f"the judge's limit must be at least 1 reply (got {limit}); leave it out to ask about every "
+                         "reply")
     chosen = [r for r in rows if in_split(r, split) and r.reply.strip()]
-    if limit is not None and limit > 0 and len(chosen) > limit:
+    if limit is not None and len(chosen) > limit:
         chosen = chosen[::-(-len(chosen) // limit)]
     return chosen
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.jsonl import json_lines
+from pytest_tooleffect.util.own_outputs import LABELS, output_kind
 
 __all__ = ["CLAIMS", "KINDS", "AgreementReport", "Call", "FieldAgreement", "Label", "Reply", "ReplySetError",
            "agreement", "field_agreement", "krippendorff_alpha", "read_labels", "read_replies", "render"]
@@ -144,10 +145,15 @@ def read_labels(path: Path, replies: Mapping[str, Reply], gold: bool = False) ->
         gold: the file is the gold labels: ``source`` is required, and ``note`` on adjudicated rows.
 
     Raises:
-        ReplySetError: a line that is not a label, an id labelled twice, unknown or left unlabelled,
+        ReplySetError: another file of the plugin's (a record log, a report: named), a line that is
+            not a label, an id labelled twice, unknown or left unlabelled,
             a gold row without its source or note (names the file, the line, the id and the field).
         OSError: the file cannot be read.
     """
+    kind = output_kind(path) if path.is_file() else None
+    if kind is not None and kind != LABELS:
+        raise ReplySetError(f"{path}: is {kind}, not a reply set's labels (JSON lines of {{id, kind, ...}}, as the "
+                            "set's GUIDE.md describes them)")
     labels: dict[str, Label] = {}
     for where, label in _rows(path, Label):
         if label.id in labels:

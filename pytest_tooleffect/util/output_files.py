@@ -8,6 +8,10 @@ controller's writers (the reporter, the gate keeper) and by every ``tooleffect``
 * :func:`check_outputs` is the one check of every output path, before anything is written.  An
   output is refused when it resolves (symbolic links followed) to a folder or to anything else
   that is not a regular file (``/dev/null`` alone excepted: what is written there is discarded),
+  to anything under ``/dev`` or ``/proc`` (as given or resolved), or to the very file of the
+  process's standard output or error (``/dev/stdout`` redirected to a file: the terminal output
+  would tear it).  A path ending in a separator (``reports/``) names a folder: it is refused where
+  the option is parsed (:func:`~pytest_tooleffect.util.arguments.output_file`), as ``Path`` drops it,
   to a file the run or command reads (case and family files, oracle rules, ``pyproject.toml``, the
   baseline, …: the caller lists them), or to the file another output names; and when *trying* it
   fails (an existing file opened for append, a probe file created and removed in the nearest
@@ -83,8 +87,9 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
 
     Raises:
         OutputPathError: an output resolves to a folder or to something else that is not a regular
-            file (``/dev/null`` excepted), to a file in ``reads``, to a file in ``project`` (unless
-            ``force``), to an existing file the plugin did not write (unless ``replace``, or
+            file (``/dev/null`` excepted), lies under ``/dev`` or ``/proc``, is the file of the
+            process's standard output or error, resolves to a file in ``reads``, to a file in
+            ``project`` (unless ``force``), to an existing file the plugin did not write (unless ``replace``, or
             ``others_kept`` is false), to a file ``becomes`` names, to the file of an earlier output, or cannot be
             created or written (a path under a file, a read-only file system).
     """
@@ -104,9 +109,17 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
         if real == DISCARD:
             continue
         shown = f"{option} {path}" + (f" (resolved: {real})" if os.path.abspath(path) != str(real) else "")
-        kind = _not_regular(real)
+        kind = _not_regular(path) or _not_regular(real)
         if kind is not None:
             raise OutputPathError(f"{shown}: is {kind}, not a regular file; give a file path")
+        stream = _standard_stream(path)
+        if stream is not None:
+            raise OutputPathError(f"{shown}: is this process's standard {stream}: the terminal output written there "
+                                  f"would tear the file {option} writes; give a file path of its own")
+        system = _system_folder(path, real)
+        if system is not None:
+            raise OutputPathError(f"{shown}: lies under {system}, which holds devices and processes' streams, not "
+                                  "files; give a file path (/dev/null alone takes an output and discards it)")
         if real in read_by:
             raise OutputPathError(f"{shown}: is {read_by[real]}, which {reader} reads: writing {option} there "
                                   f"would overwrite it; give {option} a path of its own")
@@ -141,6 +154,40 @@ def _not_regular(path: Path) -> str | None:
     nothing yet: trying to write it says why it cannot be reached).
     """
     return special_kind(path)
+
+
+#: folders of the system whose entries are devices, processes' streams or kernel state, never files
+SYSTEM_FOLDERS = (Path("/dev"), Path("/proc"))
+
+
+def _standard_stream(path: Path) -> str | None:
+    """``"output"`` or ``"error"`` when ``path`` is the very file (device and inode) of this
+    process's standard output or error (``/dev/stdout`` with stdout redirected to a file, or that
+    file by its own name), else ``None``.
+    """
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    for fd, name in ((1, "output"), (2, "error")):
+        try:
+            std = os.fstat(fd)
+        except OSError:
+            continue
+        if (std.st_dev, std.st_ino) == (st.st_dev, st.st_ino):
+            return name
+    return None
+
+
+def _system_folder(path: Path, real: Path) -> Path | None:
+    """The folder of :data:`SYSTEM_FOLDERS` that ``path`` (as given, made absolute) or ``real`` (its
+    resolved path) lies under, or ``None``.
+    """
+    for candidate in (Path(os.path.abspath(path)), real):
+        for folder in SYSTEM_FOLDERS:
+            if candidate == folder or folder in candidate.parents:
+                return folder
+    return None
 
 
 def _try_writing(option: str, path: Path) -> None:
@@ -294,8 +341,10 @@ def write_text(path: Path, text: str) -> None:
 
     The text goes to a temporary file beside ``path``, is flushed to disk, then renamed over it:
     a full disk leaves the previous file as it was.  Anything else (a device, a pipe) is written
-    in place.  The file gets the mode ``open()`` would give a new one (0666 less the umask; a
-    temporary file's own 0600 would hide the report from the other users of a shared host).
+    in place.  A symbolic link is itself replaced by the new file (its target left as it was: an
+    output is never written through a link).  The file gets the mode
+    ``open()`` would give a new one (0666 less the umask; a temporary file's own 0600 would hide
+    the report from the other users of a shared host).
 
     Args:
         path: the file (its folder is created).

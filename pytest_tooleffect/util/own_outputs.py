@@ -33,7 +33,7 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["HTML_MARKER", "SNIFF_BYTES", "is_own_output"]
+__all__ = ["HTML_MARKER", "LABELS", "SNIFF_BYTES", "is_own_output", "output_kind"]
 
 #: how much of a file is read to recognise it
 SNIFF_BYTES = 64 * 1024
@@ -54,6 +54,10 @@ _LABEL_KEYS = ({"state", "valid_actions"}, {"valid_actions"}, {"forbidden_action
 _JUNIT = re.compile(r'\s*(?:<\?xml[^>]*\?>\s*)?<testsuites?[\s>]')
 
 
+#: what :func:`output_kind` calls a labelling file
+LABELS = "a labelling file"
+
+
 def is_own_output(path: Path) -> bool:
     """Whether the existing file ``path`` is one the plugin writes (so an output may replace it).
 
@@ -70,31 +74,51 @@ def is_own_output(path: Path) -> bool:
             head = fh.read(SNIFF_BYTES)
     except OSError:
         return False
-    if not head:
-        return True
+    return not head or _kind(head) is not None
+
+
+def output_kind(path: Path) -> str | None:
+    """What the plugin's file ``path`` is, in words (``"a tooleffect record log"``, :data:`LABELS`,
+    …), or ``None``: empty, unreadable, or not a file the plugin writes.  Used to name what a
+    command was given instead of the file it reads (a record log given to ``merge``).
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(SNIFF_BYTES)
+    except OSError:
+        return None
+    return _kind(head) if head else None
+
+
+def _kind(head: bytes) -> str | None:
     text = head.decode("utf-8", "replace")
     if text.startswith("<!DOCTYPE html>"):
-        return HTML_MARKER in text[:4096] or "<title>tooleffect" in text[:4096]
+        own = HTML_MARKER in text[:4096] or "<title>tooleffect" in text[:4096]
+        return "a tooleffect HTML page" if own else None
     if text.startswith("## tooleffect"):
-        return True
+        return "a tooleffect Markdown job summary"
     if _JUNIT.match(text):
-        return True
+        return "a JUnit XML file"
     if text.startswith('{"created": ') and '"exitcode": ' in text:
-        return True
-    if _BASELINE.match(text) or _REPORT_START.match(text):
-        return True
+        return "a pytest-json-report file"
+    if _BASELINE.match(text):
+        return "a tooleffect baseline"
+    if _REPORT_START.match(text):
+        return "a tooleffect JSON report"
     if _CALIBRATION.match(text):
-        return '"kappa": ' in text and '"kappa_ci95": ' in text
+        return "a judge calibration" if '"kappa": ' in text and '"kappa_ci95": ' in text else None
     if text.startswith('{\n  "kind": "tooleffect-reply-calibration"'):
-        return True
+        return "a reply calibration"
     line, newline, _ = text.partition("\n")
     if line.startswith('{"') and all(key in line for key in _RECORD_KEYS):
-        return True
+        return "a tooleffect record log"
     if not newline:  # a first line longer than what was read: not a labelling file (they are short)
-        return False
+        return None
     try:
         row = json.loads(line)
     except ValueError:
-        return False
-    return (isinstance(row, dict) and isinstance(row.get("id"), str)
-            and any(keys <= row.keys() for keys in _LABEL_KEYS))
+        return None
+    if (isinstance(row, dict) and isinstance(row.get("id"), str)
+            and any(keys <= row.keys() for keys in _LABEL_KEYS)):
+        return LABELS
+    return None
