@@ -154,5 +154,11 @@ def test_the_local_judge_measures_what_the_docs_say(fmt: str, local_model: str, 
                  "--judge-format", fmt, "--judge-timeout", "600", "--out", str(out)]) == 0
     doc = json.loads(out.read_text())
     docs = (ROOT / "docs" / "replies.md").read_text(encoding="utf-8")
+    # every figure exactly, but the output tokens: at temperature 0 llama-server's prompt cache (the KV of
+    # the request before) still moves a free-text answer by a few tokens, so those agree within 10 %
+    documented = {row.rsplit("|", 2)[0]: int(row.rsplit("|", 2)[1]) for row in docs.splitlines()
+                  if row.startswith(f"| `{fmt}`, held subset |")}
     for row in doc_rows(doc, f"`{fmt}`, held subset"):
-        assert row in docs, row
+        head, tokens = row.rsplit("|", 2)[0], int(row.rsplit("|", 2)[1])
+        assert head in documented, row
+        assert abs(tokens - documented[head]) <= 0.1 * documented[head], (row, documented[head])
