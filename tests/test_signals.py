@@ -224,7 +224,8 @@ def test_ctrl_c_while_the_run_finishes_is_one_line_not_a_traceback(pytester: pyt
     report = json.loads((pytester.path / "report.json").read_text())
     records = [json.loads(line) for line in _lines(pytester.path / "rec.jsonl")]  # every line whole
     assert report["status"] == ("interrupted" if at.startswith("run") else "complete")
-    assert len(records) == (report["blocks"][0]["n_scored"] + report["blocks"][0]["n_errors"])
+    # a Ctrl-C mid-run may land before any worker's first record reached the controller: no block then
+    assert len(records) == sum(b["n_scored"] + b["n_errors"] for b in report["blocks"])
     assert at.startswith("run") or len(records) == 49
     assert "gates" in report
     runs = {r["sandbox"]["run"] for r in records}
