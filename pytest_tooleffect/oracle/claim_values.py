@@ -26,6 +26,8 @@ _OPERAND = re.compile(r"(?<![\w.])(?<!\w-)\d[\d,]*(?:\.\d+)?(?![\w-]|[.:]\d)")
 _NUMBER_WORDS = {w: i for words in ("_ _ two three four five six seven eight nine ten eleven twelve",
                                     "_ _ dos tres cuatro cinco seis siete ocho nueve diez")
                  for i, w in enumerate(words.split()) if w != "_"}
+#: each number word as a whole word (searched only where the word's letters are in the text at all)
+_WHOLE_WORD = {w: re.compile(rf"\b{w}\b") for w in _NUMBER_WORDS}
 _SPANS = r"(?:second|minute|hour|day|night|week|month|year|segundo|minuto|hora|d[ií]a|noche|semana|mes|año)(?:e?s)?\b"
 #: a count of things a sentence states: a number (not one of a range) before a plural noun, up to two words
 #: between; not a span of time (``48 hours``, ``three business days``: a rule's terms)
@@ -177,8 +179,9 @@ class HeldValues:
             numbers = [amount(n) for n in _NUMBER.findall(self.haystack)]
             operands = [abs(amount(n)) for n in _OPERAND.findall(self.haystack)]
             lengths = _list_lengths(self.results)
+            text = self.haystack
             counts = {n for n in operands if n == int(n)} | lengths | {
-                float(i) for w, i in _NUMBER_WORDS.items() if re.search(rf"\b{w}\b", self.haystack)}
+                float(i) for w, i in _NUMBER_WORDS.items() if w in text and _WHOLE_WORD[w].search(text)}
             self._numbers = numbers, operands, counts, max(lengths, default=0.0)
         return self._numbers
 

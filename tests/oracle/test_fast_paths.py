@@ -115,3 +115,19 @@ def test_amounts_looked_up_sorted_support_what_every_pair_and_triple_supports() 
         supported += want
     assert 300 < supported < 2700  # both answers well represented
     assert claim_values.supported("amount", math.inf, [1.0, math.inf], [1.0, math.inf], set(), 0.0) is False
+
+
+def test_number_words_held_are_those_a_whole_word_search_finds() -> None:
+    """A conversation's number words (its counts) are looked up by the word's letters first, then as a
+    whole word: the same words as searching every word as a whole word."""
+    texts = [t.lower() for t in _texts()] + [
+        "often tentative todos attention", "ten, dos; tres.", "diez_ seven1 2two", "eleven\u00f1 nueve", "three-four",
+        "(twelve)", "ocho\nseis", "sevenths eighty", "\u00e9five five\u00e9", "cinco", ""]
+    seen: set[float] = set()
+    for text in texts:
+        held = claim_values.HeldValues(text, [], "").numbers()[2]
+        want = {float(i) for w, i in claim_values._NUMBER_WORDS.items() if re.search(rf"\b{w}\b", text)}
+        operands = {abs(claim_values.amount(n)) for n in claim_values._OPERAND.findall(text)}
+        assert held == want | {n for n in operands if n == int(n)}, text
+        seen |= want
+    assert {3.0, 10.0, 2.0, 4.0, 12.0, 8.0, 6.0, 5.0} <= seen  # words found, and words inside others left
