@@ -12,11 +12,12 @@ import re
 from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Any
 
-__all__ = ["MONEY", "HeldValues", "amount", "minutes", "stated_values", "supported"]
+__all__ = ["MONEY", "HeldValues", "amount", "minutes", "stated_counts", "stated_values", "supported"]
 
 MONEY = re.compile(r"[$€£]\s?(?P<n>\d[\d,]*(?:\.\d+)?)")
 _CLOCK = re.compile(r"(?<![\d:.])(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d)(?::\d\d)?)?\s?(?P<ap>[ap]\.?m\.?)?"
                     r"(?![\w:])", re.I)
+_DIGIT = re.compile(r"\d")
 _VERSION = re.compile(r"\bv\d+(?:\.\d+)+\b", re.I)
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 #: a number standing on its own (a quantity, a price): not a part of a date, an id or a time (``2025-02-03``,
@@ -49,14 +50,11 @@ def stated_values(sentence: str, counts: bool = False) -> list[tuple[str, str, f
     """Values a sentence states: ``(kind, as written, normalised)`` for amounts of money, clock times and
     versions, and with ``counts`` a count of things (``three refills``, ``5 unidades``: kind ``count``).
     An amount or a count followed by ``per`` (a rate: ``$50 per passenger``) is a rule's term, not stated.
+    The counts come first (:func:`stated_counts`), then the rest in the sentence's order of kinds.
     """
-    out: list[tuple[str, str, float | str]] = []
-    if counts:
-        bare = MONEY.sub(" ", sentence)
-        for m in _COUNT.finditer(bare):
-            n = m.group("n").lower()
-            if not _RATE.match(bare, m.end()):
-                out.append(("count", m.group(), float(_NUMBER_WORDS.get(n) or int(n))))
+    out = stated_counts(sentence) if counts else []
+    if _DIGIT.search(sentence) is None:  # an amount, a clock time and a version each hold a digit
+        return out
     for m in MONEY.finditer(sentence):
         if not _RATE.match(sentence, m.end()):
             out.append(("amount", m.group(), amount(m.group("n"))))
@@ -66,6 +64,17 @@ def stated_values(sentence: str, counts: bool = False) -> list[tuple[str, str, f
         out.append(("time", m.group(), minutes(m)))
     for m in _VERSION.finditer(sentence):
         out.append(("version", m.group(), m.group().lower().lstrip("v")))
+    return out
+
+
+def stated_counts(sentence: str) -> list[tuple[str, str, float | str]]:
+    """The counts of things a sentence states (:func:`stated_values`' ``count`` values, alone)."""
+    out: list[tuple[str, str, float | str]] = []
+    bare = MONEY.sub(" ", sentence)
+    for m in _COUNT.finditer(bare):
+        n = m.group("n").lower()
+        if not _RATE.match(bare, m.end()):
+            out.append(("count", m.group(), float(_NUMBER_WORDS.get(n) or int(n))))
     return out
 
 
