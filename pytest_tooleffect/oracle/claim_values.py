@@ -12,11 +12,12 @@ import re
 from collections.abc import Callable, Iterable, Sequence, Set
 from typing import Any
 
-__all__ = ["MONEY", "HeldValues", "amount", "minutes", "stated_values", "supported"]
+__all__ = ["MONEY", "HeldValues", "amount", "minutes", "stated_counts", "stated_values", "supported"]
 
 MONEY = re.compile(r"[$€£]\s?(?P<n>\d[\d,]*(?:\.\d+)?)")
 _CLOCK = re.compile(r"(?<![\d:.])(?P<h>[01]?\d|2[0-3])(?::(?P<m>[0-5]\d)(?::\d\d)?)?\s?(?P<ap>[ap]\.?m\.?)?"
                     r"(?![\w:])", re.I)
+_DIGIT = re.compile(r"\d")
 _VERSION = re.compile(r"\bv\d+(?:\.\d+)+\b", re.I)
 _NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
 #: a number standing on its own (a quantity, a price): not a part of a date, an id or a time (``2025-02-03``,
@@ -26,6 +27,8 @@ _OPERAND = re.compile(r"(?<![\w.])(?<!\w-)\d[\d,]*(?:\.\d+)?(?![\w-]|[.:]\d)")
 _NUMBER_WORDS = {w: i for words in ("_ _ two three four five six seven eight nine ten eleven twelve",
                                     "_ _ dos tres cuatro cinco seis siete ocho nueve diez")
                  for i, w in enumerate(words.split()) if w != "_"}
+#: each number word as a whole word (searched only where the word's letters are in the text at all)
+_WHOLE_WORD = {w: re.compile(rf"\b{w}\b") for w in _NUMBER_WORDS}
 _SPANS = r"(?:second|minute|hour|day|night|week|month|year|segundo|minuto|hora|d[ií]a|noche|semana|mes|año)(?:e?s)?\b"
 #: a count of things a sentence states: a number (not one of a range) before a plural noun, up to two words
 #: between; not a span of time (``48 hours``, ``three business days``: a rule's terms)
@@ -47,14 +50,11 @@ def stated_values(sentence: str, counts: bool = False) -> list[tuple[str, str, f
     """Values a sentence states: ``(kind, as written, normalised)`` for amounts of money, clock times and
     versions, and with ``counts`` a count of things (``three refills``, ``5 unidades``: kind ``count``).
     An amount or a count followed by ``per`` (a rate: ``$50 per passenger``) is a rule's term, not stated.
+    The counts come first (:func:`stated_counts`), then the rest in the sentence's order of kinds.
     """
-    out: list[tuple[str, str, float | str]] = []
-    if counts:
-        bare = MONEY.sub(" ", sentence)
-        for m in _COUNT.finditer(bare):
-            n = m.group("n").lower()
-            if not _RATE.match(bare, m.end()):
-                out.append(("count", m.group(), float(_NUMBER_WORDS.get(n) or int(n))))
+    out = stated_counts(sentence) if counts else []
+    if _DIGIT.search(sentence) is None:  # an amount, a clock time and a version each hold a digit
+        return out
     for m in MONEY.finditer(sentence):
         if not _RATE.match(sentence, m.end()):
             out.append(("amount", m.group(), amount(m.group("n"))))
@@ -64,6 +64,17 @@ def stated_values(sentence: str, counts: bool = False) -> list[tuple[str, str, f
         out.append(("time", m.group(), minutes(m)))
     for m in _VERSION.finditer(sentence):
         out.append(("version", m.group(), m.group().lower().lstrip("v")))
+    return out
+
+
+def stated_counts(sentence: str) -> list[tuple[str, str, float | str]]:
+    """The counts of things a sentence states (:func:`stated_values`' ``count`` values, alone)."""
+    out: list[tuple[str, str, float | str]] = []
+    bare = MONEY.sub(" ", sentence)
+    for m in _COUNT.finditer(bare):
+        n = m.group("n").lower()
+        if not _RATE.match(bare, m.end()):
+            out.append(("count", m.group(), float(_NUMBER_WORDS.get(n) or int(n))))
     return out
 
 
@@ -177,8 +188,9 @@ class HeldValues:
             numbers = [amount(n) for n in _NUMBER.findall(self.haystack)]
             operands = [abs(amount(n)) for n in _OPERAND.findall(self.haystack)]
             lengths = _list_lengths(self.results)
+            text = self.haystack
             counts = {n for n in operands if n == int(n)} | lengths | {
-                float(i) for w, i in _NUMBER_WORDS.items() if re.search(rf"\b{w}\b", self.haystack)}
+                float(i) for w, i in _NUMBER_WORDS.items() if w in text and _WHOLE_WORD[w].search(text)}
             self._numbers = numbers, operands, counts, max(lengths, default=0.0)
         return self._numbers
 

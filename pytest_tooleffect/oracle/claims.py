@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from pytest_tooleffect.oracle.claim_values import HeldValues, stated_values
+from pytest_tooleffect.oracle.claim_values import HeldValues, stated_counts, stated_values
 from pytest_tooleffect.oracle.reply import ASKING_FOLDED
 from pytest_tooleffect.oracle.sentences import Folded, is_question, normal_text, sentences
 
@@ -350,7 +350,7 @@ def find_claims(text: str | None, write_tools: Sequence[str]) -> list[Claim]:
             if facts:
                 out.append(Claim("result", sentence, "value", (), (), facts))
             continue
-        facts = tuple(stated_values(sentence, counts=True))
+        facts = tuple(stated_counts(sentence)) + facts  # stated_values(sentence, counts=True), the rest read once
         ids = _ids(sentence)
         found = _actions(sentence, write_tools)
         out.extend(Claim("action", sentence, stem, tools, ids, facts, part) for stem, tools, part in found)

@@ -277,8 +277,29 @@ def _raw_bound(text: str) -> int:
     return 2 * len(text) + (1 << 16)
 
 
+#: what every call written in the text holds at least one of: a tag or marker's ``<`` (``<tool_call>``,
+#: ``<function=…>``, ``<|python_tag|>``, ``<｜tool▁calls▁begin｜>``), ``[TOOL_CALLS]``, a ``functions.`` stub,
+#: a JSON key's quote or escape (``"name"``, ``\\u…``: :func:`_call_keys`), a cut-off call's brace
+_CALL_SIGNS = ("<", "[TOOL_CALLS]", "functions.", '"', "\\", "{")
+
+
+def could_hold_call(text: str) -> bool:
+    """Whether ``text`` holds one of :data:`_CALL_SIGNS`: a text with none has no call written in it
+    (:func:`_text_channel_calls` finds none, and no JSON object after one), and is not read for them.
+    """
+    return any(sign in text for sign in _CALL_SIGNS)
+
+
 def _text_channel_calls(text: str, offered: Collection[str], has_calls: bool,
                         aliases: Mapping[str, str] | None = None) -> tuple[list[tuple[str, str, str]], int]:
+    """:func:`_scan_text_channel`, for a text that :func:`could_hold_call` (else no attempt and no result)."""
+    if not could_hold_call(text):
+        return [], 0
+    return _scan_text_channel(text, offered, has_calls, aliases)
+
+
+def _scan_text_channel(text: str, offered: Collection[str], has_calls: bool,
+                       aliases: Mapping[str, str] | None = None) -> tuple[list[tuple[str, str, str]], int]:
     """Every call attempt written into ``text``, in order: ``(original name or as written, reason,
     raw text)``, the raw text running from where the attempt starts to where the next one starts
     (or the text ends); and how many JSON objects that are not calls follow a call written in the

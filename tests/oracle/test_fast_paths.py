@@ -115,3 +115,56 @@ def test_amounts_looked_up_sorted_support_what_every_pair_and_triple_supports() 
         supported += want
     assert 300 < supported < 2700  # both answers well represented
     assert claim_values.supported("amount", math.inf, [1.0, math.inf], [1.0, math.inf], set(), 0.0) is False
+
+
+def test_number_words_held_are_those_a_whole_word_search_finds() -> None:
+    """A conversation's number words (its counts) are looked up by the word's letters first, then as a
+    whole word: the same words as searching every word as a whole word."""
+    texts = [t.lower() for t in _texts()] + [
+        "often tentative todos attention", "ten, dos; tres.", "diez_ seven1 2two", "eleven\u00f1 nueve", "three-four",
+        "(twelve)", "ocho\nseis", "sevenths eighty", "\u00e9five five\u00e9", "cinco", ""]
+    seen: set[float] = set()
+    for text in texts:
+        held = claim_values.HeldValues(text, [], "").numbers()[2]
+        want = {float(i) for w, i in claim_values._NUMBER_WORDS.items() if re.search(rf"\b{w}\b", text)}
+        operands = {abs(claim_values.amount(n)) for n in claim_values._OPERAND.findall(text)}
+        assert held == want | {n for n in operands if n == int(n)}, text
+        seen |= want
+    assert {3.0, 10.0, 2.0, 4.0, 12.0, 8.0, 6.0, 5.0} <= seen  # words found, and words inside others left
+
+
+def _stated_by_every_pattern(sentence: str, counts: bool) -> list[tuple[str, str, float | str]]:
+    """:func:`claim_values.stated_values` as written before its fast paths: every pattern searched."""
+    cv = claim_values
+    out: list[tuple[str, str, float | str]] = []
+    if counts:
+        bare = cv.MONEY.sub(" ", sentence)
+        for m in cv._COUNT.finditer(bare):
+            n = m.group("n").lower()
+            if not cv._RATE.match(bare, m.end()):
+                out.append(("count", m.group(), float(cv._NUMBER_WORDS.get(n) or int(n))))
+    for m in cv.MONEY.finditer(sentence):
+        if not cv._RATE.match(sentence, m.end()):
+            out.append(("amount", m.group(), cv.amount(m.group("n"))))
+    for m in cv._CLOCK.finditer(sentence):
+        if m.group("m") is not None or m.group("ap") is not None:
+            out.append(("time", m.group(), cv.minutes(m)))
+    for m in cv._VERSION.finditer(sentence):
+        out.append(("version", m.group(), m.group().lower().lstrip("v")))
+    return out
+
+
+def test_stated_values_read_only_where_a_digit_is_give_what_every_pattern_gives() -> None:
+    """A sentence without a digit states no amount, time or version (each pattern needs one); counts are
+    read apart (:func:`claim_values.stated_counts`) and come first, as before."""
+    texts = [s for t in _texts() for s in sentences(t)] + [
+        "It costs $50 per passenger.", "Your flight leaves at 8:10 am.", "Upgraded to v2.3.1 today.",
+        "I booked three flights and two bags for \u0661\u0662 people.", "Es \u0663 pm.", "No digits, five seats."]
+    digitless = 0
+    for sentence in texts:
+        for counts in (False, True):
+            assert claim_values.stated_values(sentence, counts) == _stated_by_every_pattern(sentence, counts), sentence
+        assert claim_values.stated_counts(sentence) == _stated_by_every_pattern(sentence, True)[
+            :len(claim_values.stated_counts(sentence))]
+        digitless += not re.search(r"\d", sentence)
+    assert digitless > 100

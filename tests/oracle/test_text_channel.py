@@ -147,3 +147,45 @@ def test_a_whole_call_past_the_json_reader_s_limits_says_which_limit(value: str,
     (why,) = em.malformed
     assert why.startswith("JSON call past the JSON reader's limits") and said in why, why
     assert "unterminated" not in why
+
+
+def _channel_texts() -> list[str]:
+    """Every text a turn of the shipped cases or of the local model's replies holds, the forms above, and
+    each of them with one character of every call sign taken out (what is left may still hold a call)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = [text for _, text, _, _ in FORMS]
+    for path in [*sorted((root / "cases").glob("*/cases.jsonl")), root / "tests" / "fixtures" / "local-qwen-replies.jsonl"]:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            turns = [*row.get("messages", []), row.get("recorded") or {}, row.get("emitted") or {}]
+            out += [t.get("content") or t.get("text") for t in turns if isinstance(t, dict)]
+    out = [t for t in out if isinstance(t, str) and t]
+    for text in [t for _, t, _, _ in FORMS] + ["<|python_tag|>read_thread.call(x=1)", "<｜tool▁calls▁begin｜>",
+                                                "{name: 'read_thread', args: {}", "\\u007b"]:
+        out.append(text)
+        for sign in ("<", "[", '"', "\\", "{", "functions."):
+            out.append(text.replace(sign, " "))
+    return out
+
+
+def test_a_text_without_a_call_sign_is_not_read_and_holds_no_call() -> None:
+    """A text with none of the call signs (no ``<``, ``[TOOL_CALLS]``, ``functions.``, quote, backslash
+    or brace) has no call written in it: the full reading finds no attempt and no result there, so
+    skipping it changes nothing; a text with one is read."""
+    from pytest_tooleffect.oracle import emission
+
+    skipped = read = 0
+    for text in _channel_texts():
+        for has_calls in (False, True):
+            full = emission._scan_text_channel(text, OFFERED, has_calls)
+            if emission.could_hold_call(text):
+                read += 1
+                assert emission._text_channel_calls(text, OFFERED, has_calls) == full
+            else:
+                skipped += 1
+                assert full == ([], 0), text
+                assert emission._text_channel_calls(text, OFFERED, has_calls) == ([], 0)
+    assert skipped > 100 and read > 100  # both paths taken many times
