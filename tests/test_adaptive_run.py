@@ -110,6 +110,7 @@ def test_stable_cases_stop_at_k_star_and_flaky_ones_at_their_first_flip(project:
     # the skipped trials are not a gap: only the provider error keeps the run from complete
     assert report["skipped"][0]["reasons"] == {REPEATS_SETTLED: 7}
     page = (project.path / "report.html").read_text()
+    assert "<p>repeats: 22 adaptive trials (up to 5 a case) of 6 cases: pass^1 " in page  # as the terminal says
     assert ("adaptive repeats (alpha 0.25, tolerance 0.25, k* 5): 2 stable, 3 flaky, 1 not settled; 22 trials run "
             "and 1 errors against 30 at k* everywhere (7 saved); not stable: case-0002 PF (flaky), case-0003 PPPF "
             "(flaky), case-0004 PPPP (not settled), case-0005 FP (flaky)") in page
