@@ -110,6 +110,7 @@ def test_stable_cases_stop_at_k_star_and_flaky_ones_at_their_first_flip(project:
     # the skipped trials are not a gap: only the provider error keeps the run from complete
     assert report["skipped"][0]["reasons"] == {REPEATS_SETTLED: 7}
     page = (project.path / "report.html").read_text()
+    assert "<p>repeats: 22 adaptive trials (up to 5 a case) of 6 cases: pass^1 " in page  # as the terminal says
     assert ("adaptive repeats (alpha 0.25, tolerance 0.25, k* 5): 2 stable, 3 flaky, 1 not settled; 22 trials run "
             "and 1 errors against 30 at k* everywhere (7 saved); not stable: case-0002 PF (flaky), case-0003 PPPF "
             "(flaky), case-0004 PPPP (not settled), case-0005 FP (flaky)") in page
@@ -216,3 +217,36 @@ def test_summary_of_records_in_arrival_order() -> None:
     assert rep.adaptive is not None
     assert [(c.case_id, c.verdicts, c.errors, c.step) for c in rep.adaptive.cases] == [
         ("a", "FF", 0, "not_settled"), ("b", "PF", 1, "flaky")]
+
+
+def test_a_baseline_saved_without_repeats_says_why_nothing_pairs(project: pytest.Pytester,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A baseline saved from a run without repeats pairs no decision of an adaptive run (record ids under
+    repeats name the trial): the run's baseline summary, its reports, the regression gate's NOT JUDGED
+    reason and ``tooleffect compare`` say so, not only "left out"."""
+    from pytest_tooleffect.cli import main as cli
+
+    project.makepyprojecttoml(DESIGN + '[tool.tooleffect.gates."*"]\nmax_regressions = 0\n')
+    answer, _ = scripted_agent()
+    with ScriptedServer(answer) as srv:
+        project.runpytest("cases/", "-q", f"{OPT_MODEL}={MODEL}", f"{OPT_API_BASE}={srv.base_url}",
+                          f"{OPT_RECORDS}=once.jsonl")
+    base = project.path / "baseline.json"
+    assert cli(["baseline", "save", str(project.path / "once.jsonl"), "--out", str(base)]) == 0
+    result, report, _ = _run(project, f"--tooleffect-baseline={base}", "--tooleffect-summary-md=summary.md")
+    said = (f"family demo, policy {MODEL}: the baseline holds 1 trial per case; this run ran up to {K_STAR} "
+            "(adaptive): no decision compared (a decision pairs by record id, which names its trial: save the "
+            "baseline from a run with the same --tooleffect-repeats)")
+    result.stdout.fnmatch_lines([f"repeats differ: {said}".replace("[", "[[]")])
+    result.stdout.fnmatch_lines([f"*regressions <= 0: NOT JUDGED (no decision of the run was compared with the "
+                                 f"baseline (repeats differ: {said})*".replace("[", "[[]")])
+    assert report["baseline"]["repeats_mismatches"] == [
+        {"family": "demo", "policy": MODEL, "baseline_trials": 1, "run_trials": K_STAR, "run_adaptive": True,
+         "compared": 0, "line": said}]
+    assert f"Repeats differ from the baseline: {said}." in (project.path / "summary.md").read_text()
+    assert f'<p class="warn">repeats differ: {said}</p>' in (project.path / "report.html").read_text()
+    capsys.readouterr()
+    # the reverse, read from the record logs: B holds no trial numbers, A does
+    assert cli(["compare", str(project.path / "records.jsonl"), str(project.path / "once.jsonl")]) == 2
+    assert (f"tooleffect compare: repeats differ: family demo, policy {MODEL}: A holds {K_STAR} trials per case; "
+            "B ran 1: no decision compared") in capsys.readouterr().err

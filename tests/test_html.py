@@ -400,3 +400,34 @@ def test_a_decision_opens_to_the_reply_it_gave(pytester: pytest.Pytester, browse
     assert page.inner_text("#detail-reply").endswith(text_call)
     assert page.inner_text("#detail-emitted .malformed-raw pre") == text_call.removeprefix("Let me look. <tool_call>")
     assert browser_context.outside == [] and page.errors == []
+
+
+def _trial_row(case: str, trial: int, ok: bool) -> dict[str, Any]:
+    row = record_row(f"p:{trial}", case, "ok" if ok else "wrong_tool", ok)
+    return {**row, "policy": "p", "trial": trial}
+
+
+def _packed_ids(html: str) -> list[str]:
+    """The record ids in the order the page's packed data holds them (the browser's order)."""
+    import base64
+    import gzip
+
+    packed = re.search(r'<script type="application/gzip-base64" id="te-data">([^<]+)</script>', html)
+    assert packed is not None
+    return [r["id"] for r in json.loads(gzip.decompress(base64.b64decode(packed[1])))["records"]]
+
+
+def test_trials_are_ordered_as_numbers_and_ids_without_trials_as_text(tmp_path: Path, browser_context: Any) -> None:
+    """Under repeats a record id names its trial: ``[p:2]`` comes before ``[p:10]`` (not as text,
+    ``[p:10]``…``[p:19]``, ``[p:1]``, ``[p:20]``); ids without a trial keep their text order."""
+    from pytest_tooleffect.report import summarise
+
+    trials = [_trial_row(case, t, t % 3 != 0) for case in ("flaky", "b") for t in range(21, 0, -1)]
+    html = render_html(summarise(trials), trials)
+    want = [f"fam/{case}[p:{t}]" for case in ("b", "flaky") for t in range(1, 22)]
+    assert _packed_ids(html) == want
+    path = tmp_path / "p.html"
+    path.write_text(html)
+    assert _listed(_open(browser_context, path)) == want
+    plain = [record_row("a", c, "ok", True) for c in ("c10", "c2", "c1", "c1-x", "c1b")]
+    assert _packed_ids(render_html(summarise(plain), plain)) == sorted(r["id"] for r in plain)

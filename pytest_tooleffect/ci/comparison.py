@@ -16,12 +16,14 @@ from fractions import Fraction
 from typing import Any
 
 from pytest_tooleffect.ci.baseline import CLASSES, LEFT_OUT, LEVELS, Baseline, BaselineDecision, classify
+from pytest_tooleffect.collect.ids import record_id
 from pytest_tooleffect.report import percent
 from pytest_tooleffect.report.arithmetic import mcnemar_exact
 from pytest_tooleffect.util.display import shown
 
 __all__ = ["ERRORS_AFTER_PASS", "compare", "fingerprint_mismatch_line", "fingerprint_mismatches", "mcnemar_exact",
-           "mismatch_line", "policy_mismatches", "render_comparison", "summary_lines"]
+           "mismatch_line", "policy_mismatches", "render_comparison", "repeats_line", "repeats_mismatches",
+           "summary_lines"]
 
 
 def _rate(correct: int, n: int) -> dict[str, Any]:
@@ -50,7 +52,8 @@ def _flip(rid: str, before: BaselineDecision, after: BaselineDecision) -> dict[s
 ERRORS_AFTER_PASS = ("regression", "skip")
 
 
-def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", errors: str = "skip") -> dict[str, Any]:
+def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", errors: str = "skip",
+            adaptive_after: int | None = None) -> dict[str, Any]:
     """Compare two runs' decisions, paired by record id, per family × policy.
 
     Args:
@@ -61,6 +64,8 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", err
             with the regressions, ``"error": true``, and counted in them; outside the paired rates
             and McNemar's table, which hold verdicts) or ``skip`` (left out as ``error_after``, as
             every other error).
+        adaptive_after: the new run's most trials of a case under ``--tooleffect-repeats adaptive``
+            (``None``: fixed repeats, or not known), for :func:`repeats_mismatches`.
 
     Returns:
         ``{"changed_labels", "blocks": [...], "totals": {...}}``.  A block per family × policy of
@@ -72,7 +77,8 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", err
         ``new`` counts; ``left_out`` counts by reason (:data:`LEFT_OUT`) and
         ``label_changed_ids``; ``label_changed_compared``; ``mcnemar`` (``table``, ``b``, ``c``,
         ``p_value``, ``test``).  ``totals`` sums the counts (rates are never pooled across
-        families).  ``policy_mismatches``: :func:`policy_mismatches`.
+        families).  ``policy_mismatches``: :func:`policy_mismatches`; ``repeats_mismatches``:
+        :func:`repeats_mismatches`.
     """
     keys = sorted({(g.family, g.policy) for g in (*before.groups, *after.groups)})
     blocks: list[dict[str, Any]] = []
@@ -138,7 +144,8 @@ def compare(before: Baseline, after: Baseline, changed_labels: str = "skip", err
                               for k in ("compared", "regressions", "fixes", "changed", "known", "passing", "new")}
     totals["left_out"] = {k: sum(b["left_out"][k] for b in blocks) for k in LEFT_OUT}
     out = {"changed_labels": changed_labels, "left_out_reasons": LEFT_OUT, "blocks": blocks, "totals": totals,
-           "policy_mismatches": mismatches}
+           "policy_mismatches": mismatches,
+           "repeats_mismatches": repeats_mismatches(before, after, blocks, adaptive_after)}
     if errors == "regression":
         totals["errors_after_pass"] = sum(b["errors_after_pass"] for b in blocks)
         out["errors"] = errors
@@ -192,6 +199,69 @@ def mismatch_line(mismatch: Mapping[str, Any], before: str = "the baseline", aft
                  f"{', '.join(mismatch['run_policies'])}: {what} (a decision pairs by record id, which names its "
                  "policy: run the policy under the baseline's name, e.g. --tooleffect-agent NAME=module:function, or "
                  "save a new baseline)", limit=None)
+
+
+def _trials(run: Baseline, family: str, policy: str) -> tuple[bool, int]:
+    """Whether a side's record ids of a family × policy name their trial, and its most trials of a case."""
+    per_case: Counter[str] = Counter()
+    repeated = False
+    for rid, d in run.decisions.items():
+        if (d.family, d.policy) == (family, policy):
+            per_case[d.case_id] += 1
+            repeated = repeated or rid != record_id(family, d.case_id, policy)
+    return repeated, max(per_case.values(), default=0)
+
+
+def repeats_mismatches(before: Baseline, after: Baseline, blocks: Sequence[Mapping[str, Any]],
+                       adaptive_after: int | None = None) -> list[dict[str, Any]]:
+    """The family × policy blocks both sides hold where one side ran repeats (``--tooleffect-repeats``,
+    fixed or adaptive) and the other did not: record ids under repeats name the trial
+    (``family/case[policy:trial]``), so no decision of one pairs with a decision of the other.
+
+    Args:
+        before: the baseline.
+        after: the new run.
+        blocks: :func:`compare`'s blocks (for the decisions compared per block).
+        adaptive_after: the new run's most trials of a case under adaptive repeats, ``None`` otherwise.
+
+    Returns:
+        Per such block, sorted: ``{family, policy, baseline_trials, run_trials, run_adaptive, compared,
+        line}``: each side's most trials of a case (1 without repeats), whether the run's were adaptive,
+        the decisions compared and :func:`repeats_line`.
+    """
+    out = []
+    for block in blocks:
+        family, policy = block["family"], block["policy"]
+        if before.group(family, policy) is None or after.group(family, policy) is None:
+            continue
+        (b_rep, b_k), (a_rep, a_k) = _trials(before, family, policy), _trials(after, family, policy)
+        if b_rep == a_rep:
+            continue
+        adaptive = adaptive_after is not None and a_rep
+        entry: dict[str, Any] = {"family": family, "policy": policy, "baseline_trials": b_k,
+                                 "run_trials": max(a_k, adaptive_after or 0) if adaptive else a_k,
+                                 "run_adaptive": adaptive, "compared": int(block["compared"])}
+        out.append({**entry, "line": repeats_line(entry)})
+    return out
+
+
+def repeats_line(mismatch: Mapping[str, Any], before: str = "the baseline", after: str = "this run") -> str:
+    """One of :func:`repeats_mismatches` in words: ``family F, policy P: the baseline holds 1 trial per
+    case; this run ran up to 29 (adaptive): no decision compared (…how to pair them)``.
+
+    Args:
+        mismatch: one entry of :func:`repeats_mismatches`.
+        before: what to call the baseline's side.
+        after: what to call the run's side.
+    """
+    b_k, a_k = mismatch["baseline_trials"], mismatch["run_trials"]
+    ran = f"up to {a_k} (adaptive)" if mismatch.get("run_adaptive") else str(a_k)
+    compared = mismatch["compared"]
+    what = "no decision compared" if not compared else f"{compared} decisions compared"
+    return shown(f"family {mismatch['family']}, policy {mismatch['policy']}: {before} holds {b_k} "
+                 f"trial{'s' if b_k != 1 else ''} per case; {after} ran {ran}: {what} (a decision pairs by record "
+                 "id, which names its trial: save the baseline from a run with the same --tooleffect-repeats)",
+                 limit=None)
 
 
 def fingerprint_mismatches(before: Baseline, after: Baseline) -> list[tuple[str, str, str, str]]:
@@ -279,6 +349,7 @@ def summary_lines(comparison: Mapping[str, Any]) -> list[str]:
     lines = [f"baseline {comparison.get('path', '')}: {t['compared']} decisions compared: {t['regressions']} "
              f"regressed, {t['changed']} changed, {t['fixes']} fixed, known failures {t['known']}, new {t['new']}"]
     lines += ["policy names differ: " + m["line"] for m in comparison.get("policy_mismatches", [])]
+    lines += ["repeats differ: " + m["line"] for m in comparison.get("repeats_mismatches", [])]
     left = {k: v for k, v in t["left_out"].items() if v}
     if left:
         lines.append("left out: " + "; ".join(f"{v} {LEFT_OUT[k]}" for k, v in left.items()))
@@ -306,6 +377,7 @@ def render_comparison(comparison: Mapping[str, Any], names: tuple[str, str] = ("
     """
     a, b = names
     out = ["policy names differ: " + mismatch_line(m, a, b) for m in comparison.get("policy_mismatches", [])]
+    out += ["repeats differ: " + repeats_line(m, a, b) for m in comparison.get("repeats_mismatches", [])]
     for block in comparison["blocks"]:
         fp = block["label_set_fingerprint"]
         same = "same label set" if block["same_label_set"] else "label sets differ"

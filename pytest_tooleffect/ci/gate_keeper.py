@@ -34,12 +34,14 @@ from pytest_tooleffect.ci.gate_rules import (
 )
 from pytest_tooleffect.ci.gate_scope import GateScope
 from pytest_tooleffect.ci.gate_verdicts import (
+    UNPAIRED,
     WORDS,
     GateResult,
     Status,
     decide_exit,
     gates_fail,
     judged_nothing,
+    unpaired_why,
 )
 from pytest_tooleffect.ci.needless_gates import NEEDLESS_GATES, judge_needless, needless_gates
 from pytest_tooleffect.ci.sequential_gate import design_of, judge_sequential
@@ -130,10 +132,10 @@ def evaluate(report: Report, records: Sequence[Record],
     for block in blocks:
         fam, pol = block.family, block.policy
         gates = config.for_block(fam, pol)
-        out.extend(_judge_block(block, by_block.get((fam, pol), []), gates, scope,
-                                partial(judge_sequential, report.sequential, fam, pol, has_baseline=paired,
-                                        block_in_baseline=_in_baseline(by_block.get((fam, pol), []))),
-                                report.robustness))
+        out.extend(unpaired_why(_judge_block(block, by_block.get((fam, pol), []), gates, scope,
+                                             partial(judge_sequential, report.sequential, fam, pol, has_baseline=paired,
+                                                     block_in_baseline=_in_baseline(by_block.get((fam, pol), []))),
+                                             report.robustness), report.baseline))
     shown = ", ".join(f"{b.family}/{b.policy}" for b in blocks)
     for fam, pol in config.tables:
         if any(fam in ("*", b.family) and pol in ("*", b.policy) for b in blocks):
@@ -344,7 +346,7 @@ def _judge_count(block: Block, records: Sequence[Record], gate: str, threshold: 
             return result("not_judged", _BASELINE_HINT)
         marked = [r for r in records if r.baseline is not None and r.baseline.status in _COMPARED]
         if not marked:  # a baseline that pairs no decision (another family, policy or repeats) judges nothing
-            return result("not_judged", "no decision of the run was compared with the baseline")
+            return result("not_judged", UNPAIRED)
         status = "regression" if gate == "regressions" else "changed"
         ids = tuple(sorted(r.id for r in marked if r.baseline is not None and r.baseline.status == status))
         shown = f"{len(ids)} of {len(marked)} decisions compared with the baseline" + _named(ids, len(ids))

@@ -6,20 +6,23 @@ status with its reason (:func:`decide_exit`).  The gates are judged in :mod:`.ga
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from decimal import Decimal
 from typing import Any, Literal
 
 import pytest
 
 from pytest_tooleffect.ci.gate_rules import GatesConfig
+from pytest_tooleffect.report.ci_model import BaselineComparison, BaselineUnreadable
 from pytest_tooleffect.report.reporter import RunTally
 
-__all__ = ["WORDS", "GateResult", "Status", "decide_exit", "gates_fail", "judged_nothing"]
+__all__ = ["UNPAIRED", "WORDS", "GateResult", "Status", "decide_exit", "gates_fail", "judged_nothing", "unpaired_why"]
 
 Status = Literal["passed", "failed", "not_judged", "not_applicable"]
 #: the words of a gate's line
 WORDS = {"passed": "PASSED", "failed": "FAILED", "not_judged": "NOT JUDGED", "not_applicable": "NOT APPLICABLE"}
+#: why a regression or changed gate was not judged: the baseline paired no decision of its block
+UNPAIRED = "no decision of the run was compared with the baseline"
 
 
 @dataclass(frozen=True)
@@ -150,3 +153,23 @@ def decide_exit(pytest_status: int, gates_fail: bool, tally: RunTally, stopped: 
     return int(pytest.ExitCode.OK), "exit 0: every gate passed and nothing errored" + note
 
 
+
+
+def unpaired_why(results: Sequence[GateResult],
+                 baseline: BaselineComparison | BaselineUnreadable | None) -> list[GateResult]:
+    """The results of one block, the NOT JUDGED ones for want of a paired decision (:data:`UNPAIRED`)
+    naming why when the baseline section knows: the two sides' repeats differ (record ids under
+    ``--tooleffect-repeats`` name the trial: :func:`~pytest_tooleffect.ci.comparison.repeats_mismatches`).
+
+    Args:
+        results: one block's results.
+        baseline: the report's ``baseline`` section, if any.
+    """
+    mismatches = baseline.repeats_mismatches if isinstance(baseline, BaselineComparison) else []
+    out = []
+    for r in results:
+        why = next((m.line for m in mismatches if (m.family, m.policy) == (r.family, r.policy)), None)
+        if why is not None and r.status == "not_judged" and r.detail.startswith(UNPAIRED):
+            r = replace(r, detail=r.detail.replace(UNPAIRED, f"{UNPAIRED} (repeats differ: {why})", 1))
+        out.append(r)
+    return out

@@ -148,7 +148,10 @@ class BaselinePlugin:
         """Write ``report.baseline`` (a :class:`~pytest_tooleffect.report.assembly.ReportSection`, on the
         controller).
         """
-        self.comparison = BaselineContributor(self.baseline, self.path, self.changed_labels).write(report, records)
+        settings = self.config.stash[settings_key]
+        adaptive = settings.repeats if settings.adaptive_repeats else None
+        self.comparison = BaselineContributor(self.baseline, self.path, self.changed_labels,
+                                              adaptive).write(report, records)
         now = {r.policy: f"{r.policy_identity.spec} ({r.policy_identity.digest})" for r in records
                if r.policy_identity is not None}
         self.policy_notes = policy_changes(self.baseline, now)
@@ -174,12 +177,15 @@ class BaselineContributor:
         baseline: the baseline, read.
         path: its file (named in the section).
         changed_labels: ``skip`` or ``compare`` decisions whose label changed.
+        adaptive: the run's most trials of a case under adaptive repeats (``None``: fixed repeats or
+            none, or not known).
     """
 
     section: Literal["baseline"] = "baseline"
 
-    def __init__(self, baseline: Baseline, path: Path, changed_labels: str = "skip") -> None:
-        self.baseline, self.path, self.changed_labels = baseline, path, changed_labels
+    def __init__(self, baseline: Baseline, path: Path, changed_labels: str = "skip",
+                 adaptive: int | None = None) -> None:
+        self.baseline, self.path, self.changed_labels, self.adaptive = baseline, path, changed_labels, adaptive
 
     def mark(self, records: Sequence[Record]) -> None:
         """Give each record without one its ``baseline`` status (records read from a log of a run made
@@ -208,6 +214,6 @@ class BaselineContributor:
             report.baseline = BaselineUnreadable(path=str(self.path), error=str(exc))
             return None
         comparison = {"path": str(self.path), "created": self.baseline.created,
-                      **compare(self.baseline, after, self.changed_labels)}
+                      **compare(self.baseline, after, self.changed_labels, adaptive_after=self.adaptive)}
         report.baseline = BaselineComparison.model_validate(comparison)
         return comparison

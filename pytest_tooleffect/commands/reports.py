@@ -407,6 +407,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         fingerprint_mismatches,
         mismatch_line,
         render_comparison,
+        repeats_line,
     )
 
     try:
@@ -415,16 +416,22 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"tooleffect compare: {exc}", file=sys.stderr)
         return 2
     mismatches = fingerprint_mismatches(a, b)
-    if mismatches and not args.shared_only:
-        for family, policy, _fa, _fb in mismatches:
-            print(f"tooleffect compare: {fingerprint_mismatch_line(a, b, family, policy)}", file=sys.stderr)
-        return 2
     comparison = compare(a, b, "skip", getattr(args, "errors", "regression"))
+    if mismatches and not args.shared_only:
+        repeats = {(r["family"], r["policy"]): r for r in comparison["repeats_mismatches"]}
+        for family, policy, _fa, _fb in mismatches:  # one side's trials name their number: nothing pairs
+            r = repeats.get((family, policy))
+            line = (f"repeats differ: {repeats_line(r, 'A', 'B')}" if r
+                    else fingerprint_mismatch_line(a, b, family, policy))
+            print(f"tooleffect compare: {line}", file=sys.stderr)
+        return 2
     if not comparison["totals"]["compared"] and not comparison["totals"].get("errors_after_pass"):
         print(f"tooleffect compare: {args.a} and {args.b} pair no decision (decisions pair by record id: family, "
               "case, policy and trial)", file=sys.stderr)
         for m in comparison["policy_mismatches"]:
             print(f"tooleffect compare: policy names differ: {mismatch_line(m, 'A', 'B')}", file=sys.stderr)
+        for r in comparison["repeats_mismatches"]:
+            print(f"tooleffect compare: repeats differ: {repeats_line(r, 'A', 'B')}", file=sys.stderr)
         return 2
     left = comparison["totals"]["left_out"]
     comparison["restricted"] = {

@@ -34,6 +34,7 @@ __all__ = [
     "GatesSection",
     "McNemar",
     "PolicyMismatch",
+    "RepeatsMismatch",
 ]
 
 
@@ -194,6 +195,27 @@ class PolicyMismatch(Part):
     """In words: ``family F: the baseline holds policy A; this run ran B: no decision compared (…)``."""
 
 
+class RepeatsMismatch(Part):
+    """A family × policy one side ran under ``--tooleffect-repeats`` and the other did not: record ids
+    under repeats name the trial, so no decision of one side pairs with one of the other.
+    """
+
+    family: str
+    """The family."""
+    policy: str
+    """The policy."""
+    baseline_trials: Count
+    """The baseline's most trials of a case (1 without repeats)."""
+    run_trials: Count
+    """This run's most trials of a case (1 without repeats; under adaptive repeats the most it could run)."""
+    run_adaptive: bool
+    """This run ran adaptive repeats (``--tooleffect-repeats adaptive``)."""
+    compared: Count
+    """Decisions of the block compared all the same."""
+    line: str
+    """In words: ``family F, policy P: the baseline holds 1 trial per case; this run ran up to 29 (adaptive): …``."""
+
+
 class BaselineComparison(Part):
     """The run against its baseline (``--tooleffect-baseline``)."""
 
@@ -211,6 +233,9 @@ class BaselineComparison(Part):
     """The blocks' counts summed."""
     policy_mismatches: list[PolicyMismatch] = Field(default_factory=list)
     """The families whose policy names differ between the baseline and this run (why their decisions
+    are ``new`` and ``not_in_after`` rather than compared); empty when none does."""
+    repeats_mismatches: list[RepeatsMismatch] = Field(default_factory=list)
+    """The family × policy blocks one side ran under repeats and the other did not (why their decisions
     are ``new`` and ``not_in_after`` rather than compared); empty when none does."""
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +36,21 @@ from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.util.display import PAGE_LIMIT, json_shown_as_is, shown, shown_obj
 from pytest_tooleffect.util.redaction import json_may_hold_secret, redact, redact_obj
 
-__all__ = ["SMALL_CLASS_N", "States", "load_states", "page_data", "render_html", "write_html"]
+__all__ = ["SMALL_CLASS_N", "States", "decision_order", "load_states", "page_data", "render_html", "write_html"]
+
+#: a record id's trial under ``--tooleffect-repeats``: ``family/case[policy:trial]``
+_TRIAL = re.compile(r":(\d+)\]$")
+
+
+def decision_order(record_id: str) -> tuple[str, int, str]:
+    """The key the page orders decisions by: the record id with its trial read as a number
+    (``[p:2]`` before ``[p:10]``); ids without a trial keep their text order.
+
+    Returns:
+        ``(id without its trial, trial or 0, id)``.
+    """
+    m = _TRIAL.search(record_id)
+    return (record_id[:m.start()] + "]", int(m[1]), record_id) if m else (record_id, 0, record_id)
 
 #: A class with fewer scored rows than this is flagged as too small to rate on the page (its
 #: Wilson 95 % interval is then wider than about ±20 points at any rate).
@@ -193,8 +208,9 @@ def _page_text(value: Any, depth: int = 0) -> tuple[Any, str]:
 
 def _page(records: Sequence[Mapping[str, Any]], states: States | None) -> tuple[dict[str, Any], str]:
     """:func:`page_data`, and its compact JSON text (each part encoded once)."""
+    ordered = sorted(records, key=lambda r: decision_order(str(r.get("id", ""))))  # the browser keeps this order
     parts = {
-        "records": _page_text(list(records), depth=1),
+        "records": _page_text(ordered, depth=1),
         "families": _page_text(states.families, depth=1) if states else ({}, "{}"),
         "cases": _page_text(states.cases, depth=2) if states else ({}, "{}"),
         "problems": _page_text(states.problems, depth=1) if states else _page_text(
@@ -218,7 +234,8 @@ def page_data(records: Sequence[Mapping[str, Any]], states: States | None) -> di
         states: the states read from the case files, or ``None`` (the page says so).
 
     Returns:
-        ``{records, families, cases, problems, disagree}``: ``disagree`` lists the record ids of
+        ``{records, families, cases, problems, disagree}``: ``records`` in :func:`decision_order` (the
+        order the browser lists them in, after a baseline's regressions and fixes); ``disagree`` lists the record ids of
         decisions on cases where policies disagree.
     """
     return _page(records, states)[0]

@@ -81,6 +81,8 @@ def render_markdown(report: Report, records: Sequence[Record] = (),
     if isinstance(baseline, BaselineComparison):
         for m in baseline.policy_mismatches:  # why a block's decisions are all new against the baseline
             out += [f"Policy names differ from the baseline: {_cell(m.line)}.", ""]
+        for rm in baseline.repeats_mismatches:  # why a block's decisions are all new against the baseline
+            out += [f"Repeats differ from the baseline: {_cell(rm.line)}.", ""]
     if not blocks:
         out += ["No decisions were scored.", ""]
     hint = replay_hint(report)

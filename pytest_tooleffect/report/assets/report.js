@@ -322,10 +322,11 @@
     if (!data) return;
     state.data = data;
     var disagree = new Set(data.disagree || []);
-    state.all = data.records.map(function (r) { return row(r, disagree); });
+    // the records come in the page's order (record ids, a trial read as a number): kept within each baseline status
+    state.all = data.records.map(function (r, i) { var d = row(r, disagree); d.order = i; return d; });
     state.all.sort(function (a, b) {
       var ra = a.baseline in BASELINE_ORDER ? BASELINE_ORDER[a.baseline] : 3, rb = b.baseline in BASELINE_ORDER ? BASELINE_ORDER[b.baseline] : 3;
-      return ra - rb || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+      return ra - rb || a.order - b.order;
     });
     state.all.forEach(function (d) { state.byId.set(d.id, d); });
     ['family', 'policy', 'cls', 'bucket', 'kind', 'tool', 'outcome', 'baseline', 'disagree'].forEach(function (k) {
