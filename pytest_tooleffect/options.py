@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import pytest
 from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.formats.perturb import PerturbationSpec
 from pytest_tooleffect.formats.policy import PolicyName, ShowableName
-from pytest_tooleffect.util.arguments import output_file
+from pytest_tooleffect.util.arguments import output_file, whole_number
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",
@@ -174,21 +173,8 @@ def parse_positive_float(value: str) -> float:
     return f
 
 
-def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
-    """An argparse ``type=`` for whole numbers from ``minimum`` to ``maximum`` (inclusive)."""
-
-    def parse(value: str) -> int:
-        try:
-            n = int(value)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from exc
-        if n < minimum:
-            raise argparse.ArgumentTypeError(f"{value!r} must be at least {minimum}")
-        if maximum is not None and n > maximum:
-            raise argparse.ArgumentTypeError(f"{value!r} must be at most {maximum:,}")
-        return n
-
-    return parse
+#: an argparse ``type=`` for whole numbers from a minimum to a maximum (inclusive): one parser for every command
+_int_at_least = whole_number
 
 
 _positive_int = _int_at_least(1)
