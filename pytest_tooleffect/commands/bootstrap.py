@@ -70,10 +70,10 @@ def cmd_baseline_init(args: argparse.Namespace) -> int:
         if pytest_args:
             _say(f"--from {log} takes a run already made: no pytest arguments with it")
             return 2
-        check_command_outputs([("--out", out)], [("the record log", log)], force=args.force)
+        check_command_outputs([("--out", out)], [("the record log", log)], force=args.force, baseline_out=True)
     else:
         log = Path(args.records)
-        check_command_outputs([("--out", out), ("--records", log)], force=args.force)
+        check_command_outputs([("--out", out), ("--records", log)], force=args.force, baseline_out=True)
     if out.exists() and not args.force:
         _say(f"--out {out} exists: a baseline was accepted already. Make a new one on purpose with tooleffect "
              f"baseline save LOG --out {out}, or give --force to replace it")

@@ -314,7 +314,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     from pytest_tooleffect.util.output_files import write_text
 
     path, out = Path(args.records), Path(args.out)
-    check_command_outputs([("--out", out)], [("the record log", path)], force=args.force)
+    check_command_outputs([("--out", out)], [("the record log", path)], force=args.force, baseline_out=True)
     try:
         records = read_records(path)
     except OSError as exc:

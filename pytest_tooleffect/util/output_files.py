@@ -37,7 +37,7 @@ from pathlib import Path
 import pytest
 
 from pytest_tooleffect.util.input_files import special_kind
-from pytest_tooleffect.util.own_outputs import is_own_output
+from pytest_tooleffect.util.own_outputs import BASELINE_WORDS, is_own_output, output_kind
 
 __all__ = ["DISCARD", "SOURCE_SUFFIXES", "OutputLock", "OutputPathError", "OutputProblems", "check_outputs",
            "output_problems_key", "shown_path", "write_text"]
@@ -61,7 +61,7 @@ SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".toml", ".cfg", ".ini", ".pth", ".s
 def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tuple[str, Path | None]] = (),
                   reader: str = "this run", *, project: Iterable[tuple[str, Path | None]] = (),
                   force: bool | None = None, becomes: Callable[[Path], str | None] | None = None,
-                  others_kept: bool = True, replace: bool | None = None) -> None:
+                  others_kept: bool = True, replace: bool | None = None, baseline_out: bool = False) -> None:
     """Refuse every output path that is no place to write, before anything is written.
 
     Args:
@@ -76,6 +76,9 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
             refused unless ``force`` is true.
         force: the user said ``--force`` (replace ``project`` files); ``None``: the caller has no
             ``--force`` (they are always refused, and the message does not offer it).
+        baseline_out: the output written is a baseline (``baseline save``/``init``): only such an output
+            may replace an existing baseline, the file a team commits and gates every run on; any other
+            output on one is refused.
         becomes: what an output would become an input of, in words, or ``None`` (a new file in a
             family's folder named as a case file: ``"a case file of the family in cases/demo"``):
             such an output is refused.
@@ -131,6 +134,11 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
         if real in written:
             raise OutputPathError(f"{shown}: the same file as {written[real]}; each output needs its own "
                                   "path (one would overwrite the other)")
+        if not baseline_out and real.is_file() and output_kind(real) == BASELINE_WORDS:
+            raise OutputPathError(f"{shown}: is a tooleffect baseline (the file runs and compare are gated on): "
+                                  f"writing {option} there would replace it with another kind of file; give "
+                                  f"{option} a path of its own (only tooleffect baseline save or init replace a "
+                                  "baseline)")
         would_be = becomes(real) if becomes is not None else None
         if would_be is not None:
             raise OutputPathError(f"{shown}: would be collected as {would_be}: the next run would read the output "

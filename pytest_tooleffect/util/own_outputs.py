@@ -54,6 +54,8 @@ _LABEL_KEYS = ({"state", "valid_actions"}, {"valid_actions"}, {"forbidden_action
 _JUNIT = re.compile(r'\s*(?:<\?xml[^>]*\?>\s*)?<testsuites?[\s>]')
 
 
+#: what :func:`output_kind` calls a baseline
+BASELINE_WORDS = "a tooleffect baseline"
 #: what :func:`output_kind` calls a labelling file
 LABELS = "a labelling file"
 
@@ -102,7 +104,7 @@ def _kind(head: bytes) -> str | None:
     if text.startswith('{"created": ') and '"exitcode": ' in text:
         return "a pytest-json-report file"
     if _BASELINE.match(text):
-        return "a tooleffect baseline"
+        return BASELINE_WORDS
     if _REPORT_START.match(text):
         return "a tooleffect JSON report"
     if _CALIBRATION.match(text):
