@@ -338,6 +338,25 @@ def test_a_provider_error_carries_no_traceback(pytester: pytest.Pytester) -> Non
     result.stdout.fnmatch_lines(["*Invalid response object (KeyError: 'message'; its traceback left out)"])
 
 
+def test_a_models_answer_in_another_role_is_a_provider_error_not_its_reply(pytester: pytest.Pytester) -> None:
+    """A server answering with the user's turn (``role: user``) or a tool's is no decision: an
+    ``InvalidResponse`` error, as an agent's turn of another role is ``AgentReturnedWrongRole``."""
+    def body(role: str) -> bytes:
+        return json.dumps({"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": role, "content": "Where is my order?"}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}}).encode()
+
+    replies = {"a": Reply(raw_body=body("user")), "b": Reply(raw_body=body("tool")), "c": Reply(raw_body=body("assistant"))}
+    _family(pytester.path, [_case(c, NULL) for c in "abc"])
+    with ScriptedServer(lambda b: replies[b["messages"][-1]["content"][1]]) as srv:
+        result = _live(pytester, srv)
+    _clean(result)
+    result.assert_outcomes(passed=1, errors=2)
+    result.stdout.fnmatch_lines_random([
+        "provider error (not scored): InvalidResponse: choices[[]0[]].message.role is user, not assistant:*",
+        "provider error (not scored): InvalidResponse: choices[[]0[]].message.role is tool, not assistant:*"])
+
+
 # --- the model cache ---------------------------------------------------------------------------------
 
 def test_a_cache_entry_that_does_not_validate_is_an_error_in_read_mode_and_asked_again_in_readwrite(
