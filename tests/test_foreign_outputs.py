@@ -37,7 +37,7 @@ def _write_project_files(root: Path) -> None:
 
 
 COMMANDS = [
-    (["merge", "labels.jsonl", "labels.jsonl", "--out", ".github/workflows/ci.yml"], ".github/workflows/ci.yml"),
+    (["merge", "labels.jsonl", "--out", ".github/workflows/ci.yml"], ".github/workflows/ci.yml"),
     (["label", "export", "cases/demo/cases.jsonl", "--out", "requirements.txt"], "requirements.txt"),
     (["label", "import", "cases/demo/cases.jsonl", "--labels", "labels.jsonl", "--out", "requirements.txt"],
      "requirements.txt"),
@@ -73,7 +73,7 @@ def test_a_command_refuses_to_replace_a_project_file_and_forces_on_request(
     ["html", "records.jsonl", "--out", "page.html"],
     ["baseline", "save", "records.jsonl", "--out", "base.json", "--allow-incomplete"],  # a demo item has no record
     ["label", "export", "cases/demo/cases.jsonl", "--out", "export.jsonl"],
-    ["merge", "export.jsonl", "export.jsonl", "--out", "merged.jsonl"],
+    ["merge", "export.jsonl", "--out", "merged.jsonl"],
 ], ids=" ".join)
 def test_a_command_rewrites_its_own_output_without_force(project: Path, argv: list[str],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:

@@ -367,3 +367,19 @@ def test_a_labelling_command_given_a_record_log_or_baseline_names_it_and_writes_
     if what.endswith("record log"):
         assert "merge into one report with `tooleffect report LOG...`" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl", "base.json", "cases.jsonl", "s1.jsonl"]
+
+
+@pytest.mark.parametrize("command", ["merge", "agree"])
+def test_one_labellers_file_given_twice_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   command: str) -> None:
+    """The same label file as two labellers (by another path or a link too) agrees with itself on every
+    state: ``merge`` and ``agree`` refuse it, as ``label agreement`` does."""
+    a = tmp_path / "a.jsonl"
+    a.write_text(json.dumps({"id": "c0", "valid_actions": [{"tool": None}]}) + "\n")
+    (tmp_path / "link.jsonl").symlink_to(a)
+    out = ["--out", str(tmp_path / "m.jsonl")] if command == "merge" else []
+    for second in (a, tmp_path / "link.jsonl", tmp_path / "." / "a.jsonl"):
+        capsys.readouterr()
+        assert main([command, str(a), str(second), *out]) == 2
+        assert "are one labeller's labels (the same file)" in capsys.readouterr().err
+    assert not (tmp_path / "m.jsonl").exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -132,6 +133,23 @@ def _not_files(paths: Sequence[str]) -> list[str]:
     from pytest_tooleffect.util.input_files import not_an_input
 
     return [f"{p}: {why}" for p in paths if (why := not_an_input(p)) is not None]
+
+
+def _same_labeller(paths: Sequence[str]) -> str | None:
+    """``"A and B are one labeller's labels: …"`` when two of ``paths`` are one file (by another path or
+    a link too): merged or compared with itself, a labeller agrees with itself on every state, which says
+    nothing of agreement.  ``None`` otherwise (two labellers' files may hold the same labels: a copy
+    cannot be told from full agreement).
+    """
+    for i, first in enumerate(paths):
+        for second in paths[i + 1:]:
+            a, b = Path(first), Path(second)
+            if not (a.is_file() and b.is_file()):  # a pipe is read once, by the command itself
+                continue
+            if os.path.samefile(a, b):
+                return (f"{first} and {second} are one labeller's labels (the same file): a labeller "
+                        "agrees with itself on every state; give each labeller's own file")
+    return None
 
 
 #: the suffixes of YAML case files (a list of cases, or a mapping with ``cases:``)
@@ -361,6 +379,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if unreadable:
         print(f"tooleffect merge: {'; '.join(unreadable)}", file=sys.stderr)
         return 2
+    twice = _same_labeller(args.labels)
+    if twice is not None:
+        print(f"tooleffect merge: {twice}", file=sys.stderr)
+        return 2
     try:
         labellers = [read_labels(Path(p)) for p in args.labels]
         adjudicated = read_labels(Path(args.adjudicated)) if args.adjudicated else {}
@@ -411,6 +433,10 @@ def cmd_agree(args: argparse.Namespace) -> int:
     unreadable = _not_files([args.a, args.b])
     if unreadable:
         print(f"tooleffect agree: {'; '.join(unreadable)}", file=sys.stderr)
+        return 2
+    twice = _same_labeller([args.a, args.b])
+    if twice is not None:
+        print(f"tooleffect agree: {twice}", file=sys.stderr)
         return 2
     try:
         a, b = read_labels(Path(args.a)), read_labels(Path(args.b))
