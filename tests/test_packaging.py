@@ -452,9 +452,10 @@ def test_the_built_wheel_runs_a_user_family_in_a_fresh_venv(quickstart: Path, tm
     done = _run([str(bindir / "pytest"), "cases/", "-q", *agent, "-o", "tooleffect_rate_backend=redis://127.0.0.1:9/0"],
                 user, env)
     assert done.returncode == 4 and "pip install 'pytest-tooleffect[redis]'" in done.stderr, done.stderr[-2000:]
-    labels = user / "labels.jsonl"
-    labels.write_text('{"id": "thanks", "valid_actions": [{"tool": null}]}\n')
-    done = _run([str(bindir / "tooleffect"), "agree", str(labels), str(labels)], user, env)
+    labels, others = user / "labels.jsonl", user / "labels-b.jsonl"
+    for path in (labels, others):  # two labellers' files (one file twice is refused before the extra is needed)
+        path.write_text('{"id": "thanks", "valid_actions": [{"tool": null}]}\n')
+    done = _run([str(bindir / "tooleffect"), "agree", str(labels), str(others)], user, env)
     assert done.returncode == 2 and done.stderr.strip().endswith("pip install 'pytest-tooleffect[labelling]'"), (
         done.stdout + done.stderr)
     print(f"the wheel's venv: a user's family run, baselined and gated in {time.monotonic() - started:.1f} s")
