@@ -24,7 +24,7 @@ import pytest
 from pytest_tooleffect.servers.recorded import replay_index, turn_key
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import REPO
-from tests.demo_family import FAMILY, RULES
+from tests.demo_family import write_demo
 
 FAMILIES = ["cases/scheduling", "cases/tau-airline"]
 SAFE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -195,12 +195,7 @@ def nothing(state):
 
 
 def _demo_family(root: Path, cases: list[dict[str, Any]]) -> None:
-    fam = root / "cases" / "demo"
-    fam.mkdir(parents=True, exist_ok=True)
-    (root / "oracle").mkdir(exist_ok=True)
-    (fam / "family.yaml").write_text(FAMILY)
-    (root / "oracle" / "demo.yaml").write_text(RULES)
-    (fam / "cases.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
+    write_demo(root, cases)  # the demo family with these cases only (no census)
 
 
 def _demo_case(cid: str, label: dict[str, Any]) -> dict[str, Any]:

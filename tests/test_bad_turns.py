@@ -23,7 +23,7 @@ from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from pytest_tooleffect.util.bounds import MAX_TOKENS, usage_problem
 from pytest_tooleffect.util.exceptions import described, exception_text, without_traceback
 from pytest_tooleffect.util.unicode import surrogate_problem, without_surrogates
-from tests.demo_family import FAMILY, RULES
+from tests.demo_family import write_demo
 
 NULL = {"tool": None}
 READ = {"tool": "read_thread", "args": {"thread_id": "t"}}
@@ -36,12 +36,7 @@ def _case(cid: str, label: dict[str, Any]) -> dict[str, Any]:
 
 
 def _family(root: Path, cases: list[dict[str, Any]]) -> None:
-    fam = root / "cases" / "demo"
-    fam.mkdir(parents=True, exist_ok=True)
-    (root / "oracle").mkdir(exist_ok=True)
-    (fam / "family.yaml").write_text(FAMILY)
-    (root / "oracle" / "demo.yaml").write_text(RULES)
-    (fam / "cases.jsonl").write_text("\n".join(json.dumps(c) for c in cases) + "\n")
+    write_demo(root, cases)  # the demo family with these cases only (no census)
 
 
 def _records(root: Path) -> list[dict[str, Any]]:
