@@ -9,7 +9,6 @@ resolve into at configure time, one frozen ``Settings``, is :mod:`pytest_tooleff
 from __future__ import annotations
 
 import argparse
-import math
 import re
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.formats.perturb import PerturbationSpec
 from pytest_tooleffect.formats.policy import PolicyName, ShowableName
-from pytest_tooleffect.util.arguments import output_file, whole_number
+from pytest_tooleffect.util.arguments import output_file, seconds, whole_number
 
 __all__ = [
     "BASELINE_CHANGED_LABELS",
@@ -156,21 +155,10 @@ def _output_path(value: str) -> Path | None:
     return Path(output_file(value)) if value else None
 
 
-#: a day, in seconds: the longest model-call timeout and rate window accepted
-MAX_SECONDS = 86_400.0
 
 
-def parse_positive_float(value: str) -> float:
-    """An argparse ``type=`` for seconds: a finite number above 0 and at most :data:`MAX_SECONDS`."""
-    try:
-        f = float(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a number") from exc
-    if not math.isfinite(f) or f <= 0:
-        raise argparse.ArgumentTypeError(f"{value!r} must be positive")
-    if f > MAX_SECONDS:
-        raise argparse.ArgumentTypeError(f"{value!r} must be at most {MAX_SECONDS:g} (a day, in seconds)")
-    return f
+#: an argparse ``type=`` for seconds (a finite number above 0, at most a day): the commands' one parser
+parse_positive_float = seconds
 
 
 #: an argparse ``type=`` for whole numbers from a minimum to a maximum (inclusive): one parser for every command

@@ -6,9 +6,7 @@ logs of a run give the run's ``repeats`` (steps, first-k pass^k, trials saved), 
 from __future__ import annotations
 
 import json
-import threading
 from collections import Counter
-from collections.abc import Mapping
 from typing import Any
 
 import jsonschema
@@ -26,9 +24,9 @@ from pytest_tooleffect.options import (
 )
 from pytest_tooleffect.outcomes import REPEATS_SETTLED, SETTLED
 from pytest_tooleffect.scoring.record import record_schema
-from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
-from tests.sequential_family import single, write_family
-from tests.test_adaptive_run import CASE_MARK, DESIGN, K_STAR, MODEL, SCRIPT, scripted_agent
+from pytest_tooleffect.servers.scripted import ScriptedServer
+from tests.sequential_family import write_family
+from tests.test_adaptive_run import DESIGN, K_STAR, MODEL, SCRIPT, counting_agent, scripted_agent
 
 #: each case's steps as the run reports them (tests/test_adaptive_run.py's script)
 STEPS = {
@@ -168,18 +166,7 @@ GATE = ('[tool.tooleffect.gates."*"]\n'
 
 
 def _agent(regressed: bool) -> tuple[Any, Counter[int]]:
-    sent: Counter[int] = Counter()
-    lock = threading.Lock()
-
-    def answer(body: Mapping[str, Any]) -> Reply:
-        n = int(CASE_MARK.search(json.dumps(body.get("messages") or []))[1])  # type: ignore[index]
-        with lock:
-            sent[n] += 1
-            ok = sent[n] % 2 == 1 if n % 4 == 0 else not regressed
-        calls = single(n) == ok
-        return Reply(tool_calls=[("read_thread", '{"thread_id": "th-1"}')]) if calls else Reply(text="Done.")
-
-    return answer, sent
+    return counting_agent(lambda n, t: "R" if (t % 2 == 1 if n % 4 == 0 else not regressed) else "W")
 
 
 def test_adaptive_repeats_under_a_sequential_gate_send_no_turn_for_an_item_either_skipped(

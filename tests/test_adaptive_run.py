@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,8 +38,11 @@ CASE_MARK = re.compile(r"\[case-(\d+)\]")
 SCRIPT = {0: "R", 1: "W", 2: "RW", 3: "RRRW", 4: "ER", 5: "WR"}
 
 
-def scripted_agent() -> tuple[Any, Counter[int]]:
-    """The scripted server's answer function, and the requests it got per case number."""
+def counting_agent(answer_of: Callable[[int, int], str]) -> tuple[Any, Counter[int]]:
+    """The scripted server's answer function, and the requests it got per case number: ``answer_of(n, t)``
+    says how case ``n`` is answered at its ``t``-th request (1-based): ``R`` right, ``W`` wrong, ``E`` a
+    provider error (HTTP 400, never retried).
+    """
     sent: Counter[int] = Counter()
     lock = threading.Lock()
 
@@ -47,14 +50,18 @@ def scripted_agent() -> tuple[Any, Counter[int]]:
         n = int(CASE_MARK.search(json.dumps(body.get("messages") or []))[1])  # type: ignore[index]
         with lock:
             sent[n] += 1
-            script = SCRIPT[n]
-            what = script[min(sent[n], len(script)) - 1]
+            what = answer_of(n, sent[n])
         if what == "E":
             return Reply(status=400, error_message="scripted bad request")
         calls = single(n) == (what == "R")  # a single case done right, or a no-tool case done wrong, calls the tool
         return Reply(tool_calls=[("read_thread", '{"thread_id": "th-1"}')]) if calls else Reply(text="Done.")
 
     return answer, sent
+
+
+def scripted_agent() -> tuple[Any, Counter[int]]:
+    """:func:`counting_agent` answering by :data:`SCRIPT`."""
+    return counting_agent(lambda n, t: SCRIPT[n][min(t, len(SCRIPT[n])) - 1])
 
 
 @pytest.fixture

@@ -599,7 +599,7 @@ def test_retries_pass_through_the_rate_limit(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "message"), [
     ([f"{OPT_RPM}=0"], "must be at least 1"),
     (["-o", f"{INI_TPM}=lots"], "ini tooleffect_tpm = 'lots'*not a whole number"),
-    (["-o", f"{INI_RATE_WINDOW}=0"], "ini tooleffect_rate_window = '0'*must be positive"),
+    (["-o", f"{INI_RATE_WINDOW}=0"], "ini tooleffect_rate_window = '0'*must be a number of seconds above 0"),
 ])
 def test_bad_rate_limits_are_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:
     _family(pytester.path, CASES[1:2])
