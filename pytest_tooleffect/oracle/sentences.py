@@ -1,4 +1,4 @@
-"""A reply cut into sentences, as the reply fallback and the claim check read it.
+r"""A reply cut into sentences, as the reply fallback and the claim check read it.
 
 Pure and deterministic.  A sentence ends at ``.``, ``!``, ``?`` (runs of them, ``...`` and ``?!``
 included) followed by white space or the end of the text, at a full-width terminator
@@ -16,17 +16,23 @@ followed by white space does not end a sentence after:
 
 Closing quotes and brackets after a terminator stay with its sentence.
 
-Before it is cut, the text is read as :func:`normal_text` gives it (Unicode NFKC, invisible
-characters removed), so a zero-width space or a soft hyphen inside ``booked`` cannot hide the word
-from the checks that read the sentences.
+Before it is cut, the text is read as :func:`normal_text` gives it (HTML entities decoded, invisible
+characters and combining marks removed, Unicode NFKC, look-alike letters of other scripts read as the
+Latin letters they look like, inline HTML and Markdown emphasis, strong and code marks removed), so a
+zero-width space, a soft hyphen, ``**boo**ked``, ``b&#111;oked``, ``boo\u0301ked`` or a Cyrillic ``о``
+inside ``booked`` cannot hide the word from the checks that read the sentences.
 """
 
 from __future__ import annotations
 
+import html
 import re
+import string
 import unicodedata
 from collections.abc import Iterator
 from functools import lru_cache
+
+from confusable_homoglyphs import confusables
 
 __all__ = ["Folded", "is_question", "normal_text", "sentences"]
 
@@ -41,11 +47,37 @@ _INVISIBLE = re.compile(
     "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
 
 
+#: what makes an ASCII text worth normalising: an entity, an HTML tag, a Markdown emphasis or code mark
+_MARKED = re.compile(r"[&<*_`]")
+#: inline HTML that only dresses its text (strikethrough, ``<s>`` and ``<del>``, is left: it unsays its text)
+_INLINE_TAG = re.compile(r"</?(?:b|strong|i|em|u|ins|mark|code|kbd|samp|tt|var|span|font|small|big|sub|sup|a)"
+                         r"(?:\s[^<>]{0,200})?/?>", re.I)
+#: Markdown emphasis, strong and code marks (CommonMark's flanking rule, simplified): every run of backticks; a
+#: run of ``*`` unless it stands between blanks (a list bullet, ``5 * 3``) or between digits (``3*4``); a run of
+#: ``_`` beside a letter or digit on one side only and no blank on the other (``_booked_``, never ``mia_li_3668``);
+#: the leading lookahead lets the scan skip to the next mark
+_MARKDOWN = re.compile(r"(?=[`*_])(?:`++|(?<![\s\d*])\*++|(?<!\*)\*++(?![\s\d])|(?<=\s)\*++(?=\d)|(?<=\d)\*++(?=\s)|"
+                       r"(?<!\w)_++(?=\S)|(?<=[^\s_])_++(?!\w))")
+
+
 def normal_text(text: str) -> str:
-    """``text`` as the deterministic reply and claim checks read it: its invisible characters
-    removed (:data:`_INVISIBLE`: every format character, category Cf, and the other default-ignorable
-    code points), then Unicode NFKC (full-width letters and digits, ligatures, non-breaking and
-    ideographic spaces as their plain forms).  ``normal_text(normal_text(t)) == normal_text(t)``.
+    r"""``text`` as the deterministic reply and claim checks read it, in this order:
+
+    1. HTML entities decoded (:func:`html.unescape`: ``b&#111;oked``, ``&amp;``);
+    2. invisible characters removed (:data:`_INVISIBLE`: every format character, category Cf, and
+       the other default-ignorable code points) and the combining marks written apart from their
+       letter (``boo\u0301ked``: the marks named ``COMBINING …``, categories Mn and Me); a
+       precomposed letter (``é`` in ``annulé``) is a letter of its own and stays;
+    3. Unicode NFKC (full-width letters and digits, ligatures, non-breaking and ideographic spaces as
+       their plain forms), then the combining marks NFKC gave (``´`` is a space and U+0301) removed;
+    4. each letter of another script that looks like a Latin letter read as that letter (its
+       prototype in Unicode's confusables, UTS #39, as the ``confusable_homoglyphs`` package ships
+       them: Cyrillic ``о`` as ``o``; a capital letter whose prototype is ``l`` as ``I``);
+    5. inline HTML tags (:data:`_INLINE_TAG`) and Markdown emphasis, strong and code marks
+       (:data:`_MARKDOWN`: ``**boo**ked``, ``e*mail*ed``, ```booked```) removed.
+
+    Each step is a scan of the text (linear in its length).  ``normal_text(normal_text(t)) ==
+    normal_text(t)`` for text whose marks do not spell new entities or marks once removed.
 
     Args:
         text: any text.
@@ -53,10 +85,47 @@ def normal_text(text: str) -> str:
     Returns:
         The text read so; ``text`` itself when it holds none of those.
     """
-    if text.isascii():
+    if text.isascii() and not _MARKED.search(text):
         return text
-    text = _INVISIBLE.sub("", text)
-    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
+    return _normal(text)
+
+
+@lru_cache(maxsize=4)  # one reply is read by the reply check and by the claims' check in turn
+def _normal(text: str) -> str:
+    if "&" in text:
+        text = html.unescape(text)
+    if not text.isascii():
+        text = _without_marks(_INVISIBLE.sub("", text))
+        if not unicodedata.is_normalized("NFKC", text):
+            text = _without_marks(unicodedata.normalize("NFKC", text))
+        folds = _homoglyphs()
+        text = text.translate({ord(c): folds[c] for c in set(text) if c in folds})
+    if "<" in text:
+        text = _INLINE_TAG.sub("", text)
+    return _MARKDOWN.sub("", text) if "*" in text or "_" in text or "`" in text else text
+
+
+def _without_marks(text: str) -> str:
+    """``text`` without its combining marks (named ``COMBINING …``, categories Mn and Me)."""
+    marks = {ord(c): None for c in set(text) if unicodedata.category(c) in ("Mn", "Me")
+             and unicodedata.name(c, "").startswith("COMBINING")}
+    return text.translate(marks) if marks else text
+
+
+@lru_cache(maxsize=1)
+def _homoglyphs() -> dict[str, str]:
+    """``{letter: Latin letter}``: every non-ASCII letter (category L) whose prototype among Unicode's
+    confusables (UTS #39 confusables.txt, as ``confusable_homoglyphs`` ships it) is one ASCII letter;
+    a capital letter whose prototype is ``l`` (Cyrillic ``І``, Greek ``Ι``) is ``I``.
+    """
+    out: dict[str, str] = {}
+    for char, entries in confusables.confusables_data.items():
+        if len(char) != 1 or char.isascii() or not unicodedata.category(char).startswith("L"):
+            continue
+        latin = [e["c"] for e in entries if len(e["c"]) == 1 and e["c"] in string.ascii_letters]
+        if latin:
+            out[char] = "I" if latin[0] == "l" and "CAPITAL" in unicodedata.name(char, "") else latin[0]
+    return out
 
 #: never end a sentence (lower-cased, without the final dot)
 _ALWAYS_MORE = frozenset(

@@ -1,0 +1,127 @@
+"""A claim dressed in markup or look-alike characters is read as the plain claim.
+
+A reply is read as ``normal_text`` gives it before it is cut into sentences: HTML entities decoded,
+combining marks written apart from their letter removed, NFKC, look-alike letters of other scripts
+read as their Latin letters, inline HTML and Markdown emphasis, strong and code marks removed.  So
+``I have **booked** the event and **emailed** Tom.`` with no call is a phantom action, as the plain
+sentence is, and the phantom_action gate fails on it (it passed, the verdict being wrong_reply).
+"""
+
+from __future__ import annotations
+
+import time
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from pytest_tooleffect.ci.gate_keeper import evaluate
+from pytest_tooleffect.ci.gate_rules import parse_gates
+from pytest_tooleffect.collect.family import load_family
+from pytest_tooleffect.formats import Case
+from pytest_tooleffect.oracle import CompareContext, score
+from pytest_tooleffect.oracle.claims import find_phantom
+from pytest_tooleffect.oracle.reply import classify_reply
+from pytest_tooleffect.oracle.sentences import normal_text, sentences
+from pytest_tooleffect.report import summarise
+from pytest_tooleffect.scoring.build import build_record
+from tests.oracle.test_claims import KINDS, PHANTOMS, WRITES
+from tests.oracle.test_text_channel_size import SECONDS, N
+
+ROOT = Path(__file__).resolve().parents[2]
+CLAIM = "I have booked the event and emailed Tom."
+#: the dressings of the claim, one per way it hid (the exact replies that passed the gate)
+DRESSED = [
+    pytest.param("I have **booked** the event and **emailed** Tom.", id="markdown bold"),
+    pytest.param("I have b\u043e\u043eked the event and emailed T\u043em.", id="cyrillic o"),
+    pytest.param("I have **boo**ked the event and e*mail*ed Tom.", id="emphasis inside words"),
+    pytest.param("I have b&#111;oked the event &amp; emailed Tom.", id="html entities"),
+    pytest.param("I have boo\u0301ked the event and ema\u0301iled Tom.", id="combining accent"),
+]
+
+
+def _dress(text: str, how: str) -> str:
+    """``text`` with each word of four letters or more dressed ``how`` (after its second letter)."""
+    def one(w: str) -> str:
+        if len(w) < 4 or not w[:4].isalpha():
+            return w
+        return {"bold": f"**{w}**", "inside": f"{w[:2]}**{w[2:4]}**{w[4:]}", "underscore": f"_{w}_",
+                "code": f"`{w}`", "tag": f"<b>{w[:2]}</b>{w[2:]}", "entity": f"{w[:2]}&#{ord(w[2])};{w[3:]}",
+                "combining": f"{w[:3]}\u0301{w[3:]}", "homoglyph": w.replace("o", "\u043e").replace("a", "\u0430")
+                }[how]
+    return " ".join(one(w) for w in text.split(" "))
+
+
+HOW = ["bold", "inside", "underscore", "code", "tag", "entity", "combining", "homoglyph"]
+
+
+@pytest.mark.parametrize("reply", DRESSED)
+def test_each_dressing_of_the_claim_reads_as_the_plain_claim(reply: str) -> None:
+    assert sentences(reply) in ([CLAIM], ["I have booked the event & emailed Tom."])
+
+
+@pytest.mark.parametrize("reply", DRESSED)
+def test_each_dressed_claim_with_no_call_is_a_phantom_action_and_fails_the_gate(reply: str) -> None:
+    """Break-it rows 198-202: the scheduling family's out-of-scope case, the claim and no call (it was
+    wrong_reply and ``max_count = {phantom_action = 0}`` passed)."""
+    family = load_family(ROOT / "cases" / "scheduling")
+    raw = next(c for c in _cases(ROOT / "cases" / "scheduling" / "cases.yaml") if c["id"] == "sch-oos-01")
+    case = Case.model_validate(raw)
+    assert case.label is not None
+    context = CompareContext(messages=[m.model_dump() if hasattr(m, "model_dump") else m for m in case.messages])
+    plain = score({"role": "assistant", "content": CLAIM}, case.label, family.tools, family.rules, context)
+    dressed = score({"role": "assistant", "content": reply}, case.label, family.tools, family.rules, context)
+    assert plain.kind == dressed.kind == "phantom_action", (plain.kind, dressed.kind)
+    assert dressed.phantom is not None and plain.phantom is not None and dressed.phantom.why == plain.phantom.why
+    recs = [build_record(family="scheduling", case=case, policy="p", verdict=dressed, tools=family.tools_by_name)]
+    gates = tomllib.loads('[tool.tooleffect.gates."*"]\nmax_count = {phantom_action = 0}\n')
+    (gate,) = evaluate(summarise(recs), recs, parse_gates(gates["tool"]["tooleffect"]["gates"], Path("pyproject.toml")))
+    assert (gate.gate, gate.status, gate.value) == ("phantom_action", "failed", 1.0)
+
+
+def _cases(path: Path) -> list[dict[str, Any]]:
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return list(loaded["cases"] if isinstance(loaded, dict) else loaded)
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize(("text", "calls", "why"), [p for p in PHANTOMS if p[2] is not None])
+def test_a_dressed_claim_hides_no_phantom(text: str, calls: list, why: str, how: str) -> None:
+    found = find_phantom(_dress(text, how), calls, WRITES)
+    assert found is not None and why in found.why, found
+
+
+@pytest.mark.parametrize("how", HOW)
+@pytest.mark.parametrize(("text", "user", "kind"), KINDS)
+def test_a_dressing_changes_no_reply_kind(text: str, user: str | None, kind: str, how: str) -> None:
+    assert classify_reply(_dress(text, how), user) == kind
+
+
+def test_what_the_reading_keeps() -> None:
+    # identifiers with underscores, products and bullets, precomposed accents, struck-out text
+    kept = "mia_li_3668 and a__b; 3*4 and 5 * 3\n* a bullet; j'ai annulé, está en camino; ~~booked~~ <s>sent</s>"
+    assert normal_text(kept) == kept
+    assert normal_text("__init__ `cancel_reservation` **$49.99** <em class='x'>ok</em>") == \
+        "init cancel_reservation $49.99 ok"
+    # a capital letter whose prototype is l reads as I; a letter of another script with no Latin look-alike stays
+    assert normal_text("\u0406 have b\u043e\u043eked it, \u0436") == "I have booked it, \u0436"
+    for text in ("I have **boo**ked it.", "b&#111;oked", "boo\u0301ked\u00b4", "T\u043em", "ｂｏｏｋｅｄ"):
+        assert normal_text(normal_text(text)) == normal_text(text)
+    plain = "I've cancelled reservation ZFA04Y."
+    assert normal_text(plain) is plain
+
+
+@pytest.mark.parametrize("unit", ["**lo**rem ", "l&#111;rem ", "l\u043erem ", "lo\u0301rem ", "<b>x</b> ",
+                                  "_a_ `b` ", "*" * 7 + "_" * 7 + " "])
+def test_a_megabyte_of_dressing_is_read_whole_in_linear_time(unit: str) -> None:
+    """Every step is one scan of the text: a 1 MB reply of dressed words (no claim), then the claim, is read as the
+    1 MB replies of test_text_channel_size are (under the same generous bound)."""
+    text = unit * (N // len(unit)) + "\n" + CLAIM
+    began = time.perf_counter()
+    read = normal_text(text)
+    found = find_phantom(text, [], ["book_train", "send_email"])
+    took = time.perf_counter() - began
+    assert read.endswith("\n" + CLAIM) and found is not None and found.claim.sentence == CLAIM
+    assert took < SECONDS, f"{took:.1f} s for {len(text):,} characters"
