@@ -135,3 +135,21 @@ def test_an_agents_litellm_response_to_an_answer_with_no_usage_is_unknown_tokens
            for r in map(json.loads, text.splitlines())}
     assert got == {("via_litellm", "a"): (None, None), ("via_litellm", "d"): (100, 20),
                    ("plain", "a"): (None, None), ("plain", "d"): (None, None)}, got
+
+
+def test_the_judge_keeps_calls_with_no_usage_apart_from_its_counts(tmp_path: Path) -> None:
+    """The judge's door: a call whose provider reported no usage adds no 0 to the judge's tokens, is
+    counted apart, and makes its money unknown (litellm prices its zeros at $0 for a model it knows)."""
+    from pytest_tooleffect.scoring.judge import Judge
+
+    def judged(usage: Any) -> Reply:
+        doc = json.loads(_body(usage))
+        doc["choices"][0]["message"]["content"] = json.dumps({"verdict": "pass", "reason": "the same time"})
+        return Reply(raw_body=json.dumps(doc).encode())
+
+    with ScriptedServer([judged(...), judged(USAGE["d"])]) as srv:
+        judge = Judge("openai/gpt-4o-mini", srv.base_url)
+        assert judge("confirms the time", "Booked for 15:00.", "Done: 15:00.") and judge("r", "a b c", "a b c")
+    usage = judge.usage
+    assert (usage.calls, usage.tokens_unknown, usage.input_tokens, usage.output_tokens) == (2, 1, 100, 20), usage
+    assert usage.cost_usd is None
