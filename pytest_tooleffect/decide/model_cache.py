@@ -66,7 +66,8 @@ class CacheMissError(CacheEntryError):
     Attributes:
         path: the file the answer would be in (its name is the cache key).
         case_id: the case whose decision it is (``None`` when not known).
-        message: ``case ID: model cache PATH: no stored answer for this decision (key KEY): …``.
+        message: ``case ID: model cache PATH: no stored answer for this decision: …`` (``PATH``'s name
+            is the request's key, :meth:`ModelCache.key`).
         kind: :data:`CACHE_MISS`.
     """
 
@@ -76,7 +77,7 @@ class CacheMissError(CacheEntryError):
         Exception.__init__(self)
         self.path = path
         self.case_id = case_id
-        self.problem = f"no stored answer for this decision (key {path.stem})"
+        self.problem = "no stored answer for this decision"  # the file's name is the request's key
         where = f"case {case_id}: " if case_id is not None else ""
         self.message = (f"{where}model cache {path}: {self.problem}: --tooleffect-cache read asks no model (run with "
                         "--tooleffect-cache readwrite to ask it and store the answer)")
