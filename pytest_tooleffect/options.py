@@ -366,7 +366,10 @@ def addoptions(parser: pytest.Parser, sandbox_providers: list[str]) -> None:
     parser.addini(INI_RATE_FILE, "limiter state file shared by all runs that name it, relative to the rootdir "
                   "(empty: one private file per run, shared by its xdist workers only)", default="")
     group.addoption(OPT_CACHE, choices=CACHE_MODES, default="off",
-                    help="on-disk cache of model answers keyed by policy, state and trial (default off)")
+                    help="on-disk cache of model answers keyed by policy, state and trial: read (answers from the "
+                         "cache alone, no model asked: a decision it holds none for is the item's CacheMiss error), "
+                         "write (always ask the model, store its answer), readwrite (ask and store on a miss); "
+                         "default off")
     group.addoption(OPT_SANDBOX, choices=[*sandbox_providers, "off"], default=None,
                     help=f"where cases that declare a world run their tool calls: docker (default; containers "
                          f"from the locally built image), local (in-process, no isolation: for tests) or off "

@@ -382,3 +382,32 @@ def test_a_cache_entry_that_does_not_validate_is_an_error_in_read_mode_and_asked
         assert again.stdout.str().count("CacheEntryWarning: model cache ") == 1
         assert all(json.loads(p.read_text(encoding="utf-8"))["cost"]["cost_usd"] != -99.0 for p in entries)
         _live(pytester, srv, "--tooleffect-cache=read").assert_outcomes(passed=2)  # rewritten: read back
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_read_mode_asks_no_model_a_miss_is_the_items_cache_miss_error(pytester: pytest.Pytester, workers: int) -> None:
+    """``--tooleffect-cache read`` is the mode where no model is asked: a decision the cache holds no
+    answer for is the item's ``CacheMiss`` error naming the case and the file (its name the key), no
+    request is made, and the report counts it among the errors; ``readwrite`` asks and stores it."""
+    _family(pytester.path, [_case(c, NULL) for c in "ab"])
+    folder = pytester.path / ".tooleffect-cache" / "model"
+    with ScriptedServer(lambda body: Reply(text="You're welcome.")) as srv:
+        read = _live(pytester, srv, "--tooleffect-cache=read", "-n", str(workers))
+        _clean(read)
+        read.assert_outcomes(errors=2)
+        assert srv.requests == []  # no model asked
+        assert not folder.exists()  # and nothing stored
+        read.stdout.fnmatch_lines_random([
+            f"model cache error (not scored): CacheMiss: case {c}: model cache {folder}/*.json: no stored answer for "
+            "this decision: --tooleffect-cache read asks no model*" for c in "ab"])
+        records = {r["case_id"]: r for r in _records(pytester.path)}
+        assert [records[c]["error"]["type"] for c in "ab"] == ["CacheMiss", "CacheMiss"]
+        report = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
+        assert report["status"] != "complete" and report["blocks"][0]["error_types"] == {"CacheMiss": 2}
+        rw = _live(pytester, srv, "--tooleffect-cache=readwrite", "-n", str(workers))
+        rw.assert_outcomes(passed=2)
+        assert len(srv.requests) == 2 and len(list(folder.glob("*.json"))) == 2  # asked on a miss and stored
+        again = _live(pytester, srv, "--tooleffect-cache=read", "-n", str(workers))
+        again.assert_outcomes(passed=2)
+        assert len(srv.requests) == 2  # read back, nothing asked
+        assert all(r["cached"] for r in _records(pytester.path))

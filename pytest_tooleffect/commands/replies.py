@@ -136,8 +136,10 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
         usage = judge.usage
         cost = "unknown" if usage.cost_usd is None else f"{usage.cost_usd:.4f} USD"
         print(f"  answers that could not be read (left out): {len(agreement['errors'])}")
+        unknown = f"; tokens unknown for {usage.tokens_unknown} calls (no usage reported), not added" \
+            if usage.tokens_unknown else ""
         print(f"  spent: {usage.calls} calls ({usage.cached} cached), {usage.input_tokens} input and "
-              f"{usage.output_tokens} output tokens, {cost}")
+              f"{usage.output_tokens} output tokens{unknown}, {cost}")
     result["measured_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

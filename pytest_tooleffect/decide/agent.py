@@ -32,6 +32,7 @@ from typing import Any
 from pytest_tooleffect.collect.agents import Agent, AgentError
 from pytest_tooleffect.decide.agent_exit import agent_turn
 from pytest_tooleffect.decide.agent_threads import note_new_threads
+from pytest_tooleffect.decide.reported_usage import agent_usage
 from pytest_tooleffect.formats import Case, Policy, ToolSpec
 from pytest_tooleffect.util.bounds import usage_problem
 from pytest_tooleffect.util.exceptions import described, exception_text
@@ -346,7 +347,8 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
         ``(emitted, cost, extra)``: ``emitted`` is the decision as plain JSON data
         (:func:`plain_decision`); cost has ``input_tokens``, ``output_tokens``, ``latency_ms``
         (wall milliseconds of the call), ``cost_usd`` (unknown values ``None``; a litellm
-        ``ModelResponse``'s usage is read); extra is ``{"agent": {...}}`` when the agent gave any.
+        ``ModelResponse``'s usage is read, 0 in and 0 out as unknown:
+        :func:`~.reported_usage.agent_usage`); extra is ``{"agent": {...}}`` when the agent gave any.
 
     Raises:
         AgentError: the agent returned ``None`` (``AgentReturnedNothing``: return a message with
@@ -373,9 +375,8 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
     elif not isinstance(result, Mapping):
         try:
             usage = getattr(result, "usage", None)
-            if usage is not None:
-                cost["input_tokens"] = getattr(usage, "prompt_tokens", None)
-                cost["output_tokens"] = getattr(usage, "completion_tokens", None)
+            if usage is not None:  # litellm's Usage(0, 0) where the provider sent none: unknown (reported_usage)
+                cost["input_tokens"], cost["output_tokens"] = agent_usage(usage)
         except Exception as exc:  # an object whose attributes raise: its decision cannot be read either
             raise AgentError("AgentReturnedUnreadable", f"the agent returned {type(result).__name__}, which cannot "
                                                         f"be read: reading its usage raised {_said(exc)}") from None

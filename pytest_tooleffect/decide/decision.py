@@ -27,7 +27,7 @@ from pytest_tooleffect.collect.agents import AgentError
 from pytest_tooleffect.collect.chunks import case_positions, chunk_scheduler, chunk_size, group_of
 from pytest_tooleffect.collect.items import CaseItem
 from pytest_tooleffect.decide.agent import AgentState, agent_state, call_agent_bounded, is_async, run_agent
-from pytest_tooleffect.decide.model_cache import CACHE_ENTRY_INVALID, CacheEntryError
+from pytest_tooleffect.decide.model_cache import CacheEntryError
 from pytest_tooleffect.decide.model_turn import ModelCache, TurnPool, api_key, wait_turn
 from pytest_tooleffect.decide.provider_errors import ProviderError
 from pytest_tooleffect.decide.ratelimit import RateLimiterError, redis_url_problem, state_file_problem
@@ -258,7 +258,8 @@ class ModelTurns:
 
         Raises:
             NotScored: the provider failed, the rate limiter failed (``RateLimiterError``), the stored
-                turn of a read-only model cache does not validate (``CacheEntryInvalid``), or the agent
+                turn of a read-only model cache does not validate (``CacheEntryInvalid``) or is not there
+                (``CacheMiss``: no request made), or the agent
                 raised (an error outcome, never a verdict).
         """
         settings = self.settings
@@ -280,8 +281,8 @@ class ModelTurns:
             turn = wait_turn(future, _timeout(item, settings), settings.retries)
         except ProviderError as exc:
             raise NotScored("provider", Failure(exc.kind, exc.message)) from None
-        except CacheEntryError as exc:  # --tooleffect-cache read: a stored turn that does not validate
-            raise NotScored("model cache", Failure(CACHE_ENTRY_INVALID, exc.message)) from None
+        except CacheEntryError as exc:  # --tooleffect-cache read: a stored turn that does not validate, or none
+            raise NotScored("model cache", Failure(exc.kind, exc.message)) from None
         except RateLimiterError as exc:  # no request was made: the limiter's failure, not the provider's
             raise NotScored("rate limiter", Failure(RATE_LIMITER_ERROR, exc.message)) from None
         except AgentError as exc:

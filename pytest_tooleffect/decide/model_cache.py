@@ -7,6 +7,11 @@ counts and money within the bounds a live answer's are held to
 hand, written by another tool, cut by a full disk) is never scored: under ``--tooleffect-cache read``
 it is the item's error outcome naming the file and the field (:class:`CacheEntryError`); under
 ``readwrite`` the model is asked again and the entry rewritten, said once.
+
+The modes (``--tooleffect-cache``): ``read`` answers from the cache alone, and a decision it holds no
+answer for is the item's error outcome (:class:`CacheMissError`, no request made); ``write`` always
+asks the model and stores the answer; ``readwrite`` answers from the cache and asks the model (then
+stores the answer) on a miss.
 """
 
 from __future__ import annotations
@@ -26,10 +31,13 @@ from pytest_tooleffect.util.exceptions import described
 from pytest_tooleffect.util.redaction import redact_obj
 from pytest_tooleffect.util.unicode import surrogate_problem
 
-__all__ = ["CACHE_ENTRY_INVALID", "CacheEntryError", "CacheEntryWarning", "ModelCache", "turn_entry_problem"]
+__all__ = ["CACHE_ENTRY_INVALID", "CACHE_MISS", "CacheEntryError", "CacheEntryWarning", "CacheMissError", "ModelCache",
+           "turn_entry_problem"]
 
 #: The error type of an item whose cached turn does not validate under ``--tooleffect-cache read``.
 CACHE_ENTRY_INVALID = "CacheEntryInvalid"
+#: The error type of an item the cache holds no answer for under ``--tooleffect-cache read``.
+CACHE_MISS = "CacheMiss"
 
 
 class CacheEntryError(Exception):
@@ -39,7 +47,10 @@ class CacheEntryError(Exception):
         path: the entry's file.
         problem: the field and what is wrong with it, one line.
         message: ``model cache PATH: problem: …``.
+        kind: the item's error type (:data:`CACHE_ENTRY_INVALID`).
     """
+
+    kind = CACHE_ENTRY_INVALID
 
     def __init__(self, path: Path, problem: str) -> None:
         self.path = path
@@ -47,6 +58,30 @@ class CacheEntryError(Exception):
         self.message = (f"model cache {path}: {problem}: the entry is not used, and --tooleffect-cache read asks no "
                         "model (delete the file, or run with --tooleffect-cache readwrite to ask again)")
         super().__init__(self.message)
+
+
+class CacheMissError(CacheEntryError):
+    """No stored turn for a decision, under ``--tooleffect-cache read``, where no model is asked.
+
+    Attributes:
+        path: the file the answer would be in (its name is the cache key).
+        case_id: the case whose decision it is (``None`` when not known).
+        message: ``case ID: model cache PATH: no stored answer for this decision: …`` (``PATH``'s name
+            is the request's key, :meth:`ModelCache.key`).
+        kind: :data:`CACHE_MISS`.
+    """
+
+    kind = CACHE_MISS
+
+    def __init__(self, path: Path, case_id: str | None = None) -> None:
+        Exception.__init__(self)
+        self.path = path
+        self.case_id = case_id
+        self.problem = "no stored answer for this decision"  # the file's name is the request's key
+        where = f"case {case_id}: " if case_id is not None else ""
+        self.message = (f"{where}model cache {path}: {self.problem}: --tooleffect-cache read asks no model (run with "
+                        "--tooleffect-cache readwrite to ask it and store the answer)")
+        self.args = (self.message,)
 
 
 class CacheEntryWarning(UserWarning):
@@ -127,19 +162,28 @@ class ModelCache:
             return None
         return doc
 
-    def get_turn(self, key: str) -> dict[str, Any] | None:
+    def get_turn(self, key: str, case_id: str | None = None) -> dict[str, Any] | None:
         """A stored model turn (``emitted``, ``cost``, ``provider_names``) that validates
-        (:func:`turn_entry_problem`), or ``None``: none stored, or, with ``write`` on
-        (``--tooleffect-cache readwrite``), one that does not validate: it is asked of the model
-        again and overwritten, and the first such entry is said once in a
-        :class:`CacheEntryWarning`.
+        (:func:`turn_entry_problem`), or ``None`` (the model is then asked): ``read`` off
+        (``--tooleffect-cache write``), none stored under ``readwrite``, or, under ``readwrite``, one
+        that does not validate: it is asked of the model again and overwritten, and the first such
+        entry is said once in a :class:`CacheEntryWarning`.
+
+        Args:
+            key: the request's key (:meth:`key`).
+            case_id: the case whose decision it is (named in a :class:`CacheMissError`).
 
         Raises:
-            CacheEntryError: with ``write`` off (``--tooleffect-cache read``, where no model is asked
-                for a stored answer), the stored entry does not validate.
+            CacheMissError: under ``--tooleffect-cache read`` (``write`` off: no model is asked), no
+                answer is stored for ``key``.
+            CacheEntryError: under ``--tooleffect-cache read``, the stored entry does not validate.
         """
         path = self.path(key)
-        if not self.read or not path.is_file():
+        if not self.read:
+            return None
+        if not path.is_file():
+            if not self.write:
+                raise CacheMissError(path, case_id)
             return None
         try:
             doc: Any = json.loads(path.read_text(encoding="utf-8"))

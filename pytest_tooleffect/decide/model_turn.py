@@ -285,8 +285,8 @@ class TurnPool:
         key = ModelCache.key(kwargs, trial) if cache is not None else ""
         done: concurrent.futures.Future[Turn] = concurrent.futures.Future()
         try:
-            hit = cache.get_turn(key) if cache is not None else None
-        except CacheEntryError as exc:  # raised where the item waits for its turn, never here (a prefetch)
+            hit = cache.get_turn(key, case.id) if cache is not None else None
+        except CacheEntryError as exc:  # raised where the item waits for its turn, never here (a prefetch); a miss too
             done.set_exception(exc)
             return done
         if hit is not None:
@@ -504,7 +504,8 @@ def wait_turn(future: concurrent.futures.Future[Turn], timeout_s: float, retries
     Raises:
         ProviderError: the call failed, or no complete answer came in time.
         RateLimiterError: the run's rate limiter failed before the request could be admitted.
-        CacheEntryError: under ``--tooleffect-cache read``, the stored turn does not validate.
+        CacheEntryError: under ``--tooleffect-cache read``, the stored turn does not validate, or none
+            is stored (:class:`~.model_cache.CacheMissError`: no request was made).
     """
     try:
         return future.result()
@@ -540,7 +541,8 @@ def run_turn(case: Case, tools: Sequence[ToolSpec], system_prompt: str | None, p
         ProviderError: the provider failed or answered with an unreadable body (``InvalidResponse``:
             no message, or text that is not valid Unicode: a lone surrogate), or usage that is no
             count (``BadUsage``).
-        CacheEntryError: the cache is read only and its entry for this turn does not validate.
+        CacheEntryError: the cache is read only and its entry for this turn does not validate, or it
+            holds none (:class:`~.model_cache.CacheMissError`: no request made).
     """
     own = pool is None
     used = TurnPool(1, cache=cache) if pool is None else pool

@@ -49,6 +49,7 @@ from pytest_tooleffect.decide.provider_errors import (
     provider_error,
     retry_after_s,
 )
+from pytest_tooleffect.decide.reported_usage import RawAnswer, usage_reported
 from pytest_tooleffect.formats import Price
 from pytest_tooleffect.util.bounds import usage_problem
 from pytest_tooleffect.util.exceptions import described
@@ -134,8 +135,9 @@ async def answer_once(litellm: Any, kwargs: Mapping[str, Any], timeout_s: float,
 
     Returns:
         ``{"data": the response as JSON (litellm's ``model_dump``), "tokens": {"input_tokens",
-        "output_tokens"} (``None`` each when the provider reports no usage), "cost_usd" (US
-        dollars, or ``None``), "priced_by"}``.
+        "output_tokens"} (``None`` each when the provider reports no usage: told from the body it
+        sent, :mod:`.reported_usage`, since litellm fills an absent usage with zeros), "cost_usd"
+        (US dollars, or ``None``: so too when the tokens are unknown), "priced_by"}``.
 
     Raises:
         ProviderError: the request failed (its ``retry_after`` set from the provider's
@@ -145,7 +147,8 @@ async def answer_once(litellm: Any, kwargs: Mapping[str, Any], timeout_s: float,
             absurd counts are not reported as spent, nor is the decision made of such an answer scored:
             the rule an agent's usage follows, ``AgentBadUsage``).
     """
-    call = litellm.acompletion(**kwargs, timeout=timeout_s, num_retries=0, max_retries=0)
+    raw = RawAnswer()  # litellm's zero Usage() is all its response says of a body with no usage: the body tells
+    call = litellm.acompletion(**kwargs, timeout=timeout_s, num_retries=0, max_retries=0, logger_fn=raw)
     t0 = time.perf_counter()
     try:
         response = await asyncio.wait_for(call, bound_s)
@@ -165,7 +168,7 @@ async def answer_once(litellm: Any, kwargs: Mapping[str, Any], timeout_s: float,
         raise ProviderError("InvalidResponse", f"the response has no JSON form: {described(exc)}") from exc
     usage = data.get("usage") or {}
     tokens = {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
-    if not usage:  # a provider that reports no usage: tokens and cost are unknown, not zero
+    if not usage or usage_reported(raw.body) is False:  # a provider that reports no usage: unknown, not zero
         tokens = {"input_tokens": None, "output_tokens": None}
     problem = usage_problem(tokens["input_tokens"], tokens["output_tokens"], None)
     if problem is None:

@@ -444,7 +444,8 @@ class JudgeContributor:
             calls=sum(j.calls or 0 for j in spent), cached=sum(j.cached or 0 for j in spent),
             input_tokens=sum(j.input_tokens or 0 for j in spent),
             output_tokens=sum(j.output_tokens or 0 for j in spent),
-            cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None)))
+            cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
+            tokens_unknown=sum(j.tokens_unknown or 0 for j in spent)))
 
 
 def judge_line(report: Report) -> str | None:
@@ -459,10 +460,13 @@ def judge_line(report: Report) -> str | None:
     cal = judge.calibration
     measured = _calibration_text(cal.model_dump() if isinstance(cal, JudgeCalibration) else cal)
     u = judge.usage
-    money = "unknown" if u.cost_usd is None else f"${u.cost_usd:.6f}"
+    money = "money unknown" if u.cost_usd is None else f"${u.cost_usd:.6f}"
+    tokens = f"{u.input_tokens} in / {u.output_tokens} out tokens"
+    if u.tokens_unknown:  # calls whose provider reported no usage: not added as 0
+        tokens = (f"tokens unknown for all {u.tokens_unknown} calls (no usage reported)" if u.tokens_unknown == u.calls
+                  else f"{tokens} (tokens unknown for {u.tokens_unknown} of {u.calls} calls: not added)")
     return (f"judge {judge.model}: last measured agreement {measured}; {u.calls} calls, "
-            f"{u.cached} cached, {u.input_tokens} in / {u.output_tokens} out tokens, {money} "
-            "(apart from the agent's cost)")
+            f"{u.cached} cached, {tokens}, {money} (apart from the agent's cost)")
 
 
 def _calibration_text(cal: Any) -> str:

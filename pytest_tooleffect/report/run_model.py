@@ -131,7 +131,9 @@ class JudgeUsage(Part):
     output_tokens: Number
     """Completion tokens."""
     cost_usd: Number | None
-    """US dollars; ``null`` when any call is unpriced."""
+    """US dollars; ``null`` when any call is unpriced (or reported no usage)."""
+    tokens_unknown: Number = 0
+    """Judge calls whose provider reported no usage: their tokens are not in the counts."""
 
 
 class JudgeSection(Part):

@@ -8,7 +8,7 @@ from typing import Any
 
 from pytest_tooleffect.report.arithmetic import percent
 from pytest_tooleffect.report.effects_model import Effects
-from pytest_tooleffect.report.model import CLASSES, Block, Comparison, Report
+from pytest_tooleffect.report.model import CLASSES, Block, Comparison, CostSummary, Report
 from pytest_tooleffect.report.robustness_text import robustness_lines
 
 __all__ = ["render_terminal", "shard_ranges"]
@@ -199,13 +199,13 @@ def render_terminal(report: Report, width: int = PIPED_WIDTH, soft_wrap: bool = 
         if b.unruled_fields:
             console.print(f"unruled fields (compared raw): {', '.join(list(b.unruled_fields)[:8])}")
         cost = b.cost
-        if cost.input_tokens is None and cost.cost_usd is None:
+        if cost.input_tokens is None and cost.cost_usd is None and (b.policy == "replay" or not b.n_scored):
             console.print("cost: not recorded" + (" (replayed decisions)" if b.policy == "replay" else ""))
         else:
-            money = _usd(cost.cost_usd)
+            money = "money unknown" if cost.cost_usd is None else _usd(cost.cost_usd)
             if cost.cost_usd is not None and cost.cost_usd_unknown:
                 money += f" (+{cost.cost_usd_unknown} decisions unpriced)"
-            console.print(f"cost: {_n(cost.input_tokens)} in / {_n(cost.output_tokens)} out tokens, {money}, "
+            console.print(f"cost: {cost_tokens(cost, b.n_scored)}, {money}, "
                           f"latency p50 {_ms(cost.latency_ms_p50)} p95 {_ms(cost.latency_ms_p95)}; "
                           f"input tokens on no-tool rows {_n(cost.no_tool_input_tokens)}")
         if cost.from_cache:
@@ -352,6 +352,21 @@ def _render_comparison(console: Any, comp: Comparison) -> None:
         t.add_row("name+args macro", *(h.name_args_macro_display for h in heads))
         console.print(t)
     console.print("")
+
+
+def cost_tokens(cost: CostSummary, n: int) -> str:
+    """The tokens of a block's cost line: the known counts added, and how many of its ``n`` scored
+    decisions had none (a provider or agent that reported no usage), never counted as 0.
+
+    Returns:
+        ``100 in / 20 out tokens``, ``100 in / 20 out tokens (tokens unknown for 1 of 3 decisions: not
+        added)`` or ``tokens unknown for all 3 decisions (no usage reported)``.
+    """
+    unknown = max(cost.input_tokens_unknown, cost.output_tokens_unknown)
+    if cost.input_tokens is None and cost.output_tokens is None:
+        return f"tokens unknown for all {n} decisions (no usage reported)"
+    said = f"{_n(cost.input_tokens)} in / {_n(cost.output_tokens)} out tokens"
+    return said + (f" (tokens unknown for {unknown} of {n} decisions: not added)" if unknown else "")
 
 
 def _n(x: Any) -> str:

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_tooleffect.decide.reported_usage import RawAnswer, usage_reported
+
 __all__ = ["Z_975", "Judge", "JudgeUsage", "calibrate", "cohens_kappa"]
 
 #: The standard normal's 0.975 quantile as ``scipy.stats.norm.isf(0.025)`` gives it (``statistics.NormalDist``'s
@@ -48,13 +50,17 @@ SCHEMA = {
 
 @dataclass
 class JudgeUsage:
-    """What the judge spent: calls, cache hits, tokens and money (``None`` = unknown price)."""
+    """What the judge spent: calls, cache hits, tokens (of the calls whose provider reported them),
+    the calls whose provider reported no usage, and money (``None`` = unknown: a price unknown, or a
+    call with no usage).
+    """
 
     calls: int = 0
     cached: int = 0
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0
+    tokens_unknown: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form for records and the report."""
@@ -137,8 +143,9 @@ class Judge:
             found = api_key(self.model, self.api_base, None)  # the provider's variable when set, else a placeholder
             if found is not None:
                 kwargs["api_key"] = found
+        raw = RawAnswer()  # litellm fills an absent usage with zeros: the body the provider sent tells
         try:
-            response = litellm.completion(**kwargs)
+            response = litellm.completion(**kwargs, logger_fn=raw)
         except Exception as exc:  # no answer at all: the provider (or the connection to it) failed
             raise JudgeProviderError(redact(f"judge {self.model}: {described(exc, 300)}")) from exc
         try:
@@ -149,14 +156,17 @@ class Judge:
         except Exception as exc:
             raise JudgeError(redact(f"judge {self.model}: {described(exc, 300)}")) from exc
         usage = getattr(response, "usage", None)
+        unknown = usage is None or usage_reported(raw.body) is False  # no usage reported: unknown, never 0
         try:
-            cost: float | None = float(litellm.completion_cost(completion_response=response, model=self.model))
+            cost: float | None = None if unknown else float(litellm.completion_cost(completion_response=response,
+                                                                                    model=self.model))
         except Exception:  # a model the cost map does not know: unknown, never zero
             cost = None
         with self._lock:
             self.usage.calls += 1
-            self.usage.input_tokens += int(getattr(usage, "prompt_tokens", 0) or 0)
-            self.usage.output_tokens += int(getattr(usage, "completion_tokens", 0) or 0)
+            self.usage.tokens_unknown += int(unknown)
+            self.usage.input_tokens += 0 if unknown else int(getattr(usage, "prompt_tokens", 0) or 0)
+            self.usage.output_tokens += 0 if unknown else int(getattr(usage, "completion_tokens", 0) or 0)
             self.usage.cost_usd = None if cost is None or self.usage.cost_usd is None else self.usage.cost_usd + cost
         if cache is not None:
             cache.put(key, {"model": self.model, **doc})

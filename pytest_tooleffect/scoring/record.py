@@ -236,7 +236,9 @@ class JudgeSpend(_Part):
     output_tokens: Number | None = None
     """Judge completion tokens."""
     cost_usd: Number | None = None
-    """Judge money in US dollars (``null``: unknown price)."""
+    """Judge money in US dollars (``null``: unknown price, or a call with no usage)."""
+    tokens_unknown: int | None = None
+    """Judge calls whose provider reported no usage (their tokens not in the counts above)."""
 
 
 class EffectRecord(_Part):
