@@ -10,6 +10,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence, Set
+from functools import lru_cache
 from typing import Any
 
 __all__ = ["MONEY", "HeldValues", "amount", "minutes", "stated_counts", "stated_values", "supported"]
@@ -145,8 +146,9 @@ def _completes(keys: Sequence[float], order: Sequence[int], amounts: Sequence[fl
     return any(k > after and ok(amounts[k]) for k in order[lo:hi])
 
 
-def _list_lengths(results: Iterable[str | None]) -> set[float]:
-    """The lengths of the lists the calls' results hold (a count the reply states may be one: ``two meetings``)."""
+@lru_cache(maxsize=4096)
+def _result_lengths(result: str) -> frozenset[float]:
+    """The lengths of the lists one call's result holds (JSON), none when it is not JSON."""
     out: set[float] = set()
 
     def walk(v: Any) -> None:
@@ -158,25 +160,56 @@ def _list_lengths(results: Iterable[str | None]) -> set[float]:
             for x in v.values():
                 walk(x)
 
+    try:
+        walk(json.loads(result))
+    except ValueError:
+        pass
+    return frozenset(out)
+
+
+def _list_lengths(results: Iterable[str | None]) -> set[float]:
+    """The lengths of the lists the calls' results hold (a count the reply states may be one: ``two meetings``)."""
+    out: set[float] = set()
     for result in results:
-        try:
-            walk(json.loads(result or ""))
-        except ValueError:
-            continue
+        out |= _result_lengths(result or "")
     return out
+
+
+@lru_cache(maxsize=4096)  # a trajectory's states share their earlier messages: each is read once
+def _piece_numbers(piece: str) -> tuple[tuple[float, ...], tuple[float, ...], frozenset[float]]:
+    """``(every number, the numbers standing on their own, the number words' values)`` of one piece of
+    the conversation (a message, a call's arguments and result), in the piece's order.
+    """
+    numbers = tuple(amount(n) for n in _NUMBER.findall(piece))
+    operands = tuple(abs(amount(n)) for n in _OPERAND.findall(piece))
+    words = frozenset(float(i) for w, i in _NUMBER_WORDS.items() if w in piece and _WHOLE_WORD[w].search(piece))
+    return numbers, operands, words
+
+
+@lru_cache(maxsize=4096)
+def _piece_times(piece: str) -> frozenset[float]:
+    """The clock times one piece of the conversation holds, in minutes (``2025-04-02T08:10Z`` holds 08:10)."""
+    iso = re.sub(r"(?<=\d)t(?=\d\d:\d\d)|(?<=:\d\d)z\b", " ", piece)
+    return frozenset(minutes(m) for m in _CLOCK.finditer(iso) if m.group("m") is not None or m.group("ap"))
 
 
 class HeldValues:
     """The values a conversation holds, read once from its text and only when a claim states a value.
 
+    The conversation is read piece by piece (each message, each call's arguments and result): the
+    states of one trajectory share their earlier messages, and each piece's values are read once
+    (bounded caches of 4,096 pieces).  No number, time or word spans two pieces.
+
     Args:
-        haystack: the conversation's messages and every call's arguments and result, case-folded.
+        pieces: the conversation's messages and every call's arguments and result, each normalised
+            and case-folded, in order.
         results: the calls' results (JSON lists are counted: ``two meetings`` may be two of a list).
         reply: the reply's text (an amount may be a total of the reply's own amounts).
     """
 
-    def __init__(self, haystack: str, results: Sequence[str | None], reply: str) -> None:
-        self.haystack = haystack
+    def __init__(self, pieces: Sequence[str], results: Sequence[str | None], reply: str) -> None:
+        self.pieces = pieces
+        self.haystack = " ".join(pieces)
         self.results = results
         self.stated = [amount(m.group("n")) for m in MONEY.finditer(reply)]
         self._numbers: tuple[list[float], list[float], set[float], float] | None = None
@@ -185,20 +218,23 @@ class HeldValues:
     def numbers(self) -> tuple[list[float], list[float], set[float], float]:
         """``(every number, the numbers standing on their own, the counts, the longest list's length)``."""
         if self._numbers is None:
-            numbers = [amount(n) for n in _NUMBER.findall(self.haystack)]
-            operands = [abs(amount(n)) for n in _OPERAND.findall(self.haystack)]
+            numbers: list[float] = []
+            operands: list[float] = []
+            words: set[float] = set()
+            for piece in self.pieces:
+                n, o, w = _piece_numbers(piece)
+                numbers += n
+                operands += o
+                words |= w
             lengths = _list_lengths(self.results)
-            text = self.haystack
-            counts = {n for n in operands if n == int(n)} | lengths | {
-                float(i) for w, i in _NUMBER_WORDS.items() if w in text and _WHOLE_WORD[w].search(text)}
+            counts = {n for n in operands if n == int(n)} | lengths | words
             self._numbers = numbers, operands, counts, max(lengths, default=0.0)
         return self._numbers
 
     def times(self) -> set[float]:
         """The clock times the conversation holds, in minutes (``2025-04-02T08:10Z`` holds 08:10)."""
         if self._times is None:
-            iso = re.sub(r"(?<=\d)t(?=\d\d:\d\d)|(?<=:\d\d)z\b", " ", self.haystack)
-            self._times = {minutes(m) for m in _CLOCK.finditer(iso) if m.group("m") is not None or m.group("ap")}
+            self._times = set().union(*map(_piece_times, self.pieces))
         return self._times
 
     def holds(self, kind: str, value: float | str) -> bool:

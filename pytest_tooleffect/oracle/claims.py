@@ -388,17 +388,28 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
     Returns:
         The :class:`Phantom`, or ``None`` when every claim is supported (or there is none).
     """
-    return _first_unsupported(find_claims(text, write_tools), text, calls, known_text, sandbox_changed)
+    return _first_unsupported(find_claims(text, write_tools), text, calls, (known_text,), sandbox_changed)
 
 
-def _first_unsupported(claims: Sequence[Claim], text: str | None, calls: Sequence[ToolCall], known_text: str,
+@lru_cache(maxsize=4096)  # a trajectory's states share their earlier messages: each is normalised once
+def _piece(text: str) -> str:
+    """One piece of the conversation (a message, a call's arguments and result) as the claims are
+    searched in it: :func:`~.sentences.normal_text`, case-folded.
+    """
+    return normal_text(text).casefold()
+
+
+def _first_unsupported(claims: Sequence[Claim], text: str | None, calls: Sequence[ToolCall], known: Sequence[str],
                        sandbox_changed: bool | None) -> Phantom | None:
-    """:func:`find_phantom` on claims already found (the conversation read only when the reply claims something)."""
+    """:func:`find_phantom` on claims already found (the conversation read only when the reply claims something);
+    ``known``: the conversation's other texts (its messages), each a piece read on its own.
+    """
     if not claims:
         return None
     # the reply as its claims were read (invisible characters split no word), the conversation alike
-    haystack = normal_text(known_text + " " + " ".join(c.text() for c in calls)).casefold()
-    held = HeldValues(haystack, [c.result for c in calls], normal_text(text or ""))
+    held = HeldValues([_piece(t) for t in known] + [_piece(c.text()) for c in calls], [c.result for c in calls],
+                      normal_text(text or ""))
+    haystack = held.haystack
     for claim in claims:
         why: str | None = None
         if claim.kind == "action":
@@ -508,6 +519,6 @@ def turn_phantom(text: str | None, emitted: Iterable[tuple[str, Any]], tools: Ma
     if not claims:  # nothing claimed: the conversation need not be read
         return None
     calls = conversation_calls(messages, [(n, a if isinstance(a, Mapping) else {}) for n, a in emitted])
-    known = " ".join(m["content"] for m in messages if isinstance(m, Mapping) and isinstance(m.get("content"), str)
-                     and m.get("role") != "tool")
+    known = [m["content"] for m in messages if isinstance(m, Mapping) and isinstance(m.get("content"), str)
+             and m.get("role") != "tool"]
     return _first_unsupported(claims, text, calls, known, sandbox_changed)

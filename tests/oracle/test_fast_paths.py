@@ -125,12 +125,40 @@ def test_number_words_held_are_those_a_whole_word_search_finds() -> None:
         "(twelve)", "ocho\nseis", "sevenths eighty", "\u00e9five five\u00e9", "cinco", ""]
     seen: set[float] = set()
     for text in texts:
-        held = claim_values.HeldValues(text, [], "").numbers()[2]
+        held = claim_values.HeldValues([text], [], "").numbers()[2]
         want = {float(i) for w, i in claim_values._NUMBER_WORDS.items() if re.search(rf"\b{w}\b", text)}
         operands = {abs(claim_values.amount(n)) for n in claim_values._OPERAND.findall(text)}
         assert held == want | {n for n in operands if n == int(n)}, text
         seen |= want
     assert {3.0, 10.0, 2.0, 4.0, 12.0, 8.0, 6.0, 5.0} <= seen  # words found, and words inside others left
+
+
+def _conversations() -> list[tuple[list[str], list[claims.ToolCall]]]:
+    """Every shipped family's cases as the claim check reads them: the messages' texts and the calls."""
+    out = []
+    for path in sorted((REPO / "cases").glob("*/cases.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            messages = json.loads(line).get("messages", [])
+            known = [m["content"] for m in messages if isinstance(m.get("content"), str) and m.get("role") != "tool"]
+            out.append((known, claims.conversation_calls(messages)))
+    return out
+
+
+def test_a_conversation_read_piece_by_piece_holds_what_it_holds_read_whole() -> None:
+    """The values held are read from each message and each call on its own (a trajectory's states share
+    their earlier messages): the same numbers in the same order, counts, times and text as the whole
+    conversation read as one text."""
+    seen = 0
+    for known, calls in _conversations():
+        pieces = [claims._piece(t) for t in known] + [claims._piece(c.text()) for c in calls]
+        whole = claims.normal_text(" ".join(known + [c.text() for c in calls])).casefold()
+        results = [c.result for c in calls]
+        by_piece, at_once = claim_values.HeldValues(pieces, results, ""), claim_values.HeldValues([whole], results, "")
+        assert by_piece.haystack == whole
+        assert by_piece.numbers() == at_once.numbers()
+        assert by_piece.times() == at_once.times()
+        seen += bool(by_piece.numbers()[0])
+    assert seen > 200  # conversations that hold numbers were compared
 
 
 def _stated_by_every_pattern(sentence: str, counts: bool) -> list[tuple[str, str, float | str]]:
