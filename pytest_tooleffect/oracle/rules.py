@@ -43,6 +43,7 @@ from typing import Any
 import yaml
 
 from pytest_tooleffect.oracle.values import parse_datetime
+from pytest_tooleffect.util.unicode import lone_surrogate
 
 __all__ = ["COMPARES", "NORMALISERS", "PREDICATES", "Rule", "RuleError", "RuleSet", "UniqueKeyLoader",
            "document_digest", "load_rules"]
@@ -58,9 +59,23 @@ _RULE_KEYS = frozenset({"compare", "normalise", "order", "predicates", "numeric_
 
 
 class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """YAML's safe loader refusing a key given twice in one mapping (plain YAML keeps the last one
-    without a word).  A merge key (``<<``) may still be overridden.
+    r"""YAML's safe loader refusing a key given twice in one mapping (plain YAML keeps the last one
+    without a word), and a scalar holding a lone surrogate (a double-quoted ``"\ud800"``: not
+    valid Unicode; PyYAML does not join a pair of such escapes either, so a character past U+FFFF is
+    written ``\U0001F600`` or as itself; libyaml's parser, when present, refuses the escape itself).
+    A merge key (``<<``) may still be overridden.
     """
+
+    def construct_scalar(self, node: Any) -> Any:
+        value = super().construct_scalar(node)
+        if isinstance(value, str):
+            found = lone_surrogate(value)
+            if found is not None:
+                mark = node.start_mark
+                raise yaml.YAMLError(f"line {mark.line + 1}, column {mark.column + 1}: the text holds {found[1]}, a "
+                                     f"lone surrogate, at character {found[0]}: not valid Unicode text (a character "
+                                     "past U+FFFF is written as itself or as \\UXXXXXXXX, never as two \\u escapes)")
+        return value
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):
