@@ -22,7 +22,7 @@ from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from pytest_tooleffect.util.jsonl import LoneSurrogate, loads
 from pytest_tooleffect.util.unicode import find_surrogate, surrogate_problem
 from tests.demo_family import write_demo
-from tests.test_bfcl_import import _dataset, _files
+from tests.test_bfcl_import import ANSWER, ENTRY
 
 NULL = {"tool": None}
 #: a tool call whose arguments are JSON text holding an escaped lone surrogate (ASCII itself)
@@ -240,18 +240,20 @@ def test_import_labelled_jsonl_refuses_a_row_naming_the_input_line(
 
 def test_import_bfcl_refuses_an_entry_holding_one_naming_file_line_and_entry(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    root = _dataset(tmp_path / "d", ["simple_0", "simple_1"], ["irrelevance_0"])
+    root = tmp_path / "d"
     data = root / "datasets" / "bfcl" / "BFCL_v4_simple_python.json"
-    entries = [json.loads(x) for x in data.read_text().splitlines()]
+    (data.parent / "possible_answer").mkdir(parents=True)
+    entries = [json.loads(json.dumps({"id": f"simple_{i}", **ENTRY})) for i in range(2)]
     entries[1]["question"][0][0]["content"] += " \ud800"
     data.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    (data.parent / "possible_answer" / data.name).write_text(
+        "".join(json.dumps({"id": e["id"], "ground_truth": ANSWER}) + "\n" for e in entries))
     out = tmp_path / "o" / "bfcl"
     assert main(["import", "bfcl", "--shared", str(root), "--out", str(out), "--category", "simple"]) == 2
     err = capsys.readouterr().err
     assert err.strip() == (f"tooleffect import: {data}: line 2: question[0][0].content holds U+D800, a lone "
                            "surrogate, at character 42: not valid Unicode text (in the entry of id 'simple_1')")
-    assert not out.exists()
-    assert _files(tmp_path / "d") != {}
+    assert not out.exists() and not out.parent.exists()
 
 
 # --- decisions: an agent, a model, the model cache (rows 26, 27, 29, 251, 254) --------------------
