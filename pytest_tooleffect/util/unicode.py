@@ -25,8 +25,8 @@ __all__ = ["JSON_TEXT_KEYS", "REPLACEMENT", "LoneSurrogate", "Surrogate", "find_
 #: U+FFFD REPLACEMENT CHARACTER, what an unwritable code point becomes in a message
 REPLACEMENT = "\ufffd"
 _SURROGATE = re.compile("[\ud800-\udfff]")
-#: a JSON (or YAML) escape of a surrogate, or a surrogate itself: text without either holds none
-_ESCAPED = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+#: a JSON (or YAML) escape of a surrogate: text without one (nor a surrogate itself) decodes to none
+_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 #: keys whose string value is JSON text (a tool call's arguments), read as JSON by :func:`find_surrogate`
 JSON_TEXT_KEYS = frozenset({"arguments"})
 
@@ -46,7 +46,15 @@ def may_hold_surrogate(text: str) -> bool:
     r"""Whether JSON or YAML text may decode to a lone surrogate: it holds a ``\uD800``-``\uDFFF``
     escape or such a code point (a cheap test before :func:`find_surrogate` walks the decoded data).
     """
-    return "\\u" in text and _ESCAPED.search(text) is not None if text.isascii() else _ESCAPED.search(text) is not None
+    if ("\\ud" in text or "\\uD" in text) and _ESCAPE.search(text) is not None:  # substring tests: fast
+        return True
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-8")  # in C, faster than a search for the code points
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def without_surrogates(text: str) -> str:
