@@ -133,7 +133,18 @@ def test_a_yaml_case_file_holding_one_names_the_case_or_the_line(pytester: pytes
     result.assert_outcomes(passed=1, errors=2)
     result.stdout.fnmatch_lines_random([
         "*cases.yaml: case bad-args: recorded.tool_calls[[]0[]].arguments: its JSON text, at thread_id, holds U+D800*",
-        "*more.yaml: file: <file>: not valid YAML:*line 2*"])
+        "*more.yaml: file: <file>: not valid YAML: while parsing a quoted scalar in * line 2, column *"])
+
+
+def test_a_family_file_holding_one_is_an_invalid_family_naming_its_line(pytester: pytest.Pytester) -> None:
+    write_demo(pytester.path, [{**_case("a"), "recorded": {"tool_calls": [], "text": "ok"}}])
+    family = pytester.path / "cases" / "demo" / "family.yaml"
+    family.write_text(family.read_text(encoding="utf-8").replace("You schedule meetings.", '"You \\ud800 schedule."'),
+                      encoding="utf-8")
+    result = pytester.runpytest("cases/")
+    _clean(result)
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*family.yaml: not valid YAML: while parsing a quoted scalar in * line 2, column *"])
 
 
 def test_a_tools_file_holding_one_makes_the_family_invalid_naming_it(pytester: pytest.Pytester) -> None:

@@ -200,7 +200,7 @@ def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | No
     try:
         doc, lines = yaml_load_with_lines(text, "cases")
     except Exception as exc:
-        yield 0, None, f"not valid YAML: {exc}", None, None
+        yield 0, None, f"not valid YAML: {' '.join(str(exc).split())}", None, None
         return
     if isinstance(doc, Mapping) and "cases" in doc:
         doc = doc["cases"]

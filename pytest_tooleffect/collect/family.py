@@ -312,7 +312,7 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
     try:
         raw = yaml_load(_read(path, "family file", path))
     except yaml.YAMLError as exc:
-        raise FamilyError(f"{path}: not valid YAML: {exc}") from exc
+        raise FamilyError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
     if not isinstance(raw, Mapping):
         raise FamilyError(f"{path}: a family file is a mapping")
     raw = dict(raw)
