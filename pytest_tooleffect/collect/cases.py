@@ -43,6 +43,7 @@ from pytest_tooleffect.collect.validation import validate_case
 from pytest_tooleffect.formats import Case, Label
 from pytest_tooleffect.util.input_files import open_input, read_input_text
 from pytest_tooleffect.util.jsonl import RepeatedKey, bare_cr_hint, loads
+from pytest_tooleffect.util.unicode import LoneSurrogate, Surrogate, find_surrogate, without_surrogates
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "CaseProblem", "CaseRef", "CaseSpan", "FamilyError", "LoadedFamily",
            "case_label_hash", "case_refs", "is_case_file", "label_hash", "load_case_file",
@@ -199,7 +200,7 @@ def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | No
     try:
         doc, lines = yaml_load_with_lines(text, "cases")
     except Exception as exc:
-        yield 0, None, f"not valid YAML: {exc}", None, None
+        yield 0, None, f"not valid YAML: {' '.join(str(exc).split())}", None, None
         return
     if isinstance(doc, Mapping) and "cases" in doc:
         doc = doc["cases"]
@@ -241,12 +242,17 @@ def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
             except RepeatedKey as exc:
                 owner = str(exc.owner) if isinstance(exc.owner, str | int) else f"line {n}"
                 return [CaseProblem(fname, owner, exc.key, f"line {n}: {exc.plain}")]
+            except LoneSurrogate as exc:
+                return [_surrogate(fname, n, exc.found, exc.owner)]
             except (ValueError, RecursionError):
                 return Case.model_validate_json(raw)  # not JSON: pydantic's error, told below
             if not isinstance(raw, Mapping):
                 return [CaseProblem(fname, f"line {n}", "<case>", "a case is a JSON object")]
         if not isinstance(raw, Mapping):
             return [CaseProblem(fname, f"#{n}", "<case>", f"a case is a mapping, got {type(raw).__name__}")]
+        found = find_surrogate(raw)  # a YAML case's tool-call arguments (JSON text) are read for one
+        if found is not None:
+            return [_surrogate(fname, n, found, raw.get("id"))]
         return Case.model_validate(raw)
     except ValidationError as exc:
         errors = exc.errors()
@@ -267,6 +273,14 @@ def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
         cid_s = str(cid) if cid is not None else f"#{n}"
         return [CaseProblem(fname, cid_s, error_location(e["loc"]), e["msg"].removeprefix("Value error, "))
                 for e in errors]
+
+
+def _surrogate(fname: str, n: int, found: Surrogate, owner: Any) -> CaseProblem:
+    """The problem of a case holding a lone surrogate: its id (or its line), the field, the code point."""
+    cid = str(owner) if isinstance(owner, str | int) and not isinstance(owner, bool) else f"#{n}"
+    message = str(found).removeprefix(f"{found.field} ").replace("(JSON text), ", "its JSON text, ", 1) \
+        if found.field else str(found)
+    return CaseProblem(fname, without_surrogates(cid), found.field or "<case>", message)
 
 
 def label_hash(label: Label | None, catalog: str | None = None, confirmed: bool = False) -> str:

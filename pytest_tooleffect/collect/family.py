@@ -21,7 +21,7 @@ from pytest_tooleffect.oracle import RuleError, RuleSet, load_rules
 from pytest_tooleffect.oracle.rulecheck import rule_problems
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader, document_digest
 from pytest_tooleffect.util.input_files import read_input_text, special_kind
-from pytest_tooleffect.util.jsonl import RepeatedKey, loads
+from pytest_tooleffect.util.jsonl import LoneSurrogate, RepeatedKey, loads
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "collected_as", "error_location",
            "family_dirs", "family_inputs", "is_case_file", "is_family_dir", "load_family", "named_files",
@@ -312,7 +312,7 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
     try:
         raw = yaml_load(_read(path, "family file", path))
     except yaml.YAMLError as exc:
-        raise FamilyError(f"{path}: not valid YAML: {exc}") from exc
+        raise FamilyError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
     if not isinstance(raw, Mapping):
         raise FamilyError(f"{path}: a family file is a mapping")
     raw = dict(raw)
@@ -323,7 +323,7 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
         tf = directory / raw["tools_file"]
         try:
             listed = loads(_read(tf, "tools_file", path))
-        except RepeatedKey as exc:
+        except (RepeatedKey, LoneSurrogate) as exc:
             raise FamilyError(f"{path}: tools_file {tf}: {exc}") from exc
         except ValueError as exc:
             raise FamilyError(f"{path}: tools_file {tf}: not valid JSON: {exc}") from exc

@@ -278,7 +278,9 @@ def cmd_label(args: argparse.Namespace) -> int:
                                      f"({type(exc).__name__}: {exc})") from None
                 rows.append(json.dumps({"id": c["id"], "state": state, "valid_actions": [], "forbidden_actions": [],
                                         "labelled_by": args.labeller}, ensure_ascii=False))
-        Path(args.out).write_text("".join(r + "\n" for r in rows), encoding="utf-8")
+        from pytest_tooleffect.util.output_files import write_text  # aside, then renamed: never half an export
+
+        write_text(Path(args.out), "".join(r + "\n" for r in rows))
         print(f"tooleffect label export: {len(rows)} states to {args.out}; fill valid_actions (tool: null allowed) "
               "and forbidden_actions, keep labelled_by")
         return 0

@@ -358,7 +358,8 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
             (``AgentBadUsage``), ``extra`` that is not JSON
             (``AgentBadExtra``), or a value that is not JSON data or cannot be read
             (``AgentReturnedUnreadable``, ``AgentReturnedTooLarge``: :func:`plain_decision`; a string
-            holding a lone surrogate too), or a message that is not the assistant's
+            holding a lone surrogate too, or a tool call's ``arguments`` JSON text reading as one), or a
+            message that is not the assistant's
             (``AgentReturnedWrongRole``: :func:`turn_role_problem`).  A
             decision :func:`~pytest_tooleffect.oracle.parse_emission` cannot read is refused where
             the decision is parsed, once
@@ -395,6 +396,10 @@ def agent_cost(result: Any, latency_s: float) -> tuple[Any, dict[str, Any], dict
         if unwritable is not None:
             raise AgentError("AgentBadExtra", f"AgentTurn.{unwritable}")
     emitted = plain_decision(result)
+    unreadable = surrogate_problem(emitted)  # its strings are checked as read: what is left, a call's arguments text
+    if unreadable is not None:
+        raise AgentError("AgentReturnedUnreadable", f"the agent returned {type(result).__name__}, which is no "
+                                                    f"decision: {unreadable}"[:500])
     role = turn_role_problem(emitted)
     if role is not None:
         raise AgentError("AgentReturnedWrongRole", role)

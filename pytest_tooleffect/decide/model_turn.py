@@ -461,10 +461,10 @@ async def _turn(pool: TurnPool, kwargs: dict[str, Any], names: NameMap, model: s
         message = dict(data["choices"][0]["message"])
     except Exception as exc:
         raise ProviderError("InvalidResponse", f"no choices[0].message in the response: {described(exc)}") from exc
-    unwritable = surrogate_problem(message, "choices[0].message")
+    unwritable = surrogate_problem(message, "choices[0].message")  # a call's arguments (JSON text) read too
     if unwritable is not None:  # JSON's "\ud800" unpaired: no writer takes it, and a reading of it would be a guess
         raise ProviderError("InvalidResponse", f"{unwritable} (an unpaired \\uD800-\\uDFFF escape in the "
-                                               "response's JSON): the answer is not scored")
+                                               "response's JSON): the answer is not scored, nor cached")
     role = message.get("role")
     if role not in (None, "assistant"):  # the user's or a tool's turn echoed back is no decision of the model
         raise ProviderError("InvalidResponse", f"choices[0].message.role is {shown(str(role), limit=40)}, not "

@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,10 +58,28 @@ PREDICATES = frozenset({"within", "superset", "equals_state", "in_messages", "pa
 _RULE_KEYS = frozenset({"compare", "normalise", "order", "predicates", "numeric_strings", "threshold", "rubric"})
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class UniqueKeyLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """YAML's safe loader refusing a key given twice in one mapping (plain YAML keeps the last one
-    without a word).  A merge key (``<<``) may still be overridden.
+    r"""YAML's safe loader refusing a key given twice in one mapping (plain YAML keeps the last one
+    without a word), and a scalar holding a lone surrogate (a double-quoted ``"\ud800"``: not
+    valid Unicode; PyYAML does not join a pair of such escapes either, so a character past U+FFFF is
+    written ``\U0001F600`` or as itself; libyaml's parser, when present, refuses the escape itself).
+    A merge key (``<<``) may still be overridden.
     """
+
+    def construct_scalar(self, node: Any) -> Any:
+        value = super().construct_scalar(node)
+        # the oracle imports only itself and the formats: util.unicode's test, inlined
+        found = _SURROGATE.search(value) if isinstance(value, str) and not value.isascii() else None
+        if found is not None:
+            mark = node.start_mark
+            raise yaml.YAMLError(f"line {mark.line + 1}, column {mark.column + 1}: the text holds U+"
+                                 f"{ord(found.group()):04X}, a lone surrogate, at character {found.start()}: not "
+                                 "valid Unicode text (a character "
+                                 "past U+FFFF is written as itself or as \\UXXXXXXXX, never as two \\u escapes)")
+        return value
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
         if isinstance(node, yaml.MappingNode):

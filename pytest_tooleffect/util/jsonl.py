@@ -22,8 +22,9 @@ from typing import Any, NoReturn
 import jsonlines
 
 from pytest_tooleffect.util.input_files import open_input
+from pytest_tooleffect.util.unicode import LoneSurrogate, may_hold_surrogate
 
-__all__ = ["RepeatedKey", "bare_cr_hint", "json_lines", "loads", "read_objects"]
+__all__ = ["LoneSurrogate", "RepeatedKey", "bare_cr_hint", "json_lines", "loads", "read_objects"]
 
 _RS = b"\x1e"
 
@@ -65,10 +66,13 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_uniq
 
 
 def loads(text: str | bytes | bytearray) -> Any:
-    """``json.loads`` refusing ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON, RFC 8259 §6) and an
-    object that gives a key twice.
+    r"""``json.loads`` refusing ``NaN``, ``Infinity`` and ``-Infinity`` (not JSON, RFC 8259 §6), an
+    object that gives a key twice, and text that decodes to a lone surrogate (``"\ud800"``: not
+    valid Unicode, RFC 8259 §8.2; a tool call's ``arguments`` JSON text is read for one too).
 
     Raises:
+        LoneSurrogate: a string, a key or an ``arguments`` JSON text holds a lone surrogate (a
+            ``ValueError``; its message names the field and the ``id`` of the top-level object).
         RepeatedKey: an object gives a key twice (a ``ValueError``; its message names the key and the
             ``id`` of the top-level object, when it has one).
         ValueError: not JSON (``json.JSONDecodeError``), or one of those constants.
@@ -77,7 +81,7 @@ def loads(text: str | bytes | bytearray) -> Any:
     if not isinstance(text, str):
         text = text.decode(json.detect_encoding(text), "surrogatepass")  # as json.loads does
     try:
-        return _DECODER.decode(text)
+        value = _DECODER.decode(text)
     except RepeatedKey as exc:
         try:
             whole = json.loads(text)  # read again keeping the last, only to name the entry
@@ -85,6 +89,9 @@ def loads(text: str | bytes | bytearray) -> Any:
             whole = None
         owner = whole.get("id") if isinstance(whole, dict) else None
         raise RepeatedKey(exc.key, owner) from None
+    if may_hold_surrogate(text):  # rare: walk the value only then
+        LoneSurrogate.check(value)
+    return value
 
 
 def json_lines(path: Path | str) -> Iterator[tuple[int, Any, str | None]]:
@@ -147,7 +154,7 @@ def bare_cr_hint(line: str | bytes) -> str:
 
 def _why(exc: jsonlines.InvalidLineError) -> str:
     cause = exc.__cause__
-    if isinstance(cause, RepeatedKey):
+    if isinstance(cause, RepeatedKey | LoneSurrogate):
         return str(cause)
     if isinstance(cause, UnicodeDecodeError):
         return f"not UTF-8 text ({cause.reason} at byte {cause.start})"

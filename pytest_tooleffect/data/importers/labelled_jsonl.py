@@ -60,6 +60,18 @@ def _row_case(row: Mapping[str, Any], line: int) -> tuple[dict[str, Any], Any]:
     return case, [trace_tool(t) for t in tools] if isinstance(tools, list) else None
 
 
+def _repeated_tools(tools: Any) -> str | None:
+    """The first tool name a row's tools list offers twice, or ``None``."""
+    seen: set[str] = set()
+    for t in tools or []:
+        name = t.get("name") if isinstance(t, Mapping) else None
+        if isinstance(name, str):
+            if name in seen:
+                return name
+            seen.add(name)
+    return None
+
+
 def import_labelled_jsonl(path: Path, out: Path) -> tuple[dict[str, Any], list[str]]:
     """Write ``out/family.yaml`` and ``out/cases.jsonl`` from a labelled JSONL file; nothing when no
     row makes a valid case (the problems say why, and that nothing was written).
@@ -78,7 +90,7 @@ def import_labelled_jsonl(path: Path, out: Path) -> tuple[dict[str, Any], list[s
     import yaml
 
     from pytest_tooleffect.collect.cases import load_case_file
-    from pytest_tooleffect.collect.family import load_family
+    from pytest_tooleffect.collect.family import FamilyError, load_family
 
     rows: list[tuple[int, dict[str, Any]]] = []
     problems: list[str] = []
@@ -94,6 +106,11 @@ def import_labelled_jsonl(path: Path, out: Path) -> tuple[dict[str, Any], list[s
     lines: dict[str, int] = {}
     for n, row in rows:
         case, tools = _row_case(row, n)
+        twice = _repeated_tools(tools)
+        if twice:
+            problems.append(f"{path}: line {n}: case {case['id']}: tools: the tool {twice!r} is offered twice "
+                            "(a tool name is one tool); the row is left out")
+            continue
         cases.append((case, tools))
         lines[case["id"]] = n
         tool_sets.setdefault(json.dumps(tools, sort_keys=True), tools)
@@ -128,7 +145,12 @@ def import_labelled_jsonl(path: Path, out: Path) -> tuple[dict[str, Any], list[s
                 if shared_tools is None and tools is not None:
                     c["tools"] = tools
                 fh.write(json.dumps(c, ensure_ascii=False, sort_keys=True) + "\n")
-        loaded, found = load_case_file(staged / "cases.jsonl", load_family(staged))
+        try:
+            loaded, found = load_case_file(staged / "cases.jsonl", load_family(staged)) if cases else ([], [])
+        except FamilyError as exc:  # told of the input, never of the scratch folder (gone once this returns)
+            problems.append(f"{path}: the family its rows make is not valid: "
+                            f"{str(exc).replace(str(staged / 'family.yaml'), 'family.yaml')}")
+            loaded, found = [], []
         for p in found:
             where = f"line {lines[p.case_id]}: " if p.case_id in lines else ""
             problems.append(f"{path}: {where}case {p.case_id}: {p.field}: {p.message}")
