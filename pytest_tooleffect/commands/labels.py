@@ -258,7 +258,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     """
     from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.commands.reply_set import cmd_reply_agreement
-    from pytest_tooleffect.data.labelling import read_labels, render
+    from pytest_tooleffect.data.labelling import render
 
     if args.action == "agreement":
         return cmd_reply_agreement(args)
@@ -282,85 +282,9 @@ def cmd_label(args: argparse.Namespace) -> int:
         print(f"tooleffect label export: {len(rows)} states to {args.out}; fill valid_actions (tool: null allowed) "
               "and forbidden_actions, keep labelled_by")
         return 0
-    # import: labels into a case file
-    from pydantic import ValidationError
+    from pytest_tooleffect.commands.label_import import import_labels
 
-    from pytest_tooleffect.formats import Label
-
-    if not args.labels:
-        print("tooleffect label import: --labels is required (the labelling file to read)", file=sys.stderr)
-        return 2
-    unreadable = _not_files([args.labels])
-    if unreadable:
-        print(f"tooleffect label import: --labels {unreadable[0]}", file=sys.stderr)
-        return 2
-    target = Path(args.files[0])
-    dest = Path(args.out or target)
-    # the case file is written in place unless --out names another file; never over the labels it reads
-    check_command_outputs([("--out" if args.out else "the case file", dest)],
-                          [("the labelling file (--labels)", Path(args.labels))], families=False, own=[target])
-    if dest.suffix.lower() in _YAML_SUFFIXES:
-        print(f"tooleffect label import: {'--out' if args.out else 'the case file'} {dest}: label import writes a "
-              "JSON Lines case file (one case a line), which a .yaml name would make unreadable; give --out a "
-              "path ending in .jsonl", file=sys.stderr)
-        return 2
-    labels = read_labels(Path(args.labels))
-    cases = _case_lines(target)
-    if args.out and not args.force:
-        _check_import_out(dest, target, cases)
-    done, skipped, bad = 0, 0, 0
-    out_lines = []
-    for c in cases:
-        lab = labels.get(str(c["id"]))
-        if lab is not None and lab.get("valid_actions"):
-            keep = ("valid_actions", "forbidden_actions", "labelled_by", "notes")
-            label = {k: v for k, v in lab.items() if k in keep}
-            try:
-                Label.model_validate(label)
-            except ValidationError as exc:
-                print(f"{args.labels}: case {c['id']}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}",
-                      file=sys.stderr)
-                bad += 1
-            else:
-                c["label"] = label
-                done += 1
-        else:
-            skipped += 1
-        out_lines.append(json.dumps(c, ensure_ascii=False, sort_keys=True))
-    if bad and not done:  # every label given is invalid: the case file would gain nothing
-        print(f"tooleffect label import: 0 labelled, {skipped} without a label, {bad} invalid: nothing written to "
-              f"{dest}", file=sys.stderr)
-        return 1
-    Path(dest).write_text("\n".join(out_lines) + "\n", encoding="utf-8")
-    print(f"tooleffect label import: {done} labelled, {skipped} without a label, {bad} invalid")
-    return 0 if not bad else 1
-
-
-def _check_import_out(dest: Path, target: Path, cases: Sequence[dict[str, Any]]) -> None:
-    """Refuse ``label import --out dest`` (without ``--force``) when ``dest`` is an existing file
-    tooleffect did not write: neither one of its outputs (:func:`~pytest_tooleffect.util.own_outputs.is_own_output`)
-    nor an earlier ``label import`` of ``target`` (a JSONL case file holding the same case ids).
-
-    Raises:
-        pytest_tooleffect.util.output_files.OutputPathError: one line naming ``--out``, the path and
-            what writing there would do.
-    """
-    import os
-
-    from pytest_tooleffect.util.output_files import OutputPathError
-    from pytest_tooleffect.util.own_outputs import is_own_output
-
-    if not dest.is_file() or os.path.realpath(dest) == os.path.realpath(target) or is_own_output(dest):
-        return
-    try:
-        earlier = {str(c["id"]) for c in _case_lines(dest, ("id", "messages"))}
-    except (OSError, ValueError, UnicodeDecodeError):
-        earlier = set()
-    if earlier and earlier == {str(c["id"]) for c in cases}:
-        return
-    raise OutputPathError(f"--out {dest}: exists and is not a file tooleffect writes (a record log, report, baseline, "
-                          f"page, job summary, labels, or an earlier label import of {target}); writing --out there "
-                          "would replace it; pass --force to replace it, or give --out a path of its own")
+    return import_labels(args)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
