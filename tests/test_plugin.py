@@ -233,7 +233,30 @@ def test_a_family_with_no_case_file_does_not_take_a_name_from_one_that_has(pytes
     empty.mkdir()
     (empty / "family.yaml").write_text("name: demo\noracle: rules.yaml\ntools: [{name: read_thread}]\n")
     (empty / "rules.yaml").write_text("fields: {}\n")
-    pytester.runpytest("cases/").assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
+    result = pytester.runpytest("cases/", "-rE")
+    result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1, errors=1)  # the empty family: said
+    result.stdout.fnmatch_lines(["*a-empty: family 'demo' has no case file*"])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_family_folder_with_no_case_file_is_an_invalid_entry(pytester: pytest.Pytester, workers: int) -> None:
+    """A family file whose case file was moved away was skipped without a word and the run said
+    complete: it is an invalid entry naming the folder now, and the report is not complete.
+    """
+    fam = write_demo(pytester.path)
+    other = pytester.path / "cases" / "other"
+    other.mkdir()
+    shutil.copyfile(fam / "family.yaml", other / "family.yaml")
+    (other / "family.yaml").write_text((other / "family.yaml").read_text().replace("name: demo", "name: other"))
+    result = pytester.runpytest("cases/", "-rE", "-n", str(workers), f"{OPT_REPORT}=r.json")
+    result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1, errors=1)
+    result.stdout.fnmatch_lines(["*ERROR cases/other/family.yaml::*no case file*"])
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["status"] == "incomplete"
+    [entry] = report["invalid"]
+    assert entry["family"] == "other" and "other: family 'other' has no case file" in entry["cases"][0]["problems"][0]
+    (other / "cases.yaml").write_text("[]\n")  # a case file, even one with no case yet (its quota says so)
+    pytester.runpytest("cases/", "-rE", "-n", str(workers)).stdout.no_fnmatch_line("*no case file*")
 
 
 def test_a_name_no_path_can_hold_leaves_the_family_s_other_files_out() -> None:
