@@ -46,14 +46,14 @@ def import_labels(args: argparse.Namespace) -> int:
             did not write (without ``--force``).
     """
     from pytest_tooleffect.commands import check_command_outputs
-    from pytest_tooleffect.commands.labels import _YAML_SUFFIXES, _case_lines, _not_files
+    from pytest_tooleffect.commands.case_lines import YAML_SUFFIXES, not_files, read_case_lines
     from pytest_tooleffect.data.labelling import read_labels
     from pytest_tooleffect.util.output_files import write_text
 
     if not args.labels:
         print("tooleffect label import: --labels is required (the labelling file to read)", file=sys.stderr)
         return 2
-    unreadable = _not_files([args.labels])
+    unreadable = not_files([args.labels])
     if unreadable:
         print(f"tooleffect label import: --labels {unreadable[0]}", file=sys.stderr)
         return 2
@@ -62,13 +62,13 @@ def import_labels(args: argparse.Namespace) -> int:
     # the case file is written in place unless --out names another file; never over the labels it reads
     check_command_outputs([("--out" if args.out else "the case file", dest)],
                           [("the labelling file (--labels)", Path(args.labels))], families=False, own=[target])
-    if dest.suffix.lower() in _YAML_SUFFIXES:
+    if dest.suffix.lower() in YAML_SUFFIXES:
         print(f"tooleffect label import: {'--out' if args.out else 'the case file'} {dest}: label import writes a "
               "JSON Lines case file (one case a line), which a .yaml name would make unreadable; give --out a "
               "path ending in .jsonl", file=sys.stderr)
         return 2
     labels = read_labels(Path(args.labels))
-    cases = _case_lines(target)
+    cases = read_case_lines(target)
     if args.out and not args.force:
         _check_import_out(dest, target, cases)
     family = _family_of(target)
@@ -163,14 +163,14 @@ def _check_import_out(dest: Path, target: Path, cases: Sequence[dict[str, Any]])
     """
     import os
 
-    from pytest_tooleffect.commands.labels import _case_lines
+    from pytest_tooleffect.commands.case_lines import read_case_lines
     from pytest_tooleffect.util.output_files import OutputPathError
     from pytest_tooleffect.util.own_outputs import is_own_output
 
     if not dest.is_file() or os.path.realpath(dest) == os.path.realpath(target) or is_own_output(dest):
         return
     try:
-        earlier = {str(c["id"]) for c in _case_lines(dest, ("id", "messages"))}
+        earlier = {str(c["id"]) for c in read_case_lines(dest, ("id", "messages"))}
     except (OSError, ValueError, UnicodeDecodeError):
         earlier = set()
     if earlier and earlier == {str(c["id"]) for c in cases}:

@@ -1,7 +1,7 @@
 """The labelling commands: ``sample`` (decision points from traces into a case file), ``label``
 (export states for labelling, import the labels), ``merge`` and ``agree`` (several labellers' label
 files), ``calibrate-judge`` (an LLM judge against human verdicts) and ``generate`` (an authored
-family), with the case-file helpers they share.
+family); the case-file helpers they share are in :mod:`.case_lines`, ``label import`` in :mod:`.label_import`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_tooleffect.commands.case_lines import not_files, read_case_lines
 from pytest_tooleffect.util.display import shown
 
 __all__ = ["MAX_COUNT", "cmd_agree", "cmd_calibrate", "cmd_generate", "cmd_label", "cmd_merge", "cmd_sample"]
@@ -126,15 +127,6 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def _not_files(paths: Sequence[str]) -> list[str]:
-    """``"<path>: no such file"``, ``"<path>: is a directory, not a file to read"``, ``"<path>: is a
-    character device, not a file to read"`` … for each path that is neither a regular file nor a pipe.
-    """
-    from pytest_tooleffect.util.input_files import not_an_input
-
-    return [f"{p}: {why}" for p in paths if (why := not_an_input(p)) is not None]
-
-
 def _same_labeller(paths: Sequence[str]) -> str | None:
     """``"A and B are one labeller's labels: …"`` when two of ``paths`` are one file (by another path or
     a link too): merged or compared with itself, a labeller agrees with itself on every state, which says
@@ -150,65 +142,6 @@ def _same_labeller(paths: Sequence[str]) -> str | None:
                 return (f"{first} and {second} are one labeller's labels (the same file): a labeller "
                         "agrees with itself on every state; give each labeller's own file")
     return None
-
-
-#: the suffixes of YAML case files (a list of cases, or a mapping with ``cases:``)
-_YAML_SUFFIXES = (".yaml", ".yml")
-
-
-def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
-    """The cases of a case file as JSON objects, each with the keys ``needs``: one a line of a JSONL
-    file, or the items of a YAML file's list (``*.yaml``/``*.yml``: a list of cases, or ``{cases: [...]}``).
-
-    Raises:
-        ValueError: the file is not UTF-8, not valid YAML, or a line (item) is not a JSON object
-            (mapping) with those keys (names the file and the line).
-        OSError: the file cannot be read.
-    """
-    if path.suffix.lower() in _YAML_SUFFIXES:
-        return _yaml_cases(path, needs)
-    from pytest_tooleffect.util.jsonl import read_objects
-
-    out = []
-    for n, c in read_objects(path, "a case"):
-        missing = [k for k in needs if k not in c]
-        if missing:
-            raise ValueError(f"{path}: line {n}: field {missing[0]!r} is missing")
-        out.append(c)
-    return out
-
-
-def _yaml_cases(path: Path, needs: Sequence[str]) -> list[dict[str, Any]]:
-    """The cases of a YAML case file (see :func:`_case_lines`), each named by the line its item starts at."""
-    from collections.abc import Mapping
-
-    import yaml
-
-    from pytest_tooleffect.collect.family import yaml_load_with_lines
-    from pytest_tooleffect.util.input_files import read_input_text
-
-    try:
-        doc, lines = yaml_load_with_lines(read_input_text(path, "utf-8-sig"), "cases")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
-    if isinstance(doc, Mapping) and "cases" in doc:
-        doc = doc["cases"]
-    if doc is None:
-        return []
-    if not isinstance(doc, list):
-        raise ValueError(f"{path}: a YAML case file holds a list of cases (or a mapping with 'cases:')")
-    out = []
-    for n, c in enumerate(doc):
-        where = f"line {lines[n]}" if lines is not None and n < len(lines) else f"case {n + 1}"
-        if not isinstance(c, dict):
-            raise ValueError(f"{path}: {where}: a case is a mapping, not {type(c).__name__}")
-        missing = [k for k in needs if k not in c]
-        if missing:
-            raise ValueError(f"{path}: {where}: field {missing[0]!r} is missing")
-        out.append(c)
-    return out
 
 
 def _labelled_cases(path: Path) -> int:
@@ -270,7 +203,7 @@ def cmd_label(args: argparse.Namespace) -> int:
                               force=args.force)
         rows = []
         for path in args.files:
-            for c in _case_lines(Path(path), ("id", "placement", "messages")):
+            for c in read_case_lines(Path(path), ("id", "placement", "messages")):
                 try:
                     state = render(c["id"], c["placement"], c["messages"])
                 except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -299,7 +232,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """
     from pytest_tooleffect.data.labelling import merge, read_labels
 
-    unreadable = _not_files([*args.labels, *([args.adjudicated] if args.adjudicated else [])])
+    unreadable = not_files([*args.labels, *([args.adjudicated] if args.adjudicated else [])])
     if unreadable:
         print(f"tooleffect merge: {'; '.join(unreadable)}", file=sys.stderr)
         return 2
@@ -354,7 +287,7 @@ def cmd_agree(args: argparse.Namespace) -> int:
     """
     from pytest_tooleffect.data.labelling import agreement, read_labels
 
-    unreadable = _not_files([args.a, args.b])
+    unreadable = not_files([args.a, args.b])
     if unreadable:
         print(f"tooleffect agree: {'; '.join(unreadable)}", file=sys.stderr)
         return 2
