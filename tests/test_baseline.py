@@ -598,6 +598,9 @@ def test_a_baseline_of_more_than_two_trials_reads_every_trial() -> None:
     (lambda d: d["decisions"]["fam/a[replay]"].update(name_args_ok=False), "decisions.fam/a[replay]"),
     (lambda d: d["decisions"]["fam/a[replay]"].update(passed=False, kind="wrong_tool", name_ok=False),
      "decisions.fam/a[replay]"),  # name_args_ok true on a wrong name
+    (lambda d: d["decisions"]["fam/a[replay]"].update(passed=False, kind="bogus_kind", name_ok=False,
+                                                      name_args_ok=False),
+     "decisions.fam/a[replay].kind"),  # a kind the oracle does not know (as --tooleffect-baseline reads it)
 ])
 def test_a_malformed_baseline_names_the_field(mutate: Any, field: str) -> None:
     data = json.loads(Baseline.from_records([rec("a")]).dumps())

@@ -344,9 +344,9 @@ def test_calls_to_tools_not_offered_are_a_line_of_the_page() -> None:
 
 def test_the_command_warns_in_one_line_of_the_families_whose_cases_it_did_not_find(tmp_path: Path) -> None:
     records = tmp_path / "records.jsonl"
-    rows = [record_row("p", "sch-conf-01", "valid", True, "scheduling"),
-            record_row("p", "sch-no-such-case", "valid", True, "scheduling"),
-            record_row("p", "c1", "valid", True, "fam")]
+    rows = [record_row("p", "sch-conf-01", "ok", True, "scheduling"),
+            record_row("p", "sch-no-such-case", "ok", True, "scheduling"),
+            record_row("p", "c1", "ok", True, "fam")]
     records.write_text("".join(json.dumps(r) + "\n" for r in rows))
     shutil.copytree(REPO / "cases" / "scheduling", tmp_path / "cases" / "scheduling")
     (tmp_path / "oracle").mkdir()

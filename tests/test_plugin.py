@@ -158,6 +158,39 @@ def test_invalid_cases_are_errors_and_the_rest_runs(pytester: pytest.Pytester) -
     ])
 
 
+def test_a_message_content_that_is_no_text_is_an_invalid_case(pytester: pytest.Pytester) -> None:
+    """A content of 12345, {a: 1}, [1, 2] or null (a user's) was accepted and the agent blamed
+    (AttributeError); it is an invalid case naming the file, the case and the field now.  Content
+    parts and an assistant's null content beside its tool calls stay valid.
+    """
+    from tests.demo_family import CASES, READ, case
+
+    def with_content(cid: str, content: Any, role: str = "user") -> dict[str, Any]:
+        c = case(cid, "last", {"valid_actions": [{"tool": None}]}, {"tool_calls": []})
+        return {**c, "messages": [{"role": "user", "content": "hi"}, {"role": role, "content": content}]}
+
+    bad = [with_content("n-int", 12345), with_content("n-map", {"a": 1}), with_content("n-list", [1, 2]),
+           with_content("n-null", None), with_content("n-system", 3, "system"),
+           with_content("n-text-part", [{"type": "text", "text": 5}])]
+    good = [with_content("o-parts", [{"type": "text", "text": "thanks"}]),
+            {**case("o-calls", "last", {"valid_actions": [{"tool": None}]}, {"tool_calls": []}),
+             "messages": [{"role": "user", "content": "hi"},
+                          {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": READ}]},
+                          {"role": "tool", "tool_call_id": "c1", "content": "the thread"}]}]
+    write_demo(pytester.path, CASES + bad + good)
+    result = pytester.runpytest("cases/", "-rE")
+    result.assert_outcomes(passed=5, failed=2, skipped=1, xfailed=1, errors=6)
+    result.stdout.fnmatch_lines_random([
+        "*cases.jsonl: case n-int: messages[[]1[]].content: must be text (a string, or a list of content parts*int",
+        "*cases.jsonl: case n-map: messages[[]1[]].content: must be text *got dict",
+        "*cases.jsonl: case n-list: messages[[]1[]].content: part 0 is not a content part*got int",
+        "*cases.jsonl: case n-null: messages[[]1[]].content: a user message needs its text*got null",
+        "*cases.jsonl: case n-system: messages[[]1[]].content: must be text*",
+        "*cases.jsonl: case n-text-part: messages[[]1[]].content: part 0 is a text part whose text is not a string",
+    ])
+    result.stdout.no_fnmatch_line("*AttributeError*")
+
+
 def test_broken_family_file_is_one_error(pytester: pytest.Pytester) -> None:
     fam = write_demo(pytester.path)
     (fam / "family.yaml").write_text("name: demo\ntools: [{name: x, parameters: 3}]\n")
@@ -233,7 +266,30 @@ def test_a_family_with_no_case_file_does_not_take_a_name_from_one_that_has(pytes
     empty.mkdir()
     (empty / "family.yaml").write_text("name: demo\noracle: rules.yaml\ntools: [{name: read_thread}]\n")
     (empty / "rules.yaml").write_text("fields: {}\n")
-    pytester.runpytest("cases/").assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1)
+    result = pytester.runpytest("cases/", "-rE")
+    result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1, errors=1)  # the empty family: said
+    result.stdout.fnmatch_lines(["*a-empty: family 'demo' has no case file*"])
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_family_folder_with_no_case_file_is_an_invalid_entry(pytester: pytest.Pytester, workers: int) -> None:
+    """A family file whose case file was moved away was skipped without a word and the run said
+    complete: it is an invalid entry naming the folder now, and the report is not complete.
+    """
+    fam = write_demo(pytester.path)
+    other = pytester.path / "cases" / "other"
+    other.mkdir()
+    shutil.copyfile(fam / "family.yaml", other / "family.yaml")
+    (other / "family.yaml").write_text((other / "family.yaml").read_text().replace("name: demo", "name: other"))
+    result = pytester.runpytest("cases/", "-rE", "-n", str(workers), f"{OPT_REPORT}=r.json")
+    result.assert_outcomes(passed=3, failed=2, skipped=1, xfailed=1, errors=1)
+    result.stdout.fnmatch_lines(["*ERROR cases/other/family.yaml::*no case file*"])
+    report = json.loads((pytester.path / "r.json").read_text())
+    assert report["status"] == "incomplete"
+    [entry] = report["invalid"]
+    assert entry["family"] == "other" and "other: family 'other' has no case file" in entry["cases"][0]["problems"][0]
+    (other / "cases.yaml").write_text("[]\n")  # a case file, even one with no case yet (its quota says so)
+    pytester.runpytest("cases/", "-rE", "-n", str(workers)).stdout.no_fnmatch_line("*no case file*")
 
 
 def test_a_name_no_path_can_hold_leaves_the_family_s_other_files_out() -> None:

@@ -191,6 +191,58 @@ def test_report_command_rejects_a_record_naming_its_line(tmp_path: Path, capsys:
     assert "r.jsonl: line 2 is not a tooleffect record (" in capsys.readouterr().err
 
 
+_TAMPERED = {
+    # a forbidden verdict edited to pass: the forbidden entry kept, both levels false
+    "forbidden-as-ok": {"kind": "ok_no_tool", "name_ok": False, "name_args_ok": False, "forbidden": {"tool": "x"}},
+    "unknown-kind": {"kind": "bogus_kind", "name_ok": False, "name_args_ok": False},
+    # consistent levels, yet the forbidden entry says the verdict was another kind
+    "forbidden-as-wrong-tool": {"kind": "wrong_tool", "name_ok": False, "name_args_ok": False,
+                                "forbidden": {"tool": "x"}},
+    "args-on-a-wrong-name": {"kind": "wrong_tool", "name_ok": False, "name_args_ok": True},
+}
+
+
+@pytest.mark.parametrize("tamper", list(_TAMPERED))
+def test_every_reader_of_a_record_log_refuses_a_verdict_the_oracle_cannot_give(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], tamper: str) -> None:
+    """A record log whose verdict's kind is unknown or contradicts its fields was read by ``report``
+    (its gates passed), ``html`` and ``baseline save`` (the unknown kind kept); only ``compare``
+    refused it.  Every reader refuses it now, naming the file, the line and the field, exit 2, and
+    writes nothing.
+    """
+    good = [shipped_record(i) for i in range(2)]
+    (tmp_path / "good.jsonl").write_text("".join(json.dumps(r) + "\n" for r in good))
+    bad = [good[0], {**good[1], "verdict": {**good[1]["verdict"], **_TAMPERED[tamper]}}]
+    log = tmp_path / "bad.jsonl"
+    log.write_text("".join(json.dumps(r) + "\n" for r in bad))
+    with pytest.raises(ValueError, match=r"^line 2 is not a tooleffect record \(verdict"):
+        load_records(log)
+    assert main(["baseline", "save", str(tmp_path / "good.jsonl"), "--out", str(tmp_path / "base.json")]) == 0
+    capsys.readouterr()
+    doors = {
+        "report": ["report", str(log), "--cases", str(tmp_path)],
+        "merge": ["report", str(tmp_path / "good.jsonl"), str(log), "--cases", str(tmp_path)],
+        "html": ["html", str(log), "--out", str(tmp_path / "page.html")],
+        "baseline save": ["baseline", "save", str(log), "--out", str(tmp_path / "bad-base.json")],
+        "compare": ["compare", str(tmp_path / "base.json"), str(log)],
+        "plan": ["plan", str(log)],
+        "plan --costs": ["plan", str(tmp_path / "base.json"), "--costs", str(log)],
+    }
+    for door, argv in doors.items():
+        assert main(argv) == 2, door
+        err = capsys.readouterr().err
+        said = [line for line in err.splitlines() if "bad.jsonl" in line and "line 2" in line and "verdict" in line]
+        assert said, (door, err)
+    assert not (tmp_path / "page.html").exists() and not (tmp_path / "bad-base.json").exists()
+
+
+def test_the_record_schema_lists_the_verdict_kinds() -> None:
+    from pytest_tooleffect.oracle import KINDS
+
+    verdict = record_schema()["$defs"]["VerdictRecord"]["properties"]["kind"]
+    assert verdict["enum"] == list(KINDS)
+
+
 @pytest.mark.parametrize("what", ["record", "report"])
 def test_schema_command_prints_the_generated_schema(what: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["schema", what]) == 0

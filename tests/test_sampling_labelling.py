@@ -283,6 +283,42 @@ def test_label_export_and_import_read_a_yaml_case_file(tmp_path: Path, monkeypat
     assert "broken.yaml: line 4: a case is a mapping, not int" in capsys.readouterr().err
 
 
+def test_label_import_checks_labels_against_the_family_and_names_labels_of_no_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A label naming a tool the family does not offer was written ("0 invalid") and refused only by the
+    next run; a label whose id matches no state was dropped without a word.  Both are counted and
+    named now, exit 1; a labelling file of labels for no state of the case file writes nothing.
+    """
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    fam = _yaml_family(tmp_path)
+    (tmp_path / "oracle").mkdir()
+    shutil.copyfile(REPO / "oracle" / "scheduling.yaml", tmp_path / "oracle" / "scheduling.yaml")
+    assert main(["label", "export", str(fam / "cases.yaml"), "--out", "states.jsonl"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "states.jsonl").read_text().splitlines()]
+    for r in rows:
+        r["valid_actions"] = [{"tool": None}]
+    rows[0]["valid_actions"] = [{"tool": "nosuch"}]
+    first, orphan = rows[0]["id"], rows[1]["id"]
+    rows[1]["id"] = "no-such-state"
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    capsys.readouterr()
+    assert main(["label", "import", str(fam / "cases.yaml"), "--labels", "labels.jsonl", "--out", "out.jsonl"]) == 1
+    out, err = capsys.readouterr()
+    assert f"labels.jsonl: case {first}: label.valid_actions[0].tool: unknown tool 'nosuch' (offered: " in err
+    assert f"labels.jsonl: 1 label matches no state of {fam / 'cases.yaml'}: no-such-state" in err
+    assert f"{len(rows) - 2} labelled, 1 without a label, 1 invalid, 1 matching no state" in out
+    cases = {c["id"]: c for c in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+    assert "label" not in cases[first] or cases[first]["label"]["valid_actions"] != [{"tool": "nosuch"}]
+    assert orphan in cases and "no-such-state" not in cases
+    (tmp_path / "orphans.jsonl").write_text(json.dumps({"id": "gone", "valid_actions": [{"tool": None}]}) + "\n")
+    before = (tmp_path / "out.jsonl").read_bytes()
+    assert main(["label", "import", "out.jsonl", "--labels", "orphans.jsonl"]) == 1
+    assert "1 label matches no state of out.jsonl: gone" in capsys.readouterr().err
+    assert (tmp_path / "out.jsonl").read_bytes() == before
+
+
 def test_label_import_writes_nothing_when_every_label_is_invalid(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(tmp_path)

@@ -27,6 +27,8 @@ from typing import Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pytest_tooleffect.collect.ids import record_id
+from pytest_tooleffect.oracle.kinds import OK_KINDS as _OK_KINDS
+from pytest_tooleffect.oracle.kinds import Kind, kind_problem
 from pytest_tooleffect.report import fingerprint
 from pytest_tooleffect.report.record_log import looks_like_record
 from pytest_tooleffect.scoring.record import RECORD_VERSION
@@ -68,7 +70,6 @@ LEFT_OUT = {
     "not_in_after": "in the baseline, not in this run (deselected, skipped, or no longer a case)",
 }
 CLASSES = ("single", "several", "no_tool")
-_OK_KINDS = ("ok", "ok_no_tool")
 
 
 class BaselineError(ValueError):
@@ -119,7 +120,7 @@ class BaselineDecision(BaseModel):
     trial: int = Field(default=1, ge=1)
     outcome: Literal["scored", "error"]
     passed: bool | None
-    kind: str | None = None
+    kind: Kind | None = None
     error: str | None = None
     label_hash: str = Field(min_length=1)
     label_class: Literal["single", "several", "no_tool"] = Field(alias="class")
@@ -138,11 +139,9 @@ class BaselineDecision(BaseModel):
                 effect = "" if self.effect_ok is None else f" and effect_ok {str(self.effect_ok).lower()}"
                 raise ValueError(f"passed {str(self.passed).lower()} with kind {shown(self.kind)}{effect}: a decision "
                                  "passes exactly when its kind is ok or ok_no_tool and its effect, if any, passed")
-            if self.name_args_ok and not self.name_ok:
-                raise ValueError("name_args_ok true with name_ok false: arguments are judged on the right name")
-            if self.kind in _OK_KINDS and not (self.name_ok and self.name_args_ok):
-                raise ValueError(f"kind {shown(self.kind)} with name_ok {str(self.name_ok).lower()} and name_args_ok "
-                                 f"{str(self.name_args_ok).lower()}: an ok decision is right at both levels")
+            why = kind_problem(str(self.kind), bool(self.name_ok), bool(self.name_args_ok))
+            if why is not None:  # the rule every verdict read back obeys (a record log's too)
+                raise ValueError(shown(why))
         elif self.passed is not None:
             raise ValueError("an error outcome is no verdict: passed must be null")
         return self
@@ -506,7 +505,9 @@ def load_runs(path: Path) -> Baseline:
         return Baseline.load(path)  # read again, refusing a key given twice
     try:
         records = read_records(path)
-    except ValueError as exc:
+    except ValueError as exc:  # a record log whose line is not a record, or another file
+        if looks_like_record(_first_value(text)):
+            raise BaselineError(path, "record log", str(exc)) from None
         raise BaselineError(path, "<file>", f"neither a baseline file nor a record log: {exc}") from None
     if not records:
         raise BaselineError(path, "<file>", "no records")
@@ -514,6 +515,15 @@ def load_runs(path: Path) -> Baseline:
 
 
 # ---------------------------------------------------------------------------------- rendering
+
+
+def _first_value(text: str) -> Any:
+    """The JSON value on the first non-blank line of ``text`` (``None`` when it is not JSON)."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    try:
+        return json.loads(first)
+    except (ValueError, RecursionError):
+        return None
 
 
 def _read_text(path: Path) -> str:

@@ -42,7 +42,7 @@ from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.input_files import special_kind
 
 __all__ = ["CLASS_MARKERS", "Agents", "CaseCollector", "CaseFile", "CaseItem", "Families", "InvalidCaseItem",
-           "NotRegularCaseFiles", "not_regular_case_files",
+           "FamilyFolderProblems", "folder_problems",
            "agents_key", "decider_key", "families_key", "invalid_entry", "scorer_key",
            "select_policies"]
 
@@ -181,8 +181,8 @@ class CaseCollector:
         if file_path.name == FAMILY_FILE and isinstance(fam, FamilyError) and (
                 parent.session.isinitpath(file_path) or not _collects_a_case_file(parent, directory, fam)):
             return file_node(CaseFile, parent, file_path, self.escaped)  # the family's error, no case file carrying it
-        if file_path.name == FAMILY_FILE and isinstance(fam, LoadedFamily) and not_regular_case_files(parent, fam):
-            return file_node(NotRegularCaseFiles, parent, file_path, self.escaped)
+        if file_path.name == FAMILY_FILE and isinstance(fam, LoadedFamily) and folder_problems(parent, fam):
+            return file_node(FamilyFolderProblems, parent, file_path, self.escaped)
         return None  # the family file, or its own rules, tools or prompt file: not a case file
 
 
@@ -193,45 +193,45 @@ def _collects_a_case_file(parent: pytest.Collector, directory: Path, fam: Loaded
                for p in directory.iterdir())
 
 
-def not_regular_case_files(parent: pytest.Collector, fam: LoadedFamily) -> list[tuple[Path, str]]:
-    """The entries of a family's folder named as case files that are not regular files (a named
-    pipe, a device or a link to one, a link to nothing), each with what it is, unless ``--ignore``d.
-
-    pytest collects regular files only: without this, such a case file would be left out of the
-    run in silence.
+def folder_problems(parent: pytest.Collector, fam: LoadedFamily) -> list[tuple[Path, str, str]]:
+    """Why cases of a family's folder would be left out of the run in silence, as ``(path, item name,
+    problem line)``: no case file at all (``family has no case file``), or each entry named as a case
+    file that is not a regular file (a named pipe, a device or a link to one, a link to nothing; pytest
+    collects regular files only), unless ``--ignore``d; never opened, so a pipe never blocks collection.
     """
-    out = []
     try:
-        entries = sorted(fam.directory.iterdir())
+        entries = [p for p in sorted(fam.directory.iterdir()) if is_case_file(p, fam.referenced_files)]
     except OSError:  # unreadable: collection of the folder says so
         return []
+    if not any(p.is_symlink() or not p.is_dir() for p in entries):
+        return [(fam.directory / FAMILY_FILE, "[no case file]",
+                 f"{fam.directory}: family {fam.name!r} has no case file (a {', '.join(CASE_SUFFIXES)} file beside "
+                 f"{FAMILY_FILE}): none of its cases is collected")]
+    out = []
     for p in entries:
-        if not is_case_file(p, fam.referenced_files):
-            continue
         kind = special_kind(p) or ("a symbolic link to nothing" if p.is_symlink() and not p.exists() else None)
-        if kind is None or kind == "a directory":
-            continue
-        if not parent.ihook.pytest_ignore_collect(collection_path=p, config=parent.config):
-            out.append((p, kind))
+        if kind is not None and kind != "a directory" and not parent.ihook.pytest_ignore_collect(
+                collection_path=p, config=parent.config):
+            out.append((p, "[not a file]", f"{p}: is {kind}, not a case file: a case file is a regular file (its "
+                                           "cases are not collected)"))
     return out
 
 
-class NotRegularCaseFiles(pytest.File):
-    """A family file's folder holds case files that are not regular files: one invalid entry each,
-    naming the file and what it is (never opened, so a named pipe never blocks collection).
+class FamilyFolderProblems(pytest.File):
+    """A family file whose folder's cases would be left out in silence (:func:`folder_problems`): one
+    invalid entry each, naming the file or the folder.
     """
 
     def collect(self) -> Iterator[pytest.Item]:
         fam = self.config.stash[families_key].load(self.path.parent)
         if not isinstance(fam, LoadedFamily):
             return
-        entries = not_regular_case_files(self, fam)
-        names = node_names(p.name for p, _ in entries)
-        for path, kind in entries:
-            yield InvalidCaseItem.from_parent(
-                self, name=f"{names[path.name]}[not a file]", family=fam.name, heading="case file not read", file=path,
-                problems=[f"{path}: is {kind}, not a case file: a case file is a regular file (its cases are not "
-                          "collected)"])
+        entries = folder_problems(self, fam)
+        names = node_names(p.name for p, _, _ in entries)
+        for path, what, problem in entries:
+            heading = "family has no case file" if what == "[no case file]" else "case file not read"
+            yield InvalidCaseItem.from_parent(self, name=f"{names[path.name]}{what}", family=fam.name,
+                                              heading=heading, file=path, problems=[problem])
 
 
 def select_policies(settings: Settings, family: LoadedFamily) -> list[Policy] | str:

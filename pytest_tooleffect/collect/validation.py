@@ -19,7 +19,7 @@ from pytest_tooleffect.oracle import ANY_OF, OMITTED, CompareContext, compare_ar
 from pytest_tooleffect.oracle.rulecheck import rule_problems
 from pytest_tooleffect.oracle.values import MISSING
 
-__all__ = ["validate_case"]
+__all__ = ["content_problem", "validate_case"]
 
 
 def _check_args(tool: ToolSpec, args: Mapping[str, Any], where: str) -> list[tuple[str, str]]:
@@ -142,6 +142,35 @@ def _schema_errors(tool: ToolSpec, key: str, value: Any, where: str) -> list[tup
     return []
 
 
+def content_problem(role: str, content: Any) -> str | None:
+    """What makes a message's ``content`` unreadable as a turn's text, in words; ``None`` when it is text.
+
+    Text is a string, or a list of OpenAI content parts (mappings with a ``type``; a ``text`` part's
+    ``text`` a string; other parts, such as ``image_url``, kept as they are).  An assistant message may
+    have no content (``null``: a turn of tool calls); a tool result's ``null`` is left as it is read.
+
+    Args:
+        role: the message's role.
+        content: its ``content`` (``None`` when absent).
+
+    Returns:
+        One line, or ``None``.
+    """
+    if isinstance(content, str) or (content is None and role in ("assistant", "tool")):
+        return None
+    if content is None:
+        return f"a {role} message needs its text (a string, or a list of content parts), got null"
+    if not isinstance(content, list):
+        return (f"must be text (a string, or a list of content parts {{type: text, text: ...}}), got "
+                f"{type(content).__name__}")
+    for j, part in enumerate(content):
+        if not isinstance(part, Mapping) or not isinstance(part.get("type"), str):
+            return f"part {j} is not a content part ({{type: text, text: ...}}): got {type(part).__name__}"
+        if part["type"] == "text" and not isinstance(part.get("text"), str):
+            return f"part {j} is a text part whose text is not a string"
+    return None
+
+
 def _history_problems(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     pending: dict[str, tuple[int, str]] = {}
@@ -150,6 +179,9 @@ def _history_problems(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, 
         if role not in ("system", "user", "assistant", "tool", "developer"):
             problems.append((f"messages[{i}].role", f"unknown role {role!r}"))
             continue
+        why = content_problem(role, m.get("content"))
+        if why is not None:
+            problems.append((f"messages[{i}].content", why))
         if role in ("user", "assistant") and pending:
             for cid, (j, name) in pending.items():
                 problems.append((f"messages[{j}].tool_calls", f"call {name} ({cid}) has no tool result before "
@@ -295,6 +327,8 @@ def _conversation_problems(case: Case, family: LoadedFamily, tools: Mapping[str,
     problems: list[tuple[str, str]] = []
     offered = set(tools)
     for k, turn in enumerate(case.conversation.turns):
+        problems += [(f"conversation.turns[{k}].user[{i}].content", why) for i, m in enumerate(turn.user)
+                     if (why := content_problem(str(m.get("role")), m.get("content"))) is not None]
         if turn.tools is not None:
             offered = {t.name for t in turn.tools}
         for j, call in enumerate(turn.reference):

@@ -1,7 +1,7 @@
 """The labelling commands: ``sample`` (decision points from traces into a case file), ``label``
 (export states for labelling, import the labels), ``merge`` and ``agree`` (several labellers' label
 files), ``calibrate-judge`` (an LLM judge against human verdicts) and ``generate`` (an authored
-family), with the case-file helpers they share.
+family); the case-file helpers they share are in :mod:`.case_lines`, ``label import`` in :mod:`.label_import`.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_tooleffect.commands.case_lines import not_files, read_case_lines
 from pytest_tooleffect.util.display import shown
 
 __all__ = ["MAX_COUNT", "cmd_agree", "cmd_calibrate", "cmd_generate", "cmd_label", "cmd_merge", "cmd_sample"]
@@ -126,15 +127,6 @@ def cmd_sample(args: argparse.Namespace) -> int:
     return 0
 
 
-def _not_files(paths: Sequence[str]) -> list[str]:
-    """``"<path>: no such file"``, ``"<path>: is a directory, not a file to read"``, ``"<path>: is a
-    character device, not a file to read"`` … for each path that is neither a regular file nor a pipe.
-    """
-    from pytest_tooleffect.util.input_files import not_an_input
-
-    return [f"{p}: {why}" for p in paths if (why := not_an_input(p)) is not None]
-
-
 def _same_labeller(paths: Sequence[str]) -> str | None:
     """``"A and B are one labeller's labels: …"`` when two of ``paths`` are one file (by another path or
     a link too): merged or compared with itself, a labeller agrees with itself on every state, which says
@@ -150,65 +142,6 @@ def _same_labeller(paths: Sequence[str]) -> str | None:
                 return (f"{first} and {second} are one labeller's labels (the same file): a labeller "
                         "agrees with itself on every state; give each labeller's own file")
     return None
-
-
-#: the suffixes of YAML case files (a list of cases, or a mapping with ``cases:``)
-_YAML_SUFFIXES = (".yaml", ".yml")
-
-
-def _case_lines(path: Path, needs: Sequence[str] = ("id",)) -> list[dict[str, Any]]:
-    """The cases of a case file as JSON objects, each with the keys ``needs``: one a line of a JSONL
-    file, or the items of a YAML file's list (``*.yaml``/``*.yml``: a list of cases, or ``{cases: [...]}``).
-
-    Raises:
-        ValueError: the file is not UTF-8, not valid YAML, or a line (item) is not a JSON object
-            (mapping) with those keys (names the file and the line).
-        OSError: the file cannot be read.
-    """
-    if path.suffix.lower() in _YAML_SUFFIXES:
-        return _yaml_cases(path, needs)
-    from pytest_tooleffect.util.jsonl import read_objects
-
-    out = []
-    for n, c in read_objects(path, "a case"):
-        missing = [k for k in needs if k not in c]
-        if missing:
-            raise ValueError(f"{path}: line {n}: field {missing[0]!r} is missing")
-        out.append(c)
-    return out
-
-
-def _yaml_cases(path: Path, needs: Sequence[str]) -> list[dict[str, Any]]:
-    """The cases of a YAML case file (see :func:`_case_lines`), each named by the line its item starts at."""
-    from collections.abc import Mapping
-
-    import yaml
-
-    from pytest_tooleffect.collect.family import yaml_load_with_lines
-    from pytest_tooleffect.util.input_files import read_input_text
-
-    try:
-        doc, lines = yaml_load_with_lines(read_input_text(path, "utf-8-sig"), "cases")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
-    if isinstance(doc, Mapping) and "cases" in doc:
-        doc = doc["cases"]
-    if doc is None:
-        return []
-    if not isinstance(doc, list):
-        raise ValueError(f"{path}: a YAML case file holds a list of cases (or a mapping with 'cases:')")
-    out = []
-    for n, c in enumerate(doc):
-        where = f"line {lines[n]}" if lines is not None and n < len(lines) else f"case {n + 1}"
-        if not isinstance(c, dict):
-            raise ValueError(f"{path}: {where}: a case is a mapping, not {type(c).__name__}")
-        missing = [k for k in needs if k not in c]
-        if missing:
-            raise ValueError(f"{path}: {where}: field {missing[0]!r} is missing")
-        out.append(c)
-    return out
 
 
 def _labelled_cases(path: Path) -> int:
@@ -258,7 +191,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     """
     from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.commands.reply_set import cmd_reply_agreement
-    from pytest_tooleffect.data.labelling import read_labels, render
+    from pytest_tooleffect.data.labelling import render
 
     if args.action == "agreement":
         return cmd_reply_agreement(args)
@@ -270,7 +203,7 @@ def cmd_label(args: argparse.Namespace) -> int:
                               force=args.force)
         rows = []
         for path in args.files:
-            for c in _case_lines(Path(path), ("id", "placement", "messages")):
+            for c in read_case_lines(Path(path), ("id", "placement", "messages")):
                 try:
                     state = render(c["id"], c["placement"], c["messages"])
                 except (AttributeError, KeyError, TypeError, ValueError) as exc:
@@ -284,85 +217,9 @@ def cmd_label(args: argparse.Namespace) -> int:
         print(f"tooleffect label export: {len(rows)} states to {args.out}; fill valid_actions (tool: null allowed) "
               "and forbidden_actions, keep labelled_by")
         return 0
-    # import: labels into a case file
-    from pydantic import ValidationError
+    from pytest_tooleffect.commands.label_import import import_labels
 
-    from pytest_tooleffect.formats import Label
-
-    if not args.labels:
-        print("tooleffect label import: --labels is required (the labelling file to read)", file=sys.stderr)
-        return 2
-    unreadable = _not_files([args.labels])
-    if unreadable:
-        print(f"tooleffect label import: --labels {unreadable[0]}", file=sys.stderr)
-        return 2
-    target = Path(args.files[0])
-    dest = Path(args.out or target)
-    # the case file is written in place unless --out names another file; never over the labels it reads
-    check_command_outputs([("--out" if args.out else "the case file", dest)],
-                          [("the labelling file (--labels)", Path(args.labels))], families=False, own=[target])
-    if dest.suffix.lower() in _YAML_SUFFIXES:
-        print(f"tooleffect label import: {'--out' if args.out else 'the case file'} {dest}: label import writes a "
-              "JSON Lines case file (one case a line), which a .yaml name would make unreadable; give --out a "
-              "path ending in .jsonl", file=sys.stderr)
-        return 2
-    labels = read_labels(Path(args.labels))
-    cases = _case_lines(target)
-    if args.out and not args.force:
-        _check_import_out(dest, target, cases)
-    done, skipped, bad = 0, 0, 0
-    out_lines = []
-    for c in cases:
-        lab = labels.get(str(c["id"]))
-        if lab is not None and lab.get("valid_actions"):
-            keep = ("valid_actions", "forbidden_actions", "labelled_by", "notes")
-            label = {k: v for k, v in lab.items() if k in keep}
-            try:
-                Label.model_validate(label)
-            except ValidationError as exc:
-                print(f"{args.labels}: case {c['id']}: {exc.errors()[0]['loc']}: {exc.errors()[0]['msg']}",
-                      file=sys.stderr)
-                bad += 1
-            else:
-                c["label"] = label
-                done += 1
-        else:
-            skipped += 1
-        out_lines.append(json.dumps(c, ensure_ascii=False, sort_keys=True))
-    if bad and not done:  # every label given is invalid: the case file would gain nothing
-        print(f"tooleffect label import: 0 labelled, {skipped} without a label, {bad} invalid: nothing written to "
-              f"{dest}", file=sys.stderr)
-        return 1
-    Path(dest).write_text("\n".join(out_lines) + "\n", encoding="utf-8")
-    print(f"tooleffect label import: {done} labelled, {skipped} without a label, {bad} invalid")
-    return 0 if not bad else 1
-
-
-def _check_import_out(dest: Path, target: Path, cases: Sequence[dict[str, Any]]) -> None:
-    """Refuse ``label import --out dest`` (without ``--force``) when ``dest`` is an existing file
-    tooleffect did not write: neither one of its outputs (:func:`~pytest_tooleffect.util.own_outputs.is_own_output`)
-    nor an earlier ``label import`` of ``target`` (a JSONL case file holding the same case ids).
-
-    Raises:
-        pytest_tooleffect.util.output_files.OutputPathError: one line naming ``--out``, the path and
-            what writing there would do.
-    """
-    import os
-
-    from pytest_tooleffect.util.output_files import OutputPathError
-    from pytest_tooleffect.util.own_outputs import is_own_output
-
-    if not dest.is_file() or os.path.realpath(dest) == os.path.realpath(target) or is_own_output(dest):
-        return
-    try:
-        earlier = {str(c["id"]) for c in _case_lines(dest, ("id", "messages"))}
-    except (OSError, ValueError, UnicodeDecodeError):
-        earlier = set()
-    if earlier and earlier == {str(c["id"]) for c in cases}:
-        return
-    raise OutputPathError(f"--out {dest}: exists and is not a file tooleffect writes (a record log, report, baseline, "
-                          f"page, job summary, labels, or an earlier label import of {target}); writing --out there "
-                          "would replace it; pass --force to replace it, or give --out a path of its own")
+    return import_labels(args)
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -377,7 +234,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     """
     from pytest_tooleffect.data.labelling import merge, read_labels
 
-    unreadable = _not_files([*args.labels, *([args.adjudicated] if args.adjudicated else [])])
+    unreadable = not_files([*args.labels, *([args.adjudicated] if args.adjudicated else [])])
     if unreadable:
         print(f"tooleffect merge: {'; '.join(unreadable)}", file=sys.stderr)
         return 2
@@ -432,7 +289,7 @@ def cmd_agree(args: argparse.Namespace) -> int:
     """
     from pytest_tooleffect.data.labelling import agreement, read_labels
 
-    unreadable = _not_files([args.a, args.b])
+    unreadable = not_files([args.a, args.b])
     if unreadable:
         print(f"tooleffect agree: {'; '.join(unreadable)}", file=sys.stderr)
         return 2

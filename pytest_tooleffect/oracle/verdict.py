@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from pytest_tooleffect.formats import Action, ForbiddenAction, Label, ParallelGroup, ToolSpec
 from pytest_tooleffect.oracle.claims import Phantom, turn_phantom
@@ -32,20 +32,13 @@ from pytest_tooleffect.oracle.compare import FieldResult, compare_args
 from pytest_tooleffect.oracle.compiled import ArgsPlan, compile_call
 from pytest_tooleffect.oracle.context import NO_CONTEXT, CompareContext
 from pytest_tooleffect.oracle.emission import Call, Emission, parse_emission, tool_aliases
+from pytest_tooleffect.oracle.kinds import KINDS, OK_KINDS, Kind
 from pytest_tooleffect.oracle.reply import ReplyCheck, judge_reply
 from pytest_tooleffect.oracle.rules import RuleSet
 from pytest_tooleffect.oracle.values import fresh
 
 __all__ = ["KINDS", "PARALLEL_CONVENTION", "Verdict", "compile_label", "phantom_check", "score"]
 
-Kind = Literal[
-    "ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed",
-    "forbidden", "right_tool_wrong_args", "malformed_call", "wrong_reply", "phantom_action",
-]
-KINDS: tuple[str, ...] = (
-    "ok", "ok_no_tool", "wrong_tool", "tool_when_none_needed", "none_when_tool_needed",
-    "forbidden", "right_tool_wrong_args", "malformed_call", "wrong_reply", "phantom_action",
-)
 PARALLEL_CONVENTION = (
     "a parallel turn is one decision: its calls are matched to one valid alternative as a multiset "
     "by optimal assignment; every emitted call must be acceptable and every call of the "
@@ -104,7 +97,7 @@ class Verdict(NamedTuple):
     @property
     def passed(self) -> bool:
         """``kind`` is ``ok`` or ``ok_no_tool``."""
-        return self.kind in ("ok", "ok_no_tool")
+        return self.kind in OK_KINDS
 
     @property
     def failing_fields(self) -> tuple[FieldResult, ...]:

@@ -2,7 +2,8 @@
 
 :class:`RecordLog` writes one record per line and flushes each, so a crash loses nothing;
 :func:`read_records` reads a log back as JSON objects, :func:`load_records` checks each line
-against :class:`~.records.Record`.
+against :class:`~pytest_tooleffect.scoring.record.Record`; both read every verdict back through one check
+(a kind the oracle knows, consistent with the verdict's other fields).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
-from pytest_tooleffect.scoring.record import RECORD_VERSION, Record, first_problem
+from pytest_tooleffect.scoring.record import RECORD_VERSION, Record, VerdictRecord
 from pytest_tooleffect.util.display import json_safe
+from pytest_tooleffect.util.exceptions import first_problem
 from pytest_tooleffect.util.jsonl import json_lines
 from pytest_tooleffect.util.versions import version_problem
 
@@ -145,7 +147,12 @@ def _unended(path: Path) -> bool:
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
-    """Read a record log back as JSON objects, unchecked.
+    """Read a record log back as JSON objects, each line's verdict checked.
+
+    The verdict of every record that has one is read back as :func:`load_records` reads it
+    (:class:`~pytest_tooleffect.scoring.record.VerdictRecord`: a kind the oracle knows, consistent with
+    the levels and the forbidden entry, :func:`pytest_tooleffect.oracle.kinds.kind_problem`); the other
+    fields are left to the caller (a baseline reads a few of them).
 
     Args:
         path: the JSONL log.
@@ -155,21 +162,15 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
     Raises:
         OSError: the file cannot be read.
-        ValueError: a line that is not JSON, or a record of a version this plugin does not read
-            (names the line).
+        ValueError: a line that is not JSON, a record of a version this plugin does not read, or a
+            verdict that is not one (names the line and the field).
     """
-    out = []
-    for n, value in _lines(path):
-        why = version_problem(value["version"], RECORD_VERSION) if isinstance(value, dict) and "version" in value \
-            else None
-        if why is not None:
-            raise ValueError(f"line {n}: version: {why}")
-        out.append(value)
-    return out
+    return [value for _, value in _read_back(path, whole=False)]
 
 
 def load_records(path: Path) -> list[Record]:
-    """Read a record log back and check every line against :class:`Record`.
+    """Read a record log back and check every line against :class:`Record` (its verdict as
+    :func:`read_records` checks it).
 
     Args:
         path: the JSONL log.
@@ -181,16 +182,31 @@ def load_records(path: Path) -> list[Record]:
         OSError: the file cannot be read.
         ValueError: a line that is not JSON or not a record (names the line and the field).
     """
-    out = []
+    return [record for record, _ in _read_back(path, whole=True)]
+
+
+def _read_back(path: Path, whole: bool) -> list[tuple[Any, Any]]:
+    """``(Record, value)`` (``whole``) or ``(None, value)`` per line: the one read-back check of a record log.
+
+    Raises:
+        ValueError: ``line N: version: …`` or ``line N is not a tooleffect record (field: …)``.
+    """
+    out: list[tuple[Any, Any]] = []
     for n, value in _lines(path):
         why = version_problem(value["version"], RECORD_VERSION) if isinstance(value, dict) and "version" in value \
             else None
         if why is not None:  # before the fields: a newer record's are not this version's
             raise ValueError(f"line {n}: version: {why}")
         try:
-            out.append(Record.model_validate(value))
+            if whole:
+                out.append((Record.model_validate(value), value))
+                continue
+            if isinstance(value, dict) and isinstance(value.get("verdict"), dict):
+                VerdictRecord.model_validate(value["verdict"])
         except ValidationError as exc:
-            raise ValueError(f"line {n} is not a tooleffect record ({first_problem(exc)})") from exc
+            where = first_problem(exc, "" if whole else "verdict")
+            raise ValueError(f"line {n} is not a tooleffect record ({where})") from exc
+        out.append((None, value))
     return out
 
 

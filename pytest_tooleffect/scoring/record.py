@@ -16,11 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pytest_tooleffect.options import MAX_SHARDS
+from pytest_tooleffect.oracle.kinds import Kind, kind_problem
 from pytest_tooleffect.sandbox.mcp_hints import AnnotationViolation
 from pytest_tooleffect.util.bounds import bounded_cost
+from pytest_tooleffect.util.exceptions import first_problem
 
 __all__ = [
     "MALFORMED_RAW_LIMIT",
@@ -35,6 +37,7 @@ __all__ = [
     "Record",
     "SelectionRecord",
     "ShardRecord",
+    "VerdictRecord",
     "first_problem",
     "record_schema",
 ]
@@ -150,9 +153,10 @@ class VerdictRecord(_Part):
     """The tool names (or the abstention) are acceptable: the report's ``name`` level."""
     name_args_ok: bool
     """Names and arguments are acceptable: the report's ``name_args`` level."""
-    kind: str
+    kind: Kind
     """``ok``, ``ok_no_tool``, ``wrong_tool``, ``tool_when_none_needed``, ``none_when_tool_needed``,
-    ``forbidden``, ``right_tool_wrong_args``, ``malformed_call``, ``wrong_reply`` or ``phantom_action``."""
+    ``forbidden``, ``right_tool_wrong_args``, ``malformed_call``, ``wrong_reply`` or ``phantom_action``;
+    consistent with ``name_ok``, ``name_args_ok`` and ``forbidden`` (:func:`.oracle.kinds.kind_problem`)."""
     matched: dict[str, Any] | None = None
     """The valid alternative the turn was matched to (label form), or ``null``."""
     fields: list[FieldRecord] = Field(default_factory=list)
@@ -198,6 +202,13 @@ class VerdictRecord(_Part):
             renamed = {"tool_ok": "name_ok", "args_ok": "name_args_ok"}
             return {renamed.get(k, k): v for k, v in data.items()}
         return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> VerdictRecord:
+        why = kind_problem(self.kind, self.name_ok, self.name_args_ok, self.forbidden)
+        if why is not None:
+            raise ValueError(why)
+        return self
 
 
 class SourceRecord(_Part):
@@ -584,18 +595,3 @@ def record_schema() -> dict[str, Any]:
     schema = Record.model_json_schema(mode="serialization", by_alias=True)
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", **schema}
 
-
-def first_problem(exc: ValidationError) -> str:
-    """``field.path: message`` of the first error, and how many more there are.
-
-    Args:
-        exc: a failed validation of a record.
-
-    Returns:
-        One line: where the first error is and what it says, with the count of the others.
-    """
-    errors = exc.errors()
-    first = errors[0]
-    where = ".".join(str(p) for p in first["loc"]) or "record"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{where}: {first['msg']}{more}"

@@ -3,7 +3,8 @@ raises, a message holding text no writer accepts, or a whole Python traceback in
 
 :func:`exception_text` is the message of any exception (``str``, else ``repr``, else
 ``<unprintable …>``); :func:`described` is ``Type: message`` on one line; :func:`without_traceback`
-cuts a message at a traceback embedded in it (litellm puts one in some of its errors' messages).
+cuts a message at a traceback embedded in it (litellm puts one in some of its errors' messages);
+:func:`first_problem` is a pydantic validation's first error on one line.
 
 This module imports nothing of the plugin: every stage may use it.
 """
@@ -11,10 +12,14 @@ This module imports nothing of the plugin: every stage may use it.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from pytest_tooleffect.util.unicode import without_surrogates
 
-__all__ = ["TRACEBACK_HEADER", "described", "exception_text", "without_traceback"]
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
+__all__ = ["TRACEBACK_HEADER", "described", "exception_text", "first_problem", "without_traceback"]
 
 #: the line that opens a Python traceback
 TRACEBACK_HEADER = "Traceback (most recent call last):"
@@ -69,3 +74,20 @@ def _raised(tail: str) -> str | None:
                 return line.strip()[:200]
     found = _RAISED.search(tail)
     return found.group(1) if found else None
+
+
+def first_problem(exc: ValidationError, under: str = "") -> str:
+    """``field.path: message`` of the first error, and how many more there are.
+
+    Args:
+        exc: a failed validation (of a record, a case, a file's entry).
+        under: the path of what was validated inside its whole (``verdict``), put before the error's.
+
+    Returns:
+        One line: where the first error is and what it says, with the count of the others.
+    """
+    errors = exc.errors()
+    first = errors[0]
+    where = ".".join([*([under] if under else []), *(str(p) for p in first["loc"])]) or "record"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {first['msg']}{more}"
