@@ -194,17 +194,19 @@ def _whole_run(path: Path, allow_incomplete: bool) -> list[Any] | int:
     """The records of the record log ``path`` when they are one run, and the whole of it (or
     ``allow_incomplete``), as ``tooleffect report`` and ``baseline save`` check a log
     (:func:`~pytest_tooleffect.commands.merged_logs.run_lacks`); else the exit status, the reason said
-    on stderr in one line: 2 for logs that are not one run, 1 for a run that lacks a part.
+    on stderr in one line: 2 for logs that are not one run, 1 for a run that lacks a part.  ``[]`` for
+    a file that is not a record log (a baseline file), left to :func:`~pytest_tooleffect.ci.baseline.load_runs`.
     """
     from pytest_tooleffect.commands.merged_logs import run_lacks
-    from pytest_tooleffect.report.record_log import read_records
+    from pytest_tooleffect.report.record_log import looks_like_record, read_records
     from pytest_tooleffect.util.display import shown
 
     try:
         records = read_records(path)
-    except (OSError, ValueError) as exc:
-        print(shown(f"tooleffect plan: {path}: cannot be read ({exc})"), file=sys.stderr)
-        return 2
+    except (OSError, ValueError):  # not a record log (a baseline file): load_runs reads it, or names why not
+        return []
+    if not records or not looks_like_record(records[0]):  # a baseline or a report on one line: not a log
+        return []
     lacks = run_lacks("plan", path, records)
     if isinstance(lacks, int):
         return lacks
@@ -240,22 +242,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from pytest_tooleffect.util.display import shown
 
     paths = [Path(args.baseline), *(Path(p) for p in args.repeats)]
+    records: list[Any] = []
+    for path in paths:  # a record log: checked as tooleffect report checks it, before it is read as a run
+        checked = _whole_run(path, args.allow_incomplete)
+        if isinstance(checked, int):
+            return checked
+        records += checked
     try:
         runs = [load_runs(p) for p in paths]
     except BaselineError as exc:
         print(shown(f"tooleffect plan: {exc}"), file=sys.stderr)
         return 2
-    records: list[Any] = []
     for path, run in zip(paths, runs, strict=True):
-        if run.source != str(path):  # a baseline file: it was checked when saved, and says when it is incomplete
-            if run.incomplete:
-                print(shown(f"tooleffect plan: {path}: the baseline of an incomplete run (saved with "
-                            f"--allow-incomplete): {'; '.join(run.incomplete)}", limit=None), file=sys.stderr)
-            continue
-        status = _whole_run(path, args.allow_incomplete)  # a record log: checked as tooleffect report checks it
-        if isinstance(status, int):
-            return status
-        records += status
+        if run.incomplete:  # a baseline saved with --allow-incomplete: said, as it was when saved
+            print(shown(f"tooleffect plan: {path}: the baseline of an incomplete run (saved with "
+                        f"--allow-incomplete): {'; '.join(run.incomplete)}", limit=None), file=sys.stderr)
     same = _same_run(paths, runs) or _other_cases(paths, runs)
     if same is not None:
         print(shown(f"tooleffect plan: {same}"), file=sys.stderr)
