@@ -120,16 +120,17 @@ def test_html_keeps_one_of_a_repeated_record_on_request(logs: dict[str, Path],
     assert "status <b>complete" in page.read_text()
 
 
+@pytest.mark.parametrize("command", ["plan", "compare"])
 @pytest.mark.parametrize("kind", ["an unsharded run and a shard", "two selections"])
-def test_plan_refuses_two_runs_joined_as_report_does(logs: dict[str, Path], kind: str,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_and_compare_refuse_two_runs_joined_as_report_does(logs: dict[str, Path], kind: str, command: str,
+                                                                log: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Break-it row 330: plan pooled two runs' decisions in silence."""
     capsys.readouterr()
     assert main(["report", str(logs[kind])]) == 2
     said = _said(capsys.readouterr().err, "report")
-    assert main(["plan", str(logs[kind])]) == 2
+    assert main([command, str(logs[kind])] if command == "plan" else [command, str(log), str(logs[kind])]) == 2
     out = capsys.readouterr()
-    assert out.out == "" and _said(out.err, "plan") == said
+    assert out.out == "" and _said(out.err, command) == said
 
 
 @pytest.mark.parametrize("kind", ["cut short", "shard 1 of 2"])

@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     from pytest_tooleffect.report.merging import Duplicates, Merged
     from pytest_tooleffect.scoring.record import Record
 
-__all__ = ["merge_or_refuse", "run_lacks", "say_merged", "shard_section"]
+__all__ = ["log_run", "merge_or_refuse", "run_lacks", "say_merged", "shard_section"]
 
 
-def merge_or_refuse(command: str, paths: Sequence[Path], duplicates: Duplicates = "refuse",
+def merge_or_refuse(command: str, paths: Sequence[Path], duplicates: Duplicates | None = "refuse",
                     read: Callable[[Path], list[Record]] | None = None) -> Merged | None:
     """The record logs ``paths`` merged as one run (:func:`~pytest_tooleffect.report.merging.merge_logs`),
     or ``None`` when they are not one run: then the reason is said on stderr in one line,
@@ -33,19 +33,24 @@ def merge_or_refuse(command: str, paths: Sequence[Path], duplicates: Duplicates 
     Args:
         command: the command's name as the user typed it (``report``, ``html``, ``baseline save``).
         paths: the record logs (or folders of them).
-        duplicates: a record (id and trial) read twice: ``refuse``, keep the ``first`` or the ``last``.
+        duplicates: a record (id and trial) read twice: ``refuse``, keep the ``first`` or the ``last``;
+            ``None``: refused, by a command that has no ``--duplicates`` (its refusal does not name it).
         read: how a log's records are read, when the caller read them already (a pipe cannot be
             read twice); default the log's file.
 
     Returns:
         The merge, or ``None`` when it was refused.
     """
-    from pytest_tooleffect.report.merging import MergeError, merge_logs
+    from pytest_tooleffect.report.merging import DUPLICATES_HINT, MergeError, merge_logs
 
+    how = duplicates or "refuse"
     try:
-        return merge_logs(paths, duplicates) if read is None else merge_logs(paths, duplicates, read=read)
+        return merge_logs(paths, how) if read is None else merge_logs(paths, how, read=read)
     except MergeError as exc:
-        print(shown(f"tooleffect {command}: {exc}", limit=None), file=sys.stderr)
+        said = str(exc)
+        if duplicates is None and said.endswith(DUPLICATES_HINT):  # one run's records hold each decision once
+            said = said.removesuffix(DUPLICATES_HINT) + "; one run's records hold each decision once"
+        print(shown(f"tooleffect {command}: {said}", limit=None), file=sys.stderr)
         return None
 
 
@@ -89,7 +94,7 @@ def say_merged(command: str, merged: Merged, duplicates: str) -> int:
     return 1 if merged.status == "incomplete" else 0
 
 
-def run_lacks(command: str, path: Path, records: list[Any]) -> list[str] | int:
+def run_lacks(command: str, path: Path, records: list[Any], unstamped: bool = True) -> list[str] | int:
     """What the run of the record log ``path`` (its ``records``, read already) lacks to be complete, as
     ``tooleffect report`` says it (shards missing, items without a record), one line each; an exit
     status (2) when its records are not parts of one run (said on stderr by :func:`merge_or_refuse`).
@@ -100,6 +105,7 @@ def run_lacks(command: str, path: Path, records: list[Any]) -> list[str] | int:
         command: the command's name (``baseline save``, ``plan``).
         path: the record log.
         records: its records (JSON objects, or :class:`~pytest_tooleffect.scoring.record.Record`).
+        unstamped: say on stderr that records without a selection stamp cannot be checked.
     """
     from pydantic import ValidationError
 
@@ -111,7 +117,27 @@ def run_lacks(command: str, path: Path, records: list[Any]) -> list[str] | int:
     except ValidationError:  # read as a baseline's records only (BaselineDecision): not checkable as a run
         checked = []
     if not checked or any(r.selection is None for r in checked):
-        print(shown(f"tooleffect {command}: {path}: {UNSTAMPED}", limit=None), file=sys.stderr)
+        if unstamped:
+            print(shown(f"tooleffect {command}: {path}: {UNSTAMPED}", limit=None), file=sys.stderr)
         return []
-    merged = merge_or_refuse(command, [path], read=lambda _: checked)
+    merged = merge_or_refuse(command, [path], None, read=lambda _: checked)
     return 2 if merged is None else merged.problems()
+
+
+def log_run(command: str, path: Path, unstamped: bool = True) -> tuple[list[Any], list[str]] | int:
+    """A file given where a record log or a baseline is read (``plan``, ``compare``): when it is a
+    record log, its records and what its run lacks (:func:`run_lacks`, ``unstamped`` as there), checked
+    before it is read as a run; ``([], [])`` when it is not a record log (a baseline file, read and
+    checked by its own reader); the exit status 2 when its records are not one run (said on stderr as
+    ``report`` says it).
+    """
+    from pytest_tooleffect.report.record_log import looks_like_record, read_records
+
+    try:
+        records = read_records(path)
+    except (OSError, ValueError):  # not a record log (a baseline file): its reader reads it, or names why not
+        return [], []
+    if not records or not looks_like_record(records[0]):  # a baseline or a report on one line: not a log
+        return [], []
+    lacks = run_lacks(command, path, records, unstamped)
+    return lacks if isinstance(lacks, int) else (records, lacks)

@@ -193,23 +193,17 @@ def render_plan(rows: list[Any], effect: float, alpha: float, power: float) -> s
 def _whole_run(path: Path, allow_incomplete: bool) -> list[Any] | int:
     """The records of the record log ``path`` when they are one run, and the whole of it (or
     ``allow_incomplete``), as ``tooleffect report`` and ``baseline save`` check a log
-    (:func:`~pytest_tooleffect.commands.merged_logs.run_lacks`); else the exit status, the reason said
+    (:func:`~pytest_tooleffect.commands.merged_logs.log_run`); else the exit status, the reason said
     on stderr in one line: 2 for logs that are not one run, 1 for a run that lacks a part.  ``[]`` for
     a file that is not a record log (a baseline file), left to :func:`~pytest_tooleffect.ci.baseline.load_runs`.
     """
-    from pytest_tooleffect.commands.merged_logs import run_lacks
-    from pytest_tooleffect.report.record_log import looks_like_record, read_records
+    from pytest_tooleffect.commands.merged_logs import log_run
     from pytest_tooleffect.util.display import shown
 
-    try:
-        records = read_records(path)
-    except (OSError, ValueError):  # not a record log (a baseline file): load_runs reads it, or names why not
-        return []
-    if not records or not looks_like_record(records[0]):  # a baseline or a report on one line: not a log
-        return []
-    lacks = run_lacks("plan", path, records)
-    if isinstance(lacks, int):
-        return lacks
+    checked = log_run("plan", path)
+    if isinstance(checked, int):
+        return checked
+    records, lacks = checked
     if lacks and not allow_incomplete:
         print(shown(f"tooleffect plan: {path}: the run is not complete: {'; '.join(lacks)}; its discordance and "
                     "costs would be measured on part of the run. Plan from it anyway with --allow-incomplete",

@@ -381,8 +381,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when B regressed nowhere; 1 when it did (a decision that passed in A and is an
         error in B is a regression unless ``--errors skip``) or a decision that failed in A fails in B
-        with another kind (``changed``); 2 for bad input (unreadable runs, label
-        sets that differ without ``--shared-only``, no paired decision).
+        with another kind (``changed``); 2 for bad input (unreadable runs, a record log whose records are
+        not one run, refused as ``tooleffect report`` refuses it, label sets that differ without
+        ``--shared-only``, no paired decision).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs, policy_changes
     from pytest_tooleffect.ci.comparison import (
@@ -393,7 +394,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         render_comparison,
         repeats_line,
     )
+    from pytest_tooleffect.commands.merged_logs import log_run
 
+    for path in (Path(args.a), Path(args.b)):  # a record log: one run, checked as tooleffect report checks it
+        checked = log_run("compare", path, unstamped=False)  # part of a run compares: a short run is said below
+        if isinstance(checked, int):
+            return checked
     try:
         a, b = load_runs(Path(args.a)), load_runs(Path(args.b))
     except BaselineError as exc:
