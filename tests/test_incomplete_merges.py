@@ -133,6 +133,17 @@ def test_plan_and_compare_refuse_two_runs_joined_as_report_does(logs: dict[str, 
     assert out.out == "" and _said(out.err, command) == said
 
 
+@pytest.mark.parametrize("command", ["plan", "compare"])
+def test_a_record_twice_is_refused_without_naming_an_option_the_command_lacks(
+        logs: dict[str, Path], log: Path, command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    twice = logs["every record twice"]
+    capsys.readouterr()
+    assert main([command, str(twice)] if command == "plan" else [command, str(log), str(twice)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and f"is twice in {twice}: a repeated record would be counted twice" in lines[0]
+    assert "--duplicates" not in lines[0] and lines[0].startswith(f"tooleffect {command}: ")
+
+
 @pytest.mark.parametrize("kind", ["cut short", "shard 1 of 2"])
 def test_plan_refuses_part_of_a_run_unless_allowed(logs: dict[str, Path], kind: str,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
