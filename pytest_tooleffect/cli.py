@@ -68,6 +68,12 @@ def _judge_outputs(p: argparse.ArgumentParser, out: str) -> None:
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
 
 
+def _duplicates_option(p: argparse.ArgumentParser) -> None:
+    """``--duplicates``, as ``report`` and ``html`` read a record log (a record found twice)."""
+    p.add_argument("--duplicates", choices=["refuse", "first", "last"], default="refuse",
+                   help="a record (id and trial) found twice: refuse (default), keep the first or the last read")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tooleffect`` command line."""
     parser = argparse.ArgumentParser(prog="tooleffect", description=__doc__)
@@ -105,8 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.set_defaults(func=cmd_agree)
     p = sub.add_parser("report", help="render the report from record logs (several, or a folder: merged)")
     p.add_argument("records", nargs="+", help="record logs (JSONL) or folders of them; shards merge into one report")
-    p.add_argument("--duplicates", choices=["refuse", "first", "last"], default="refuse",
-                   help="a record (id and trial) found twice: refuse (default), keep the first or the last read")
+    _duplicates_option(p)
     p.add_argument("--cases", default="cases", help="folder of the families (for quota and population)")
     p.add_argument("--baseline", help="a baseline file: the report's baseline section, as --tooleffect-baseline")
     p.add_argument("--baseline-changed-labels", choices=["skip", "compare"], default="skip",
@@ -121,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("source", metavar="RECORDS|REPORT", help="a record log (JSONL) or a JSON report (tables only)")
     p.add_argument("--out", type=output_file, required=True, help="the HTML file to write")
     p.add_argument("--cases", default="cases", help="folder of the families (states, quota and population)")
+    _duplicates_option(p)
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
     p.set_defaults(func=cmd_html)
     p = sub.add_parser("sample", help="sample decision points from traces, stratified by position bucket")

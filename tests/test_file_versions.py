@@ -54,12 +54,32 @@ def test_a_record_of_a_newer_version_is_refused_by_report_baseline_and_compare(
     assert NEWER in capsys.readouterr().err
 
 
-def test_a_report_of_a_newer_version_is_refused(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("version", 99, f"version: {NEWER}"),
+    ("status", "bogus", "status: Input should be 'complete', 'incomplete' or 'interrupted', got 'bogus'"),
+])
+def test_a_report_of_a_newer_version_or_a_bad_field_is_refused_in_one_line(
+        run: Path, capsys: pytest.CaptureFixture[str], field: str, value: object, said: str) -> None:
+    """Break-it rows 307-308: html printed pydantic's dump (several lines, a URL) for these."""
     report = run / "report.json"
-    report.write_text(json.dumps({**json.loads(report.read_text()), "version": 99}))
+    report.write_text(json.dumps({**json.loads(report.read_text()), field: value}))
     capsys.readouterr()
     assert main(["html", str(report), "--out", str(run / "r.html")]) == 2
-    assert NEWER in capsys.readouterr().err
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tooleffect html: {report}: {said}"), lines
+    assert not (run / "r.html").exists()
+
+
+def test_a_baseline_given_to_html_is_named_a_baseline(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Break-it row 309: html called a (valid JSON) baseline file "line 1: not valid JSON"."""
+    base = run / "tooleffect-baseline.json"
+    assert main(["baseline", "save", str(run / "run.jsonl"), "--out", str(base)]) == 0
+    capsys.readouterr()
+    assert main(["html", str(base), "--out", str(run / "b.html")]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"tooleffect html: {base}: this is a baseline file, not a record "
+                                                   "log"), lines
+    assert not (run / "b.html").exists()
 
 
 def test_a_baseline_of_a_newer_version_is_refused(tmp_path: Path) -> None:

@@ -64,9 +64,10 @@ def test_a_command_refuses_to_replace_a_project_file_and_forces_on_request(
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and f"--out {target}" in err[0] and "--force" in err[0], err
     assert (project / target).read_text() == PROJECT_FILES[target]
-    assert main([*argv, "--force"]) == 0
+    written = 1 if argv[0] == "html" else 0  # a demo item has no record: the page is written, and says incomplete
+    assert main([*argv, "--force"]) == written
     assert (project / target).read_text() != PROJECT_FILES[target]
-    assert main(argv) == 0  # now the command's own output: rewritten without --force
+    assert main(argv) == written  # now the command's own output: rewritten without --force
 
 
 @pytest.mark.parametrize("argv", [
@@ -80,8 +81,9 @@ def test_a_command_rewrites_its_own_output_without_force(project: Path, argv: li
     monkeypatch.chdir(project)
     if not (project / "export.jsonl").exists():
         assert main(["label", "export", "cases/demo/cases.jsonl", "--out", "export.jsonl"]) == 0
-    assert main(argv) == 0
-    assert main(argv) == 0
+    written = 1 if argv[0] == "html" else 0  # a demo item has no record: the page is written, and says incomplete
+    assert main(argv) == written
+    assert main(argv) == written
 
 
 @pytest.mark.parametrize("option", [OPT_REPORT, OPT_SUMMARY_MD, OPT_HTML, OPT_RECORDS])

@@ -186,9 +186,10 @@ def test_html_report_and_compare_read_a_record_log_from_a_pipe(
     data = _record_log(pytester)
     log = str(pytester.path / "log.jsonl")
     capsys.readouterr()
+    # the demo's case with no recorded decision has no record: the page is written, and says incomplete (exit 1)
     assert main(["html", _pipe_of(data), "--out", str(pytester.path / "page.html"), "--cases",
-                 str(pytester.path / "cases")]) == 0
-    assert "page.html written (6 decisions)" in capsys.readouterr().out
+                 str(pytester.path / "cases")]) == 1
+    assert "page.html written (6 decisions; status incomplete" in capsys.readouterr().out
     assert main(["report", _pipe_of(data), "--cases", str(pytester.path / "cases"), "--json"]) in (0, 1)
     assert sum(b["n_scored"] for b in json.loads(capsys.readouterr().out)["blocks"]) == 6
     assert main(["compare", log, _pipe_of(data)]) == 0

@@ -94,3 +94,20 @@ def test_a_baseline_or_a_comparison_of_one_log_with_two_policies_under_one_name_
     err = capsys.readouterr().err
     assert "policy my-agent: agent calm:decide (" in err and "but agent hasty:decide (" in err
     assert "one policy name, two policies" in err
+
+
+@pytest.mark.parametrize("command", ["html", "plan"])
+def test_html_and_plan_refuse_one_log_of_two_policies_under_one_name_as_report_does(
+        project: Path, pytester: pytest.Pytester, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """Break-it row 323: html drew two agents' decisions under one policy name, status complete, exit 0."""
+    one, two = _shard(pytester, 1, "calm:decide"), _shard(pytester, 2, "hasty:decide")
+    mixed = project / "mixed.jsonl"
+    mixed.write_text(one.read_text() + two.read_text())
+    capsys.readouterr()
+    assert main(["report", str(mixed)]) == 2
+    said = capsys.readouterr().err.replace("tooleffect report: ", f"tooleffect {command}: ")
+    page = project / "mixed.html"
+    assert main([command, str(mixed), *(["--out", str(page)] if command == "html" else [])]) == 2
+    out = capsys.readouterr()
+    assert out.err == said and "one policy name, two policies" in said and out.out == ""
+    assert not page.exists()

@@ -131,6 +131,9 @@ def add_plan_parser(sub: Any) -> None:
                    help="the sequential gate's no-regression margin (default 0: the effect)")
     p.add_argument("--sim-runs", type=_sim_runs, default=2000,
                    help="simulated runs per sequential figure, from 100 to 1,000,000 (default 2000)")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="plan from the record log of a run that is not complete (interrupted, shards missing, items "
+                        "without a record), as baseline save --allow-incomplete saves one. Refused without it")
     p.add_argument("--json", action="store_true", help="the rows as JSON")
     p.set_defaults(func=cmd_plan)
 
@@ -187,6 +190,30 @@ def render_plan(rows: list[Any], effect: float, alpha: float, power: float) -> s
     return "\n".join(out) + "\n"
 
 
+def _whole_run(path: Path, allow_incomplete: bool) -> list[Any] | int:
+    """The records of the record log ``path`` when they are one run, and the whole of it (or
+    ``allow_incomplete``), as ``tooleffect report`` and ``baseline save`` check a log
+    (:func:`~pytest_tooleffect.commands.merged_logs.log_run`); else the exit status, the reason said
+    on stderr in one line: 2 for logs that are not one run, 1 for a run that lacks a part.  ``[]`` for
+    a file that is not a record log (a baseline file), left to :func:`~pytest_tooleffect.ci.baseline.load_runs`.
+    """
+    from pytest_tooleffect.commands.merged_logs import log_run
+    from pytest_tooleffect.util.display import shown
+
+    checked = log_run("plan", path)
+    if isinstance(checked, int):
+        return checked
+    records, lacks = checked
+    if lacks and not allow_incomplete:
+        print(shown(f"tooleffect plan: {path}: the run is not complete: {'; '.join(lacks)}; its discordance and "
+                    "costs would be measured on part of the run. Plan from it anyway with --allow-incomplete",
+                    limit=None), file=sys.stderr)
+        return 1
+    for line in lacks:
+        print(shown(f"tooleffect plan: {path}: incomplete (--allow-incomplete): {line}", limit=None), file=sys.stderr)
+    return records
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """``tooleffect plan``: print the plan (text, or JSON with ``--json``).
 
@@ -194,7 +221,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        0 when printed; 2 for a run or a cost log that cannot be read, bad figures, or a
+        0 when printed; 1 for a record log that lacks part of its run (a shard missing, items without a
+        record: said in one line) without ``--allow-incomplete``; 2 for a record log whose records are not
+        one run (refused as ``tooleffect report`` refuses it: two runs joined, two policies under one name,
+        a record twice), a run or a cost log that cannot be read, bad figures, or a
         ``--repeats`` run that is the baseline's own run (the same file, or the record log the
         baseline was saved from) or holds other cases, or the same cases under other labels, for
         a family × policy of the baseline (both files and label-set fingerprints named).  Messages
@@ -206,19 +236,26 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from pytest_tooleffect.util.display import shown
 
     paths = [Path(args.baseline), *(Path(p) for p in args.repeats)]
+    records: list[Any] = []
+    for path in paths:  # a record log: checked as tooleffect report checks it, before it is read as a run
+        checked = _whole_run(path, args.allow_incomplete)
+        if isinstance(checked, int):
+            return checked
+        records += checked
     try:
         runs = [load_runs(p) for p in paths]
     except BaselineError as exc:
         print(shown(f"tooleffect plan: {exc}"), file=sys.stderr)
         return 2
+    for path, run in zip(paths, runs, strict=True):
+        if run.incomplete:  # a baseline saved with --allow-incomplete: said, as it was when saved
+            print(shown(f"tooleffect plan: {path}: the baseline of an incomplete run (saved with "
+                        f"--allow-incomplete): {'; '.join(run.incomplete)}", limit=None), file=sys.stderr)
     same = _same_run(paths, runs) or _other_cases(paths, runs)
     if same is not None:
         print(shown(f"tooleffect plan: {same}"), file=sys.stderr)
         return 2
-    records: list[Any] = []
-    cost_paths = [p for p, run in zip(paths, runs, strict=True) if run.source == str(p)]
-    cost_paths += [Path(p) for p in args.costs]
-    for path in cost_paths:
+    for path in (Path(p) for p in args.costs):
         try:
             records += read_records(path)
         except (OSError, ValueError) as exc:

@@ -43,9 +43,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     """
     from pytest_tooleffect.collect.cases import FamilyError, load_family
     from pytest_tooleffect.collect.family import family_dirs
+    from pytest_tooleffect.commands.merged_logs import merge_or_refuse, say_merged, shard_section
     from pytest_tooleffect.report import dumps, render_terminal
-    from pytest_tooleffect.report.assembly import ReportSection, ShardSection, assemble
-    from pytest_tooleffect.report.merging import MergeError, merge_logs
+    from pytest_tooleffect.report.assembly import ReportSection, assemble
     from pytest_tooleffect.report.reporter import JudgeContributor, judge_line
 
     meta = {}
@@ -57,10 +57,9 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"tooleffect report: skipping {exc}", file=sys.stderr)
             continue
         meta[fam.name] = fam.meta
-    try:  # a line that is not JSON or not a record, a repeated record, two label sets: named
-        merged = merge_logs([Path(p) for p in args.records], args.duplicates)
-    except MergeError as exc:
-        print(f"tooleffect report: {exc}", file=sys.stderr)
+    # a line that is not JSON or not a record, a repeated record, two label sets, two runs: named
+    merged = merge_or_refuse("report", [Path(p) for p in args.records], args.duplicates)
+    if merged is None:
         return 2
     records = merged.records
     calibration = getattr(args, "judge_calibration", None)
@@ -132,27 +131,12 @@ def cmd_report(args: argparse.Namespace) -> int:
             if sequential.settled_skips:  # the items the settled gates skipped are no gap: the merge is whole
                 merged.short = []  # a shard that skipped every item it had wrote no record: not missing
                 merged.shards_missing = []
-    from pytest_tooleffect.report.run_model import MergedSelection, MergedShards, ShortPart
-
-    shards = None if merged.shard_count is None else MergedShards(
-        count=merged.shard_count, merged=merged.shards_merged, missing=merged.shards_missing,
-        logs=[str(p) for p in merged.logs], duplicates_dropped=merged.duplicates_dropped)
-    sel = merged.selection
-    selection = None if sel is None else MergedSelection(
-        collected=sel.collected, selected=sel.run_count, digest=sel.run_digest, recorded=len(records),
-        not_recorded=max(sel.run_count - len(records), 0), settled=settled,
-        short=[ShortPart(shard=p.shard, selected=p.selected, recorded=p.recorded) for p in merged.short])
-    if shards is not None or selection is not None:
-        sections.append(ShardSection(merged=shards, selection=selection))
+    section = shard_section(merged, settled)
+    if section is not None:
+        sections.append(section)
     report = assemble(records, meta, sections, status=merged.status)
-    if merged.duplicates_dropped:
-        print(f"tooleffect report: {merged.duplicates_dropped} repeated records left out (--duplicates "
-              f"{args.duplicates})", file=sys.stderr)
-    for problem in merged.problems():  # the report says it too (shards.missing, selection.short)
-        print(f"tooleffect report: incomplete: {problem}", file=sys.stderr)
-    status = gates.exit[0] if gates is not None else 0
-    if merged.status == "incomplete":  # a report of part of a run never passes for the whole
-        status = max(status, 1)
+    incomplete = say_merged("report", merged, args.duplicates)
+    status = max(gates.exit[0] if gates is not None else 0, incomplete)  # part of a run never passes for the whole
     if args.json:
         print(dumps(report))
         return status
@@ -184,12 +168,22 @@ def cmd_html(args: argparse.Namespace) -> int:
     of every decision) or from a JSON report (its tables only).  A log of adaptive repeats gives each
     block's ``repeats`` as its run did (:mod:`~pytest_tooleffect.ci.adaptive_merged`).
 
+    The log is checked as ``tooleffect report`` checks it
+    (:func:`~pytest_tooleffect.commands.merged_logs.merge_or_refuse`): records of two runs, of two
+    policies under one name or a record twice (unless ``--duplicates`` keeps one) are refused in its
+    words; a log that lacks part of its run gives a page whose status is
+    ``incomplete``, and what is missing is said on stderr.
+
     Args:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when written; 2 for a source that cannot be read or is neither a record log nor a
-        report, a record's adaptive repeats design out of range, or an ``--out`` that cannot be written.
+        The exit status: 0 when written; 1 when written from a log that lacks part of its run (a shard
+        missing, items without a record, or records that do not say what their run selected: the page
+        says ``incomplete``); 2 for a source that cannot be read or is neither a record log nor a report
+        (a report of another version or with an invalid field: the file and the field named), logs that
+        are not one run, a record's adaptive repeats design out of range, or an ``--out`` that cannot be
+        written.
 
     Raises:
         pytest_tooleffect.util.output_files.OutputPathError: ``--out`` is not a regular file, is the
@@ -198,10 +192,11 @@ def cmd_html(args: argparse.Namespace) -> int:
     from pytest_tooleffect.collect.cases import FamilyError, load_family
     from pytest_tooleffect.collect.family import family_dirs
     from pytest_tooleffect.commands import check_command_outputs
+    from pytest_tooleffect.commands.merged_logs import merge_or_refuse, say_merged, shard_section
+    from pytest_tooleffect.report.assembly import ReportSection, assemble
     from pytest_tooleffect.report.html import load_states, write_html
-    from pytest_tooleffect.report.model import Report
-    from pytest_tooleffect.report.record_log import load_records
-    from pytest_tooleffect.report.summary import summarise
+    from pytest_tooleffect.report.record_log import load_records, not_a_record_log
+    from pytest_tooleffect.report.report_file import ReportFileError, report_from_json
     from pytest_tooleffect.util.input_files import empty_pipe, read_input_bytes
     from pytest_tooleffect.util.jsonl import loads
     from pytest_tooleffect.util.redaction import register_environment
@@ -222,9 +217,9 @@ def cmd_html(args: argparse.Namespace) -> int:
     del raw
     if isinstance(report_json, dict) and "blocks" in report_json:  # a JSON report: its tables, no decision
         try:
-            report = Report.model_validate(report_json)
-        except ValueError as exc:
-            print(f"tooleffect html: {source} is not a tooleffect report: {exc}", file=sys.stderr)
+            report = report_from_json(report_json, source)
+        except ReportFileError as exc:
+            print(shown(f"tooleffect html: {exc}", limit=None), file=sys.stderr)
             return 2
         try:
             write_html(out, report)
@@ -236,13 +231,19 @@ def cmd_html(args: argparse.Namespace) -> int:
         return 0
     try:
         records = load_records(source)
-    except (OSError, ValueError) as exc:
-        print(f"tooleffect html: {source}: {exc}", file=sys.stderr)
+    except (OSError, ValueError) as exc:  # another of tooleffect's files (a baseline): said so, as report says it
+        what = not_a_record_log(source)
+        said = f"{what}; tooleffect html draws a record log or a JSON report" if what else str(exc)
+        print(shown(f"tooleffect html: {source}: {said}", limit=None), file=sys.stderr)
         return 2
     if not records:
         why = empty_pipe(source) or " (an empty log: did the run decide anything?)"
         print(f"tooleffect html: no record in {source}: nothing to draw{why}", file=sys.stderr)
         return 2
+    merged = merge_or_refuse("html", [source], args.duplicates, read=lambda _: records)
+    if merged is None:  # not one run: refused as report refuses it
+        return 2
+    records = merged.records
     meta = {}
     for directory in family_dirs([cases]) if cases.is_dir() else []:
         try:
@@ -261,21 +262,30 @@ def cmd_html(args: argparse.Namespace) -> int:
                   "their decisions have no conversation on the page (--cases DIR)", file=sys.stderr)
     from pytest_tooleffect.ci.adaptive_merged import merged_adaptive
 
-    report = summarise(records, meta)
-    try:  # adaptive repeats: each block's repeats as the run made them
+    try:  # adaptive repeats: each block's repeats as the run made them; the trials no case needed are no gap
         adaptive = merged_adaptive(records)
     except ValueError as exc:
         print(f"tooleffect html: {source}: a record's adaptive repeats design: {exc}", file=sys.stderr)
         return 2
+    sections: list[ReportSection] = []
+    settled = 0
     if adaptive is not None:
-        adaptive.contribute(report, records)
+        sections.append(adaptive)
+        settled = adaptive.settled_skips
+        adaptive.explain(merged)
+    section = shard_section(merged, settled)
+    if section is not None:
+        sections.append(section)
+    report = assemble(records, meta, sections, status=merged.status)
     try:
         write_html(out, report, rows, states)
     except OSError as exc:
         print(f"tooleffect html: cannot write {out}: {exc}", file=sys.stderr)
         return 2
-    print(f"tooleffect html: {out} written ({len(rows)} decisions)")
-    return 0
+    status = say_merged("html", merged, args.duplicates)
+    said = "; status incomplete: the run's missing part is named above" if status else ""
+    print(f"tooleffect html: {out} written ({len(rows)} decisions{said})")
+    return status
 
 
 def _cases_not_found(rows: list[dict[str, Any]], found: dict[str, dict[str, Any]]) -> list[str]:
@@ -310,6 +320,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     """
     from pytest_tooleffect.ci.baseline import Baseline, BaselineError
     from pytest_tooleffect.commands import check_command_outputs
+    from pytest_tooleffect.commands.merged_logs import run_lacks
     from pytest_tooleffect.report.record_log import not_a_record_log, read_records
     from pytest_tooleffect.util.output_files import write_text
 
@@ -333,7 +344,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         what = not_a_record_log(path)  # a report written on one line reads as one (wrong) record
         print(f"tooleffect baseline save: {f'{path}: {what}' if what else exc}", file=sys.stderr)
         return 2
-    lacks = _run_lacks(path, records)
+    lacks = run_lacks("baseline save", path, records)  # as report checks the log: one run, and all of it
     if isinstance(lacks, int):
         return lacks
     if lacks and not args.allow_incomplete:
@@ -360,33 +371,6 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_lacks(path: Path, records: list[Any]) -> list[str] | int:
-    """What the run of the record log ``path`` (its ``records``, read already) lacks to be complete, as
-    ``tooleffect report`` says it (shards missing, items without a record), one line each; an exit
-    status (2) when its records are not parts of one run (said on stderr).  Records that do not say
-    what their run selected (written by hand, or by an earlier tooleffect) cannot be checked: said on
-    stderr, not refused.
-    """
-    from pydantic import ValidationError
-
-    from pytest_tooleffect.report.merging import UNSTAMPED, MergeError, merge_logs
-    from pytest_tooleffect.scoring.record import Record
-
-    try:
-        checked = [Record.model_validate(r) for r in records]
-    except ValidationError:  # read as a baseline's records only (BaselineDecision): not checkable as a run
-        checked = []
-    if not checked or any(r.selection is None for r in checked):
-        print(f"tooleffect baseline save: {path}: {UNSTAMPED}", file=sys.stderr)
-        return []
-    try:
-        merged = merge_logs([path], read=lambda _: checked)
-    except MergeError as exc:
-        print(f"tooleffect baseline save: {exc}", file=sys.stderr)
-        return 2
-    return merged.problems()
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     """``tooleffect compare``: two runs decision by decision (flips, rates before and after, exact
     McNemar), as text or JSON.
@@ -397,8 +381,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when B regressed nowhere; 1 when it did (a decision that passed in A and is an
         error in B is a regression unless ``--errors skip``) or a decision that failed in A fails in B
-        with another kind (``changed``); 2 for bad input (unreadable runs, label
-        sets that differ without ``--shared-only``, no paired decision).
+        with another kind (``changed``); 2 for bad input (unreadable runs, a record log whose records are
+        not one run, refused as ``tooleffect report`` refuses it, label sets that differ without
+        ``--shared-only``, no paired decision).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs, policy_changes
     from pytest_tooleffect.ci.comparison import (
@@ -409,7 +394,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
         render_comparison,
         repeats_line,
     )
+    from pytest_tooleffect.commands.merged_logs import log_run
 
+    for path in (Path(args.a), Path(args.b)):  # a record log: one run, checked as tooleffect report checks it
+        checked = log_run("compare", path, unstamped=False)  # part of a run compares: a short run is said below
+        if isinstance(checked, int):
+            return checked
     try:
         a, b = load_runs(Path(args.a)), load_runs(Path(args.b))
     except BaselineError as exc:

@@ -40,7 +40,8 @@ from pytest_tooleffect.report.record_log import load_records, not_a_record_log
 from pytest_tooleffect.scoring.record import PolicyIdentity, Record, SelectionRecord
 from pytest_tooleffect.util.input_files import empty_pipe, not_an_input
 
-__all__ = ["DUPLICATE_CHOICES", "UNSTAMPED", "MergeError", "Merged", "ShortPart", "merge_logs", "record_logs"]
+__all__ = ["DUPLICATES_HINT", "DUPLICATE_CHOICES", "UNSTAMPED", "MergeError", "Merged", "ShortPart", "merge_logs",
+           "record_logs"]
 
 DUPLICATE_CHOICES = ("refuse", "first", "last")
 #: the problem line of logs whose records do not say what their run selected
@@ -48,6 +49,8 @@ UNSTAMPED = ("the records do not say what their run selected (no selection stamp
              "or written by hand): whether every selected item has a record cannot be checked, so the report is "
              "not called complete")
 Duplicates = Literal["refuse", "first", "last"]
+#: how a repeated record's refusal ends: the option of ``tooleffect report`` (and ``html``) that keeps one
+DUPLICATES_HINT = "; pass --duplicates first or last to keep one"
 
 
 class MergeError(ValueError):
@@ -208,7 +211,7 @@ def merge_logs(paths: Sequence[Path], duplicates: Duplicates = "refuse",
                 if duplicates == "refuse":
                     where = f"twice in {log}" if seen[1] == log else f"in {seen[1]} and {log}"
                     raise MergeError(f"record {key[0]} (trial {key[1]}) is {where}: a repeated record would be "
-                                     "counted twice; pass --duplicates first or last to keep one")
+                                     f"counted twice{DUPLICATES_HINT}")
                 dropped += 1
                 if duplicates == "first":
                     continue
