@@ -70,6 +70,19 @@ def test_a_report_of_a_newer_version_or_a_bad_field_is_refused_in_one_line(
     assert not (run / "r.html").exists()
 
 
+@pytest.mark.parametrize("status", ["incomplete", "interrupted"])
+def test_a_page_drawn_from_a_report_of_part_of_a_run_says_so_and_exits_1(
+        run: Path, capsys: pytest.CaptureFixture[str], status: str) -> None:
+    """A page from a record log lacking part of its run exits 1; one from such a JSON report exited 0."""
+    report = run / "report.json"
+    assert main(["html", str(report), "--out", str(run / "whole.html")]) == 0
+    report.write_text(json.dumps({**json.loads(report.read_text()), "status": status}))
+    capsys.readouterr()
+    assert main(["html", str(report), "--out", str(run / "part.html")]) == 1
+    assert capsys.readouterr().out.rstrip().endswith(f"; status {status}")
+    assert "incomplete" in (run / "part.html").read_text() or status in (run / "part.html").read_text()
+
+
 def test_a_baseline_given_to_html_is_named_a_baseline(run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Break-it row 309: html called a (valid JSON) baseline file "line 1: not valid JSON"."""
     base = run / "tooleffect-baseline.json"

@@ -180,7 +180,7 @@ def cmd_html(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when written; 1 when written from a log that lacks part of its run (a shard
         missing, items without a record, or records that do not say what their run selected: the page
-        says ``incomplete``); 2 for a source that cannot be read or is neither a record log nor a report
+        says ``incomplete``) or from a JSON report whose status is not ``complete``; 2 for a source that cannot be read or is neither a record log nor a report
         (a report of another version or with an invalid field: the file and the field named), logs that
         are not one run, a record's adaptive repeats design out of range, or an ``--out`` that cannot be
         written.
@@ -226,9 +226,10 @@ def cmd_html(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"tooleffect html: cannot write {out}: {exc}", file=sys.stderr)
             return 2
+        part = report.status != "complete"  # a run that was cut short or lacked items: said, and never exit 0
         print(f"tooleffect html: {out} written from the report {source} (no records: no decision browser; "
-              "give the record log for it)")
-        return 0
+              "give the record log for it)" + (f"; status {report.status}" if part else ""))
+        return 1 if part else 0
     try:
         records = load_records(source)
     except (OSError, ValueError) as exc:  # another of tooleffect's files (a baseline): said so, as report says it
