@@ -12,7 +12,6 @@ xdist a worker hands it to the controller in its ``workeroutput``
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,11 +32,15 @@ def count_classes(items: Iterable[pytest.Item]) -> Counts:
     """The case items among ``items`` by ``(family, policy)`` and label class (an unlabelled case
     has no class and is not counted).
     """
-    out: dict[tuple[str, str], Counter[str]] = {}
+    out: Counts = {}
     for item in items:
         if isinstance(item, CaseItem) and item.ref.label_class is not None:
-            out.setdefault((item.family.name, item.policy.name), Counter())[item.ref.label_class] += 1
-    return {k: dict(v) for k, v in out.items()}
+            key = (item.family.name, item.policy.name)
+            counts = out.get(key)
+            if counts is None:
+                counts = out[key] = {}
+            counts[item.ref.label_class] = counts.get(item.ref.label_class, 0) + 1
+    return out
 
 
 def defined_policies(items: Iterable[pytest.Item]) -> frozenset[str]:

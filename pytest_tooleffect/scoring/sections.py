@@ -9,7 +9,7 @@ selection (and the shard, under ``--tooleffect-shard``).
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 
@@ -60,18 +60,29 @@ class SelectionMark:
 
     def __init__(self, selection: Selection) -> None:
         self.selection = selection
+        #: the parts written, by what they are made of: every record of a family gets the same ones
+        self._made: dict[tuple[Any, ...], tuple[ShardRecord | None, SelectionRecord, FingerprintRecord | None]] = {}
 
     def modify_record(self, record: Record, item: pytest.Item) -> None:
         """Write ``record.selection``, ``record.fingerprints`` and (sharded) ``record.shard``."""
         s = self.selection
         labels = s.fingerprints.get(record.family)
-        if s.sharded:
-            record.shard = ShardRecord(index=s.index, count=s.count, family_fingerprint=labels)
-        record.selection = SelectionRecord(collected=s.collected, count=s.selected, digest=s.digest,
-                                           run_count=s.run_count, run_digest=s.run_digest)
         rules = s.rules.get(record.family)
-        if labels is not None and rules is not None:
-            record.fingerprints = FingerprintRecord(labels=labels, rules=rules)
+        key = (s.sharded, s.index, s.count, labels, s.collected, s.selected, s.digest, s.run_count, s.run_digest,
+               rules)
+        made = self._made.get(key)
+        if made is None:  # built once per family and run, not once per record
+            made = self._made[key] = (
+                ShardRecord(index=s.index, count=s.count, family_fingerprint=labels) if s.sharded else None,
+                SelectionRecord(collected=s.collected, count=s.selected, digest=s.digest, run_count=s.run_count,
+                                run_digest=s.run_digest),
+                FingerprintRecord(labels=labels, rules=rules) if labels is not None and rules is not None else None)
+        shard, selection, fingerprints = made
+        if shard is not None:
+            record.shard = shard
+        record.selection = selection
+        if fingerprints is not None:
+            record.fingerprints = fingerprints
 
 
 class PerturbationMark:
