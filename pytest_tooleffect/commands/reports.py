@@ -180,9 +180,10 @@ def cmd_html(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when written; 1 when written from a log that lacks part of its run (a shard
         missing, items without a record, or records that do not say what their run selected: the page
-        says ``incomplete``) or from a JSON report whose status is not ``complete``; 2 for a source that cannot be read or is neither a record log nor a report
-        (a report of another version or with an invalid field: the file and the field named), logs that
-        are not one run, a record's adaptive repeats design out of range, or an ``--out`` that cannot be
+        says ``incomplete``) or from a JSON report whose status is not ``complete``; 2 for a source that
+        cannot be read or is neither a record log nor a report (a report of another version or with an
+        invalid field: the file and the field named), logs that are not one run, a record's adaptive
+        repeats design out of range, or an ``--out`` that cannot be
         written.
 
     Raises:
