@@ -278,6 +278,25 @@ def test_regressions_and_fixes_come_first_with_a_baseline(tmp_path: Path, browse
     assert browser_context.outside == [] and page.errors == []
 
 
+def test_the_baseline_line_marks_only_counts_above_zero() -> None:
+    """A run with nothing regressed showed "0 regressed, 0 changed" in the alarm colour."""
+    from pytest_tooleffect.ci.baseline import Baseline
+    from pytest_tooleffect.ci.regressions import BaselineContributor
+    from pytest_tooleffect.report import summarise
+    from pytest_tooleffect.scoring.record import Record
+
+    rows = [record_row("a", f"c{i}", "ok", True) for i in range(3)]
+    for before, fixed in ((rows, False), ([*rows[:2], record_row("a", "c2", "wrong_tool", False)], True)):
+        records = [Record.model_validate(r) for r in rows]
+        section = BaselineContributor(Baseline.from_records(before, created="2026-01-01"), Path("b.json"))
+        section.mark(records)
+        report = summarise(records)
+        section.contribute(report, records)
+        html = render_html(report, records)
+        assert "<b>0 regressed</b>, <b>0 changed</b>" in html and 'class="bad"' not in html.split("regressed")[0][-40:]
+        assert ('<b class="good">1 fixed</b>' if fixed else "<b>0 fixed</b>") in html
+
+
 def test_report_sections_the_page_does_not_draw_are_shown_as_json() -> None:
     from pytest_tooleffect.report import summarise
 
