@@ -18,9 +18,11 @@ Closing quotes and brackets after a terminator stay with its sentence.
 
 Before it is cut, the text is read as :func:`normal_text` gives it (HTML entities decoded, invisible
 characters and combining marks removed, Unicode NFKC, look-alike letters of other scripts read as the
-Latin letters they look like, inline HTML and Markdown emphasis, strong and code marks removed), so a
-zero-width space, a soft hyphen, ``**boo**ked``, ``b&#111;oked``, ``boo\u0301ked`` or a Cyrillic ``о``
-inside ``booked`` cannot hide the word from the checks that read the sentences.
+Latin letters they look like, an English word of a claim written with precomposed accents without them,
+HTML comments, inline HTML and Markdown emphasis, strong and code marks removed, Markdown links and images
+read as their text), so a zero-width space, a soft hyphen, ``**boo**ked``, ``b&#111;oked``, ``boo\u0301ked``,
+``bóoked``, ``boo<!-- x -->ked``, ``[booked](http://x)`` or a Cyrillic ``о`` inside ``booked`` cannot hide the
+word from the checks that read the sentences.
 """
 
 from __future__ import annotations
