@@ -95,26 +95,28 @@ _STROKES = {"ø": "o", "Ø": "O", "ł": "l", "Ł": "L", "đ": "d", "Đ": "D", "�
 def normal_text(text: str) -> str:
     r"""``text`` as the deterministic reply and claim checks read it, in this order:
 
-    1. HTML entities decoded (:func:`html.unescape`: ``b&#111;oked``, ``&amp;``, ``b&oacute;oked``);
-    2. invisible characters removed (:data:`_INVISIBLE`: every format character, category Cf, and
+    1. markup read as it renders, as written (an entity spells a character shown as itself: ``&lt;!-- x --&gt;``
+       is shown): HTML comments removed (``boo<!-- x -->ked``); an autolink as its text (:data:`_AUTOLINK`);
+       ``<br>`` as a line break; an ``<img>`` as its alt text; inline HTML tags (:data:`_INLINE_TAG`)
+       removed; a Markdown inline link, image or reference link as its text or alt text, the URL dropped
+       (``[booked](http://x)``, ``![booked](x.png)``, ``[booked][1]``: :data:`_LINK`), a link reference
+       definition's line removed;
+    2. HTML entities decoded (:func:`html.unescape`: ``b&#111;oked``, ``&amp;``, ``b&oacute;oked``);
+    3. invisible characters removed (:data:`_INVISIBLE`: every format character, category Cf, and
        the other default-ignorable code points) and the combining marks written apart from their
        letter (``boo\u0301ked``: the marks named ``COMBINING …``, categories Mn and Me);
-    3. Unicode NFKC (full-width letters and digits, ligatures, non-breaking and ideographic spaces as
+    4. Unicode NFKC (full-width letters and digits, ligatures, non-breaking and ideographic spaces as
        their plain forms), then the combining marks NFKC gave (``´`` is a space and U+0301) removed;
-    4. each letter of another script that looks like a Latin letter read as that letter (its
+    5. each letter of another script that looks like a Latin letter read as that letter (its
        prototype in Unicode's confusables, UTS #39, as the ``confusable_homoglyphs`` package ships
        them: Cyrillic ``о`` as ``o``; a capital letter whose prototype is ``l`` as ``I``);
-    5. a word holding precomposed accented letters (``bóoked``) read without its accents when, so read, it is
+    6. a word holding precomposed accented letters (``bóoked``) read without its accents when, so read, it is
        an English word the checks read in a claim: one ending in ``ed`` (the regular past and participle) or a
        word of :data:`_ENGLISH_FRAME` (``Í``, ``hávé``, ``sént``); any other accented word is a word of its
        own language and stays as written (``annulé``, ``está``, and ``césped``, ``huésped``:
        :data:`_ACCENTED_ED`).  On the labelled reply set (``datasets/replies``) no accented word changes;
-    6. markup read as it renders: HTML comments removed (``boo<!-- x -->ked``); an autolink as its text
-       (:data:`_AUTOLINK`); ``<br>`` as a line break; an ``<img>`` as its alt text; inline HTML tags
-       (:data:`_INLINE_TAG`) removed; a Markdown inline link, image or reference link as its text or alt
-       text, the URL dropped (``[booked](http://x)``, ``![booked](x.png)``, ``[booked][1]``:
-       :data:`_LINK`), a link reference definition's line removed; then Markdown emphasis, strong and
-       code marks (:data:`_MARKDOWN`: ``**boo**ked``, ``e*mail*ed``, ```booked```) removed.
+    7. Markdown emphasis, strong and code marks (:data:`_MARKDOWN`: ``**boo**ked``, ``e*mail*ed``,
+       ```booked```) removed.
 
     Each step is a scan of the text (linear in its length).  ``normal_text(normal_text(t)) ==
     normal_text(t)`` for text whose marks do not spell new entities or marks once removed.
@@ -132,6 +134,13 @@ def normal_text(text: str) -> str:
 
 @lru_cache(maxsize=4)  # one reply is read by the reply check and by the claims' check in turn
 def _normal(text: str) -> str:
+    # markup first, as written: an entity spells a character shown as itself (``&lt;!-- x --&gt;`` is shown)
+    if "<" in text:
+        text = _html_read(text)
+    if "[" in text:
+        text = _LINK.sub(_link_text, _LINK.sub(_link_text, text))  # twice: an image inside a link
+        if "]:" in text:
+            text = _LINK_DEFINITION.sub("", text)
     if "&" in text:
         text = html.unescape(text)
     if not text.isascii():
@@ -142,12 +151,6 @@ def _normal(text: str) -> str:
         text = text.translate({ord(c): folds[c] for c in set(text) if c in folds})
         if not text.isascii():
             text = _english_unaccented(text)
-    if "<" in text:
-        text = _html_read(text)
-    if "[" in text:
-        text = _LINK.sub(_link_text, _LINK.sub(_link_text, text))  # twice: an image inside a link
-        if "]:" in text:
-            text = _LINK_DEFINITION.sub("", text)
     return _MARKDOWN.sub("", text) if "*" in text or "_" in text or "`" in text else text
 
 
@@ -170,14 +173,12 @@ def dropped_markup(text: str) -> str:
     """
     if "<" not in text and "[" not in text:
         return ""
-    if "&" in text:
-        text = html.unescape(text)
     pieces = [m.group() for m in _DROPPED.finditer(text)]
     if "]:" in text:
         pieces += [m.group().strip() for m in _LINK_DEFINITION.finditer(text)]
     if "<!--" in text:
         pieces += [text[start:end] for start, end in _comments(text)]
-    return "\n".join(pieces)
+    return html.unescape("\n".join(pieces))
 
 
 def _without_marks(text: str) -> str:

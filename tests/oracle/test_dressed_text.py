@@ -155,6 +155,12 @@ def test_markup_is_read_as_it_renders() -> None:
     # placeholder in code, struck-out text
     kept = "a [b] (c); [Note]: the refund takes 5 days; x < y and a<b; ~~booked~~ <s>sent</s> <del>done</del>"
     assert normal_text(kept) == kept
+    # entities are decoded after the markup is read: an escaped comment or tag is shown, so it is text; a claim
+    # inside a real comment is never shown
+    assert normal_text("&lt;!-- x --&gt; &lt;b&gt;y") == "<!-- x --> <b>y"
+    shown = find_phantom(f"&lt;!-- {CLAIM} --&gt;", [], ["book_train", "send_email"])
+    assert shown is not None and shown.claim.sentence == f"<!-- {CLAIM}"
+    assert find_phantom(f"Noted.<!-- {CLAIM} -->", [], ["book_train", "send_email"]) is None
     for text in ("I have [booked](http://x) it.", "boo<!-- x -->ked", "b\u00f3oked", "<q>a</q><br>b"):
         assert normal_text(normal_text(text)) == normal_text(text)
 
