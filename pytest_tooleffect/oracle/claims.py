@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -58,7 +59,7 @@ from typing import Any, Literal
 
 from pytest_tooleffect.oracle.claim_values import HeldValues, stated_counts, stated_values
 from pytest_tooleffect.oracle.reply import ASKING_FOLDED
-from pytest_tooleffect.oracle.sentences import Folded, is_question, normal_text, sentences
+from pytest_tooleffect.oracle.sentences import Folded, dropped_markup, is_question, normal_text, sentences
 
 __all__ = ["Claim", "Phantom", "ToolCall", "conversation_calls", "find_claims", "find_phantom", "turn_phantom"]
 
@@ -243,8 +244,18 @@ def _stem(participle: str) -> str:
                 base = base[2:]
             if ending == "ied":
                 base += "y"
-            return _STEMS.get(base, base)
+            return _STEMS.get(base) or _STEMS.get(_unaccented(base), base)
     return low
+
+
+def _unaccented(stem: str) -> str:
+    """``stem`` without its accents when it is a Latin word with them (``cancél`` of a dressed ``cancélado``, to
+    be looked up among :data:`_STEMS`: a real participle's stem is found as written first); else ``stem``.
+    """
+    if stem.isascii():
+        return stem
+    plain = "".join(c for c in unicodedata.normalize("NFD", stem) if not unicodedata.combining(c))
+    return plain if plain.isascii() else stem
 
 
 #: stems that name no action of their own (``completed``): any write backs them (a bare ``Done.`` claims nothing)
@@ -394,9 +405,11 @@ def find_phantom(text: str | None, calls: Sequence[ToolCall], write_tools: Seque
 @lru_cache(maxsize=4096)  # a trajectory's states share their earlier messages: each is normalised once
 def _piece(text: str) -> str:
     """One piece of the conversation (a message, a call's arguments and result) as the claims are
-    searched in it: :func:`~.sentences.normal_text`, case-folded.
+    searched in it: :func:`~.sentences.normal_text`, case-folded, and after it the markup the reading dropped
+    (:func:`~.sentences.dropped_markup`: a link's URL, an HTML comment; the agent was given them).
     """
-    return normal_text(text).casefold()
+    dropped = dropped_markup(text)
+    return (normal_text(text) + "\n" + dropped if dropped else normal_text(text)).casefold()
 
 
 def _first_unsupported(claims: Sequence[Claim], text: str | None, calls: Sequence[ToolCall], known: Sequence[str],

@@ -18,9 +18,11 @@ Closing quotes and brackets after a terminator stay with its sentence.
 
 Before it is cut, the text is read as :func:`normal_text` gives it (HTML entities decoded, invisible
 characters and combining marks removed, Unicode NFKC, look-alike letters of other scripts read as the
-Latin letters they look like, inline HTML and Markdown emphasis, strong and code marks removed), so a
-zero-width space, a soft hyphen, ``**boo**ked``, ``b&#111;oked``, ``boo\u0301ked`` or a Cyrillic ``о``
-inside ``booked`` cannot hide the word from the checks that read the sentences.
+Latin letters they look like, an English word of a claim written with precomposed accents without them,
+HTML comments, inline HTML and Markdown emphasis, strong and code marks removed, Markdown links and images
+read as their text), so a zero-width space, a soft hyphen, ``**boo**ked``, ``b&#111;oked``, ``boo\u0301ked``,
+``bóoked``, ``boo<!-- x -->ked``, ``[booked](http://x)`` or a Cyrillic ``о`` inside ``booked`` cannot hide the
+word from the checks that read the sentences.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from functools import lru_cache
 
 from confusable_homoglyphs import confusables
 
-__all__ = ["Folded", "is_question", "normal_text", "sentences"]
+__all__ = ["Folded", "dropped_markup", "is_question", "normal_text", "sentences"]
 
 #: the characters a reply may hold that show nothing: every format character (Unicode category Cf:
 #: zero-width space, joiners, bidirectional marks and controls, word joiner, soft hyphen, BOM, the
@@ -47,34 +49,74 @@ _INVISIBLE = re.compile(
     "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]")
 
 
-#: what makes an ASCII text worth normalising: an entity, an HTML tag, a Markdown emphasis or code mark
-_MARKED = re.compile(r"[&<*_`]")
-#: inline HTML that only dresses its text (strikethrough, ``<s>`` and ``<del>``, is left: it unsays its text)
-_INLINE_TAG = re.compile(r"</?(?:b|strong|i|em|u|ins|mark|code|kbd|samp|tt|var|span|font|small|big|sub|sup|a)"
+#: what makes an ASCII text worth normalising: an entity, an HTML tag, a Markdown emphasis, code or link mark
+_MARKED = re.compile(r"[&<*_`\[]")
+#: inline HTML that only dresses its text (strikethrough, ``<s>``, ``<del>`` and ``<strike>``, is left: it unsays its
+#: text; ``<wbr>`` is a place a line may break, nothing shown)
+_INLINE_TAG = re.compile(r"</?(?:b|strong|i|em|u|ins|mark|code|kbd|samp|tt|var|span|font|small|big|sub|sup|a|abbr|"
+                         r"acronym|bdi|bdo|cite|data|dfn|label|nobr|q|time|wbr|blink|ruby|rb|output)"
                          r"(?:\s[^<>]{0,200})?/?>", re.I)
+#: an HTML line break: a line break
+_BREAK = re.compile(r"<br\s{0,20}/?>", re.I)
+#: an HTML image: its alt text (what is shown in its place), the rest dropped
+_IMAGE_TAG = re.compile(r"<img\s[^<>]{0,1000}>", re.I)
+_ALT = re.compile(r"\balt\s*=\s*(?:\"([^\"]*)\"|'([^']*)'|([^\s\"'>]+))", re.I)
+#: an autolink (``<https://x.example/a>``, ``<tom@x.example>``): its text, without the angle brackets
+_AUTOLINK = re.compile(r"<([a-z][a-z0-9+.-]{1,31}:[^\s<>]*+|[\w.+-]++@[\w-]++(?:\.[\w-]++)*+)>", re.I)
+#: a Markdown inline link or image (``[text](url "title")``, ``![alt](url)``) or a reference link (``[text][1]``,
+#: ``[text][]``): its text (every quantifier possessive and no text, URL or title holding its own opener: one scan)
+_LINK = re.compile(r"!?\[([^\[\]]*+)\](?:\((?:<[^<>\n]*+>|[^()\s]*+)\s*+"
+                   r"(?:(?:\"[^\"\n]*+\"|'[^'\n]*+'|\([^()\n]*+\))\s*+)?\)|\[[^\[\]]*+\])")
+#: a Markdown link reference definition (``[1]: https://x.example "title"`` on a line of its own): shows nothing
+_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\[\]\n]++\]:[ \t]*+(?:<[^<>\n]*+>|\S++)[ \t]*+"
+                              r"(?:\"[^\"\n]*+\"|'[^'\n]*+'|\([^()\n]*+\))?[ \t]*+$\n?", re.M)
 #: Markdown emphasis, strong and code marks (CommonMark's flanking rule, simplified): every run of backticks; a
 #: run of ``*`` unless it stands between blanks (a list bullet, ``5 * 3``) or between digits (``3*4``); a run of
 #: ``_`` beside a letter or digit on one side only and no blank on the other (``_booked_``, never ``mia_li_3668``);
 #: the leading lookahead lets the scan skip to the next mark
 _MARKDOWN = re.compile(r"(?=[`*_])(?:`++|(?<![\s\d*])\*++|(?<!\*)\*++(?![\s\d])|(?<=\s)\*++(?=\d)|(?<=\d)\*++(?=\s)|"
                        r"(?<!\w)_++(?=\S)|(?<=[^\s_])_++(?!\w))")
+#: a word (letters only)
+_WORD = re.compile(r"[^\W\d_]++")
+#: the English words the claim and reply checks read in a claim's frame (besides every word ending in ``ed``, the
+#: regular past and participle): read without accents when written with them (``Í hávé``, ``sént``)
+_ENGLISH_FRAME = frozenset(
+    "i we ve d have has had been is are was were now already just also successfully all the your it its this that "
+    "them their sent paid frozen made done set up put through complete open on way you re taken care of gone out "
+    "went everything according to our records system not never no nothing none can cannot unable sorry".split())
+#: real words ending in ``ed`` that carry an accent their language's spelling requires (Spanish ``césped``,
+#: ``huésped``): kept as written
+_ACCENTED_ED = frozenset(("césped", "huésped"))
+#: Latin letters with a stroke (no decomposition in Unicode) read as their letter when an English word is folded
+_STROKES = {"ø": "o", "Ø": "O", "ł": "l", "Ł": "L", "đ": "d", "Đ": "D", "ħ": "h", "Ħ": "H", "ı": "i", "ŧ": "t",
+            "Ŧ": "T", "ƀ": "b", "ɨ": "i", "ʉ": "u", "ȼ": "c", "ɇ": "e", "ɍ": "r", "ɏ": "y", "ƶ": "z", "ǥ": "g"}
 
 
 def normal_text(text: str) -> str:
     r"""``text`` as the deterministic reply and claim checks read it, in this order:
 
-    1. HTML entities decoded (:func:`html.unescape`: ``b&#111;oked``, ``&amp;``);
-    2. invisible characters removed (:data:`_INVISIBLE`: every format character, category Cf, and
+    1. markup read as it renders, as written (an entity spells a character shown as itself: ``&lt;!-- x --&gt;``
+       is shown): HTML comments removed (``boo<!-- x -->ked``); an autolink as its text (:data:`_AUTOLINK`);
+       ``<br>`` as a line break; an ``<img>`` as its alt text; inline HTML tags (:data:`_INLINE_TAG`)
+       removed; a Markdown inline link, image or reference link as its text or alt text, the URL dropped
+       (``[booked](http://x)``, ``![booked](x.png)``, ``[booked][1]``: :data:`_LINK`), a link reference
+       definition's line removed;
+    2. HTML entities decoded (:func:`html.unescape`: ``b&#111;oked``, ``&amp;``, ``b&oacute;oked``);
+    3. invisible characters removed (:data:`_INVISIBLE`: every format character, category Cf, and
        the other default-ignorable code points) and the combining marks written apart from their
-       letter (``boo\u0301ked``: the marks named ``COMBINING …``, categories Mn and Me); a
-       precomposed letter (``é`` in ``annulé``) is a letter of its own and stays;
-    3. Unicode NFKC (full-width letters and digits, ligatures, non-breaking and ideographic spaces as
+       letter (``boo\u0301ked``: the marks named ``COMBINING …``, categories Mn and Me);
+    4. Unicode NFKC (full-width letters and digits, ligatures, non-breaking and ideographic spaces as
        their plain forms), then the combining marks NFKC gave (``´`` is a space and U+0301) removed;
-    4. each letter of another script that looks like a Latin letter read as that letter (its
+    5. each letter of another script that looks like a Latin letter read as that letter (its
        prototype in Unicode's confusables, UTS #39, as the ``confusable_homoglyphs`` package ships
        them: Cyrillic ``о`` as ``o``; a capital letter whose prototype is ``l`` as ``I``);
-    5. inline HTML tags (:data:`_INLINE_TAG`) and Markdown emphasis, strong and code marks
-       (:data:`_MARKDOWN`: ``**boo**ked``, ``e*mail*ed``, ```booked```) removed.
+    6. a word holding precomposed accented letters (``bóoked``) read without its accents when, so read, it is
+       an English word the checks read in a claim: one ending in ``ed`` (the regular past and participle) or a
+       word of :data:`_ENGLISH_FRAME` (``Í``, ``hávé``, ``sént``); any other accented word is a word of its
+       own language and stays as written (``annulé``, ``está``, and ``césped``, ``huésped``:
+       :data:`_ACCENTED_ED`).  On the labelled reply set (``datasets/replies``) no accented word changes;
+    7. Markdown emphasis, strong and code marks (:data:`_MARKDOWN`: ``**boo**ked``, ``e*mail*ed``,
+       ```booked```) removed.
 
     Each step is a scan of the text (linear in its length).  ``normal_text(normal_text(t)) ==
     normal_text(t)`` for text whose marks do not spell new entities or marks once removed.
@@ -92,6 +134,13 @@ def normal_text(text: str) -> str:
 
 @lru_cache(maxsize=4)  # one reply is read by the reply check and by the claims' check in turn
 def _normal(text: str) -> str:
+    # markup first, as written: an entity spells a character shown as itself (``&lt;!-- x --&gt;`` is shown)
+    if "<" in text:
+        text = _html_read(text)
+    if "[" in text:
+        text = _LINK.sub(_link_text, _LINK.sub(_link_text, text))  # twice: an image inside a link
+        if "]:" in text:
+            text = _LINK_DEFINITION.sub("", text)
     if "&" in text:
         text = html.unescape(text)
     if not text.isascii():
@@ -100,9 +149,36 @@ def _normal(text: str) -> str:
             text = _without_marks(unicodedata.normalize("NFKC", text))
         folds = _homoglyphs()
         text = text.translate({ord(c): folds[c] for c in set(text) if c in folds})
-    if "<" in text:
-        text = _INLINE_TAG.sub("", text)
+        if not text.isascii():
+            text = _english_unaccented(text)
     return _MARKDOWN.sub("", text) if "*" in text or "_" in text or "`" in text else text
+
+
+_DROPPED = re.compile("|".join(f"(?:{p.pattern})" for p in (_IMAGE_TAG, _LINK)) + r"|<[a-z][\w:-]{0,60}\s[^<>]{0,400}>",
+                      re.I)
+
+
+def dropped_markup(text: str) -> str:
+    """What :func:`normal_text` drops from ``text`` that a reader of its source sees: each HTML comment, link or
+    image (with its URL and title), link reference definition and tag with attributes (an ``href``), one a line.
+
+    The checks read a reply as it renders; a tool's result is read by the agent as written, so what a value
+    claim may quote from it is its reading and this (:func:`~.claims.find_phantom`'s held values).
+
+    Args:
+        text: any text.
+
+    Returns:
+        The dropped pieces, one a line; ``""`` when there is none.
+    """
+    if "<" not in text and "[" not in text:
+        return ""
+    pieces = [m.group() for m in _DROPPED.finditer(text)]
+    if "]:" in text:
+        pieces += [m.group().strip() for m in _LINK_DEFINITION.finditer(text)]
+    if "<!--" in text:
+        pieces += [text[start:end] for start, end in _comments(text)]
+    return html.unescape("\n".join(pieces))
 
 
 def _without_marks(text: str) -> str:
@@ -110,6 +186,94 @@ def _without_marks(text: str) -> str:
     marks = {ord(c): None for c in set(text) if unicodedata.category(c) in ("Mn", "Me")
              and unicodedata.name(c, "").startswith("COMBINING")}
     return text.translate(marks) if marks else text
+
+
+def _english_unaccented(text: str) -> str:
+    """``text`` with each word that reads as an English word of a claim once its accents are dropped so read
+    (step 5 of :func:`normal_text`); the other words as written.
+    """
+    folds = _unaccented(frozenset(text))
+    if not folds:
+        return text
+
+    def one(m: re.Match[str]) -> str:
+        word = m.group()
+        if word.isascii() or word.lower() in _ACCENTED_ED:
+            return word
+        plain = word.translate(folds)
+        low = plain.lower()
+        return plain if plain.isascii() and (low.endswith("ed") and len(low) > 3 or low in _ENGLISH_FRAME) else word
+
+    return _WORD.sub(one, text)
+
+
+def _unaccented(chars: frozenset[str]) -> dict[int, str]:
+    """``{code point: ASCII letter}`` for each of ``chars`` that is a Latin letter with diacritics (its
+    decomposition an ASCII letter and combining marks, or a letter of another script that looks like
+    one: Greek ``ό``) or with a stroke (:data:`_STROKES`).
+    """
+    folds = _homoglyphs()
+    out: dict[int, str] = {}
+    for c in chars:
+        if c.isascii() or not c.isalpha():
+            continue
+        base = _STROKES.get(c) or _without_marks(unicodedata.normalize("NFD", c))
+        base = folds.get(base, base)
+        if len(base) == 1 and base.isascii() and base.isalpha():
+            out[ord(c)] = base
+    return out
+
+
+def _html_read(text: str) -> str:
+    """``text``'s HTML read as it renders (step 6 of :func:`normal_text`): comments removed, autolinks as their
+    text, ``<br>`` as a line break, an image as its alt text, inline tags removed.
+    """
+    if "<!--" in text:
+        text = _without_comments(text)
+    text = _AUTOLINK.sub(r"\1", text)
+    text = _BREAK.sub("\n", text)
+    text = _IMAGE_TAG.sub(_alt_text, text)
+    return _INLINE_TAG.sub("", text)
+
+
+def _without_comments(text: str) -> str:
+    """``text`` without its HTML comments (:func:`_comments`)."""
+    out: list[str] = []
+    at = 0
+    for start, end in _comments(text):
+        out.append(text[at:start])
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _comments(text: str) -> list[tuple[int, int]]:
+    """Where ``text``'s HTML comments are, ``(start, end)`` each: a ``<!--`` to the first ``-->`` after it
+    (``<!-->`` and ``<!--->`` are whole comments, as CommonMark reads them); a ``<!--`` never closed is no
+    comment, nor is any after it.  One scan: each search starts where the last one ended.
+    """
+    out: list[tuple[int, int]] = []
+    at = 0
+    while (start := text.find("<!--", at)) >= 0:
+        if text.startswith("<!-->", start) or text.startswith("<!--->", start):
+            end = text.index(">", start) + 1
+        else:
+            end = text.find("-->", start + 4)
+            if end < 0:
+                break
+            end += 3
+        out.append((start, end))
+        at = end
+    return out
+
+
+def _alt_text(m: re.Match[str]) -> str:
+    alt = _ALT.search(m.group())
+    return "" if alt is None else alt.group(1) or alt.group(2) or alt.group(3) or ""
+
+
+def _link_text(m: re.Match[str]) -> str:
+    return m.group(1)
 
 
 @lru_cache(maxsize=1)
