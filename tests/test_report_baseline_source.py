@@ -85,7 +85,7 @@ def test_report_baseline_replaces_the_marks_of_another_baseline(
     assert "regressions <= 0: FAILED (1 of 6 decisions compared with the baseline" in text
     assert f"baseline {a}: 6 decisions compared: 1 regressed" in text
     # the report says the marks it read were made against another baseline and which one it used
-    assert f"compared against --baseline {a}" in err and Baseline.load(h).digest in err
+    assert f"replaced by the comparison with --baseline {a}" in err and Baseline.load(h).digest in err
     # the xfail count follows the comparison too: nothing is a known failure against A
     assert [b["n_xfail"] for b in run["blocks"]] == [1]
     assert [b["n_xfail"] for b in report["blocks"]] == [0]
@@ -104,9 +104,21 @@ def test_report_baseline_ignores_an_edited_status(
     assert edited and edited[0]["baseline"]["status"] == "regression"
     edited[0]["baseline"]["status"] = "passing"
     (pytester.path / "t.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    status, report, _, _ = _report(capsys, str(pytester.path / "t.jsonl"), "--baseline", str(a),
-                                   "--gates", str(pytester.path / "g.toml"))
+    status, report, _, err = _report(capsys, str(pytester.path / "t.jsonl"), "--baseline", str(a),
+                                     "--gates", str(pytester.path / "g.toml"))
     assert (status, _regression_gates(report)) == (1, [("failed", 1.0, [WRONG_ID])])
+    assert "1 with another status now (passing → regression in 1)" in err and "another baseline" not in err
+    # without --baseline the edited mark contradicts its own verdict: refused in one line naming the record
+    status, report, text, err = _report(capsys, str(pytester.path / "t.jsonl"), "--gates", str(pytester.path / "g.toml"))
+    assert (status, report, text) == (2, None, "")
+    assert err.count("\n") == 1 and f"record {WRONG_ID}: baseline.status 'passing' contradicts its own verdict" in err
+    # the page lists regressions by the records' marks: refused alike, nothing written
+    from pytest_tooleffect.cli import main
+
+    page = pytester.path / "page.html"
+    assert main(["html", str(pytester.path / "t.jsonl"), "--out", str(page), "--cases", str(pytester.path / "cases")]) == 2
+    err = capsys.readouterr().err
+    assert f"record {WRONG_ID}: baseline.status 'passing' contradicts" in err and not page.exists()
 
 
 def test_run_and_report_on_its_log_agree(
