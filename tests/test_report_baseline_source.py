@@ -138,6 +138,8 @@ def test_run_and_report_on_its_log_agree(
             (ret, gates)
         if not given:  # the report says whose marks it read
             assert f"the records' own baseline marks (baseline {Baseline.load(a).digest})" in err
+        else:  # the marks were made against this baseline: nothing replaced, nothing said
+            assert "replaced" not in err
 
 
 def test_report_refuses_marks_of_two_baselines(
