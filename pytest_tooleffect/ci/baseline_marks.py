@@ -54,7 +54,7 @@ def own_marks(records: Sequence[Record]) -> tuple[int, str] | None:
     if not named:
         return None
     if len(named) > 1:
-        parts = [f"{digest} in {n} records" if digest else f"none named in {n} records"
+        parts = [f"{digest or 'none named'} in {n} record{'s' if n != 1 else ''}"
                  for digest, n in sorted(named.items(), key=lambda kv: (kv[0] is None, kv[0] or ""))]
         return 2, (f"the records' baseline marks were made against {len(named)} baselines ({', '.join(parts)}): "
                    "their regressions are not one comparison; give --baseline FILE to compare every record with one")
