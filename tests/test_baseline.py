@@ -159,7 +159,8 @@ def test_changed_labels_are_compared_when_asked(pytester: pytest.Pytester) -> No
                                 "--tooleffect-report=next.json")
     result.assert_outcomes(passed=1, failed=4, xfailed=1, xpassed=1)
     result.stdout.fnmatch_lines(["regression: bl/l-label[[]replay[]]: right_tool_wrong_args: *"])
-    assert records(pytester.path / "next.jsonl")["bl/l-label[replay]"]["baseline"] == {"status": "regression"}
+    assert records(pytester.path / "next.jsonl")["bl/l-label[replay]"]["baseline"] == {
+        "status": "regression", "against": Baseline.load(Path(base_path)).digest}
     (b,) = json.loads((pytester.path / "next.json").read_text())["baseline"]["blocks"]
     assert b["compared"] == 6 and b["left_out"]["label_changed"] == 0 and b["label_changed_compared"] == 1
 
@@ -284,9 +285,10 @@ def test_a_known_failure_of_another_kind_is_changed_in_every_output(
         "changed ch/w-worse[[]replay[]]: wrong_reply → forbidden (failed in the baseline too, another kind now)",
     ])
     recs = records(pytester.path / "next.jsonl")
+    digest = Baseline.load(base).digest  # each mark names the baseline it was judged against
     assert recs["ch/w-worse[replay]"]["baseline"] == {"status": "changed", "before": "wrong_reply",
-                                                     "after": "forbidden"}
-    assert recs["ch/k-same[replay]"]["baseline"] == {"status": "known"}
+                                                     "after": "forbidden", "against": digest}
+    assert recs["ch/k-same[replay]"]["baseline"] == {"status": "known", "against": digest}
     section = json.loads((pytester.path / "next.json").read_text())["baseline"]
     (b,) = section["blocks"]
     assert b["changed"] == [{"id": "ch/w-worse[replay]", "class": "no_tool", "before": "wrong_reply",

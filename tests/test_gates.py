@@ -707,3 +707,14 @@ def test_report_gates_reads_any_toml_file_and_names_what_is_not_one(
                                                  f"file {hint}")):
         assert main(["report", log, "--gates", str(path)]) == 2
         assert capsys.readouterr().err.splitlines()[-1] == f"tooleffect report: {said}", path
+
+
+def test_a_partial_pattern_in_a_table_key_is_said_to_be_no_pattern(pytester: pytest.Pytester) -> None:
+    """"*/rep*": each part of a key is a name or * alone; the NOT JUDGED line says so (the run fails)."""
+    write_family(pytester.path)
+    write_gates(pytester.path, '[tool.tooleffect.gates."*/rep*"]\nmin_pct.no_tool = {name = 50}\n')
+    result = pytester.runpytest("cases/")
+    assert result.ret == 1
+    assert gate_lines(result)[0] == (
+        'gate */rep* no_tool name >= 50.0 %: NOT JUDGED (table "*/rep*" matches no family x policy of the run '
+        "(blocks: mini/replay); rep* is no pattern: each part of a table's key is a name or * alone)")

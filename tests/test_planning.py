@@ -197,3 +197,26 @@ def test_a_repeat_of_the_same_cases_and_labels_is_pooled(tmp_path: Path, capsys:
     assert cli(["plan", str(base), "--repeats", str(repeat), "--sim-runs", "200", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[-1]["measured"]["decisions"] == 5 and rows[-1]["measured"]["repeated"] == 5
+
+
+def test_a_repeat_of_another_policy_under_the_baseline_s_name_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--repeats`` is another run of the same agent: a run whose records say another policy under the
+    baseline's name (another agent) is refused naming both, not pooled as the agent's discordance."""
+    base, repeat, same = tmp_path / "base.json", tmp_path / "b.json", tmp_path / "same.json"
+
+    def saved(path: Path, verdicts: dict[str, list[bool | None]], identity: str) -> None:
+        run = _run(verdicts)
+        group = run.groups[0].model_copy(update={"policy_identity": identity})
+        path.write_text(run.model_copy(update={"groups": [group]}).dumps(), encoding="utf-8")
+
+    careful, hasty = "agent agent:decide (aaaaaaaaaaaaaaaa)", "agent agent_hasty:decide (bbbbbbbbbbbbbbbb)"
+    saved(base, {f"c{i}": [True] for i in range(5)}, careful)
+    saved(repeat, {f"c{i}": [i % 2 == 0] for i in range(5)}, hasty)
+    assert cli(["plan", str(base), "--repeats", str(repeat), "--sim-runs", "200"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
+    assert (f"policy pol (fam) is {careful} in {base} and {hasty} in {repeat}: --repeats is another run of the same "
+            "agent") in captured.err
+    saved(same, {f"c{i}": [i != 0] for i in range(5)}, careful)  # the same agent run again: pooled
+    assert cli(["plan", str(base), "--repeats", str(same), "--sim-runs", "200"]) == 0

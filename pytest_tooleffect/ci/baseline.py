@@ -18,6 +18,7 @@ is :mod:`.comparison`.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -279,6 +280,14 @@ class Baseline(BaseModel):
                 raise ValueError(f"decisions.{shown(rid)}: no group for family {shown(repr(d.family))}, "
                                  f"policy {shown(repr(d.policy))}")
         return self
+
+    @property
+    def digest(self) -> str:
+        """The baseline's identity: the first 16 hex digits of the SHA-256 of its content as JSON (the
+        same content read from two files, or from one file indented otherwise, has one digest; a baseline
+        saved again has another, its ``created`` differs).  A record's ``baseline.against`` names it.
+        """
+        return hashlib.sha256(self.model_dump_json().encode()).hexdigest()[:16]
 
     def group(self, family: str, policy: str) -> BaselineGroup | None:
         """The family × policy's group, or ``None``."""

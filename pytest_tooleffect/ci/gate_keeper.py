@@ -1,10 +1,9 @@
-"""Gates judged: each gate of :mod:`.gate_rules` against the report's own rates, intervals, kinds,
-regressions and cost, one :class:`~.gate_verdicts.GateResult` per gate, on what the run selected
-(:mod:`.gate_scope`); the session's exit status decided from them (:mod:`.gate_verdicts`); and
-:class:`GateKeeper`, the controller's plugin object that writes the report's ``gates`` section (a
-report section of :mod:`pytest_tooleffect.report.assembly`), prints one line per gate and sets
-``session.exitstatus`` (unless ``-p no:tooleffect-gates`` switched it off; with no gate set, only
-for a run of cases that scored nothing: :func:`~.exit_status.unscored_exit`).
+"""Gates judged: each gate of :mod:`.gate_rules` against the report's own rates, intervals, kinds, regressions
+(the records' baseline marks) and cost, one :class:`~.gate_verdicts.GateResult` per gate, on what the run selected
+(:mod:`.gate_scope`); the session's exit status decided from them (:mod:`.gate_verdicts`); and :class:`GateKeeper`,
+the controller's plugin object that writes the report's ``gates`` section (a report section of
+:mod:`pytest_tooleffect.report.assembly`), prints one line per gate and sets ``session.exitstatus`` (unless ``-p
+no:tooleffect-gates`` switched it off; with no gate set, only for a run of cases that scored nothing).
 """
 
 from __future__ import annotations
@@ -156,6 +155,8 @@ def evaluate(report: Report, records: Sequence[Record],
             reason = f"no decisions of family {fam} and policy {pol} in the run"
         else:
             reason = f'table "{fam}/{pol}" matches no family x policy of the run (blocks: {shown})'
+        if blocks and (patterns := [p for p in (fam, pol) if "*" in p and p != "*"]):  # "*/my-*": no pattern
+            reason += f"; {patterns[0]} is no pattern: each part of a table's key is a name or * alone"
         out.extend(GateResult(fam, pol, gate, op, threshold, unit, bound, "not_judged",
                               gates.unjudged != "pass", None, None, _unjudged(reason, gates))
                    for gate, op, threshold, unit, bound in listed)

@@ -59,12 +59,15 @@ _before_key = pytest.StashKey[BaselineDecision | None]()
 _mark_key = pytest.StashKey[BaselineMark]()
 
 
-def baseline_mark(status: str, before: BaselineDecision | None, after: BaselineDecision) -> BaselineMark:
-    """A record's ``baseline`` section: the status, and for ``changed`` the verdicts before and after in words."""
+def baseline_mark(status: str, before: BaselineDecision | None, after: BaselineDecision,
+                  against: str) -> BaselineMark:
+    """A record's ``baseline`` section: the status, for ``changed`` the verdicts before and after in words,
+    and the digest of the baseline it was judged against (``against``).
+    """
     if status == "changed":
         assert before is not None
-        return BaselineMark(status="changed", before=before.describe(), after=after.describe())
-    return BaselineMark.model_validate({"status": status})
+        return BaselineMark(status="changed", before=before.describe(), after=after.describe(), against=against)
+    return BaselineMark.model_validate({"status": status, "against": against})
 
 
 class BaselinePlugin:
@@ -126,7 +129,7 @@ class BaselinePlugin:
         before = item.stash[_before_key]
         after = BaselineDecision.from_record(record.to_json())
         status = classify(before, after, self.changed_labels)
-        record.baseline = item.stash[_mark_key] = baseline_mark(status, before, after)
+        record.baseline = item.stash[_mark_key] = baseline_mark(status, before, after, self.baseline.digest)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -187,15 +190,29 @@ class BaselineContributor:
                  adaptive: int | None = None) -> None:
         self.baseline, self.path, self.changed_labels, self.adaptive = baseline, path, changed_labels, adaptive
 
-    def mark(self, records: Sequence[Record]) -> None:
-        """Give each record without one its ``baseline`` status (records read from a log of a run made
-        without this baseline).
+    def mark(self, records: Sequence[Record]) -> list[tuple[BaselineMark, BaselineMark]]:
+        """Give every record its ``baseline`` status against this baseline, in place of the mark it was
+        read with: the report's ``baseline`` section, its gates, its expected failures and a sequential
+        gate judged again all count this one comparison, never a mark a run made against another
+        baseline (or an edited one).
+
+        Args:
+            records: the records read from the logs.
+
+        Returns:
+            ``(as read, now)`` for each record read with a mark that says otherwise (another status, or
+            another baseline or none named), in the records' order.
         """
+        digest = self.baseline.digest
+        replaced: list[tuple[BaselineMark, BaselineMark]] = []
         for record in records:
-            if record.baseline is None:
-                after = BaselineDecision.from_record(record.to_json())
-                before = self.baseline.decisions.get(record.id)
-                record.baseline = baseline_mark(classify(before, after, self.changed_labels), before, after)
+            after = BaselineDecision.from_record(record.to_json())
+            before = self.baseline.decisions.get(record.id)
+            mark = baseline_mark(classify(before, after, self.changed_labels), before, after, digest)
+            if record.baseline is not None and record.baseline != mark:
+                replaced.append((record.baseline, mark))
+            record.baseline = mark
+        return replaced
 
     def contribute(self, report: Report, records: Sequence[Record]) -> None:
         """Write ``report.baseline``."""
@@ -217,3 +234,4 @@ class BaselineContributor:
                       **compare(self.baseline, after, self.changed_labels, adaptive_after=self.adaptive)}
         report.baseline = BaselineComparison.model_validate(comparison)
         return comparison
+

@@ -170,7 +170,7 @@ def claim_for_run(config: pytest.Config, store: RedisSettleStore, baseline: Base
         ("-k", getattr(option, "keyword", "")), ("-m", getattr(option, "markexpr", ""))) if value]
     if getattr(option, "lf", False):
         selection.append("--lf")
-    digest = hashlib.sha256(baseline.model_dump_json().encode()).hexdigest()[:16] if baseline is not None else None
+    digest = baseline.digest if baseline is not None else None
     run_id = settings.sandbox.run_id if settings.sandbox else uuid.uuid4().hex
     identity = run_identity(shard_count=settings.shard[1] if settings.shard else 0, baseline_digest=digest,
                             policies=[*settings.agents, *named, *model], agent_hook=False, selection=selection)

@@ -113,6 +113,24 @@ def _other_cases(paths: list[Path], runs: list[Any]) -> str | None:
     return None
 
 
+def _other_policy(paths: list[Path], runs: list[Any]) -> str | None:
+    """Why a ``--repeats`` run is not another run of the baseline's agent (a policy name whose records say
+    another policy: another agent, model, prompt or settings, each group's ``policy_identity``), or ``None``.
+
+    The discordance is the rate at which one agent's verdict changes between runs of it: two agents'
+    disagreement under one name would be taken for it.  Runs whose records do not say are not checked.
+    """
+    base = {(g.family, g.policy): g.policy_identity for g in runs[0].groups if g.policy_identity}
+    for path, run in zip(paths[1:], runs[1:], strict=True):
+        for g in run.groups:
+            mine = base.get((g.family, g.policy))
+            if mine is not None and g.policy_identity and g.policy_identity != mine:
+                return (f"policy {g.policy} ({g.family}) is {mine} in {paths[0]} and {g.policy_identity} in {path}: "
+                        "--repeats is another run of the same agent, and two policies' disagreement is not its "
+                        "discordance; give --repeats a run of the baseline's policy")
+    return None
+
+
 def add_plan_parser(sub: Any) -> None:
     """Register ``tooleffect plan`` on the subcommands' parser ``sub``."""
     p = sub.add_parser("plan", help="paired decisions (and their cost) a run needs to detect a regression: fixed-n "
@@ -227,7 +245,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         a record twice), a run or a cost log that cannot be read, bad figures, or a
         ``--repeats`` run that is the baseline's own run (the same file, or the record log the
         baseline was saved from) or holds other cases, or the same cases under other labels, for
-        a family × policy of the baseline (both files and label-set fingerprints named).  Messages
+        a family × policy of the baseline (both files and label-set fingerprints named), or that ran another
+        policy under one of its names (both policies named).  Messages
         show a file's text as the run does (:func:`pytest_tooleffect.util.display.shown`).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs
@@ -251,7 +270,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if run.incomplete:  # a baseline saved with --allow-incomplete: said, as it was when saved
             print(shown(f"tooleffect plan: {path}: the baseline of an incomplete run (saved with "
                         f"--allow-incomplete): {'; '.join(run.incomplete)}", limit=None), file=sys.stderr)
-    same = _same_run(paths, runs) or _other_cases(paths, runs)
+    same = _same_run(paths, runs) or _other_cases(paths, runs) or _other_policy(paths, runs)
     if same is not None:
         print(shown(f"tooleffect plan: {same}"), file=sys.stderr)
         return 2

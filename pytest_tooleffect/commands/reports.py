@@ -22,7 +22,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     The report is assembled as a run's is (:func:`~pytest_tooleffect.report.assembly.assemble`), with
     the sections its inputs allow: the judge the records name, the shards merged, the baseline
-    when ``--baseline`` gives one, and the gates when ``--gates`` names the TOML file that holds them
+    when ``--baseline`` gives one (every record is compared with it: the marks the records were read with,
+    made against another baseline or edited, are replaced, and stderr says so in one line; without it the
+    records' own marks stand for the run's comparison, and stderr names their baseline), and the gates
+    when ``--gates`` names the TOML file that holds them
     (a ``pyproject.toml``, any file with a ``[tool.tooleffect.gates]`` table, or the folder of a
     ``pyproject.toml``).  With both, a sequential gate is judged again on the merged records
     (:mod:`~pytest_tooleffect.ci.sequential_merged`): its verdict makes the gate's result, and the items
@@ -38,8 +41,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         the logs lack part of their run (a shard missing, or fewer records than a shard or the run
         selected, beyond the items a sequential gate or adaptive repeats skipped as settled: the report is
         ``incomplete`` and the lines on stderr name what is missing); 2 for logs that do not merge (not one run),
-        a baseline that cannot be read, gates that cannot be read, or a record's adaptive repeats design that
-        is out of range.
+        a baseline that cannot be read, gates that cannot be read, a record's adaptive repeats design that
+        is out of range, or, without ``--baseline``, records whose own baseline marks are not one comparison
+        (:func:`~pytest_tooleffect.ci.baseline_marks.own_marks`: marks of two baselines, or one that contradicts
+        its record's verdict).
     """
     from pytest_tooleffect.collect.cases import FamilyError, load_family
     from pytest_tooleffect.collect.family import family_dirs
@@ -68,6 +73,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     baseline = None
     if baseline_path:
         from pytest_tooleffect.ci.baseline import Baseline, BaselineError
+        from pytest_tooleffect.ci.baseline_marks import replaced_line
         from pytest_tooleffect.ci.regressions import BaselineContributor
 
         try:
@@ -76,8 +82,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         except BaselineError as exc:
             print(f"tooleffect report: --baseline {exc}", file=sys.stderr)
             return 2
-        baseline.mark(records)
+        # one source of truth: every regression figure and gate is this comparison, whatever marks the records had
+        replaced = baseline.mark(records)
+        if replaced:
+            print(f"tooleffect report: {replaced_line(replaced, Path(baseline_path), baseline.baseline.digest)}",
+                  file=sys.stderr)
         sections.append(baseline)
+    else:  # the records' own marks: used only when they are one comparison (one baseline)
+        from pytest_tooleffect.ci.baseline_marks import own_marks
+
+        said = own_marks(records)
+        if said is not None:
+            print(f"tooleffect report: {said[1]}", file=sys.stderr)
+            if said[0]:
+                return said[0]
     gates = None
     gates_path = getattr(args, "gates", None)
     if gates_path:
@@ -182,7 +200,8 @@ def cmd_html(args: argparse.Namespace) -> int:
         missing, items without a record, or records that do not say what their run selected: the page
         says ``incomplete``) or from a JSON report whose status is not ``complete``; 2 for a source that
         cannot be read or is neither a record log nor a report (a report of another version or with an
-        invalid field: the file and the field named), logs that are not one run, a record's adaptive
+        invalid field: the file and the field named), logs that are not one run, records whose baseline
+        marks are not one comparison (:func:`~pytest_tooleffect.ci.baseline_marks.own_marks`), a record's adaptive
         repeats design out of range, or an ``--out`` that cannot be
         written.
 
@@ -246,6 +265,12 @@ def cmd_html(args: argparse.Namespace) -> int:
     if merged is None:  # not one run: refused as report refuses it
         return 2
     records = merged.records
+    from pytest_tooleffect.ci.baseline_marks import own_marks
+
+    marks = own_marks(records)  # the page lists regressions by the records' marks: one comparison, or refused
+    if marks is not None and marks[0]:
+        print(f"tooleffect html: {source}: {marks[1]}", file=sys.stderr)
+        return marks[0]
     meta = {}
     for directory in family_dirs([cases]) if cases.is_dir() else []:
         try:

@@ -414,6 +414,10 @@ class BaselineMark(_Part):
     """For ``changed``: the baseline's verdict in words (its kind, e.g. ``wrong_reply``); absent otherwise."""
     after: str | None = Field(default=None, exclude_if=lambda v: v is None)
     """For ``changed``: this run's verdict in words (e.g. ``forbidden``); absent otherwise."""
+    against: str | None = Field(default=None, exclude_if=lambda v: v is None)
+    """The baseline the status was judged against: its digest
+    (:attr:`pytest_tooleffect.ci.baseline.Baseline.digest`, 16 hex digits); absent in records written before
+    it was kept.  ``tooleffect report`` reads the marks of a log only when they all name one baseline."""
 
 
 class PerturbationRecord(_Part):
