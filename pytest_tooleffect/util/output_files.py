@@ -13,7 +13,10 @@ controller's writers (the reporter, the gate keeper) and by every ``tooleffect``
   would tear it).  A path ending in a separator (``reports/``) names a folder: it is refused where
   the option is parsed (:func:`~pytest_tooleffect.util.arguments.output_file`), as ``Path`` drops it,
   to a file the run or command reads (case and family files, oracle rules, ``pyproject.toml``, the
-  baseline, …: the caller lists them), or to the file another output names; and when *trying* it
+  baseline, …: the caller lists them), to an existing file the plugin wrote of another kind than the
+  output writes (an output replaces only a file of its own kind: an earlier run's record log named
+  as the page, or a baseline named as anything but a baseline, is refused, ``--force`` or not), or
+  to the file another output names; and when *trying* it
   fails (an existing file opened for append, a probe file created and removed in the nearest
   existing folder), so a read-only file system, a path under a file or a ``/proc``-like folder is
   refused even for root, who passes every permission bit;
