@@ -21,6 +21,7 @@ from pytest_tooleffect.util.own_outputs import (
     BASELINE_WORDS,
     CASE_FILE,
     HTML_PAGE,
+    JUDGE_CALIBRATION,
     JUNIT_XML,
     LABELS,
     RECORD_LOG,
@@ -128,3 +129,19 @@ def test_the_check_names_what_each_output_writes(tmp_path: Path) -> None:
     empty = tmp_path / "empty.json"
     empty.write_text("")
     check_outputs([("--out", empty)], kinds={"--out": REPORT})  # nothing to lose
+
+
+def test_sample_and_calibrate_judge_refuse_a_record_log(pytester: pytest.Pytester, old: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """``sample --force`` replaces a family it did not write, never an earlier run's record log named as
+    its case file; ``calibrate-judge`` refuses before a judge is asked (nothing listens on its endpoint).
+    """
+    repo = Path(__file__).resolve().parent.parent
+    before = old.read_bytes()
+    err = _refused(["sample", str(repo / "examples" / "traces" / "openai-chat.jsonl"), "--out", str(old.parent),
+                    "--name", "old.jsonl", "--force"], capsys)
+    assert f"holds {RECORD_LOG}; --out/--name writes {CASE_FILE}" in err
+    err = _refused(["calibrate-judge", str(repo / "examples" / "judge" / "pairs.jsonl"), "--judge-model", "openai/x",
+                    "--api-base", "http://127.0.0.1:9/v1", "--out", str(old), "--force"], capsys)
+    assert f"holds {RECORD_LOG}; --out writes {JUDGE_CALIBRATION}" in err
+    assert old.read_bytes() == before
