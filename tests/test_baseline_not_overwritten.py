@@ -28,7 +28,7 @@ def test_no_run_output_replaces_a_baseline(pytester: pytest.Pytester, base: Path
     before = base.read_bytes()
     result = pytester.runpytest("cases/", f"{option}=base.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "is a tooleffect baseline" in "\n".join(result.outlines + result.errlines)
+    assert "holds a tooleffect baseline" in "\n".join(result.outlines + result.errlines)
     assert base.read_bytes() == before
 
 
@@ -37,6 +37,6 @@ def test_html_out_refuses_a_baseline_and_baseline_save_still_replaces_one(
     before = base.read_bytes()
     capsys.readouterr()
     assert main(["html", str(pytester.path / "rec.jsonl"), "--out", str(base)]) == 2
-    assert "is a tooleffect baseline" in capsys.readouterr().err and base.read_bytes() == before
+    assert "holds a tooleffect baseline" in capsys.readouterr().err and base.read_bytes() == before
     assert main(["baseline", "save", str(pytester.path / "rec.jsonl"), "--out", str(base), "--force"]) == 0
     assert json.loads(base.read_text())["kind"] == "tooleffect-baseline"

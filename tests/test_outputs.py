@@ -115,14 +115,16 @@ def test_full_disk_for_the_records_is_an_error_outcome_and_the_report_keeps_them
 @pytest.mark.parametrize("option", [OPT_REPORT, OPT_SUMMARY_MD])
 def test_full_disk_for_the_report_is_an_error_outcome_not_written_to(pytester: pytest.Pytester, option: str) -> None:
     write_demo(pytester.path, PASSING)
-    (pytester.path / "out.txt").write_text("## tooleffect\nthe previous one\n")
+    previous = {OPT_REPORT: '{"version": 1, "status": "complete", "the previous one": 1}\n',
+                OPT_SUMMARY_MD: "## tooleffect\nthe previous one\n"}[option]  # each output over its own kind
+    (pytester.path / "out.txt").write_text(previous)
     result = _run_on_a_full_disk(pytester.path, False, f"{option}=out.txt")
     out = result.stdout
     assert "INTERNALERROR" not in out + result.stderr
     assert result.returncode == pytest.ExitCode.TESTS_FAILED, out
     assert f"{option} out.txt: cannot be written (File too large)" in out, out
     assert "written to out.txt" not in out
-    assert (pytester.path / "out.txt").read_text() == "## tooleffect\nthe previous one\n"  # replaced only by a whole new file
+    assert (pytester.path / "out.txt").read_text() == previous  # replaced only by a whole new file
     assert len((pytester.path / "reports" / "tooleffect-records.jsonl").read_text().splitlines()) == 3
 
 

@@ -11,7 +11,7 @@ only the standard library at start-up; what a command needs is imported when it 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 __all__ = ["check_command_outputs", "check_output_folder"]
@@ -23,7 +23,7 @@ PROJECT_CASES = Path("cases")
 def check_command_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tuple[str, Path | None]] = (),
                           cases: Path | None = None, families: bool = True, force: bool | None = None,
                           own: Iterable[Path] = (), family: tuple[str, Path, str] | None = None,
-                          baseline_out: bool = False) -> None:
+                          kinds: Mapping[str, str] | None = None) -> None:
     """Refuse a command's output paths before it writes anything, as a run refuses its own
     (:func:`~pytest_tooleffect.util.output_files.check_outputs`): the one check of every ``--out``.
 
@@ -50,8 +50,9 @@ def check_command_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Ite
             folder holding files ``command`` did not write (its family file does not name it: a
             hand-authored family, another import's) is refused unless ``force``; the files of one
             it wrote before are its own.
-        baseline_out: the command writes a baseline (``baseline save``/``init``): only it may replace an
-            existing baseline.
+        kinds: option → the kind of file it writes (:mod:`~pytest_tooleffect.util.own_outputs`'s words,
+            ``{"--out": HTML_PAGE}``): an output replaces only a file of its own kind, ``--force`` or not
+            (an earlier run's record log given as ``html``'s ``--out`` is refused).
 
     Raises:
         pytest_tooleffect.util.output_files.OutputPathError: a ``ValueError`` naming the option, the
@@ -80,7 +81,7 @@ def check_command_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Ite
                if Path(os.path.realpath(p)) not in mine]
     check_outputs(outputs, [*reads, *family_inputs(sorted(read_dirs))], reader="this command", project=project,
                   force=None if families else force, becomes=collected_as if families else None,
-                  others_kept=families, replace=force if families else None, baseline_out=baseline_out)
+                  others_kept=families, replace=force if families else None, kinds=kinds)
     if refusal is not None:
         raise OutputPathError(refusal)
 

@@ -58,6 +58,7 @@ def cmd_baseline_init(args: argparse.Namespace) -> int:
     """
     from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.options import INI_BASELINE, OPT_BASELINE, OPT_RECORDS
+    from pytest_tooleffect.util.own_outputs import BASELINE_WORDS, RECORD_LOG
 
     out = Path(args.out)
     pytest_args = [a for a in args.pytest_args if a != "--"] if args.pytest_args[:1] == ["--"] else args.pytest_args
@@ -70,10 +71,12 @@ def cmd_baseline_init(args: argparse.Namespace) -> int:
         if pytest_args:
             _say(f"--from {log} takes a run already made: no pytest arguments with it")
             return 2
-        check_command_outputs([("--out", out)], [("the record log", log)], force=args.force, baseline_out=True)
+        check_command_outputs([("--out", out)], [("the record log", log)], force=args.force,
+                              kinds={"--out": BASELINE_WORDS})
     else:
         log = Path(args.records)
-        check_command_outputs([("--out", out), ("--records", log)], force=args.force, baseline_out=True)
+        check_command_outputs([("--out", out), ("--records", log)], force=args.force,
+                              kinds={"--out": BASELINE_WORDS, "--records": RECORD_LOG})
     if out.exists() and not args.force:
         _say(f"--out {out} exists: a baseline was accepted already. Make a new one on purpose with tooleffect "
              f"baseline save LOG --out {out}, or give --force to replace it")

@@ -49,6 +49,7 @@ def import_labels(args: argparse.Namespace) -> int:
     from pytest_tooleffect.commands.case_lines import YAML_SUFFIXES, not_files, read_case_lines
     from pytest_tooleffect.data.labelling import read_labels
     from pytest_tooleffect.util.output_files import write_text
+    from pytest_tooleffect.util.own_outputs import CASE_FILE
 
     if not args.labels:
         print("tooleffect label import: --labels is required (the labelling file to read)", file=sys.stderr)
@@ -61,7 +62,8 @@ def import_labels(args: argparse.Namespace) -> int:
     dest = Path(args.out or target)
     # the case file is written in place unless --out names another file; never over the labels it reads
     check_command_outputs([("--out" if args.out else "the case file", dest)],
-                          [("the labelling file (--labels)", Path(args.labels))], families=False, own=[target])
+                          [("the labelling file (--labels)", Path(args.labels))], families=False, own=[target],
+                          kinds={"--out": CASE_FILE, "the case file": CASE_FILE})
     if dest.suffix.lower() in YAML_SUFFIXES:
         print(f"tooleffect label import: {'--out' if args.out else 'the case file'} {dest}: label import writes a "
               "JSON Lines case file (one case a line), which a .yaml name would make unreadable; give --out a "

@@ -42,6 +42,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
     from pytest_tooleffect.commands import check_command_outputs, check_output_folder
     from pytest_tooleffect.data.sampling import SAMPLE, sample_cases
     from pytest_tooleffect.util.input_files import read_input_text
+    from pytest_tooleffect.util.own_outputs import CASE_FILE, FAMILY_FILES
 
     out = Path(args.out)
     counts = {"--buckets": args.buckets, "--per-bucket": args.per_bucket, **{f"--quota {k}": v
@@ -59,6 +60,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
                           [*(("a trace file", Path(t)) for t in args.traces),
                            ("the tools file (--tools)", Path(args.tools) if args.tools else None)], families=False,
                           force=args.force, own=[out / "family.yaml", out / args.name],
+                          kinds={"--out": FAMILY_FILES, "--out/--name": CASE_FILE},
                           family=("--out", out, SAMPLE) if is_family_dir(out) else None)
     labelled = _labelled_cases(out / args.name)
     if labelled and not args.force:
@@ -192,6 +194,7 @@ def cmd_label(args: argparse.Namespace) -> int:
     from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.commands.reply_set import cmd_reply_agreement
     from pytest_tooleffect.data.labelling import render
+    from pytest_tooleffect.util.own_outputs import LABELS
 
     if args.action == "agreement":
         return cmd_reply_agreement(args)
@@ -200,7 +203,7 @@ def cmd_label(args: argparse.Namespace) -> int:
             print("tooleffect label export: --out is required (the labelling file to write)", file=sys.stderr)
             return 2
         check_command_outputs([("--out", Path(args.out))], [("a case file", Path(p)) for p in args.files],
-                              force=args.force)
+                              force=args.force, kinds={"--out": LABELS})
         rows = []
         for path in args.files:
             for c in read_case_lines(Path(path), ("id", "placement", "messages")):
@@ -254,13 +257,15 @@ def cmd_merge(args: argparse.Namespace) -> int:
         return 2
     final, pending = merge(labellers, adjudicated)
     from pytest_tooleffect.commands import check_command_outputs
+    from pytest_tooleffect.util.own_outputs import LABELS
 
     out = Path(args.out)
     adjudicated_path = Path(args.adjudicated) if args.adjudicated else None
     check_command_outputs([("--out", out), ("the adjudication list", out.with_suffix(".adjudicate.jsonl") if pending
                                             else None)],
                           [*(("a label file", Path(p)) for p in args.labels),
-                           ("the adjudicated labels (--adjudicated)", adjudicated_path)], force=args.force)
+                           ("the adjudicated labels (--adjudicated)", adjudicated_path)], force=args.force,
+                          kinds={"--out": LABELS, "the adjudication list": LABELS})
     with open(args.out, "w", encoding="utf-8") as fh:
         for i, lab in sorted(final.items()):
             fh.write(json.dumps({"id": i, **lab}, ensure_ascii=False, sort_keys=True) + "\n")
@@ -364,8 +369,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.data.labelling import read_labels
     from pytest_tooleffect.scoring.judge import Judge, JudgeError, calibrate
+    from pytest_tooleffect.util.own_outputs import JUDGE_CALIBRATION
 
-    check_command_outputs([("--out", Path(args.out))], [("the pairs file", Path(args.pairs))], force=args.force)
+    check_command_outputs([("--out", Path(args.out))], [("the pairs file", Path(args.pairs))], force=args.force,
+                          kinds={"--out": JUDGE_CALIBRATION})
     try:
         pairs = list(read_labels(Path(args.pairs)).values())
     except ValueError as exc:
@@ -408,12 +415,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
     from pytest_tooleffect.commands import check_command_outputs, check_output_folder
     from pytest_tooleffect.data.authored import GENERATE, generate
+    from pytest_tooleffect.util.own_outputs import FAMILY_FILES
 
     out = Path(args.out)
     check_output_folder("--out", out, "generate writes the family's case file and family.yaml into it")
     check_command_outputs([("--out", out / "family.yaml"), ("--out", out / "cases.jsonl")],
                           [("the spec", Path(args.spec))], families=False, force=args.force,
-                          family=("--out", out, GENERATE))
+                          family=("--out", out, GENERATE), kinds={"--out": FAMILY_FILES})
 
     try:
         counts = generate(Path(args.spec), out)

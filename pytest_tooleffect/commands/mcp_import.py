@@ -34,6 +34,7 @@ def cmd_import_mcp(args: argparse.Namespace) -> int:
     from pytest_tooleffect.data.importers.mcp import IMPORT_MCP, McpImportError, import_mcp, list_catalog
     from pytest_tooleffect.formats import McpSource
     from pytest_tooleffect.util.display import shown
+    from pytest_tooleffect.util.own_outputs import FAMILY_FILES
 
     command = list(args.server_command or [])
     if bool(command) == bool(args.url):
@@ -54,7 +55,7 @@ def cmd_import_mcp(args: argparse.Namespace) -> int:
     out = Path(args.out or Path("cases") / _folder_name(catalog.server.name))
     check_output_folder("--out", out, "the import writes the family into it")
     check_command_outputs([("--out", out / name) for name in ("family.yaml", "tools.json")], [], families=False,
-                          force=bool(args.force), family=("--out", out, IMPORT_MCP))
+                          force=bool(args.force), family=("--out", out, IMPORT_MCP), kinds={"--out": FAMILY_FILES})
     source = McpSource(server=catalog.server, transport="stdio" if command else "streamable-http",
                        command=command or None, url=args.url or None)
     try:

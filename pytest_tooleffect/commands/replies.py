@@ -71,6 +71,7 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
         word_agreement,
     )
     from pytest_tooleffect.util.display import shown
+    from pytest_tooleffect.util.own_outputs import REPLY_CALIBRATION
 
     folder = Path(args.folder)
     reads: list[tuple[str, Path | None]] = [("the reply set", folder)]
@@ -78,7 +79,7 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
         reads += [(f"a file of the reply set {folder}", p) for p in sorted(folder.iterdir()) if p.is_file()]
     if args.labels:
         reads.append(("the reply set's labels", folder / args.labels))
-    check_command_outputs([("--out", Path(args.out))], reads, force=args.force)
+    check_command_outputs([("--out", Path(args.out))], reads, force=args.force, kinds={"--out": REPLY_CALIBRATION})
     if args.cache and Path(args.cache).exists() and not Path(args.cache).is_dir():
         print(shown(f"tooleffect calibrate-replies: --cache {args.cache}: not a folder; give a folder for the "
                     "cached verdicts (made when missing)"), file=sys.stderr)

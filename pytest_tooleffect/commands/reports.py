@@ -219,12 +219,14 @@ def cmd_html(args: argparse.Namespace) -> int:
     from pytest_tooleffect.report.report_file import ReportFileError, report_from_json
     from pytest_tooleffect.util.input_files import empty_pipe, read_input_bytes
     from pytest_tooleffect.util.jsonl import loads
+    from pytest_tooleffect.util.own_outputs import HTML_PAGE
     from pytest_tooleffect.util.redaction import register_environment
 
     register_environment()  # the page embeds the cases' states: the credentials a run would know are cut, as in a run
     source, out = Path(args.source), Path(args.out)
     cases = Path(args.cases)
-    check_command_outputs([("--out", out)], [("the record log or report", source)], cases=cases, force=args.force)
+    check_command_outputs([("--out", out)], [("the record log or report", source)], cases=cases, force=args.force,
+                          kinds={"--out": HTML_PAGE})
     try:
         raw = read_input_bytes(source)
     except OSError as exc:
@@ -350,9 +352,11 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     from pytest_tooleffect.commands.merged_logs import run_lacks
     from pytest_tooleffect.report.record_log import not_a_record_log, read_records
     from pytest_tooleffect.util.output_files import write_text
+    from pytest_tooleffect.util.own_outputs import BASELINE_WORDS
 
     path, out = Path(args.records), Path(args.out)
-    check_command_outputs([("--out", out)], [("the record log", path)], force=args.force, baseline_out=True)
+    check_command_outputs([("--out", out)], [("the record log", path)], force=args.force,
+                          kinds={"--out": BASELINE_WORDS})
     try:
         records = read_records(path)
     except OSError as exc:

@@ -26,13 +26,14 @@ def cmd_import(args: argparse.Namespace) -> int:
         (a hand-authored family, another source's) without ``--force``.
     """
     from pytest_tooleffect.commands import check_command_outputs
+    from pytest_tooleffect.util.own_outputs import FAMILY_FILES
 
     force = bool(getattr(args, "force", False))
 
     def check_family(out: Path, command: str, names: tuple[str, ...], reads: list[tuple[str, Path | None]]) -> None:
         """The one check of an import's family folder and files, before anything is written."""
         check_command_outputs([("--out", out / name) for name in names], reads, families=False, force=force,
-                              family=("--out", out, command))
+                              family=("--out", out, command), kinds={"--out": FAMILY_FILES})
 
     if args.source == "mcp":
         from pytest_tooleffect.commands.mcp_import import cmd_import_mcp

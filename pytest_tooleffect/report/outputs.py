@@ -7,7 +7,8 @@ it reads (the case files, family files and the files they name in every family t
 arguments address and in every output's own folder; ``pyproject.toml`` and pytest's
 configuration file; the baseline, the prices, the judge's calibration, the rate limiter's state),
 with what a new output would be collected as (a case-file name in a family's folder: the next run
-would read the record log or the report as cases), and hands them to
+would read the record log or the report as cases) and the kind of file each output writes (it
+replaces only a file of its own kind), and hands them to
 :func:`~pytest_tooleffect.util.output_files.check_outputs`, the one check every writer uses.  Then it
 locks the record log for the run (:class:`~pytest_tooleffect.util.output_files.OutputLock`): a second
 run on the same log is refused and says which process holds it.
@@ -35,8 +36,16 @@ from pytest_tooleffect.options import (
 )
 from pytest_tooleffect.settings import Settings, settings_key
 from pytest_tooleffect.util.output_files import DISCARD, OutputLock, OutputPathError, check_outputs
+from pytest_tooleffect.util.own_outputs import HTML_PAGE, JUNIT_XML, PYTEST_JSON, RECORD_LOG, REPORT, SUMMARY_MD
 
-__all__ = ["check_run_outputs", "records_lock_key", "release_records_lock", "run_inputs", "run_outputs"]
+__all__ = ["RUN_OUTPUT_KINDS", "check_run_outputs", "records_lock_key", "release_records_lock", "run_inputs",
+           "run_outputs"]
+
+#: option → the kind of file it writes: an output replaces only a file of its own kind (an earlier
+#: run's record log named as the page is refused; the record log the default path names every run
+#: is replaced by the next one)
+RUN_OUTPUT_KINDS = {OPT_RECORDS: RECORD_LOG, OPT_REPORT: REPORT, OPT_SUMMARY_MD: SUMMARY_MD, OPT_HTML: HTML_PAGE,
+                    "--junitxml": JUNIT_XML, "--json-report-file": PYTEST_JSON}
 
 #: the record log's lock, held from configure time to ``pytest_unconfigure``
 records_lock_key = pytest.StashKey[OutputLock]()
@@ -91,13 +100,15 @@ def check_run_outputs(config: pytest.Config) -> None:
     Raises:
         pytest.UsageError: an output is a folder or not a regular file (``/dev/null`` excepted), a
             file the run reads, a new file the next run would collect as a case file (a case-file
-            name in a family's folder), the file of another output, or cannot be written; or the
+            name in a family's folder), an existing file the plugin wrote of another kind than the
+            output (an earlier record log named as the page), the file of another output, or cannot
+            be written; or the
             record log is held by another run (its pid said).
     """
     settings = config.stash[settings_key]
     outputs = run_outputs(config, settings)
     try:
-        check_outputs(outputs, run_inputs(config, settings, outputs), becomes=collected_as)
+        check_outputs(outputs, run_inputs(config, settings, outputs), becomes=collected_as, kinds=RUN_OUTPUT_KINDS)
         if (settings.records is not None and Path(os.path.realpath(settings.records)) != DISCARD
                 and _may_write_records(config)):
             config.stash[records_lock_key] = OutputLock.acquire(OPT_RECORDS, settings.records)

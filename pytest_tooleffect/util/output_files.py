@@ -13,7 +13,10 @@ controller's writers (the reporter, the gate keeper) and by every ``tooleffect``
   would tear it).  A path ending in a separator (``reports/``) names a folder: it is refused where
   the option is parsed (:func:`~pytest_tooleffect.util.arguments.output_file`), as ``Path`` drops it,
   to a file the run or command reads (case and family files, oracle rules, ``pyproject.toml``, the
-  baseline, …: the caller lists them), or to the file another output names; and when *trying* it
+  baseline, …: the caller lists them), to an existing file the plugin wrote of another kind than the
+  output writes (an output replaces only a file of its own kind: an earlier run's record log named
+  as the page, or a baseline named as anything but a baseline, is refused, ``--force`` or not), or
+  to the file another output names; and when *trying* it
   fails (an existing file opened for append, a probe file created and removed in the nearest
   existing folder), so a read-only file system, a path under a file or a ``/proc``-like folder is
   refused even for root, who passes every permission bit;
@@ -31,13 +34,13 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import pytest
 
 from pytest_tooleffect.util.input_files import special_kind
-from pytest_tooleffect.util.own_outputs import BASELINE_WORDS, is_own_output, output_kind
+from pytest_tooleffect.util.own_outputs import BASELINE_WORDS, is_own_output, may_replace, output_kind
 
 __all__ = ["DISCARD", "SOURCE_SUFFIXES", "OutputLock", "OutputPathError", "OutputProblems", "check_outputs",
            "output_problems_key", "shown_path", "write_text"]
@@ -61,7 +64,8 @@ SOURCE_SUFFIXES = frozenset({".py", ".pyi", ".toml", ".cfg", ".ini", ".pth", ".s
 def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tuple[str, Path | None]] = (),
                   reader: str = "this run", *, project: Iterable[tuple[str, Path | None]] = (),
                   force: bool | None = None, becomes: Callable[[Path], str | None] | None = None,
-                  others_kept: bool = True, replace: bool | None = None, baseline_out: bool = False) -> None:
+                  others_kept: bool = True, replace: bool | None = None,
+                  kinds: Mapping[str, str] | None = None) -> None:
     """Refuse every output path that is no place to write, before anything is written.
 
     Args:
@@ -76,9 +80,12 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
             refused unless ``force`` is true.
         force: the user said ``--force`` (replace ``project`` files); ``None``: the caller has no
             ``--force`` (they are always refused, and the message does not offer it).
-        baseline_out: the output written is a baseline (``baseline save``/``init``): only such an output
-            may replace an existing baseline, the file a team commits and gates every run on; any other
-            output on one is refused.
+        kinds: option → the kind of file it writes, in the words of
+            :mod:`~pytest_tooleffect.util.own_outputs` (``{"--out": HTML_PAGE}``).  An output replaces only
+            a file of its own kind: an existing file recognised as another kind the plugin writes (an
+            earlier run's record log named as the page) is refused, ``--force`` or not.  An option not
+            in it writes an unnamed kind: it never replaces a baseline, the file a team commits and
+            gates every run on.
         becomes: what an output would become an input of, in words, or ``None`` (a new file in a
             family's folder named as a case file: ``"a case file of the family in cases/demo"``):
             such an output is refused.
@@ -92,7 +99,8 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
         OutputPathError: an output resolves to a folder or to something else that is not a regular
             file (``/dev/null`` excepted), lies under ``/dev`` or ``/proc``, is the file of the
             process's standard output or error, resolves to a file in ``reads``, to a file in
-            ``project`` (unless ``force``), to an existing file the plugin did not write (unless ``replace``, or
+            ``project`` (unless ``force``), to an existing file the plugin wrote of another kind than the
+            output's (``kinds``), to an existing file the plugin did not write (unless ``replace``, or
             ``others_kept`` is false), to a file ``becomes`` names, to the file of an earlier output, or cannot be
             created or written (a path under a file, a read-only file system).
     """
@@ -134,11 +142,7 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
         if real in written:
             raise OutputPathError(f"{shown}: the same file as {written[real]}; each output needs its own "
                                   "path (one would overwrite the other)")
-        if not baseline_out and real.is_file() and output_kind(real) == BASELINE_WORDS:
-            raise OutputPathError(f"{shown}: is a tooleffect baseline (the file runs and compare are gated on): "
-                                  f"writing {option} there would replace it with another kind of file; give "
-                                  f"{option} a path of its own (only tooleffect baseline save or init replace a "
-                                  "baseline)")
+        _same_kind(option, shown, real, (kinds or {}).get(option))
         would_be = becomes(real) if becomes is not None else None
         if would_be is not None:
             raise OutputPathError(f"{shown}: would be collected as {would_be}: the next run would read the output "
@@ -155,6 +159,21 @@ def check_outputs(outputs: Iterable[tuple[str, Path | None]], reads: Iterable[tu
                                   f"it; {offer}")
         written[real] = option
         _try_writing(option, path)
+
+
+def _same_kind(option: str, shown: str, real: Path, writes: str | None) -> None:
+    """Refuse ``option`` on the existing file ``real`` when it holds another kind of the plugin's files
+    than the kind ``writes`` (``None``: an unnamed kind, which replaces no baseline).
+    """
+    holds = output_kind(real) if real.is_file() else None
+    if holds is None or (writes is not None and may_replace(writes, holds)):
+        return
+    if writes is None and holds != BASELINE_WORDS:
+        return
+    what = f"{option} writes {writes}" if writes is not None else f"{option} writes another kind of file"
+    gated = " (the file runs and compare are gated on)" if holds == BASELINE_WORDS else ""
+    raise OutputPathError(f"{shown}: holds {holds}{gated}; {what}: give {option} another path, or remove it first "
+                          "(an output replaces only a file of its own kind)")
 
 
 def _not_regular(path: Path) -> str | None:

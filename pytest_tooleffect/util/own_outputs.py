@@ -24,6 +24,10 @@ file is recognised by its first bytes (at most :data:`SNIFF_BYTES`), never by it
 
 An empty file holds nothing to lose and is replaced too.
 
+Each kind has its words here (:data:`RECORD_LOG`, :data:`HTML_PAGE`, …): an output says which kind it
+writes, and :func:`may_replace` says whether it may replace a file of the kind found there (its own
+kind only: a page never replaces a record log).
+
 This module imports nothing of the plugin.
 """
 
@@ -33,7 +37,9 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["HTML_MARKER", "LABELS", "SNIFF_BYTES", "is_own_output", "output_kind"]
+__all__ = ["BASELINE_WORDS", "CASE_FILE", "FAMILY_FILES", "HTML_MARKER", "HTML_PAGE", "JUDGE_CALIBRATION",
+           "JUNIT_XML", "LABELS", "PYTEST_JSON", "RECORD_LOG", "REPLY_CALIBRATION", "REPORT", "SNIFF_BYTES",
+           "SUMMARY_MD", "is_own_output", "may_replace", "output_kind"]
 
 #: how much of a file is read to recognise it
 SNIFF_BYTES = 64 * 1024
@@ -58,6 +64,20 @@ _JUNIT = re.compile(r'\s*(?:<\?xml[^>]*\?>\s*)?<testsuites?[\s>]')
 BASELINE_WORDS = "a tooleffect baseline"
 #: what :func:`output_kind` calls a labelling file
 LABELS = "a labelling file"
+#: what :func:`output_kind` calls the other kinds of file the plugin (or pytest beside it) writes
+RECORD_LOG = "a tooleffect record log"
+REPORT = "a tooleffect JSON report"
+HTML_PAGE = "a tooleffect HTML page"
+SUMMARY_MD = "a tooleffect Markdown job summary"
+JUNIT_XML = "a JUnit XML file"
+PYTEST_JSON = "a pytest-json-report file"
+JUDGE_CALIBRATION = "a judge calibration"
+REPLY_CALIBRATION = "a reply calibration"
+#: what ``sample`` and ``label import`` write, and what ``import`` and ``generate`` write into a family's
+#: folder (never found by :func:`output_kind`: a case file whose lines carry labels is found as
+#: :data:`LABELS`, which they may replace)
+CASE_FILE = "a case file"
+FAMILY_FILES = "a family's files"
 
 
 def is_own_output(path: Path) -> bool:
@@ -92,28 +112,36 @@ def output_kind(path: Path) -> str | None:
     return _kind(head) if head else None
 
 
+def may_replace(writes: str, holds: str) -> bool:
+    """Whether an output writing the kind ``writes`` may replace an existing file found to be ``holds``
+    (both words of this module): only a file of its own kind, and a labelling file for a case file
+    or a family's files (they have one shape: lines of ``{"id", "valid_actions", …}``).
+    """
+    return holds == writes or (writes in (CASE_FILE, FAMILY_FILES) and holds == LABELS)
+
+
 def _kind(head: bytes) -> str | None:
     text = head.decode("utf-8", "replace")
     if text.startswith("<!DOCTYPE html>"):
         own = HTML_MARKER in text[:4096] or "<title>tooleffect" in text[:4096]
-        return "a tooleffect HTML page" if own else None
+        return HTML_PAGE if own else None
     if text.startswith("## tooleffect"):
-        return "a tooleffect Markdown job summary"
+        return SUMMARY_MD
     if _JUNIT.match(text):
-        return "a JUnit XML file"
+        return JUNIT_XML
     if text.startswith('{"created": ') and '"exitcode": ' in text:
-        return "a pytest-json-report file"
+        return PYTEST_JSON
     if _BASELINE.match(text):
         return BASELINE_WORDS
     if _REPORT_START.match(text):
-        return "a tooleffect JSON report"
+        return REPORT
     if _CALIBRATION.match(text):
-        return "a judge calibration" if '"kappa": ' in text and '"kappa_ci95": ' in text else None
+        return JUDGE_CALIBRATION if '"kappa": ' in text and '"kappa_ci95": ' in text else None
     if text.startswith('{\n  "kind": "tooleffect-reply-calibration"'):
-        return "a reply calibration"
+        return REPLY_CALIBRATION
     line, newline, _ = text.partition("\n")
     if line.startswith('{"') and all(key in line for key in _RECORD_KEYS):
-        return "a tooleffect record log"
+        return RECORD_LOG
     if not newline:  # a first line longer than what was read: not a labelling file (they are short)
         return None
     try:
