@@ -145,4 +145,5 @@ def test_a_report_from_record_logs_has_the_judge_section_a_run_has(tmp_path: Pat
     assert cli(["report", str(log), "--cases", str(tmp_path), "--json"]) == 0  # one run, whole: complete
     judge = json.loads(capsys.readouterr().out)["judge"]
     assert judge == {"model": "openai/judge", "calibration": "not measured",
-                     "usage": {"calls": 2, "cached": 0, "input_tokens": 10, "output_tokens": 3, "cost_usd": None}}
+                     "usage": {"calls": 2, "cached": 0, "input_tokens": 10, "output_tokens": 3, "cost_usd": None,
+                                       "tokens_unknown": 0}}
