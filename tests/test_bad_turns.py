@@ -11,6 +11,7 @@ litellm's traceback, a model-cache entry that does not validate, and a record a 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -354,8 +355,19 @@ def test_a_models_answer_in_another_role_is_a_provider_error_not_its_reply(pytes
 
 # --- the model cache ---------------------------------------------------------------------------------
 
+def _cost_negative(doc: dict[str, Any]) -> None:
+    doc["cost"]["cost_usd"] = -99.0
+
+
+def _role_user(doc: dict[str, Any]) -> None:
+    doc["emitted"]["role"] = "user"  # the user's turn stored as the model's: a live one is InvalidResponse
+
+
+@pytest.mark.parametrize(("edit", "said"), [
+    (_cost_negative, "cost.cost_usd -99.0: a number of US dollars from 0 to 1,000,000,000*"),
+    (_role_user, "emitted.role is user, not assistant: the answer is not the model's own turn*")])
 def test_a_cache_entry_that_does_not_validate_is_an_error_in_read_mode_and_asked_again_in_readwrite(
-        pytester: pytest.Pytester) -> None:
+        pytester: pytest.Pytester, edit: Callable[[dict[str, Any]], None], said: str) -> None:
     _family(pytester.path, [_case(c, NULL) for c in "ab"])
     with ScriptedServer(lambda body: Reply(text="You're welcome.")) as srv:
         _live(pytester, srv, "--tooleffect-cache=write").assert_outcomes(passed=2)
@@ -364,14 +376,13 @@ def test_a_cache_entry_that_does_not_validate_is_an_error_in_read_mode_and_asked
         assert len(entries) == 2
         for path in entries:
             doc = json.loads(path.read_text(encoding="utf-8"))
-            doc["cost"]["cost_usd"] = -99.0
+            edit(doc)
             path.write_text(json.dumps(doc), encoding="utf-8")
         read = _live(pytester, srv, "--tooleffect-cache=read")
         _clean(read)
         read.assert_outcomes(errors=2)
         assert len(srv.requests) == asked  # read mode asks no model
-        read.stdout.fnmatch_lines_random([f"model cache error (not scored): CacheEntryInvalid: model cache {p}: "
-                                          "cost.cost_usd -99.0: a number of US dollars from 0 to 1,000,000,000*"
+        read.stdout.fnmatch_lines_random([f"model cache error (not scored): CacheEntryInvalid: model cache {p}: {said}"
                                           for p in entries])
         records = _records(pytester.path)
         assert len(records) == 2 and all(r["error"]["type"] == "CacheEntryInvalid" for r in records)
@@ -380,7 +391,7 @@ def test_a_cache_entry_that_does_not_validate_is_an_error_in_read_mode_and_asked
         again.assert_outcomes(passed=2)
         assert len(srv.requests) == asked + 2  # asked again, and said once
         assert again.stdout.str().count("CacheEntryWarning: model cache ") == 1
-        assert all(json.loads(p.read_text(encoding="utf-8"))["cost"]["cost_usd"] != -99.0 for p in entries)
+        assert all(turn_entry_problem(json.loads(p.read_text(encoding="utf-8"))) is None for p in entries)
         _live(pytester, srv, "--tooleffect-cache=read").assert_outcomes(passed=2)  # rewritten: read back
 
 

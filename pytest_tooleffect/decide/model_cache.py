@@ -27,12 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_tooleffect.util.bounds import usage_problem
+from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.exceptions import described
 from pytest_tooleffect.util.redaction import redact_obj
 from pytest_tooleffect.util.unicode import surrogate_problem
 
 __all__ = ["CACHE_ENTRY_INVALID", "CACHE_MISS", "CacheEntryError", "CacheEntryWarning", "CacheMissError", "ModelCache",
-           "turn_entry_problem"]
+           "message_role_problem", "turn_entry_problem"]
 
 #: The error type of an item whose cached turn does not validate under ``--tooleffect-cache read``.
 CACHE_ENTRY_INVALID = "CacheEntryInvalid"
@@ -88,6 +89,16 @@ class CacheEntryWarning(UserWarning):
     """A stored turn that does not validate, under ``--tooleffect-cache readwrite``: asked again."""
 
 
+def message_role_problem(message: Mapping[str, Any], where: str) -> str | None:
+    """Why an answer's message is not the model's own turn (its ``role`` another than ``assistant``:
+    the user's or a tool's turn echoed back), or ``None``; ``where`` names the message in the line.
+    """
+    role = message.get("role")
+    if role in (None, "assistant"):
+        return None
+    return f"{where}.role is {shown(str(role), limit=40)}, not assistant: the answer is not the model's own turn"
+
+
 def turn_entry_problem(doc: Any) -> str | None:
     """What is wrong with a stored model turn, in one line naming the field, or ``None``.
 
@@ -103,6 +114,9 @@ def turn_entry_problem(doc: Any) -> str | None:
     emitted, cost, names = doc.get("emitted"), doc.get("cost"), doc.get("provider_names", {})
     if not isinstance(emitted, dict):
         return "emitted: not a JSON object (the model's message)"
+    wrong_role = message_role_problem(emitted, "emitted")  # checked as a live answer is
+    if wrong_role is not None:
+        return wrong_role
     if not isinstance(cost, dict):
         return "cost: not a JSON object"
     if not isinstance(names, dict) or not all(isinstance(v, str) for v in names.values()):
