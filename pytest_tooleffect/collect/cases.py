@@ -235,10 +235,11 @@ def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | 
 
 def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
     """Validate one raw case (a JSONL line's text, or a parsed mapping)."""
+    parsed = None
     try:
         if isinstance(raw, str):
             try:
-                raw = loads(raw)  # the shared reader: a key given twice is refused, not kept last
+                raw = parsed = loads(raw)  # the shared reader: a key given twice is refused, not kept last
             except RepeatedKey as exc:
                 owner = str(exc.owner) if isinstance(exc.owner, str | int) else f"line {n}"
                 return [CaseProblem(fname, owner, exc.key, f"line {n}: {exc.plain}")]
@@ -250,8 +251,8 @@ def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
                 return [CaseProblem(fname, f"line {n}", "<case>", "a case is a JSON object")]
         if not isinstance(raw, Mapping):
             return [CaseProblem(fname, f"#{n}", "<case>", f"a case is a mapping, got {type(raw).__name__}")]
-        found = find_surrogate(raw)  # a YAML case's tool-call arguments (JSON text) are read for one
-        if found is not None:
+        found = find_surrogate(raw) if parsed is None else None  # a line read by loads was checked there
+        if found is not None:  # a YAML case's tool-call arguments (JSON text) are read for one too
             return [_surrogate(fname, n, found, raw.get("id"))]
         return Case.model_validate(raw)
     except ValidationError as exc:

@@ -115,6 +115,26 @@ def _json_text(text: str, path: str) -> Surrogate | None:
     return Surrogate(path, found.code, found.at, found.key, True, found.field)
 
 
+def _holds_surrogate(value: Any, json_text: frozenset[str]) -> bool:
+    """Whether :func:`find_surrogate` may find one: a string or key holding a surrogate, or JSON text
+    that may decode to one (:func:`may_hold_surrogate`); no path is built.
+    """
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        v, as_json = stack.pop()
+        if isinstance(v, str):
+            if (not v.isascii() and _SURROGATE.search(v) is not None) or (as_json and may_hold_surrogate(v)):
+                return True
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if isinstance(k, str) and not k.isascii() and _SURROGATE.search(k) is not None:
+                    return True
+                stack.append((x, k in json_text))
+        elif isinstance(v, (list, tuple)):
+            stack.extend((x, False) for x in v)
+    return False
+
+
 def find_surrogate(value: Any, path: str = "", json_text: frozenset[str] = JSON_TEXT_KEYS) -> Surrogate | None:
     r"""The first lone surrogate in JSON data (dicts, lists, strings, numbers), keys included, or ``None``.
 
@@ -127,6 +147,8 @@ def find_surrogate(value: Any, path: str = "", json_text: frozenset[str] = JSON_
     Returns:
         The first :class:`Surrogate`, in document order, or ``None``.
     """
+    if not _holds_surrogate(value, json_text):  # the common case, answered without building any path
+        return None
     stack: list[tuple[Any, str, bool]] = [(value, path, False)]
     while stack:
         v, where, as_json = stack.pop()
