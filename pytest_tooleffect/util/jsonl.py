@@ -24,7 +24,8 @@ import jsonlines
 from pytest_tooleffect.util.input_files import open_input
 from pytest_tooleffect.util.unicode import LoneSurrogate, may_hold_surrogate
 
-__all__ = ["LoneSurrogate", "RepeatedKey", "bare_cr_hint", "json_lines", "loads", "read_objects"]
+__all__ = ["UNIQUE_KEYS", "LoneSurrogate", "RepeatedKey", "bare_cr_hint", "json_lines", "loads", "loads_unique",
+           "read_objects"]
 
 _RS = b"\x1e"
 
@@ -63,6 +64,21 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 # built once: json.loads with any keyword builds a decoder per call (slower than this one)
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique)
+#: the reader of what a model or an agent wrote (a tool call's ``arguments`` JSON text, a call in the
+#: text channel): ``json``'s own, but refusing an object that gives a key twice (:class:`RepeatedKey`)
+UNIQUE_KEYS = json.JSONDecoder(object_pairs_hook=_unique)
+
+
+def loads_unique(text: str) -> Any:
+    """``json.loads`` refusing an object that gives a key twice, and nothing else ``json`` reads
+    (the reader of a tool call's ``arguments`` JSON text, whose other faults the oracle scores).
+
+    Raises:
+        RepeatedKey: an object gives a key twice (its ``key`` names it).
+        ValueError: not JSON (``json.JSONDecodeError``), or an integer past Python's digit limit.
+        RecursionError: nested deeper than the interpreter's recursion limit.
+    """
+    return UNIQUE_KEYS.decode(text)
 
 
 def loads(text: str | bytes | bytearray) -> Any:
