@@ -59,7 +59,7 @@ from typing import Any, Literal
 from pytest_tooleffect.oracle.claim_values import HeldValues, stated_counts, stated_values
 from pytest_tooleffect.oracle.reply import ASKING_FOLDED
 from pytest_tooleffect.oracle.sentences import Folded, is_question, normal_text, sentences
-from pytest_tooleffect.util.jsonl import loads_unique
+from pytest_tooleffect.util.json_keys import loads_unique
 
 __all__ = ["Claim", "Phantom", "ToolCall", "conversation_calls", "find_claims", "find_phantom", "turn_phantom"]
 

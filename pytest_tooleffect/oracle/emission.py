@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from pytest_tooleffect.oracle.names import name_map
 from pytest_tooleffect.oracle.textscan import JsonScan, Markers
 from pytest_tooleffect.oracle.values import is_mapping
-from pytest_tooleffect.util.jsonl import RepeatedKey, loads_unique
+from pytest_tooleffect.util.json_keys import RepeatedKey, loads_unique
 
 __all__ = ["Call", "Emission", "parse_emission", "tool_aliases"]
 

@@ -22,7 +22,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_tooleffect.util.jsonl import UNIQUE_KEYS, RepeatedKey
+from pytest_tooleffect.util.json_keys import UNIQUE_KEYS, RepeatedKey
 
 __all__ = ["WORK_BASE", "WORK_PER_CHAR", "JsonScan", "Markers"]
 
