@@ -351,10 +351,12 @@ def test_a_backward_import_between_folders_is_found(tmp_path: Path) -> None:
 
 
 def test_the_oracle_imports_only_itself_and_the_formats() -> None:
-    """The oracle is the pure core: it imports only its own modules and the case formats."""
+    """The oracle is the pure core: it imports only its own modules, the case formats and the pure
+    helpers it shares with the input readers (redaction, the JSON reader refusing a key twice)."""
     graph = import_graph(_installed_package_dir())
     oracle = f"{PACKAGE}.oracle"
     reach = {m: sorted(d for d in deps if not (d == oracle or d.startswith(oracle + ".")
-                                               or d in (f"{PACKAGE}.formats", f"{PACKAGE}.util.redaction", PACKAGE)))
+                                               or d in (f"{PACKAGE}.formats", f"{PACKAGE}.util.redaction",
+                                                         f"{PACKAGE}.util.json_keys", PACKAGE)))
              for m, deps in graph.items() if m == oracle or m.startswith(oracle + ".")}
     assert {m: d for m, d in reach.items() if d} == {}

@@ -139,6 +139,9 @@ def cmd_calibrate_replies(args: argparse.Namespace) -> int:
         print(f"  answers that could not be read (left out): {len(agreement['errors'])}")
         unknown = f"; tokens unknown for {usage.tokens_unknown} calls (no usage reported), not added" \
             if usage.tokens_unknown else ""
+        for what, k in (("input", usage.input_tokens_unknown), ("output", usage.output_tokens_unknown)):
+            if k > usage.tokens_unknown:  # calls that reported a usage without that count
+                unknown += f"; {what} tokens unknown for {k - usage.tokens_unknown} more calls, not added"
         print(f"  spent: {usage.calls} calls ({usage.cached} cached), {usage.input_tokens} input and "
               f"{usage.output_tokens} output tokens{unknown}, {cost}")
     result["measured_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

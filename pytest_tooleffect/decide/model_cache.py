@@ -29,6 +29,7 @@ from typing import Any
 from pytest_tooleffect.util.bounds import usage_problem
 from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.exceptions import described
+from pytest_tooleffect.util.jsonl import loads  # a key given twice (in a call's arguments too) is refused
 from pytest_tooleffect.util.redaction import redact_obj
 from pytest_tooleffect.util.unicode import surrogate_problem
 
@@ -171,7 +172,7 @@ class ModelCache:
         if not self.read or not path.is_file():
             return None
         try:
-            doc: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            doc: dict[str, Any] = loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
         return doc
@@ -200,7 +201,7 @@ class ModelCache:
                 raise CacheMissError(path, case_id)
             return None
         try:
-            doc: Any = json.loads(path.read_text(encoding="utf-8"))
+            doc: Any = loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             problem: str | None = f"not a JSON file ({described(exc, 200)})"
         else:

@@ -444,8 +444,9 @@ async def _complete(pool: TurnPool, kwargs: dict[str, Any], model: str, timeout_
             continue
         spent += time.perf_counter() - t0
         if limit is not None and slot is not None:
-            used = (answer["tokens"]["input_tokens"] or 0) + (answer["tokens"]["output_tokens"] or 0)
-            await _settle(limit, slot, used or None)
+            tin, tout = answer["tokens"]["input_tokens"], answer["tokens"]["output_tokens"]
+            # a count the provider did not report: the estimate stays (half a usage would understate it)
+            await _settle(limit, slot, None if tin is None or tout is None else (tin + tout) or None)
         return answer, spent, waited
     raise AssertionError("unreachable")  # pragma: no cover
 

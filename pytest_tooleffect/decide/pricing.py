@@ -48,7 +48,8 @@ def price_answer(litellm: Any, model: str, response: Any, prices: Mapping[str, P
 
     Returns:
         ``(cost_usd, priced_by)``: ``priced_by`` is ``litellm`` or ``user``; ``(None, None)``
-        when the provider reported no usage, nobody prices the model, or the price comes to more
+        when the provider reported no usage, or not a count the price needs (litellm's price needs
+        both; the user's a count whose price per token is not 0), nobody prices the model, or the price comes to more
         than :data:`~pytest_tooleffect.util.bounds.MAX_COST_USD` (a usage no answer has: unknown, so no
         sum of costs overflows).
     """
@@ -63,9 +64,12 @@ def price_answer(litellm: Any, model: str, response: Any, prices: Mapping[str, P
 
 def _priced(litellm: Any, model: str, response: Any, prices: Mapping[str, Price],
             usage: Mapping[str, int | None]) -> tuple[float | None, str | None]:
-    if usage.get("input_tokens") is None:
+    tin, tout = usage.get("input_tokens"), usage.get("output_tokens")
+    if tin is None and tout is None:
         return None, None
     if _priced_by_litellm(litellm, model):
+        if tin is None or tout is None:  # litellm would price the unknown count as 0: the cost is unknown
+            return None, None
         # litellm priced the answer already: pricing it again cost a second pass over the response per decision
         priced = litellm_response_cost(response)
         if priced is not None:
@@ -76,7 +80,8 @@ def _priced(litellm: Any, model: str, response: Any, prices: Mapping[str, Price]
             pass
     price = prices.get(model) or prices.get(model.split("/", 1)[-1])
     if price is not None:
-        cost = ((usage["input_tokens"] or 0) * price.input_per_mtok
-                + (usage["output_tokens"] or 0) * price.output_per_mtok) / 1e6
+        if (tin is None and price.input_per_mtok) or (tout is None and price.output_per_mtok):
+            return None, None  # a count the price needs is unknown: so is the cost, never a part of it
+        cost = ((tin or 0) * price.input_per_mtok + (tout or 0) * price.output_per_mtok) / 1e6
         return cost, "user"
     return None, None

@@ -9,8 +9,11 @@ completion_tokens=0)``.  litellm keeps the body it received, though, and hands i
 of Local Debugging: called with the call's details, ``original_response`` among them, once the
 provider answered).  :class:`RawAnswer` is such a function; :func:`usage_reported` reads the body.
 
-A usage the provider did not report is unknown (``None``), never 0: a report adds known counts and
-says how many decisions had none (``docs/models.md``, Provider faults).
+A usage the provider did not report is unknown (``None``), never 0, and so is each count of it on
+its own (:func:`reported_counts`): a usage that gives the input tokens and no output tokens (or
+``null``, or a total alone) leaves the missing count unknown, as litellm's zero for it would not
+say.  A report adds the known counts and says how many decisions had none, per direction
+(``docs/models.md``, Provider faults).
 """
 
 from __future__ import annotations
@@ -19,14 +22,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["RawAnswer", "agent_usage", "usage_reported"]
+__all__ = ["RawAnswer", "agent_usage", "known_count", "reported_counts", "usage_reported"]
 
 #: per wire format, a key that tells the body apart, and the key of its usage
-_USAGE_KEYS: tuple[tuple[str, str], ...] = (
-    ("choices", "usage"),  # OpenAI chat completions and the servers that speak it (vLLM, llama.cpp, …)
-    ("candidates", "usageMetadata"),  # Gemini generateContent
-    ("stop_reason", "usage"),  # Anthropic messages
-    ("output", "usage"),  # OpenAI Responses
+#: and the keys of its input and output token counts in that usage
+_USAGE_KEYS: tuple[tuple[str, str, str, str], ...] = (
+    # OpenAI chat completions and the servers that speak it (vLLM, llama.cpp, …)
+    ("choices", "usage", "prompt_tokens", "completion_tokens"),
+    ("candidates", "usageMetadata", "promptTokenCount", "candidatesTokenCount"),  # Gemini generateContent
+    ("stop_reason", "usage", "input_tokens", "output_tokens"),  # Anthropic messages
+    ("output", "usage", "input_tokens", "output_tokens"),  # OpenAI Responses
 )
 
 
@@ -59,30 +64,79 @@ def usage_reported(body: Any) -> bool | None:
         usage is absent, ``null`` or empty; ``None``: it cannot be told (no body, not JSON, another
         shape): litellm's usage is then taken as it is.
     """
-    if isinstance(body, (str, bytes)):
-        try:
-            body = json.loads(body)
-        except ValueError:
-            return None
+    body = _decoded(body)
     if not isinstance(body, Mapping):
         return None
-    for marker, key in _USAGE_KEYS:
+    for marker, key, _, _ in _USAGE_KEYS:
         if marker in body:
             usage = body.get(key)
             return isinstance(usage, Mapping) and bool(usage)
     return None
 
 
+def reported_counts(body: Any) -> tuple[bool, bool] | None:
+    """Which counts of tokens the provider's body reports, each on its own.
+
+    Args:
+        body: the body as litellm logged it (:attr:`RawAnswer.body`): a JSON text, or an object.
+
+    Returns:
+        ``(input known, output known)`` for a body of a known wire format: a count is known when the
+        usage gives it as a number (0 included: the provider said so); absent, ``null`` or another
+        type is unknown, and so are both when only a total is given (``total_tokens``,
+        ``totalTokenCount``: it does not say how it splits).  The counts are OpenAI chat's
+        ``prompt_tokens`` / ``completion_tokens``, Gemini's ``promptTokenCount`` /
+        ``candidatesTokenCount``, Anthropic's and OpenAI Responses' ``input_tokens`` /
+        ``output_tokens``.  ``None``: it cannot be told (no body, not JSON, another shape).
+    """
+    body = _decoded(body)
+    if not isinstance(body, Mapping):
+        return None
+    for marker, key, tin, tout in _USAGE_KEYS:
+        if marker in body:
+            usage = body.get(key)
+            if not isinstance(usage, Mapping):
+                return False, False
+            return known_count(usage.get(tin)), known_count(usage.get(tout))
+    return None
+
+
+def known_count(value: Any) -> bool:
+    """Whether a usage field holds a count at all: a number (``bool`` is not one); whether it is a
+    sound count is :func:`~pytest_tooleffect.util.bounds.usage_problem`'s to say.
+    """
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _decoded(body: Any) -> Any:
+    """The body as an object (``None`` for a text that is not JSON)."""
+    if isinstance(body, (str, bytes)):
+        try:
+            return json.loads(body)
+        except ValueError:
+            return None
+    return body
+
+
 def agent_usage(usage: Any) -> tuple[Any, Any]:
     """The input and output tokens of a usage object an agent's return value carries (a litellm
-    ``ModelResponse``'s ``usage``, an OpenAI SDK's ``CompletionUsage``): ``prompt_tokens`` and
-    ``completion_tokens``, ``(None, None)`` when both are 0.
+    ``ModelResponse``'s ``usage``, an OpenAI SDK's ``CompletionUsage``, a plain mapping):
+    ``prompt_tokens`` and ``completion_tokens``, each ``None`` when it is not known.
 
-    An agent's return value holds no body to read, and litellm writes ``Usage(0, 0)`` where the
-    provider sent no usage; no request is sent with 0 tokens of input, so 0 in and 0 out is read as
-    "not reported", never as a decision that cost nothing.
+    An agent's return value holds no body to read, and litellm writes 0 for every count the
+    provider left out (``Usage(0, 0)`` where it sent no usage at all).  So a count is unknown when it
+    is absent or ``null``; an input count of 0 is unknown too (no request is sent with 0 tokens of
+    input); and an output count of 0 is unknown when the total says otherwise (``total_tokens``
+    given and not the input: the provider gave the total, not that 0) or when the input is unknown
+    as well (litellm's zeros, not a decision that cost nothing).  Any other value is left for
+    :func:`~pytest_tooleffect.util.bounds.usage_problem` to refuse.
     """
-    pin, pout = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
-    if pin == 0 and pout == 0 and not isinstance(pin, bool) and not isinstance(pout, bool):
-        return None, None
+    def field(key: str) -> Any:
+        return usage.get(key) if isinstance(usage, Mapping) else getattr(usage, key, None)
+
+    pin, pout, total = (field(k) for k in ("prompt_tokens", "completion_tokens", "total_tokens"))
+    if known_count(pin) and pin == 0:
+        pin = None
+    if known_count(pout) and pout == 0 and (pin is None or (known_count(total) and total != pin)):
+        pout = None
     return pin, pout

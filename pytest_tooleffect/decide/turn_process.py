@@ -49,7 +49,7 @@ from pytest_tooleffect.decide.provider_errors import (
     provider_error,
     retry_after_s,
 )
-from pytest_tooleffect.decide.reported_usage import RawAnswer, usage_reported
+from pytest_tooleffect.decide.reported_usage import RawAnswer, reported_counts
 from pytest_tooleffect.formats import Price
 from pytest_tooleffect.util.bounds import usage_problem
 from pytest_tooleffect.util.exceptions import described
@@ -135,9 +135,10 @@ async def answer_once(litellm: Any, kwargs: Mapping[str, Any], timeout_s: float,
 
     Returns:
         ``{"data": the response as JSON (litellm's ``model_dump``), "tokens": {"input_tokens",
-        "output_tokens"} (``None`` each when the provider reports no usage: told from the body it
-        sent, :mod:`.reported_usage`, since litellm fills an absent usage with zeros), "cost_usd"
-        (US dollars, or ``None``: so too when the tokens are unknown), "priced_by"}``.
+        "output_tokens"} (``None`` each when the provider did not report it as a number: told from
+        the body it sent, :func:`~.reported_usage.reported_counts`, since litellm fills an absent
+        usage or count with 0), "cost_usd" (US dollars, or ``None``: so too when a count its price
+        needs is unknown), "priced_by"}``.
 
     Raises:
         ProviderError: the request failed (its ``retry_after`` set from the provider's
@@ -168,8 +169,11 @@ async def answer_once(litellm: Any, kwargs: Mapping[str, Any], timeout_s: float,
         raise ProviderError("InvalidResponse", f"the response has no JSON form: {described(exc)}") from exc
     usage = data.get("usage") or {}
     tokens = {"input_tokens": usage.get("prompt_tokens"), "output_tokens": usage.get("completion_tokens")}
-    if not usage or usage_reported(raw.body) is False:  # a provider that reports no usage: unknown, not zero
+    known = reported_counts(raw.body)  # litellm writes 0 for a count the provider left out: the body tells
+    if not usage or known == (False, False):  # a provider that reports no usage: unknown, not zero
         tokens = {"input_tokens": None, "output_tokens": None}
+    elif known is not None:  # each count on its own: one left out (or null) is unknown, not zero
+        tokens = {k: v if said else None for (k, v), said in zip(tokens.items(), known)}
     problem = usage_problem(tokens["input_tokens"], tokens["output_tokens"], None)
     if problem is None:
         cost_usd, priced_by = price_answer(litellm, model, response, prices, tokens)

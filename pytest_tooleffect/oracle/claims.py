@@ -60,6 +60,7 @@ from typing import Any, Literal
 from pytest_tooleffect.oracle.claim_values import HeldValues, stated_counts, stated_values
 from pytest_tooleffect.oracle.reply import ASKING_FOLDED
 from pytest_tooleffect.oracle.sentences import Folded, dropped_markup, is_question, normal_text, sentences
+from pytest_tooleffect.util.json_keys import loads_unique
 
 __all__ = ["Claim", "Phantom", "ToolCall", "conversation_calls", "find_claims", "find_phantom", "turn_phantom"]
 
@@ -492,7 +493,7 @@ def conversation_calls(messages: Sequence[Mapping[str, Any]],
             args: Any = fn.get("arguments", {})
             if isinstance(args, str):
                 try:
-                    args = json.loads(args)
+                    args = loads_unique(args)  # a key given twice: read as no arguments, as text that is not JSON
                 except ValueError:
                     args = {"_raw": args}
             entry = {"name": str(fn.get("name", "")), "arguments": args if isinstance(args, Mapping) else {},

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 from pytest_tooleffect.oracle.names import name_map
 from pytest_tooleffect.oracle.textscan import JsonScan, Markers
 from pytest_tooleffect.oracle.values import is_mapping
+from pytest_tooleffect.util.json_keys import RepeatedKey, loads_unique
 
 __all__ = ["Call", "Emission", "parse_emission", "tool_aliases"]
 
@@ -111,7 +112,11 @@ class _Builder:
             return
         if isinstance(arguments, str):
             try:
-                arguments = json.loads(arguments)
+                arguments = loads_unique(arguments)  # a key given twice is a malformed call, never the last kept
+            except RepeatedKey as exc:
+                self.attempt(name, f"arguments of {name} hold the key {exc.key!r} twice: JSON keeps only one of "
+                                   "them without a word", arguments)
+                return
             except json.JSONDecodeError as exc:
                 self.attempt(name, f"arguments of {name} are not valid JSON: {exc.msg}", arguments)
                 return
@@ -169,6 +174,8 @@ _CLOSE_BRACE = re.compile(r"\}")
 _CUT = "text channel cut"
 #: a call whose JSON may be whole but goes past what the JSON reader reads (too deep, a number too long)
 _UNREADABLE = "JSON call past the JSON reader's limits"
+#: a call whose JSON gives a key twice (its arguments' or its own): JSON keeps one of them without a word
+_TWICE = "JSON call holding the key"
 
 
 class _Found(NamedTuple):
@@ -365,7 +372,10 @@ def _scan_text_channel(text: str, offered: Collection[str], has_calls: bool,
         form = markers.form_at(brace)
         where = {"JSON call": "", "fenced JSON call": " in a fence"}.get(form, f" in {form}")
         limit = scan.limits.get(brace)  # whole, maybe, but past what the reader reads: that limit, not "unterminated"
-        found.append(_Found(brace, m.end(), lookup[written], f"unterminated JSON call{where}" if limit is None
+        twice = scan.repeated.get(brace)  # whole, but giving a key twice: JSON keeps one of them without a word
+        found.append(_Found(brace, m.end(), lookup[written],
+                            f"{_TWICE} {twice!r} twice{where}" if twice is not None
+                            else f"unterminated JSON call{where}" if limit is None
                             else f"{_UNREADABLE}{where}: {limit}"))
         covered.add(brace, len(text))
         break  # every later name field is inside this call
@@ -387,7 +397,7 @@ def _scan_text_channel(text: str, offered: Collection[str], has_calls: bool,
     found.sort(key=lambda f: f.start)
     if has_calls:
         found = [f for f in found if f.form not in ("JSON call", "fenced JSON call")
-                 and not f.form.startswith(("unterminated JSON call", _UNREADABLE))]
+                 and not f.form.startswith(("unterminated JSON call", _UNREADABLE, _TWICE))]
     ends = [f.start for f in found[1:]] + [len(text)]
     out, left = [], _raw_bound(text)
     for f, end in zip(found, ends):

@@ -22,6 +22,8 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any
 
+from pytest_tooleffect.util.json_keys import UNIQUE_KEYS, RepeatedKey
+
 __all__ = ["WORK_BASE", "WORK_PER_CHAR", "JsonScan", "Markers"]
 
 #: the characters a reply's JSON reads may cover in all: this many per character of the text …
@@ -29,7 +31,7 @@ WORK_PER_CHAR = 32
 #: … plus this many (a real reply reads each character a few times: once per JSON value around it)
 WORK_BASE = 1 << 20
 
-_JSON = json.JSONDecoder()
+_JSON = UNIQUE_KEYS  # json's reader, refusing an object that gives a key twice (never the last kept)
 _WS = " \t\n\r"
 # a position where a JSON value may start: a { followed by a key or }, a [ followed by a value or ]
 # (an object among them followed by a key or }); anything else fails on its next character or the
@@ -123,6 +125,8 @@ class JsonScan:
         cut_at: the position where reading stopped at the bound, else ``None``.
         limits: position → why the value there could not be read although it may be whole JSON:
             nested deeper than the reader follows, or a number longer than Python converts.
+        repeated: position → the key an object in the value there gives twice (JSON keeps one of
+            them without a word: not read as a call, but as a malformed one).
     """
 
     def __init__(self, text: str) -> None:
@@ -134,6 +138,7 @@ class JsonScan:
         self.cut_at: int | None = None
         self._memo: dict[int, tuple[Any, int] | None] = {}
         self.limits: dict[int, str] = {}
+        self.repeated: dict[int, str] = {}
 
     def next_value(self, pos: int) -> tuple[int, Any, int] | None:
         """The next position from ``pos`` on where a JSON value reads.
@@ -206,6 +211,10 @@ class JsonScan:
         except json.JSONDecodeError as exc:
             got = None
             self.work += exc.pos - start + 1
+        except RepeatedKey as exc:
+            got = None
+            self.work += len(self.text) - start  # how far it read is not said
+            self.repeated[start] = exc.key
         except (ValueError, RecursionError) as exc:  # too deep, or a number past Python's digit limit
             got = None
             self.work += len(self.text) - start  # how far it read is not said

@@ -30,8 +30,9 @@ from pytest_tooleffect.collect.cases import case_label_hash, load_case_file
 from pytest_tooleffect.collect.family import FamilyError, is_case_file, load_family
 from pytest_tooleffect.collect.family import family_dirs as find_family_dirs
 from pytest_tooleffect.formats import Policy
-from pytest_tooleffect.report.model import CLASSES, Block, Report
+from pytest_tooleffect.report.model import CLASSES, Block, CostSummary, Report
 from pytest_tooleffect.report.robustness_svg import curve_geometry
+from pytest_tooleffect.report.terminal import cost_tokens
 from pytest_tooleffect.scoring.record import Record
 from pytest_tooleffect.util.display import PAGE_LIMIT, json_shown_as_is, shown, shown_obj
 from pytest_tooleffect.util.redaction import json_may_hold_secret, redact, redact_obj
@@ -250,6 +251,11 @@ def _asset(name: str) -> str:
     return resources.files(__package__).joinpath("assets", name).read_text(encoding="utf-8")
 
 
+def _cost_tokens(cost: Mapping[str, Any] | CostSummary, n: int) -> str:
+    """A block's tokens as the terminal's cost line says them (:func:`~.terminal.cost_tokens`)."""
+    return cost_tokens(cost if isinstance(cost, CostSummary) else CostSummary.model_validate(cost), n)
+
+
 def _bar(ci: Sequence[float] | None, pct: float | None) -> dict[str, float] | None:
     """An interval bar's geometry on a 0–100 axis."""
     if ci is None or pct is None:
@@ -281,7 +287,8 @@ def render_html(report: Report, records: Sequence[Mapping[str, Any] | Record] = 
     rows = page["records"]
     env = jinja2.Environment(loader=jinja2.PackageLoader(__package__, "templates"),
                              autoescape=jinja2.select_autoescape(default=True), trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(bar=_bar, classes=CLASSES, small_n=SMALL_CLASS_N, cap=LIST_CAP, curve=curve_geometry)
+    env.globals.update(bar=_bar, cost_tokens=_cost_tokens, classes=CLASSES, small_n=SMALL_CLASS_N, cap=LIST_CAP,
+                       curve=curve_geometry)
     disagreements = _disagreements(rows)
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
     drawn = set(Report.model_fields)

@@ -445,7 +445,15 @@ class JudgeContributor:
             input_tokens=sum(j.input_tokens or 0 for j in spent),
             output_tokens=sum(j.output_tokens or 0 for j in spent),
             cost_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
-            tokens_unknown=sum(j.tokens_unknown or 0 for j in spent)))
+            tokens_unknown=sum(j.tokens_unknown or 0 for j in spent),
+            # a record written before the counts were kept per direction: its calls with no usage
+            input_tokens_unknown=sum(_or(j.input_tokens_unknown, j.tokens_unknown) for j in spent),
+            output_tokens_unknown=sum(_or(j.output_tokens_unknown, j.tokens_unknown) for j in spent)))
+
+
+def _or(count: int | None, fallback: int | None) -> int:
+    """``count``, else ``fallback``, else 0."""
+    return count if count is not None else fallback or 0
 
 
 def judge_line(report: Report) -> str | None:
@@ -462,9 +470,14 @@ def judge_line(report: Report) -> str | None:
     u = judge.usage
     money = "money unknown" if u.cost_usd is None else f"${u.cost_usd:.6f}"
     tokens = f"{u.input_tokens} in / {u.output_tokens} out tokens"
-    if u.tokens_unknown:  # calls whose provider reported no usage: not added as 0
-        tokens = (f"tokens unknown for all {u.tokens_unknown} calls (no usage reported)" if u.tokens_unknown == u.calls
-                  else f"{tokens} (tokens unknown for {u.tokens_unknown} of {u.calls} calls: not added)")
+    tin, tout = max(u.input_tokens_unknown, u.tokens_unknown), max(u.output_tokens_unknown, u.tokens_unknown)
+    if u.tokens_unknown and u.tokens_unknown == u.calls:  # calls whose provider reported no usage: not added as 0
+        tokens = f"tokens unknown for all {u.tokens_unknown} calls (no usage reported)"
+    elif tin == tout and tin:
+        tokens = f"{tokens} (tokens unknown for {tin} of {u.calls} calls: not added)"
+    elif tin or tout:  # a count the provider left out: not added as 0, per direction
+        parts = [f"{what} tokens unknown for {k} of {u.calls}" for what, k in (("input", tin), ("output", tout)) if k]
+        tokens = f"{tokens} ({parts[0]} calls{''.join(', ' + p for p in parts[1:])}: not added)"
     return (f"judge {judge.model}: last measured agreement {measured}; {u.calls} calls, "
             f"{u.cached} cached, {tokens}, {money} (apart from the agent's cost)")
 

@@ -134,6 +134,10 @@ class JudgeUsage(Part):
     """US dollars; ``null`` when any call is unpriced (or reported no usage)."""
     tokens_unknown: Number = 0
     """Judge calls whose provider reported no usage: their tokens are not in the counts."""
+    input_tokens_unknown: Number = 0
+    """Judge calls with no prompt token count (no usage included): not in ``input_tokens``."""
+    output_tokens_unknown: Number = 0
+    """Judge calls with no completion token count (no usage included): not in ``output_tokens``."""
 
 
 class JudgeSection(Part):

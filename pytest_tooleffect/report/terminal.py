@@ -356,17 +356,24 @@ def _render_comparison(console: Any, comp: Comparison) -> None:
 
 def cost_tokens(cost: CostSummary, n: int) -> str:
     """The tokens of a block's cost line: the known counts added, and how many of its ``n`` scored
-    decisions had none (a provider or agent that reported no usage), never counted as 0.
+    decisions had none (a provider or agent that reported no usage, or not that count), per
+    direction when they differ; never counted as 0.
 
     Returns:
         ``100 in / 20 out tokens``, ``100 in / 20 out tokens (tokens unknown for 1 of 3 decisions: not
-        added)`` or ``tokens unknown for all 3 decisions (no usage reported)``.
+        added)``, ``50 in / unknown out tokens (output tokens unknown for 5 of 5 decisions: not
+        added)``, ``100 in / 20 out tokens (input tokens unknown for 1 of 3 decisions, output tokens
+        unknown for 2 of 3: not added)`` or ``tokens unknown for all 3 decisions (no usage
+        reported)``.
     """
-    unknown = max(cost.input_tokens_unknown, cost.output_tokens_unknown)
     if cost.input_tokens is None and cost.output_tokens is None:
         return f"tokens unknown for all {n} decisions (no usage reported)"
     said = f"{_n(cost.input_tokens)} in / {_n(cost.output_tokens)} out tokens"
-    return said + (f" (tokens unknown for {unknown} of {n} decisions: not added)" if unknown else "")
+    tin, tout = cost.input_tokens_unknown, cost.output_tokens_unknown
+    if tin == tout:
+        return said + (f" (tokens unknown for {tin} of {n} decisions: not added)" if tin else "")
+    parts = [f"{what} tokens unknown for {k} of {n}" for what, k in (("input", tin), ("output", tout)) if k]
+    return f"{said} ({parts[0]} decisions{''.join(', ' + p for p in parts[1:])}: not added)"
 
 
 def _n(x: Any) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_tooleffect.decide.reported_usage import RawAnswer, usage_reported
+from pytest_tooleffect.decide.reported_usage import RawAnswer, reported_counts
 
 __all__ = ["Z_975", "Judge", "JudgeUsage", "calibrate", "cohens_kappa"]
 
@@ -51,8 +51,9 @@ SCHEMA = {
 @dataclass
 class JudgeUsage:
     """What the judge spent: calls, cache hits, tokens (of the calls whose provider reported them),
-    the calls whose provider reported no usage, and money (``None`` = unknown: a price unknown, or a
-    call with no usage).
+    the calls whose provider reported no usage (``tokens_unknown``) or not the input or the output
+    count (``input_tokens_unknown``, ``output_tokens_unknown``, each counting those too), and money
+    (``None`` = unknown: a price unknown, or a call without both counts).
     """
 
     calls: int = 0
@@ -61,6 +62,8 @@ class JudgeUsage:
     output_tokens: int = 0
     cost_usd: float | None = 0.0
     tokens_unknown: int = 0
+    input_tokens_unknown: int = 0
+    output_tokens_unknown: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-dict form for records and the report."""
@@ -156,17 +159,20 @@ class Judge:
         except Exception as exc:
             raise JudgeError(redact(f"judge {self.model}: {described(exc, 300)}")) from exc
         usage = getattr(response, "usage", None)
-        unknown = usage is None or usage_reported(raw.body) is False  # no usage reported: unknown, never 0
+        known = (False, False) if usage is None else reported_counts(raw.body) or (True, True)
+        unknown = not any(known)  # no usage reported: unknown, never 0; each count on its own too
         try:
-            cost: float | None = None if unknown else float(litellm.completion_cost(completion_response=response,
+            cost: float | None = None if not all(known) else float(litellm.completion_cost(completion_response=response,
                                                                                     model=self.model))
         except Exception:  # a model the cost map does not know: unknown, never zero
             cost = None
         with self._lock:
             self.usage.calls += 1
             self.usage.tokens_unknown += int(unknown)
-            self.usage.input_tokens += 0 if unknown else int(getattr(usage, "prompt_tokens", 0) or 0)
-            self.usage.output_tokens += 0 if unknown else int(getattr(usage, "completion_tokens", 0) or 0)
+            self.usage.input_tokens_unknown += int(not known[0])
+            self.usage.output_tokens_unknown += int(not known[1])
+            self.usage.input_tokens += int(getattr(usage, "prompt_tokens", 0) or 0) if known[0] else 0
+            self.usage.output_tokens += int(getattr(usage, "completion_tokens", 0) or 0) if known[1] else 0
             self.usage.cost_usd = None if cost is None or self.usage.cost_usd is None else self.usage.cost_usd + cost
         if cache is not None:
             cache.put(key, {"model": self.model, **doc})

@@ -250,6 +250,10 @@ class JudgeSpend(_Part):
     """Judge money in US dollars (``null``: unknown price, or a call with no usage)."""
     tokens_unknown: int | None = None
     """Judge calls whose provider reported no usage (their tokens not in the counts above)."""
+    input_tokens_unknown: int | None = None
+    """Judge calls whose provider reported no prompt token count (no usage included; not in ``input_tokens``)."""
+    output_tokens_unknown: int | None = None
+    """Judge calls whose provider reported no completion token count (no usage included; not in ``output_tokens``)."""
 
 
 class EffectRecord(_Part):

@@ -22,47 +22,21 @@ from typing import Any, NoReturn
 import jsonlines
 
 from pytest_tooleffect.util.input_files import open_input
+from pytest_tooleffect.util.json_keys import UNIQUE_KEYS, RepeatedKey, loads_unique, unique
 from pytest_tooleffect.util.unicode import LoneSurrogate, may_hold_surrogate
 
-__all__ = ["LoneSurrogate", "RepeatedKey", "bare_cr_hint", "json_lines", "loads", "read_objects"]
+__all__ = ["UNIQUE_KEYS", "LoneSurrogate", "RepeatedKey", "bare_cr_hint", "json_lines", "loads", "loads_unique",
+           "read_objects"]
 
 _RS = b"\x1e"
-
-
-class RepeatedKey(ValueError):
-    """A JSON object gives one key twice.
-
-    Attributes:
-        key: the key.
-        owner: the ``id`` of the document's top-level object (a case's, a record's), or ``None``.
-        plain: the message without the owner (for a caller that names the entry itself).
-    """
-
-    def __init__(self, key: str, owner: Any = None) -> None:
-        self.key, self.owner = key, owner
-        self.plain = (f"the key {key!r} is given twice in one object: JSON keeps only one of them without a word; "
-                      "give each key once")
-        where = f" (in the entry of id {owner!r})" if isinstance(owner, str | int) else ""
-        super().__init__(self.plain.replace(" in one object", f" in one object{where}", 1))
 
 
 def _no_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out = dict(pairs)
-    if len(out) != len(pairs):  # rare: find the key only then
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise RepeatedKey(key)
-            seen.add(key)
-    return out
-
-
 # built once: json.loads with any keyword builds a decoder per call (slower than this one)
-_DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique)
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=unique)
 
 
 def loads(text: str | bytes | bytearray) -> Any:
