@@ -113,6 +113,48 @@ def _other_cases(paths: list[Path], runs: list[Any]) -> str | None:
     return None
 
 
+def _identities_of(run: Any) -> list[tuple[str, tuple[str, str]]]:
+    """``(policy name, (spec, digest))`` of each block of ``run`` whose records said what its policy
+    was (a baseline group's ``policy_identity``, ``SPEC (DIGEST)``).
+    """
+    out = []
+    for g in run.groups:
+        if g.policy_identity:
+            spec, _, digest = g.policy_identity.rpartition(" (")
+            out.append((g.policy, (spec, digest.removesuffix(")")) if spec else (g.policy_identity, "")))
+    return out
+
+
+def _logged_identities(records: list[Any]) -> list[tuple[str, tuple[str, str]]]:
+    """``(policy name, (spec, digest))`` of each record (a JSON object) that says what its policy was."""
+    out = []
+    for rec in records:
+        ident = rec.get("policy_identity") if isinstance(rec, dict) else None
+        if isinstance(ident, dict) and isinstance(rec.get("policy"), str):
+            out.append((rec["policy"], (str(ident.get("spec")), str(ident.get("digest")))))
+    return out
+
+
+def _two_policies(named: list[tuple[Path, list[tuple[str, tuple[str, str]]]]]) -> str | None:
+    """Why the runs (the baseline, each ``--repeats`` run and each ``--costs`` log, with the policies
+    their records name) are not runs of one agent per policy name: two of them name two policies
+    (another agent, model, api base or settings: the records' ``policy_identity``) under one name, as
+    ``tooleffect report`` refuses (:func:`~pytest_tooleffect.report.merging.policy_clash`); ``None``
+    when they are (runs whose records do not say are not checked).
+    """
+    from pytest_tooleffect.report.merging import policy_clash
+
+    seen: dict[str, tuple[tuple[str, str], Path]] = {}
+    for path, identities in named:
+        for policy, ident in identities:
+            first, first_path = seen.setdefault(policy, (ident, path))
+            if first != ident:
+                return (policy_clash(policy, first, first_path, ident, path) + ": the baseline, --repeats and "
+                        "--costs are runs of the same agent (a discordance between two agents is their "
+                        "disagreement, not one agent's noise); give the other agent its own policy name")
+    return None
+
+
 def add_plan_parser(sub: Any) -> None:
     """Register ``tooleffect plan`` on the subcommands' parser ``sub``."""
     p = sub.add_parser("plan", help="paired decisions (and their cost) a run needs to detect a regression: fixed-n "
@@ -227,7 +269,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         a record twice), a run or a cost log that cannot be read, bad figures, or a
         ``--repeats`` run that is the baseline's own run (the same file, or the record log the
         baseline was saved from) or holds other cases, or the same cases under other labels, for
-        a family × policy of the baseline (both files and label-set fingerprints named).  Messages
+        a family × policy of the baseline (both files and label-set fingerprints named), or runs (the
+        baseline, ``--repeats``, ``--costs``) whose records name two policies under one policy name
+        (another agent, model or settings: both named, with their files).  Messages
         show a file's text as the run does (:func:`pytest_tooleffect.util.display.shown`).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs
@@ -255,12 +299,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if same is not None:
         print(shown(f"tooleffect plan: {same}"), file=sys.stderr)
         return 2
+    named = [(path, _identities_of(run)) for path, run in zip(paths, runs, strict=True)]
     for path in (Path(p) for p in args.costs):
         try:
-            records += read_records(path)
+            priced = read_records(path)
         except (OSError, ValueError) as exc:
             print(shown(f"tooleffect plan: {path}: cannot read its costs ({exc})"), file=sys.stderr)
             return 2
+        records += priced
+        named.append((path, _logged_identities(priced)))
+    two = _two_policies(named)
+    if two is not None:
+        print(shown(f"tooleffect plan: {two}", limit=None), file=sys.stderr)
+        return 2
     rows = plan(runs, effect=args.effect, alpha=args.alpha, power=args.power, margin=args.margin,
                 costs=costs_of(records), sim_runs=args.sim_runs)
     if args.json:
