@@ -242,14 +242,17 @@ def test_authored_family_generation(tmp_path: Path) -> None:
     assert {c.label.label_class for c in loaded if c.label} == {"no_tool", "single"}
 
 
-def _yaml_family(root: Path) -> Path:
-    """The scheduling family's YAML case file in a folder of its own."""
+def _yaml_family(root: Path, rules: bool = False) -> Path:
+    """The scheduling family's YAML case file in a folder of its own (with its oracle rules: ``rules``)."""
     import shutil
 
     fam = root / "cases" / "scheduling"
     fam.mkdir(parents=True)
     for name in ("cases.yaml", "family.yaml"):
         shutil.copyfile(REPO / "cases" / "scheduling" / name, fam / name)
+    if rules:
+        (root / "oracle").mkdir()
+        shutil.copyfile(REPO / "oracle" / "scheduling.yaml", root / "oracle" / "scheduling.yaml")
     return fam
 
 
@@ -419,3 +422,82 @@ def test_one_labellers_file_given_twice_is_refused(tmp_path: Path, capsys: pytes
         assert main([command, str(a), str(second), *out]) == 2
         assert "are one labeller's labels (the same file)" in capsys.readouterr().err
     assert not (tmp_path / "m.jsonl").exists()
+
+
+# ---------------------------------------------------------------------------- unknown keys in labels
+
+
+def test_label_import_counts_a_label_with_an_unknown_key_invalid(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A label carrying ``forbiden_actions`` (misspelt) was imported without it ("0 invalid"): the
+    labeller's forbidden action lost.  A key no label knows, at any depth, is invalid now, named with
+    the file, the line, the state and the key it likely misspells; the other labels are imported, exit 1.
+    """
+    monkeypatch.chdir(tmp_path)
+    fam = _yaml_family(tmp_path, rules=True)
+    assert main(["label", "export", str(fam / "cases.yaml"), "--out", "states.jsonl", "--labeller", "alice"]) == 0
+    rows = [json.loads(line) for line in (tmp_path / "states.jsonl").read_text().splitlines()]
+    for r in rows:
+        r["valid_actions"] = [{"tool": None}]
+    rows[0]["forbiden_actions"] = ["create_event"]
+    rows[1]["valid_actions"] = [{"tol": None}]  # an action's key
+    ids = [r["id"] for r in rows]
+    rows[2] = {"id": ids[2], "label": {"valid_actions": [{"tool": None}], "labeled_by": "bo"}}  # a case line's label
+    (tmp_path / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    capsys.readouterr()
+    assert main(["label", "import", str(fam / "cases.yaml"), "--labels", "labels.jsonl", "--out", "out.jsonl"]) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"labels.jsonl: line 1: case {ids[0]}: forbiden_actions: unknown key (did you mean 'forbidden_actions'?)",
+        f"labels.jsonl: line 2: case {ids[1]}: valid_actions[0].tol: unknown key (did you mean 'tool'?)",
+        f"labels.jsonl: line 3: case {ids[2]}: label.labeled_by: unknown key (did you mean 'labelled_by'?)"]
+    assert out == f"tooleffect label import: {len(rows) - 3} labelled, 0 without a label, 3 invalid\n"
+    import yaml
+
+    before = {c["id"]: c["label"] for c in yaml.safe_load((fam / "cases.yaml").read_text())}
+    after = {c["id"]: c["label"] for c in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+    assert [after[i] for i in ids[:3]] == [before[i] for i in ids[:3]]  # the invalid ones keep their labels
+    assert all(after[i]["valid_actions"] == [{"tool": None}] for i in ids[3:])
+
+
+def test_a_case_file_names_an_unknown_key_with_the_key_it_likely_misspells(tmp_path: Path) -> None:
+    from pytest_tooleffect.collect.cases import load_case_file
+    from pytest_tooleffect.collect.family import load_family
+
+    fam = _yaml_family(tmp_path, rules=True)
+    case = {"id": "a", "placement": {"step": 0, "run_length": 1, "bucket": "first"}, "sorce": "authored",
+            "messages": [{"role": "user", "content": "hi"}],
+            "label": {"valid_actions": [{"tool": None}], "forbiden_actions": ["x"]}}
+    path = fam / "typo.jsonl"
+    path.write_text(json.dumps(case) + "\n")
+    cases, found = load_case_file(path, load_family(fam))
+    problems = {(p.field, p.message) for p in found}
+    assert cases == []
+    assert ("label.forbiden_actions", "unknown key (did you mean 'forbidden_actions'?)") in problems
+    assert ("sorce", "unknown key (did you mean 'source'?)") in problems
+
+
+def test_merge_and_agree_name_a_label_with_an_unknown_key(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """``merge`` dropped the misspelt key and merged the rest (the forbidden action lost from the final
+    label); ``agree`` compared the label without it.  Now each names it; ``merge`` lists the state for
+    adjudication, ``agree`` leaves it out; exit 1.
+    """
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("".join(json.dumps({"id": i, "valid_actions": [{"tool": None}]}) + "\n" for i in ("s1", "s2", "s3")))
+    b.write_text("".join(json.dumps({"id": i, "valid_actions": [{"tool": None}], **extra}) + "\n"
+                         for i, extra in (("s1", {"forbiden_actions": ["refund"]}), ("s2", {}), ("s3", {}))))
+    assert main(["merge", str(a), str(b), "--out", str(tmp_path / "final.jsonl")]) == 1
+    out, err = capsys.readouterr()
+    assert err == (f"tooleffect merge: {b}: line 1: case s1: forbiden_actions: unknown key (did you mean "
+                   "'forbidden_actions'?); the state needs adjudication\n")
+    assert "2 final labels" in out and "1 need adjudication" in out
+    final = [json.loads(line)["id"] for line in (tmp_path / "final.jsonl").read_text().splitlines()]
+    pending = [json.loads(line) for line in (tmp_path / "final.adjudicate.jsonl").read_text().splitlines()]
+    assert final == ["s2", "s3"] and [p["id"] for p in pending] == ["s1"]
+    assert pending[0]["labels"][1]["forbiden_actions"] == ["refund"]  # shown to the adjudicator as written
+    assert main(["agree", str(a), str(b), "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out)["n"] == 2
+    assert err == (f"tooleffect agree: {b}: line 1: case s1: forbiden_actions: unknown key (did you mean "
+                   "'forbidden_actions'?); the state is left out\n")

@@ -10,7 +10,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -230,7 +230,9 @@ def cmd_merge(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when written; 2 for a missing or unreadable label file.
+        The exit status: 0 when written; 1 when a label holds a key a label does not know (each named on
+        stderr: file, line, case id, key and the known key it likely misspells; the state is listed for
+        adjudication, never merged from the other labels); 2 for a missing or unreadable label file.
     """
     from pytest_tooleffect.data.labelling import merge, read_labels
 
@@ -242,17 +244,19 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if twice is not None:
         print(f"tooleffect merge: {twice}", file=sys.stderr)
         return 2
+    invalid: dict[str, list[str]] = {}  # labels holding a key a label does not know: to adjudicate, never merged
     try:
-        labellers = [read_labels(Path(p)) for p in args.labels]
-        adjudicated = read_labels(Path(args.adjudicated)) if args.adjudicated else {}
+        labellers = [read_labels(Path(p), invalid) for p in args.labels]
+        adjudicated = read_labels(Path(args.adjudicated), invalid) if args.adjudicated else {}
     except ValueError as exc:
         print(f"tooleffect merge: {exc}", file=sys.stderr)
         return 2
+    _say_invalid("merge", invalid, "the state needs adjudication")
     empty = [p for p, lab in zip(args.labels, labellers) if not lab]
     if empty:  # its labeller would count as agreeing with every other
         print(f"tooleffect merge: {', '.join(empty)}: holds no label", file=sys.stderr)
         return 2
-    final, pending = merge(labellers, adjudicated)
+    final, pending = merge(labellers, adjudicated, disputed=invalid)
     from pytest_tooleffect.commands import check_command_outputs
 
     out = Path(args.out)
@@ -274,7 +278,16 @@ def cmd_merge(args: argparse.Namespace) -> int:
             for i in pending:
                 fh.write(json.dumps({"id": i, "labels": [lab.get(i) for lab in labellers]}, ensure_ascii=False) + "\n")
         print(shown(f"  listed in {path}: " + ", ".join(pending[:20]) + (" …" if len(pending) > 20 else "")))
-    return 0
+    return 1 if invalid else 0
+
+
+def _say_invalid(command: str, invalid: Mapping[str, Sequence[str]], then: str) -> None:
+    """Say on stderr each label holding a key a label does not know (``tooleffect COMMAND: FILE: line N:
+    case ID: FIELD: unknown key (did you mean …?); THEN``), one line each.
+    """
+    for lines in invalid.values():
+        for line in lines:
+            print(shown(f"tooleffect {command}: {line}; {then}", limit=None), file=sys.stderr)
 
 
 def cmd_agree(args: argparse.Namespace) -> int:
@@ -285,7 +298,9 @@ def cmd_agree(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when printed; 2 for a missing or malformed label file, or no shared labelled state.
+        The exit status: 0 when printed; 1 when printed without the states whose label holds a key a label
+        does not know (each named on stderr: file, line, case id, key and the known key it likely
+        misspells); 2 for a missing or malformed label file, or no shared labelled state.
     """
     from pytest_tooleffect.data.labelling import agreement, read_labels
 
@@ -297,11 +312,15 @@ def cmd_agree(args: argparse.Namespace) -> int:
     if twice is not None:
         print(f"tooleffect agree: {twice}", file=sys.stderr)
         return 2
+    invalid: dict[str, list[str]] = {}  # labels holding a key a label does not know: left out, named
     try:
-        a, b = read_labels(Path(args.a)), read_labels(Path(args.b))
+        a, b = read_labels(Path(args.a), invalid), read_labels(Path(args.b), invalid)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         print(f"tooleffect agree: {exc}", file=sys.stderr)
         return 2
+    _say_invalid("agree", invalid, "the state is left out")
+    a = {cid: lab for cid, lab in a.items() if cid not in invalid}
+    b = {cid: lab for cid, lab in b.items() if cid not in invalid}
     for path, labels in ((args.a, a), (args.b, b)):
         for cid, lab in labels.items():
             acts = lab.get("valid_actions") if isinstance(lab, dict) else None
@@ -328,7 +347,7 @@ def cmd_agree(args: argparse.Namespace) -> int:
     res = agreement(a, b)
     if args.json:
         print(json.dumps(res, indent=2))
-        return 0
+        return 1 if invalid else 0
 
     def pct(x: float | None) -> str:
         return "–" if x is None else f"{100 * x:.1f} %"
@@ -346,7 +365,7 @@ def cmd_agree(args: argparse.Namespace) -> int:
     print(f"disagreements: {len(res['disagreements'])} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
     for d in res["disagreements"][: args.show]:
         print(shown(f"  {d['id']} [{d['kind']}]  A={d['a']}  B={d['b']}"))
-    return 0
+    return 1 if invalid else 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -162,7 +162,8 @@ def add_plan_parser(sub: Any) -> None:
     p.add_argument("baseline", help="a baseline file or a record log (its repeated trials measure the discordance)")
     p.add_argument("--repeats", action="append", default=[], metavar="RUN",
                    help="another run of the same agent (record log or baseline): an A/A run, or a "
-                        "--tooleffect-repeats run (repeatable)")
+                        "--tooleffect-repeats run (repeatable); a run of another policy under the same name is "
+                        "refused")
     p.add_argument("--costs", action="append", default=[], metavar="LOG",
                    help="a record log whose tokens and dollars per decision price the plan (repeatable; record "
                         "logs given as the baseline or --repeats are read too)")
