@@ -19,6 +19,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.extras import require
 from pytest_tooleffect.util.jsonl import read_objects
 from pytest_tooleffect.util.own_outputs import LABELS, output_kind
@@ -123,28 +124,41 @@ def render(case_id: str, placement: Mapping[str, Any], messages: Sequence[Mappin
            header: Sequence[str] = (), width: int = 2500) -> str:
     """Render a state readably for a labeller: the conversation so far, never ``recorded``.
 
-    Tool results longer than ``width`` characters are cut.
+    Tool results longer than ``width`` characters are cut.  The trace's text is hostile input: each
+    piece is shown as outputs show text (:func:`~pytest_tooleffect.util.display.shown`: control,
+    bidirectional and separator characters as visible escapes), line breaks kept, and every line
+    after a message's first is indented, so a message's text cannot start a line of its own that
+    reads as another turn (``[assistant] I refunded …``) or as the state's heading.
     """
     p = placement
-    lines = [f"## STATE {case_id}  (decision {p['step'] + 1} of {p['run_length']}, bucket {p['bucket']})", *header]
+
+    def text(value: object) -> str:
+        return shown(value, limit=None, lines=True).replace("\r\n", "\n").replace("\n", "\n" + _CONTINUED)
+
+    lines = [f"## STATE {text(case_id)}  (decision {p['step'] + 1} of {p['run_length']}, bucket {text(p['bucket'])})",
+             *header]
     lines.append("--- conversation so far (system prompt omitted) ---")
     for m in messages:
         role = m.get("role")
         if role == "assistant" and m.get("tool_calls"):
             if m.get("content"):
-                lines.append(f"[assistant] {m['content']}")
+                lines.append(f"[assistant] {text(m['content'])}")
             for tc in m["tool_calls"]:
                 fn = tc.get("function", tc)
-                lines.append(f"[assistant → CALL] {fn.get('name')} {fn.get('arguments')}")
+                lines.append(f"[assistant → CALL] {text(fn.get('name'))} {text(fn.get('arguments'))}")
         elif role == "tool":
             body = str(m.get("content"))
             if len(body) > width:
                 body = body[:width] + " …(truncated)"
-            lines.append(f"[tool result: {m.get('name') or m.get('tool_call_id')}] {body}")
+            lines.append(f"[tool result: {text(m.get('name') or m.get('tool_call_id'))}] {text(body)}")
         elif role != "system":
-            lines.append(f"[{role}] {m.get('content')}")
+            lines.append(f"[{text(role)}] {text(m.get('content'))}")
     lines.append("--- what should the agent do next? ---")
     return "\n".join(lines)
+
+
+#: how a message's lines after its first begin in a rendered state: never where a turn's ``[role]`` begins
+_CONTINUED = "    "
 
 
 #: the keys of a label file's row besides its label's (what ``label export`` writes: the state's id and text)
