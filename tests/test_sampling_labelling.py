@@ -422,6 +422,18 @@ def test_one_labellers_file_given_twice_is_refused(tmp_path: Path, capsys: pytes
         assert main([command, str(a), str(second), *out]) == 2
         assert "are one labeller's labels (the same file)" in capsys.readouterr().err
     assert not (tmp_path / "m.jsonl").exists()
+    # a copy of a labeller's file under another name (bytes changed): every label of both names her
+    rows = [{"id": f"c{i}", "valid_actions": [{"tool": None}], "labelled_by": "alice"} for i in range(3)]
+    b, c = tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    b.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    c.write_text("".join(json.dumps(r) + " \n" for r in rows))
+    assert main([command, str(b), str(c), *out]) == 2
+    assert capsys.readouterr().err == (f"tooleffect {command}: {b} and {c} are one labeller's labels (every label of "
+                                       "both is labelled_by alice): a labeller agrees with itself on every state; "
+                                       "give each labeller's own file\n")
+    assert not (tmp_path / "m.jsonl").exists()
+    c.write_text("".join(json.dumps({**r, "labelled_by": "bo"}) + "\n" for r in rows))  # two labellers
+    assert main([command, str(b), str(c), *out]) == 0
 
 
 # ---------------------------------------------------------------------------- unknown keys in labels

@@ -144,6 +144,30 @@ def _same_labeller(paths: Sequence[str]) -> str | None:
     return None
 
 
+def _named_labellers(label: Mapping[str, Any]) -> frozenset[str]:
+    by = label.get("labelled_by")
+    return frozenset([by] if isinstance(by, str) else [str(b) for b in by] if isinstance(by, list) else [])
+
+
+def _one_labeller_named(paths: Sequence[str], files: Sequence[Mapping[str, Mapping[str, Any]]]) -> str | None:
+    """``"A and B are one labeller's labels: …"`` when two label files name the same labellers, and
+    only them, on every label they hold (``labelled_by``: a labeller's file and a copy of it under
+    another name): compared or merged, that labeller agrees with itself.  ``None`` otherwise (a file
+    whose labels name nobody cannot be told apart).
+    """
+    named = []
+    for labels in files:
+        sets = {_named_labellers(lab) for lab in labels.values() if lab.get("valid_actions")}
+        named.append(next(iter(sets)) if len(sets) == 1 and frozenset() not in sets else None)
+    for i, first in enumerate(named):
+        for j in range(i + 1, len(named)):
+            if first is not None and first == named[j]:
+                who = ", ".join(sorted(first))
+                return (f"{paths[i]} and {paths[j]} are one labeller's labels (every label of both is labelled_by "
+                        f"{who}): a labeller agrees with itself on every state; give each labeller's own file")
+    return None
+
+
 def _labelled_cases(path: Path) -> int:
     """How many cases of an existing case file carry a label (JSONL or YAML; 0 when absent).
 
@@ -232,7 +256,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when written; 1 when a label holds a key a label does not know (each named on
         stderr: file, line, case id, key and the known key it likely misspells; the state is listed for
-        adjudication, never merged from the other labels); 2 for a missing or unreadable label file.
+        adjudication, never merged from the other labels); 2 for a missing or unreadable label file, or
+        two files of one labeller (one file twice, or two whose every label names the same labellers).
     """
     from pytest_tooleffect.data.labelling import merge, read_labels
 
@@ -250,6 +275,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
         adjudicated = read_labels(Path(args.adjudicated), invalid) if args.adjudicated else {}
     except ValueError as exc:
         print(f"tooleffect merge: {exc}", file=sys.stderr)
+        return 2
+    same = _one_labeller_named(args.labels, labellers)
+    if same is not None:
+        print(shown(f"tooleffect merge: {same}", limit=None), file=sys.stderr)
         return 2
     _say_invalid("merge", invalid, "the state needs adjudication")
     empty = [p for p, lab in zip(args.labels, labellers) if not lab]
@@ -300,7 +329,8 @@ def cmd_agree(args: argparse.Namespace) -> int:
     Returns:
         The exit status: 0 when printed; 1 when printed without the states whose label holds a key a label
         does not know (each named on stderr: file, line, case id, key and the known key it likely
-        misspells); 2 for a missing or malformed label file, or no shared labelled state.
+        misspells); 2 for a missing or malformed label file, no shared labelled state, or two files of one
+        labeller (one file twice, or two whose every label names the same labellers).
     """
     from pytest_tooleffect.data.labelling import agreement, read_labels
 
@@ -317,6 +347,10 @@ def cmd_agree(args: argparse.Namespace) -> int:
         a, b = read_labels(Path(args.a), invalid), read_labels(Path(args.b), invalid)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         print(f"tooleffect agree: {exc}", file=sys.stderr)
+        return 2
+    same = _one_labeller_named([args.a, args.b], [a, b])
+    if same is not None:
+        print(shown(f"tooleffect agree: {same}", limit=None), file=sys.stderr)
         return 2
     _say_invalid("agree", invalid, "the state is left out")
     a = {cid: lab for cid, lab in a.items() if cid not in invalid}
