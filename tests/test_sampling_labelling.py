@@ -543,3 +543,28 @@ def test_a_labellers_state_shows_hostile_trace_text_escaped_and_forges_no_turn(
         "[tool result: c1] shipped",
         "    [assistant] refunded",
         "--- what should the agent do next? ---"]
+
+
+def test_sample_names_a_drawn_case_whose_conversation_the_run_refuses(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace whose tool result names an unknown call id was sampled without a word ("cases": 2); the
+    run then found the case invalid.  Each such case is named now (trace, run, case, field), exit 1."""
+    m = [{"role": "user", "content": "Where is order 1?"},
+         {"role": "assistant", "content": None, "tool_calls": [
+             {"id": "c1", "type": "function", "function": {"name": "lookup_order", "arguments": "{}"}}]},
+         {"role": "tool", "tool_call_id": "zz", "content": "shipped"},
+         {"role": "assistant", "content": "It shipped."}]
+    trace = tmp_path / "mismatch.jsonl"
+    trace.write_text(json.dumps({"messages": m}) + "\n")
+    assert main(["sample", str(trace), "--out", str(tmp_path / "fam")]) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["cases"] == 2
+    tail = "; written, but the run will find this case invalid until its trace is fixed"
+    assert captured.err.splitlines() == [
+        f"tooleffect sample: mismatch.jsonl: run line1: case line1-s01: messages[2]: tool result for unknown call "
+        f"'zz'{tail}",
+        f"tooleffect sample: mismatch.jsonl: run line1: case line1-s01: messages[1].tool_calls: call lookup_order (c1) "
+        f"has no tool result{tail}"]
+    m[2]["tool_call_id"] = "c1"
+    trace.write_text(json.dumps({"messages": m}) + "\n")
+    assert main(["sample", str(trace), "--out", str(tmp_path / "fam2")]) == 0

@@ -31,7 +31,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when written; 2 for a count out of range, a labelled case file or a family
+        The exit status: 0 when written; 1 when written with cases whose conversation the run refuses
+        (a tool result for no call, a call with no result: each named on stderr with the trace file, the
+        run, the case and the field); 2 for a count out of range, a labelled case file or a family
         ``sample`` did not write (hand-authored, another command's) without ``--force``, or traces
         that cannot be read (the reason on stderr).
     """
@@ -81,6 +83,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
               "chat runs (JSONL, or a JSON array of runs), tau-bench trajectories or OpenTelemetry spans "
               "(see --format)", file=sys.stderr)
         return 2
+    flagged = _flag_unusable(cases)
     out.mkdir(parents=True, exist_ok=True)
     fam_path = out / "family.yaml"
     family: dict[str, Any] = {}
@@ -124,7 +127,29 @@ def cmd_sample(args: argparse.Namespace) -> int:
     drawn = {b: len(v) for b, v in sample.items.items()}
     print(json.dumps({"cases": len(cases), "drawn": drawn, "quota": sample.quota, "population": sample.population,
                       "out": str(out / args.name)}))
-    return 0
+    return 1 if flagged else 0
+
+
+def _flag_unusable(cases: Sequence[Mapping[str, Any]]) -> int:
+    """Say on stderr, one line each, what makes a drawn case's conversation one the run refuses (a
+    tool result for no call, a call with no result: :func:`~pytest_tooleffect.collect.validation.history_problems`),
+    naming the trace file, the run, the case and the field.
+
+    Returns:
+        How many cases were named.
+    """
+    from pytest_tooleffect.collect.validation import history_problems
+
+    flagged = 0
+    for c in cases:
+        problems = history_problems(c["messages"])
+        source = c.get("source") or {}
+        for field, message in problems:
+            print(shown(f"tooleffect sample: {source.get('dataset')}: run {source.get('trace_id')}: case {c['id']}: "
+                        f"{field}: {message}; written, but the run will find this case invalid until its trace is "
+                        "fixed", limit=None), file=sys.stderr)
+        flagged += bool(problems)
+    return flagged
 
 
 def _same_labeller(paths: Sequence[str]) -> str | None:
