@@ -435,7 +435,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when written; 2 for a malformed pairs file or a judge that fails.
+        The exit status: 0 when written (``kappa`` null when every pair fell in one category for both:
+        there is no kappa); 2 for a malformed or empty pairs file or a judge that fails.
     """
     import datetime
 
@@ -449,6 +450,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tooleffect calibrate-judge: {exc}", file=sys.stderr)
         return 2
+    if not pairs:
+        print(f"tooleffect calibrate-judge: {args.pairs}: holds no pair: nothing to calibrate the judge on",
+              file=sys.stderr)
+        return 2
     bad = [p["id"] for p in pairs if p.get("human") not in ("pass", "fail") or "expected" not in p or "got" not in p]
     if bad:
         print(f"tooleffect calibrate-judge: {args.pairs}: pairs {bad[:5]} need expected, got and human: pass|fail",
@@ -460,15 +465,23 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except JudgeError as exc:
         print(f"tooleffect calibrate-judge: {exc}", file=sys.stderr)
         return 2
+    import math
+
+    if result["kappa"] is None or math.isnan(result["kappa"]):  # every pair in one row and one column: no kappa
+        result["kappa"], result["kappa_ci95"] = None, None
     result["measured_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     result["pairs_file"] = args.pairs
     result["usage"] = judge.usage.to_dict()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    lo, hi = result["kappa_ci95"]
+    out.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    if result["kappa"] is None:
+        kappa = "no Cohen's kappa (every pair fell in one category for both: chance alone predicts the agreement)"
+    else:
+        lo, hi = result["kappa_ci95"]
+        kappa = f"Cohen's kappa {result['kappa']:.3f} (95 % CI {lo:.3f} to {hi:.3f})"
     print(f"judge {result['model']} on {result['n']} pairs: agreement {100 * result['agreement']:.1f} %, "
-          f"Cohen's kappa {result['kappa']:.3f} (95 % CI {lo:.3f} to {hi:.3f}); written to {out}")
+          f"{kappa}; written to {out}")
     return 0
 
 
