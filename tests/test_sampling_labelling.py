@@ -242,6 +242,26 @@ def test_authored_family_generation(tmp_path: Path) -> None:
     assert {c.label.label_class for c in loaded if c.label} == {"no_tool", "single"}
 
 
+def test_generate_names_an_empty_spec_and_a_misspelt_key(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty spec said pydantic's "<empty field>: Input should be a valid dictionary or instance of
+    AuthoredSpec"; now the file is named as empty, and a misspelt key with the key it likely means."""
+    empty = tmp_path / "e.yaml"
+    empty.write_text("")
+    assert main(["generate", str(empty), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == (f"tooleffect generate: {empty}: is empty, not a spec: an authored family spec is "
+                                       "a mapping of its family, notes and placements (see "
+                                       "examples/authored/scheduling-notes.yaml)\n")
+    import yaml
+
+    spec = yaml.safe_load((EXAMPLES / "authored" / "scheduling-notes.yaml").read_text())
+    spec["placments"] = spec.pop("placements")
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(yaml.safe_dump(spec))
+    assert main(["generate", str(typo), "--out", str(tmp_path / "out")]) == 2
+    assert f"{typo}: placments: unknown key (did you mean 'placements'?)" in capsys.readouterr().err.splitlines()
+    assert not (tmp_path / "out").exists()
+
+
 def _yaml_family(root: Path, rules: bool = False) -> Path:
     """The scheduling family's YAML case file in a folder of its own (with its oracle rules: ``rules``)."""
     import shutil

@@ -509,9 +509,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     try:
         counts = generate(Path(args.spec), out)
     except ValidationError as exc:
+        from pytest_tooleffect.data.authored import AuthoredSpec
+        from pytest_tooleffect.util.known_keys import extra_key_message
+
         for e in exc.errors():
-            loc = ".".join(str(x) for x in e["loc"])
-            print(f"{args.spec}: {loc}: {e['msg']}", file=sys.stderr)
+            loc = ".".join(str(x) for x in e["loc"]) or "<spec>"
+            print(shown(f"{args.spec}: {loc}: {extra_key_message(AuthoredSpec, e)}", limit=None), file=sys.stderr)
         return 2
     except ValueError as exc:
         print(f"tooleffect generate: {exc}", file=sys.stderr)
