@@ -588,3 +588,15 @@ def test_sample_names_a_drawn_case_whose_conversation_the_run_refuses(
     m[2]["tool_call_id"] = "c1"
     trace.write_text(json.dumps({"messages": m}) + "\n")
     assert main(["sample", str(trace), "--out", str(tmp_path / "fam2")]) == 0
+
+
+def test_a_label_under_a_misspelt_key_is_named_not_read_as_no_label() -> None:
+    """Labels filled under ``valid_action`` (singular) were read as "without a label", the key never
+    named; an action's ``arg`` likewise."""
+    from pytest_tooleffect.data.labelling import label_key_problems
+
+    assert label_key_problems({"id": "a", "state": "…", "valid_actions": [], "valid_action": [{"tool": None}]}) == [
+        ("valid_action", "unknown key (did you mean 'valid_actions'?)")]
+    assert label_key_problems({"id": "a", "valid_actions": [{"tool": "t", "arg": {"x": 1}}]}) == [
+        ("valid_actions[0].arg", "unknown key (did you mean 'args'?)")]
+    assert label_key_problems({"id": "a", "valid_actions": [{"tool": None}], "labelled_by": "x", "notes": "n"}) == []
