@@ -170,6 +170,30 @@ def test_a_second_import_replaces_a_family_whole(tmp_path: Path, capsys: pytest.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bfcl", "first", "second"]
 
 
+def test_an_id_answered_twice_refuses_the_import_before_anything_is_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """possible_answer giving simple_0 twice (its answer, then another) was imported with the last
+    answer as the ground truth, no word: refused now as an entry given twice is."""
+    shared = _dataset(tmp_path / "shared", ["simple_0", "simple_1"], ["irrelevance_0"])
+    answers = shared / "datasets" / "bfcl" / "possible_answer" / "BFCL_v4_simple_python.json"
+    other = [{"triangle_area": {"base": [99], "height": [99]}}]
+    with answers.open("a") as fh:
+        fh.write(json.dumps({"id": "simple_0", "ground_truth": other}) + "\n")
+    out = tmp_path / "bfcl"
+    assert main(["import", "bfcl", "--shared", str(shared), "--out", str(out), "--category", "simple"]) == 2
+    err = capsys.readouterr().err
+    assert (f"{answers}: line 3: entry id 'simple_0' is given twice (lines 1 and 3): which answer is the ground "
+            "truth?; nothing was imported") in err
+    assert not out.exists()
+    turns = shared / "datasets" / "bfcl" / "BFCL_v4_multi_turn_base.json"
+    turns.write_text(json.dumps({"id": "multi_turn_base_0", "question": [[{"role": "user", "content": "hi"}]]}) + "\n")
+    (answers.parent / turns.name).write_text("".join(json.dumps({"id": "multi_turn_base_0", "ground_truth": [[]]})
+                                                     + "\n" for _ in range(2)))
+    assert main(["import", "bfcl", "--shared", str(shared), "--out", str(out), "--category", "multi_turn_base"]) == 2
+    assert "line 2: entry id 'multi_turn_base_0' is given twice (lines 1 and 2): which answer" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_a_multi_turn_entry_id_given_twice_refuses_the_import_before_anything_is_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     shared = _dataset(tmp_path / "shared", ["simple_0"], ["irrelevance_0"])

@@ -225,6 +225,26 @@ def test_the_tooltalk_family_runs_with_an_agent_policy(pytester: pytest.Pytester
     assert block["kinds"]["none_when_tool_needed"] == 266
 
 
+def test_a_labelled_row_whose_recorded_turn_is_not_the_agents_is_left_out(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A row whose recorded decision was ``{role: user, content: hi}`` was imported (the role dropped)
+    and replayed as the agent's reply, scored ok_no_tool: the provider and agent doors refuse such a
+    turn.  The row is left out now, named."""
+    rows = tmp_path / "rows.jsonl"
+    base = {"messages": [{"role": "user", "content": "Thanks!"}], "tools": [WEATHER_BFCL],
+            "label": {"valid_actions": [{"tool": None}]}}
+    rows.write_text("".join(json.dumps({**base, "id": i, "recorded": {"role": role, "content": "hi"}}) + "\n"
+                            for i, role in (("a", "user"), ("b", "assistant"), ("c", "tool"))))
+    out = tmp_path / "cases" / "weather"
+    assert main(["import", "labelled-jsonl", "--input", str(rows), "--out", str(out)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"tooleffect import: {rows}: line {n}: case {i}: recorded.role: {role!r}: the recorded decision is "
+                   "the agent's own message (role assistant); the row is left out"
+                   for n, i, role in ((1, "a", "user"), (3, "c", "tool"))]
+    cases = [json.loads(line) for line in (out / "cases.jsonl").read_text().splitlines()]
+    assert [c["id"] for c in cases] == ["b"] and cases[0]["recorded"] == {"tool_calls": [], "text": "hi"}
+
+
 def test_a_labelled_jsonl_whose_every_row_is_invalid_writes_nothing(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rows = tmp_path / "rows.jsonl"

@@ -164,3 +164,25 @@ def test_calibrate_command(server: ScriptedServer, tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "expected": "a", "got": "b"}\n')
     assert main(["calibrate-judge", str(bad), "--judge-model", "openai/judge-test"]) == 2
+
+
+def test_calibrate_on_no_pair_or_one_category_says_so(server: ScriptedServer, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty pairs file ended in a raw TypeError; a set whose every pair falls in one category (no
+    kappa) would print and write ``NaN``.  Refused, and said with ``kappa`` null, now."""
+    from pytest_tooleffect.cli import main
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    assert main(["calibrate-judge", str(empty), "--judge-model", "openai/judge-test", "--api-base", server.base_url,
+                 "--out", str(tmp_path / "e.json")]) == 2
+    assert capsys.readouterr().err == f"tooleffect calibrate-judge: {empty}: holds no pair: nothing to calibrate the " \
+                                      "judge on\n"
+    one = tmp_path / "one.jsonl"
+    one.write_text((REPO / "examples" / "judge" / "pairs.jsonl").read_text().splitlines()[0] + "\n")
+    out = tmp_path / "cal.json"
+    assert main(["calibrate-judge", str(one), "--judge-model", "openai/judge-test", "--api-base", server.base_url,
+                 "--out", str(out)]) == 0
+    cal = json.loads(out.read_text())  # null, not NaN (which is no JSON)
+    assert cal["n"] == 1 and cal["kappa"] is None and cal["kappa_ci95"] is None
+    assert "no Cohen's kappa (every pair fell in one category for both" in capsys.readouterr().out

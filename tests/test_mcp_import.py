@@ -284,7 +284,7 @@ def test_a_changed_hint_or_catalog_is_a_changed_label_set(tmp_path: Path, capsys
 @pytest.mark.parametrize(("block", "message"), [
     ({"annotations": {"weights": {"read": 3, "write": 2}}}, "weights must not decrease"),
     ({"annotations": {"weights": {"read": 0}}}, "annotations.weights.read: a weight is a number > 0"),
-    ({"annotations": {"confirm": True}}, "annotations.confirm: Extra inputs are not permitted"),
+    ({"annotations": {"confirm": True}}, "annotations.confirm: unknown key (known: confirm_destructive, weights)"),
     ({"mcp": {"server": {"name": "s"}, "transport": "stdio", "url": "http://127.0.0.1:1/mcp"}},
      "transport stdio names the server's command"),
 ])

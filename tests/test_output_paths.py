@@ -272,7 +272,8 @@ def test_a_killed_run_keeps_its_flushed_records_and_leaves_no_lock_behind(pytest
 
 
 def _labels(path: Path, ids: list[str], tool: str | None) -> None:
-    path.write_text("".join(json.dumps({"id": i, "valid_actions": [{"tool": tool}], "labelled_by": "x"}) + "\n"
+    # each file one labeller's (named after it): two files naming one labeller are refused as one file twice
+    path.write_text("".join(json.dumps({"id": i, "valid_actions": [{"tool": tool}], "labelled_by": path.stem}) + "\n"
                             for i in ids))
 
 

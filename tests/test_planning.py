@@ -216,7 +216,44 @@ def test_a_repeat_of_another_policy_under_the_baseline_s_name_is_refused(
     assert cli(["plan", str(base), "--repeats", str(repeat), "--sim-runs", "200"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and len(captured.err.strip().splitlines()) == 1
-    assert (f"policy pol (fam) is {careful} in {base} and {hasty} in {repeat}: --repeats is another run of the same "
-            "agent") in captured.err
+    assert f"{careful} in {base} but {hasty} in {repeat}: one policy name, two policies" in captured.err
     saved(same, {f"c{i}": [i != 0] for i in range(5)}, careful)  # the same agent run again: pooled
     assert cli(["plan", str(base), "--repeats", str(same), "--sim-runs", "200"]) == 0
+
+
+def test_runs_of_two_agents_under_one_policy_name_are_refused(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    # --repeats is another run of the same agent: a run of another agent under the same name would make the
+    # two agents' disagreement the unchanged agent's discordance (so would --costs price another agent)
+    from tests.test_records import shipped_record
+
+    def log(name: str, spec: str, digest: str) -> Path:
+        path = tmp_path / name
+        path.write_text("".join(json.dumps({**shipped_record(i), "policy_identity": {"spec": spec, "digest": digest}})
+                                + "\n" for i in range(3)), encoding="utf-8")
+        return path
+
+    careful = log("a.jsonl", "agent agent:decide", "0fc871bdfbe67bf9")
+    hasty = log("b.jsonl", "agent agent_hasty:decide", "c4c974ed5b37a95c")
+    again = log("a2.jsonl", "agent agent:decide", "0fc871bdfbe67bf9")
+    tuned = log("a3.jsonl", "agent agent:decide", "1111111111111111")  # the same callable, other settings
+    saved = tmp_path / "a.json"
+    assert cli(["baseline", "save", str(careful), "--out", str(saved)]) == 0
+    capsys.readouterr()
+    for args, first, second in (([hasty, "--repeats", careful], hasty, careful),
+                                ([saved, "--repeats", hasty], saved, hasty),
+                                ([careful, "--repeats", again, "--costs", hasty], careful, hasty)):
+        assert cli(["plan", *map(str, args), "--sim-runs", "200"]) == 2
+        captured = capsys.readouterr()
+        err = [line for line in captured.err.splitlines() if "two policies" in line]
+        assert captured.out == "" and len(err) == 1, captured.err
+        said = "agent agent:decide (0fc871bdfbe67bf9)", "agent agent_hasty:decide (c4c974ed5b37a95c)"
+        if first == hasty:
+            said = said[::-1]
+        assert err[0].startswith(f"tooleffect plan: policy replay: {said[0]} in {first} but {said[1]} in {second}: "
+                                 "one policy name, two policies: the baseline, --repeats and --costs are runs of "
+                                 "the same agent"), err[0]
+    assert cli(["plan", str(careful), "--repeats", str(tuned), "--sim-runs", "200"]) == 2
+    assert "agent agent:decide with other settings (1111111111111111)" in capsys.readouterr().err
+    assert cli(["plan", str(saved), "--repeats", str(again), "--costs", str(careful), "--sim-runs", "200"]) == 0
+

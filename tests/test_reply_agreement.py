@@ -100,6 +100,7 @@ def _edited(n: int, **changes: object) -> list[str]:
     (_edited(2, kind="question"), False, r"labels-x.jsonl:3 r0003: kind: "),
     (_edited(0, claim="none", claim_supported=True), False, r":1 r0001: row: Value error, claim_supported must be null"),
     (_edited(0, id="r9999"), False, r":1 r9999: id: no such reply"),
+    (_edited(0, nots="x"), False, r":1 r0001: nots: unknown key \(did you mean 'note'\?\)"),  # a misspelt key
     (_edited(1, id="r0001"), False, r":2 r0001: id: labelled twice"),
     (_edited(0, source="agreed"), False, r":1 r0001: source: only the gold labels"),
     ((SET_DIR / "labels-a.jsonl").read_text(encoding="utf-8").splitlines()[1:], False, r"1 replies not labelled: r0001"),

@@ -95,12 +95,19 @@ def test_the_served_model_is_listed_and_other_paths_get_a_json_404(served: str) 
     ("POST", "/chat/completions", [b"[", b"]"], 400, "a JSON list, not an object"),  # chunked: the chunks are read
     ("POST", "/chat/completions", [b'{"model": "m", ', b'"messages": [{"role": "user", "content": "x"}]}'], 404,
      "no recorded state"),
-    ("POST", "/chat/completions", b'{"model": "m", "messages": "hello", "tools": 5}', 400, "could not answer"),
+    ("POST", "/chat/completions", b'{"model": "m", "messages": "hello", "tools": 5}', 400,
+     "messages: a chat request's messages are a non-empty list of message objects, got a JSON str"),
+    # a malformed request was answered 404 as a state not recorded
+    ("POST", "/chat/completions", b'{"messages": "x"}', 400, "tooleffect serve: messages: a chat request's messages"),
+    ("POST", "/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "tools": 5}', 400,
+     "tooleffect serve: tools: a list of tool objects"),
+    ("POST", "/chat/completions", b'{"messages": [3]}', 400, "tooleffect serve: messages[0]: a message is an object"),
     ("HEAD", "/models", None, 200, None),
     ("GET", "/models?limit=1", None, 200, "recorded-agent"),
     ("OPTIONS", "/models", None, 405, "not allowed"),
     ("DELETE", "/models", None, 405, "not allowed"),
-], ids=["list-body", "not-utf8", "cut-json", "chunked-list", "chunked-unknown-state", "messages-a-string", "head", "query", "options", "delete"])
+], ids=["list-body", "not-utf8", "cut-json", "chunked-list", "chunked-unknown-state", "messages-a-string", "messages-only-a-string",
+    "tools-a-number", "message-a-number", "head", "query", "options", "delete"])
 def test_a_bad_request_gets_a_json_error_and_the_server_goes_on(
         served: str, method: str, path: str, body: bytes | list[bytes] | None, status: int, says: str | None) -> None:
     import http.client

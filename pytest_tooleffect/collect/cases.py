@@ -43,6 +43,7 @@ from pytest_tooleffect.collect.validation import validate_case
 from pytest_tooleffect.formats import Case, Label
 from pytest_tooleffect.util.input_files import open_input, read_input_text
 from pytest_tooleffect.util.jsonl import RepeatedKey, bare_cr_hint, loads
+from pytest_tooleffect.util.known_keys import extra_key_message
 from pytest_tooleffect.util.unicode import LoneSurrogate, Surrogate, find_surrogate, without_surrogates
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "CaseProblem", "CaseRef", "CaseSpan", "FamilyError", "LoadedFamily",
@@ -272,8 +273,7 @@ def _parse_case(n: int, raw: Any, fname: str) -> Case | list[CaseProblem]:
         if not isinstance(doc, Mapping):
             return [CaseProblem(fname, f"line {n}", "<case>", "a case is a JSON object")]
         cid_s = str(cid) if cid is not None else f"#{n}"
-        return [CaseProblem(fname, cid_s, error_location(e["loc"]), e["msg"].removeprefix("Value error, "))
-                for e in errors]
+        return [CaseProblem(fname, cid_s, error_location(e["loc"]), extra_key_message(Case, e)) for e in errors]
 
 
 def _surrogate(fname: str, n: int, found: Surrogate, owner: Any) -> CaseProblem:

@@ -22,6 +22,7 @@ from pytest_tooleffect.oracle.rulecheck import rule_problems
 from pytest_tooleffect.oracle.rules import UniqueKeyLoader, document_digest
 from pytest_tooleffect.util.input_files import read_input_text, special_kind
 from pytest_tooleffect.util.jsonl import LoneSurrogate, RepeatedKey, loads
+from pytest_tooleffect.util.known_keys import extra_key_message
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "collected_as", "error_location",
            "family_dirs", "family_inputs", "is_case_file", "is_family_dir", "load_family", "named_files",
@@ -334,7 +335,7 @@ def _load_family(directory: Path, path: Path) -> LoadedFamily:
     try:
         fam = Family.model_validate(raw)
     except ValidationError as exc:
-        raise FamilyError("; ".join(f"{path}: {error_location(e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+        raise FamilyError("; ".join(f"{path}: {error_location(e['loc'])}: {extra_key_message(Family, e)}"
                                      for e in exc.errors())) from exc
     for t in fam.tools:
         props = t.parameters.get("properties", {})

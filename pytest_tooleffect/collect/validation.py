@@ -19,7 +19,7 @@ from pytest_tooleffect.oracle import ANY_OF, OMITTED, CompareContext, compare_ar
 from pytest_tooleffect.oracle.rulecheck import rule_problems
 from pytest_tooleffect.oracle.values import MISSING
 
-__all__ = ["content_problem", "validate_case"]
+__all__ = ["content_problem", "history_problems", "validate_case"]
 
 
 def _check_args(tool: ToolSpec, args: Mapping[str, Any], where: str) -> list[tuple[str, str]]:
@@ -219,6 +219,17 @@ def _history_problems(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, 
     for cid, (j, name) in pending.items():
         problems.append((f"messages[{j}].tool_calls", f"call {name} ({cid}) has no tool result"))
     return problems
+
+
+def history_problems(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """What makes a conversation unusable as a case's ``messages``, as collection refuses it: an
+    unknown role, content that is not text, a tool result for no call, a call with no result, a call
+    id given twice.
+
+    Returns:
+        ``(field, message)`` pairs (``("messages[1]", "tool result for unknown call 'zz'")``), in order.
+    """
+    return _history_problems(messages)
 
 
 def _column_value_problem(column_type: str, value: Any) -> str | None:

@@ -34,7 +34,9 @@ def import_labels(args: argparse.Namespace) -> int:
 
     Returns:
         The exit status: 0 when every label was written; 1 when a label is invalid or matches no case
-        (each named on stderr, ``FILE: case ID: FIELD: message`` / ``N labels match no state: ID, …``;
+        (each named on stderr, ``FILE: case ID: FIELD: message`` / ``N labels match no state: ID, …``; a
+        label holding a key a label does not know, ``FILE: line N: case ID: FIELD: unknown key (did you
+        mean 'forbidden_actions'?)``, is invalid and its case keeps the label it had;
         when no label is written, nothing is); 2 for a missing option or labelling file, or a
         ``.yaml`` output (import writes JSON Lines).
 
@@ -69,7 +71,11 @@ def import_labels(args: argparse.Namespace) -> int:
               "JSON Lines case file (one case a line), which a .yaml name would make unreadable; give --out a "
               "path ending in .jsonl", file=sys.stderr)
         return 2
-    labels = read_labels(Path(args.labels))
+    invalid: dict[str, list[str]] = {}  # labels holding a key a label does not know: invalid, never dropped unsaid
+    labels = read_labels(Path(args.labels), invalid)
+    for lines in invalid.values():
+        for line in lines:
+            print(shown(line), file=sys.stderr)
     cases = read_case_lines(target)
     if args.out and not args.force:
         _check_import_out(dest, target, cases)
@@ -78,7 +84,9 @@ def import_labels(args: argparse.Namespace) -> int:
     out_lines = []
     for c in cases:
         lab = labels.get(str(c["id"]))
-        if lab is not None and lab.get("valid_actions"):
+        if str(c["id"]) in invalid:  # named above; the case keeps the label it had
+            bad += 1
+        elif lab is not None and lab.get("valid_actions"):
             label = {k: v for k, v in lab.items() if k in _KEEP}
             problem = label_problem(c, label, family)
             if problem is not None:
@@ -138,12 +146,13 @@ def label_problem(case: Mapping[str, Any], label: Mapping[str, Any], family: Loa
     from pytest_tooleffect.collect.family import error_location
     from pytest_tooleffect.collect.validation import validate_case
     from pytest_tooleffect.formats import Case, Label
+    from pytest_tooleffect.util.known_keys import extra_key_message
 
     try:
         Label.model_validate(label)
     except ValidationError as exc:
         first = exc.errors()[0]
-        return f"label.{error_location(first['loc'])}: {first['msg'].removeprefix('Value error, ')}"
+        return f"label.{error_location(first['loc'])}: {extra_key_message(Label, first)}"
     if family is None:
         return None
     try:

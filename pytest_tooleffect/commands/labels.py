@@ -10,7 +10,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,9 @@ def cmd_sample(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when written; 2 for a count out of range, a labelled case file or a family
+        The exit status: 0 when written; 1 when written with cases whose conversation the run refuses
+        (a tool result for no call, a call with no result: each named on stderr with the trace file, the
+        run, the case and the field); 2 for a count out of range, a labelled case file or a family
         ``sample`` did not write (hand-authored, another command's) without ``--force``, or traces
         that cannot be read (the reason on stderr).
     """
@@ -83,6 +85,7 @@ def cmd_sample(args: argparse.Namespace) -> int:
               "chat runs (JSONL, or a JSON array of runs), tau-bench trajectories or OpenTelemetry spans "
               "(see --format)", file=sys.stderr)
         return 2
+    flagged = _flag_unusable(cases)
     out.mkdir(parents=True, exist_ok=True)
     fam_path = out / "family.yaml"
     family: dict[str, Any] = {}
@@ -126,7 +129,29 @@ def cmd_sample(args: argparse.Namespace) -> int:
     drawn = {b: len(v) for b, v in sample.items.items()}
     print(json.dumps({"cases": len(cases), "drawn": drawn, "quota": sample.quota, "population": sample.population,
                       "out": str(out / args.name)}))
-    return 0
+    return 1 if flagged else 0
+
+
+def _flag_unusable(cases: Sequence[Mapping[str, Any]]) -> int:
+    """Say on stderr, one line each, what makes a drawn case's conversation one the run refuses (a
+    tool result for no call, a call with no result: :func:`~pytest_tooleffect.collect.validation.history_problems`),
+    naming the trace file, the run, the case and the field.
+
+    Returns:
+        How many cases were named.
+    """
+    from pytest_tooleffect.collect.validation import history_problems
+
+    flagged = 0
+    for c in cases:
+        problems = history_problems(c["messages"])
+        source = c.get("source") or {}
+        for field, message in problems:
+            print(shown(f"tooleffect sample: {source.get('dataset')}: run {source.get('trace_id')}: case {c['id']}: "
+                        f"{field}: {message}; written, but the run will find this case invalid until its trace is "
+                        "fixed", limit=None), file=sys.stderr)
+        flagged += bool(problems)
+    return flagged
 
 
 def _same_labeller(paths: Sequence[str]) -> str | None:
@@ -143,6 +168,30 @@ def _same_labeller(paths: Sequence[str]) -> str | None:
             if os.path.samefile(a, b):
                 return (f"{first} and {second} are one labeller's labels (the same file): a labeller "
                         "agrees with itself on every state; give each labeller's own file")
+    return None
+
+
+def _named_labellers(label: Mapping[str, Any]) -> frozenset[str]:
+    by = label.get("labelled_by")
+    return frozenset([by] if isinstance(by, str) else [str(b) for b in by] if isinstance(by, list) else [])
+
+
+def _one_labeller_named(paths: Sequence[str], files: Sequence[Mapping[str, Mapping[str, Any]]]) -> str | None:
+    """``"A and B are one labeller's labels: …"`` when two label files name the same labellers, and
+    only them, on every label they hold (``labelled_by``: a labeller's file and a copy of it under
+    another name): compared or merged, that labeller agrees with itself.  ``None`` otherwise (a file
+    whose labels name nobody cannot be told apart).
+    """
+    named = []
+    for labels in files:
+        sets = {_named_labellers(lab) for lab in labels.values() if lab.get("valid_actions")}
+        named.append(next(iter(sets)) if len(sets) == 1 and frozenset() not in sets else None)
+    for i, first in enumerate(named):
+        for j in range(i + 1, len(named)):
+            if first is not None and first == named[j]:
+                who = ", ".join(sorted(first))
+                return (f"{paths[i]} and {paths[j]} are one labeller's labels (every label of both is labelled_by "
+                        f"{who}): a labeller agrees with itself on every state; give each labeller's own file")
     return None
 
 
@@ -233,7 +282,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when written; 2 for a missing or unreadable label file.
+        The exit status: 0 when written; 1 when a label holds a key a label does not know (each named on
+        stderr: file, line, case id, key and the known key it likely misspells; the state is listed for
+        adjudication, never merged from the other labels); 2 for a missing or unreadable label file, or
+        two files of one labeller (one file twice, or two whose every label names the same labellers).
     """
     from pytest_tooleffect.data.labelling import merge, read_labels
 
@@ -245,17 +297,23 @@ def cmd_merge(args: argparse.Namespace) -> int:
     if twice is not None:
         print(f"tooleffect merge: {twice}", file=sys.stderr)
         return 2
+    invalid: dict[str, list[str]] = {}  # labels holding a key a label does not know: to adjudicate, never merged
     try:
-        labellers = [read_labels(Path(p)) for p in args.labels]
-        adjudicated = read_labels(Path(args.adjudicated)) if args.adjudicated else {}
+        labellers = [read_labels(Path(p), invalid) for p in args.labels]
+        adjudicated = read_labels(Path(args.adjudicated), invalid) if args.adjudicated else {}
     except ValueError as exc:
         print(f"tooleffect merge: {exc}", file=sys.stderr)
         return 2
+    same = _one_labeller_named(args.labels, labellers)
+    if same is not None:
+        print(shown(f"tooleffect merge: {same}", limit=None), file=sys.stderr)
+        return 2
+    _say_invalid("merge", invalid, "the state needs adjudication")
     empty = [p for p, lab in zip(args.labels, labellers) if not lab]
     if empty:  # its labeller would count as agreeing with every other
         print(f"tooleffect merge: {', '.join(empty)}: holds no label", file=sys.stderr)
         return 2
-    final, pending = merge(labellers, adjudicated)
+    final, pending = merge(labellers, adjudicated, disputed=invalid)
     from pytest_tooleffect.commands import check_command_outputs
     from pytest_tooleffect.util.own_outputs import LABELS
 
@@ -279,7 +337,16 @@ def cmd_merge(args: argparse.Namespace) -> int:
             for i in pending:
                 fh.write(json.dumps({"id": i, "labels": [lab.get(i) for lab in labellers]}, ensure_ascii=False) + "\n")
         print(shown(f"  listed in {path}: " + ", ".join(pending[:20]) + (" …" if len(pending) > 20 else "")))
-    return 0
+    return 1 if invalid else 0
+
+
+def _say_invalid(command: str, invalid: Mapping[str, Sequence[str]], then: str) -> None:
+    """Say on stderr each label holding a key a label does not know (``tooleffect COMMAND: FILE: line N:
+    case ID: FIELD: unknown key (did you mean …?); THEN``), one line each.
+    """
+    for lines in invalid.values():
+        for line in lines:
+            print(shown(f"tooleffect {command}: {line}; {then}", limit=None), file=sys.stderr)
 
 
 def cmd_agree(args: argparse.Namespace) -> int:
@@ -290,7 +357,10 @@ def cmd_agree(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when printed; 2 for a missing or malformed label file, or no shared labelled state.
+        The exit status: 0 when printed; 1 when printed without the states whose label holds a key a label
+        does not know (each named on stderr: file, line, case id, key and the known key it likely
+        misspells); 2 for a missing or malformed label file, no shared labelled state, or two files of one
+        labeller (one file twice, or two whose every label names the same labellers).
     """
     from pytest_tooleffect.data.labelling import agreement, read_labels
 
@@ -302,11 +372,19 @@ def cmd_agree(args: argparse.Namespace) -> int:
     if twice is not None:
         print(f"tooleffect agree: {twice}", file=sys.stderr)
         return 2
+    invalid: dict[str, list[str]] = {}  # labels holding a key a label does not know: left out, named
     try:
-        a, b = read_labels(Path(args.a)), read_labels(Path(args.b))
+        a, b = read_labels(Path(args.a), invalid), read_labels(Path(args.b), invalid)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         print(f"tooleffect agree: {exc}", file=sys.stderr)
         return 2
+    same = _one_labeller_named([args.a, args.b], [a, b])
+    if same is not None:
+        print(shown(f"tooleffect agree: {same}", limit=None), file=sys.stderr)
+        return 2
+    _say_invalid("agree", invalid, "the state is left out")
+    a = {cid: lab for cid, lab in a.items() if cid not in invalid}
+    b = {cid: lab for cid, lab in b.items() if cid not in invalid}
     for path, labels in ((args.a, a), (args.b, b)):
         for cid, lab in labels.items():
             acts = lab.get("valid_actions") if isinstance(lab, dict) else None
@@ -333,7 +411,7 @@ def cmd_agree(args: argparse.Namespace) -> int:
     res = agreement(a, b)
     if args.json:
         print(json.dumps(res, indent=2))
-        return 0
+        return 1 if invalid else 0
 
     def pct(x: float | None) -> str:
         return "–" if x is None else f"{100 * x:.1f} %"
@@ -351,7 +429,7 @@ def cmd_agree(args: argparse.Namespace) -> int:
     print(f"disagreements: {len(res['disagreements'])} ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
     for d in res["disagreements"][: args.show]:
         print(shown(f"  {d['id']} [{d['kind']}]  A={d['a']}  B={d['b']}"))
-    return 0
+    return 1 if invalid else 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -362,7 +440,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when written; 2 for a malformed pairs file or a judge that fails.
+        The exit status: 0 when written (``kappa`` null when every pair fell in one category for both:
+        there is no kappa); 2 for a malformed or empty pairs file or a judge that fails.
     """
     import datetime
 
@@ -378,6 +457,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"tooleffect calibrate-judge: {exc}", file=sys.stderr)
         return 2
+    if not pairs:
+        print(f"tooleffect calibrate-judge: {args.pairs}: holds no pair: nothing to calibrate the judge on",
+              file=sys.stderr)
+        return 2
     bad = [p["id"] for p in pairs if p.get("human") not in ("pass", "fail") or "expected" not in p or "got" not in p]
     if bad:
         print(f"tooleffect calibrate-judge: {args.pairs}: pairs {bad[:5]} need expected, got and human: pass|fail",
@@ -389,15 +472,23 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except JudgeError as exc:
         print(f"tooleffect calibrate-judge: {exc}", file=sys.stderr)
         return 2
+    import math
+
+    if result["kappa"] is None or math.isnan(result["kappa"]):  # every pair in one row and one column: no kappa
+        result["kappa"], result["kappa_ci95"] = None, None
     result["measured_at"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     result["pairs_file"] = args.pairs
     result["usage"] = judge.usage.to_dict()
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    lo, hi = result["kappa_ci95"]
+    out.write_text(json.dumps(result, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    if result["kappa"] is None:
+        kappa = "no Cohen's kappa (every pair fell in one category for both: chance alone predicts the agreement)"
+    else:
+        lo, hi = result["kappa_ci95"]
+        kappa = f"Cohen's kappa {result['kappa']:.3f} (95 % CI {lo:.3f} to {hi:.3f})"
     print(f"judge {result['model']} on {result['n']} pairs: agreement {100 * result['agreement']:.1f} %, "
-          f"Cohen's kappa {result['kappa']:.3f} (95 % CI {lo:.3f} to {hi:.3f}); written to {out}")
+          f"{kappa}; written to {out}")
     return 0
 
 
@@ -426,9 +517,12 @@ def cmd_generate(args: argparse.Namespace) -> int:
     try:
         counts = generate(Path(args.spec), out)
     except ValidationError as exc:
+        from pytest_tooleffect.data.authored import AuthoredSpec
+        from pytest_tooleffect.util.known_keys import extra_key_message
+
         for e in exc.errors():
-            loc = ".".join(str(x) for x in e["loc"])
-            print(f"{args.spec}: {loc}: {e['msg']}", file=sys.stderr)
+            loc = ".".join(str(x) for x in e["loc"]) or "<spec>"
+            print(shown(f"{args.spec}: {loc}: {extra_key_message(AuthoredSpec, e)}", limit=None), file=sys.stderr)
         return 2
     except ValueError as exc:
         print(f"tooleffect generate: {exc}", file=sys.stderr)

@@ -113,21 +113,45 @@ def _other_cases(paths: list[Path], runs: list[Any]) -> str | None:
     return None
 
 
-def _other_policy(paths: list[Path], runs: list[Any]) -> str | None:
-    """Why a ``--repeats`` run is not another run of the baseline's agent (a policy name whose records say
-    another policy: another agent, model, prompt or settings, each group's ``policy_identity``), or ``None``.
-
-    The discordance is the rate at which one agent's verdict changes between runs of it: two agents'
-    disagreement under one name would be taken for it.  Runs whose records do not say are not checked.
+def _identities_of(run: Any) -> list[tuple[str, tuple[str, str]]]:
+    """``(policy name, (spec, digest))`` of each block of ``run`` whose records said what its policy
+    was (a baseline group's ``policy_identity``, ``SPEC (DIGEST)``).
     """
-    base = {(g.family, g.policy): g.policy_identity for g in runs[0].groups if g.policy_identity}
-    for path, run in zip(paths[1:], runs[1:], strict=True):
-        for g in run.groups:
-            mine = base.get((g.family, g.policy))
-            if mine is not None and g.policy_identity and g.policy_identity != mine:
-                return (f"policy {g.policy} ({g.family}) is {mine} in {paths[0]} and {g.policy_identity} in {path}: "
-                        "--repeats is another run of the same agent, and two policies' disagreement is not its "
-                        "discordance; give --repeats a run of the baseline's policy")
+    out = []
+    for g in run.groups:
+        if g.policy_identity:
+            spec, _, digest = g.policy_identity.rpartition(" (")
+            out.append((g.policy, (spec, digest.removesuffix(")")) if spec else (g.policy_identity, "")))
+    return out
+
+
+def _logged_identities(records: list[Any]) -> list[tuple[str, tuple[str, str]]]:
+    """``(policy name, (spec, digest))`` of each record (a JSON object) that says what its policy was."""
+    out = []
+    for rec in records:
+        ident = rec.get("policy_identity") if isinstance(rec, dict) else None
+        if isinstance(ident, dict) and isinstance(rec.get("policy"), str):
+            out.append((rec["policy"], (str(ident.get("spec")), str(ident.get("digest")))))
+    return out
+
+
+def _two_policies(named: list[tuple[Path, list[tuple[str, tuple[str, str]]]]]) -> str | None:
+    """Why the runs (the baseline, each ``--repeats`` run and each ``--costs`` log, with the policies
+    their records name) are not runs of one agent per policy name: two of them name two policies
+    (another agent, model, api base or settings: the records' ``policy_identity``) under one name, as
+    ``tooleffect report`` refuses (:func:`~pytest_tooleffect.report.merging.policy_clash`); ``None``
+    when they are (runs whose records do not say are not checked).
+    """
+    from pytest_tooleffect.report.merging import policy_clash
+
+    seen: dict[str, tuple[tuple[str, str], Path]] = {}
+    for path, identities in named:
+        for policy, ident in identities:
+            first, first_path = seen.setdefault(policy, (ident, path))
+            if first != ident:
+                return (policy_clash(policy, first, first_path, ident, path) + ": the baseline, --repeats and "
+                        "--costs are runs of the same agent (a discordance between two agents is their "
+                        "disagreement, not one agent's noise); give the other agent its own policy name")
     return None
 
 
@@ -138,7 +162,8 @@ def add_plan_parser(sub: Any) -> None:
     p.add_argument("baseline", help="a baseline file or a record log (its repeated trials measure the discordance)")
     p.add_argument("--repeats", action="append", default=[], metavar="RUN",
                    help="another run of the same agent (record log or baseline): an A/A run, or a "
-                        "--tooleffect-repeats run (repeatable)")
+                        "--tooleffect-repeats run (repeatable); a run of another policy under the same name is "
+                        "refused")
     p.add_argument("--costs", action="append", default=[], metavar="LOG",
                    help="a record log whose tokens and dollars per decision price the plan (repeatable; record "
                         "logs given as the baseline or --repeats are read too)")
@@ -245,8 +270,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         a record twice), a run or a cost log that cannot be read, bad figures, or a
         ``--repeats`` run that is the baseline's own run (the same file, or the record log the
         baseline was saved from) or holds other cases, or the same cases under other labels, for
-        a family × policy of the baseline (both files and label-set fingerprints named), or that ran another
-        policy under one of its names (both policies named).  Messages
+        a family × policy of the baseline (both files and label-set fingerprints named), or runs (the
+        baseline, ``--repeats``, ``--costs``) whose records name two policies under one policy name
+        (another agent, model or settings: both named, with their files).  Messages
         show a file's text as the run does (:func:`pytest_tooleffect.util.display.shown`).
     """
     from pytest_tooleffect.ci.baseline import BaselineError, load_runs
@@ -270,16 +296,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if run.incomplete:  # a baseline saved with --allow-incomplete: said, as it was when saved
             print(shown(f"tooleffect plan: {path}: the baseline of an incomplete run (saved with "
                         f"--allow-incomplete): {'; '.join(run.incomplete)}", limit=None), file=sys.stderr)
-    same = _same_run(paths, runs) or _other_cases(paths, runs) or _other_policy(paths, runs)
+    same = _same_run(paths, runs) or _other_cases(paths, runs)
     if same is not None:
         print(shown(f"tooleffect plan: {same}"), file=sys.stderr)
         return 2
+    named = [(path, _identities_of(run)) for path, run in zip(paths, runs, strict=True)]
     for path in (Path(p) for p in args.costs):
         try:
-            records += read_records(path)
+            priced = read_records(path)
         except (OSError, ValueError) as exc:
             print(shown(f"tooleffect plan: {path}: cannot read its costs ({exc})"), file=sys.stderr)
             return 2
+        records += priced
+        named.append((path, _logged_identities(priced)))
+    two = _two_policies(named)
+    if two is not None:
+        print(shown(f"tooleffect plan: {two}", limit=None), file=sys.stderr)
+        return 2
     rows = plan(runs, effect=args.effect, alpha=args.alpha, power=args.power, margin=args.margin,
                 costs=costs_of(records), sim_runs=args.sim_runs)
     if args.json:

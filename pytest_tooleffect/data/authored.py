@@ -105,12 +105,17 @@ def generate(spec_path: Path, out: Path) -> dict[str, Any]:
 
     Raises:
         pydantic.ValidationError: the spec is not valid (field named).
-        ValueError: the spec cannot be read, or a placement's step is outside its run.
+        ValueError: the spec cannot be read, is empty or not a mapping, or a placement's step is outside
+            its run.
     """
     try:
         raw = yaml.load(read_input_text(spec_path), Loader=UniqueKeyLoader)
     except (OSError, yaml.YAMLError) as exc:
         raise ValueError(f"{spec_path}: {exc}") from exc
+    if not isinstance(raw, dict):  # an empty file reads as null: pydantic would name no field
+        what = "is empty" if raw is None else f"holds a YAML {type(raw).__name__}"
+        raise ValueError(f"{spec_path}: {what}, not a spec: an authored family spec is a mapping of its family, notes "
+                         "and placements (see examples/authored/scheduling-notes.yaml)")
     spec = AuthoredSpec.model_validate(raw)
     cases = []
     by_kind: dict[str, int] = {}

@@ -15,16 +15,17 @@ Two labellers' labels of the same states are compared as sets of actions, at two
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.extras import require
 from pytest_tooleffect.util.jsonl import read_objects
 from pytest_tooleffect.util.own_outputs import LABELS, output_kind
 
-__all__ = ["action_set", "agreement", "label_class", "merge", "merge_agreeing", "name_set", "read_labels", "render",
-           "revise"]
+__all__ = ["ROW_KEYS", "action_set", "agreement", "label_class", "label_key_problems", "merge", "merge_agreeing",
+           "name_set", "read_labels", "render", "revise"]
 
 
 def _canon(args: Any) -> str:
@@ -123,33 +124,90 @@ def render(case_id: str, placement: Mapping[str, Any], messages: Sequence[Mappin
            header: Sequence[str] = (), width: int = 2500) -> str:
     """Render a state readably for a labeller: the conversation so far, never ``recorded``.
 
-    Tool results longer than ``width`` characters are cut.
+    Tool results longer than ``width`` characters are cut.  The trace's text is hostile input: each
+    piece is shown as outputs show text (:func:`~pytest_tooleffect.util.display.shown`: control,
+    bidirectional and separator characters as visible escapes), line breaks kept, and every line
+    after a message's first is indented, so a message's text cannot start a line of its own that
+    reads as another turn (``[assistant] I refunded …``) or as the state's heading.
     """
     p = placement
-    lines = [f"## STATE {case_id}  (decision {p['step'] + 1} of {p['run_length']}, bucket {p['bucket']})", *header]
+
+    def text(value: object) -> str:
+        return shown(value, limit=None, lines=True).replace("\r\n", "\n").replace("\n", "\n" + _CONTINUED)
+
+    lines = [f"## STATE {text(case_id)}  (decision {p['step'] + 1} of {p['run_length']}, bucket {text(p['bucket'])})",
+             *header]
     lines.append("--- conversation so far (system prompt omitted) ---")
     for m in messages:
         role = m.get("role")
         if role == "assistant" and m.get("tool_calls"):
             if m.get("content"):
-                lines.append(f"[assistant] {m['content']}")
+                lines.append(f"[assistant] {text(m['content'])}")
             for tc in m["tool_calls"]:
                 fn = tc.get("function", tc)
-                lines.append(f"[assistant → CALL] {fn.get('name')} {fn.get('arguments')}")
+                lines.append(f"[assistant → CALL] {text(fn.get('name'))} {text(fn.get('arguments'))}")
         elif role == "tool":
             body = str(m.get("content"))
             if len(body) > width:
                 body = body[:width] + " …(truncated)"
-            lines.append(f"[tool result: {m.get('name') or m.get('tool_call_id')}] {body}")
+            lines.append(f"[tool result: {text(m.get('name') or m.get('tool_call_id'))}] {text(body)}")
         elif role != "system":
-            lines.append(f"[{role}] {m.get('content')}")
+            lines.append(f"[{text(role)}] {text(m.get('content'))}")
     lines.append("--- what should the agent do next? ---")
     return "\n".join(lines)
 
 
-def read_labels(path: Path) -> dict[str, dict[str, Any]]:
+#: how a message's lines after its first begin in a rendered state: never where a turn's ``[role]`` begins
+_CONTINUED = "    "
+
+
+#: the keys of a label file's row besides its label's (what ``label export`` writes: the state's id and text)
+ROW_KEYS = ("id", "state")
+
+
+def label_key_problems(row: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(field, message)`` for each key of a label file's row that neither a label row
+    (:data:`ROW_KEYS` and the fields of :class:`~pytest_tooleffect.formats.Label`) nor, in a case
+    line's ``label``, a case knows, at any depth (an action's ``tol``), with the known key it likely
+    misspells (:func:`~pytest_tooleffect.util.known_keys.unknown_key_message`): a key dropped unsaid
+    would lose what the labeller wrote in it (``forbiden_actions``: the forbidden actions).
+
+    Args:
+        row: the row (a JSON object).
+
+    Returns:
+        ``("forbiden_actions", "unknown key (did you mean 'forbidden_actions'?)")`` … in the row's order.
+    """
+    from pydantic import ValidationError
+
+    from pytest_tooleffect.collect.family import error_location
+    from pytest_tooleffect.formats import Case, Label
+    from pytest_tooleffect.util.known_keys import UNKNOWN_KEY, extra_key_message, unknown_keys
+
+    if isinstance(row.get("label"), Mapping):  # a case line: the case's keys, its label's below
+        problems = unknown_keys(row, Case.model_fields)
+        part, prefix = row["label"], "label."
+    else:
+        problems = unknown_keys(row, (*ROW_KEYS, *Label.model_fields))
+        part, prefix = {k: v for k, v in row.items() if k in Label.model_fields}, ""
+    try:
+        Label.model_validate(part)
+    except ValidationError as exc:  # only its unknown keys: the label's values are checked where it is used
+        problems += [(prefix + error_location(e["loc"]), extra_key_message(Label, e)) for e in exc.errors()
+                     if e["type"] == UNKNOWN_KEY]
+    return problems
+
+
+def read_labels(path: Path, invalid: dict[str, list[str]] | None = None) -> dict[str, dict[str, Any]]:
     """Read a JSONL label file (``{"id", "valid_actions", "forbidden_actions", "labelled_by"}`` per
     line; a case line with a ``label`` works too) keyed by id; a missing file reads as empty.
+
+    Args:
+        path: the label file.
+        invalid: when given, filled with the rows holding a key a label does not know
+            (:func:`label_key_problems`), by id: one line per key, ``FILE: line N: case ID: FIELD:
+            unknown key (did you mean 'forbidden_actions'?)``.  Those rows are returned too: the caller
+            counts them invalid.
 
     Raises:
         ValueError: the file is another file of the plugin's (a record log, a report, a baseline:
@@ -172,6 +230,9 @@ def read_labels(path: Path) -> dict[str, dict[str, Any]]:
             raise ValueError(f"{path}: line {n}: id {key!r} is labelled again (first on line {lines[key]}): "
                              "one label per state")
         lines[key] = n
+        if invalid is not None:
+            for field, message in label_key_problems(d):
+                invalid.setdefault(key, []).append(f"{path}: line {n}: case {key}: {field}: {message}")
         label = d.get("label", d)
         out[key] = {"id": d["id"], **(label if isinstance(label, dict) else {})}
     return out
@@ -267,11 +328,14 @@ def revise(label: Mapping[str, Any], revision: Mapping[str, Any], where: str = "
 
 
 def merge(labellers: Sequence[Mapping[str, Mapping[str, Any]]],
-          adjudicated: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[dict[str, dict[str, Any]], list[str]]:
+          adjudicated: Mapping[str, Mapping[str, Any]] | None = None,
+          disputed: Collection[str] = ()) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Produce the final label set from several labellers' labels (keyed by case id).
 
     A case whose valid action sets agree across every labeller that labelled it gets the merged
-    label; an adjudicated case takes its adjudication; the rest need adjudication.
+    label; an adjudicated case takes its adjudication; the rest need adjudication, and so does
+    every case in ``disputed`` (one of its labels is invalid, an adjudication's too: what its
+    labeller meant is for a person to read).
 
     Returns:
         ``(final labels by id, ids that need adjudication)``.
@@ -281,6 +345,9 @@ def merge(labellers: Sequence[Mapping[str, Mapping[str, Any]]],
     final: dict[str, dict[str, Any]] = {}
     pending = []
     for i in ids:
+        if i in disputed:
+            pending.append(i)
+            continue
         if i in adjudicated:
             final[i] = {k: v for k, v in adjudicated[i].items() if k != "id"}
             continue

@@ -95,10 +95,13 @@ def _where(path: Path, n: int, row: Any) -> str:
     return f"{path}:{n}" + (f" {rid}" if rid else "")
 
 
-def _invalid(where: str, exc: ValidationError) -> ReplySetError:
+def _invalid(where: str, exc: ValidationError, model: type[BaseModel]) -> ReplySetError:
+    from pytest_tooleffect.util.known_keys import UNKNOWN_KEY, extra_key_message
+
     first = exc.errors()[0]
     field = ".".join(str(p) for p in first["loc"]) or "row"
-    return ReplySetError(f"{where}: {field}: {first['msg']}")
+    return ReplySetError(f"{where}: {field}: "
+                         f"{extra_key_message(model, first) if first['type'] == UNKNOWN_KEY else first['msg']}")
 
 
 _Row = TypeVar("_Row", bound=BaseModel)
@@ -117,7 +120,7 @@ def _rows(path: Path, model: type[_Row]) -> Iterator[tuple[str, _Row]]:
         try:
             yield where, model.model_validate(row)
         except ValidationError as exc:
-            raise _invalid(where, exc) from None
+            raise _invalid(where, exc, model) from None
 
 
 def read_replies(path: Path) -> dict[str, Reply]:

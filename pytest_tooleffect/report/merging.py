@@ -41,7 +41,7 @@ from pytest_tooleffect.scoring.record import PolicyIdentity, Record, SelectionRe
 from pytest_tooleffect.util.input_files import empty_pipe, not_an_input
 
 __all__ = ["DUPLICATES_HINT", "DUPLICATE_CHOICES", "UNSTAMPED", "MergeError", "Merged", "ShortPart", "merge_logs",
-           "record_logs"]
+           "policy_clash", "record_logs"]
 
 DUPLICATE_CHOICES = ("refuse", "first", "last")
 #: the problem line of logs whose records do not say what their run selected
@@ -312,10 +312,20 @@ def check_policy(r: Record, log: Path, seen: dict[str, tuple[PolicyIdentity, Pat
     first, first_log = seen.setdefault(r.policy, (ident, log))
     if first.digest == ident.digest:
         return
-    how = "" if first.spec != ident.spec else " with other settings"
-    raise MergeError(f"policy {r.policy}: {first.spec} ({first.digest}) in {first_log} but {ident.spec}"
-                     f"{how} ({ident.digest}) in {log}: one policy name, two policies; the logs are not one run "
-                     "(merge the logs of one policy, or give the other one its own name)")
+    raise MergeError(policy_clash(r.policy, (first.spec, first.digest), first_log, (ident.spec, ident.digest), log)
+                     + "; the logs are not one run (merge the logs of one policy, or give the other one its own name)")
+
+
+def policy_clash(policy: str, first: tuple[str, str], first_log: Path | str, ident: tuple[str, str],
+                 log: Path | str) -> str:
+    """``policy NAME: SPEC (DIGEST) in LOG but SPEC [with other settings] (DIGEST) in LOG: one policy
+    name, two policies``: how every command that reads runs of one policy says that two of them are
+    runs of two policies under one name (each identity a ``(spec, digest)`` pair, as a record's
+    ``policy_identity`` has it).
+    """
+    how = "" if first[0] != ident[0] else " with other settings"
+    return (f"policy {policy}: {first[0]} ({first[1]}) in {first_log} but {ident[0]}{how} ({ident[1]}) in {log}: "
+            "one policy name, two policies")
 
 
 def _check_label(r: Record, log: Path, labels: dict[tuple[str, str], tuple[str, Path]]) -> None:

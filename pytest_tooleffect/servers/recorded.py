@@ -22,7 +22,7 @@ from pytest_tooleffect.formats import Policy
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from pytest_tooleffect.util.display import shown
 
-__all__ = ["RecordedStates", "recorded_server", "replay_index", "turn_key"]
+__all__ = ["RecordedStates", "recorded_server", "replay_index", "request_problem", "turn_key"]
 
 
 def turn_key(request: Mapping[str, Any], *, system: bool = True, tools: bool = True) -> str:
@@ -170,6 +170,9 @@ def recorded_server(cases_dir: Path, *, port: int = 0, system: bool = True) -> t
     keyed_on = "messages, tools and system prompt" if system else "messages and tools (system prompt ignored)"
 
     def script(body: dict[str, Any]) -> Reply:
+        malformed = request_problem(body)
+        if malformed is not None:  # not a chat request: said as such, never answered as a state not recorded
+            return Reply(status=400, error_message=f"tooleffect serve: {malformed}")
         found = states.answer(body)
         if found is not None:
             return found
@@ -179,6 +182,24 @@ def recorded_server(cases_dir: Path, *, port: int = 0, system: bool = True) -> t
 
     server = ScriptedServer(script, port=port, models=("recorded-agent",), keep_requests=False)
     return server, len(states), keyed_on
+
+
+def request_problem(body: Mapping[str, Any]) -> str | None:
+    """What makes ``body`` no OpenAI chat request (``messages`` not a non-empty list of objects each
+    with a text ``role``; ``tools`` present and not a list of objects), naming the field; ``None`` when
+    it is one.
+    """
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        got = "missing" if messages is None else f"a JSON {type(messages).__name__}" if messages else "empty"
+        return f"messages: a chat request's messages are a non-empty list of message objects, got {got}"
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
+            return f"messages[{i}]: a message is an object with a text role, got {json.dumps(m)[:80]}"
+    tools = body.get("tools")
+    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, Mapping) for t in tools)):
+        return "tools: a list of tool objects"
+    return None
 
 
 def replay_index(cases_dir: Path, *, system: bool = True, tools: bool = True,

@@ -158,10 +158,15 @@ defaults:
 """
 
 
-def check_entry_ids(data: Path) -> None:
+def check_entry_ids(data: Path, answers: bool = False) -> None:
     """Refuse a BFCL data file whose entries' ids could not be case ids: text that is not one (``../x``,
     a space, a ``/``) or an id given twice.  Lines that are not JSON objects, or lack a text ``id``,
     are left to the importer (it names them).
+
+    Args:
+        data: the data file, or its ``possible_answer`` file.
+        answers: ``data`` is a ``possible_answer`` file: an id answered twice, even alike, is refused
+            too (which answer is the ground truth?).
 
     Raises:
         ValueError: one line naming the file, the line and the id, ending ``nothing was imported``.
@@ -178,8 +183,8 @@ def check_entry_ids(data: Path) -> None:
         if not is_case_id(eid):
             raise ValueError(f"{where} is not a case id ({CASE_ID_SHAPE}); nothing was imported")
         if eid in seen:
-            raise ValueError(f"{where} is given twice (lines {seen[eid]} and {line}): which entry is the case?; "
-                             "nothing was imported")
+            which = "which answer is the ground truth?" if answers else "which entry is the case?"
+            raise ValueError(f"{where} is given twice (lines {seen[eid]} and {line}): {which}; nothing was imported")
         seen[eid] = line
 
 
@@ -207,7 +212,10 @@ def import_bfcl(source: Path, out: Path, categories: list[str] | None = None) ->
     if unknown:
         raise ValueError(f"unknown BFCL category {unknown[0]!r} (known: {', '.join(CATEGORIES)})")
     for category in cats:  # every id checked before anything is written
-        check_entry_ids(source / CATEGORIES[category][0])
+        data_file, answer_file = CATEGORIES[category]
+        check_entry_ids(source / data_file)
+        if answer_file is not None:
+            check_entry_ids(source / answer_file, answers=True)
     anchor = next(p for p in (out, *out.parents) if p.exists() or p == Path(p.anchor))  # an existing folder
     staging = Path(tempfile.mkdtemp(prefix=".tooleffect-import-bfcl-", dir=anchor if anchor.is_dir() else None))
     try:

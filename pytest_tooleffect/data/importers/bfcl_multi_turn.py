@@ -327,6 +327,7 @@ def import_multi_turn(source: Path, out: Path, category: str, limit: int | None 
     if category not in MULTI_TURN:
         raise ValueError(f"unknown BFCL multi-turn category {category!r} (known: {', '.join(MULTI_TURN)})")
     check_entry_ids(source / MULTI_TURN[category][0])
+    check_entry_ids(source / MULTI_TURN[category][1], answers=True)  # an id answered twice: which is the truth?
     activate()
     world = load_service().load_world("bfcl")
     data_file, answer_file = MULTI_TURN[category]

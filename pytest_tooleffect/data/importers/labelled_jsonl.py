@@ -111,6 +111,11 @@ def import_labelled_jsonl(path: Path, out: Path) -> tuple[dict[str, Any], list[s
             problems.append(f"{path}: line {n}: case {case['id']}: tools: the tool {twice!r} is offered twice "
                             "(a tool name is one tool); the row is left out")
             continue
+        role = row["recorded"].get("role", "assistant") if isinstance(row.get("recorded"), Mapping) else "assistant"
+        if role != "assistant":  # another turn (the user's, a tool's) replayed as the agent's decision
+            problems.append(f"{path}: line {n}: case {case['id']}: recorded.role: {role!r}: the recorded decision "
+                            "is the agent's own message (role assistant); the row is left out")
+            continue
         cases.append((case, tools))
         lines[case["id"]] = n
         tool_sets.setdefault(json.dumps(tools, sort_keys=True), tools)
