@@ -163,3 +163,48 @@ def test_a_tampered_record_is_refused_by_every_reader(tmp_path: Path, edit: Any,
         assert out.returncode == 2, (command, out.stdout, out.stderr)
         assert f"{tampered}: line 1 is not a tooleffect record" in out.stderr and said in out.stderr, out.stderr
         assert not (tmp_path / "b.json").exists()
+
+
+def _class_and_bucket(r: dict[str, Any]) -> None:
+    """A no_tool record made to read as single: its class and no_tool_failure both edited."""
+    r.update({"class": "single", "no_tool_failure": None})
+
+
+def test_a_class_its_cases_label_contradicts_is_refused_given_the_cases(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    tampered = _tamper(log, "refund-asked", _class_and_bucket)
+    said = ("record support/refund-asked[replay]: class single, but case refund-asked of support under cases has "
+            "that label (hash ")
+    for command in (["report", str(tampered)], ["html", str(tampered), "--out", str(tmp_path / "p.html")],
+                    ["baseline", "save", str(tampered), "--out", str(tmp_path / "b.json")]):
+        out = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", *command, "--cases", "cases"],
+                             cwd=tmp_path, capture_output=True, text=True)
+        assert out.returncode == 2 and said in out.stderr and "is no_tool: the record was edited" in out.stderr, out
+        # without the cases nothing says the class is not the label's: the record alone is consistent
+        alone = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", *command, "--cases", "none"],
+                               cwd=tmp_path, capture_output=True, text=True)
+        assert alone.returncode in (0, 1) and "was edited" not in alone.stderr, alone
+        (tmp_path / "b.json").unlink(missing_ok=True)
+    # a label hash that is not the case's: a label changed since the run, said and taken as written
+    changed = _tamper(log, "refund-asked", lambda r: r.update(label_hash="0" * 16))
+    out = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", str(changed), "--cases", "cases"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0 and ("the label hash of 1 (records) is not their case's under cases "
+                                    "(support/refund-asked[replay])") in out.stderr, out.stderr
+
+
+def test_a_baselines_class_its_cases_label_contradicts_is_refused_by_a_run_and_by_report(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    assert subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "baseline", "save", str(log), "--out",
+                           "b.json", "--cases", "cases"], cwd=tmp_path, capture_output=True).returncode == 0
+    data = json.loads((tmp_path / "b.json").read_text())
+    data["decisions"]["support/where[replay]"]["class"] = "several"  # kind ok: the record alone cannot tell
+    (tmp_path / "b.json").write_text(json.dumps(data))
+    run = subprocess.run([sys.executable, "-m", "pytest", "cases", "-q", "-p", "no:cacheprovider",
+                          "--tooleffect-baseline=b.json"], cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 4 and ("b.json: decisions.support/where[replay].class: several, "
+                                    "but the case has that label") in run.stderr, (run.stdout, run.stderr)
+    out = subprocess.run([sys.executable, "-m", "pytest_tooleffect.cli", "report", str(log), "--baseline", "b.json"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 2 and ("--baseline's decision support/where[replay]: class several, but case where of "
+                                    "support under cases") in out.stderr, out.stderr
