@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from pytest_tooleffect.collect.cases import case_label_hash, load_case_file, load_family
 from pytest_tooleffect.options import OPT_HTML
 from pytest_tooleffect.report.html import load_states, render_html
 from pytest_tooleffect.report.model import Report
@@ -346,9 +347,14 @@ def test_calls_to_tools_not_offered_are_a_line_of_the_page() -> None:
 
 def test_the_command_warns_in_one_line_of_the_families_whose_cases_it_did_not_find(tmp_path: Path) -> None:
     records = tmp_path / "records.jsonl"
-    rows = [record_row("p", "sch-conf-01", "ok", True, "scheduling"),
+    rows = [record_row("p", "sch-conf-01", "ok_no_tool", True, "scheduling"),
             record_row("p", "sch-no-such-case", "ok", True, "scheduling"),
             record_row("p", "c1", "ok", True, "fam")]
+    fam = load_family(REPO / "cases" / "scheduling")  # the case's label hash and class, as a run writes them
+    (case,) = [c for c in load_case_file(REPO / "cases" / "scheduling" / "cases.yaml", fam, set())[0]
+               if c.id == "sch-conf-01"]
+    assert case.label is not None and case.label.label_class == "no_tool"
+    rows[0].update({"label_hash": case_label_hash(case, fam), "class": "no_tool"})
     records.write_text("".join(json.dumps(r) + "\n" for r in rows))
     shutil.copytree(REPO / "cases" / "scheduling", tmp_path / "cases" / "scheduling")
     (tmp_path / "oracle").mkdir()
