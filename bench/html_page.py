@@ -22,8 +22,10 @@ from typing import Any
 
 from results import emit  # bench/results.py: this folder is on sys.path
 
+from pytest_tooleffect.oracle.kinds import MATCHED
 from pytest_tooleffect.report import summarise
 from pytest_tooleffect.report.html import States, render_html
+from pytest_tooleffect.scoring.no_tool import no_tool_buckets
 from pytest_tooleffect.scoring.record import Record
 
 LIMIT_S = 5.0
@@ -67,10 +69,13 @@ def _case(rng: random.Random, i: int) -> tuple[dict[str, Any], str]:
 
 def _record(rng: random.Random, i: int, cls: str, policy: str) -> dict[str, Any]:
     kind = rng.choices([k for k, _ in KINDS], [w for _, w in KINDS])[0]
-    if cls == "no_tool" and kind == "ok":
-        kind = "ok_no_tool"
+    # the kinds the oracle gives in the class: null valid (no_tool) or not
+    kind = ({"ok": "ok_no_tool", "wrong_tool": "tool_when_none_needed", "none_when_tool_needed": "ok_no_tool",
+             "right_tool_wrong_args": "tool_when_none_needed"} if cls == "no_tool"
+            else {"ok_no_tool": "ok", "tool_when_none_needed": "wrong_tool"}).get(kind, kind)
     ok = kind in ("ok", "ok_no_tool")
-    tool = None if kind in ("ok_no_tool", "none_when_tool_needed") else rng.choice([t["name"] for t in TOOLS])
+    tool = (None if kind in ("ok_no_tool", "none_when_tool_needed")
+            else "book_flight" if kind == "forbidden" else rng.choice([t["name"] for t in TOOLS]))
     args_ok = kind != "right_tool_wrong_args"
     fields = [] if tool is None else [{"path": f"{tool}.origin", "ok": args_ok, "rule": "default:string",
                                        "expected": "LIS", "got": "LIS" if args_ok else "OPO"}]
@@ -80,10 +85,16 @@ def _record(rng: random.Random, i: int, cls: str, policy: str) -> dict[str, Any]
         "outcome": "scored", "class": cls, "bucket": rng.choice(["first", "middle", "last"]), "step": 3,
         "run_length": 9, "xfail": False, "label_hash": f"{i:016x}",
         "verdict": {"name_ok": ok or kind == "right_tool_wrong_args", "name_args_ok": ok, "kind": kind,
-                    "matched": None, "fields": fields, "unruled": [], "approximate": False,
-                    "emitted": [{"tool": tool, "args": {"origin": "LIS"}} if tool else {"tool": None}],
-                    "forbidden": {"tool": "book_flight"} if kind == "forbidden" else None, "malformed": []},
-        "no_tool_failure": None, "error": None, "source": {"kind": "generated"}, "model": f"openai/{policy}",
+                    "matched": ({"tool": None} if kind == "ok_no_tool" else {"tool": tool} if kind in MATCHED
+                                else None),
+                    "fields": fields if kind in MATCHED else [], "unruled": [], "approximate": False,
+                    "emitted": [{"tool": tool, "malformed": "arguments of x are not valid JSON"}
+                                if kind == "malformed_call" else {"tool": tool, "args": {"origin": "LIS"}}
+                                if tool else {"tool": None}],
+                    "forbidden": {"tool": "book_flight"} if kind == "forbidden" else None,
+                    "malformed": ["arguments of x are not valid JSON"] if kind == "malformed_call" else []},
+        "no_tool_failure": no_tool_buckets(cls, kind, [{"tool": tool}], [], False, False)[-1], "error": None,
+        "source": {"kind": "generated"}, "model": f"openai/{policy}",
         "cost": {"input_tokens": tokens, "output_tokens": 40, "latency_ms": rng.uniform(200, 900),
                  "cost_usd": tokens * 2.5e-6},
     }

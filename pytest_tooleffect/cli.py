@@ -232,6 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--out", type=output_file, default="tooleffect-baseline.json",
                    help="default tooleffect-baseline.json")
     p.add_argument("--force", action="store_true", help=OWN_FORCE_HELP)
+    p.add_argument("--cases", default="cases", help="folder of the families: each record's class checked against its "
+                                                    "case's label")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="save the log of a run that is not complete (interrupted, shards missing, items without a "
                         "record); the baseline says it is incomplete. Refused without it")

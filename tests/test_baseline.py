@@ -19,7 +19,9 @@ import scipy.stats  # noqa: F401  (numpy's extension loads once per process: imp
 from pytest_tooleffect.ci.baseline import Baseline, BaselineDecision, BaselineError, classify, load_runs, record_passed
 from pytest_tooleffect.ci.comparison import compare, fingerprint_mismatches, mcnemar_exact
 from pytest_tooleffect.cli import main as cli
+from pytest_tooleffect.oracle.kinds import LEVELS
 from pytest_tooleffect.report import dumps, summarise
+from tests.verdicts import no_tool_bucket, verdict
 
 FAMILY = """\
 name: bl
@@ -500,15 +502,21 @@ def test_mcnemar_exact_is_the_binomial_test_on_the_discordant_pairs() -> None:
             assert mcnemar_exact([[2, b], [c, 7]]) == pytest.approx(float(exact_mcnemar(b, c)), rel=1e-12), (b, c)
 
 
-def rec(cid: str, cls: str = "single", kind: str | None = "ok", name: bool = True, args: bool = True,
+def rec(cid: str, cls: str = "single", kind: str | None = "ok", name: bool | None = None, args: bool | None = None,
         effect: bool | None = None, label: str = "h1", policy: str = "replay", trial: int | None = None,
         **extra: Any) -> dict[str, Any]:
+    """A record of ``kind`` (``None``: an error), its verdict's fields as the oracle gives them (``name`` and
+    ``args`` written over the levels, for a record the rule refuses)."""
+    v = verdict(kind) if kind else None
+    if v is not None:
+        v.update({k: x for k, x in (("name_ok", name), ("name_args_ok", args)) if x is not None})
     rid = f"fam/{cid}[{policy}]" if trial is None else f"fam/{cid}[{policy}:{trial}]"
     r: dict[str, Any] = {"id": rid, "family": "fam", "case_id": cid, "policy": policy, "trial": trial or 1,
                          "class": cls, "bucket": "last", "step": 0, "run_length": 1, "source": {"kind": "authored"},
-                         "label_hash": label, "xfail": False, "no_tool_failure": None,
+                         "label_hash": label, "xfail": False,
+                         "no_tool_failure": no_tool_bucket(cls, v, effect is False) if kind in LEVELS else None,
                          "outcome": "scored" if kind else "error",
-                         "verdict": {"kind": kind, "name_ok": name, "name_args_ok": args, "fields": []} if kind else None,
+                         "verdict": v,
                          "error": None if kind else {"type": "Timeout", "message": "slow"},
                          "cost": {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None},
                          **extra}

@@ -20,6 +20,7 @@ from pytest_tooleffect.ci.gate_rules import GateSet, load_gates, parse_gates
 from pytest_tooleffect.report import Report, summarise
 from pytest_tooleffect.scoring.record import BaselineMark, Record
 from tests.conftest import REPO
+from tests.verdicts import no_tool_bucket, verdict
 
 FAMILY = """\
 name: mini
@@ -463,12 +464,13 @@ def _records(no_tool: tuple[int, int], single: tuple[int, int]) -> list[Record]:
     for cls, (c, n) in (("no_tool", no_tool), ("single", single)):
         for i in range(n):
             ok = i < c
+            v = verdict(("ok" if cls == "single" else "ok_no_tool") if ok
+                        else ("wrong_tool" if cls == "single" else "tool_when_none_needed"))
             out.append(Record.model_validate({
                 "id": f"f/{cls}-{i}[p]", "case_id": f"{cls}-{i}", "family": "f", "policy": "p",
                 "outcome": "scored", "class": cls, "bucket": "middle", "step": 0, "run_length": 1, "xfail": False,
-                "label_hash": "h", "no_tool_failure": None, "error": None, "source": {"kind": "authored"},
-                "verdict": {"name_ok": ok, "name_args_ok": ok, "kind": ("ok" if ok else "wrong_tool"),
-                            "fields": [], "unruled": []},
+                "label_hash": "h", "no_tool_failure": no_tool_bucket(cls, v), "error": None,
+                "source": {"kind": "authored"}, "verdict": v,
                 "cost": {"input_tokens": None, "output_tokens": None, "latency_ms": None, "cost_usd": None}}))
     return out
 
@@ -557,9 +559,10 @@ def test_a_regressions_gate_that_compares_nothing_is_not_judged(statuses: list[s
 
 
 def test_a_count_gate_names_its_first_five_decisions_and_counts_the_rest() -> None:
-    records = _records((0, 7), (0, 0))  # seven wrong_tool decisions
-    (result,) = evaluate(_report(records), records, _gates('[tool.tooleffect.gates."*"]\nmax_count = {wrong_tool = 0}\n'))
-    assert result.line == ("gate f/p wrong_tool <= 0: FAILED (7 of 7 decisions: f/no_tool-0[p], f/no_tool-1[p], "
+    records = _records((0, 7), (0, 0))  # seven tool_when_none_needed decisions
+    (result,) = evaluate(_report(records), records,
+                         _gates('[tool.tooleffect.gates."*"]\nmax_count = {tool_when_none_needed = 0}\n'))
+    assert result.line == ("gate f/p tool_when_none_needed <= 0: FAILED (7 of 7 decisions: f/no_tool-0[p], f/no_tool-1[p], "
                            "f/no_tool-2[p], f/no_tool-3[p], f/no_tool-4[p] and 2 more)")
     assert result.ids == tuple(f"f/no_tool-{i}[p]" for i in range(7))  # all of them in the JSON report
     (passing,) = evaluate(_report(records), records, _gates('[tool.tooleffect.gates."*"]\nmax_count = {forbidden = 0}\n'))

@@ -18,11 +18,13 @@ from typing import Any
 
 import pytest
 
+from pytest_tooleffect.collect.cases import case_label_hash, load_case_file, load_family
 from pytest_tooleffect.options import OPT_HTML
 from pytest_tooleffect.report.html import load_states, render_html
 from pytest_tooleffect.report.model import Report
 from pytest_tooleffect.report.record_log import read_records
 from tests.conftest import REPO
+from tests.verdicts import verdict
 
 CHROMIUM = "/usr/bin/chromium"
 #: the launch flags: headless, no sandbox (root in CI), and nothing that phones home
@@ -218,10 +220,11 @@ def test_the_command_writes_the_page_from_records_or_a_report(shipped_run: dict[
 
 
 def record_row(rid_policy: str, case: str, kind: str, ok: bool, family: str = "fam") -> dict[str, Any]:
+    assert ok is (kind in ("ok", "ok_no_tool")), "the levels follow the kind"
     return {"version": 1, "id": f"{family}/{case}[{rid_policy}]", "family": family, "case_id": case,
             "policy": rid_policy, "outcome": "scored", "class": "single", "bucket": "first", "step": 0,
             "run_length": 2, "xfail": False, "label_hash": "0" * 16,
-            "verdict": {"name_ok": ok, "name_args_ok": ok, "kind": kind, "emitted": [{"tool": "t", "args": {}}]},
+            "verdict": verdict(kind),
             "no_tool_failure": None, "cost": {"input_tokens": 10, "output_tokens": 2, "latency_ms": 5.0,
                                               "cost_usd": 0.001}, "error": None, "source": {"kind": "authored"}}
 
@@ -258,8 +261,8 @@ def test_regressions_and_fixes_come_first_with_a_baseline(tmp_path: Path, browse
 
     before = [record_row("a", f"c{i}", "ok", True) for i in range(5)] + [record_row("a", "c9", "wrong_tool", False)]
     rows = copy.deepcopy(before)
-    rows[3]["verdict"].update(name_ok=False, name_args_ok=False, kind="wrong_tool")  # c3 regressed
-    rows[5]["verdict"].update(name_ok=True, name_args_ok=True, kind="ok")  # c9 fixed
+    rows[3]["verdict"] = verdict("wrong_tool")  # c3 regressed
+    rows[5]["verdict"] = verdict("ok")  # c9 fixed
     records = [Record.model_validate(r) for r in rows]
     section = BaselineContributor(Baseline.from_records(before, created="2026-01-01"), Path("b.json"))
     section.mark(records)
@@ -352,8 +355,8 @@ def test_every_block_field_is_drawn_by_the_page() -> None:
 def test_calls_to_tools_not_offered_are_a_line_of_the_page() -> None:
     from pytest_tooleffect.report import summarise
 
-    rec = record_row("a", "c1", "tool_when_none_needed", False)
-    rec["verdict"]["hallucinated"] = ["made_up"]
+    rec = record_row("a", "c1", "wrong_tool", False)
+    rec["verdict"] = verdict("wrong_tool", "made_up", hallucinated=["made_up"])
     html = render_html(summarise([rec]))
     line = re.search(r'<p class="meta" data-field="hallucinated_tools">(.*?)</p>', html, re.S)
     assert line is not None
@@ -363,9 +366,14 @@ def test_calls_to_tools_not_offered_are_a_line_of_the_page() -> None:
 
 def test_the_command_warns_in_one_line_of_the_families_whose_cases_it_did_not_find(tmp_path: Path) -> None:
     records = tmp_path / "records.jsonl"
-    rows = [record_row("p", "sch-conf-01", "ok", True, "scheduling"),
+    rows = [record_row("p", "sch-conf-01", "ok_no_tool", True, "scheduling"),
             record_row("p", "sch-no-such-case", "ok", True, "scheduling"),
             record_row("p", "c1", "ok", True, "fam")]
+    fam = load_family(REPO / "cases" / "scheduling")  # the case's label hash and class, as a run writes them
+    (case,) = [c for c in load_case_file(REPO / "cases" / "scheduling" / "cases.yaml", fam, set())[0]
+               if c.id == "sch-conf-01"]
+    assert case.label is not None and case.label.label_class == "no_tool"
+    rows[0].update({"label_hash": case_label_hash(case, fam), "class": "no_tool"})
     records.write_text("".join(json.dumps(r) + "\n" for r in rows))
     shutil.copytree(REPO / "cases" / "scheduling", tmp_path / "cases" / "scheduling")
     (tmp_path / "oracle").mkdir()

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.report import percent, rate_table, render_terminal, summarise, wilson_interval
+from tests.verdicts import no_tool_bucket, verdict
 
 SEED = {"single": (179, 187), "several": (21, 22), "no_tool": (13, 31)}
 
@@ -73,11 +74,12 @@ def test_report_building_does_not_import_scipy_stats() -> None:
 
 def _rec(family: str, cls: str, name_ok: bool, name_args_ok: bool, kind: str, bucket: str = "last",
          policy: str = "replay", outcome: str = "scored", **extra: Any) -> dict[str, Any]:
+    v = None if outcome == "error" else verdict(kind, name_ok=name_ok, fields=extra.get("fields", []))
+    assert v is None or (v["name_ok"], v["name_args_ok"]) == (name_ok, name_args_ok), "the levels follow the kind"
     return {"family": family, "policy": policy, "case_id": f"{cls}-{kind}-{bucket}-{extra.get('n', 0)}",
             "label_hash": "h", "class": cls, "bucket": bucket, "step": 0, "run_length": 1, "source": {"kind": "authored"}, "outcome": outcome, "xfail": False,
-            "verdict": None if outcome == "error" else {"name_ok": name_ok, "name_args_ok": name_args_ok,
-                                                        "kind": kind, "fields": extra.get("fields", []), "unruled": []},
-            "no_tool_failure": extra.get("ntf"), "cost": {"input_tokens": None, "output_tokens": None,
+            "verdict": v,
+            "no_tool_failure": extra.get("ntf", no_tool_bucket(cls, v)), "cost": {"input_tokens": None, "output_tokens": None,
                                                          "latency_ms": None, "cost_usd": None},
             "id": f"{family}/{cls}[{policy}]", "error": extra.get("error")}
 

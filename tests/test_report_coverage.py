@@ -20,6 +20,7 @@ from pytest_tooleffect.report import summarise
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import REPO, generated_report_schema
 from tests.demo_family import CASES, case, write_demo
+from tests.verdicts import verdict
 
 REPORT_SCHEMA = generated_report_schema()
 
@@ -108,7 +109,7 @@ def test_status_from_records_alone() -> None:
     ok = {"id": "f/c[p]", "family": "f", "case_id": "c", "policy": "p", "outcome": "scored", "class": "no_tool",
           "bucket": "last", "step": 0, "run_length": 1, "source": {"kind": "authored"}, "xfail": False,
           "no_tool_failure": None, "error": None, "label_hash": "0" * 16, "cost": {},
-          "verdict": {"name_ok": True, "name_args_ok": True, "kind": "ok_no_tool", "fields": []}}
+          "verdict": verdict("ok_no_tool")}
     err = {**ok, "id": "f/d[p]", "case_id": "d", "outcome": "error", "verdict": None,
            "error": {"type": "Timeout", "message": "t"}}
     assert summarise([ok]).status == "complete"

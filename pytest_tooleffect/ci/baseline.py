@@ -140,7 +140,7 @@ class BaselineDecision(BaseModel):
                 effect = "" if self.effect_ok is None else f" and effect_ok {str(self.effect_ok).lower()}"
                 raise ValueError(f"passed {str(self.passed).lower()} with kind {shown(self.kind)}{effect}: a decision "
                                  "passes exactly when its kind is ok or ok_no_tool and its effect, if any, passed")
-            why = kind_problem(str(self.kind), bool(self.name_ok), bool(self.name_args_ok))
+            why = kind_problem(str(self.kind), bool(self.name_ok), bool(self.name_args_ok), None, self.label_class)
             if why is not None:  # the rule every verdict read back obeys (a record log's too)
                 raise ValueError(shown(why))
         elif self.passed is not None:

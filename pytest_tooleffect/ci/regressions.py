@@ -112,6 +112,12 @@ class BaselinePlugin:
                 continue
             before = self.baseline.decisions.get(item.record_id)
             item.stash[_before_key] = before
+            if before is not None and before.label_hash == item.ref.label_hash \
+                    and before.label_class != item.ref.label_class:  # the case's label, by its digest, says otherwise
+                raise pytest.UsageError(shown(
+                    f"{OPT_BASELINE} {self.path}: decisions.{item.record_id}.class: {before.label_class}, but the case "
+                    f"has that label (hash {before.label_hash}) and its class is {item.ref.label_class}: the baseline "
+                    "was edited"))
             if before is None or before.outcome == "error" or before.passed:
                 continue
             if before.label_hash != item.ref.label_hash and self.changed_labels != "compare":

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from pytest_tooleffect.report.merging import Duplicates, Merged
     from pytest_tooleffect.scoring.record import Record
 
-__all__ = ["log_run", "merge_or_refuse", "run_lacks", "say_merged", "shard_section"]
+__all__ = ["against_cases", "log_run", "merge_or_refuse", "run_lacks", "say_merged", "shard_section"]
 
 
 def merge_or_refuse(command: str, paths: Sequence[Path], duplicates: Duplicates | None = "refuse",
@@ -141,3 +141,42 @@ def log_run(command: str, path: Path, unstamped: bool = True) -> tuple[list[Any]
         return [], []
     lacks = run_lacks(command, path, records, unstamped)
     return lacks if isinstance(lacks, int) else (records, lacks)
+
+
+def against_cases(command: str, root: Path, records: Sequence[Any], what: str = "record") -> int | None:
+    """Check what records say of their labels against the cases under ``root`` (``--cases``;
+    :mod:`pytest_tooleffect.report.case_labels`): a class its label's digest contradicts is refused
+    (each such record named on stderr), records whose label changed since the run are said in one line.
+
+    Args:
+        command: the command's name (``report``, ``html``, ``baseline save``).
+        root: the folder of the families.
+        records: :class:`~pytest_tooleffect.scoring.record.Record` objects or records' JSON objects.
+        what: what the lines call an entry (``record``, ``the baseline's decision``).
+
+    Returns:
+        2 when a record is refused, else ``None``.
+    """
+    from pytest_tooleffect.report.case_labels import RecordLabel, case_labels, label_mismatches
+
+    rows = []
+    for r in records:
+        if isinstance(r, dict):
+            rows.append(RecordLabel(str(r["id"]), str(r["family"]), str(r["case_id"]), str(r["class"]),
+                                    str(r["label_hash"]), r.get("perturbation") is not None))
+        else:
+            rows.append(RecordLabel(r.id, r.family, r.case_id, r.label_class, r.label_hash, r.perturbation is not None))
+    refused, changed = label_mismatches(rows, case_labels(root, {(r.family, r.case_id) for r in rows}), root, what)
+    for line in refused[:5]:
+        print(shown(f"tooleffect {command}: {line}"), file=sys.stderr)
+    if refused:
+        if len(refused) > 5:
+            print(f"tooleffect {command}: and {len(refused) - 5} more whose class is not their label's",
+                  file=sys.stderr)
+        return 2
+    if changed:
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        print(shown(f"tooleffect {command}: the label hash of {len(changed)} ({what}s) is not their case's under "
+                    f"{root} ({', '.join(changed[:3])}{more}): the labels changed since the run, or they were "
+                    "edited; their class is taken as written"), file=sys.stderr)
+    return None

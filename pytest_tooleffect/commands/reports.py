@@ -41,14 +41,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         the logs lack part of their run (a shard missing, or fewer records than a shard or the run
         selected, beyond the items a sequential gate or adaptive repeats skipped as settled: the report is
         ``incomplete`` and the lines on stderr name what is missing); 2 for logs that do not merge (not one run),
-        a baseline that cannot be read, gates that cannot be read, a record's adaptive repeats design that
-        is out of range, or, without ``--baseline``, records whose own baseline marks are not one comparison
-        (:func:`~pytest_tooleffect.ci.baseline_marks.own_marks`: marks of two baselines, or one that contradicts
-        its record's verdict).
+        a record whose class its case's label under ``--cases`` contradicts (the same label hash, another
+        class), a baseline that cannot be read, gates that cannot be read, a record's adaptive repeats design
+        that is out of range, or, without ``--baseline``, records whose own baseline marks are not one
+        comparison (:func:`~pytest_tooleffect.ci.baseline_marks.own_marks`: marks of two baselines, or one that
+        contradicts its record's verdict).
     """
     from pytest_tooleffect.collect.cases import FamilyError, load_family
     from pytest_tooleffect.collect.family import family_dirs
-    from pytest_tooleffect.commands.merged_logs import merge_or_refuse, say_merged, shard_section
+    from pytest_tooleffect.commands.merged_logs import against_cases, merge_or_refuse, say_merged, shard_section
     from pytest_tooleffect.report import dumps, render_terminal
     from pytest_tooleffect.report.assembly import ReportSection, assemble
     from pytest_tooleffect.report.reporter import JudgeContributor, judge_line
@@ -67,6 +68,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if merged is None:
         return 2
     records = merged.records
+    if against_cases("report", root, records) is not None:  # a class its label's digest contradicts
+        return 2
     calibration = getattr(args, "judge_calibration", None)
     sections: list[ReportSection] = [JudgeContributor.of_records(records, Path(calibration) if calibration else None)]
     baseline_path = getattr(args, "baseline", None)
@@ -81,6 +84,10 @@ def cmd_report(args: argparse.Namespace) -> int:
                                            getattr(args, "baseline_changed_labels", "skip"))
         except BaselineError as exc:
             print(f"tooleffect report: --baseline {exc}", file=sys.stderr)
+            return 2
+        decided = [{"id": rid, "family": d.family, "case_id": d.case_id, "class": d.label_class,
+                    "label_hash": d.label_hash} for rid, d in baseline.baseline.decisions.items()]
+        if against_cases("report", root, decided, "--baseline's decision") is not None:
             return 2
         # one source of truth: every regression figure and gate is this comparison, whatever marks the records had
         replaced = baseline.mark(records)
@@ -199,6 +206,7 @@ def cmd_html(args: argparse.Namespace) -> int:
         The exit status: 0 when written; 1 when written from a log that lacks part of its run (a shard
         missing, items without a record, or records that do not say what their run selected: the page
         says ``incomplete``) or from a JSON report whose status is not ``complete``; 2 for a source that
+        holds a record whose class its case's label under ``--cases`` contradicts, or a source that
         cannot be read or is neither a record log nor a report (a report of another version or with an
         invalid field: the file and the field named), logs that are not one run, records whose baseline
         marks are not one comparison (:func:`~pytest_tooleffect.ci.baseline_marks.own_marks`), a record's adaptive
@@ -212,7 +220,7 @@ def cmd_html(args: argparse.Namespace) -> int:
     from pytest_tooleffect.collect.cases import FamilyError, load_family
     from pytest_tooleffect.collect.family import family_dirs
     from pytest_tooleffect.commands import check_command_outputs
-    from pytest_tooleffect.commands.merged_logs import merge_or_refuse, say_merged, shard_section
+    from pytest_tooleffect.commands.merged_logs import against_cases, merge_or_refuse, say_merged, shard_section
     from pytest_tooleffect.report.assembly import ReportSection, assemble
     from pytest_tooleffect.report.html import load_states, write_html
     from pytest_tooleffect.report.record_log import load_records, not_a_record_log
@@ -267,6 +275,8 @@ def cmd_html(args: argparse.Namespace) -> int:
     if merged is None:  # not one run: refused as report refuses it
         return 2
     records = merged.records
+    if against_cases("html", cases, records) is not None:  # a class its label's digest contradicts
+        return 2
     from pytest_tooleffect.ci.baseline_marks import own_marks
 
     marks = own_marks(records)  # the page lists regressions by the records' marks: one comparison, or refused
@@ -341,7 +351,9 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
         args: the parsed command line.
 
     Returns:
-        The exit status: 0 when written; 2 for a log that cannot be read or holds no record.
+        The exit status: 0 when written; 1 for a run that is not complete (without ``--allow-incomplete``); 2 for
+        a log that cannot be read or holds no record, or a record whose class its case's label under ``--cases``
+        contradicts (:mod:`pytest_tooleffect.report.case_labels`).
 
     Raises:
         pytest_tooleffect.util.output_files.OutputPathError: ``--out`` is not a regular file, is the
@@ -349,7 +361,7 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     """
     from pytest_tooleffect.ci.baseline import Baseline, BaselineError
     from pytest_tooleffect.commands import check_command_outputs
-    from pytest_tooleffect.commands.merged_logs import run_lacks
+    from pytest_tooleffect.commands.merged_logs import against_cases, run_lacks
     from pytest_tooleffect.report.record_log import not_a_record_log, read_records
     from pytest_tooleffect.util.output_files import write_text
     from pytest_tooleffect.util.own_outputs import BASELINE_WORDS
@@ -378,6 +390,8 @@ def cmd_baseline_save(args: argparse.Namespace) -> int:
     lacks = run_lacks("baseline save", path, records)  # as report checks the log: one run, and all of it
     if isinstance(lacks, int):
         return lacks
+    if against_cases("baseline save", Path(args.cases), records) is not None:  # a class its label contradicts
+        return 2
     if lacks and not args.allow_incomplete:
         print(f"tooleffect baseline save: {path}: the run is not complete: {'; '.join(lacks)}; the missing decisions "
               "would count as new against the baseline and never be compared. Save it anyway with "

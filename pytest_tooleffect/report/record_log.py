@@ -3,7 +3,7 @@
 :class:`RecordLog` writes one record per line and flushes each, so a crash loses nothing;
 :func:`read_records` reads a log back as JSON objects, :func:`load_records` checks each line
 against :class:`~pytest_tooleffect.scoring.record.Record`; both read every verdict back through one check
-(a kind the oracle knows, consistent with the verdict's other fields).
+(a kind the oracle knows, consistent with the verdict's other fields, the class and ``no_tool_failure``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import IO, Any
 
 from pydantic import ValidationError
 
+from pytest_tooleffect.scoring.no_tool import record_problem
 from pytest_tooleffect.scoring.record import RECORD_VERSION, Record, VerdictRecord
 from pytest_tooleffect.util.display import json_safe
 from pytest_tooleffect.util.exceptions import first_problem
@@ -151,7 +152,8 @@ def read_records(path: Path) -> list[dict[str, Any]]:
 
     The verdict of every record that has one is read back as :func:`load_records` reads it
     (:class:`~pytest_tooleffect.scoring.record.VerdictRecord`: a kind the oracle knows, consistent with
-    the levels and the forbidden entry, :func:`pytest_tooleffect.oracle.kinds.kind_problem`); the other
+    the verdict's other fields, :func:`pytest_tooleffect.oracle.kinds.verdict_problem`), with the record's
+    class and ``no_tool_failure`` (:func:`pytest_tooleffect.scoring.no_tool.record_problem`); the other
     fields are left to the caller (a baseline reads a few of them).
 
     Args:
@@ -202,12 +204,27 @@ def _read_back(path: Path, whole: bool) -> list[tuple[Any, Any]]:
                 out.append((Record.model_validate(value), value))
                 continue
             if isinstance(value, dict) and isinstance(value.get("verdict"), dict):
-                VerdictRecord.model_validate(value["verdict"])
+                verdict = VerdictRecord.model_validate(value["verdict"])
+                why = _record_problem(value, verdict)
+                if why is not None:
+                    raise ValueError(f"line {n} is not a tooleffect record ({why})")
         except ValidationError as exc:
             where = first_problem(exc, "" if whole else "verdict")
             raise ValueError(f"line {n} is not a tooleffect record ({where})") from exc
         out.append((None, value))
     return out
+
+
+def _record_problem(value: dict[str, Any], verdict: VerdictRecord) -> str | None:
+    """The record-level half of the read-back rule on a line read as JSON (its class, ``no_tool_failure`` and
+    effect as :class:`Record` checks them), when those fields have their types (else the caller names them).
+    """
+    cls, bucket, effect = value.get("class"), value.get("no_tool_failure"), value.get("effect")
+    passed = effect.get("passed") if isinstance(effect, dict) else None
+    if cls not in ("single", "several", "no_tool") or not isinstance(bucket, str | None) or \
+            not isinstance(passed, bool | None):
+        return None
+    return record_problem(cls, bucket, verdict, passed)
 
 
 #: the keys every record has (:class:`~pytest_tooleffect.scoring.record.Record`)

@@ -6,12 +6,14 @@ report counts the buckets per family × policy and groups the no-tool rows by th
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from pytest_tooleffect.formats import Action, Case, ToolSpec
 from pytest_tooleffect.oracle import Verdict
+from pytest_tooleffect.oracle.kinds import OK_KINDS, class_problem
 
-__all__ = ["NO_TOOL_BUCKETS", "no_tool_failure", "reply_due"]
+__all__ = ["NO_TOOL_BUCKETS", "no_tool_buckets", "no_tool_failure", "record_problem", "reply_due"]
 
 NO_TOOL_BUCKETS = ("redundant_read", "unwanted_write", "forbidden", "should_have_asked", "tool_not_offered",
                    "wrong_reply", "phantom_action", "other")
@@ -47,25 +49,48 @@ def no_tool_failure(case: Case, verdict: Verdict, tools: Mapping[str, ToolSpec],
         One of :data:`NO_TOOL_BUCKETS`; ``None`` when the case is not in the no-tool class or the
         decision passed.
     """
-    if case.label is None or case.label.label_class != "no_tool" or (verdict.passed and not effect_failed):
+    if case.label is None:
         return None
-    if verdict.kind == "forbidden":
-        return "forbidden"
-    if verdict.hallucinated:
-        return "tool_not_offered"
-    if verdict.kind == "wrong_reply":
-        reply = verdict.reply
-        if reply is not None and reply.reply in ("ask", "refuse") and reply.kind_ok is False:
-            return "should_have_asked"
-        return "wrong_reply"
-    if verdict.kind == "phantom_action":
-        return "phantom_action"
-    called = [e["tool"] for e in verdict.emitted if e.get("tool")]
-    if called and not verdict.passed:
-        if all(n in tools and tools[n].read_only for n in called):
-            return "redundant_read"
-        return "unwanted_write"
-    return "other"
+    reply = verdict.reply
+    asked = reply is not None and reply.reply in ("ask", "refuse") and reply.kind_ok is False
+    return no_tool_buckets(case.label.label_class, verdict.kind, verdict.emitted, verdict.hallucinated, asked,
+                           effect_failed, lambda n: n in tools and tools[n].read_only)[0]
+
+
+def no_tool_buckets(label_class: str, kind: str, emitted: Iterable[Mapping[str, Any]], hallucinated: Sequence[str],
+                    missed_ask: bool, effect_failed: bool,
+                    read_only: Callable[[str], bool] | None = None) -> tuple[str | None, ...]:
+    """The bucket (:func:`no_tool_failure`'s rule) of a decision, from what its record holds.
+
+    Args:
+        label_class: the label's class.
+        kind: the verdict's kind.
+        emitted: the emitted actions (``tool`` each).
+        hallucinated: the called tools not offered.
+        missed_ask: the reply check asked for ``ask`` or ``refuse`` and the reply did not do it.
+        effect_failed: the decision's effect verdict failed.
+        read_only: whether a tool declares ``readOnlyHint``; ``None`` when the tools are not known.
+
+    Returns:
+        ``(bucket,)`` (``(None,)``: no bucket); without ``read_only``, a call's bucket is
+        ``("redundant_read", "unwanted_write")``: either, as the tools' hints say.
+    """
+    if label_class != "no_tool" or (kind in OK_KINDS and not effect_failed):
+        return (None,)
+    if kind == "forbidden":
+        return ("forbidden",)
+    if hallucinated:
+        return ("tool_not_offered",)
+    if kind == "wrong_reply":
+        return ("should_have_asked",) if missed_ask else ("wrong_reply",)
+    if kind == "phantom_action":
+        return ("phantom_action",)
+    called = [str(e["tool"]) for e in emitted if e.get("tool")]
+    if called and kind not in OK_KINDS:
+        if read_only is None:
+            return ("redundant_read", "unwanted_write")
+        return ("redundant_read",) if all(read_only(n) for n in called) else ("unwanted_write",)
+    return ("other",)
 
 
 def reply_due(case: Case) -> str | None:
@@ -80,4 +105,40 @@ def reply_due(case: Case) -> str | None:
     for alt in case.label.valid_actions:
         if isinstance(alt, Action) and alt.tool is None and alt.reply is not None:
             return alt.reply
+    return None
+
+
+def record_problem(label_class: str, no_tool_failure: str | None, verdict: Any,
+                   effect_passed: bool | None) -> str | None:
+    """What is inconsistent in a record's class, verdict and ``no_tool_failure``, in words (``None``: nothing).
+
+    The record-level half of the read-back rule (the verdict's own is
+    :func:`pytest_tooleffect.oracle.kinds.verdict_problem`): the class the verdict implies
+    (:func:`~pytest_tooleffect.oracle.kinds.class_problem`), and the bucket :func:`no_tool_failure`
+    gives such a decision (the read and write buckets told apart only by the tools' hints).
+
+    Args:
+        label_class: the record's ``class``.
+        no_tool_failure: the record's ``no_tool_failure``.
+        verdict: the record's verdict (a :class:`~pytest_tooleffect.scoring.record.VerdictRecord`), or
+            ``None`` for an error record.
+        effect_passed: the record's ``effect.passed`` (``None``: no effect judged).
+
+    Returns:
+        One line naming the field, or ``None``.
+    """
+    if verdict is None:
+        return None if no_tool_failure is None else "no_tool_failure on a record with no verdict"
+    reply = verdict.reply
+    called = [e.get("tool") for e in verdict.emitted] != [None]
+    why = class_problem(verdict.kind, label_class, verdict.matched, called)
+    if why is not None:
+        return why
+    missed = reply is not None and reply.reply in ("ask", "refuse") and reply.kind_ok is False
+    due = no_tool_buckets(label_class, verdict.kind, verdict.emitted, verdict.hallucinated, missed,
+                          effect_passed is False)
+    if no_tool_failure not in due:
+        said = "null" if no_tool_failure is None else no_tool_failure
+        return (f"no_tool_failure {said} on a {label_class} record of kind {verdict.kind}: the scoring gives "
+                + " or ".join("null" if b is None else b for b in due))
     return None

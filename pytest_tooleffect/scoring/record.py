@@ -19,27 +19,16 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pytest_tooleffect.options import MAX_SHARDS
-from pytest_tooleffect.oracle.kinds import Kind, kind_problem
+from pytest_tooleffect.oracle.kinds import Kind, verdict_problem
 from pytest_tooleffect.sandbox.mcp_hints import AnnotationViolation
+from pytest_tooleffect.scoring.no_tool import record_problem
 from pytest_tooleffect.util.bounds import bounded_cost
 from pytest_tooleffect.util.exceptions import first_problem
 
 __all__ = [
-    "MALFORMED_RAW_LIMIT",
-    "RECORD_VERSION",
-    "REPLY_TEXT_LIMIT",
-    "AdaptiveDesignRecord",
-    "BaselineMark",
-    "FingerprintRecord",
-    "PerturbationRecord",
-    "PolicyIdentity",
-    "NoToolSeverity",
-    "Record",
-    "SelectionRecord",
-    "ShardRecord",
-    "VerdictRecord",
-    "first_problem",
-    "record_schema",
+    "MALFORMED_RAW_LIMIT", "RECORD_VERSION", "REPLY_TEXT_LIMIT", "AdaptiveDesignRecord", "BaselineMark",
+    "FingerprintRecord", "PerturbationRecord", "PolicyIdentity", "NoToolSeverity", "Record", "SelectionRecord",
+    "ShardRecord", "VerdictRecord", "first_problem", "record_schema",
 ]
 
 RECORD_VERSION = 1
@@ -156,7 +145,7 @@ class VerdictRecord(_Part):
     kind: Kind
     """``ok``, ``ok_no_tool``, ``wrong_tool``, ``tool_when_none_needed``, ``none_when_tool_needed``,
     ``forbidden``, ``right_tool_wrong_args``, ``malformed_call``, ``wrong_reply`` or ``phantom_action``;
-    consistent with ``name_ok``, ``name_args_ok`` and ``forbidden`` (:func:`.oracle.kinds.kind_problem`)."""
+    consistent with the verdict's other fields (:func:`.oracle.kinds.verdict_problem`)."""
     matched: dict[str, Any] | None = None
     """The valid alternative the turn was matched to (label form), or ``null``."""
     fields: list[FieldRecord] = Field(default_factory=list)
@@ -205,7 +194,10 @@ class VerdictRecord(_Part):
 
     @model_validator(mode="after")
     def _consistent(self) -> VerdictRecord:
-        why = kind_problem(self.kind, self.name_ok, self.name_args_ok, self.forbidden)
+        why = verdict_problem(self.kind, self.name_ok, self.name_args_ok, forbidden=self.forbidden,
+                              emitted=self.emitted, malformed=self.malformed, hallucinated=self.hallucinated,
+                              matched=self.matched,
+                              reply_ok=None if self.reply is None else self.reply.ok, phantom=self.phantom is not None)
         if why is not None:
             raise ValueError(why)
         return self
@@ -571,9 +563,12 @@ class Record(_Part):
         return check_version(v, RECORD_VERSION)
 
     @model_validator(mode="after")
-    def _scored_has_verdict(self) -> Record:
-        if self.outcome == "scored" and self.verdict is None:
-            raise ValueError("a scored record needs a verdict")
+    def _consistent(self) -> Record:
+        effect = None if self.effect is None else self.effect.passed
+        why = ("a scored record needs a verdict" if self.outcome == "scored" and self.verdict is None
+               else record_problem(self.label_class, self.no_tool_failure, self.verdict, effect))
+        if why is not None:  # the record-level half of the read-back rule (scoring.no_tool.record_problem)
+            raise ValueError(why)
         return self
 
     def to_json(self) -> dict[str, Any]:
