@@ -162,12 +162,32 @@ def test_a_run_on_a_record_log_another_run_holds_is_refused_naming_it(pytester: 
         lock.release()
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {OPT_RECORDS} *rec.jsonl: another run (pid {os.getpid()} on *, since *) "
-                                 "is writing it now; two runs on one file would mix their records. Wait for that run "
+                                 "is writing it now; two runs on one file would mix or replace each other's output. Wait for that run "
                                  f"to end, or give this run its own {OPT_RECORDS} PATH"])
     assert log.read_text() == KEPT
     pytester.runpytest("cases/", f"{OPT_RECORDS}=rec.jsonl").assert_outcomes(passed=3)  # released: the next one runs
     assert len(log.read_text().splitlines()) == 3
     assert not (pytester.path / ".rec.jsonl.lock").exists()
+
+
+@pytest.mark.parametrize("option", [OPT_HTML, OPT_REPORT, OPT_SUMMARY_MD])
+def test_a_run_naming_another_runs_record_log_as_any_output_is_refused(pytester: pytest.Pytester, option: str) -> None:
+    """Break-it row 129: a second run's page named the first run's record log while it was being
+    written (still empty, so of no kind yet): the page was reported written and then lost."""
+    from pytest_tooleffect.util.output_files import OutputLock
+
+    write_demo(pytester.path, PASSING)
+    log = pytester.path / "x.jsonl"
+    lock = OutputLock.acquire(OPT_RECORDS, log)  # the first run, its log not written yet
+    try:
+        result = pytester.runpytest("cases/", f"{OPT_RECORDS}=own.jsonl", f"{option}=x.jsonl")
+    finally:
+        lock.release()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {option} *x.jsonl: another run (pid {os.getpid()} on *, since *) is "
+                                 "writing it now*"])
+    assert not log.exists() and not (pytester.path / "own.jsonl").exists()
+    assert not (pytester.path / ".own.jsonl.lock").exists()  # the locks it took before the refusal let go
 
 
 def test_a_run_of_plain_tests_takes_no_lock_on_the_default_log(pytester: pytest.Pytester) -> None:

@@ -10,8 +10,8 @@ with what a new output would be collected as (a case-file name in a family's fol
 would read the record log or the report as cases) and the kind of file each output writes (it
 replaces only a file of its own kind), and hands them to
 :func:`~pytest_tooleffect.util.output_files.check_outputs`, the one check every writer uses.  Then it
-locks the record log for the run (:class:`~pytest_tooleffect.util.output_files.OutputLock`): a second
-run on the same log is refused and says which process holds it.
+locks each output for the run (:class:`~pytest_tooleffect.util.output_files.OutputLock`): a second
+run at once naming one of them as any of its outputs is refused and says which process holds it.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ __all__ = ["RUN_OUTPUT_KINDS", "check_run_outputs", "records_lock_key", "release
 RUN_OUTPUT_KINDS = {OPT_RECORDS: RECORD_LOG, OPT_REPORT: REPORT, OPT_SUMMARY_MD: SUMMARY_MD, OPT_HTML: HTML_PAGE,
                     "--junitxml": JUNIT_XML, "--json-report-file": PYTEST_JSON}
 
-#: the record log's lock, held from configure time to ``pytest_unconfigure``
-records_lock_key = pytest.StashKey[OutputLock]()
+#: the locks on the run's outputs (the record log, the report, the page, …), held from configure time to
+#: ``pytest_unconfigure``
+records_lock_key = pytest.StashKey[list[OutputLock]]()
 
 
 def run_outputs(config: pytest.Config, settings: Settings) -> list[tuple[str, Path | None]]:
@@ -93,7 +94,7 @@ def run_inputs(config: pytest.Config, settings: Settings,
 
 
 def check_run_outputs(config: pytest.Config) -> None:
-    """Refuse the run's outputs that are no place to write, then lock its record log.
+    """Refuse the run's outputs that are no place to write, then lock each of them.
 
     Call it on the controller, at configure time, before anything else is read or written.
 
@@ -102,17 +103,20 @@ def check_run_outputs(config: pytest.Config) -> None:
             file the run reads, a new file the next run would collect as a case file (a case-file
             name in a family's folder), an existing file the plugin wrote of another kind than the
             output (an earlier record log named as the page), the file of another output, or cannot
-            be written; or the
-            record log is held by another run (its pid said).
+            be written; or one of its outputs is held by another run (its pid said).
     """
     settings = config.stash[settings_key]
     outputs = run_outputs(config, settings)
     try:
         check_outputs(outputs, run_inputs(config, settings, outputs), becomes=collected_as, kinds=RUN_OUTPUT_KINDS)
-        if (settings.records is not None and Path(os.path.realpath(settings.records)) != DISCARD
-                and _may_write_records(config)):
-            config.stash[records_lock_key] = OutputLock.acquire(OPT_RECORDS, settings.records)
+        locks = config.stash[records_lock_key] = []
+        for option, path in outputs:  # every output: a second run at once may neither interleave nor replace it
+            if path is None or Path(os.path.realpath(path)) == DISCARD or (
+                    option == OPT_RECORDS and not _may_write_records(config)):
+                continue
+            locks.append(OutputLock.acquire(option, path))
     except OutputPathError as exc:
+        release_records_lock(config)
         raise pytest.UsageError(str(exc)) from None
 
 
@@ -128,8 +132,8 @@ def _may_write_records(config: pytest.Config) -> bool:
 
 
 def release_records_lock(config: pytest.Config) -> None:
-    """Let the record log's lock go (at ``pytest_unconfigure``; nothing when none is held)."""
-    lock = config.stash.get(records_lock_key, None)
-    if lock is not None:
+    """Let the outputs' locks go (at ``pytest_unconfigure``; nothing when none is held)."""
+    for lock in config.stash.get(records_lock_key, []):
         lock.release()
+    if records_lock_key in config.stash:
         del config.stash[records_lock_key]

@@ -300,8 +300,8 @@ class OutputLock:
                     _remove_empty(created)
                     raise OutputPathError(
                         f"{option} {path}: another run ({holder or 'its pid not written yet'}) is writing it now; "
-                        f"two runs on one file would mix their records. Wait for that run to end, or give this "
-                        f"run its own {option} PATH") from None
+                        "two runs on one file would mix or replace each other's output. Wait for that run to end, "
+                        f"or give this run its own {option} PATH") from None
                 try:
                     same = os.stat(lock_path).st_ino == os.fstat(fd).st_ino
                 except FileNotFoundError:
