@@ -25,6 +25,8 @@ from pytest_tooleffect.util.bounds import MAX_TOKENS, usage_problem
 from pytest_tooleffect.util.exceptions import described, exception_text, without_traceback
 from pytest_tooleffect.util.unicode import surrogate_problem, without_surrogates
 from tests.demo_family import write_demo
+from tests.run_outputs import clean as _clean
+from tests.run_outputs import record_list as _records
 
 NULL = {"tool": None}
 READ = {"tool": "read_thread", "args": {"thread_id": "t"}}
@@ -40,15 +42,6 @@ def _family(root: Path, cases: list[dict[str, Any]]) -> None:
     write_demo(root, cases)  # the demo family with these cases only (no census)
 
 
-def _records(root: Path) -> list[dict[str, Any]]:
-    text = (root / "reports" / "tooleffect-records.jsonl").read_text(encoding="utf-8")
-    return [json.loads(x) for x in text.splitlines()]
-
-
-def _clean(result: pytest.RunResult) -> str:
-    out = result.stdout.str() + result.stderr.str()
-    assert "INTERNALERROR" not in out and "Traceback" not in out and "pytest_tooleffect/" not in out, out[-5000:]
-    return out
 
 
 # --- the pieces ---------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ an agent's returned message, a recorded decision in a case file, and a model-cac
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +15,8 @@ import pytest
 from pytest_tooleffect.oracle import parse_emission
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.demo_family import write_demo
+from tests.run_outputs import clean as _clean
+from tests.run_outputs import records_by_case as _records
 
 TWICE = '{"thread_id": "t-9", "thread_id": "th-1"}'
 REASON = "arguments of read_thread hold the key 'thread_id' twice: JSON keeps only one of them without a word"
@@ -32,15 +33,6 @@ def _case(cid: str, recorded: dict[str, Any] | None = None) -> dict[str, Any]:
     return c
 
 
-def _records(root: Path) -> dict[str, dict[str, Any]]:
-    text = (root / "reports" / "tooleffect-records.jsonl").read_text(encoding="utf-8")
-    return {r["case_id"]: r for r in map(json.loads, text.splitlines())}
-
-
-def _clean(result: pytest.RunResult) -> str:
-    out = result.stdout.str() + result.stderr.str()
-    assert "INTERNALERROR" not in out and "Traceback" not in out, out[-5000:]
-    return out
 
 
 def _live(pytester: pytest.Pytester, server: ScriptedServer, *args: str) -> pytest.RunResult:

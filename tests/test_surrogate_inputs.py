@@ -22,6 +22,8 @@ from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from pytest_tooleffect.util.jsonl import LoneSurrogate, loads
 from pytest_tooleffect.util.unicode import find_surrogate, surrogate_problem
 from tests.demo_family import write_demo
+from tests.run_outputs import clean as _clean
+from tests.run_outputs import record_list as _records
 from tests.test_bfcl_import import ANSWER, ENTRY
 
 NULL = {"tool": None}
@@ -36,15 +38,6 @@ def _case(cid: str, label: dict[str, Any] = NULL, text: str = "thanks!") -> dict
             "label": {"valid_actions": [label]}, "source": "authored"}
 
 
-def _records(root: Path) -> list[dict[str, Any]]:
-    text = (root / "reports" / "tooleffect-records.jsonl").read_text(encoding="utf-8")
-    return [json.loads(x) for x in text.splitlines()]
-
-
-def _clean(result: pytest.RunResult) -> str:
-    out = result.stdout.str() + result.stderr.str()
-    assert "INTERNALERROR" not in out and "Traceback" not in out and "pytest_tooleffect/" not in out, out[-5000:]
-    return out
 
 
 # --- the one check ------------------------------------------------------------------------------

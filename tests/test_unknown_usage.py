@@ -14,6 +14,8 @@ import pytest
 from pytest_tooleffect.decide.reported_usage import usage_reported
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.demo_family import write_demo
+from tests.run_outputs import clean as _clean
+from tests.run_outputs import records_by_case as _records
 
 NULL = {"tool": None}
 USAGE: dict[str, Any] = {  # per case: the body's usage (absent, null, the server's zeros, counts)
@@ -39,15 +41,6 @@ def _answer(body: dict[str, Any]) -> Reply:
     return Reply(raw_body=_body(USAGE[body["messages"][-1]["content"][1]]))
 
 
-def _records(root: Path) -> dict[str, dict[str, Any]]:
-    text = (root / "reports" / "tooleffect-records.jsonl").read_text(encoding="utf-8")
-    return {r["case_id"]: r for r in map(json.loads, text.splitlines())}
-
-
-def _clean(result: pytest.RunResult) -> str:
-    out = result.stdout.str() + result.stderr.str()
-    assert "INTERNALERROR" not in out and "Traceback" not in out, out[-5000:]
-    return out
 
 
 def test_the_body_tells_whether_usage_was_reported() -> None:
