@@ -158,3 +158,30 @@ def test_plan_refuses_part_of_a_run_unless_allowed(logs: dict[str, Path], kind: 
     assert main(["plan", str(path), "--allow-incomplete"]) == 0
     out = capsys.readouterr()
     assert out.out.startswith("plan: ") and f"tooleffect plan: {path}: incomplete (--allow-incomplete): " in out.err
+
+
+def test_a_shard_that_selected_no_item_is_not_missing(pytester: pytest.Pytester,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """Break-it row 89: every item hashed to other shards; the shard that selected none wrote an empty
+    log, and the whole run was called incomplete ("shard 2 of 2 missing (0 of the run's … items)").
+    """
+    write_demo(pytester.path, PASSING)
+    logs = [pytester.path / f"s{i}.jsonl" for i in (1, 2, 3, 4)]
+    for i, path in enumerate(logs, 1):  # 3 items in 4 shards: one shard at least selects none
+        pytester.runpytest("cases/", f"{OPT_SHARD}={i}/4", f"{OPT_RECORDS}={path}")
+    empty = [i for i, path in enumerate(logs, 1) if not path.read_text()]
+    full = [i for i in (1, 2, 3, 4) if i not in empty]
+    assert empty and sum(len(logs[i - 1].read_text().splitlines()) for i in full) == 3
+    capsys.readouterr()
+    for given in (logs, [logs[i - 1] for i in full]):  # with or without the empty logs: nothing is missing
+        assert main(["report", *map(str, given), "--json"]) == 0
+        out = capsys.readouterr()
+        data = json.loads(out.out)
+        assert data["status"] == "complete" and "incomplete" not in out.err, out.err
+        assert data["shards"]["missing"] == [] and data["shards"]["empty"] == empty
+    assert main(["report", *map(str, logs)]) == 0
+    assert "selected no item" in capsys.readouterr().out
+    lacking = [logs[i - 1] for i in full[1:]]  # a shard that selected items, left out: still missing
+    assert main(["report", *map(str, lacking), "--json"]) == 1
+    out = capsys.readouterr()
+    assert json.loads(out.out)["status"] == "incomplete" and full[0] in json.loads(out.out)["shards"]["missing"]

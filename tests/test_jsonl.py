@@ -72,6 +72,30 @@ def test_a_record_log_with_nan_is_refused_and_only_a_torn_last_line_says_so(tmp_
         load_records(log)
 
 
+def test_a_file_that_is_no_record_log_is_named_so_not_as_a_cut_run(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Break-it row 92: a binary file named ``.jsonl`` was said to be torn by a cut run."""
+    binary = tmp_path / "bin.jsonl"
+    binary.write_bytes(b"\x7fELF\x02\x01\x01\xff" + bytes(range(11, 256)) * 8 + b"\n" + b"\xff" * 100)
+    assert main(["report", str(binary)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"tooleffect report: {binary}: line 1: not UTF-8 text (invalid start byte at byte 7): not a "
+                   "tooleffect record log"], err
+    text = tmp_path / "notes.jsonl"
+    text.write_text("hello\n")
+    with pytest.raises(ValueError, match=r"^line 1: not valid JSON: .*: not a tooleffect record log$"):
+        load_records(text)
+    good = json.dumps(record_row("p", "c1", "ok", True))
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"a": 1}\n' + good[:40])  # JSON lines before, but not records: no run of ours cut it
+    with pytest.raises(ValueError, match=r"^line 2: not valid JSON: [^;]*$"):
+        load_records(other)
+    first = tmp_path / "first.jsonl"
+    first.write_text(good[:40])  # a run cut while writing its first record
+    with pytest.raises(ValueError, match=r"^line 1: not valid JSON: .*; the last line is torn"):
+        load_records(first)
+
+
 def test_a_file_of_cr_ended_lines_is_named_as_such_in_case_files_and_record_logs(tmp_path: Path) -> None:
     """JSON Lines ends a line at LF: a file whose lines end in CR alone reads as one line, and its
     error says so, in a record log and in a case file; CRLF lines read as lines.

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import ValidationError
 
 from pytest_tooleffect.collect.family import (
@@ -37,7 +38,8 @@ from pytest_tooleffect.collect.family import (
     is_case_file,
     load_family,
     named_files,
-    yaml_load_with_lines,
+    yaml_load_items,
+    yaml_written,
 )
 from pytest_tooleffect.collect.validation import validate_case
 from pytest_tooleffect.formats import Case, Label
@@ -185,33 +187,35 @@ def _first_error(exc: ValidationError) -> str:
 JSON_WHITESPACE = " \t\r\n"
 
 
-def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None, int | None]]:
-    """Yield ``(line or index, raw case, problem, span, line)``; a JSONL case comes as its line's text
-    with its span, one line at a time (the file is never held whole); a YAML case with the line its
-    list item starts at.
+def _raw_cases(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None, int | None, yaml.Node | None]]:
+    """Yield ``(line or index, raw case, problem, span, line, node)``; a JSONL case comes as its line's
+    text with its span, one line at a time (the file is never held whole); a YAML case with the line its
+    list item starts at and its YAML node (what the author wrote, for :func:`yaml_written`).
 
     Raises:
         OSError: the file cannot be read.
         UnicodeDecodeError: a YAML file that is not UTF-8.
     """
     if path.suffix == ".jsonl":
-        yield from _jsonl_lines(path)
+        for n, raw, problem, span, line in _jsonl_lines(path):
+            yield n, raw, problem, span, line, None
         return
     text = read_input_text(path, "utf-8-sig", pipes=False)
     try:
-        doc, lines = yaml_load_with_lines(text, "cases")
+        doc, items = yaml_load_items(text, "cases")
     except Exception as exc:
-        yield 0, None, f"not valid YAML: {' '.join(str(exc).split())}", None, None
+        yield 0, None, f"not valid YAML: {' '.join(str(exc).split())}", None, None, None
         return
     if isinstance(doc, Mapping) and "cases" in doc:
         doc = doc["cases"]
     if doc is None:
         return
     if not isinstance(doc, list):
-        yield 0, None, "a YAML case file holds a list of cases (or a mapping with 'cases:')", None, None
+        yield 0, None, "a YAML case file holds a list of cases (or a mapping with 'cases:')", None, None, None
         return
     for n, raw in enumerate(doc):
-        yield n, raw, None, None, lines[n] if lines is not None and n < len(lines) else None
+        node = items[n] if items is not None and n < len(items) else None
+        yield n, raw, None, None, None if node is None else node.start_mark.line + 1, node
 
 
 def _jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str | None, CaseSpan | None, int | None]]:
@@ -371,7 +375,7 @@ def _load(path: Path, family: LoadedFamily, seen: set[str] | None,
     gc.disable()  # thousands of long-lived objects: generational GC passes would rescan them all
     try:
         read = 0
-        for n, raw, error, span, line in _raw_cases(path):
+        for n, raw, error, span, line, node in _raw_cases(path):
             read += 1
             if error:
                 problems.append(CaseProblem(fname, None, "<file>", error, line))
@@ -382,7 +386,8 @@ def _load(path: Path, family: LoadedFamily, seen: set[str] | None,
             if case is not None:
                 keep(case, span, line)
             elif line is not None:
-                problems[before:] = [replace(p, line=line) for p in problems[before:]]
+                problems[before:] = [replace(p, line=line, message=_as_written(p.message, node, p.field))
+                                     for p in problems[before:]]
         if not read:  # a file of the family that holds nothing would leave no trace in the report
             problems.append(CaseProblem(fname, None, "<file>", "holds no case (an empty case file)"))
     except (OSError, UnicodeDecodeError) as exc:
@@ -394,6 +399,14 @@ def _load(path: Path, family: LoadedFamily, seen: set[str] | None,
     # what the run keeps of them lives for the whole run: keep later collections from rescanning it
     gc.freeze()
     return problems
+
+
+def _as_written(message: str, node: yaml.Node | None, field: str) -> str:
+    """A problem's message, told what YAML made of the value when a string was wanted and the author
+    wrote it unquoted (``01042``, read as the number 546).
+    """
+    written = yaml_written(node, field) if "string" in message else None
+    return f"{message} ({written})" if written else message
 
 
 def _raw_bucket(raw: Any) -> str | None:

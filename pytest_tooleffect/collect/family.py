@@ -7,6 +7,8 @@ line; ``*.yaml``/``*.yml``: a list of cases, or ``{cases: [...]}``; see :mod:`.c
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +28,7 @@ from pytest_tooleffect.util.known_keys import extra_key_message
 
 __all__ = ["CASE_SUFFIXES", "FAMILY_FILE", "FamilyError", "LoadedFamily", "collected_as", "error_location",
            "family_dirs", "family_inputs", "is_case_file", "is_family_dir", "load_family", "named_files",
-           "written_by", "yaml_load", "yaml_load_with_lines"]
+           "written_by", "yaml_load", "yaml_load_items", "yaml_load_with_lines", "yaml_written"]
 
 FAMILY_FILE = "family.yaml"
 CASE_SUFFIXES = (".jsonl", ".yaml", ".yml")
@@ -63,6 +65,25 @@ def yaml_load_with_lines(text: str, key: str) -> tuple[Any, list[int] | None]:
     Raises:
         yaml.YAMLError: not valid YAML (or a key given twice).
     """
+    data, items = yaml_load_items(text, key)
+    return data, None if items is None else [item.start_mark.line + 1 for item in items]
+
+
+def yaml_load_items(text: str, key: str) -> tuple[Any, list[yaml.Node] | None]:
+    """Parse YAML as :func:`yaml_load` does, with the node of each item of its list (for
+    :func:`yaml_written`; its ``start_mark.line`` is the item's 0-based line).
+
+    Args:
+        text: the YAML document.
+        key: when the document is a mapping, the key whose list is meant (``cases``).
+
+    Returns:
+        ``(data, items)``: the data, and the node of each item of the document's list (or of its
+        ``key``'s list); ``items`` is ``None`` when there is no such list.
+
+    Raises:
+        yaml.YAMLError: not valid YAML (or a key given twice).
+    """
     loader = _JSONLikeLoader(text)
     try:
         node = loader.get_single_node()
@@ -73,7 +94,43 @@ def yaml_load_with_lines(text: str, key: str) -> tuple[Any, list[int] | None]:
         node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
     if not isinstance(node, yaml.SequenceNode):
         return data, None
-    return data, [item.start_mark.line + 1 for item in node.value]
+    return data, list(node.value)
+
+
+_READ_AS = {"tag:yaml.org,2002:int": "the number", "tag:yaml.org,2002:float": "the number",
+            "tag:yaml.org,2002:bool": "the boolean", "tag:yaml.org,2002:null": ""}
+_STEP = re.compile(r"\.?([^.\[\]]+)|\[(\d+)\]")
+
+
+def yaml_written(node: yaml.Node | None, field: str) -> str | None:
+    """What YAML made of an unquoted value the author meant as text, in words, with the fix.
+
+    YAML reads an unquoted ``01042`` as the octal number 546, ``1.10`` as 1.1, ``no`` as false,
+    ``~`` as null: a field whose schema wants a string then fails with a value the author never
+    wrote.
+
+    Args:
+        node: the YAML node of one case (an item of :func:`yaml_load_items`), or ``None``.
+        field: a field path inside it, as problems name it: ``label.valid_actions[0].args.order_id``.
+
+    Returns:
+        ``written 01042, which YAML reads as the number 546: quote it, '01042'``; ``None`` when the
+        path does not lead to an unquoted scalar YAML read as a number, a boolean or null (a key
+        holding ``.`` or ``[`` is not followed).
+    """
+    for m in _STEP.finditer(field):
+        if isinstance(node, yaml.MappingNode) and m.group(1) is not None:
+            node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == m.group(1)), None)
+        elif isinstance(node, yaml.SequenceNode) and m.group(2) is not None and int(m.group(2)) < len(node.value):
+            node = node.value[int(m.group(2))]
+        else:
+            return None
+    if not isinstance(node, yaml.ScalarNode) or node.style or node.tag not in _READ_AS or not node.value:
+        return None
+    value = _JSONLikeLoader("").construct_object(node) if node.tag != "tag:yaml.org,2002:null" else None
+    read = "null" if value is None else f"{_READ_AS[node.tag]} {json.dumps(value)}"
+    quote = "'" + node.value.replace("'", "''") + "'"
+    return f"written {node.value}, which YAML reads as {read}: quote it, {quote}"
 
 
 class FamilyError(ValueError):

@@ -68,6 +68,7 @@ def shard_section(merged: Merged, settled: int = 0) -> ShardSection | None:
     records = merged.records
     shards = None if merged.shard_count is None else MergedShards(
         count=merged.shard_count, merged=merged.shards_merged, missing=merged.shards_missing,
+        empty=merged.shards_empty,
         logs=[str(p) for p in merged.logs], duplicates_dropped=merged.duplicates_dropped)
     sel = merged.selection
     selection = None if sel is None else MergedSelection(

@@ -11,7 +11,9 @@ and nothing is pooled across label sets:
   label sets (the ``family_fingerprint`` each shard stamps on its records), is refused: the
   shards did not measure one quantity;
 * records of different shard counts are refused; when the count is known, the shards with no
-  record are listed and the report's status is ``incomplete``;
+  record are listed and the report's status is ``incomplete``, unless the run's selection says
+  they selected no item (the run's count less the present shards' counts is 0): nothing of them
+  is missing, and they are listed apart (``shards_empty``);
 * every record says what its run selected (its ``selection``: the count and digest of the items
   its shard, or the unsharded run, selected, and of the whole run's selection) and what its
   family was scored under (``fingerprints``: labels and oracle rules).  Records of runs that
@@ -91,7 +93,10 @@ class Merged:
         logs: the logs read, in order.
         shard_count: the number of shards the records say the run had, or ``None`` (unsharded).
         shards_merged: the shards with records, sorted.
-        shards_missing: the shards with no record, sorted (empty when the count is unknown).
+        shards_missing: the shards with no record, sorted (empty when the count is unknown), less
+            the shards that selected no item.
+        shards_empty: the shards with no record that selected no item (the run's selection less the
+            present shards' is 0), sorted: nothing of the run is missing with them.
         duplicates_dropped: records left out as repeats (``first`` or ``last``).
         selection: what the run selected, as its records say (``None`` when they do not: logs written
             before records said it; then whether every item has a record is not known).
@@ -105,6 +110,7 @@ class Merged:
     shard_count: int | None = None
     shards_merged: list[int] = field(default_factory=list)
     shards_missing: list[int] = field(default_factory=list)
+    shards_empty: list[int] = field(default_factory=list)
     duplicates_dropped: int = 0
     selection: SelectionRecord | None = None
     short: list[ShortPart] = field(default_factory=list)
@@ -287,6 +293,8 @@ class _OneRun:
         merged.short = [ShortPart(part or None, merged.shard_count, sel.count, recorded.get(part, 0))
                         for part, sel in sorted(self.parts.items()) if recorded.get(part, 0) < sel.count]
         merged.missing_selected = merged.selection.run_count - sum(sel.count for sel in self.parts.values())
+        if merged.missing_selected == 0:  # the shards with no record selected nothing: none is missing
+            merged.shards_empty, merged.shards_missing = merged.shards_missing, []
 
 
 def _selected(sel: SelectionRecord) -> str:

@@ -116,21 +116,42 @@ def _unshare(path: Path) -> None:
 
 
 def _lines(path: Path) -> list[tuple[int, Any]]:
-    """``(line number, JSON value)`` of every non-blank line."""
-    out = []
+    """``(line number, JSON value)`` of every non-blank line.
+
+    Raises:
+        ValueError: ``line N: why``; a first line that is not UTF-8 or does not open a JSON object is
+            named as no record log (read no further); a bad last line of a file that does not end its
+            last line, after lines that are records, is named as torn (a run cut mid-write).
+    """
+    out: list[tuple[int, Any]] = []
     bad: tuple[int, str] | None = None
     last = 0
     for n, value, why in json_lines(path):
         last = n
         if why is not None:
+            if not out and bad is None and (why.startswith("not UTF-8") or not _opens_object(path)):
+                raise ValueError(f"line {n}: {why}: not a tooleffect record log")
             bad = bad or (n, why)
         elif bad is None:
             out.append((n, value))
     if bad is not None:
         n, why = bad
-        cut = "; the last line is torn: the run that wrote it was cut" if n == last and _unended(path) else ""
+        records = all(isinstance(v, dict) and "version" in v for _, v in out)
+        cut = "; the last line is torn: the run that wrote it was cut" \
+            if n == last and records and _unended(path) else ""
         raise ValueError(f"line {n}: {why}{cut}")
     return out
+
+
+def _opens_object(path: Path) -> bool:
+    """The file's first non-blank byte (after a byte-order mark) is ``{``, as a record log's is (a
+    bounded read; ``True`` for a pipe, which cannot be read again).
+    """
+    if not path.is_file():
+        return True
+    with path.open("rb") as fh:
+        head = fh.read(4096).removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n")
+    return not head or head.startswith(b"{")
 
 
 def _unended(path: Path) -> bool:

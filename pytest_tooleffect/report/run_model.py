@@ -171,7 +171,11 @@ class MergedShards(Part):
     """The shards that have records, sorted."""
     missing: list[int]
     """The shards with no record: the report's status is then ``incomplete`` (not listed: a shard whose
-    items were all skipped as settled by a sequential gate, counted in ``selection.settled``)."""
+    items were all skipped as settled by a sequential gate, counted in ``selection.settled``, and a
+    shard that selected no item, in ``empty``)."""
+    empty: list[int] = Field(default_factory=list, exclude_if=lambda v: not v)
+    """The shards with no record that selected no item (the run's selection less the other shards'
+    is 0): nothing of the run is missing with them."""
     logs: list[str]
     """The record logs read, in the order given."""
     duplicates_dropped: int = 0

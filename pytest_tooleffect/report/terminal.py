@@ -95,6 +95,8 @@ def render_terminal(report: Report, width: int = PIPED_WIDTH, soft_wrap: bool = 
                       f"merged from {len(shards.logs)} record logs"
                       + (f"; status {report.status}: shard{'s' if len(missing) > 1 else ''} "
                          f"{shard_ranges(missing)} missing" if missing else "")
+                      + (f"; shard{'s' if len(shards.empty) > 1 else ''} {shard_ranges(shards.empty)} selected no "
+                         "item" if shards.empty else "")
                       + (f"; {shards.duplicates_dropped} repeated records left out"
                          if shards.duplicates_dropped else ""), markup=False)
     sel = report.selection
