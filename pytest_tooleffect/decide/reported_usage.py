@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["RawAnswer", "agent_usage", "known_count", "reported_counts", "usage_reported"]
+__all__ = ["RawAnswer", "agent_usage", "decoded_body", "known_count", "reported_counts", "usage_reported"]
 
 #: per wire format, a key that tells the body apart, and the key of its usage
 #: and the keys of its input and output token counts in that usage
@@ -64,7 +64,7 @@ def usage_reported(body: Any) -> bool | None:
         usage is absent, ``null`` or empty; ``None``: it cannot be told (no body, not JSON, another
         shape): litellm's usage is then taken as it is.
     """
-    body = _decoded(body)
+    body = decoded_body(body)
     if not isinstance(body, Mapping):
         return None
     for marker, key, _, _ in _USAGE_KEYS:
@@ -89,7 +89,7 @@ def reported_counts(body: Any) -> tuple[bool, bool] | None:
         ``candidatesTokenCount``, Anthropic's and OpenAI Responses' ``input_tokens`` /
         ``output_tokens``.  ``None``: it cannot be told (no body, not JSON, another shape).
     """
-    body = _decoded(body)
+    body = decoded_body(body)
     if not isinstance(body, Mapping):
         return None
     for marker, key, tin, tout in _USAGE_KEYS:
@@ -108,7 +108,7 @@ def known_count(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _decoded(body: Any) -> Any:
+def decoded_body(body: Any) -> Any:
     """The body as an object (``None`` for a text that is not JSON)."""
     if isinstance(body, (str, bytes)):
         try:
