@@ -15,18 +15,15 @@ as its text (:func:`parts_read`), the parts in order, a refusal part's ``refusal
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from pytest_tooleffect.decide.reported_usage import decoded_body
 from pytest_tooleffect.util.display import shown
+from pytest_tooleffect.util.json_keys import long_integer
 
 __all__ = ["body_problem", "parts_read"]
 
-#: Python's default limit on the digits of an integer ``int()`` reads from text (``sys.get_int_max_str_digits``)
-_INT_DIGITS = 4300
-_LONG_INTEGER = re.compile(r"\d{" + str(_INT_DIGITS + 1) + ",}")
 #: the content part types of an assistant message and the key holding each one's text
 _PART_TEXT = {"text": "text", "refusal": "refusal"}
 
@@ -39,12 +36,6 @@ def _a(value: Any) -> str:
         return "a boolean"
     return {dict: "a JSON object", list: "a list", str: "a string", int: "a number", float: "a number"}.get(
         type(value), type(value).__name__)
-
-
-def _digits(text: str) -> str | None:
-    """``an integer of N digits (over Python's 4300-digit limit)`` when ``text`` holds one, else ``None``."""
-    longest = max((len(m.group()) for m in _LONG_INTEGER.finditer(text)), default=0)
-    return f"an integer of {longest} digits (over Python's {_INT_DIGITS}-digit limit)" if longest else None
 
 
 def body_problem(body: Any) -> str | None:
@@ -65,7 +56,7 @@ def body_problem(body: Any) -> str | None:
         try:
             json.loads(text)
         except ValueError:
-            big = _digits(text)
+            big = long_integer(text)
             return f"the body holds {big}" if big else None
     body = decoded_body(body)
     if not isinstance(body, Mapping) or "choices" not in body:
@@ -117,7 +108,7 @@ def _message_problem(where: str, message: Mapping[str, Any]) -> str | None:
             return f"{where}.tool_calls[{k}].function: a JSON object, got {_a(function)}"
         arguments = function.get("arguments")
         if isinstance(arguments, str):
-            big = _digits(arguments)
+            big = long_integer(arguments)
             if big:
                 return f"{where}.tool_calls[{k}].function.arguments: {big}"
     return None
