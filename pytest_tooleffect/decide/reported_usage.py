@@ -39,7 +39,7 @@ class RawAnswer:
     """litellm's ``logger_fn`` for one request: keeps the body the provider sent.
 
     Attributes:
-        body: the ``original_response`` litellm logged after the provider answered (a JSON text or
+        body: the first ``original_response`` litellm logged after the provider answered (a JSON text or
             an object), or ``None`` before that.
     """
 
@@ -48,7 +48,9 @@ class RawAnswer:
 
     def __call__(self, details: Mapping[str, Any]) -> None:
         """Called by litellm with the call's details, before the request and after the answer."""
-        if details.get("log_event_type") == "post_api_call":
+        # the first answer logged is the provider's body: litellm logs again, with its own error text as the
+        # "original_response", when it refuses that body (its synchronous ``completion``)
+        if details.get("log_event_type") == "post_api_call" and self.body is None:
             self.body = details.get("original_response")
 
 
