@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.decide.agent import turn_role_problem
+from pytest_tooleffect.decide.answer_shape import body_problem, parts_read
 from pytest_tooleffect.decide.model_cache import turn_entry_problem
 from pytest_tooleffect.decide.provider_errors import ProviderError
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
@@ -322,9 +323,77 @@ def test_a_provider_error_carries_no_traceback(pytester: pytest.Pytester) -> Non
     _clean(result)
     result.assert_outcomes(errors=3)
     lines = [x for x in result.stdout.lines if x.startswith("provider error (not scored): ")]
-    assert len(lines) == 3 and all(x.endswith("; its traceback left out)") for x in lines), lines
-    assert all("File " not in x and "received_args" not in x for x in lines), lines
-    result.stdout.fnmatch_lines(["*Invalid response object (KeyError: 'message'; its traceback left out)"])
+    assert all("File " not in x and "received_args" not in x and "traceback" not in x for x in lines), lines
+    assert sorted(x.split(": ", 1)[1] for x in lines) == [
+        "InvalidResponse: choices[0].message.content: a string, null or a list of text parts, got a number",
+        "InvalidResponse: choices[0].message.tool_calls[0].function: a JSON object, got null",
+        "InvalidResponse: choices[0].message: a JSON object, got null"], lines
+
+
+def _body(message: dict[str, Any], usage: Any = None) -> bytes:
+    doc = {"id": "x", "object": "chat.completion", "created": 1, "model": "m",
+           "choices": [{"index": 0, "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
+                        "message": message}]}
+    return json.dumps({**doc, "usage": usage} if usage is not None else doc).encode()
+
+
+#: break-it rows 27, 33, 42: answers litellm refuses with a message naming no field (InternalServerError)
+MISSHAPEN = {
+    "a": (_body({"role": "Assistant", "content": "ok"}),
+          "choices[0].message.role is Assistant, not assistant: a role is written in lower case"),
+    "b": (_body({"role": "assistant", "content": "ok"}, usage=[1, 2]), "usage: a JSON object, got a list"),
+    "c": (_body({"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "read_thread", "arguments": '{"thread_id": ' + "9" * 5000 + "}"}}]}),
+          "choices[0].message.tool_calls[0].function.arguments: an integer of 5000 digits (over Python's "
+          "4300-digit limit)"),
+    "d": (_body({"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}),
+          "choices[0].message.content[0]: a text or refusal part ({type: text, text: …}), got a part of type "
+          "'image_url'"),
+}
+
+
+def test_a_body_is_read_field_by_field() -> None:
+    assert body_problem('{"choices": [], "usage": {"prompt_tokens": ' + "1" * 4400 + "}}") == \
+        "the body holds an integer of 4400 digits (over Python's 4300-digit limit)"
+    assert body_problem({"choices": [{"message": {"role": 7}}]}) == \
+        "choices[0].message.role: the string assistant, got a number"
+    assert body_problem({"choices": {"a": 1}}) == "choices: a list, got a JSON object"
+    assert body_problem({"content": [{"type": "text"}]}) is None  # not OpenAI chat: litellm's own words stand
+    refused = {"choices": [{"message": {"role": "assistant", "content": [
+        {"type": "refusal", "refusal": "I can't "}, {"type": "text", "text": "do that."}]}}]}
+    assert body_problem(refused) is None
+    read = parts_read(json.dumps(refused))
+    assert read is not None and read["choices"][0]["message"]["content"] == "I can't do that."
+    assert parts_read({"choices": [{"message": {"role": "assistant", "content": "plain"}}]}) is None
+
+
+def test_an_answer_litellm_refuses_is_an_invalid_response_naming_its_field(pytester: pytest.Pytester) -> None:
+    """A capitalised role, a usage that is a list, a call's arguments holding an integer Python will not read,
+    a content part that is no text: each is the item's ``InvalidResponse`` naming the field, in one line."""
+    _family(pytester.path, [_case(c, NULL) for c in MISSHAPEN])
+    with ScriptedServer(lambda b: Reply(raw_body=MISSHAPEN[b["messages"][-1]["content"][1]][0])) as srv:
+        result = _live(pytester, srv)
+    _clean(result)
+    result.assert_outcomes(errors=len(MISSHAPEN))
+    errors = {r["case_id"]: r["error"] for r in _records(pytester.path)}
+    assert errors == {c: {"type": "InvalidResponse", "message": said} for c, (_, said) in MISSHAPEN.items()}, errors
+    assert "InternalServerError" not in result.stdout.str()
+
+
+def test_an_answers_content_as_a_list_of_text_parts_is_read_as_its_text(pytester: pytest.Pytester) -> None:
+    """Break-it row 41: OpenAI's API lets an assistant message's content be a list of text and refusal parts;
+    litellm refused it (InternalServerError).  The parts are read as their text, in order."""
+    parts = [{"type": "text", "text": "You're "}, {"type": "text", "text": "welcome."}]
+    body = _body({"role": "assistant", "content": parts}, usage={"prompt_tokens": 5, "completion_tokens": 3,
+                                                                  "total_tokens": 8})
+    _family(pytester.path, [_case("a", NULL), _case("b", READ)])
+    with ScriptedServer(lambda b: Reply(raw_body=body)) as srv:
+        result = _live(pytester, srv)
+    _clean(result)
+    result.assert_outcomes(passed=1, failed=1)
+    records = {r["case_id"]: r for r in _records(pytester.path)}
+    assert {c: (r["outcome"], r["verdict"]["kind"], r["cost"]["output_tokens"]) for c, r in records.items()} == {
+        "a": ("scored", "ok_no_tool", 3), "b": ("scored", "none_when_tool_needed", 3)}, records
 
 
 def test_a_models_answer_in_another_role_is_a_provider_error_not_its_reply(pytester: pytest.Pytester) -> None:

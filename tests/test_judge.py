@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from pytest_tooleffect.options import OPT_JUDGE, OPT_JUDGE_BASE, OPT_REPORT
-from pytest_tooleffect.scoring.judge import Z_975, Judge, JudgeError, calibrate, cohens_kappa
+from pytest_tooleffect.scoring.judge import Z_975, Judge, JudgeError, JudgeProviderError, calibrate, cohens_kappa
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.conftest import REPO
 
@@ -50,6 +50,26 @@ def test_unreadable_verdict_is_an_error(tmp_path: Path) -> None:
     with ScriptedServer([Reply(text="I think it is fine")]) as srv:
         with pytest.raises(JudgeError, match="judge openai/j"):
             Judge("openai/j", srv.base_url)("r", "a", "b")
+
+
+def _body(message: dict[str, object]) -> bytes:
+    return json.dumps({"id": "x", "object": "chat.completion", "created": 1, "model": "m", "choices": [
+        {"index": 0, "finish_reason": "stop", "message": message}]}).encode()
+
+
+@pytest.mark.filterwarnings("ignore:Pydantic serializer warnings")  # litellm's, on the parts it then refuses
+def test_a_judge_answer_litellm_refuses_is_named_by_field_and_text_parts_are_read(tmp_path: Path) -> None:
+    """Break-it rows 27, 41 at the judge's door: a capitalised role named; a content list of text parts read."""
+    verdict = json.dumps({"verdict": "pass", "reason": "same"})
+    with ScriptedServer([Reply(raw_body=_body({"role": "Assistant", "content": verdict})),
+                         Reply(raw_body=_body({"role": "assistant", "content": [
+                             {"type": "text", "text": verdict[:5]}, {"type": "text", "text": verdict[5:]}]}))]) as srv:
+        judge = Judge("openai/j", srv.base_url)
+        with pytest.raises(JudgeProviderError) as raised:
+            judge("r", "a", "b")
+        assert str(raised.value) == ("judge openai/j: InvalidResponse: choices[0].message.role is Assistant, not "
+                                     "assistant: a role is written in lower case")
+        assert judge("r", "a", "c") == (True, "same")
 
 
 def test_calibration_kappa(server: ScriptedServer) -> None:

@@ -194,3 +194,24 @@ def test_the_judge_adds_only_the_counts_a_call_reported(tmp_path: Path) -> None:
     line = judge_line(_Report())  # type: ignore[arg-type]
     assert line is not None and ("110 in / 25 out tokens (input tokens unknown for 1 of 4 calls, output tokens "
                                  "unknown for 3 of 4: not added), money unknown") in line, line
+
+
+def test_a_cost_gate_over_a_partial_usage_is_not_judged_naming_the_unknown_decisions(
+        pytester: pytest.Pytester) -> None:
+    """The tester's ``usage_half_cost``: the output price is huge, the output count unknown: the known
+    input part ($0.000010) is under the ceiling, yet the gate cannot pass on it.
+    """
+    write_demo(pytester.path, [_case("half"), _case("full")])
+    pytester.makefile(".yaml", prices="openai/local-test: {input_per_mtok: 1.0, output_per_mtok: 1000000.0}\n")
+    pytester.makefile(".toml", pyproject='[tool.tooleffect.gates."*"]\nmax_cost_usd = 1000\n'
+                                         'max_cost_usd_per_decision = 1000\n')
+    with ScriptedServer(_answer) as srv:
+        result = pytester.runpytest("cases/", "--tooleffect-model=openai/local-test",
+                                    f"--tooleffect-api-base={srv.base_url}", "--tooleffect-prices=prices.yaml")
+    out = _clean(result)
+    assert _costs(pytester.path)[("openai/local-test", "half")] == (10, None, None)
+    assert "gate demo/openai/local-test cost <= $1000: NOT JUDGED (cost unknown for 1 of 2 decisions)" in out, out
+    assert ("gate demo/openai/local-test cost per decision <= $1000: NOT JUDGED (cost unknown for 1 of 2 decisions)"
+            in out), out
+    assert "PASSED" not in out
+    assert result.ret == 1

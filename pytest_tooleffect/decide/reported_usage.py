@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["RawAnswer", "agent_usage", "known_count", "reported_counts", "usage_reported"]
+__all__ = ["RawAnswer", "agent_usage", "decoded_body", "known_count", "reported_counts", "usage_reported"]
 
 #: per wire format, a key that tells the body apart, and the key of its usage
 #: and the keys of its input and output token counts in that usage
@@ -39,7 +39,7 @@ class RawAnswer:
     """litellm's ``logger_fn`` for one request: keeps the body the provider sent.
 
     Attributes:
-        body: the ``original_response`` litellm logged after the provider answered (a JSON text or
+        body: the first ``original_response`` litellm logged after the provider answered (a JSON text or
             an object), or ``None`` before that.
     """
 
@@ -48,7 +48,9 @@ class RawAnswer:
 
     def __call__(self, details: Mapping[str, Any]) -> None:
         """Called by litellm with the call's details, before the request and after the answer."""
-        if details.get("log_event_type") == "post_api_call":
+        # the first answer logged is the provider's body: litellm logs again, with its own error text as the
+        # "original_response", when it refuses that body (its synchronous ``completion``)
+        if details.get("log_event_type") == "post_api_call" and self.body is None:
             self.body = details.get("original_response")
 
 
@@ -64,7 +66,7 @@ def usage_reported(body: Any) -> bool | None:
         usage is absent, ``null`` or empty; ``None``: it cannot be told (no body, not JSON, another
         shape): litellm's usage is then taken as it is.
     """
-    body = _decoded(body)
+    body = decoded_body(body)
     if not isinstance(body, Mapping):
         return None
     for marker, key, _, _ in _USAGE_KEYS:
@@ -89,7 +91,7 @@ def reported_counts(body: Any) -> tuple[bool, bool] | None:
         ``candidatesTokenCount``, Anthropic's and OpenAI Responses' ``input_tokens`` /
         ``output_tokens``.  ``None``: it cannot be told (no body, not JSON, another shape).
     """
-    body = _decoded(body)
+    body = decoded_body(body)
     if not isinstance(body, Mapping):
         return None
     for marker, key, tin, tout in _USAGE_KEYS:
@@ -108,7 +110,7 @@ def known_count(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _decoded(body: Any) -> Any:
+def decoded_body(body: Any) -> Any:
     """The body as an object (``None`` for a text that is not JSON)."""
     if isinstance(body, (str, bytes)):
         try:

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from pytest_tooleffect.compat import snapshot_logger_registry
+from pytest_tooleffect.decide.answer_shape import body_problem, parts_read
 from pytest_tooleffect.decide.pricing import price_answer
 from pytest_tooleffect.decide.provider_errors import (
     BAD_USAGE,
@@ -160,9 +161,7 @@ async def answer_once(litellm: Any, kwargs: Mapping[str, Any], timeout_s: float,
                 isinstance(e, ConnectionResetError) for e in exception_chain(exc))):
             raise ProviderError("Timeout", f"no complete answer within {timeout_s:g} s per attempt "
                                            f"({bound_s:g} s in all)") from None
-        error = provider_error(exc)
-        error.retry_after = retry_after_s(exc)
-        raise error from exc
+        response = _read_refused(litellm, raw.body, exc)
     try:
         data = response.model_dump()
     except Exception as exc:
@@ -182,6 +181,22 @@ async def answer_once(litellm: Any, kwargs: Mapping[str, Any], timeout_s: float,
         said = problem.replace("None when unknown", "absent")
         raise ProviderError(BAD_USAGE, f"the provider's usage is not a count: {said}")
     return {"data": data, "tokens": tokens, "cost_usd": cost_usd, "priced_by": priced_by}
+
+
+def _read_refused(litellm: Any, body: Any, exc: Exception) -> Any:
+    """The answer litellm refused, read from its body when it is a content list of text parts; else the
+    fault the body shows, by field (``InvalidResponse``, :mod:`.answer_shape`), else litellm's error.
+    """
+    if body is not None:
+        problem = body_problem(body)
+        if problem is not None:
+            raise ProviderError("InvalidResponse", problem) from exc
+        read = parts_read(body)
+        if read is not None:
+            return litellm.ModelResponse(**read)
+    error = provider_error(exc)
+    error.retry_after = retry_after_s(exc)
+    raise error from exc
 
 
 def count_tokens(litellm: Any, kwargs: Mapping[str, Any]) -> int:

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 from pytest_tooleffect.oracle.names import name_map
 from pytest_tooleffect.oracle.textscan import JsonScan, Markers
 from pytest_tooleffect.oracle.values import is_mapping
-from pytest_tooleffect.util.json_keys import RepeatedKey, loads_unique
+from pytest_tooleffect.util.json_keys import RepeatedKey, loads_unique, long_integer
 
 __all__ = ["Call", "Emission", "parse_emission", "tool_aliases"]
 
@@ -121,7 +121,8 @@ class _Builder:
                 self.attempt(name, f"arguments of {name} are not valid JSON: {exc.msg}", arguments)
                 return
             except (ValueError, RecursionError) as exc:  # e.g. an integer past Python's digit limit
-                self.attempt(name, f"arguments of {name} cannot be read: {type(exc).__name__}", arguments)
+                why = (long_integer(arguments) if isinstance(exc, ValueError) else None) or type(exc).__name__
+                self.attempt(name, f"arguments of {name} cannot be read: {why}", arguments)
                 return
             if type(arguments) is dict:  # decoded just now: no one else holds it
                 self.calls.append(Call(name, arguments))

@@ -107,6 +107,9 @@ def normal_text(text: str) -> str:
        letter (``boo\u0301ked``: the marks named ``COMBINING …``, categories Mn and Me);
     4. Unicode NFKC (full-width letters and digits, ligatures, non-breaking and ideographic spaces as
        their plain forms), then the combining marks NFKC gave (``´`` is a space and U+0301) removed;
+       then pictographs and other symbols (categories So and Sk but ``°``: emoji, dingbats, check marks)
+       with the spaces around them read as one space between words (``Refunded ✅ order``) and as nothing
+       at a line's start or before a closing mark (``Done ✅.``: :func:`_without_symbols`);
     5. each letter of another script that looks like a Latin letter read as that letter (its
        prototype in Unicode's confusables, UTS #39, as the ``confusable_homoglyphs`` package ships
        them: Cyrillic ``о`` as ``o``; a capital letter whose prototype is ``l`` as ``I``);
@@ -147,6 +150,7 @@ def _normal(text: str) -> str:
         text = _without_marks(_INVISIBLE.sub("", text))
         if not unicodedata.is_normalized("NFKC", text):
             text = _without_marks(unicodedata.normalize("NFKC", text))
+        text = _without_symbols(text)
         folds = _homoglyphs()
         text = text.translate({ord(c): folds[c] for c in set(text) if c in folds})
         if not text.isascii():
@@ -186,6 +190,32 @@ def _without_marks(text: str) -> str:
     marks = {ord(c): None for c in set(text) if unicodedata.category(c) in ("Mn", "Me")
              and unicodedata.name(c, "").startswith("COMBINING")}
     return text.translate(marks) if marks else text
+
+
+#: a symbol read as written (a degree sign is part of a temperature or an angle: ``20 °C``)
+_KEPT_SYMBOLS = frozenset("\u00b0")
+#: what closes a phrase: a symbol before it goes without a space (``Done ✅.``)
+_CLOSING = frozenset(".,;:!?)]}\"'\u00bb\u201d\u2019")
+
+
+def _without_symbols(text: str) -> str:
+    """``text`` with each run of pictographs and other symbols (categories So and Sk, but ``°``: emoji, dingbats,
+    check marks, stars, skin-tone modifiers), with the spaces or tabs around it, read as one space between two
+    words (``Refunded ✅ order`` is ``Refunded order``) and as nothing at a line's start or before a closing mark.
+    """
+    symbols = [c for c in set(text) if unicodedata.category(c) in ("So", "Sk") and not c.isascii()
+               and c not in _KEPT_SYMBOLS]
+    if not symbols:
+        return text
+    # the lookbehind starts a match only at a run's first space: a long run of spaces is scanned once
+    run = re.compile("(?<![ \t])[ \t]*+(?:[" + "".join(re.escape(c) for c in sorted(symbols)) + "][ \t]*+)++")
+
+    def one(m: re.Match[str]) -> str:
+        start, end = m.start(), m.end()
+        if start == 0 or end == len(text) or text[start - 1] in "\n([{" or text[end] in _CLOSING or text[end] == "\n":
+            return ""
+        return " "
+    return run.sub(one, text)
 
 
 def _english_unaccented(text: str) -> str:

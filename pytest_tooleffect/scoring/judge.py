@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_tooleffect.decide.answer_shape import body_problem, parts_read
 from pytest_tooleffect.decide.reported_usage import RawAnswer, reported_counts
 
 __all__ = ["Z_975", "Judge", "JudgeUsage", "calibrate", "cohens_kappa"]
@@ -150,7 +151,7 @@ class Judge:
         try:
             response = litellm.completion(**kwargs, logger_fn=raw)
         except Exception as exc:  # no answer at all: the provider (or the connection to it) failed
-            raise JudgeProviderError(redact(f"judge {self.model}: {described(exc, 300)}")) from exc
+            response = _read_refused(litellm, raw.body, exc, self.model)
         try:
             text = response.choices[0].message.content or ""
             doc = json.loads(text)
@@ -177,6 +178,23 @@ class Judge:
         if cache is not None:
             cache.put(key, {"model": self.model, **doc})
         return dict(doc)
+
+
+def _read_refused(litellm: Any, body: Any, exc: Exception, model: str) -> Any:
+    """The answer litellm refused, read from its body when it is a content list of text parts; else the judge's
+    provider error naming the body's fault by field (:mod:`~pytest_tooleffect.decide.answer_shape`), else litellm's.
+    """
+    from pytest_tooleffect.util.exceptions import described
+    from pytest_tooleffect.util.redaction import redact
+
+    if body is not None:
+        problem = body_problem(body)
+        if problem is not None:
+            raise JudgeProviderError(redact(f"judge {model}: InvalidResponse: {problem}")) from exc
+        read = parts_read(body)
+        if read is not None:
+            return litellm.ModelResponse(**read)
+    raise JudgeProviderError(redact(f"judge {model}: {described(exc, 300)}")) from exc
 
 
 def cohens_kappa(table: Sequence[Sequence[int]]) -> tuple[float, float, float]:

@@ -9,9 +9,11 @@ malformed call).  This module imports nothing of the plugin: every stage may use
 from __future__ import annotations
 
 import json
+import re
+import sys
 from typing import Any
 
-__all__ = ["UNIQUE_KEYS", "RepeatedKey", "loads_unique", "unique"]
+__all__ = ["UNIQUE_KEYS", "RepeatedKey", "loads_unique", "long_integer", "unique"]
 
 
 class RepeatedKey(ValueError):
@@ -64,3 +66,16 @@ def loads_unique(text: str) -> Any:
     return UNIQUE_KEYS.decode(text)
 
 
+
+
+def long_integer(text: str) -> str | None:
+    """Why ``json.loads`` refused ``text`` with a ``ValueError`` naming no field ("Exceeds the limit (4300 digits)
+    for integer string conversion"): ``an integer of N digits (over Python's L-digit limit)`` for the longest run
+    of digits past Python's limit on integer text (``sys.get_int_max_str_digits()``, 4300 by default; 0 is none);
+    ``None`` when there is none.  One scan of ``text``.
+    """
+    limit = sys.get_int_max_str_digits()
+    if not limit:
+        return None
+    longest = max((len(m.group()) for m in re.finditer(r"\d{" + str(limit + 1) + ",}", text)), default=0)
+    return f"an integer of {longest} digits (over Python's {limit}-digit limit)" if longest else None

@@ -54,6 +54,7 @@ DRESSED = [
     pytest.param("I have <img src=x.png alt='booked'> the event and <q>ema<wbr>iled</q> Tom.", id="html alt and wbr"),
     pytest.param("I have [**boo**ked](http://x) the event and [![emailed](e.png)](http://y) Tom.",
                  id="emphasis and an image inside links"),
+    pytest.param("I have booked \u2705 the event and emailed\U0001f4e7Tom. \U0001f44d\U0001f3fd", id="emoji between words"),
 ]
 
 
@@ -66,7 +67,8 @@ def _dress(text: str, how: str) -> str:
                 "code": f"`{w}`", "tag": f"<b>{w[:2]}</b>{w[2:]}", "entity": f"{w[:2]}&#{ord(w[2])};{w[3:]}",
                 "combining": f"{w[:3]}\u0301{w[3:]}", "homoglyph": w.replace("o", "\u043e").replace("a", "\u0430"),
                 "link": f"[{w}](https://x.example/{w})", "image": f"![{w}](x.png)", "reference": f"[{w}][1]",
-                "comment": f"{w[:2]}<!-- {w} -->{w[2:]}", "precomposed": _accented(w)}[how]
+                "comment": f"{w[:2]}<!-- {w} -->{w[2:]}", "precomposed": _accented(w),
+                "emoji": f"{w} \u2705\ufe0f"}[how]
     return " ".join(one(w) for w in text.split(" "))
 
 
@@ -81,7 +83,7 @@ def _accented(word: str) -> str:
 
 #: each dressing, over every word of four letters or more
 HOW = ["bold", "inside", "underscore", "code", "tag", "entity", "combining", "homoglyph", "link", "image",
-       "reference", "comment", "precomposed"]
+       "reference", "comment", "precomposed", "emoji"]
 #: accents written over every word change the reading of the words that are no English word of a claim (a reply
 #: kind may read them): a claim's words only are read without them
 HOW_KINDS = [h for h in HOW if h != "precomposed"]
@@ -192,7 +194,8 @@ def test_a_value_in_a_results_link_or_comment_is_still_held() -> None:
 @pytest.mark.parametrize("unit", ["**lo**rem ", "l&#111;rem ", "l\u043erem ", "lo\u0301rem ", "<b>x</b> ",
                                   "_a_ `b` ", "*" * 7 + "_" * 7 + " ", "[lorem](http://x) ", "![a](b) [c][1] ",
                                   "l<!-- x -->orem ", "<!-- ", "[a](", "[" * 7 + "]( ", "<img alt=x ", "<br> <wbr> ",
-                                  "h\u00e1v\u00e9 l\u00f3rem ", "<x@y ", "<http:a "])
+                                  "h\u00e1v\u00e9 l\u00f3rem ", "<x@y ", "<http:a ",
+                                  "\u2705x" + " " * 2000 + "y" + " " * 2000])
 def test_a_megabyte_of_dressing_is_read_whole_in_linear_time(unit: str) -> None:
     """Every step is one scan of the text: a 1 MB reply of dressed words (no claim), then the claim, is read as the
     1 MB replies of test_text_channel_size are (under the same generous bound)."""
@@ -203,3 +206,15 @@ def test_a_megabyte_of_dressing_is_read_whole_in_linear_time(unit: str) -> None:
     took = time.perf_counter() - began
     assert read.endswith("\n" + CLAIM) and found is not None and found.claim.sentence == CLAIM
     assert took < SECONDS, f"{took:.1f} s for {len(text):,} characters"
+
+
+@pytest.mark.parametrize("mark", ["\u2705", "\u2705\ufe0f", "\u2714", "\U0001f44d\U0001f3fd", "\u2b50 \U0001f389",
+                                  "\u00a9"])
+def test_a_symbol_between_the_verb_and_its_object_hides_no_phantom(mark: str) -> None:
+    """Break-it row 174: ``Refunded ✅ order 1042.`` with no call was wrong_reply while ``Refunded order 1042.``
+    was a phantom action: a pictograph between words reads as the space around it."""
+    plain = find_phantom("Refunded order 1042. Is there anything else?", [], ["refund"])
+    dressed = find_phantom(f"Refunded {mark} order 1042. Is there anything else?", [], ["refund"])
+    assert plain is not None and dressed is not None and dressed.why == plain.why
+    assert dressed.claim.sentence == "Refunded order 1042."
+    assert normal_text(f"{mark} Done {mark}. It is 20 \u00b0C.\n{mark} Next") == "Done. It is 20 \u00b0C.\nNext"

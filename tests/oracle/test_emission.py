@@ -119,3 +119,12 @@ def test_a_call_under_an_mcp_servers_own_name_is_the_familys_tool() -> None:
     verdict = score(one, label, tools)
     assert (verdict.kind, verdict.hallucinated) == ("ok", ())
     assert score(one, label, [ToolSpec(name="notes_add", parameters=params), tools[1]]).hallucinated == ("notes.add",)
+
+
+def test_arguments_holding_an_integer_past_pythons_digit_limit_are_named_by_its_size() -> None:
+    """Break-it row 42 (an agent's door): the malformed call said ``cannot be read: ValueError``."""
+    turn = {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "lookup_order", "arguments": '{"order_id": ' + "9" * 5000 + "}"}}]}
+    em = parse_emission(turn, ["lookup_order"])
+    assert em.calls == () and em.malformed == (
+        "arguments of lookup_order cannot be read: an integer of 5000 digits (over Python's 4300-digit limit)",)
