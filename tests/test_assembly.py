@@ -146,4 +146,4 @@ def test_a_report_from_record_logs_has_the_judge_section_a_run_has(tmp_path: Pat
     judge = json.loads(capsys.readouterr().out)["judge"]
     assert judge == {"model": "openai/judge", "calibration": "not measured",
                      "usage": {"calls": 2, "cached": 0, "input_tokens": 10, "output_tokens": 3, "cost_usd": None,
-                                       "tokens_unknown": 0}}
+                               "tokens_unknown": 0, "input_tokens_unknown": 0, "output_tokens_unknown": 0}}

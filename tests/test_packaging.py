@@ -485,13 +485,17 @@ def _quickstart_steps() -> list[tuple[str, str, str]]:
     return steps
 
 
+#: the quickstart's install line: the wheel ``make dist`` builds, by path, until the first release on PyPI
+QUICKSTART_PIP = "pip install /path/to/pytest-tooleffect/dist/pytest_tooleffect-*.whl"
+
+
 def test_the_quickstart_is_files_commands_and_their_output() -> None:
     steps = _quickstart_steps()
     files = [path for kind, path, _ in steps if kind == "file"]
     assert {"cases/support/family.yaml", "cases/support/cases.yaml", "agent.py", "agent_hasty.py",
             "pyproject.toml"} == set(files)
     commands = [line for kind, _, line in steps if kind == "sh"]
-    assert commands[:3] == ["python3 -m venv .venv", ". .venv/bin/activate", "pip install pytest-tooleffect"]
+    assert commands[:3] == ["python3 -m venv .venv", ". .venv/bin/activate", QUICKSTART_PIP]
     assert any("--tooleffect-html" in c for c in commands)
     # the baseline is the ini key of the pyproject that adds the gates: plain `pytest cases/` is gated by it
     gated = [text for kind, path, text in steps if kind == "file" and path == "pyproject.toml"][-1]
@@ -510,8 +514,8 @@ def _clean_env() -> dict[str, str]:
 
 def _follow_the_quickstart(wheel: Path, folder: Path) -> None:
     """In ``folder`` (outside the checkout): each file of the quickstart written as the README shows
-    it, each command run as written (``python3`` is the interpreter under test, ``pip install
-    pytest-tooleffect`` the built wheel until the package is on PyPI, the activation a PATH); what
+    it, each command run as written (``python3`` is the interpreter under test, the README's wheel
+    path (:data:`QUICKSTART_PIP`) the built wheel, the activation a PATH); what
     each command printed is kept in ``folder/runs.json`` (``[{"line", "returncode", "stdout",
     "stderr"}]``, in order)."""
     base = os.environ.get("TOOLEFFECT_WHEEL_PYTHON") or sys.executable
@@ -527,7 +531,7 @@ def _follow_the_quickstart(wheel: Path, folder: Path) -> None:
             command = body
             if command.startswith("python3 "):
                 command = f"{shlex.quote(base)} {command.removeprefix('python3 ')}"
-            if command == "pip install pytest-tooleffect":
+            if command == QUICKSTART_PIP:
                 command = f"pip install --quiet --disable-pip-version-check {shlex.quote(str(wheel))}"
             done = _run(["bash", "-c", command], folder, env, timeout=900)
             runs.append({"line": body, "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr})
