@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_tooleffect.decide.reported_usage import usage_reported
+from pytest_tooleffect.decide.reported_usage import reported_counts
 from pytest_tooleffect.servers.scripted import Reply, ScriptedServer
 from tests.demo_family import write_demo
 from tests.run_outputs import clean as _clean
@@ -44,13 +44,14 @@ def _answer(body: dict[str, Any]) -> Reply:
 
 
 def test_the_body_tells_whether_usage_was_reported() -> None:
-    assert usage_reported(_body(...)) is False and usage_reported(_body(None)) is False
-    assert usage_reported(_body({})) is False
-    assert usage_reported(_body(USAGE["c"])) is True  # the server said 0: that is a report
-    assert usage_reported({"candidates": [], "usageMetadata": {"promptTokenCount": 3}}) is True
-    assert usage_reported({"candidates": []}) is False
-    assert usage_reported({"type": "message", "stop_reason": "end_turn", "content": []}) is False
-    assert usage_reported(None) is None and usage_reported("<html>") is None and usage_reported({"x": 1}) is None
+    none = (False, False)
+    assert reported_counts(_body(...)) == none and reported_counts(_body(None)) == none
+    assert reported_counts(_body({})) == none
+    assert reported_counts(_body(USAGE["c"])) == (True, True)  # the server said 0: that is a report
+    assert reported_counts({"candidates": [], "usageMetadata": {"promptTokenCount": 3}}) == (True, False)
+    assert reported_counts({"candidates": []}) == none
+    assert reported_counts({"type": "message", "stop_reason": "end_turn", "content": []}) == none
+    assert reported_counts(None) is None and reported_counts("<html>") is None and reported_counts({"x": 1}) is None
 
 
 @pytest.mark.parametrize("workers", [0, 2])

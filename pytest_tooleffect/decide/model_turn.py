@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pytest_tooleffect.decide.model_cache import CacheEntryError, ModelCache
+from pytest_tooleffect.decide.model_cache import CacheEntryError, ModelCache, message_role_problem
 from pytest_tooleffect.decide.provider_errors import (
     MAX_RETRY_AFTER_S,
     ProviderError,
@@ -57,7 +57,6 @@ from pytest_tooleffect.decide.turn_process import (
 )
 from pytest_tooleffect.formats import Case, Policy, Price, ToolSpec
 from pytest_tooleffect.oracle.names import NameMap, name_map  # re-exported: the mapping is the oracle's too
-from pytest_tooleffect.util.display import shown
 from pytest_tooleffect.util.exceptions import described
 from pytest_tooleffect.util.redaction import register
 from pytest_tooleffect.util.unicode import surrogate_problem
@@ -466,10 +465,9 @@ async def _turn(pool: TurnPool, kwargs: dict[str, Any], names: NameMap, model: s
     if unwritable is not None:  # JSON's "\ud800" unpaired: no writer takes it, and a reading of it would be a guess
         raise ProviderError("InvalidResponse", f"{unwritable} (an unpaired \\uD800-\\uDFFF escape in the "
                                                "response's JSON): the answer is not scored, nor cached")
-    role = message.get("role")
-    if role not in (None, "assistant"):  # the user's or a tool's turn echoed back is no decision of the model
-        raise ProviderError("InvalidResponse", f"choices[0].message.role is {shown(str(role), limit=40)}, not "
-                                               "assistant: the answer is not the model's own turn; not scored")
+    wrong_role = message_role_problem(message, "choices[0].message")  # the user's or a tool's turn echoed back
+    if wrong_role is not None:
+        raise ProviderError("InvalidResponse", f"{wrong_role}; not scored")
     not_a_decision = stop_failure(data["choices"][0], kwargs.get("max_tokens"))
     if not_a_decision is not None:  # never cached: a later run asks again
         raise not_a_decision

@@ -7,7 +7,7 @@ server said 0" and "the server said nothing" come back as the same ``Usage(promp
 completion_tokens=0)``.  litellm keeps the body it received, though, and hands it to the
 ``logger_fn`` a caller passes to ``completion`` / ``acompletion`` (its documented "Logger Function"
 of Local Debugging: called with the call's details, ``original_response`` among them, once the
-provider answered).  :class:`RawAnswer` is such a function; :func:`usage_reported` reads the body.
+provider answered).  :class:`RawAnswer` is such a function; :func:`reported_counts` reads the body.
 
 A usage the provider did not report is unknown (``None``), never 0, and so is each count of it on
 its own (:func:`reported_counts`): a usage that gives the input tokens and no output tokens (or
@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["RawAnswer", "agent_usage", "decoded_body", "known_count", "reported_counts", "usage_reported"]
+__all__ = ["RawAnswer", "agent_usage", "decoded_body", "known_count", "reported_counts"]
 
 #: per wire format, a key that tells the body apart, and the key of its usage
 #: and the keys of its input and output token counts in that usage
@@ -52,28 +52,6 @@ class RawAnswer:
         # "original_response", when it refuses that body (its synchronous ``completion``)
         if details.get("log_event_type") == "post_api_call" and self.body is None:
             self.body = details.get("original_response")
-
-
-def usage_reported(body: Any) -> bool | None:
-    """Whether the provider's body reports a usage.
-
-    Args:
-        body: the body as litellm logged it (:attr:`RawAnswer.body`): a JSON text, or an object.
-
-    Returns:
-        ``True``: the body has a non-empty usage object (its counts may be 0: the provider said so);
-        ``False``: a body of a known wire format (OpenAI chat or Responses, Anthropic, Gemini) whose
-        usage is absent, ``null`` or empty; ``None``: it cannot be told (no body, not JSON, another
-        shape): litellm's usage is then taken as it is.
-    """
-    body = decoded_body(body)
-    if not isinstance(body, Mapping):
-        return None
-    for marker, key, _, _ in _USAGE_KEYS:
-        if marker in body:
-            usage = body.get(key)
-            return isinstance(usage, Mapping) and bool(usage)
-    return None
 
 
 def reported_counts(body: Any) -> tuple[bool, bool] | None:
